@@ -1,0 +1,102 @@
+"""The agent framework: definitions, the agent, the step loop, prompts, parser, memory and models.
+
+Nothing here imports a chat platform; ``extensions/`` brings those.
+"""
+
+from .agent import Agent, create_agent
+from .definitions import (
+    Action,
+    ActionContext,
+    Context,
+    ContextState,
+    Extension,
+    Input,
+    InputContext,
+    Output,
+    OutputContext,
+    Service,
+    action,
+    context,
+    extension,
+    input,
+    output,
+    service,
+)
+from .dispatch import Dispatcher, InProcessDispatcher
+from .errors import (
+    ActionError,
+    BackpressureError,
+    BotError,
+    ConfigError,
+    DefinitionError,
+    DispatchError,
+    MemoryStoreError,
+    ModelAuthError,
+    ModelError,
+    PlatformError,
+    RunError,
+    TemplateError,
+    ValidationError,
+)
+from .events import RunEvent, RunEventType
+from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
+from .memory import InMemoryStore, MemoryStore, SQLiteStore
+from .models import Model, ModelRequest, ModelUsage, ScriptedModel
+from .parser import StreamParser
+from .prompt import Prompt, build_prompt
+
+__all__ = (
+    "Action",
+    "ActionCall",
+    "ActionContext",
+    "ActionError",
+    "ActionResult",
+    "Agent",
+    "BackpressureError",
+    "BotError",
+    "ConfigError",
+    "Context",
+    "ContextState",
+    "DefinitionError",
+    "DispatchError",
+    "Dispatcher",
+    "ErrorLog",
+    "Extension",
+    "InMemoryStore",
+    "InProcessDispatcher",
+    "Input",
+    "InputContext",
+    "InputRef",
+    "Log",
+    "MemoryStore",
+    "MemoryStoreError",
+    "Model",
+    "ModelAuthError",
+    "ModelError",
+    "ModelRequest",
+    "ModelUsage",
+    "Output",
+    "OutputContext",
+    "OutputRef",
+    "PlatformError",
+    "Prompt",
+    "RunError",
+    "RunEvent",
+    "RunEventType",
+    "SQLiteStore",
+    "ScriptedModel",
+    "Service",
+    "StreamParser",
+    "TemplateError",
+    "Thought",
+    "ValidationError",
+    "WorkingMemory",
+    "action",
+    "build_prompt",
+    "context",
+    "create_agent",
+    "extension",
+    "input",
+    "output",
+    "service",
+)

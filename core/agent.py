@@ -1,0 +1,467 @@
+"""The agent: registries of definitions, ``send``/``run``/``stream``, and its lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from .definitions import (
+    Action,
+    Context,
+    ContextState,
+    Extension,
+    Input,
+    InputContext,
+    Output,
+    Service,
+    maybe_await,
+)
+from .dispatch import Dispatcher, InProcessDispatcher
+from .engine import Run
+from .errors import DefinitionError
+from .events import RunEvent, RunEventType
+from .logs import InputRef, Log, WorkingMemory
+from .memory import InMemoryStore, MemoryStore
+from .models.base import Model
+from .prompt import DEFAULT_INTRO
+from .tasks import TaskRunner
+
+__all__ = ("Agent", "create_agent")
+
+log = logging.getLogger("core.agent")
+
+Observer = Callable[[str, str, float], Any]
+"""``observer(kind, context_id, value)``: hooks for metrics (``model_seconds``, ``output``, ``run_seconds``)."""
+
+
+class Agent:
+    """Holds the definitions and runs contexts. Build it with ``create_agent``."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        contexts: Sequence[Context] = (),
+        extensions: Sequence[Extension] = (),
+        actions: Sequence[Action] = (),
+        outputs: Sequence[Output] = (),
+        inputs: Sequence[Input] = (),
+        services: Sequence[Service] = (),
+        memory: MemoryStore | None = None,
+        dispatcher: Dispatcher | None = None,
+        intro: str = DEFAULT_INTRO,
+        persona: str = "",
+        max_tokens: int = 1024,
+        model_idle_timeout: float = 60.0,
+        output_timeout: float = 60.0,
+        queues: Mapping[str, int] | None = None,
+        stop_timeout: float = 10.0,
+    ) -> None:
+        self.model = model
+        """The model every run uses."""
+        self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
+        """Where context memory and working memory are kept."""
+        self.dispatcher: Dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
+        """How ``send`` reaches ``run``."""
+        self.intro = intro
+        """The first section of the system prompt."""
+        self.persona = persona
+        """Who the bot is, added to the system prompt."""
+        self.max_tokens = max_tokens
+        """Upper bound on tokens per model call."""
+        self.model_idle_timeout = model_idle_timeout
+        """Seconds the model may stay silent before the call fails."""
+        self.output_timeout = output_timeout
+        """Seconds an output handler may take."""
+        self.stop_timeout = stop_timeout
+        """Seconds ``stop()`` waits for running runs before cancelling them."""
+        self.tasks = TaskRunner(dict(queues or {}))
+        """Where action handlers run."""
+        self.observers: list[Observer] = []
+        """Metric hooks."""
+        self.event_listeners: list[Callable[[RunEvent], Any]] = []
+        """Listeners that see the events of every run."""
+        self.extensions = tuple(extensions)
+        self.contexts: dict[str, Context] = {}
+        """Contexts by type."""
+        self.actions: list[Action] = []
+        """Actions offered everywhere (subject to their ``context`` and ``enabled``)."""
+        self.outputs: list[Output] = []
+        """Outputs offered everywhere (subject to their ``context`` and ``enabled``)."""
+        self.inputs: dict[str, Input] = {}
+        """Inputs by type."""
+        self.services: list[Service] = list(services)
+        self._runs: dict[str, Run | _Pending] = {}
+        self._run_tasks: set[asyncio.Task[Any]] = set()
+        self._unsubscribers: list[Callable[[], Any]] = []
+        self._started = False
+        self._stopping = False
+        for ext in self.extensions:
+            self._register(ext.contexts, ext.actions, ext.outputs, ext.inputs, owner=f"extension {ext.name!r}")
+            self.services.extend(ext.services)
+        self._register(contexts, actions, outputs, inputs, owner="create_agent")
+
+    # -- registry --------------------------------------------------------------------------------------
+
+    def _register(
+        self,
+        contexts: Sequence[Context],
+        actions: Sequence[Action],
+        outputs: Sequence[Output],
+        inputs: Sequence[Input],
+        *,
+        owner: str,
+    ) -> None:
+        for ctx in contexts:
+            if ctx.type in self.contexts and self.contexts[ctx.type] is not ctx:
+                raise DefinitionError(f"{owner}: context type {ctx.type!r} is defined twice")
+            self.contexts[ctx.type] = ctx
+            for inp in ctx.inputs:
+                self.inputs.setdefault(inp.type, inp)
+        for act in actions:
+            if any(a.name == act.name and a is not act for a in self.actions):
+                raise DefinitionError(f"{owner}: action {act.name!r} is defined twice")
+            if act not in self.actions:
+                self.actions.append(act)
+        for out in outputs:
+            if any(o.type == out.type and o is not out for o in self.outputs):
+                raise DefinitionError(f"{owner}: output {out.type!r} is defined twice")
+            if out not in self.outputs:
+                self.outputs.append(out)
+        for inp in inputs:
+            if inp.type in self.inputs and self.inputs[inp.type] is not inp:
+                raise DefinitionError(f"{owner}: input {inp.type!r} is defined twice")
+            self.inputs[inp.type] = inp
+
+    def available(self, state: ContextState) -> tuple[list[Action], list[Output]]:
+        """The actions and outputs offered to the model in ``state``'s context."""
+        ctx = state.context
+        actions = [
+            a
+            for a in (*ctx.actions, *self.actions)
+            if (a.context is None or a.context is ctx) and (a.enabled is None or a.enabled(state))
+        ]
+        outputs = [
+            o
+            for o in (*ctx.outputs, *self.outputs)
+            if (o.context is None or o.context is ctx) and (o.enabled is None or o.enabled(state))
+        ]
+        return actions, outputs
+
+    def context_id(self, context: Context, args: Any) -> str:
+        """``<type>:<key>`` of the instance ``args`` names."""
+        return f"{context.type}:{context.key(args)}"
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Install definitions, start services and the dispatcher, subscribe inputs."""
+        if self._started:
+            return
+        self._started = True
+        for ext in self.extensions:
+            if ext.install is not None:
+                await maybe_await(ext.install(self))
+        for definition in (*self.actions, *self.outputs, *self.inputs.values()):
+            if definition.install is not None:
+                await maybe_await(definition.install(self))
+        for svc in self.services:
+            if svc.start is not None:
+                await maybe_await(svc.start(self))
+        await self.dispatcher.start(self)
+        for inp in self.inputs.values():
+            if inp.subscribe is not None:
+                unsubscribe = await maybe_await(inp.subscribe(self.send, self))
+                if callable(unsubscribe):
+                    self._unsubscribers.append(unsubscribe)
+
+    async def stop(self) -> None:
+        """Unsubscribe inputs, let running runs finish (up to ``stop_timeout``), then stop services."""
+        if self._stopping:
+            return
+        self._stopping = True
+        for unsubscribe in reversed(self._unsubscribers):
+            try:
+                await maybe_await(unsubscribe())
+            except Exception:
+                log.exception("an input's unsubscribe raised")
+        self._unsubscribers.clear()
+        await self.dispatcher.stop()
+        if self._run_tasks:
+            _, pending = await asyncio.wait(set(self._run_tasks), timeout=self.stop_timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        for svc in reversed(self.services):
+            if svc.stop is not None:
+                try:
+                    await maybe_await(svc.stop(self))
+                except Exception:
+                    log.exception("service %s failed to stop", svc.name)
+        await self.memory.close()
+
+    async def __aenter__(self) -> Agent:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- memory ----------------------------------------------------------------------------------------
+
+    async def load_state(self, context: Context, args: Any) -> ContextState:
+        """Load (or create) the state of the instance ``args`` names."""
+        cid = self.context_id(context, args)
+        if context.load is not None:
+            stored = await maybe_await(context.load(cid, self))
+        else:
+            stored = await self.memory.get(f"context:{cid}")
+        raw_logs = await self.memory.get(f"working:{cid}")
+        state = ContextState(
+            id=cid,
+            context=context,
+            args=args,
+            key=context.key(args),
+            memory=None,
+            working_memory=WorkingMemory.load(raw_logs, limit=context.keep_logs),
+        )
+        if stored is None:
+            stored = await maybe_await(context.create(state)) if context.create is not None else {}
+        state.memory = stored
+        return state
+
+    async def save_state(self, state: ContextState) -> None:
+        """Save the instance's memory and its (trimmed) working memory."""
+        state.working_memory.trim()
+        if state.context.save is not None:
+            await maybe_await(state.context.save(state, self))
+        else:
+            memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
+            await self.memory.set(f"context:{state.id}", copy.deepcopy(memory))
+        await self.memory.set(f"working:{state.id}", state.working_memory.dump())
+
+    async def reset(self, context: Context, args: Any) -> None:
+        """Forget everything about the instance ``args`` names (``/reset``)."""
+        args = context.schema.validate(args)
+        cid = self.context_id(context, args)
+        await self.memory.delete(f"context:{cid}")
+        await self.memory.delete(f"working:{cid}")
+
+    # -- sending and running ---------------------------------------------------------------------------
+
+    def make_input(
+        self, input: InputRef | Mapping[str, Any]  # noqa: A002 - the framework's name
+    ) -> InputRef:
+        """An ``InputRef`` from an ``InputRef`` or a mapping with ``type``, ``data`` and optional ``params``;
+        data is validated against the input's schema when the type is registered."""
+        ref = input if isinstance(input, InputRef) else InputRef.model_validate(dict(input))
+        definition = self.inputs.get(ref.type)
+        if definition is not None:
+            ref.data = definition.schema.dump(definition.schema.validate(ref.data))
+        return ref
+
+    async def send(
+        self,
+        context: Context,
+        args: Any,
+        input: InputRef | Mapping[str, Any],  # noqa: A002 - the framework's name
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]:
+        """Deliver an input to the instance ``args`` names. With the in-process dispatcher this returns
+        the chain of the run that handled it; with a queue it returns once the input is stored."""
+        args = context.schema.validate(args)
+        ref = self.make_input(input)
+        return await self.dispatcher.submit(context, args, ref, dedupe_key=dedupe_key)
+
+    async def run(
+        self,
+        context: Context,
+        args: Any,
+        inputs: Sequence[InputRef] = (),
+        *,
+        listener: Callable[[RunEvent], Any] | None = None,
+    ) -> list[Log]:
+        """Run the instance with ``inputs``; if it is already running here, the inputs join that run."""
+        cid = self.context_id(context, args)
+        while True:
+            current = self._runs.get(cid)
+            if current is None:
+                break
+            if isinstance(current, _Pending):
+                current.inputs.extend(inputs)
+                if listener is not None:
+                    current.listeners.append(listener)
+                return await asyncio.shield(current.finished)
+            if current.accepting:
+                if listener is not None:
+                    current.emitter.listeners.append(listener)
+                for ref in inputs:
+                    await self._prepare_input(current.state, ref)
+                    current.push(ref)
+                return await asyncio.shield(current.finished)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(current.finished)  # closing: wait until its memory is saved
+        pending = _Pending(list(inputs), listener)
+        self._runs[cid] = pending
+        task = asyncio.create_task(self._run(context, args, cid, pending), name=f"run:{cid}")
+        self._run_tasks.add(task)
+        task.add_done_callback(self._run_tasks.discard)
+        return await asyncio.shield(pending.finished)
+
+    async def _prepare_input(self, state: ContextState, ref: InputRef) -> None:
+        definition = self.inputs.get(ref.type)
+        if definition is None:
+            return
+        if definition.handler is not None:
+            ctx = InputContext(state=state, input_ref=ref, agent=self)
+            result = await maybe_await(definition.handler(ref.data, ctx, self))
+            if result is not None:
+                ref.data = result
+        if definition.format is not None:
+            ref.text = definition.format(ref)
+
+    async def _run(self, context: Context, args: Any, cid: str, pending: _Pending) -> None:
+        future = pending.finished
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        entry: Run | _Pending = pending
+        try:
+            state = await self.load_state(context, args)
+            run = Run(self, state, finished=future)
+            while pending.inputs:  # inputs keep arriving while earlier ones are prepared
+                ref = pending.inputs.pop(0)
+                await self._prepare_input(state, ref)
+                run.push(ref)
+            run.emitter.listeners.extend(self.event_listeners)
+            run.emitter.listeners.extend(pending.listeners)
+            self._runs[cid] = entry = run
+            chain = await run.execute()
+            if context.on_run is not None:
+                try:
+                    await maybe_await(context.on_run(state, self))
+                except Exception:
+                    log.exception("on_run of context %s raised", context.type)
+            await self.save_state(state)
+            for observer in self.observers:
+                observer("run_seconds", cid, loop.time() - started)
+            if not future.done():
+                future.set_result(chain)
+        except BaseException as exc:
+            if not future.done():
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+                    future.exception()  # marks it retrieved; every waiter re-raises it
+            if not isinstance(exc, Exception):
+                raise
+            log.exception("run of %s crashed", cid)
+        finally:
+            if self._runs.get(cid) is entry:
+                del self._runs[cid]
+
+    def stream(
+        self,
+        context: Context,
+        args: Any,
+        input: InputRef | Mapping[str, Any],  # noqa: A002 - the framework's name
+        *,
+        reasoning: bool = True,
+    ) -> AsyncIterator[RunEvent]:
+        """Send ``input`` and yield the run's events as they happen (runs in this process)."""
+        return self._stream(context, args, input, reasoning=reasoning)
+
+    async def _stream(
+        self, context: Context, args: Any, input: InputRef | Mapping[str, Any], *, reasoning: bool  # noqa: A002
+    ) -> AsyncIterator[RunEvent]:
+        queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        args = context.schema.validate(args)
+        ref = self.make_input(input)
+
+        async def drive() -> None:
+            try:
+                await self.run(context, args, [ref], listener=queue.put_nowait)
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(drive())
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    break
+                if event.type == RunEventType.REASONING and not reasoning:
+                    continue
+                yield event
+                if event.type == RunEventType.ERROR:
+                    break
+        finally:
+            if not task.done():
+                await asyncio.shield(task)
+            task.result()
+
+    def observe_model(self, context_id: str, seconds: float) -> None:
+        """Report a model call's duration to the observers."""
+        for observer in self.observers:
+            observer("model_seconds", context_id, seconds)
+
+    def observe_output(self, context_id: str, output_type: str) -> None:
+        """Report a delivered output to the observers."""
+        for observer in self.observers:
+            observer("output", context_id, 1.0)
+
+
+class _Pending:
+    """Stands in the registry while a new run loads its state; inputs that arrive meanwhile wait here."""
+
+    def __init__(self, inputs: list[InputRef], listener: Callable[[RunEvent], Any] | None) -> None:
+        self.inputs = inputs
+        self.listeners: list[Callable[[RunEvent], Any]] = [listener] if listener is not None else []
+        self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
+
+
+def create_agent(
+    *,
+    model: Model,
+    contexts: Sequence[Context] = (),
+    extensions: Sequence[Extension] = (),
+    actions: Sequence[Action] = (),
+    outputs: Sequence[Output] = (),
+    inputs: Sequence[Input] = (),
+    services: Sequence[Service] = (),
+    memory: MemoryStore | None = None,
+    dispatcher: Dispatcher | None = None,
+    intro: str = DEFAULT_INTRO,
+    persona: str = "",
+    max_tokens: int = 1024,
+    model_idle_timeout: float = 60.0,
+    output_timeout: float = 60.0,
+    queues: Mapping[str, int] | None = None,
+    stop_timeout: float = 10.0,
+) -> Agent:
+    """Build an agent; call ``await agent.start()`` (or ``async with agent:``) before sending to it."""
+    agent = Agent(
+        model=model,
+        contexts=contexts,
+        extensions=extensions,
+        actions=actions,
+        outputs=outputs,
+        inputs=inputs,
+        services=services,
+        memory=memory,
+        dispatcher=dispatcher,
+        intro=intro,
+        persona=persona,
+        max_tokens=max_tokens,
+        model_idle_timeout=model_idle_timeout,
+        output_timeout=output_timeout,
+        queues=queues,
+        stop_timeout=stop_timeout,
+    )
+    return agent

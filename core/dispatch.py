@@ -1,0 +1,64 @@
+"""Dispatchers: how ``agent.send`` reaches ``agent.run``.
+
+The in-process dispatcher (the embedded default) calls ``agent.run`` directly: one run at a time per
+context, inputs that arrive meanwhile join the running one, different contexts in parallel. The Redis
+dispatcher (``core.redis``) puts the input in the context's inbox instead, and workers run it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .definitions import Context
+from .logs import InputRef, Log
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ("Dispatcher", "InProcessDispatcher")
+
+
+@runtime_checkable
+class Dispatcher(Protocol):
+    """Takes inputs from ``agent.send`` and gets them run."""
+
+    async def start(self, agent: Agent) -> None:
+        """Prepare (connect, start background work)."""
+        ...
+
+    async def submit(self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None) -> list[Log]:
+        """Hand over one input. In-process: returns the chain of the run that handled it. Queued: returns
+        an empty list once the input is stored; raises ``BackpressureError`` when the inbox is full."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop taking inputs and release resources."""
+        ...
+
+
+class InProcessDispatcher:
+    """Runs inputs in this process (one run per context; different contexts in parallel)."""
+
+    def __init__(self, *, dedupe_size: int = 10_000) -> None:
+        self._agent: Agent | None = None
+        self._seen: dict[str, None] = {}
+        self._dedupe_size = dedupe_size
+
+    async def start(self, agent: Agent) -> None:
+        """Remember the agent."""
+        self._agent = agent
+
+    async def submit(self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None) -> list[Log]:
+        """Run the input now (or join the context's running run); a repeated ``dedupe_key`` is dropped."""
+        if self._agent is None:
+            raise RuntimeError("InProcessDispatcher.submit() before start(): call await agent.start() first")
+        if dedupe_key is not None:
+            if dedupe_key in self._seen:
+                return []
+            self._seen[dedupe_key] = None
+            if len(self._seen) > self._dedupe_size:
+                self._seen.pop(next(iter(self._seen)))
+        return await self._agent.run(context, args, [input_ref])
+
+    async def stop(self) -> None:
+        """Nothing to release."""

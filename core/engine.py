@@ -1,0 +1,314 @@
+"""The step loop: one run of one context instance (seed: Agent Lifecycle).
+
+Each step builds the prompt, streams the model's answer through the incremental parser and acts on every
+element as it closes: reasoning becomes a thought, action calls start in the task runner, outputs run in
+order. The loop goes on while unprocessed logs remain (action results, errors the model must see, inputs
+that joined the run) and the step budget allows. Nothing the model writes raises out of a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from .definitions import Action, ContextState, Output, maybe_await
+from .errors import ModelError, RunError
+from .events import EventEmitter, RunEventType
+from .handlers import CallSlot, run_action, run_output
+from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
+from .models.base import ModelRequest
+from .parser import StreamParser, TagEnd, TagStart, TagText, Text
+from .prompt import build_prompt, format_value
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ("Run",)
+
+log = logging.getLogger("core.engine")
+
+HARD_STEP_CAP = 50
+"""No run takes more model calls than this, however many inputs keep joining it."""
+
+
+class _Step:
+    """What one step has seen so far."""
+
+    __slots__ = ("actions", "output_types", "outputs", "produced", "slots", "stray_text", "tasks")
+
+    def __init__(self, actions: dict[str, Action], outputs: dict[str, Output], tasks: asyncio.TaskGroup) -> None:
+        self.actions = actions
+        self.outputs = outputs
+        self.tasks = tasks
+        self.slots: list[CallSlot] = []
+        self.produced = 0
+        self.stray_text: list[str] = []
+        self.output_types: dict[int, str] = {}
+
+
+class Run:
+    """One run of one context instance. Inputs that arrive while it runs join it."""
+
+    def __init__(self, agent: Agent, state: ContextState, *, finished: asyncio.Future[list[Log]]) -> None:
+        self.agent = agent
+        self.state = state
+        self.finished = finished
+        """Resolved with the chain once the run is over and its memory saved."""
+        self.chain: list[Log] = []
+        """Every log entry this run produced or received, in order."""
+        self.accepting = True
+        """False once the run has decided to finish; later inputs start a new run."""
+        self.emitter = EventEmitter(state.id)
+        """Run events go to its listeners."""
+        self.steps = 0
+        """Model calls made so far."""
+        self._joined = False
+
+    # -- inputs ----------------------------------------------------------------------------------------
+
+    def push(self, ref: InputRef) -> None:
+        """Add an input to the run; the next step shows it to the model."""
+        self.state.working_memory.push(ref)
+        self.chain.append(ref)
+        self._joined = True
+
+    def _log(self, entry: Log) -> None:
+        self.state.working_memory.push(entry)
+        self.chain.append(entry)
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    async def execute(self) -> list[Log]:
+        """Step until nothing is left to process or the step budget is spent."""
+        ctx = self.state.context
+        since_input = 0
+        try:
+            while True:
+                self._joined = False
+                self.steps += 1
+                since_input += 1
+                self.emitter.step = self.steps
+                await self._step()
+                if ctx.on_step is not None:
+                    await maybe_await(ctx.on_step(self.state, self.agent))
+                if self._joined:
+                    since_input = 0
+                pending = self.state.working_memory.unprocessed()
+                if self.steps >= HARD_STEP_CAP:
+                    break
+                if pending and since_input < ctx.max_steps:
+                    continue
+                if (
+                    not pending
+                    and ctx.should_continue is not None
+                    and since_input < ctx.max_steps
+                    and ctx.should_continue(self.state, self.agent)
+                ):
+                    continue
+                if any(isinstance(p, InputRef) for p in pending) and self.steps < HARD_STEP_CAP:
+                    since_input = 0  # an input joined after the last prompt: it is owed a step
+                    continue
+                break
+            self.accepting = False
+        except Exception as exc:
+            self.accepting = False
+            await self._fail(exc)
+        return self.chain
+
+    async def _fail(self, exc: Exception) -> None:
+        if isinstance(exc, RunError):
+            log.warning("run of %s failed: %s", self.state.id, exc)
+        else:
+            log.exception("run of %s failed unexpectedly", self.state.id)
+        entry = ErrorLog(message=str(exc) or type(exc).__name__, source="model" if isinstance(exc, ModelError) else "run")
+        entry.processed = True  # recorded, but not a reason for another step
+        self._log(entry)
+        self.emitter.emit(RunEventType.ERROR, entry.message)
+        handler = self.state.context.on_error
+        if handler is not None:
+            try:
+                await maybe_await(handler(exc, self.state, self.agent))
+            except Exception:
+                log.exception("on_error of context %s raised", self.state.context.type)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        """The model's chunks, with a deadline on each; library errors become ``ModelError``."""
+        idle = self.agent.model_idle_timeout
+        stream = self.agent.model.stream(request)
+        it = aiter(stream)
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(idle):
+                        chunk = await anext(it)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError as exc:
+                    raise ModelError(
+                        f"the model sent nothing for {idle:g}s; check the model server or raise LLM_TIMEOUT"
+                    ) from exc
+                except (RunError, asyncio.CancelledError):
+                    raise
+                except Exception as exc:
+                    raise ModelError(f"model {self.agent.model.name!r} failed: {type(exc).__name__}: {exc}") from exc
+                yield chunk
+        finally:
+            aclose = getattr(it, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def _step(self) -> None:
+        agent, state = self.agent, self.state
+        actions, outputs = agent.available(state)
+        updates = state.working_memory.unprocessed()
+        prompt = build_prompt(
+            state=state, actions=actions, outputs=outputs, updates=updates, intro=agent.intro, persona=agent.persona
+        )
+        for entry in updates:
+            entry.processed = True
+        request = ModelRequest(
+            system=prompt.system,
+            prompt=prompt.prompt,
+            max_tokens=agent.max_tokens,
+            output_types=tuple(o.type for o in outputs),
+            action_names=tuple(a.name for a in actions),
+            metadata={"context_id": state.id},
+        )
+        parser = StreamParser()
+        started = time.perf_counter()
+        async with asyncio.TaskGroup() as tg:
+            step = _Step({a.name: a for a in actions}, {o.type: o for o in outputs}, tg)
+            async for chunk in self._stream(request):
+                for event in parser.feed(chunk):
+                    await self._on_event(event, step)
+            for event in parser.close():
+                await self._on_event(event, step)
+        agent.observe_model(state.id, time.perf_counter() - started)
+        stray = "".join(step.stray_text).strip()
+        if step.produced == 0 and stray:
+            self._error(
+                "your answer was plain text outside of any tag, so nobody received it; write it inside "
+                f"<output type=\"{outputs[0].type if outputs else 'OUTPUT_TYPE'}\">...</output> within <response>",
+                source="parser",
+            )
+
+    def _error(self, message: str, *, source: str) -> None:
+        self._log(ErrorLog(message=message, source=source))
+
+    async def _on_event(self, event: object, step: _Step) -> None:
+        if isinstance(event, TagText):
+            if event.name == "reasoning":
+                self.emitter.emit(RunEventType.REASONING, event.text)
+            elif event.name == "output":
+                self.emitter.emit(
+                    RunEventType.OUTPUT_TEXT,
+                    event.text,
+                    output_type=step.output_types.get(event.index),
+                    output_index=event.index,
+                )
+            return
+        if isinstance(event, TagStart):
+            if event.name == "output":
+                step.output_types[event.index] = event.attrs.get("type") or event.attrs.get("name") or ""
+            return
+        if isinstance(event, Text):
+            step.stray_text.append(event.text)
+            return
+        if not isinstance(event, TagEnd):
+            return
+        if event.name == "reasoning":
+            if event.content.strip():
+                self._log(Thought(content=event.content.strip(), processed=True))
+        elif event.name == "action_call":
+            step.produced += 1
+            self._start_call(event, step)
+        elif event.name == "output":
+            step.produced += 1
+            await self._output(event, step)
+
+    def _start_call(self, event: TagEnd, step: _Step) -> None:
+        name = event.attrs.get("name", "")
+        params = {k: v for k, v in event.attrs.items() if k != "name"}
+        call = ActionCall(name=name, content=event.content, params=params, processed=True)
+        self._log(call)
+        index = len(step.slots)
+        slot = CallSlot(name)
+        step.slots.append(slot)
+        self.emitter.emit(RunEventType.TOOL_CALL, {"id": call.id, "name": name, "arguments": event.content.strip()})
+        action = step.actions.get(name)
+        if action is None:
+            available = ", ".join(sorted(step.actions)) or "none"
+            message = (
+                f"unknown action {name!r}; available actions: {available}"
+                if name
+                else f'<action_call> needs a name attribute: <action_call name="..."> (available: {available})'
+            )
+            self._finish_call(call, slot, error=message)
+            return
+        step.tasks.create_task(self._call(action, call, slot, step, index))
+
+    async def _call(self, action: Action, call: ActionCall, slot: CallSlot, step: _Step, index: int) -> None:
+        try:
+            result, text = await run_action(
+                agent=self.agent, state=self.state, action=action, call=call, slots=step.slots, index=index
+            )
+        except RunError as exc:
+            self._finish_call(call, slot, error=str(exc))
+        except Exception as exc:  # a bug in our own code must not block the context either
+            log.exception("action %s failed inside the framework", action.name)
+            self._finish_call(call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
+        else:
+            slot.set(result)
+            self._finish_call(call, slot, result=result, text=text)
+
+    def _finish_call(
+        self, call: ActionCall, slot: CallSlot, *, result: Any = None, text: str | None = None, error: str | None = None
+    ) -> None:
+        if error is not None:
+            slot.fail(error)
+        entry = ActionResult(call_id=call.id, name=call.name, data=result, error=error, text=text)
+        self._log(entry)
+        content = {"id": call.id, "name": call.name}
+        content.update({"error": error} if error is not None else {"result": result})
+        self.emitter.emit(RunEventType.TOOL_CALL_RESULT, content)
+
+    async def _output(self, event: TagEnd, step: _Step) -> None:
+        attrs = dict(event.attrs)
+        type_ = attrs.pop("type", None) or attrs.pop("name", None) or ""
+        attrs.pop("name", None)
+        ref = OutputRef(type=type_, content=event.content.strip(), params=attrs, processed=True)
+        self._log(ref)
+        output = step.outputs.get(type_)
+        if output is None:
+            available = ", ".join(sorted(step.outputs)) or "none"
+            ref.error = f"unknown output type {type_!r}; available outputs: {available}"
+            self._error(ref.error, source="output")
+            self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_index=event.index, final=True)
+            return
+        try:
+            await run_output(
+                agent=self.agent,
+                state=self.state,
+                output=output,
+                ref=ref,
+                slots=step.slots,
+                timeout=self.agent.output_timeout,
+            )
+        except Exception as exc:
+            if not isinstance(exc, RunError):
+                log.warning("output %s handler raised", type_, exc_info=True)
+            ref.error = str(exc) or type(exc).__name__
+            self._error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
+            self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True)
+            return
+        self.agent.observe_output(self.state.id, type_)
+        self.emitter.emit(
+            RunEventType.OUTPUT_TEXT,
+            format_value(ref.data) if ref.data is not None else ref.content,
+            output_type=type_,
+            output_index=event.index,
+            final=True,
+        )

@@ -1,0 +1,92 @@
+"""The one exception tree of the project.
+
+Mistakes by the bot author are kept apart from failures at run time::
+
+    BotError
+    ├── DefinitionError          a bad definition (action, output, context, extension); fix the code
+    ├── ConfigError              a bad or missing setting; the message names the variable to fix
+    └── RunError                 something failed while the bot was running
+        ├── ModelError           the model provider failed (network, auth, rate limit, bad answer)
+        │   └── ModelAuthError   the provider refused the API key
+        ├── PlatformError        Discord / Telegram refused or failed a request
+        ├── ValidationError      arguments, content or attributes broke their schema
+        ├── TemplateError        a ``{{...}}`` template could not be resolved
+        ├── ActionError          an action handler raised or timed out
+        ├── DispatchError        the queue layer failed (Redis down, lease lost)
+        │   └── BackpressureError  a context's inbox is full; retry later
+        └── MemoryStoreError     the memory store failed
+
+Library exceptions (``discord.HTTPException``, ``telegram.error.*``, ``redis.exceptions.*``,
+``openai.APIError``) are translated where they happen with ``raise OurError(...) from exc``; they never
+reach ``core``'s callers.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "ActionError",
+    "BackpressureError",
+    "BotError",
+    "ConfigError",
+    "DefinitionError",
+    "DispatchError",
+    "MemoryStoreError",
+    "ModelAuthError",
+    "ModelError",
+    "PlatformError",
+    "RunError",
+    "TemplateError",
+    "ValidationError",
+)
+
+
+class BotError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class DefinitionError(BotError):
+    """A definition written by the bot author is wrong (duplicate name, bad schema, missing handler)."""
+
+
+class ConfigError(BotError):
+    """A setting is missing or wrong; the message names the environment variable to fix."""
+
+
+class RunError(BotError):
+    """Something failed while the bot was running."""
+
+
+class ModelError(RunError):
+    """The model provider failed: network, timeout, rate limit, server error or an unusable answer."""
+
+
+class ModelAuthError(ModelError):
+    """The model provider refused the credentials."""
+
+
+class PlatformError(RunError):
+    """A chat platform refused or failed a request."""
+
+
+class ValidationError(RunError):
+    """Arguments, output content or attributes did not match their schema."""
+
+
+class TemplateError(RunError):
+    """A ``{{...}}`` template referenced something that does not exist."""
+
+
+class ActionError(RunError):
+    """An action handler raised or exceeded its timeout."""
+
+
+class DispatchError(RunError):
+    """The dispatcher (queue layer) failed."""
+
+
+class BackpressureError(DispatchError):
+    """A context's inbox is full: the input was refused and nothing was stored; retry later."""
+
+
+class MemoryStoreError(RunError):
+    """The memory store failed to read or write."""

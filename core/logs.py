@@ -1,0 +1,177 @@
+"""The log entries of working memory: what came in, what the model thought, called and said."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+__all__ = (
+    "ActionCall",
+    "ActionResult",
+    "ErrorLog",
+    "InputRef",
+    "Log",
+    "OutputRef",
+    "Thought",
+    "WorkingMemory",
+    "new_id",
+    "now_ms",
+)
+
+_counter = itertools.count()
+_prefix = os.urandom(4).hex()
+
+
+def new_id() -> str:
+    """A short id, unique within this process and very likely across processes."""
+    return f"{_prefix}{next(_counter):x}"
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+class _Base(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+    id: str = pydantic.Field(default_factory=new_id)
+    """Unique id of the entry."""
+    timestamp: int = pydantic.Field(default_factory=now_ms)
+    """When the entry was written, in ms since the epoch."""
+    processed: bool = False
+    """True once the model has been shown the entry in a step."""
+
+
+class InputRef(_Base):
+    """An input that reached the context (a user's message, an event)."""
+
+    kind: Literal["input"] = "input"
+    type: str
+    """The input type, for example ``telegram:message``."""
+    data: Any = None
+    """The validated input data."""
+    params: dict[str, str] = pydantic.Field(default_factory=dict)
+    """Attributes shown with the input (user name, message id)."""
+    text: str | None = None
+    """How the input is shown to the model, when the input's ``format`` gave one."""
+
+
+class OutputRef(_Base):
+    """An output the model produced (a reply to the user)."""
+
+    kind: Literal["output"] = "output"
+    type: str
+    """The output type, for example ``cli:message``."""
+    content: str = ""
+    """The raw content the model wrote inside the tag."""
+    data: Any = None
+    """The validated content (after templates were resolved)."""
+    params: dict[str, str] = pydantic.Field(default_factory=dict)
+    """The attributes written on the tag."""
+    error: str | None = None
+    """Why the output was refused or failed, if it was."""
+    text: str | None = None
+    """How the output is shown to the model, when the output's ``format`` gave one."""
+
+
+class ActionCall(_Base):
+    """A call of an action that the model wrote."""
+
+    kind: Literal["action_call"] = "action_call"
+    name: str
+    """The action's name."""
+    content: str = ""
+    """The raw arguments the model wrote."""
+    data: Any = None
+    """The validated arguments."""
+    params: dict[str, str] = pydantic.Field(default_factory=dict)
+    """Other attributes written on the tag."""
+
+
+class ActionResult(_Base):
+    """What an action returned, or why it failed."""
+
+    kind: Literal["action_result"] = "action_result"
+    call_id: str
+    """The id of the ``ActionCall`` this answers."""
+    name: str
+    """The action's name."""
+    data: Any = None
+    """The returned value (JSON-compatible)."""
+    error: str | None = None
+    """Why the call failed, if it did."""
+    text: str | None = None
+    """How the result is shown to the model, when the action's ``format`` gave one."""
+
+
+class Thought(_Base):
+    """The model's reasoning for a step."""
+
+    kind: Literal["thought"] = "thought"
+    content: str
+    """The reasoning text."""
+
+
+class ErrorLog(_Base):
+    """A problem the model must see and may react to (unknown tag target, bad template, handler error)."""
+
+    kind: Literal["error"] = "error"
+    message: str
+    """What went wrong and what to do instead."""
+    source: str = ""
+    """What produced the error: ``output:cli:message``, ``action:remember``, ``model``."""
+
+
+Log = Annotated[
+    InputRef | OutputRef | ActionCall | ActionResult | Thought | ErrorLog,
+    pydantic.Field(discriminator="kind"),
+]
+"""One entry of working memory."""
+
+_logs_adapter: pydantic.TypeAdapter[list[Log]] = pydantic.TypeAdapter(list[Log])
+
+
+class WorkingMemory:
+    """The logs of one context, oldest first, kept to a bounded length."""
+
+    __slots__ = ("limit", "logs")
+
+    def __init__(self, logs: list[Log] | None = None, *, limit: int = 200) -> None:
+        self.logs: list[Log] = logs or []
+        """The entries, oldest first."""
+        self.limit = limit
+        """How many entries are kept; older ones are dropped when the memory is saved."""
+
+    def push(self, log: Log) -> None:
+        """Append an entry."""
+        self.logs.append(log)
+
+    def unprocessed(self) -> list[Log]:
+        """Entries the model has not been shown yet, oldest first."""
+        return [log for log in self.logs if not log.processed]
+
+    def trim(self) -> None:
+        """Drop the oldest processed entries beyond ``limit``."""
+        excess = len(self.logs) - self.limit
+        if excess > 0:
+            self.logs = self.logs[excess:]
+
+    def dump(self) -> list[dict[str, Any]]:
+        """A JSON-compatible form for a memory store."""
+        return _logs_adapter.dump_python(self.logs, mode="json")  # type: ignore[no-any-return]
+
+    @classmethod
+    def load(cls, raw: Any, *, limit: int) -> WorkingMemory:
+        """Rebuild from what ``dump`` produced; anything unreadable starts an empty memory."""
+        if not raw:
+            return cls(limit=limit)
+        try:
+            logs = _logs_adapter.validate_python(raw)
+        except pydantic.ValidationError:
+            logs = []
+        return cls(logs, limit=limit)

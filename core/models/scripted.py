@@ -1,0 +1,74 @@
+"""A scripted model for tests and benchmarks: exact answers, streamed in chunks, with optional delays."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+
+from ..errors import ModelError
+from .base import ModelRequest
+
+__all__ = ("ScriptedModel",)
+
+Reply = str | BaseException | Callable[[ModelRequest], "str | BaseException"]
+
+
+class ScriptedModel:
+    """Answers with the next scripted reply.
+
+    A reply is a string, an exception to raise, or a function of the request returning either. A single
+    function instead of a list answers every request.
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        replies: Sequence[Reply] | Callable[[ModelRequest], str | BaseException],
+        *,
+        chunk_size: int = 16,
+        delay: float = 0.0,
+        first_delay: float = 0.0,
+        repeat_last: bool = False,
+    ) -> None:
+        self._replies: list[Reply] = [replies] if callable(replies) else list(replies)
+        self._forever = callable(replies)
+        self.chunk_size = max(1, chunk_size)
+        """Characters per streamed chunk."""
+        self.delay = delay
+        """Seconds to wait between chunks."""
+        self.first_delay = first_delay
+        """Seconds to wait before the first chunk."""
+        self.repeat_last = repeat_last
+        """Keep answering with the last reply when the script runs out."""
+        self.requests: list[ModelRequest] = []
+        """Every request received, in order."""
+        self._next = 0
+
+    def _reply_for(self, request: ModelRequest) -> str:
+        if self._forever:
+            reply = self._replies[0]
+        elif self._next < len(self._replies):
+            reply = self._replies[self._next]
+            self._next += 1
+        elif self.repeat_last and self._replies:
+            reply = self._replies[-1]
+        else:
+            raise ModelError(f"scripted model: no reply left for request {len(self.requests)}")
+        if callable(reply) and not isinstance(reply, BaseException):
+            reply = reply(request)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        """Stream the next reply in chunks of ``chunk_size`` characters."""
+        self.requests.append(request)
+        text = self._reply_for(request)
+        if self.first_delay:
+            await asyncio.sleep(self.first_delay)
+        size = self.chunk_size
+        for i in range(0, len(text), size):
+            if self.delay and i:
+                await asyncio.sleep(self.delay)
+            yield text[i : i + size]

@@ -1,0 +1,212 @@
+"""Prompt building: the sections and XML of the Prompting seed.
+
+The system part (intro, instructions, response format, footer) is the same on every step; the prompt part
+holds the available actions and outputs, the contexts, a bounded window of working memory and the updates.
+Building a prompt reads only that window, so it costs the same after 10 or 100,000 messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .definitions import Action, ContextState, Output
+from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
+
+__all__ = (
+    "DEFAULT_INTRO",
+    "Prompt",
+    "build_prompt",
+    "format_action",
+    "format_log",
+    "format_output",
+    "format_value",
+    "xml_attr",
+)
+
+DEFAULT_INTRO = (
+    "You are an AI agent. You read updates (new messages and the results of your actions), think, "
+    "call actions when you need information or to change something, and answer through outputs."
+)
+
+INSTRUCTIONS = """\
+How to handle the updates:
+1. Read the <updates>: new inputs from users and results of the actions you called before.
+2. Use <working-memory> and <contexts> for what happened earlier in this conversation.
+3. Think in <reasoning>, briefly.
+4. Call an action with <action_call> when you need its result or its effect. You will see its result
+   in the next step, so do not guess results.
+5. Answer the user with an <output> of one of the available types. Each <output> is delivered as
+   soon as its tag closes. Do not answer the same input twice.
+6. If an update is an error about something you wrote, fix it and try again."""
+
+RESPONSE_FORMAT = """\
+Answer with exactly this structure and nothing else:
+<response>
+  <reasoning>your short reasoning</reasoning>
+  <action_call name="ACTION_NAME">{"argument": "value"}</action_call>
+  <output type="OUTPUT_TYPE" attribute="value">content</output>
+</response>
+- <action_call> and <output> are optional and may repeat; use only the available names and types.
+- Action arguments are JSON matching the action's schema. Output content matches its content schema;
+  attributes match its attributes schema.
+- An argument or output may use the result of an earlier call of the same response:
+  {{calls[0].field}} is replaced by the field of the first call's result."""
+
+FOOTER = "Keep answers useful and concise. Never invent action results."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prompt:
+    """A built prompt."""
+
+    system: str
+    """The static part: intro, instructions, response format, footer."""
+    prompt: str
+    """The dynamic part: tools, contexts, working memory, updates."""
+
+
+def xml_attr(value: Any) -> str:
+    """A value escaped for a double-quoted XML attribute."""
+    return str(value).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def format_value(value: Any) -> str:
+    """Text for a value: strings as they are, everything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+
+
+def _params(params: dict[str, str]) -> str:
+    return "".join(f' {k}="{xml_attr(v)}"' for k, v in params.items())
+
+
+def format_action(action: Action) -> str:
+    """``<action name=...>`` with description, instructions, schema, returns and examples."""
+    parts = [f'<action name="{xml_attr(action.name)}">']
+    if action.description:
+        parts.append(f"<description>{action.description}</description>")
+    if action.instructions:
+        parts.append(f"<instructions>{action.instructions}</instructions>")
+    parts.append(f"<schema>{action.schema.json_schema_text}</schema>")
+    if action.returns is not None:
+        parts.append(f"<returns>{action.returns.json_schema_text}</returns>")
+    if action.examples:
+        parts.append("<examples>" + "\n".join(action.examples) + "</examples>")
+    parts.append("</action>")
+    return "".join(parts)
+
+
+def format_output(output: Output) -> str:
+    """``<output type=...>`` with description, instructions, content and attributes schemas, examples."""
+    parts = [f'<output type="{xml_attr(output.type)}">']
+    if output.description:
+        parts.append(f"<description>{output.description}</description>")
+    if output.instructions:
+        parts.append(f"<instructions>{output.instructions}</instructions>")
+    parts.append(f"<content_schema>{output.schema.json_schema_text}</content_schema>")
+    if output.attributes is not None:
+        parts.append(f"<attributes_schema>{output.attributes.json_schema_text}</attributes_schema>")
+    if output.examples:
+        parts.append("<examples>" + "\n".join(output.examples) + "</examples>")
+    parts.append("</output>")
+    return "".join(parts)
+
+
+def format_log(log: Log) -> str:
+    """One working-memory entry as XML."""
+    ts = _iso(log.timestamp)
+    if isinstance(log, InputRef):
+        body = log.text if log.text is not None else format_value(log.data)
+        return f'<input type="{xml_attr(log.type)}"{_params(log.params)} timestamp="{ts}">{body}</input>'
+    if isinstance(log, OutputRef):
+        body = log.text if log.text is not None else (log.content if log.data is None else format_value(log.data))
+        status = f' error="{xml_attr(log.error)}"' if log.error else ""
+        return f'<output type="{xml_attr(log.type)}"{_params(log.params)}{status} timestamp="{ts}">{body}</output>'
+    if isinstance(log, ActionCall):
+        body = log.content if log.data is None else format_value(log.data)
+        return f'<action_call name="{xml_attr(log.name)}" id="{log.id}" timestamp="{ts}">{body}</action_call>'
+    if isinstance(log, ActionResult):
+        if log.error is not None:
+            body = f"<error>{log.error}</error>"
+        else:
+            body = log.text if log.text is not None else format_value(log.data)
+        return (
+            f'<action_result name="{xml_attr(log.name)}" callId="{log.call_id}" timestamp="{ts}">'
+            f"{body}</action_result>"
+        )
+    if isinstance(log, Thought):
+        return f'<thought timestamp="{ts}">{log.content}</thought>'
+    assert isinstance(log, ErrorLog)
+    return f'<error source="{xml_attr(log.source)}" timestamp="{ts}">{log.message}</error>'
+
+
+def _context_block(state: ContextState) -> str:
+    ctx = state.context
+    parts = [f'<context type="{xml_attr(ctx.type)}" key="{xml_attr(state.key)}">']
+    if ctx.description:
+        parts.append(f"<description>{ctx.description}</description>")
+    instructions = ctx.instructions(state) if callable(ctx.instructions) else ctx.instructions
+    if instructions:
+        parts.append(f"<instructions>{instructions}</instructions>")
+    if ctx.render is not None:
+        parts.append(str(ctx.render(state)))
+    elif state.memory:
+        parts.append(f"<memory>{format_value(state.memory)}</memory>")
+    parts.append("</context>")
+    return "\n".join(parts)
+
+
+def window(logs: Sequence[Log], *, count: int, token_budget: int) -> list[str]:
+    """The newest processed entries, at most ``count`` of them and about ``token_budget`` tokens
+    (4 characters a token), formatted, oldest first. Reads at most ``count`` entries from the end."""
+    out: list[str] = []
+    used = 0
+    budget_chars = token_budget * 4
+    seen = 0
+    for log in reversed(logs):
+        if seen >= count * 2 or len(out) >= count:
+            break
+        seen += 1
+        if not log.processed:
+            continue
+        text = format_log(log)
+        used += len(text)
+        if used > budget_chars and out:
+            break
+        out.append(text)
+    out.reverse()
+    return out
+
+
+def build_prompt(
+    *,
+    state: ContextState,
+    actions: Sequence[Action],
+    outputs: Sequence[Output],
+    updates: Sequence[Log],
+    intro: str = DEFAULT_INTRO,
+    persona: str = "",
+) -> Prompt:
+    """Build the prompt for one step of a run of ``state``."""
+    system = "\n\n".join(p for p in (intro, persona, INSTRUCTIONS, RESPONSE_FORMAT, FOOTER) if p)
+    ctx = state.context
+    memory = window(state.working_memory.logs, count=ctx.max_working_memory, token_budget=ctx.max_prompt_tokens)
+    sections = [
+        "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>",
+        "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
+        "<contexts>\n" + _context_block(state) + "\n</contexts>",
+        "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
+        "<updates>\n" + "\n".join(format_log(u) for u in updates) + "\n</updates>",
+    ]
+    return Prompt(system=system, prompt="\n\n".join(sections))

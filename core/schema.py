@@ -1,0 +1,95 @@
+"""Schemas: a pydantic model or a plain type, validated and shown to the model as JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pydantic
+
+from .errors import DefinitionError, ValidationError
+
+__all__ = ("Schema", "as_schema", "format_validation_error")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Schema:
+    """A validator for one value, built from a pydantic model or any type pydantic understands."""
+
+    tp: Any
+    """The pydantic model or type the value must match."""
+    adapter: pydantic.TypeAdapter[Any] = field(repr=False)
+    """The adapter that validates and dumps values of ``tp``."""
+
+    @cached_property
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema shown to the model."""
+        return self.adapter.json_schema()
+
+    @cached_property
+    def json_schema_text(self) -> str:
+        """The JSON Schema as compact text, computed once."""
+        return json.dumps(self.json_schema, ensure_ascii=False)
+
+    @cached_property
+    def is_text(self) -> bool:
+        """True when the value is a plain string (content is taken as it is, not parsed as JSON)."""
+        return self.tp is str
+
+    def validate(self, value: Any) -> Any:
+        """Validate a Python value; raise our ``ValidationError`` with a readable message."""
+        try:
+            return self.adapter.validate_python(value)
+        except pydantic.ValidationError as exc:
+            raise ValidationError(format_validation_error(exc)) from exc
+
+    def validate_text(self, text: str) -> Any:
+        """Validate content written by the model: a string as it is, anything else parsed as JSON."""
+        if self.is_text:
+            return self.validate(text)
+        stripped = text.strip()
+        try:
+            value = json.loads(stripped) if stripped else None
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        return self.validate(value)
+
+    def dump(self, value: Any) -> Any:
+        """A JSON-compatible form of a validated value."""
+        return self.adapter.dump_python(value, mode="json")
+
+
+def format_validation_error(exc: pydantic.ValidationError) -> str:
+    """One line per problem: ``location: message``."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(value)"
+        lines.append(f"{loc}: {err['msg']}")
+    return "; ".join(lines)
+
+
+_cache: dict[Any, Schema] = {}
+
+
+def as_schema(tp: Any, *, what: str) -> Schema:
+    """Build (once per type) the ``Schema`` of ``tp``; ``what`` names the definition for error messages."""
+    if isinstance(tp, Schema):
+        return tp
+    try:
+        cached = _cache.get(tp)
+    except TypeError:  # unhashable annotation
+        cached = None
+    if cached is not None:
+        return cached
+    try:
+        schema = Schema(tp=tp, adapter=pydantic.TypeAdapter(tp))
+        schema.json_schema  # noqa: B018 - fail at definition time, not in the middle of a run
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        raise DefinitionError(f"{what}: cannot build a schema from {tp!r}: {exc}") from exc
+    try:
+        _cache[tp] = schema
+    except TypeError:
+        pass
+    return schema

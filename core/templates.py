@@ -1,0 +1,98 @@
+"""``{{calls[0].x}}`` templates: a call or an output may use the result of an earlier call of the same
+response, or a value of the context's memory (``{{memory.topic}}``).
+
+A string that is exactly one template takes the referenced value as it is (a number stays a number);
+templates inside longer text are replaced by their text. A template that cannot be resolved raises
+``TemplateError``, which the step loop turns into an error the model sees.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import TemplateError
+
+__all__ = ("call_refs", "has_templates", "resolve")
+
+_TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*(?:\[\d+\]|\[\"[^\"\]]*\"\]|\.[A-Za-z_]\w*)*)\s*\}\}")
+_STEP = re.compile(r"\[(\d+)\]|\[\"([^\"\]]*)\"\]|\.([A-Za-z_]\w*)")
+_ROOT = re.compile(r"[A-Za-z_]\w*")
+_CALL_INDEX = re.compile(r"\{\{\s*calls\[(\d+)\]")
+
+
+def has_templates(value: Any) -> bool:
+    """True if any string in ``value`` holds a template."""
+    if isinstance(value, str):
+        return "{{" in value and _TEMPLATE.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(has_templates(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(has_templates(v) for v in value)
+    return False
+
+
+def call_refs(value: Any) -> set[int]:
+    """The indexes ``n`` of every ``{{calls[n]...}}`` in ``value``: the calls to wait for."""
+    if isinstance(value, str):
+        return {int(m.group(1)) for m in _CALL_INDEX.finditer(value)} if "{{" in value else set()
+    if isinstance(value, Mapping):
+        return set().union(*(call_refs(v) for v in value.values())) if value else set()
+    if isinstance(value, list | tuple):
+        return set().union(*(call_refs(v) for v in value)) if value else set()
+    return set()
+
+
+def _lookup(expr: str, scope: Mapping[str, Any]) -> Any:
+    root = _ROOT.match(expr)
+    assert root is not None
+    name = root.group(0)
+    if name not in scope:
+        known = ", ".join(sorted(scope)) or "none"
+        raise TemplateError(f"{{{{{expr}}}}}: unknown name {name!r} (known: {known})")
+    value = scope[name]
+    walked = name
+    for m in _STEP.finditer(expr, root.end()):
+        index, quoted, attr = m.groups()
+        if index is not None:
+            i = int(index)
+            if not isinstance(value, list | tuple) or i >= len(value):
+                size = len(value) if isinstance(value, list | tuple) else 0
+                raise TemplateError(f"{{{{{expr}}}}}: {walked} has no item {i} (it has {size})")
+            value = value[i]
+        else:
+            key = quoted if quoted is not None else attr
+            if isinstance(value, Mapping) and key in value:
+                value = value[key]
+            elif key is not None and hasattr(value, "model_dump") and hasattr(value, key):
+                value = getattr(value, key)
+            else:
+                raise TemplateError(f"{{{{{expr}}}}}: {walked} has no field {key!r}")
+        walked += m.group(0)
+    return value
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if hasattr(value, "model_dump_json"):
+        return str(value.model_dump_json())
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def resolve(value: Any, scope: Mapping[str, Any]) -> Any:
+    """Replace every template in ``value`` (a string, or lists and dicts of them) using ``scope``."""
+    if isinstance(value, str):
+        if "{{" not in value:
+            return value
+        whole = _TEMPLATE.fullmatch(value.strip())
+        if whole is not None:
+            return _lookup(whole.group(1), scope)
+        return _TEMPLATE.sub(lambda m: _as_text(_lookup(m.group(1), scope)), value)
+    if isinstance(value, Mapping):
+        return {k: resolve(v, scope) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, scope) for v in value]
+    return value
