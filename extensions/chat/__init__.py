@@ -1,0 +1,8 @@
+"""What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators."""
+
+from .dedupe import RecentIds
+from .policy import Allowlist, ReplyPolicy, should_reply
+from .split import split_message
+from .typing_indicator import keep_typing
+
+__all__ = ("Allowlist", "RecentIds", "ReplyPolicy", "keep_typing", "should_reply", "split_message")

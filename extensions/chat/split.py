@@ -1,0 +1,78 @@
+"""Splitting a long reply into messages a platform accepts, on safe boundaries.
+
+Both chat adapters use this: Discord with 2,000 characters, Telegram with 4,096 measured after rendering.
+A cut prefers a paragraph break, then a line break, then a space; a code block cut in two is closed at the
+end of one message and re-opened (with its language) at the start of the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ("split_message",)
+
+_FENCE = "```"
+
+
+def _fence_state(text: str, start: str | None) -> str | None:
+    """The opening line of the code block still open at the end of ``text`` (None if none is open)."""
+    state = start
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(_FENCE):
+            state = None if state is not None else stripped
+    return state
+
+
+def _compose(prefix: str | None, body: str, end_state: str | None) -> str:
+    text = f"{prefix}\n{body}" if prefix else body
+    if end_state is not None:
+        text = text.rstrip("\n") + "\n" + _FENCE
+    return text
+
+
+def split_message(text: str, limit: int, *, measure: Callable[[str], int] = len) -> list[str]:
+    """Split ``text`` into pieces whose ``measure`` is at most ``limit``.
+
+    ``measure`` lets a platform count what it counts (Telegram: the rendered text). Empty or blank input
+    gives an empty list.
+    """
+    if limit < 16:
+        raise ValueError("limit must be at least 16")
+    chunks: list[str] = []
+    rest = text
+    fence: str | None = None
+    while rest.strip():
+        whole = _compose(fence, rest, _fence_state(rest, fence))
+        if measure(whole) <= limit:
+            chunks.append(whole.strip("\n"))
+            break
+        # the longest prefix of ``rest`` that fits, by binary search on its length
+        lo, hi = 1, len(rest)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if measure(_compose(fence, rest[:mid], _fence_state(rest[:mid], fence))) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        n = lo
+        cut = n
+        floor = n // 2
+        for sep in ("\n\n", "\n", " "):
+            i = rest.rfind(sep, floor, n)
+            if i > 0:
+                cut = i + len(sep)
+                break
+        piece = rest[:cut]
+        end_state = _fence_state(piece, fence)
+        if fence is not None and not piece.strip():
+            cut, piece = n, rest[:n]
+            end_state = _fence_state(piece, fence)
+        chunk = _compose(fence, piece.rstrip("\n ") if end_state is None else piece.rstrip("\n"), end_state)
+        if chunk.strip():
+            chunks.append(chunk.strip("\n"))
+        fence = end_state
+        rest = rest[cut:]
+        if fence is None:
+            rest = rest.lstrip("\n")
+    return chunks
