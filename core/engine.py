@@ -179,13 +179,19 @@ class Run:
         )
         parser = StreamParser()
         started = time.perf_counter()
-        async with asyncio.TaskGroup() as tg:
+        failure: Exception | None = None
+        async with asyncio.TaskGroup() as tg:  # action tasks never raise: they report errors as results
             step = _Step({a.name: a for a in actions}, {o.type: o for o in outputs}, tg)
-            async for chunk in self._stream(request):
-                for event in parser.feed(chunk):
+            try:
+                async for chunk in self._stream(request):
+                    for event in parser.feed(chunk):
+                        await self._on_event(event, step)
+                for event in parser.close():
                     await self._on_event(event, step)
-            for event in parser.close():
-                await self._on_event(event, step)
+            except Exception as exc:  # raised after the calls already started have finished
+                failure = exc
+        if failure is not None:
+            raise failure
         agent.observe_model(state.id, time.perf_counter() - started)
         stray = "".join(step.stray_text).strip()
         if step.produced == 0 and stray:

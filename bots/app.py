@@ -1,0 +1,78 @@
+"""Building the bot from settings: the model, the memory store, the extensions and the agent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent
+from core.errors import ConfigError
+
+from .assistant import assistant_extension, persona_text
+from .config import check_settings, platforms
+from .settings import Settings
+
+__all__ = ("build_agent", "build_extensions", "build_memory", "build_model_from_settings")
+
+
+def build_model_from_settings(settings: Settings) -> Model:
+    """The model the settings ask for."""
+    from .models import build_model
+
+    return build_model(settings.llm)
+
+
+def build_memory(settings: Settings) -> MemoryStore:
+    """The embedded default: SQLite under ``BOT_DATA_DIR``."""
+    return SQLiteStore(settings.bot.data_dir / "memory.sqlite3")
+
+
+def build_extensions(settings: Settings, *, listen: bool = True, only: list[str] | None = None) -> list[Extension]:
+    """The assistant plus one extension per configured platform (or those named in ``only``)."""
+    chosen = platforms(settings) if only is None else only
+    extensions = [assistant_extension()]
+    for name in chosen:
+        if name == "discord":
+            from extensions.discord import discord_extension
+
+            extensions.append(discord_extension(settings.discord, listen=listen))
+        elif name == "telegram":
+            from extensions.telegram import telegram_extension
+
+            extensions.append(telegram_extension(settings.telegram, listen=listen))
+        elif name == "cli":
+            from extensions.cli import cli_extension
+
+            extensions.append(cli_extension())
+        else:
+            raise ConfigError(f"unknown platform {name!r}: use discord, telegram or cli")
+    return extensions
+
+
+def build_agent(
+    settings: Settings,
+    *,
+    dispatcher: Dispatcher | None = None,
+    listen: bool = True,
+    model: Model | None = None,
+    memory: MemoryStore | None = None,
+    platforms: list[str] | None = None,
+    **options: Any,
+) -> Agent:
+    """The bot's agent. Raises ``ConfigError`` listing every problem in the settings."""
+    problems = check_settings(settings)
+    if problems:
+        raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
+    agent = create_agent(
+        model=model if model is not None else build_model_from_settings(settings),
+        extensions=build_extensions(settings, listen=listen, only=platforms),
+        memory=memory if memory is not None else build_memory(settings),
+        dispatcher=dispatcher,
+        persona=persona_text(settings.bot.name, settings.bot.persona),
+        max_tokens=settings.llm.max_tokens,
+        model_idle_timeout=settings.llm.timeout,
+        **options,
+    )
+    for ctx in agent.contexts.values():
+        ctx.max_steps = settings.bot.max_steps
+        ctx.max_working_memory = min(settings.bot.history, ctx.keep_logs)
+    return agent

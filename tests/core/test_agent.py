@@ -1,0 +1,358 @@
+"""The step loop with a scripted model: every failure is an answer the model sees, never a crash."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from core import (
+    ActionResult,
+    DefinitionError,
+    ErrorLog,
+    InMemoryStore,
+    ModelError,
+    ModelRequest,
+    OutputRef,
+    RunEventType,
+    ScriptedModel,
+    SQLiteStore,
+    action,
+    context,
+    create_agent,
+    output,
+)
+
+chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
+
+
+class Add(BaseModel):
+    a: int
+    b: int
+
+
+class Reply(BaseModel):
+    to: str
+
+
+def make(
+    replies: Any,
+    *,
+    sent: list[Any] | None = None,
+    memory: Any = None,
+    extra_actions: tuple[Any, ...] = (),
+    extra_outputs: tuple[Any, ...] = (),
+    **model_kw: Any,
+) -> tuple[Any, ScriptedModel]:
+    sent = sent if sent is not None else []
+    add = action(name="add", schema=Add, handler=lambda args, ctx, ag: {"sum": args.a + args.b})
+    say = output(type="chat:message", handler=lambda data, ctx, ag: sent.append(data))
+    model = ScriptedModel(replies, **model_kw)
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        actions=[add, *extra_actions],
+        outputs=[say, *extra_outputs],
+        memory=memory or InMemoryStore(),
+    )
+    return agent, model
+
+
+def msg(text: str) -> dict[str, Any]:
+    return {"type": "chat:message", "data": text}
+
+
+def R(body: str) -> str:  # noqa: N802 - reads like the tag
+    return f"<response><reasoning>thinking</reasoning>{body}</response>"
+
+
+async def test_action_result_then_output_over_two_steps() -> None:
+    sent: list[str] = []
+    agent, model = make(
+        [R('<action_call name="add">{"a": 2, "b": 3}</action_call>'), R('<output type="chat:message">5</output>')],
+        sent=sent,
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("2+3?"))
+    assert sent == ["5"]
+    assert len(model.requests) == 2
+    assert '"sum": 5' in model.requests[1].prompt.split("<updates>")[1]
+    assert [type(c).__name__ for c in chain] == [
+        "InputRef", "Thought", "ActionCall", "ActionResult", "Thought", "OutputRef",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('<action_call name="nope">{}</action_call>', "unknown action 'nope'; available actions: add"),
+        ('<action_call name="add">{"a": "x"}</action_call>', "b: Field required"),
+        ('<action_call name="add">{"a": 1,</action_call>', "not valid JSON"),
+        ('<action_call name="boom">{}</action_call>', "'boom' raised RuntimeError: kaboom"),
+        ('<action_call name="slow">{}</action_call>', "'slow' timed out after 0.05s"),
+        ('<output type="nope">hi</output>', "unknown output type 'nope'"),
+        ('<output type="reply">hi</output>', "to: Field required"),
+        ('<output type="chat:message">{{calls[0].sum}}</output>', "no action was called"),
+        ('<output type="chat:message">{{calls.x}}</output>', "has no field 'x'"),
+        ('<output type="failing">hi</output>', "handler exploded"),
+        ("plain text with no tags", "outside of any tag"),
+    ],
+)
+async def test_every_failure_is_shown_to_the_model_and_the_context_keeps_working(body: str, expected: str) -> None:
+    async def slow(args: Any, ctx: Any, agent: Any) -> None:
+        await asyncio.sleep(10)
+
+    def boom(args: Any, ctx: Any, agent: Any) -> None:
+        raise RuntimeError("kaboom")
+
+    def failing(data: Any, ctx: Any, agent: Any) -> None:
+        raise ValueError("handler exploded")
+
+    sent: list[str] = []
+    agent, model = make(
+        [body if "<" not in body[:1] else R(body), R('<output type="chat:message">fixed</output>'),
+         R('<output type="chat:message">still here</output>')],
+        sent=sent,
+        extra_actions=(
+            action(name="boom", handler=boom),
+            action(name="slow", handler=slow, timeout=0.05),
+        ),
+        extra_outputs=(
+            output(type="reply", attributes=Reply, handler=lambda d, c, a: sent.append(("reply", d))),
+            output(type="failing", handler=failing),
+        ),
+    )
+    async with agent:
+        await agent.send(chat, "u", msg("hi"))
+        assert len(model.requests) == 2
+        updates = model.requests[1].prompt.split("<updates>")[1]
+        assert expected in updates
+        assert sent == ["fixed"]
+        await agent.send(chat, "u", msg("again"))
+        assert sent == ["fixed", "still here"]
+
+
+async def test_unresolved_template_text_never_reaches_the_user() -> None:
+    sent: list[str] = []
+    agent, _ = make(
+        [R('<output type="chat:message">Your id is {{calls[0].id}}</output>'), R("")], sent=sent
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    assert sent == []
+    assert any(isinstance(c, OutputRef) and c.error for c in chain)
+
+
+async def test_templates_resolve_from_earlier_calls_in_the_same_response() -> None:
+    sent: list[str] = []
+    agent, _ = make(
+        [
+            R(
+                '<action_call name="add">{"a": 1, "b": 2}</action_call>'
+                '<action_call name="add">{"a": "{{calls[0].sum}}", "b": 10}</action_call>'
+                '<output type="chat:message">sum={{calls[1].sum}}</output>'
+            ),
+            R(""),
+        ],
+        sent=sent,
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    assert sent == ["sum=13"]
+    assert [c.data for c in chain if isinstance(c, ActionResult)] == [{"sum": 3}, {"sum": 13}]
+
+
+async def test_outputs_run_in_order_as_their_tags_close() -> None:
+    seen: list[tuple[str, int]] = []
+    model_ref: list[ScriptedModel] = []
+    agent, model = make(
+        [R('<output type="chat:message">one</output><output type="chat:message">two</output>' + " " * 200)],
+        chunk_size=8,
+        delay=0.001,
+    )
+    model_ref.append(model)
+
+    def record(data: str, ctx: Any, ag: Any) -> None:
+        seen.append((data, len(model_ref[0].requests)))
+
+    agent.outputs[0].handler = record
+    got_first_before_end: list[bool] = []
+
+    async with agent:
+        listener_task = asyncio.create_task(agent.send(chat, "u", msg("hi")))
+        while not seen:
+            await asyncio.sleep(0)
+        got_first_before_end.append(not listener_task.done())
+        await listener_task
+    assert [s[0] for s in seen] == ["one", "two"]
+    assert got_first_before_end == [True]
+
+
+class Gate:
+    """A model that waits for a signal before answering, and counts parallel calls."""
+
+    name = "gate"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+        self.running = 0
+        self.max_running = 0
+        self.release = asyncio.Event()
+        self.started = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        self.requests.append(request)
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        self.started.set()
+        try:
+            await self.release.wait()
+            yield R(f'<output type="chat:message">answer {len(self.requests)}</output>')
+        finally:
+            self.running -= 1
+
+
+async def test_an_input_joins_the_running_run_and_is_seen_in_the_next_step() -> None:
+    sent: list[str] = []
+    gate = Gate()
+    agent = create_agent(
+        model=gate,
+        contexts=[chat],
+        outputs=[output(type="chat:message", handler=lambda d, c, a: sent.append(d))],
+    )
+    async with agent:
+        first = asyncio.create_task(agent.send(chat, "u", msg("first")))
+        await gate.started.wait()
+        second = asyncio.create_task(agent.send(chat, "u", msg("second")))
+        await asyncio.sleep(0)
+        gate.release.set()
+        chain1, chain2 = await asyncio.gather(first, second)
+    assert chain1 is chain2, "the second input joined the first run"
+    assert gate.max_running == 1, "never two model calls at once on one context"
+    assert len(gate.requests) == 2
+    assert "second" in gate.requests[1].prompt.split("<updates>")[1]
+    assert "first" not in gate.requests[1].prompt.split("<updates>")[1]
+    assert sent == ["answer 1", "answer 2"]
+
+
+async def test_different_contexts_run_in_parallel() -> None:
+    gate = Gate()
+    agent = create_agent(model=gate, contexts=[chat], outputs=[output(type="chat:message")])
+    async with agent:
+        tasks = [asyncio.create_task(agent.send(chat, f"user{i}", msg("hi"))) for i in range(5)]
+        while gate.running < 5:
+            await asyncio.sleep(0.001)
+        gate.release.set()
+        await asyncio.gather(*tasks)
+    assert gate.max_running == 5
+
+
+async def test_model_failure_ends_the_run_cleanly_and_the_context_keeps_working() -> None:
+    failures: list[Exception] = []
+    sent: list[str] = []
+    ctx = context(type="c2", schema=str, on_error=lambda exc, state, agent: failures.append(exc))
+    agent = create_agent(
+        model=ScriptedModel([ModelError("provider down"), R('<output type="m">back</output>')]),
+        contexts=[ctx],
+        outputs=[output(type="m", handler=lambda d, c, a: sent.append(d))],
+    )
+    async with agent:
+        chain = await agent.send(ctx, "x", {"type": "m", "data": "hi"})
+        assert isinstance(chain[-1], ErrorLog) and "provider down" in chain[-1].message
+        assert len(failures) == 1 and isinstance(failures[0], ModelError)
+        await agent.send(ctx, "x", {"type": "m", "data": "again"})
+    assert sent == ["back"]
+
+
+async def test_a_model_that_never_stops_erring_is_bounded_by_max_steps() -> None:
+    agent, model = make([R('<action_call name="nope">{}</action_call>')], repeat_last=True)
+    async with agent:
+        await agent.send(chat, "u", msg("hi"))
+    assert len(model.requests) == chat.max_steps
+
+
+async def test_a_silent_model_times_out() -> None:
+    class Silent:
+        name = "silent"
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+            await asyncio.sleep(30)
+            yield ""
+
+    agent = create_agent(model=Silent(), contexts=[chat], outputs=[output(type="chat:message")], model_idle_timeout=0.05)
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    assert isinstance(chain[-1], ErrorLog) and "sent nothing" in chain[-1].message
+
+
+async def test_sqlite_memory_survives_an_agent_restart(tmp_path: Any) -> None:
+    def remember(args: dict[str, Any], ctx: Any, agent: Any) -> str:
+        ctx.memory["fact"] = args["fact"]
+        return "ok"
+
+    def build(replies: list[str]) -> tuple[Any, ScriptedModel]:
+        model = ScriptedModel(replies)
+        agent = create_agent(
+            model=model,
+            contexts=[chat],
+            actions=[action(name="remember", handler=remember)],
+            outputs=[output(type="chat:message")],
+            memory=SQLiteStore(tmp_path / "mem.sqlite3"),
+        )
+        return agent, model
+
+    agent, _ = build([R('<action_call name="remember">{"fact": "likes tea"}</action_call>'), R("")])
+    async with agent:
+        await agent.send(chat, "u", msg("I like tea"))
+    agent, model = build([R('<output type="chat:message">tea</output>')])
+    async with agent:
+        await agent.send(chat, "u", msg("what do I like?"))
+    prompt = model.requests[0].prompt
+    assert '"fact": "likes tea"' in prompt
+    assert "I like tea" in prompt.split("<working-memory>")[1]
+
+
+async def test_working_memory_is_bounded() -> None:
+    small = context(type="small", schema=str, max_working_memory=5, keep_logs=10)
+    agent = create_agent(
+        model=ScriptedModel([R('<output type="m">ok</output>')], repeat_last=True),
+        contexts=[small],
+        outputs=[output(type="m")],
+    )
+    async with agent:
+        for i in range(30):
+            await agent.send(small, "k", {"type": "m", "data": f"message {i}"})
+        state = await agent.load_state(small, "k")
+    assert len(state.working_memory.logs) <= 10
+    assert "message 29" in str(state.working_memory.logs[-3].model_dump())
+
+
+async def test_stream_events() -> None:
+    agent, _ = make(
+        [R('<action_call name="add">{"a": 1, "b": 1}</action_call>'), R('<output type="chat:message">two</output>')]
+    )
+    async with agent:
+        events = [e async for e in agent.stream(chat, "u", msg("1+1"))]
+    types = [e.type for e in events]
+    assert types[0] == RunEventType.REASONING and events[0].is_type_switched
+    assert RunEventType.TOOL_CALL in types and RunEventType.TOOL_CALL_RESULT in types
+    result = next(e for e in events if e.type == RunEventType.TOOL_CALL_RESULT)
+    assert result.role == "tool" and result.content["result"] == {"sum": 2}
+    final = [e for e in events if e.type == RunEventType.OUTPUT_TEXT and e.final]
+    assert final[0].content == "two"
+    async with agent:
+        no_reasoning = [e async for e in agent.stream(chat, "v", msg("x"), reasoning=False)]
+    assert all(e.type != RunEventType.REASONING for e in no_reasoning)
+
+
+def test_bad_definitions_fail_at_definition_time() -> None:
+    with pytest.raises(DefinitionError, match="not a valid name"):
+        action(name="bad name", handler=lambda a, c, g: None)
+    with pytest.raises(DefinitionError, match="cannot build a schema"):
+        output(type="x", schema=object())
+    same = output(type="dup")
+    with pytest.raises(DefinitionError, match="defined twice"):
+        create_agent(model=ScriptedModel([]), outputs=[same, output(type="dup")])
