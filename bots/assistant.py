@@ -55,7 +55,11 @@ def _current_time(args: TimeArgs, ctx: ActionContext, agent: Agent) -> dict[str,
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise ValueError(f"unknown time zone {args.timezone!r}; use an IANA name like Europe/Paris") from exc
     now = datetime.now(zone)
-    return {"iso": now.isoformat(timespec="seconds"), "weekday": now.strftime("%A"), "timezone": args.timezone}
+    return {
+        "iso": now.isoformat(timespec="seconds"),
+        "weekday": now.strftime("%A"),
+        "timezone": args.timezone,
+    }
 
 
 remember = action(

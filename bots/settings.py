@@ -43,8 +43,7 @@ class BotSettings(BaseModel):
 
     name: str = Field(default="Daydream", description="The bot's name, used in its persona")
     persona: str = Field(
-        default="You are {name}, a friendly and concise assistant in a group chat. "
-        "Answer in the language of the user.",
+        default="You are {name}, a friendly and concise assistant in a group chat. Answer in the language of the user.",
         description="The persona added to the system prompt ({name} is replaced)",
     )
     data_dir: Path = Field(default=Path("data"), description="Folder of the SQLite memory store (embedded mode)")

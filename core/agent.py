@@ -166,9 +166,14 @@ class Agent:
         for ext in self.extensions:
             if ext.install is not None:
                 await maybe_await(ext.install(self))
-        for definition in (*self.actions, *self.outputs, *self.inputs.values()):
-            if definition.install is not None:
-                await maybe_await(definition.install(self))
+        installers = [
+            *(a.install for a in self.actions),
+            *(o.install for o in self.outputs),
+            *(i.install for i in self.inputs.values()),
+        ]
+        for install in installers:
+            if install is not None:
+                await maybe_await(install(self))
         for svc in self.services:
             if svc.start is not None:
                 await maybe_await(svc.start(self))
@@ -255,7 +260,8 @@ class Agent:
     # -- sending and running ---------------------------------------------------------------------------
 
     def make_input(
-        self, input: InputRef | Mapping[str, Any]  # noqa: A002 - the framework's name
+        self,
+        input: InputRef | Mapping[str, Any],
     ) -> InputRef:
         """An ``InputRef`` from an ``InputRef`` or a mapping with ``type``, ``data`` and optional ``params``;
         data is validated against the input's schema when the type is registered."""
@@ -269,7 +275,7 @@ class Agent:
         self,
         context: Context,
         args: Any,
-        input: InputRef | Mapping[str, Any],  # noqa: A002 - the framework's name
+        input: InputRef | Mapping[str, Any],
         *,
         dedupe_key: str | None = None,
     ) -> list[Log]:
@@ -370,7 +376,7 @@ class Agent:
         self,
         context: Context,
         args: Any,
-        input: InputRef | Mapping[str, Any],  # noqa: A002 - the framework's name
+        input: InputRef | Mapping[str, Any],
         *,
         reasoning: bool = True,
     ) -> AsyncIterator[RunEvent]:
@@ -378,7 +384,12 @@ class Agent:
         return self._stream(context, args, input, reasoning=reasoning)
 
     async def _stream(
-        self, context: Context, args: Any, input: InputRef | Mapping[str, Any], *, reasoning: bool  # noqa: A002
+        self,
+        context: Context,
+        args: Any,
+        input: InputRef | Mapping[str, Any],
+        *,
+        reasoning: bool,
     ) -> AsyncIterator[RunEvent]:
         queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
         args = context.schema.validate(args)

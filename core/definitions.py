@@ -10,7 +10,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .errors import DefinitionError
 from .logs import ActionCall, InputRef, OutputRef, WorkingMemory
@@ -39,8 +39,6 @@ __all__ = (
     "service",
 )
 
-T = TypeVar("T")
-MaybeAwaitable = T | Awaitable[T]
 Send = Callable[..., Awaitable[Any]]
 """What an input's ``subscribe`` receives: ``await send(context, args, data, ...)`` (``Agent.send``)."""
 
@@ -289,8 +287,7 @@ class Extension:
 def _check_name(value: str, what: str) -> None:
     if not isinstance(value, str) or not _NAME.match(value):
         raise DefinitionError(
-            f"{what} {value!r} is not a valid name: use letters, digits, '_', ':', '.' or '-', "
-            "starting with a letter"
+            f"{what} {value!r} is not a valid name: use letters, digits, '_', ':', '.' or '-', starting with a letter"
         )
 
 
@@ -385,7 +382,7 @@ def output(
     )
 
 
-def input(  # noqa: A001 - the framework's name for it
+def input(
     *,
     type: str,
     schema: Any = str,
@@ -397,7 +394,12 @@ def input(  # noqa: A001 - the framework's name for it
 ) -> Input:
     """Define an input type; ``subscribe(send, agent)`` is started by ``agent.start()``."""
     _check_name(type, "input type")
-    for attr, fn in (("handler", handler), ("subscribe", subscribe), ("install", install), ("format", format)):
+    for attr, fn in (
+        ("handler", handler),
+        ("subscribe", subscribe),
+        ("install", install),
+        ("format", format),
+    ):
         _check_callable(fn, f"input {type!r}: {attr}")
     return Input(
         type=type,
@@ -458,9 +460,7 @@ def context(
     ):
         _check_callable(fn, f"context {type!r}: {attr}")
     if max_steps < 1 or max_working_memory < 0 or keep_logs < max_working_memory:
-        raise DefinitionError(
-            f"context {type!r}: max_steps >= 1 and keep_logs >= max_working_memory >= 0 are required"
-        )
+        raise DefinitionError(f"context {type!r}: max_steps >= 1 and keep_logs >= max_working_memory >= 0 are required")
     names = [a.name for a in actions]
     if len(set(names)) != len(names):
         raise DefinitionError(f"context {type!r}: two actions share a name in {names}")

@@ -26,7 +26,9 @@ class Dispatcher(Protocol):
         """Prepare (connect, start background work)."""
         ...
 
-    async def submit(self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None) -> list[Log]:
+    async def submit(
+        self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None
+    ) -> list[Log]:
         """Hand over one input. In-process: returns the chain of the run that handled it. Queued: returns
         an empty list once the input is stored; raises ``BackpressureError`` when the inbox is full."""
         ...
@@ -48,7 +50,9 @@ class InProcessDispatcher:
         """Remember the agent."""
         self._agent = agent
 
-    async def submit(self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None) -> list[Log]:
+    async def submit(
+        self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None
+    ) -> list[Log]:
         """Run the input now (or join the context's running run); a repeated ``dedupe_key`` is dropped."""
         if self._agent is None:
             raise RuntimeError("InProcessDispatcher.submit() before start(): call await agent.start() first")

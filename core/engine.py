@@ -123,7 +123,9 @@ class Run:
             log.warning("run of %s failed: %s", self.state.id, exc)
         else:
             log.exception("run of %s failed unexpectedly", self.state.id)
-        entry = ErrorLog(message=str(exc) or type(exc).__name__, source="model" if isinstance(exc, ModelError) else "run")
+        entry = ErrorLog(
+            message=str(exc) or type(exc).__name__, source="model" if isinstance(exc, ModelError) else "run"
+        )
         entry.processed = True  # recorded, but not a reason for another step
         self._log(entry)
         self.emitter.emit(RunEventType.ERROR, entry.message)
@@ -165,7 +167,12 @@ class Run:
         actions, outputs = agent.available(state)
         updates = state.working_memory.unprocessed()
         prompt = build_prompt(
-            state=state, actions=actions, outputs=outputs, updates=updates, intro=agent.intro, persona=agent.persona
+            state=state,
+            actions=actions,
+            outputs=outputs,
+            updates=updates,
+            intro=agent.intro,
+            persona=agent.persona,
         )
         for entry in updates:
             entry.processed = True
@@ -197,7 +204,7 @@ class Run:
         if step.produced == 0 and stray:
             self._error(
                 "your answer was plain text outside of any tag, so nobody received it; write it inside "
-                f"<output type=\"{outputs[0].type if outputs else 'OUTPUT_TYPE'}\">...</output> within <response>",
+                f'<output type="{outputs[0].type if outputs else "OUTPUT_TYPE"}">...</output> within <response>',
                 source="parser",
             )
 
@@ -271,7 +278,13 @@ class Run:
             self._finish_call(call, slot, result=result, text=text)
 
     def _finish_call(
-        self, call: ActionCall, slot: CallSlot, *, result: Any = None, text: str | None = None, error: str | None = None
+        self,
+        call: ActionCall,
+        slot: CallSlot,
+        *,
+        result: Any = None,
+        text: str | None = None,
+        error: str | None = None,
     ) -> None:
         if error is not None:
             slot.fail(error)

@@ -60,7 +60,7 @@ class EventEmitter:
 
     def emit(
         self,
-        type: RunEventType,  # noqa: A002 - the seed's name
+        type: RunEventType,
         content: Any,
         *,
         output_type: str | None = None,

@@ -142,8 +142,7 @@ def format_log(log: Log) -> str:
         else:
             body = log.text if log.text is not None else format_value(log.data)
         return (
-            f'<action_result name="{xml_attr(log.name)}" callId="{log.call_id}" timestamp="{ts}">'
-            f"{body}</action_result>"
+            f'<action_result name="{xml_attr(log.name)}" callId="{log.call_id}" timestamp="{ts}">{body}</action_result>'
         )
     if isinstance(log, Thought):
         return f'<thought timestamp="{ts}">{log.content}</thought>'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -88,8 +89,6 @@ def as_schema(tp: Any, *, what: str) -> Schema:
         schema.json_schema  # noqa: B018 - fail at definition time, not in the middle of a run
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
         raise DefinitionError(f"{what}: cannot build a schema from {tp!r}: {exc}") from exc
-    try:
+    with contextlib.suppress(TypeError):
         _cache[tp] = schema
-    except TypeError:
-        pass
     return schema

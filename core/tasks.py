@@ -25,7 +25,12 @@ class TaskRunner:
         self._queues[name] = asyncio.Semaphore(limit)
 
     async def run(
-        self, fn: Callable[[], Awaitable[T]], *, queue: str = "main", key: str | None = None, limit: int | None = None
+        self,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        queue: str = "main",
+        key: str | None = None,
+        limit: int | None = None,
     ) -> T:
         """Run ``fn()`` when the queue (and the key, if a limit is given) has room."""
         sem = self._queues.get(queue)

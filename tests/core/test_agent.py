@@ -65,14 +65,17 @@ def msg(text: str) -> dict[str, Any]:
     return {"type": "chat:message", "data": text}
 
 
-def R(body: str) -> str:  # noqa: N802 - reads like the tag
+def R(body: str) -> str:
     return f"<response><reasoning>thinking</reasoning>{body}</response>"
 
 
 async def test_action_result_then_output_over_two_steps() -> None:
     sent: list[str] = []
     agent, model = make(
-        [R('<action_call name="add">{"a": 2, "b": 3}</action_call>'), R('<output type="chat:message">5</output>')],
+        [
+            R('<action_call name="add">{"a": 2, "b": 3}</action_call>'),
+            R('<output type="chat:message">5</output>'),
+        ],
         sent=sent,
     )
     async with agent:
@@ -113,8 +116,11 @@ async def test_every_failure_is_shown_to_the_model_and_the_context_keeps_working
 
     sent: list[str] = []
     agent, model = make(
-        [body if "<" not in body[:1] else R(body), R('<output type="chat:message">fixed</output>'),
-         R('<output type="chat:message">still here</output>')],
+        [
+            body if "<" not in body[:1] else R(body),
+            R('<output type="chat:message">fixed</output>'),
+            R('<output type="chat:message">still here</output>'),
+        ],
         sent=sent,
         extra_actions=(
             action(name="boom", handler=boom),
@@ -137,9 +143,7 @@ async def test_every_failure_is_shown_to_the_model_and_the_context_keeps_working
 
 async def test_unresolved_template_text_never_reaches_the_user() -> None:
     sent: list[str] = []
-    agent, _ = make(
-        [R('<output type="chat:message">Your id is {{calls[0].id}}</output>'), R("")], sent=sent
-    )
+    agent, _ = make([R('<output type="chat:message">Your id is {{calls[0].id}}</output>'), R("")], sent=sent)
     async with agent:
         chain = await agent.send(chat, "u", msg("hi"))
     assert sent == []
@@ -282,7 +286,9 @@ async def test_a_silent_model_times_out() -> None:
             await asyncio.sleep(30)
             yield ""
 
-    agent = create_agent(model=Silent(), contexts=[chat], outputs=[output(type="chat:message")], model_idle_timeout=0.05)
+    agent = create_agent(
+        model=Silent(), contexts=[chat], outputs=[output(type="chat:message")], model_idle_timeout=0.05
+    )
     async with agent:
         chain = await agent.send(chat, "u", msg("hi"))
     assert isinstance(chain[-1], ErrorLog) and "sent nothing" in chain[-1].message
@@ -332,7 +338,10 @@ async def test_working_memory_is_bounded() -> None:
 
 async def test_stream_events() -> None:
     agent, _ = make(
-        [R('<action_call name="add">{"a": 1, "b": 1}</action_call>'), R('<output type="chat:message">two</output>')]
+        [
+            R('<action_call name="add">{"a": 1, "b": 1}</action_call>'),
+            R('<output type="chat:message">two</output>'),
+        ]
     )
     async with agent:
         events = [e async for e in agent.stream(chat, "u", msg("1+1"))]

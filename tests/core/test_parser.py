@@ -9,7 +9,7 @@ from core.parser import StreamParser, TagEnd, TagStart, TagText, Text, parse
 
 SAMPLES = [
     '<response><reasoning>think: a<b and c>d</reasoning><action_call name="add">{"a": 1, "b": "</action_callx>"}'
-    '</action_call> stray <foo>bar</foo><output type="cli:message" to=\'a>b\'>Hello <b>you</b> &amp; 🎉</output >'
+    "</action_call> stray <foo>bar</foo><output type=\"cli:message\" to='a>b'>Hello <b>you</b> &amp; 🎉</output >"
     "</response>",
     'junk before <output type="t">unterminated because the stream ended',
     '<output type="t"/>after',
@@ -106,7 +106,7 @@ def test_garbage_never_raises_and_loses_no_text(text: str) -> None:
 
 def test_unterminated_elements_are_closed_gracefully() -> None:
     events = parse('<response><output type="x">partial')
-    end = [e for e in events if isinstance(e, TagEnd) and e.name == "output"][0]
+    end = next(e for e in events if isinstance(e, TagEnd) and e.name == "output")
     assert end.content == "partial" and not end.complete
     assert isinstance(events[-1], TagEnd) and events[-1].name == "response" and not events[-1].complete
 
@@ -118,7 +118,7 @@ def test_incomplete_opening_tag_at_the_end_becomes_text() -> None:
 
 def test_name_attribute_is_kept_for_outputs() -> None:
     events = parse('<output name="cli:message">hi</output>')
-    end = [e for e in events if isinstance(e, TagEnd)][0]
+    end = next(e for e in events if isinstance(e, TagEnd))
     assert end.attrs == {"name": "cli:message"}
 
 
