@@ -97,6 +97,7 @@ class Agent:
         self.services: list[Service] = list(services)
         self._runs: dict[str, Run | _Pending] = {}
         self._run_tasks: set[asyncio.Task[Any]] = set()
+        self._task_of: dict[str, asyncio.Task[Any]] = {}
         self._unsubscribers: list[Callable[[], Any]] = []
         self._started = False
         self._stopping = False
@@ -292,8 +293,12 @@ class Agent:
         inputs: Sequence[InputRef] = (),
         *,
         listener: Callable[[RunEvent], Any] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> list[Log]:
-        """Run the instance with ``inputs``; if it is already running here, the inputs join that run."""
+        """Run the instance with ``inputs``; if it is already running here, the inputs join that run.
+
+        ``options`` are copied into ``state.options`` when a new run starts (a queue passes the batch id
+        there for output handlers); inputs that join a running run leave its options as they are."""
         cid = self.context_id(context, args)
         while True:
             current = self._runs.get(cid)
@@ -314,11 +319,23 @@ class Agent:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(current.finished)  # closing: wait until its memory is saved
         pending = _Pending(list(inputs), listener)
+        pending.options = dict(options or {})
         self._runs[cid] = pending
         task = asyncio.create_task(self._run(context, args, cid, pending), name=f"run:{cid}")
         self._run_tasks.add(task)
+        self._task_of[cid] = task
         task.add_done_callback(self._run_tasks.discard)
+        task.add_done_callback(lambda t: self._task_of.pop(cid, None) if self._task_of.get(cid) is t else None)
         return await asyncio.shield(pending.finished)
+
+    def cancel_run(self, context_id: str) -> bool:
+        """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue
+        worker lost the context's lease). True if there was one to cancel."""
+        task = self._task_of.get(context_id)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
 
     async def _prepare_input(self, state: ContextState, ref: InputRef) -> None:
         definition = self.inputs.get(ref.type)
@@ -339,6 +356,7 @@ class Agent:
         entry: Run | _Pending = pending
         try:
             state = await self.load_state(context, args)
+            state.options.update(pending.options)
             run = Run(self, state, finished=future)
             while pending.inputs:  # inputs keep arriving while earlier ones are prepared
                 ref = pending.inputs.pop(0)
@@ -434,6 +452,7 @@ class _Pending:
     def __init__(self, inputs: list[InputRef], listener: Callable[[RunEvent], Any] | None) -> None:
         self.inputs = inputs
         self.listeners: list[Callable[[RunEvent], Any]] = [listener] if listener is not None else []
+        self.options: dict[str, Any] = {}
         self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
 
 
