@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import copy
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
@@ -60,6 +61,7 @@ class Agent:
         output_timeout: float = 60.0,
         queues: Mapping[str, int] | None = None,
         stop_timeout: float = 10.0,
+        state_cache: int = 1024,
     ) -> None:
         self.model = model
         """The model every run uses."""
@@ -79,6 +81,10 @@ class Agent:
         """Seconds an output handler may take."""
         self.stop_timeout = stop_timeout
         """Seconds ``stop()`` waits for running runs before cancelling them."""
+        self.state_cache = 0 if getattr(self.dispatcher, "distributed", False) else state_cache
+        """How many contexts' working memories stay loaded between runs (0 when other processes share the
+        memory store, as Redis workers do)."""
+        self._wm_cache: OrderedDict[str, WorkingMemory] = OrderedDict()
         self.tasks = TaskRunner(dict(queues or {}))
         """Where action handlers run."""
         self.observers: list[Observer] = []
@@ -227,17 +233,22 @@ class Agent:
             stored = await maybe_await(context.load(cid, self))
         else:
             stored = await self.memory.get(f"context:{cid}")
-        raw_logs = await self.memory.get(f"working:{cid}")
+        working = self._wm_cache.pop(cid, None)
+        if working is None:
+            raw_logs = await self.memory.get(f"working:{cid}")
+            working = WorkingMemory.load(raw_logs, limit=context.keep_logs)
         state = ContextState(
             id=cid,
             context=context,
             args=args,
             key=context.key(args),
             memory=None,
-            working_memory=WorkingMemory.load(raw_logs, limit=context.keep_logs),
+            working_memory=working,
         )
         if stored is None:
             stored = await maybe_await(context.create(state)) if context.create is not None else {}
+        else:
+            stored = copy.deepcopy(stored)  # a run that fails half-way must not change the stored value
         state.memory = stored
         return state
 
@@ -250,11 +261,16 @@ class Agent:
             memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
             await self.memory.set(f"context:{state.id}", copy.deepcopy(memory))
         await self.memory.set(f"working:{state.id}", state.working_memory.dump())
+        if self.state_cache:
+            self._wm_cache[state.id] = state.working_memory
+            while len(self._wm_cache) > self.state_cache:
+                self._wm_cache.popitem(last=False)
 
     async def reset(self, context: Context, args: Any) -> None:
         """Forget everything about the instance ``args`` names (``/reset``)."""
         args = context.schema.validate(args)
         cid = self.context_id(context, args)
+        self._wm_cache.pop(cid, None)
         await self.memory.delete(f"context:{cid}")
         await self.memory.delete(f"working:{cid}")
 
@@ -383,6 +399,7 @@ class Agent:
                 else:
                     future.set_exception(exc)
                     future.exception()  # marks it retrieved; every waiter re-raises it
+            self._wm_cache.pop(cid, None)  # may hold half a run
             if not isinstance(exc, Exception):
                 raise
             log.exception("run of %s crashed", cid)
@@ -474,6 +491,7 @@ def create_agent(
     output_timeout: float = 60.0,
     queues: Mapping[str, int] | None = None,
     stop_timeout: float = 10.0,
+    state_cache: int = 1024,
 ) -> Agent:
     """Build an agent; call ``await agent.start()`` (or ``async with agent:``) before sending to it."""
     agent = Agent(
@@ -493,5 +511,6 @@ def create_agent(
         output_timeout=output_timeout,
         queues=queues,
         stop_timeout=stop_timeout,
+        state_cache=state_cache,
     )
     return agent

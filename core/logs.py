@@ -133,19 +133,25 @@ Log = Annotated[
 ]
 """One entry of working memory."""
 
+_log_adapter: pydantic.TypeAdapter[Log] = pydantic.TypeAdapter(Log)
 _logs_adapter: pydantic.TypeAdapter[list[Log]] = pydantic.TypeAdapter(list[Log])
 
 
 class WorkingMemory:
-    """The logs of one context, oldest first, kept to a bounded length."""
+    """The logs of one context, oldest first, kept to a bounded length.
 
-    __slots__ = ("limit", "logs")
+    Entries that were already processed when memory was last loaded or saved do not change any more, so
+    their JSON form is kept and reused: saving costs the new entries, not the whole history.
+    """
+
+    __slots__ = ("_raw", "limit", "logs")
 
     def __init__(self, logs: list[Log] | None = None, *, limit: int = 200) -> None:
         self.logs: list[Log] = logs or []
         """The entries, oldest first."""
         self.limit = limit
         """How many entries are kept; older ones are dropped when the memory is saved."""
+        self._raw: dict[str, dict[str, Any]] = {}
 
     def push(self, log: Log) -> None:
         """Append an entry."""
@@ -156,14 +162,25 @@ class WorkingMemory:
         return [log for log in self.logs if not log.processed]
 
     def trim(self) -> None:
-        """Drop the oldest processed entries beyond ``limit``."""
+        """Drop the oldest entries beyond ``limit``."""
         excess = len(self.logs) - self.limit
         if excess > 0:
+            for log in self.logs[:excess]:
+                self._raw.pop(log.id, None)
             self.logs = self.logs[excess:]
 
     def dump(self) -> list[dict[str, Any]]:
         """A JSON-compatible form for a memory store."""
-        return _logs_adapter.dump_python(self.logs, mode="json")  # type: ignore[no-any-return]
+        out: list[dict[str, Any]] = []
+        raw = self._raw
+        for log in self.logs:
+            entry = raw.get(log.id)
+            if entry is None:
+                entry = _log_adapter.dump_python(log, mode="json")
+                if log.processed:
+                    raw[log.id] = entry
+            out.append(entry)
+        return out
 
     @classmethod
     def load(cls, raw: Any, *, limit: int) -> WorkingMemory:
@@ -173,5 +190,7 @@ class WorkingMemory:
         try:
             logs = _logs_adapter.validate_python(raw)
         except pydantic.ValidationError:
-            logs = []
-        return cls(logs, limit=limit)
+            return cls(limit=limit)
+        memory = cls(logs, limit=limit)
+        memory._raw = {log.id: entry for log, entry in zip(logs, raw, strict=True) if log.processed}
+        return memory

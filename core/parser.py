@@ -144,6 +144,12 @@ class StreamParser:
             raise RuntimeError("feed() after close()")
         if not chunk:
             return []
+        if not self._buf and "<" not in chunk:  # the common case mid-element: no markup in sight
+            start = self._open
+            if start is None:
+                return [Text(text=chunk)]
+            self._parts.append(chunk)
+            return [TagText(name=start.name, text=chunk, index=start.index)]
         buf = self._buf + chunk if self._buf else chunk
         events: list[ParseEvent] = []
         pos = self._scan(buf, events, final=False)

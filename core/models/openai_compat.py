@@ -1,0 +1,158 @@
+"""An OpenAI-compatible chat model through the ``openai`` SDK: OpenAI itself, vLLM, llama.cpp's server, Ollama,
+OpenRouter, anything that speaks ``/v1/chat/completions`` with server-sent events.
+
+The SDK is imported when the model is built, so ``import core`` stays light. Its own retries are off: ours
+(``retry.py``) back off with jitter, honour ``Retry-After`` and never retry once text has been handed out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BotError, ConfigError, ModelError
+from .base import ModelRequest, ModelUsage
+from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessageParam
+
+__all__ = ("DEFAULT_OPENAI_MODEL", "OPENAI_BASE_URL", "OpenAICompatModel")
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+"""The model used against api.openai.com when ``LLM_MODEL`` is empty."""
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Where requests go without ``LLM_BASE_URL``."""
+_NO_KEY = "no-key"
+"""Sent to servers that need no key (the SDK insists on one)."""
+_MAX_STOP = 4
+"""OpenAI accepts at most four stop sequences."""
+
+
+class OpenAICompatModel:
+    """Streams chat completions from an OpenAI-compatible server."""
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_OPENAI_MODEL,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        temperature: float | None = None,
+        timeout: float = 60.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a base dependency
+            raise ConfigError("LLM_PROVIDER=openai needs the openai package: run pip install openai") from exc
+        self.model = model
+        """The model name sent with every request (``LLM_MODEL``)."""
+        self.name = f"openai:{model}"
+        self.base_url = base_url or OPENAI_BASE_URL
+        """The server (``LLM_BASE_URL``)."""
+        self.temperature = temperature
+        """Sampling temperature (``LLM_TEMPERATURE``); None leaves the server's default."""
+        self.timeout = timeout
+        """Seconds to wait for a connection or for the next bytes of the answer (``LLM_TIMEOUT``)."""
+        self.retry = retry or RetryPolicy()
+        """Retries on 429, 5xx and connection failures."""
+        self.last_usage: ModelUsage | None = None
+        """Token counts of the last call that reported them (for metrics)."""
+        self._secret = api_key
+        self._where = "OpenAI (api.openai.com)" if base_url is None else f"the server at {safe_url(self.base_url)}"
+        self._client: AsyncOpenAI = openai.AsyncOpenAI(
+            api_key=api_key or _NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatModel(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        """Stream the answer to ``request``; failures raise ``ModelError`` / ``ModelAuthError``."""
+        async for chunk in retrying_stream(
+            lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name
+        ):
+            yield chunk
+
+    async def _attempt(self, request: ModelRequest) -> AsyncIterator[str]:
+        messages: list[ChatCompletionMessageParam] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": request.prompt})
+        options: dict[str, Any] = {}
+        if self.temperature is not None:
+            options["temperature"] = self.temperature
+        if request.stop:
+            options["stop"] = list(request.stop[:_MAX_STOP])
+        stream = await self._client.chat.completions.create(
+            model=self.model,
+            messages=messages,
+            max_tokens=request.max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+            **options,
+        )
+        usage: ModelUsage | None = None
+        async with stream:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = ModelUsage(
+                        input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0
+                    )
+                for choice in chunk.choices:
+                    if choice.index == 0 and choice.delta is not None and choice.delta.content:
+                        yield choice.delta.content
+        if usage is not None:
+            self.last_usage = usage
+            log.debug("%s used %d+%d tokens", self.name, usage.input_tokens, usage.output_tokens)
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        import openai
+
+        if isinstance(exc, BotError):
+            return None
+        if isinstance(exc, openai.APITimeoutError):
+            return Failure(
+                error=ModelError(
+                    f"{self._where} sent no answer within {self.timeout:g}s: raise LLM_TIMEOUT or check the server"
+                )
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return Failure(
+                error=ModelError(f"cannot reach {self._where}: check LLM_BASE_URL and that the server is running"),
+                retryable=True,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return http_failure(
+                exc.status_code,
+                _detail(exc.body, exc.message),
+                where=self._where,
+                model=self.model,
+                retry_after=parse_retry_after(exc.response.headers),
+                secret=self._secret,
+            )
+        if isinstance(exc, openai.APIError):  # an error event in the middle of the stream
+            detail = redact(_detail(exc.body, exc.message), self._secret)
+            return Failure(error=ModelError(f"{self._where} reported an error while answering: {detail}"))
+        detail = redact(str(exc), self._secret)[:300]
+        return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
+
+
+def _detail(body: object, fallback: str) -> str:
+    """The human part of an OpenAI-style error body (``{"error": {"message": ...}}``)."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    return fallback
