@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from core import Agent, Extension, RunEventType, context, extension, input, output
 
-__all__ = ("chat", "cli_extension", "cli_message", "cli_session")
+__all__ = ("chat", "cli_extension", "cli_input", "cli_message", "cli_session")
 
 cli_session = context(
     type="cli:session",
@@ -47,7 +47,7 @@ def _stdout(text: str) -> None:
     sys.stdout.flush()
 
 
-HELP = "Type a message and press Enter. /reset forgets this conversation, /quit (or Ctrl-D) leaves.\n"
+_HELP = "Type a message and press Enter. /reset forgets this conversation, /quit (or Ctrl-D) leaves.\n"
 
 
 async def chat(
@@ -60,7 +60,7 @@ async def chat(
     bot_name: str = "bot",
 ) -> None:
     """Talk to ``agent`` in the terminal until EOF or ``/quit``."""
-    write(HELP)
+    write(_HELP)
     while True:
         write(prompt)
         line = await read_line()
@@ -73,7 +73,7 @@ async def chat(
         if text in ("/quit", "/exit"):
             return
         if text == "/help":
-            write(HELP)
+            write(_HELP)
             continue
         if text == "/reset":
             await agent.reset(cli_session, session)
