@@ -31,11 +31,18 @@ def _compose(prefix: str | None, body: str, end_state: str | None) -> str:
     return text
 
 
-def split_message(text: str, limit: int, *, measure: Callable[[str], int] = len) -> list[str]:
+def split_message(
+    text: str,
+    limit: int,
+    *,
+    measure: Callable[[str], int] = len,
+    keep_together: Callable[[str, int], bool] | None = None,
+) -> list[str]:
     """Split ``text`` into pieces whose ``measure`` is at most ``limit``.
 
-    ``measure`` lets a platform count what it counts (Telegram: the rendered text). Empty or blank input
-    gives an empty list.
+    ``measure`` lets a platform count what it counts (Telegram: the rendered text). ``keep_together(s, i)``
+    says a cut before ``s[i]`` would split one character as users see it (an emoji sequence, an accent);
+    a cut with no space to fall back on then moves left. Empty or blank input gives an empty list.
     """
     if limit < 16:
         raise ValueError("limit must be at least 16")
@@ -56,6 +63,9 @@ def split_message(text: str, limit: int, *, measure: Callable[[str], int] = len)
             else:
                 hi = mid - 1
         n = lo
+        if keep_together is not None:
+            while n > 1 and keep_together(rest, n):
+                n -= 1
         cut = n
         floor = n // 2
         for sep in ("\n\n", "\n", " "):
