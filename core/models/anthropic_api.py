@@ -7,7 +7,7 @@ The SDK is imported when the model is built, so ``import core`` stays light. Its
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
@@ -91,7 +91,7 @@ class AnthropicModel:
         ):
             yield chunk
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[str]:
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         options: dict[str, Any] = {}
         if request.system:
             options["system"] = request.system

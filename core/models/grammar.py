@@ -2,7 +2,9 @@
 
 With the grammar a model can only write::
 
-    <response><reasoning>...</reasoning>(<action_call name="A">{json}</action_call>|<output type="T">text</output>)+</response>
+    <response><reasoning>...</reasoning>
+      (<action_call name="A">{json}</action_call> | <output type="T">text</output>){1,3}
+    </response>
 
 where ``A`` is one of the available actions and ``T`` one of the available outputs. Every free-text part has a
 length bound derived from the token budget, so the closing tags fit in ``max_tokens`` for ordinary text (a
@@ -84,7 +86,9 @@ def build_grammar(
     choices: list[str] = []
     if outputs:
         names = " | ".join(_literal(_attr(t)) for t in outputs)
-        rules.append(("output", f'"<output type=" output-type ">" {_repeat("text-char", 1, lim.text_chars)} "</output>"'))
+        rules.append(
+            ("output", f'"<output type=" output-type ">" {_repeat("text-char", 1, lim.text_chars)} "</output>"')
+        )
         rules.append(("output-type", names))
         choices.append("output")
     if actions:
@@ -93,7 +97,7 @@ def build_grammar(
         rules.append(("action-name", names))
         choices.append("action-call")
     gap = _repeat('"\\n"', 0, lim.max_newlines)
-    body = f'"<response>" {gap} reasoning'
+    body = '"<response>" gap reasoning'
     if choices:
         low = min(lim.min_items, lim.max_items)
         body += f" {_repeat('(gap item)', low, max(1, lim.max_items))}"
@@ -107,12 +111,14 @@ def build_grammar(
         head.append(("item", " | ".join(choices)))
     tail = [("text-char", "[^<]")]
     if actions:
-        members = max(0, lim.json_members - 1)
+        more = max(0, lim.json_members - 1)
+        more_members = _repeat('(ws "," ws json-member)', 0, more)
+        more_values = _repeat('(ws "," ws json-value)', 0, more)
         tail += [
-            ("json-object", f'"{{" ws ( json-member {_repeat("(ws \\",\\" ws json-member)", 0, members)} )? ws "}}"'),
+            ("json-object", f'"{{" ws ( json-member {more_members} )? ws "}}"'),
             ("json-member", 'json-string ws ":" ws json-value'),
             ("json-value", 'json-object | json-array | json-string | json-number | "true" | "false" | "null"'),
-            ("json-array", f'"[" ws ( json-value {_repeat("(ws \\",\\" ws json-value)", 0, members)} )? ws "]"'),
+            ("json-array", f'"[" ws ( json-value {more_values} )? ws "]"'),
             (
                 "json-string",
                 '"\\"" ' + _repeat('(json-char | "\\\\" json-escape)', 0, lim.string_chars) + ' "\\""',

@@ -8,7 +8,7 @@ The SDK is imported when the model is built, so ``import core`` stays light. Its
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
@@ -83,7 +83,7 @@ class OpenAICompatModel:
         ):
             yield chunk
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[str]:
+    async def _attempt(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         messages: list[ChatCompletionMessageParam] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -147,7 +147,7 @@ def http_failure(
 
 
 async def retrying_stream(
-    open_stream: Callable[[], AsyncIterator[str]],
+    open_stream: Callable[[], AsyncGenerator[str, None]],
     *,
     policy: RetryPolicy,
     classify: Callable[[Exception], Failure | None],
