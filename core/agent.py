@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import logging
 from collections import OrderedDict
@@ -30,13 +31,16 @@ from .memory import InMemoryStore, MemoryStore
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
 from .tasks import TaskRunner
+from .trace import correlation_id
 
 __all__ = ("Agent", "create_agent")
 
 log = logging.getLogger("core.agent")
 
 Observer = Callable[[str, str, float], Any]
-"""``observer(kind, context_id, value)``: hooks for metrics (``model_seconds``, ``output``, ``run_seconds``)."""
+"""``observer(kind, context_id, value)``: hooks for metrics. The agent reports ``model_seconds``, ``output``,
+``run_seconds``, ``reply_seconds``, ``input_tokens`` and ``output_tokens``; extensions and queues report more
+through ``Agent.observe`` (``bots.metrics`` lists the kinds it counts)."""
 
 
 class Agent:
@@ -91,6 +95,9 @@ class Agent:
         """Metric hooks."""
         self.event_listeners: list[Callable[[RunEvent], Any]] = []
         """Listeners that see the events of every run."""
+        self.readiness: dict[str, Callable[[], Any]] = {}
+        """Readiness checks by name (``/readyz``), registered by extensions and services: each returns (or
+        awaits to) ``True``/``None`` when ready, ``False`` or a reason string when not, or raises."""
         self.extensions = tuple(extensions)
         self.contexts: dict[str, Context] = {}
         """Contexts by type."""
@@ -217,6 +224,11 @@ class Agent:
                     log.exception("service %s failed to stop", svc.name)
         await self.memory.close()
 
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and the beginning of ``stop()``."""
+        return self._started and not self._stopping
+
     async def __aenter__(self) -> Agent:
         await self.start()
         return self
@@ -283,6 +295,8 @@ class Agent:
         """An ``InputRef`` from an ``InputRef`` or a mapping with ``type``, ``data`` and optional ``params``;
         data is validated against the input's schema when the type is registered."""
         ref = input if isinstance(input, InputRef) else InputRef.model_validate(dict(input))
+        if ref.correlation_id is None:
+            ref.correlation_id = correlation_id.get() or ref.id
         definition = self.inputs.get(ref.type)
         if definition is not None:
             ref.data = definition.schema.dump(definition.schema.validate(ref.data))
@@ -300,7 +314,11 @@ class Agent:
         the chain of the run that handled it; with a queue it returns once the input is stored."""
         args = context.schema.validate(args)
         ref = self.make_input(input)
-        return await self.dispatcher.submit(context, args, ref, dedupe_key=dedupe_key)
+        token = correlation_id.set(ref.correlation_id)
+        try:
+            return await self.dispatcher.submit(context, args, ref, dedupe_key=dedupe_key)
+        finally:
+            correlation_id.reset(token)
 
     async def run(
         self,
@@ -337,7 +355,11 @@ class Agent:
         pending = _Pending(list(inputs), listener)
         pending.options = dict(options or {})
         self._runs[cid] = pending
-        task = asyncio.create_task(self._run(context, args, cid, pending), name=f"run:{cid}")
+        run_context = contextvars.copy_context()
+        if run_context.get(correlation_id) is None:  # a queue worker: take the id the input carried
+            carried = next((ref.correlation_id for ref in inputs if ref.correlation_id), None)
+            run_context.run(correlation_id.set, carried)
+        task = asyncio.create_task(self._run(context, args, cid, pending), name=f"run:{cid}", context=run_context)
         self._run_tasks.add(task)
         self._task_of[cid] = task
         task.add_done_callback(self._run_tasks.discard)
@@ -451,6 +473,15 @@ class Agent:
             if not task.done():
                 await asyncio.shield(task)
             task.result()
+
+    def observe(self, kind: str, context_id: str, value: float = 1.0) -> None:
+        """Report ``value`` of ``kind`` for ``context_id`` (or a platform name) to the observers; an observer
+        that raises is logged, never propagated."""
+        for observer in self.observers:
+            try:
+                observer(kind, context_id, value)
+            except Exception:
+                log.exception("observer %r raised on %s", observer, kind)
 
     def observe_model(self, context_id: str, seconds: float) -> None:
         """Report a model call's duration to the observers."""

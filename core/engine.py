@@ -18,7 +18,7 @@ from .definitions import Action, ContextState, Output, maybe_await
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, run_action, run_output
-from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
+from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_prompt, format_value
@@ -66,6 +66,8 @@ class Run:
         self.steps = 0
         """Model calls made so far."""
         self._joined = False
+        self._first_input_ms: int | None = None
+        self._replied = False
 
     # -- inputs ----------------------------------------------------------------------------------------
 
@@ -74,6 +76,8 @@ class Run:
         self.state.working_memory.push(ref)
         self.chain.append(ref)
         self._joined = True
+        if self._first_input_ms is None or ref.timestamp < self._first_input_ms:
+            self._first_input_ms = ref.timestamp
 
     def _log(self, entry: Log) -> None:
         self.state.working_memory.push(entry)
@@ -139,7 +143,9 @@ class Run:
     async def _stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """The model's chunks, with a deadline on each; library errors become ``ModelError``."""
         idle = self.agent.model_idle_timeout
-        stream = self.agent.model.stream(request)
+        model = self.agent.model
+        usage_before = getattr(model, "last_usage", None)
+        stream = model.stream(request)
         it = aiter(stream)
         try:
             while True:
@@ -147,6 +153,10 @@ class Run:
                     async with asyncio.timeout(idle):
                         chunk = await anext(it)
                 except StopAsyncIteration:
+                    usage = getattr(model, "last_usage", None)  # set by the provider as its stream ends
+                    if usage is not None and usage is not usage_before:
+                        self.agent.observe("input_tokens", self.state.id, usage.input_tokens)
+                        self.agent.observe("output_tokens", self.state.id, usage.output_tokens)
                     return
                 except TimeoutError as exc:
                     raise ModelError(
@@ -324,6 +334,9 @@ class Run:
             self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True)
             return
         self.agent.observe_output(self.state.id, type_)
+        if not self._replied and self._first_input_ms is not None:
+            self._replied = True
+            self.agent.observe("reply_seconds", self.state.id, max(0, now_ms() - self._first_input_ms) / 1000)
         self.emitter.emit(
             RunEventType.OUTPUT_TEXT,
             format_value(ref.data) if ref.data is not None else ref.content,

@@ -59,6 +59,8 @@ class InputRef(_Base):
     """Attributes shown with the input (user name, message id)."""
     text: str | None = None
     """How the input is shown to the model, when the input's ``format`` gave one."""
+    correlation_id: str | None = None
+    """The id of the incoming message, carried through queues into the logs of the run (``core.trace``)."""
 
 
 class OutputRef(_Base):
