@@ -1,0 +1,78 @@
+"""Talking to the bot in Discord: server channels, threads and DMs, through discord.py.
+
+``discord_extension(settings)`` brings the ``discord:channel`` context (one per channel, thread or DM), the
+``discord:message`` input and output, the ``discord:react`` action, the /reset and /help slash commands
+and the client's lifecycle as a service. Importing this package needs no discord.py; building the
+runtime does (``pip install daydreams-bots[discord]``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.definitions import Extension, extension, service
+
+from .definitions import (
+    REPLY_TO,
+    ChannelArgs,
+    ReactArgs,
+    bind_runtime,
+    discord_channel,
+    discord_message_input,
+    discord_message_output,
+    discord_react,
+    get_runtime,
+)
+from .settings import DiscordSettings
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+
+    from .runtime import DiscordRuntime
+
+__all__ = (
+    "REPLY_TO",
+    "ChannelArgs",
+    "DiscordSettings",
+    "ReactArgs",
+    "discord_channel",
+    "discord_extension",
+    "discord_message_input",
+    "discord_message_output",
+    "discord_react",
+    "discord_runtime",
+    "get_runtime",
+)
+
+
+def discord_runtime(settings: DiscordSettings, *, listen: bool = True) -> DiscordRuntime:
+    """Build the discord.py side on its own (``discord_extension`` does this for you)."""
+    try:
+        from .runtime import DiscordRuntime
+    except ImportError as exc:  # the optional extra is missing
+        from core.errors import ConfigError
+
+        raise ConfigError(
+            "the Discord adapter needs discord.py: pip install 'daydreams-bots[discord]', "
+            "or leave DISCORD_TOKEN unset"
+        ) from exc
+    return DiscordRuntime(settings, listen=listen)
+
+
+def discord_extension(settings: DiscordSettings, *, listen: bool = True) -> Extension:
+    """The Discord extension. ``listen=False`` (queue workers) logs in for REST only: no gateway, no
+    message listener, no slash-command registration; replies and reactions still work."""
+    runtime = discord_runtime(settings, listen=listen)
+
+    def install(agent: Agent) -> None:
+        bind_runtime(agent, runtime)
+
+    return extension(
+        name="discord",
+        install=install,
+        contexts=[discord_channel],
+        inputs=[discord_message_input],
+        outputs=[discord_message_output],
+        actions=[discord_react],
+        services=[service(name="discord", start=runtime.start, stop=runtime.stop)],
+    )

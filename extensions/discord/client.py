@@ -1,0 +1,179 @@
+"""The discord.py side: the client subclass, its slash commands, and turning a message into filter facts.
+
+Imported only when a Discord runtime starts (it needs the ``discord`` extra).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from core.errors import ConfigError, PlatformError
+
+from ._lib import app_commands, discord
+from .filters import MessageFacts
+
+if TYPE_CHECKING:
+    from .runtime import DiscordRuntime
+
+__all__ = ("BotClient", "facts_of", "intents", "message_text", "platform_error")
+
+log = logging.getLogger("extensions.discord")
+
+INTENT_HELP = (
+    "Discord refused the gateway connection with close code 4014 (disallowed intents): this bot reads "
+    "messages, so it needs the privileged Message Content intent. Open "
+    "https://discord.com/developers/applications, choose the application of DISCORD_TOKEN, go to Bot, turn on "
+    "'Message Content Intent' under 'Privileged Gateway Intents', save the changes, and start the bot again."
+)
+"""What the operator reads when the Message Content intent is not enabled in the developer portal."""
+
+
+def intents() -> discord.Intents:
+    """Guilds, guild and DM messages, reactions, and the Message Content intent; no members or presences."""
+    wanted = discord.Intents.default()
+    wanted.message_content = True
+    return wanted
+
+
+def platform_error(exc: BaseException, what: str) -> PlatformError | ConfigError:
+    """Our error for a discord.py or network failure while doing ``what`` (no token ever in the text)."""
+    if isinstance(exc, discord.LoginFailure):
+        return ConfigError(
+            "Discord refused DISCORD_TOKEN (401): copy the bot token again from the developer portal "
+            "(your application, Bot, Reset Token) into DISCORD_TOKEN"
+        )
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        return ConfigError(INTENT_HELP)
+    if isinstance(exc, discord.Forbidden):
+        return PlatformError(
+            f"Discord refused to {what} (403, code {exc.code}: {exc.text}); check the bot's permissions in that "
+            "channel (View Channel, Send Messages, Send Messages in Threads, Add Reactions)"
+        )
+    if isinstance(exc, discord.NotFound):
+        return PlatformError(f"Discord could not {what} (404, code {exc.code}: {exc.text}); it may have been deleted")
+    if isinstance(exc, discord.HTTPException):
+        return PlatformError(f"Discord refused to {what} ({exc.status}, code {exc.code}: {exc.text})")
+    if isinstance(exc, TimeoutError):
+        return PlatformError(f"Discord did not answer in time to {what}; raise DISCORD_REQUEST_TIMEOUT if it is slow")
+    if isinstance(exc, discord.ConnectionClosed):
+        return PlatformError(f"the Discord gateway closed with code {exc.code} ({exc.reason or 'no reason'})")
+    return PlatformError(
+        f"could not reach Discord to {what} ({type(exc).__name__}: {exc}); check the network, "
+        "DISCORD_API_URL and DISCORD_GATEWAY_URL"
+    )
+
+
+def _author_is_bot(message: discord.Message) -> bool:
+    return bool(message.author.bot or message.webhook_id is not None)
+
+
+def facts_of(message: discord.Message, me: discord.ClientUser) -> MessageFacts:
+    """The filter's view of ``message``."""
+    channel = message.channel
+    guild = message.guild
+    guild_id = guild.id if guild is not None else getattr(channel, "guild_id", None)
+    parent_id = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
+    mentioned = me.id in message.raw_mentions
+    if not mentioned and guild is not None and guild.me is not None and message.raw_role_mentions:
+        own_roles = {role.id for role in guild.me.roles if role.is_bot_managed()}
+        mentioned = bool(own_roles.intersection(message.raw_role_mentions))
+    replied_to_bot = False
+    reference = message.reference
+    if reference is not None:
+        resolved = reference.resolved or reference.cached_message
+        replied_to_bot = isinstance(resolved, discord.Message) and resolved.author.id == me.id
+    return MessageFacts(
+        author_id=message.author.id,
+        author_is_bot=_author_is_bot(message),
+        own=message.author.id == me.id,
+        channel_id=channel.id,
+        parent_id=parent_id,
+        guild_id=guild_id,
+        mentioned=mentioned,
+        replied_to_bot=replied_to_bot,
+    )
+
+
+def message_text(message: discord.Message, me: discord.ClientUser) -> str:
+    """What the model reads: mentions shown as names (``@Ann``, ``#general``), the bot's own mention
+    removed, attachments listed by name and URL."""
+    text = message.clean_content
+    if me.id in message.raw_mentions:
+        own = message.guild.get_member(me.id) if message.guild is not None else None
+        named = own or discord.utils.get(message.mentions, id=me.id)
+        if named is not None:
+            text = text.replace(f"@{named.display_name}", "")
+    lines = [text.strip()] if text.strip() else []
+    lines.extend(f"[attachment: {a.filename} {a.url}]" for a in message.attachments)
+    return "\n".join(lines)
+
+
+def message_params(message: discord.Message) -> dict[str, str]:
+    """The input's attributes: who wrote it and which message it is."""
+    params = {
+        "author": message.author.display_name,
+        "author_id": str(message.author.id),
+        "message_id": str(message.id),
+    }
+    if _author_is_bot(message):
+        params["author_is_bot"] = "true"
+    return params
+
+
+class BotClient(discord.Client):
+    """A discord.py client that hands messages to the runtime and serves /reset and /help."""
+
+    def __init__(self, runtime: DiscordRuntime, **options: Any) -> None:
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False  # a chat bot: no voice, no warning
+        super().__init__(intents=intents(), allowed_mentions=discord.AllowedMentions.none(), **options)
+        self.runtime = runtime
+        self.tree = app_commands.CommandTree(self)
+        self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
+        for command in _commands(runtime):
+            self.tree.add_command(command)
+
+    async def setup_hook(self) -> None:
+        """Register the slash commands with Discord (once per start) when listening."""
+        if self.runtime.listen and self.runtime.settings.sync_commands:
+            try:
+                await self.tree.sync()
+            except discord.HTTPException as exc:
+                log.warning("could not register the slash commands: %s", platform_error(exc, "register commands"))
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Every message the gateway delivers; the runtime filters it at once and answers in a task."""
+        self.runtime.on_message(message)
+
+    async def _on_tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        name = interaction.command.name if interaction.command is not None else "?"
+        log.error("slash command /%s failed: %s", name, error, exc_info=error)
+        if not interaction.response.is_done():
+            try:
+                await interaction.response.send_message(
+                    "Sorry, that did not work. Please try again.", ephemeral=True
+                )
+            except discord.HTTPException as exc:
+                log.warning("could not answer the failed interaction: %s", exc)
+
+
+def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., None]]:
+    """/reset (server members with Manage Messages by default; anyone in a DM) and /help."""
+
+    async def reset(interaction: discord.Interaction) -> None:
+        text = await runtime.reset_channel(interaction)
+        await interaction.response.send_message(text, allowed_mentions=discord.AllowedMentions.none())
+
+    async def help(interaction: discord.Interaction) -> None:  # noqa: A001 - the command's name
+        await interaction.response.send_message(
+            runtime.settings.help_text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
+
+    reset_command = app_commands.Command(
+        name="reset", description="Forget the bot's conversation in this channel", callback=reset
+    )
+    reset_command.default_permissions = discord.Permissions(manage_messages=True)
+    return [
+        reset_command,
+        app_commands.Command(name="help", description="How to talk to the bot", callback=help),
+    ]

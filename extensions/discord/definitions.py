@@ -1,0 +1,209 @@
+"""The Discord definitions: the ``discord:channel`` context, its input, output and actions.
+
+Nothing here imports discord.py: the handlers reach the platform through the ``DiscordRuntime`` bound to
+the agent by ``discord_extension`` (see ``runtime.py``), so these objects can be imported, and a context's
+memory reset, without the ``discord`` extra.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pydantic
+
+from core.definitions import (
+    ContextState,
+    InputContext,
+    OutputContext,
+    action,
+    context,
+    input,
+    output,
+)
+from core.definitions import ActionContext as _ActionContext
+from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+    from core.definitions import Send
+
+__all__ = (
+    "REPLY_TO",
+    "ChannelArgs",
+    "ReactArgs",
+    "Runtime",
+    "bind_runtime",
+    "discord_channel",
+    "discord_message_input",
+    "discord_message_output",
+    "discord_react",
+    "get_runtime",
+)
+
+log = logging.getLogger("extensions.discord")
+
+REPLY_TO = "discord:reply_to"
+"""Key in ``ContextState.options``: the id of the message the run answers (set by the input handler)."""
+
+
+class Runtime(Protocol):
+    """What the definitions need from the platform side (``DiscordRuntime`` implements it)."""
+
+    async def post_reply(
+        self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str
+    ) -> list[int]: ...
+
+    async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None: ...
+
+    def subscribe(self, send: Send, agent: Agent) -> Any: ...
+
+    async def wait_closed(self) -> None: ...
+
+    @property
+    def error_message(self) -> str: ...
+
+
+_runtimes: weakref.WeakKeyDictionary[Agent, Runtime] = weakref.WeakKeyDictionary()
+
+
+def bind_runtime(agent: Agent, runtime: Runtime) -> None:
+    """Make ``runtime`` the Discord side of ``agent`` (the extension's install hook does this)."""
+    _runtimes[agent] = runtime
+
+
+def get_runtime(agent: Agent) -> Runtime:
+    """The Discord side of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
+    runtime = _runtimes.get(agent)
+    if runtime is None:
+        raise ConfigError(
+            "the agent has no Discord runtime: build it with create_agent(extensions=[discord_extension(settings)]) "
+            "and call await agent.start() before using Discord definitions"
+        )
+    return runtime
+
+
+class ChannelArgs(pydantic.BaseModel):
+    """Identifies one conversation: a server channel, a thread or a DM channel."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    channel_id: int = pydantic.Field(description="The channel, thread or DM channel id")
+    guild_id: int | None = pydantic.Field(default=None, description="The server id; None in a DM")
+
+
+class ReactArgs(pydantic.BaseModel):
+    """Arguments of ``discord:react``."""
+
+    emoji: str = pydantic.Field(description="A unicode emoji such as 👍, or a server emoji written <:name:id>")
+    message_id: int | str | None = pydantic.Field(
+        default=None, description="The message to react to (default: the message being answered)"
+    )
+
+
+def _key(args: ChannelArgs) -> str:
+    return str(args.channel_id)
+
+
+def _instructions(state: ContextState) -> str:
+    where = "a direct message" if state.args.guild_id is None else "a Discord server channel or thread"
+    return (
+        f"You are talking in {where}. Messages may come from several people; the author of each is in "
+        "its attributes. Answer with a discord:message output; keep it short unless asked for detail."
+    )
+
+
+async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
+    """A failed run still gets a short answer, so the user is not left waiting."""
+    runtime = _runtimes.get(agent)
+    if runtime is None:
+        return
+    reply_to = state.options.get(REPLY_TO)
+    try:
+        await runtime.post_reply(
+            channel_id=state.args.channel_id,
+            text=runtime.error_message,
+            reply_to=reply_to,
+            idempotency_key=f"error:{reply_to or state.id}",
+        )
+    except Exception as post_exc:
+        log.warning("could not tell channel %s that the run failed: %s", state.args.channel_id, post_exc)
+
+
+discord_channel = context(
+    type="discord:channel",
+    schema=ChannelArgs,
+    key=_key,
+    description="A Discord conversation: one server channel, one thread or one DM, each with its own memory",
+    instructions=_instructions,
+    on_error=_on_error,
+)
+"""The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel)."""
+
+
+def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+    message_id = ctx.input_ref.params.get("message_id")
+    if message_id:
+        ctx.state.options[REPLY_TO] = int(message_id)
+
+
+async def _subscribe(send: Send, agent: Agent) -> Any:
+    return get_runtime(agent).subscribe(send, agent)
+
+
+discord_message_input = input(
+    type="discord:message",
+    schema=str,
+    handler=_on_input,
+    subscribe=_subscribe,
+    context=discord_channel,
+)
+"""A message someone wrote to the bot; params carry ``author``, ``author_id`` and ``message_id``."""
+
+
+async def _post(data: str, ctx: OutputContext, agent: Agent) -> None:
+    state = ctx.state
+    await get_runtime(agent).post_reply(
+        channel_id=state.args.channel_id,
+        text=data,
+        reply_to=state.options.get(REPLY_TO),
+        idempotency_key=ctx.output_ref.id,
+    )
+
+
+discord_message_output = output(
+    type="discord:message",
+    description="Post a message in this Discord conversation, as a reply to the message being answered",
+    instructions=(
+        "Discord markdown works (**bold**, *italic*, `code`, ```lang code blocks```). Long answers are split "
+        "into several messages for you. Mentions never notify anyone."
+    ),
+    handler=_post,
+    context=discord_channel,
+    examples=('<output type="discord:message">Sure! Here is how it works: ...</output>',),
+)
+"""The ``discord:message`` output: the reply, split at 2,000 characters, never pinging anyone."""
+
+
+async def _react(args: ReactArgs, ctx: _ActionContext, agent: Agent) -> dict[str, Any]:
+    state = ctx.state
+    target = args.message_id or state.options.get(REPLY_TO)
+    if target is None:
+        raise ValueError("there is no message to react to here; pass message_id")
+    await get_runtime(agent).add_reaction(
+        channel_id=state.args.channel_id, message_id=int(target), emoji=args.emoji.strip()
+    )
+    return {"reacted": args.emoji.strip(), "message_id": str(target)}
+
+
+discord_react = action(
+    name="discord:react",
+    description="Add an emoji reaction to a message in this conversation",
+    instructions="Use it to acknowledge a message without words, or alongside an answer.",
+    schema=ReactArgs,
+    handler=_react,
+    context=discord_channel,
+    timeout=30.0,
+)
+"""The ``discord:react`` action: react with an emoji to the message being answered (or another one)."""

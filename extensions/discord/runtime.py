@@ -1,0 +1,295 @@
+"""The Discord side of one agent: the discord.py client's lifecycle, the message listener, and posting.
+
+``start``/``stop`` are the extension's service; ``subscribe`` is called by the ``discord:message`` input
+when the agent is ready to take inputs. Every post goes through ``post_reply`` with an idempotency key
+that becomes the message nonce (``enforce_nonce``), so a retried post is not shown twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import yarl
+
+from core.errors import BotError, ConfigError, PlatformError
+from core.logs import InputRef
+
+from ..chat.split import split_message
+from ..chat.typing_indicator import keep_typing
+from ._lib import discord
+from .client import BotClient, facts_of, message_params, message_text, platform_error
+from .definitions import discord_channel
+from .filters import BotHops, MessageFacts, Verdict, decide
+from .settings import DiscordSettings
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+    from core.definitions import Send
+
+__all__ = ("MESSAGE_LIMIT", "DiscordRuntime", "nonce_for")
+
+log = logging.getLogger("extensions.discord")
+
+MESSAGE_LIMIT = 2000
+"""Characters Discord accepts in one message."""
+
+_NETWORK_ERRORS = (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError)
+
+
+def nonce_for(idempotency_key: str, index: int) -> str:
+    """The message nonce of chunk ``index`` of the reply keyed ``idempotency_key`` (Discord allows 25 chars)."""
+    return hashlib.blake2b(f"{idempotency_key}#{index}".encode(), digest_size=12).hexdigest()
+
+
+class DiscordRuntime:
+    """Owns the discord.py client of one agent. ``listen=False`` only prepares REST (no gateway)."""
+
+    def __init__(self, settings: DiscordSettings, *, listen: bool = True) -> None:
+        self.settings = settings
+        """The ``DISCORD_*`` settings."""
+        self.listen = listen
+        """Connect to the gateway and answer messages (False: only post, for queue workers)."""
+        self.client: BotClient | None = None
+        """The discord.py client, from ``start`` to ``stop``."""
+        self.hops = BotHops()
+        """Bot messages answered in a row, per channel."""
+        self.verdicts: collections.Counter[Verdict] = collections.Counter()
+        """How many messages got each verdict (for metrics and tests)."""
+        self.failure: BotError | None = None
+        """Why the gateway stopped, if it stopped on its own."""
+        self._agent: Agent | None = None
+        self._send: Send | None = None
+        self._open = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._gateway: asyncio.Task[None] | None = None
+
+    @property
+    def error_message(self) -> str:
+        """What users read when a run fails."""
+        return self.settings.error_message
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self, agent: Agent) -> None:
+        """Log in (REST) and, when listening, connect to the gateway and wait until it is ready."""
+        if self.client is not None:
+            return
+        token = self.settings.token.get_secret_value().strip() if self.settings.token is not None else ""
+        if not token:
+            raise ConfigError(
+                "DISCORD_TOKEN is empty: set it in the environment or .env to the bot token from the developer "
+                "portal (your application, Bot, Reset Token), or run the bot without the Discord extension"
+            )
+        self._agent = agent
+        discord.http.Route.BASE = self.settings.api_url.rstrip("/")
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
+        client = self.client = BotClient(
+            self,
+            guild_ready_timeout=self.settings.guild_ready_timeout,
+            chunk_guilds_at_startup=False,
+        )
+        deadline = self.settings.connect_timeout
+        try:
+            try:
+                async with asyncio.timeout(deadline):
+                    await client.login(token)
+            except _NETWORK_ERRORS as exc:
+                raise platform_error(exc, f"log in at {self.settings.api_url}") from exc
+            if self.listen:
+                await self._connect(client, deadline)
+        except BaseException:
+            await self._close_client()
+            raise
+        log.info("discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only")
+
+    async def _connect(self, client: BotClient, deadline: float) -> None:
+        gateway = self._gateway = asyncio.create_task(self._run_gateway(client), name="discord:gateway")
+        ready = asyncio.create_task(client.wait_until_ready(), name="discord:ready")
+        try:
+            done, _ = await asyncio.wait({gateway, ready}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+        if gateway in done:
+            exc = gateway.exception()
+            raise exc if exc is not None else PlatformError("the Discord gateway closed before it was ready")
+        if ready not in done:
+            raise PlatformError(
+                f"the Discord gateway at {self.settings.gateway_url} was not ready within {deadline:g}s; "
+                "check the network and DISCORD_GATEWAY_URL, or raise DISCORD_CONNECT_TIMEOUT"
+            )
+        gateway.add_done_callback(self._gateway_done)
+
+    async def _run_gateway(self, client: BotClient) -> None:
+        try:
+            await client.connect(reconnect=True)
+        except (discord.PrivilegedIntentsRequired, discord.ConnectionClosed, *_NETWORK_ERRORS) as exc:
+            raise platform_error(exc, "stay connected to the gateway") from exc
+
+    def _gateway_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, BotError):
+            self.failure = exc
+            log.error("discord: the gateway stopped: %s", exc)
+        elif exc is not None:
+            self.failure = PlatformError(f"the Discord gateway crashed: {type(exc).__name__}: {exc}")
+            log.error("discord: the gateway crashed", exc_info=exc)
+
+    async def wait_closed(self) -> None:
+        """Return when the gateway connection ends; raise the reason (``ConfigError``/``PlatformError``)
+        when it ended on its own rather than through ``stop``."""
+        if self._gateway is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(self._gateway)
+        if self.failure is not None:
+            raise self.failure
+
+    def subscribe(self, send: Send, agent: Agent) -> Callable[[], None]:
+        """Start handing answered messages to ``send`` (``agent.send``); returns the unsubscribe."""
+        self._send = send
+        self._open.set()
+
+        def unsubscribe() -> None:
+            self._send = None
+            self._open.set()  # waiters see that nobody takes inputs any more
+
+        return unsubscribe
+
+    async def stop(self, agent: Agent) -> None:
+        """Stop listening, let message handlers end (they are cancelled after ``stop_timeout``), close."""
+        self._send = None
+        self._open.set()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=agent.stop_timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        await self._close_client()
+
+    async def _close_client(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            with contextlib.suppress(*_NETWORK_ERRORS):
+                await client.close()
+        gateway = self._gateway
+        if gateway is not None and not gateway.done():
+            gateway.cancel()
+        if gateway is not None:
+            with contextlib.suppress(BaseException):
+                await gateway
+
+    # -- incoming --------------------------------------------------------------------------------------
+
+    def on_message(self, message: discord.Message) -> None:
+        """Decide at once whether ``message`` is answered; answer in a task this runtime owns."""
+        client = self.client
+        if client is None or client.user is None or message.is_system():
+            return
+        facts = facts_of(message, client.user)
+        verdict = decide(facts, self.settings, self.hops)
+        self.verdicts[verdict] += 1
+        if verdict is not Verdict.ANSWER:
+            log.debug("discord: not answering message %s in %s: %s", message.id, facts.channel_id, verdict.value)
+            return
+        text = message_text(message, client.user)
+        if not text:
+            return
+        self._spawn(self._answer(message, facts, text), name=f"discord:message:{message.id}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("discord: %s failed", task.get_name(), exc_info=task.exception())
+
+    async def _answer(self, message: discord.Message, facts: MessageFacts, text: str) -> None:
+        await self._open.wait()
+        send = self._send
+        if send is None:
+            log.warning("discord: message %s arrived while the bot is stopping; not answered", message.id)
+            return
+        ref = InputRef(type="discord:message", data=text, params=message_params(message))
+        args = {"channel_id": facts.channel_id, "guild_id": facts.guild_id}
+        channel = message.channel
+        async with keep_typing(channel.typing, every=self.settings.typing_interval):
+            try:
+                await send(discord_channel, args, ref, dedupe_key=f"discord:{message.id}")
+            except BotError as exc:
+                log.warning("discord: message %s in %s was not taken: %s", message.id, facts.channel_id, exc)
+
+    async def reset_channel(self, interaction: discord.Interaction) -> str:
+        """``/reset``: forget the conversation of the interaction's channel, if the bot serves it."""
+        agent, client, channel_id = self._agent, self.client, interaction.channel_id
+        if agent is None or client is None or client.user is None or channel_id is None:
+            return "I am not ready yet; try again in a moment."
+        channel = interaction.channel
+        facts = MessageFacts(
+            author_id=interaction.user.id,
+            author_is_bot=False,
+            own=False,
+            channel_id=channel_id,
+            parent_id=getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None,
+            guild_id=interaction.guild_id,
+            mentioned=True,
+        )
+        verdict = decide(facts, self.settings, self.hops)
+        if verdict is not Verdict.ANSWER and verdict is not Verdict.POLICY:
+            return "I don't talk in this channel, so there is nothing to forget."
+        await agent.reset(discord_channel, {"channel_id": channel_id, "guild_id": interaction.guild_id})
+        return "Done: I forgot our conversation in this channel."
+
+    # -- outgoing --------------------------------------------------------------------------------------
+
+    def _require_client(self) -> BotClient:
+        if self.client is None:
+            raise PlatformError("the Discord client is not running: call await agent.start() first")
+        return self.client
+
+    async def post_reply(
+        self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str
+    ) -> list[int]:
+        """Post ``text`` to the channel, split at 2,000 characters (code fences re-opened), the first chunk
+        as a reply to ``reply_to``; no mention pings. Chunk ``i`` carries the nonce ``nonce_for(key, i)``
+        with ``enforce_nonce``, so posting again with the same key does not duplicate. Returns the ids."""
+        client = self._require_client()
+        channel = client.get_partial_messageable(channel_id)
+        ids: list[int] = []
+        for index, chunk in enumerate(split_message(text, MESSAGE_LIMIT)):
+            reference = None
+            if index == 0 and reply_to is not None:
+                reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+            try:
+                async with asyncio.timeout(self.settings.request_timeout):
+                    sent = await channel.send(
+                        chunk,
+                        nonce=nonce_for(idempotency_key, index),
+                        reference=reference,  # type: ignore[arg-type]
+                        allowed_mentions=discord.AllowedMentions.none(),
+                    )
+            except _NETWORK_ERRORS as exc:
+                raise platform_error(exc, f"post a message in channel {channel_id}") from exc
+            ids.append(sent.id)
+        return ids
+
+    async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None:
+        """React to a message with ``emoji`` (unicode, or ``<:name:id>`` for a server emoji)."""
+        client = self._require_client()
+        message = client.get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                await message.add_reaction(emoji)
+        except _NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"react with {emoji!r} to message {message_id}") from exc

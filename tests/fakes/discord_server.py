@@ -1,0 +1,711 @@
+"""A fake Discord on 127.0.0.1 that the real discord.py client logs into: REST and the gateway.
+
+REST (``/api/v10``): ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``PUT`` application commands,
+``POST /channels/{id}/messages`` (2,000-character limit, ``allowed_mentions``, ``enforce_nonce``, replies),
+typing, reactions, and interaction callbacks. Every response body is JSON with a ``Content-Type`` of exactly
+``application/json`` (discord.py compares it literally). A route it does not implement answers 404 and is
+recorded in ``unhandled``, which tests assert stays empty. ``rate_limit(...)`` makes the next calls of a
+route answer 429 with ``retry_after`` (and the ``Via`` header discord.py needs to trust it).
+
+Gateway (``/gateway``, plain text JSON frames, no zlib): HELLO, IDENTIFY, READY, GUILD_CREATE, heartbeats and
+their ACKs, dispatches (MESSAGE_CREATE, THREAD_CREATE, INTERACTION_CREATE) with sequence numbers, RESUME
+(replaying what was missed, then RESUMED). ``refuse_intents=True`` closes an IDENTIFY that asks for the
+Message Content intent with 4014, as Discord does when the intent is not enabled in the developer portal.
+
+Messages the bot posts are dispatched back to it as MESSAGE_CREATE, as Discord does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import itertools
+import json
+import re
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+__all__ = ("FakeDiscord", "RateLimit", "Request")
+
+MESSAGE_CONTENT_INTENT = 1 << 15
+"""The privileged intent bit discord.py asks for with ``intents.message_content``."""
+
+_MENTION = re.compile(r"<@!?(\d+)>")
+_ROLE_MENTION = re.compile(r"<@&(\d+)>")
+
+Json = dict[str, Any]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat()
+
+
+def _json(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(data).encode(),
+        status=status,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+
+
+def _error(status: int, code: int, message: str, errors: Json | None = None) -> web.Response:
+    body: Json = {"code": code, "message": message}
+    if errors is not None:
+        body["errors"] = errors
+    return _json(body, status=status)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Request:
+    """One REST call the fake received."""
+
+    method: str
+    path: str
+    body: Any
+    status: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class RateLimit:
+    """The next ``times`` calls matching ``method`` and ``pattern`` answer 429."""
+
+    method: str
+    pattern: re.Pattern[str]
+    retry_after: float
+    times: int
+    is_global: bool = False
+    served: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Session:
+    id: str
+    seq: int = 0
+    events: list[Json] = dataclasses.field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+
+
+class FakeDiscord:
+    """The fake platform. ``await start()``, point discord.py at ``api_url``/``gateway_url``, ``await close()``."""
+
+    def __init__(self, *, bot_name: str = "Daydream", refuse_intents: bool = False) -> None:
+        self._ids = itertools.count(100_000_000_000_000_000)
+        self.refuse_intents = refuse_intents
+        """Close IDENTIFY with 4014 when it asks for the Message Content intent."""
+        self.bot = self.user(bot_name, bot=True)
+        """The bot's user (its id is also the application id)."""
+        self.users: dict[int, Json] = {int(self.bot["id"]): self.bot}
+        self._owner = self.user("owner")
+        self._interaction_channels: dict[int, int] = {}
+        self.guilds: dict[int, Json] = {}
+        self.channels: dict[int, Json] = {}
+        """Channel payloads by id (text channels, threads, DM channels)."""
+        self.messages: dict[int, Json] = {}
+        """Every message by id, written by users or the bot."""
+        self.posted: list[Json] = []
+        """Messages the bot posted through REST, in order."""
+        self.requests: list[Request] = []
+        """Every REST call, in order."""
+        self.unhandled: list[str] = []
+        """REST routes and gateway opcodes the fake does not implement (tests assert none)."""
+        self.typing: list[int] = []
+        """Channel ids of typing indicators, in order."""
+        self.reactions: list[tuple[int, int, str]] = []
+        """``(channel_id, message_id, emoji)`` of reactions the bot added."""
+        self.commands: list[Json] = []
+        """The registered application commands."""
+        self.interaction_responses: dict[int, Json] = {}
+        """Interaction callbacks by interaction id."""
+        self.identifies: list[Json] = []
+        """IDENTIFY payloads received."""
+        self.resumes = 0
+        """Successful RESUMEs."""
+        self.heartbeats = 0
+        """Heartbeats received."""
+        self.rate_limits: list[RateLimit] = []
+        self._nonces: dict[tuple[int, str], int] = {}
+        self._sessions: dict[str, _Session] = {}
+        self._session: _Session | None = None
+        self._changed = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._sockets: set[web.WebSocketResponse] = set()
+        self.port = 0
+
+    # -- server ----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen on 127.0.0.1, on a free port."""
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def close(self) -> None:
+        """Close the gateway connections and stop listening."""
+        for ws in list(self._sockets):
+            await ws.close(code=1001)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_url(self) -> str:
+        """The REST base for ``DISCORD_API_URL``."""
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        """The gateway for ``DISCORD_GATEWAY_URL``."""
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[], Any], *, timeout: float = 10.0) -> Any:
+        """Wait until ``predicate()`` is truthy (re-checked on every change the fake sees); return it."""
+        async with asyncio.timeout(timeout):
+            while not (result := predicate()):
+                await self._changed.wait()
+        return result
+
+    async def wait_posted(self, channel_id: int, count: int = 1, *, timeout: float = 10.0) -> list[Json]:
+        """Wait until the bot has posted ``count`` messages in the channel; return them."""
+        return await self.wait_until(
+            lambda: (msgs := self.posted_in(channel_id)) and len(msgs) >= count and msgs, timeout=timeout
+        )
+
+    def posted_in(self, channel_id: int) -> list[Json]:
+        """The bot's messages in one channel, in order."""
+        return [m for m in self.posted if m["channel_id"] == str(channel_id)]
+
+    # -- the world -------------------------------------------------------------------------------------
+
+    def _id(self) -> int:
+        return next(self._ids)
+
+    def user(self, name: str, *, bot: bool = False) -> Json:
+        """A new user."""
+        data = {
+            "id": str(self._id()),
+            "username": name,
+            "global_name": name,
+            "discriminator": "0",
+            "avatar": None,
+            "bot": bot,
+            "flags": 0,
+            "public_flags": 0,
+        }
+        if hasattr(self, "users"):  # not yet while the bot user itself is made
+            self.users[int(data["id"])] = data
+        return data
+
+    def guild(self, name: str = "Test Server") -> int:
+        """A new server with the bot in it (and its managed role); returns its id."""
+        gid = self._id()
+        bot_role = {
+            "id": str(self._id()),
+            "name": self.bot["username"],
+            "permissions": "274877975552",
+            "position": 1,
+            "color": 0,
+            "hoist": False,
+            "managed": True,
+            "mentionable": False,
+            "flags": 0,
+            "tags": {"bot_id": self.bot["id"]},
+        }
+        everyone = {**bot_role, "id": str(gid), "name": "@everyone", "position": 0, "managed": False, "tags": {}}
+        self.guilds[gid] = {
+            "id": str(gid),
+            "name": name,
+            "icon": None,
+            "owner_id": str(self._id()),
+            "roles": [everyone, bot_role],
+            "bot_role_id": bot_role["id"],
+            "channels": [],
+            "threads": [],
+            "joined_at": _now(),
+            "large": False,
+            "unavailable": False,
+            "member_count": 2,
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "voice_states": [],
+            "presences": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "soundboard_sounds": [],
+            "preferred_locale": "en-US",
+            "members": [self._member(self.bot, roles=[bot_role["id"]])],
+        }
+        return gid
+
+    def _member(self, user: Json, *, roles: list[str] | None = None, with_user: bool = True) -> Json:
+        member: Json = {
+            "roles": roles or [],
+            "joined_at": _now(),
+            "deaf": False,
+            "mute": False,
+            "flags": 0,
+            "nick": None,
+            "permissions": "2199023255551",
+        }
+        if with_user:
+            member["user"] = user
+        return member
+
+    def text_channel(self, guild_id: int, name: str = "general") -> int:
+        """A new text channel in a server; returns its id."""
+        cid = self._id()
+        data = {
+            "id": str(cid),
+            "type": 0,
+            "guild_id": str(guild_id),
+            "name": name,
+            "position": len(self.guilds[guild_id]["channels"]),
+            "permission_overwrites": [],
+            "parent_id": None,
+            "topic": None,
+            "nsfw": False,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }
+        self.channels[cid] = data
+        self.guilds[guild_id]["channels"].append(data)
+        return cid
+
+    async def thread(self, parent_id: int, name: str = "a thread") -> int:
+        """A new public thread under a text channel (THREAD_CREATE is dispatched); returns its id."""
+        parent = self.channels[parent_id]
+        tid = self._id()
+        data = {
+            "id": str(tid),
+            "type": 11,
+            "guild_id": parent["guild_id"],
+            "parent_id": str(parent_id),
+            "owner_id": self.bot["id"],
+            "name": name,
+            "last_message_id": None,
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now(),
+                "locked": False,
+            },
+        }
+        self.channels[tid] = data
+        self.guilds[int(parent["guild_id"])]["threads"].append(data)
+        await self.dispatch("THREAD_CREATE", {**data, "newly_created": True})
+        return tid
+
+    def dm_channel(self, user: Json) -> int:
+        """The DM channel between the bot and ``user``; returns its id."""
+        cid = self._id()
+        self.channels[cid] = {"id": str(cid), "type": 1, "recipients": [user], "last_message_id": None}
+        return cid
+
+    def _guild_of(self, channel_id: int) -> int | None:
+        gid = self.channels.get(channel_id, {}).get("guild_id")
+        return int(gid) if gid else None
+
+    # -- acting as people ------------------------------------------------------------------------------
+
+    def _message(
+        self,
+        *,
+        channel_id: int,
+        author: Json,
+        content: str,
+        allowed_mentions: Json | None = None,
+        reply_to: int | None = None,
+        nonce: str | None = None,
+        flags: int = 0,
+    ) -> Json:
+        """A message as Discord stores it; mentions resolved as ``allowed_mentions`` allows (None: all)."""
+        guild_id = self._guild_of(channel_id)
+        parse = (allowed_mentions or {"parse": ["users", "roles", "everyone"]}).get("parse", [])
+        explicit_users = {str(u) for u in (allowed_mentions or {}).get("users", [])}
+        mentioned = [
+            self.users[int(uid)]
+            for uid in dict.fromkeys(_MENTION.findall(content))
+            if int(uid) in self.users and ("users" in parse or uid in explicit_users)
+        ]
+        mention_roles = list(dict.fromkeys(_ROLE_MENTION.findall(content))) if "roles" in parse else []
+        data: Json = {
+            "id": str(self._id()),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": _now(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": "everyone" in parse and ("@everyone" in content or "@here" in content),
+            "mentions": [
+                {**u, "member": self._member(u, with_user=False)} if guild_id else u for u in mentioned
+            ],
+            "mention_roles": mention_roles,
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            "flags": flags,
+            "components": [],
+        }
+        if guild_id is not None:
+            data["guild_id"] = str(guild_id)
+            data["member"] = self._member(author, with_user=False)
+        if nonce is not None:
+            data["nonce"] = nonce
+        if reply_to is not None:
+            data["type"] = 19
+            data["message_reference"] = {"type": 0, "message_id": str(reply_to), "channel_id": str(channel_id)}
+            if guild_id is not None:
+                data["message_reference"]["guild_id"] = str(guild_id)
+            referenced = self.messages.get(reply_to)
+            data["referenced_message"] = referenced
+            ping_author = allowed_mentions is None or allowed_mentions.get("replied_user", False)
+            if referenced is not None and ping_author and referenced["author"] not in mentioned:
+                data["mentions"].append(referenced["author"])  # a reply pings its author unless told not to
+        self.messages[int(data["id"])] = data
+        return data
+
+    async def say(
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author: Json,
+        mention_bot: bool = False,
+        reply_to: int | None = None,
+    ) -> Json:
+        """``author`` writes ``content`` in the channel (MESSAGE_CREATE is dispatched); returns the message."""
+        if mention_bot:
+            content = f"<@{self.bot['id']}> {content}"
+        data = self._message(channel_id=channel_id, author=author, content=content, reply_to=reply_to)
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    async def slash(self, name: str, channel_id: int, *, user: Json) -> int:
+        """``user`` runs the slash command ``/name`` in the channel; returns the interaction id."""
+        command = next((c for c in self.commands if c["name"] == name), None)
+        if command is None:
+            raise AssertionError(f"/{name} is not registered; registered: {[c['name'] for c in self.commands]}")
+        iid = self._id()
+        channel = self.channels[channel_id]
+        guild_id = self._guild_of(channel_id)
+        data: Json = {
+            "id": str(iid),
+            "application_id": self.bot["id"],
+            "type": 2,
+            "data": {"id": command["id"], "name": name, "type": 1, "options": []},
+            "channel_id": str(channel_id),
+            "channel": channel,
+            "token": f"interaction-token-{iid}",
+            "version": 1,
+            "locale": "en-US",
+            "app_permissions": "2199023255551",
+            "attachment_size_limit": 8388608,
+            "entitlements": [],
+            "authorizing_integration_owners": {"0": str(guild_id or 0)},
+            "context": 1 if guild_id is None else 0,
+        }
+        if guild_id is not None:
+            data["guild_id"] = str(guild_id)
+            data["guild_locale"] = "en-US"
+            data["member"] = self._member(user)
+        else:
+            data["user"] = user
+        self._interaction_channels[iid] = channel_id
+        await self.dispatch("INTERACTION_CREATE", data)
+        return iid
+
+    # -- gateway ---------------------------------------------------------------------------------------
+
+    async def dispatch(self, event: str, data: Json) -> None:
+        """Send a dispatch to the connected client (or keep it for a RESUME when disconnected)."""
+        session = self._session
+        if session is None:
+            raise AssertionError(f"{event} dispatched before the bot identified")
+        session.seq += 1
+        payload = {"op": 0, "t": event, "s": session.seq, "d": data}
+        session.events.append(payload)
+        if session.ws is not None and not session.ws.closed:
+            await session.ws.send_str(json.dumps(payload))
+        self._notify()
+
+    async def drop_gateway(self, *, code: int = 4000) -> None:
+        """Close the gateway connection the way a network hiccup does (the client resumes)."""
+        session = self._session
+        assert session is not None and session.ws is not None
+        ws, session.ws = session.ws, None
+        await ws.close(code=code, message=b"fake: dropped")
+        self._notify()
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.add(ws)
+        try:
+            await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}, "s": None, "t": None}))
+            async for msg in ws:
+                if msg.type is not WSMsgType.TEXT:
+                    self.unhandled.append(f"gateway frame {msg.type!r}")
+                    continue
+                await self._on_gateway(ws, json.loads(msg.data))
+        finally:
+            self._sockets.discard(ws)
+            for session in self._sessions.values():
+                if session.ws is ws:
+                    session.ws = None
+            self._notify()
+        return ws
+
+    async def _on_gateway(self, ws: web.WebSocketResponse, payload: Json) -> None:
+        op, data = payload.get("op"), payload.get("d")
+        if op == 1:
+            self.heartbeats += 1
+            await ws.send_str(json.dumps({"op": 11, "d": None, "s": None, "t": None}))
+        elif op == 2:
+            await self._identify(ws, data)
+        elif op == 6:
+            await self._resume(ws, data)
+        elif op in (3, 4, 8):  # presence, voice state, member requests: accepted and ignored
+            pass
+        else:
+            self.unhandled.append(f"gateway op {op}")
+        self._notify()
+
+    async def _identify(self, ws: web.WebSocketResponse, data: Json) -> None:
+        self.identifies.append(data)
+        if data.get("token") != "fake-token":
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return
+        if self.refuse_intents and int(data.get("intents", 0)) & MESSAGE_CONTENT_INTENT:
+            await ws.close(code=4014, message=b"Disallowed intent(s).")
+            return
+        session = _Session(id=f"session-{self._id()}", ws=ws)
+        self._sessions[session.id] = session
+        self._session = session
+        await self.dispatch(
+            "READY",
+            {
+                "v": 10,
+                "user": self.bot,
+                "guilds": [{"id": str(gid), "unavailable": True} for gid in self.guilds],
+                "session_id": session.id,
+                "resume_gateway_url": self.gateway_url,
+                "application": {"id": self.bot["id"], "flags": 0},
+                "private_channels": [],
+                "relationships": [],
+            },
+        )
+        for guild in self.guilds.values():
+            await self.dispatch("GUILD_CREATE", {k: v for k, v in guild.items() if k != "bot_role_id"})
+
+    async def _resume(self, ws: web.WebSocketResponse, data: Json) -> None:
+        session = self._sessions.get(data.get("session_id", ""))
+        if session is None or data.get("token") != "fake-token":
+            await ws.send_str(json.dumps({"op": 9, "d": False, "s": None, "t": None}))
+            return
+        session.ws = ws
+        self._session = session
+        self.resumes += 1
+        for event in session.events:
+            if event["s"] > int(data.get("seq") or 0):
+                await ws.send_str(json.dumps(event))
+        await self.dispatch("RESUMED", {})
+
+    # -- REST ------------------------------------------------------------------------------------------
+
+    def rate_limit(self, method: str, path: str, *, retry_after: float, times: int = 1, is_global: bool = False) -> None:
+        """The next ``times`` calls of ``method path`` (a regex on the path after ``/api/v10``) answer 429."""
+        self.rate_limits.append(
+            RateLimit(
+                method=method, pattern=re.compile(path), retry_after=retry_after, times=times, is_global=is_global
+            )
+        )
+
+    async def _rest(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["tail"]
+        body: Any = None
+        if request.can_read_body:
+            raw = await request.read()
+            if request.headers.get("Content-Type") == "application/json":
+                body = json.loads(raw)
+            else:
+                body = raw.decode(errors="replace")
+        record = Request(method=request.method, path=path, body=body)
+        self.requests.append(record)
+        response = await self._route(request, path, body)
+        record.status = response.status
+        self._notify()
+        return response
+
+    def _auth_ok(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == "Bot fake-token"
+
+    async def _route(self, request: web.Request, path: str, body: Any) -> web.Response:
+        method = request.method
+        for rule in self.rate_limits:
+            if rule.method == method and rule.served < rule.times and rule.pattern.fullmatch(path):
+                rule.served += 1
+                return _json(
+                    {"message": "You are being rate limited.", "retry_after": rule.retry_after, "global": rule.is_global},
+                    status=429,
+                    headers={"Via": "1.1 google", "Retry-After": str(max(1, round(rule.retry_after)))},
+                )
+        is_interaction = path.startswith("/interactions/")
+        if not is_interaction and not self._auth_ok(request):
+            return _error(401, 0, "401: Unauthorized")
+        if method == "GET" and path == "/users/@me":
+            return _json(self.bot)
+        if method == "GET" and path == "/oauth2/applications/@me":
+            return _json(self._application())
+        if m := re.fullmatch(r"/applications/(\d+)/commands", path):
+            if method == "PUT":
+                return self._put_commands(int(m[1]), body)
+            if method == "GET":
+                return _json(self.commands)
+        if method == "POST" and (m := re.fullmatch(r"/channels/(\d+)/messages", path)):
+            return await self._create_message(int(m[1]), body)
+        if method == "POST" and (m := re.fullmatch(r"/channels/(\d+)/typing", path)):
+            if int(m[1]) not in self.channels:
+                return _error(404, 10003, "Unknown Channel")
+            self.typing.append(int(m[1]))
+            return web.Response(status=204)
+        if method == "PUT" and (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", path)):
+            return self._react(int(m[1]), int(m[2]), urllib.parse.unquote(m[3]))
+        if method == "POST" and (m := re.fullmatch(r"/interactions/(\d+)/([^/]+)/callback", path)):
+            return await self._interaction_callback(int(m[1]), m[2], body)
+        self.unhandled.append(f"{method} {path}")
+        return _error(404, 0, "404: Not Found")
+
+    def _application(self) -> Json:
+        return {
+            "id": self.bot["id"],
+            "name": self.bot["username"],
+            "icon": None,
+            "description": "",
+            "rpc_origins": [],
+            "bot_public": True,
+            "bot_require_code_grant": False,
+            "owner": self._owner,
+            "summary": "",
+            "verify_key": "0" * 64,
+            "team": None,
+            "flags": 1 << 19,
+            "bot": self.bot,
+        }
+
+    def _put_commands(self, application_id: int, body: Any) -> web.Response:
+        if str(application_id) != self.bot["id"] or not isinstance(body, list):
+            return _error(400, 50035, "Invalid Form Body")
+        self.commands = [
+            {
+                "id": str(self._id()),
+                "application_id": self.bot["id"],
+                "version": str(self._id()),
+                "type": 1,
+                "options": [],
+                "default_member_permissions": None,
+                "dm_permission": True,
+                "nsfw": False,
+                "contexts": None,
+                "integration_types": [0],
+                **command,
+            }
+            for command in body
+        ]
+        return _json(self.commands)
+
+    async def _create_message(self, channel_id: int, body: Any) -> web.Response:
+        if channel_id not in self.channels:
+            return _error(404, 10003, "Unknown Channel")
+        if not isinstance(body, dict):
+            return _error(400, 50109, "The request body contains invalid JSON.")
+        content = body.get("content") or ""
+        if len(content) > 2000:
+            return _error(
+                400,
+                50035,
+                "Invalid Form Body",
+                {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}},
+            )
+        if not content.strip() and not body.get("embeds"):
+            return _error(400, 50006, "Cannot send an empty message")
+        nonce = body.get("nonce")
+        if nonce is not None and body.get("enforce_nonce"):
+            if len(str(nonce)) > 25:
+                return _error(400, 50035, "Invalid Form Body", {"nonce": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}})
+            existing = self._nonces.get((channel_id, str(nonce)))
+            if existing is not None:
+                return _json(self.messages[existing])
+        reference = body.get("message_reference") or {}
+        reply_to = int(reference["message_id"]) if reference.get("message_id") else None
+        if reply_to is not None and reply_to not in self.messages and reference.get("fail_if_not_exists", True):
+            return _error(400, 50035, "Invalid Form Body", {"message_reference": {"_errors": [{"code": "REPLIES_UNKNOWN_MESSAGE"}]}})
+        data = self._message(
+            channel_id=channel_id,
+            author=self.bot,
+            content=content,
+            allowed_mentions=body.get("allowed_mentions"),
+            reply_to=reply_to if reply_to in self.messages else None,
+            nonce=None if nonce is None else str(nonce),
+            flags=int(body.get("flags") or 0),
+        )
+        if nonce is not None and body.get("enforce_nonce"):
+            self._nonces[(channel_id, str(nonce))] = int(data["id"])
+        self.posted.append(data)
+        if self._session is not None:  # Discord shows the bot its own message too
+            await self.dispatch("MESSAGE_CREATE", data)
+        return _json(data)
+
+    def _react(self, channel_id: int, message_id: int, emoji: str) -> web.Response:
+        if channel_id not in self.channels:
+            return _error(404, 10003, "Unknown Channel")
+        if message_id not in self.messages:
+            return _error(404, 10008, "Unknown Message")
+        if not emoji or emoji.isascii() and not re.fullmatch(r"[\w~]+:\d+", emoji):
+            return _error(400, 10014, "Unknown Emoji")
+        self.reactions.append((channel_id, message_id, emoji))
+        return web.Response(status=204)
+
+    async def _interaction_callback(self, interaction_id: int, token: str, body: Any) -> web.Response:
+        if token != f"interaction-token-{interaction_id}":
+            return _error(401, 50027, "Invalid Webhook Token")
+        if interaction_id in self.interaction_responses:
+            return _error(400, 40060, "Interaction has already been acknowledged.")
+        self.interaction_responses[interaction_id] = body
+        answer: Json = {"interaction": {"id": str(interaction_id), "type": 2}}
+        if body.get("type") == 4:
+            payload = body.get("data") or {}
+            message = self._message(
+                channel_id=self._interaction_channels[interaction_id],
+                author=self.bot,
+                content=payload.get("content") or "",
+                allowed_mentions=payload.get("allowed_mentions"),
+                flags=int(payload.get("flags") or 0),
+            )
+            answer["interaction"].update(
+                response_message_id=message["id"],
+                response_message_loading=False,
+                response_message_ephemeral=bool(message["flags"] & 64),
+            )
+            answer["resource"] = {"type": 4, "message": message}
+        return _json(answer)
