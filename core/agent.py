@@ -30,6 +30,7 @@ from .logs import InputRef, Log, WorkingMemory
 from .memory import InMemoryStore, MemoryStore
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
+from .statelog import StateLog
 from .tasks import TaskRunner
 from .trace import correlation_id
 
@@ -89,6 +90,8 @@ class Agent:
         """How many contexts' working memories stay loaded between runs (0 when other processes share the
         memory store, as Redis workers do)."""
         self._wm_cache: OrderedDict[str, WorkingMemory] = OrderedDict()
+        self.state_log_limit = 100
+        """A context's state log is compacted into snapshots when it grows past this many entries."""
         self.tasks = TaskRunner(dict(queues or {}))
         """Where action handlers run."""
         self.observers: list[Observer] = []
@@ -256,6 +259,7 @@ class Agent:
             key=context.key(args),
             memory=None,
             working_memory=working,
+            state_log=StateLog.load(await self.memory.get(f"statelog:{cid}")),
         )
         if stored is None:
             stored = await maybe_await(context.create(state)) if context.create is not None else {}
@@ -273,6 +277,11 @@ class Agent:
             memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
             await self.memory.set(f"context:{state.id}", copy.deepcopy(memory))
         await self.memory.set(f"working:{state.id}", state.working_memory.dump())
+        if state.state_log.dirty:
+            if len(state.state_log.entries) > self.state_log_limit:
+                state.state_log.compact()
+            await self.memory.set(f"statelog:{state.id}", state.state_log.dump())
+            state.state_log.dirty = False
         if self.state_cache:
             self._wm_cache[state.id] = state.working_memory
             while len(self._wm_cache) > self.state_cache:
@@ -285,6 +294,7 @@ class Agent:
         self._wm_cache.pop(cid, None)
         await self.memory.delete(f"context:{cid}")
         await self.memory.delete(f"working:{cid}")
+        await self.memory.delete(f"statelog:{cid}")
 
     # -- sending and running ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import DefinitionError
 from .logs import ActionCall, InputRef, OutputRef, WorkingMemory
 from .schema import Schema, as_schema
+from .statelog import StateLog
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -68,6 +69,8 @@ class ContextState:
     """The persistent memory of the instance (JSON-compatible), created by ``context.create``."""
     working_memory: WorkingMemory = field(repr=False)
     """The logs of the instance."""
+    state_log: StateLog = field(default_factory=StateLog, repr=False)
+    """The append-only state log that ``_outputPath`` writes to."""
     options: dict[str, Any] = field(default_factory=dict)
     """Per-run values handlers may share (for example the platform message being answered)."""
 

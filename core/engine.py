@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .definitions import Action, ContextState, Output, maybe_await
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
-from .handlers import CallSlot, run_action, run_output
+from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
@@ -260,8 +260,10 @@ class Run:
         index = len(step.slots)
         slot = CallSlot(name)
         step.slots.append(slot)
-        self.emitter.emit(RunEventType.TOOL_CALL, {"id": call.id, "name": name, "arguments": event.content.strip()})
         action = step.actions.get(name)
+        if action is not None:
+            slot.writes = declared_output_path(action, event.content)
+        self.emitter.emit(RunEventType.TOOL_CALL, {"id": call.id, "name": name, "arguments": event.content.strip()})
         if action is None:
             available = ", ".join(sorted(step.actions)) or "none"
             message = (

@@ -13,6 +13,7 @@ from .definitions import Action, ActionContext, ContextState, Output, OutputCont
 from .errors import ActionError, TemplateError, ValidationError
 from .logs import ActionCall, OutputRef
 from .prompt import format_value
+from .statelog import MARK, find_refs, parse_path
 from .templates import call_refs, resolve
 
 if TYPE_CHECKING:
@@ -26,12 +27,14 @@ log = logging.getLogger("core.handlers")
 class CallSlot:
     """The future result of one action call within a response, for ``{{calls[n]}}`` templates."""
 
-    __slots__ = ("error", "future", "name")
+    __slots__ = ("error", "future", "name", "writes")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.error: str | None = None
+        self.writes: tuple[str, ...] | None = None
+        """The state path this call will write (its ``_outputPath``), known when the call starts."""
 
     def set(self, value: Any) -> None:
         if not self.future.done():
@@ -92,8 +95,19 @@ async def run_action(
     if call_refs(raw) or "{{" in call.content:
         scope = await _scope(raw, slots, upto=index, state=state)
         raw = resolve(raw, scope)
+    method = "set"
+    if isinstance(raw, dict):
+        method = raw.pop("_outputMethod", "set")
+        if method not in ("set", "merge", "push"):
+            raise ValidationError(f"_outputMethod must be set, merge or push, not {method!r}")
+        if not declares_output_path(action) and "_outputPath" in raw:
+            raise ValidationError(
+                f"action {action.name!r} takes no _outputPath: its result cannot be saved to the state"
+            )
+        raw = await _resolve_state_refs(raw, slots[:index], state)
     args = action.schema.validate(raw)
     call.data = action.schema.dump(args)
+    output_path = _output_path(action, args)
     ctx = ActionContext(state=state, call=call, agent=agent)
 
     async def invoke() -> Any:
@@ -130,7 +144,84 @@ async def run_action(
     elif hasattr(result, "model_dump"):
         result = result.model_dump(mode="json")
     text = action.format(result) if action.format is not None else None
+    if output_path is not None:
+        state.state_log.append(output_path, result, method=method, call={"name": action.name, "arguments": call.data})
+        if text is None:
+            text = f"{format_value(result)} (saved to {MARK}{'.'.join(output_path)})"
     return result, text
+
+
+def declares_output_path(action: Action) -> bool:
+    """True when the action's schema has an ``_outputPath`` property (a fixed or a flexible path)."""
+    props = action.schema.json_schema.get("properties")
+    return isinstance(props, dict) and "_outputPath" in props
+
+
+def declared_output_path(action: Action, content: str) -> tuple[str, ...] | None:
+    """The path a call will write, read before it runs (for calls later in the response that wait on it)."""
+    if not declares_output_path(action):
+        return None
+    text: Any = None
+    try:
+        raw = json.loads(content) if content.strip() else {}
+        text = raw.get("_outputPath") if isinstance(raw, dict) else None
+    except json.JSONDecodeError:
+        return None
+    if text is None:
+        prop = action.schema.json_schema["properties"]["_outputPath"]
+        text = prop.get("const", prop.get("default"))
+    try:
+        return parse_path(text) if isinstance(text, str) else None
+    except ValidationError:
+        return None
+
+
+def _output_path(action: Action, args: Any) -> tuple[str, ...] | None:
+    if isinstance(args, dict):
+        value = args.get("_outputPath")
+    elif declares_output_path(action):
+        value = action.schema.adapter.dump_python(args, by_alias=True).get("_outputPath")
+    else:
+        value = None
+    return parse_path(value) if isinstance(value, str) and value else None
+
+
+def _related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return a[: len(b)] == b or b[: len(a)] == a
+
+
+async def _resolve_state_refs(raw: dict[str, Any], earlier: Sequence[CallSlot], state: ContextState) -> Any:
+    """Replace ``†path`` strings by their values; wait for earlier calls of this response that write them."""
+    refs = list(find_refs(raw))
+    if not refs:
+        return raw
+    for ref in refs:
+        for slot in earlier:
+            if slot.writes is not None and _related(slot.writes, ref):
+                await slot.future
+    values: dict[tuple[str, ...], Any] = {}
+    for ref in refs:
+        found, value = state.state_log.resolve(ref)
+        if not found:
+            raise TemplateError(
+                f"{MARK}{'.'.join(ref)} has no value: nothing wrote it before, and no earlier call of this "
+                "response writes it (use _outputPath on a call to write it first)"
+            )
+        values[ref] = value
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(MARK):
+            try:
+                return values.get(parse_path(value), value)
+            except ValidationError:
+                return value
+        if isinstance(value, dict):
+            return {k: v if k == "_outputPath" else swap(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        return value
+
+    return swap(raw)
 
 
 async def run_output(

@@ -54,7 +54,11 @@ Answer with exactly this structure and nothing else:
 - Action arguments are JSON matching the action's schema. Output content matches its content schema;
   attributes match its attributes schema.
 - An argument or output may use the result of an earlier call of the same response:
-  {{calls[0].field}} is replaced by the field of the first call's result."""
+  {{calls[0].field}} is replaced by the field of the first call's result.
+- When an action's schema has "_outputPath", its result is saved at that path of the state
+  (for example "_outputPath": "†state.user.summary"; add "_outputMethod": "merge" or "push" to combine
+  with what is there). A later argument written as "†state.user.summary" receives the saved value.
+  <state> in <contexts> shows what is saved."""
 
 FOOTER = "Keep answers useful and concise. Never invent action results."
 
@@ -162,6 +166,8 @@ def _context_block(state: ContextState) -> str:
         parts.append(str(ctx.render(state)))
     elif state.memory:
         parts.append(f"<memory>{format_value(state.memory)}</memory>")
+    if state.state_log.entries:
+        parts.append(f"<state>{format_value(state.state_log.folded())}</state>")
     parts.append("</context>")
     return "\n".join(parts)
 

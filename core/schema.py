@@ -59,7 +59,7 @@ class Schema:
 
     def dump(self, value: Any) -> Any:
         """A JSON-compatible form of a validated value."""
-        return self.adapter.dump_python(value, mode="json")
+        return self.adapter.dump_python(value, mode="json", by_alias=True)
 
 
 def format_validation_error(exc: pydantic.ValidationError) -> str:
