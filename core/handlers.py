@@ -13,7 +13,7 @@ from .definitions import Action, ActionContext, ContextState, Output, OutputCont
 from .errors import ActionError, TemplateError, ValidationError
 from .logs import ActionCall, OutputRef
 from .prompt import format_value
-from .statelog import MARK, find_refs, parse_path
+from .statelog import MARK, Method, find_refs, parse_path
 from .templates import call_refs, resolve
 
 if TYPE_CHECKING:
@@ -95,11 +95,12 @@ async def run_action(
     if call_refs(raw) or "{{" in call.content:
         scope = await _scope(raw, slots, upto=index, state=state)
         raw = resolve(raw, scope)
-    method = "set"
+    method: Method = "set"
     if isinstance(raw, dict):
-        method = raw.pop("_outputMethod", "set")
-        if method not in ("set", "merge", "push"):
-            raise ValidationError(f"_outputMethod must be set, merge or push, not {method!r}")
+        given = raw.pop("_outputMethod", "set")
+        if given not in ("set", "merge", "push"):
+            raise ValidationError(f"_outputMethod must be set, merge or push, not {given!r}")
+        method = given
         if not declares_output_path(action) and "_outputPath" in raw:
             raise ValidationError(
                 f"action {action.name!r} takes no _outputPath: its result cannot be saved to the state"

@@ -160,7 +160,9 @@ class StateLog:
 
     def append(self, path: Path, data: Any, *, method: Method = "set", call: dict[str, Any] | None = None) -> None:
         """Add an entry (nothing is ever rewritten)."""
-        self.entries.append(StateEntry(path=list(path), data=data, method=method, call=call))
+        self.entries.append(
+            StateEntry.model_validate({"path": list(path), "data": data, "_outputMethod": method, "_call": call})
+        )
         self.dirty = True
 
     def resolve(self, path: Path) -> tuple[bool, Any]:
@@ -212,7 +214,11 @@ class StateLog:
         for root in self.roots():
             found, value = self.resolve((root,))
             if found:
-                snapshot.append(StateEntry(path=[root], data=value, method="set", call={"name": "compaction"}))
+                snapshot.append(
+                    StateEntry.model_validate(
+                        {"path": [root], "data": value, "_outputMethod": "set", "_call": {"name": "compaction"}}
+                    )
+                )
         self.entries = snapshot
         self.dirty = True
 

@@ -27,7 +27,7 @@ class Echo(BaseModel):
     value: Any
 
 
-def R(body: str) -> str:  # noqa: N802
+def R(body: str) -> str:
     return f"<response>{body}</response>"
 
 
