@@ -152,6 +152,12 @@ class DiscordRuntime:
         if self.failure is not None:
             raise self.failure
 
+    async def wait_idle(self) -> None:
+        """Return once every message handed to the agent so far has been fully handled (run finished,
+        memory saved)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     def subscribe(self, send: Send, agent: Agent) -> Callable[[], None]:
         """Start handing answered messages to ``send`` (``agent.send``); returns the unsubscribe."""
         self._send = send

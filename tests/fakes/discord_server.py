@@ -629,6 +629,11 @@ class FakeDiscord:
                 "contexts": None,
                 "integration_types": [0],
                 **command,
+                **(
+                    {"default_member_permissions": str(command["default_member_permissions"])}
+                    if command.get("default_member_permissions") is not None
+                    else {}
+                ),
             }
             for command in body
         ]
