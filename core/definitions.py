@@ -104,6 +104,10 @@ class OutputContext:
     """The agent."""
     attributes: Any = None
     """The validated attributes (the ``attributes`` model), or the raw dict when there is no schema."""
+    step: int = 0
+    """The step of the run that produced the output (1-based); with ``index``, the key of its run events."""
+    index: int = -1
+    """The output's element index within the step's response (``RunEvent.output_index``)."""
 
     @property
     def memory(self) -> Any:

@@ -327,6 +327,8 @@ class Run:
                 ref=ref,
                 slots=step.slots,
                 timeout=self.agent.output_timeout,
+                step=self.steps,
+                index=event.index,
             )
         except Exception as exc:
             if not isinstance(exc, RunError):

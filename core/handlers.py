@@ -233,6 +233,8 @@ async def run_output(
     ref: OutputRef,
     slots: Sequence[CallSlot],
     timeout: float,
+    step: int = 0,
+    index: int = -1,
 ) -> None:
     """Resolve templates, validate and run one output's handler; raises a ``RunError`` on failure."""
     content: Any = ref.content
@@ -255,7 +257,7 @@ async def run_output(
     ref.data = output.schema.dump(data)
     if output.handler is None:
         return
-    ctx = OutputContext(state=state, output_ref=ref, agent=agent, attributes=ctx_attrs)
+    ctx = OutputContext(state=state, output_ref=ref, agent=agent, attributes=ctx_attrs, step=step, index=index)
     try:
         async with asyncio.timeout(timeout):
             update = await maybe_await(output.handler(data, ctx, agent))

@@ -1,8 +1,20 @@
-"""What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators."""
+"""What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators,
+live (streamed) replies."""
 
 from .dedupe import RecentIds
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .split import split_message
+from .stream import LiveReplies, LiveReply, MessageSink
 from .typing_indicator import keep_typing
 
-__all__ = ("Allowlist", "RecentIds", "ReplyPolicy", "keep_typing", "should_reply", "split_message")
+__all__ = (
+    "Allowlist",
+    "LiveReplies",
+    "LiveReply",
+    "MessageSink",
+    "RecentIds",
+    "ReplyPolicy",
+    "keep_typing",
+    "should_reply",
+    "split_message",
+)
