@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from .split import split_message
 
-__all__ = ("LiveReply", "LiveReplies", "MessageSink")
+__all__ = ("LiveReplies", "LiveReply", "MessageSink")
 
 log = logging.getLogger("extensions.chat.stream")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from extensions.chat.stream import LiveReply, LiveReplies
+from extensions.chat.stream import LiveReplies, LiveReply
 
 
 class Sink:
