@@ -1,0 +1,104 @@
+"""What the Redis dispatcher needs to know, independent of how ``bots`` reads its settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ("QueueConfig", "redact_url")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for logs and error messages)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable REDIS_URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueConfig:
+    """Settings of the Redis queue layer (``bots`` fills it from the ``REDIS_*`` variables)."""
+
+    url: str = "redis://127.0.0.1:6379/0"
+    """Where Redis is (``REDIS_URL``)."""
+    password: str | None = None
+    """Password, when it is not part of the URL (``REDIS_PASSWORD``)."""
+    prefix: str = "bots:"
+    """Prefix of every key, so several bots can share one Redis (``REDIS_PREFIX``)."""
+    inbox_cap: int = 1000
+    """Inputs waiting per context at most; more are refused with ``BackpressureError``."""
+    lease_seconds: float = 30.0
+    """How long a worker holds a context without renewing; a crashed worker's contexts are
+    taken over this long after its last renewal."""
+    concurrency: int = 16
+    """Contexts one worker process runs at the same time."""
+    poll_delay: float = 2.0
+    """Seconds an idle worker waits for a wake-up before looking at the queue anyway."""
+    dedupe_ttl: float = 86_400.0
+    """Seconds a platform message id is remembered to drop redeliveries."""
+    handoff_batches: int = 8
+    """Batches one drain job runs before it hands a still-busy context back to the queue."""
+    batch_size: int = 50
+    """Inputs taken into one run at most."""
+    max_attempts: int = 3
+    """Deliveries of one batch at most; a batch that keeps failing goes to the dead-letter list."""
+    stop_timeout: float = 20.0
+    """Seconds a stopping worker lets running runs finish before it hands them back."""
+    connect_timeout: float = 3.0
+    """Seconds to wait for a connection to Redis."""
+    op_timeout: float = 5.0
+    """Seconds one Redis command may take."""
+    retry_seconds: float = 10.0
+    """How long a failed Redis call (Redis restarting) is retried before the error is raised."""
+    ledger_ttl: float = 7 * 86_400.0
+    """Seconds the stored replies of an unfinished batch are kept."""
+
+    def __post_init__(self) -> None:
+        checks = (
+            (self.inbox_cap >= 1, "REDIS_INBOX_CAP must be at least 1"),
+            (self.lease_seconds >= 0.2, "REDIS_LEASE_SECONDS must be at least 0.2"),
+            (self.concurrency >= 1, "REDIS_WORKER_CONCURRENCY must be at least 1"),
+            (self.poll_delay > 0, "REDIS_POLL_DELAY must be positive"),
+            (self.dedupe_ttl > 0, "REDIS_DEDUPE_TTL must be positive"),
+            (self.handoff_batches >= 1, "REDIS_HANDOFF_BATCHES must be at least 1"),
+            (self.batch_size >= 1, "REDIS_BATCH_SIZE must be at least 1"),
+            (self.max_attempts >= 1, "REDIS_MAX_ATTEMPTS must be at least 1"),
+            (self.stop_timeout >= 0, "REDIS_STOP_TIMEOUT must not be negative"),
+        )
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease length in milliseconds."""
+        return int(self.lease_seconds * 1000)
+
+    @property
+    def claim_check_ms(self) -> int:
+        """How often the sweeper looks at a context whose drain job is waiting in the queue: a job lost
+        before any worker claimed it is rescheduled after this long."""
+        return max(3 * self.lease_ms, 3000)
+
+    @property
+    def renew_interval(self) -> float:
+        """Seconds between lease renewals of a running context."""
+        return self.lease_seconds / 3
+
+    @property
+    def sweep_interval(self) -> float:
+        """Seconds between two sweeps of one worker."""
+        return min(1.0, max(0.05, self.lease_seconds / 4))
+
+    @property
+    def shown_url(self) -> str:
+        """The URL with any password masked."""
+        return redact_url(self.url)

@@ -1,0 +1,109 @@
+"""Key names. A context's keys share the hash tag ``{<context id>}`` so they live in one slot.
+
+Per context ``cid`` (prefix ``bots:``)::
+
+    bots:{cid}:inbox        list     inputs waiting, oldest first (JSON entries)
+    bots:{cid}:batch        hash     the batch taken and not yet acknowledged: id, attempt, entries
+    bots:{cid}:lease        string   "<fencing token>|<drain job id>", expires unless renewed
+    bots:{cid}:meta         hash     fence (token counter), seq (batch counter), sched (job responsible)
+    bots:{cid}:dd:<key>     string   a platform message id seen recently (dedupe)
+    bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies)
+    bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``)
+
+Shared by all contexts: ``bots:queue`` (arq's job queue), ``bots:active`` (sorted set of contexts
+with work, scored by when the sweeper should look at them), ``bots:wake`` (wake-up tokens for idle
+workers), ``bots:dead`` (batches that failed too often). arq's own job keys are ``arq:job:<id>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ("ContextKeys", "Keys")
+
+ARQ_JOB_PREFIX = "arq:job:"
+ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextKeys:
+    """The keys of one context."""
+
+    cid: str
+    """The context id (``<type>:<key>``)."""
+    base: str
+    """``<prefix>{<cid>}:``."""
+
+    @property
+    def inbox(self) -> str:
+        return self.base + "inbox"
+
+    @property
+    def batch(self) -> str:
+        return self.base + "batch"
+
+    @property
+    def lease(self) -> str:
+        return self.base + "lease"
+
+    @property
+    def meta(self) -> str:
+        return self.base + "meta"
+
+    def dedupe(self, key: str) -> str:
+        return self.base + "dd:" + key
+
+    def ledger(self, batch_id: str) -> str:
+        return self.base + "ledger:" + batch_id
+
+    def memory(self, kind: str) -> str:
+        return self.base + "mem:" + kind
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key names under one prefix."""
+
+    prefix: str = "bots:"
+    """Prefix of every key."""
+
+    def context(self, cid: str) -> ContextKeys:
+        """The keys of context ``cid``."""
+        return ContextKeys(cid, f"{self.prefix}{{{cid}}}:")
+
+    @property
+    def queue(self) -> str:
+        """arq's queue (a sorted set of job ids)."""
+        return self.prefix + "queue"
+
+    @property
+    def active(self) -> str:
+        return self.prefix + "active"
+
+    @property
+    def wake(self) -> str:
+        return self.prefix + "wake"
+
+    @property
+    def dead(self) -> str:
+        return self.prefix + "dead"
+
+    def lock(self, name: str) -> str:
+        """A named single-holder lease (one Telegram poller per token)."""
+        return self.prefix + "lock:" + name
+
+    def job_id(self, cid: str, unique: str) -> str:
+        """A drain job id: unique per scheduling, so arq never confuses two of them."""
+        return f"{self.prefix}drain:{cid}:{unique}"
+
+    @staticmethod
+    def arq_job(job_id: str) -> str:
+        return ARQ_JOB_PREFIX + job_id
+
+    def memory(self, key: str) -> str:
+        """The Redis key of memory-store key ``key``: ``context:<cid>`` and ``working:<cid>`` go into
+        the context's slot; anything else lives under ``<prefix>mem:``."""
+        kind, sep, cid = key.partition(":")
+        if sep and cid and kind in ("context", "working"):
+            return self.context(cid).memory(kind)
+        return self.prefix + "mem:" + key

@@ -1,0 +1,236 @@
+"""The Lua scripts: each step of a context's life is one atomic script.
+
+Every script that changes a context checks the fencing token first (``fenced``): a worker whose lease
+expired (crashed, paused, cut off) finds a newer token and its writes are refused. Times come from the
+Redis server clock (``TIME``), so workers' clocks do not matter.
+"""
+
+from __future__ import annotations
+
+__all__ = ("BEGIN_REPLY", "CLAIM", "INGEST", "MARK_POSTED", "RELEASE_LOCK", "RENEW", "RESCUE", "STEP", "STORE_MODEL")
+
+_COMMON = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function ms(x) return string.format('%d', x) end
+local function fenced(lease_key, token)
+  local cur = redis.call('GET', lease_key)
+  return cur and string.sub(cur, 1, #token + 1) == token .. '|'
+end
+-- make job_id the context's drain job: arq runs it, idle workers are woken
+local function schedule(meta, queue, active, wake, job_key, job_id, payload, job_ttl, cid, check_ms, wake_cap, now)
+  redis.call('HSET', meta, 'sched', job_id)
+  redis.call('SET', job_key, payload, 'PX', job_ttl)
+  redis.call('ZADD', queue, ms(now), job_id)
+  redis.call('ZADD', active, ms(now + check_ms), cid)
+  redis.call('LPUSH', wake, '1')
+  redis.call('LTRIM', wake, 0, wake_cap - 1)
+end
+"""
+
+INGEST = (
+    _COMMON
+    + """
+-- KEYS: inbox meta dedupe queue active wake new_job_key
+-- ARGV: entry cap dedupe_ttl_ms cid new_job_id payload job_ttl_ms check_ms wake_cap
+local use_dedupe = ARGV[3] ~= '0'
+if use_dedupe and redis.call('EXISTS', KEYS[3]) == 1 then return 'dup' end
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 'full' end
+if use_dedupe then redis.call('SET', KEYS[3], '1', 'PX', ARGV[3]) end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+if redis.call('HGET', KEYS[2], 'sched') then return 'queued' end
+schedule(KEYS[2], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[7], ARGV[4],
+         tonumber(ARGV[8]), tonumber(ARGV[9]), now_ms())
+return 'scheduled'
+"""
+)
+
+CLAIM = (
+    _COMMON
+    + """
+-- KEYS: meta lease queue active      ARGV: job_id lease_ms cid
+if redis.call('HGET', KEYS[1], 'sched') ~= ARGV[1] then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return {'stale'}
+end
+local cur = redis.call('GET', KEYS[2])
+if cur then
+  local sep = string.find(cur, '|', 1, true)
+  if string.sub(cur, sep + 1) == ARGV[1] then return {'ok', string.sub(cur, 1, sep - 1)} end
+  return {'held'}
+end
+local token = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+redis.call('SET', KEYS[2], token .. '|' .. ARGV[1], 'PX', ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZADD', KEYS[4], ms(now_ms() + tonumber(ARGV[2])), ARGV[3])
+return {'ok', tostring(token)}
+"""
+)
+
+RENEW = (
+    _COMMON
+    + """
+-- KEYS: lease active      ARGV: token lease_ms cid
+if not fenced(KEYS[1], ARGV[1]) then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ms(now_ms() + tonumber(ARGV[2])), ARGV[3])
+return 1
+"""
+)
+
+STEP = (
+    _COMMON
+    + """
+-- KEYS: lease batch inbox meta queue active wake dead acked_ledger new_job_key own_job_key memory_keys...
+-- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id payload job_ttl_ms check_ms
+--       wake_cap nwrites (op value)...
+-- mode 'take': acknowledge ack_id (if any), then hand out the next batch or release the context.
+-- mode 'handoff': acknowledge, then release if nothing waits, else schedule a fresh drain job.
+-- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
+if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
+local now = now_ms()
+local cid = ARGV[2]
+if ARGV[3] ~= '' then
+  local cur = redis.call('HGET', KEYS[2], 'id')
+  if cur == ARGV[3] then
+    local n = tonumber(ARGV[13])
+    for i = 1, n do
+      local key = KEYS[11 + i]
+      if ARGV[12 + 2 * i] == 's' then
+        redis.call('SET', key, ARGV[13 + 2 * i])
+      else
+        redis.call('DEL', key)
+      end
+    end
+    redis.call('DEL', KEYS[2], KEYS[9])
+  elseif cur then
+    return {'stale'}
+  end
+end
+local function release()
+  redis.call('DEL', KEYS[1], KEYS[11])
+  redis.call('HDEL', KEYS[4], 'sched')
+  redis.call('ZREM', KEYS[6], cid)
+end
+if ARGV[4] == 'take' then
+  local lease_ms = tonumber(ARGV[6])
+  local dead = ''
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    local attempt = redis.call('HINCRBY', KEYS[2], 'attempt', 1)
+    local id = redis.call('HGET', KEYS[2], 'id')
+    local entries = redis.call('HGET', KEYS[2], 'entries')
+    if attempt <= tonumber(ARGV[7]) then
+      redis.call('PEXPIRE', KEYS[1], lease_ms)
+      redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
+      return {'batch', id, attempt, entries, ''}
+    end
+    redis.call('RPUSH', KEYS[8], '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}')
+    redis.call('LTRIM', KEYS[8], -1000, -1)
+    redis.call('DEL', KEYS[2])
+    dead = id
+  end
+  local items = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[5]) - 1)
+  if #items == 0 then
+    release()
+    return {'released', dead}
+  end
+  redis.call('LTRIM', KEYS[3], #items, -1)
+  local id = tostring(redis.call('HINCRBY', KEYS[4], 'seq', 1))
+  local entries = '[' .. table.concat(items, ',') .. ']'
+  redis.call('HSET', KEYS[2], 'id', id, 'attempt', 1, 'entries', entries)
+  redis.call('PEXPIRE', KEYS[1], lease_ms)
+  redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
+  return {'batch', id, 1, entries, dead}
+end
+if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+  release()
+  return {'released', ''}
+end
+if ARGV[4] == 'handback' and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HINCRBY', KEYS[2], 'attempt', -1)  -- handed back unfinished: not a failed delivery
+end
+redis.call('DEL', KEYS[1], KEYS[11])
+schedule(KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10], ARGV[8], ARGV[9], ARGV[10], cid,
+         tonumber(ARGV[11]), tonumber(ARGV[12]), now)
+return {'handed_off', ''}
+"""
+)
+
+RESCUE = (
+    _COMMON
+    + """
+-- KEYS: active lease inbox batch meta queue wake new_job_key
+-- ARGV: cid new_job_id payload job_ttl_ms check_ms wake_cap in_progress_prefix
+local cid = ARGV[1]
+local now = now_ms()
+local score = redis.call('ZSCORE', KEYS[1], cid)
+if not score then return 'gone' end
+if tonumber(score) > now then return 'early' end
+local pttl = redis.call('PTTL', KEYS[2])
+if pttl > 0 then
+  redis.call('ZADD', KEYS[1], ms(now + pttl), cid)
+  return 'held'
+end
+if pttl == -1 then
+  redis.call('DEL', KEYS[2])
+end
+if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[4]) == 0 then
+  redis.call('HDEL', KEYS[5], 'sched')
+  redis.call('ZREM', KEYS[1], cid)
+  return 'idle'
+end
+local sched = redis.call('HGET', KEYS[5], 'sched')
+if sched and redis.call('ZSCORE', KEYS[6], sched)
+   and redis.call('EXISTS', ARGV[7] .. sched) == 0 then
+  redis.call('ZADD', KEYS[1], ms(now + tonumber(ARGV[5])), cid)
+  return 'waiting'
+end
+if sched then redis.call('ZREM', KEYS[6], sched) end
+schedule(KEYS[5], KEYS[6], KEYS[1], KEYS[7], KEYS[8], ARGV[2], ARGV[3], ARGV[4], cid,
+         tonumber(ARGV[5]), tonumber(ARGV[6]), now)
+return 'rescheduled'
+"""
+)
+
+BEGIN_REPLY = (
+    _COMMON
+    + """
+-- KEYS: lease ledger      ARGV: token reply_field reply model_field model_prefix ttl_ms
+if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
+local cur = redis.call('HGET', KEYS[2], ARGV[2])
+if cur then return {'exists', cur} end
+if redis.call('HGET', KEYS[2], ARGV[4] .. ':done') ~= '1' then
+  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return {'new'}
+"""
+)
+
+STORE_MODEL = (
+    _COMMON
+    + """
+-- KEYS: lease ledger      ARGV: token model_field text ttl_ms
+if not fenced(KEYS[1], ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3], ARGV[2] .. ':done', '1')
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+"""
+)
+
+MARK_POSTED = """
+-- KEYS: ledger      ARGV: reply_field reply
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+RELEASE_LOCK = """
+-- KEYS: lock      ARGV: value ttl_ms ('0': release)
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '0' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+"""
