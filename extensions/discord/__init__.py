@@ -53,8 +53,7 @@ def discord_runtime(settings: DiscordSettings, *, listen: bool = True) -> Discor
         from core.errors import ConfigError
 
         raise ConfigError(
-            "the Discord adapter needs discord.py: pip install 'daydreams-bots[discord]', "
-            "or leave DISCORD_TOKEN unset"
+            "the Discord adapter needs discord.py: pip install 'daydreams-bots[discord]', or leave DISCORD_TOKEN unset"
         ) from exc
     return DiscordRuntime(settings, listen=listen)
 

@@ -150,9 +150,7 @@ class BotClient(discord.Client):
         log.error("slash command /%s failed: %s", name, error, exc_info=error)
         if not interaction.response.is_done():
             try:
-                await interaction.response.send_message(
-                    "Sorry, that did not work. Please try again.", ephemeral=True
-                )
+                await interaction.response.send_message("Sorry, that did not work. Please try again.", ephemeral=True)
             except discord.HTTPException as exc:
                 log.warning("could not answer the failed interaction: %s", exc)
 
@@ -164,12 +162,12 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
         text = await runtime.reset_channel(interaction)
         await interaction.response.send_message(text, allowed_mentions=discord.AllowedMentions.none())
 
-    async def help(interaction: discord.Interaction) -> None:  # noqa: A001 - the command's name
+    async def help(interaction: discord.Interaction) -> None:
         await interaction.response.send_message(
             runtime.settings.help_text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
         )
 
-    reset_command = app_commands.Command(
+    reset_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
     )
     reset_command.default_permissions = discord.Permissions(manage_messages=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 
+from core.definitions import ActionContext as _ActionContext
 from core.definitions import (
     ContextState,
     InputContext,
@@ -22,7 +23,6 @@ from core.definitions import (
     input,
     output,
 )
-from core.definitions import ActionContext as _ActionContext
 from core.errors import ConfigError
 
 if TYPE_CHECKING:

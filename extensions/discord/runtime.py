@@ -107,7 +107,9 @@ class DiscordRuntime:
         except BaseException:
             await self._close_client()
             raise
-        log.info("discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only")
+        log.info(
+            "discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only"
+        )
 
     async def _connect(self, client: BotClient, deadline: float) -> None:
         gateway = self._gateway = asyncio.create_task(self._run_gateway(client), name="discord:gateway")
@@ -264,9 +266,7 @@ class DiscordRuntime:
             raise PlatformError("the Discord client is not running: call await agent.start() first")
         return self.client
 
-    async def post_reply(
-        self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str
-    ) -> list[int]:
+    async def post_reply(self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str) -> list[int]:
         """Post ``text`` to the channel, split at 2,000 characters (code fences re-opened), the first chunk
         as a reply to ``reply_to``; no mention pings. Chunk ``i`` carries the nonce ``nonce_for(key, i)``
         with ``enforce_nonce``, so posting again with the same key does not duplicate. Returns the ids."""

@@ -35,10 +35,7 @@ def _parse_ids(value: Any, what: str) -> Any:
         return []
     if isinstance(value, int | str) and not isinstance(value, bool):
         text = str(value).strip()
-        if text.startswith("["):
-            value = json.loads(text)
-        else:
-            value = _split(text)
+        value = json.loads(text) if text.startswith("[") else _split(text)
     try:
         return [int(v) for v in value]
     except (TypeError, ValueError):
@@ -114,8 +111,7 @@ class DiscordSettings(BaseModel):
         default=8.0, gt=0, le=10, description="Seconds between typing indicators while an answer is written"
     )
     error_message: str = Field(
-        default="Sorry, I can't answer right now: my language model is not responding. Please try again "
-        "in a moment.",
+        default="Sorry, I can't answer right now: my language model is not responding. Please try again in a moment.",
         description="What users read when a run fails (the details go to the log only)",
     )
     help_text: str = Field(

@@ -28,9 +28,7 @@ async def test_4014_stops_with_a_clear_error(world: World, start_bot: StartBot) 
 
 
 async def test_an_empty_token_names_the_variable(world: World) -> None:
-    agent = core.create_agent(
-        model=answers(), extensions=[discord_extension(settings_for(world.fake, token=None))]
-    )
+    agent = core.create_agent(model=answers(), extensions=[discord_extension(settings_for(world.fake, token=None))])
     with pytest.raises(ConfigError, match="DISCORD_TOKEN is empty"):
         await agent.start()
 
