@@ -1,0 +1,76 @@
+"""Talking to the bot in Telegram: private chats, groups and forum topics, through python-telegram-bot.
+
+``telegram_extension(settings)`` brings the ``telegram:chat`` context (one per chat, and one per forum
+topic), the ``telegram:message`` input and output, the /start, /help and /reset commands, and the PTB
+Application's lifecycle as a service. Importing this package needs no python-telegram-bot; building the
+runtime does (``pip install daydreams-bots[telegram]``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.definitions import Extension, extension, service
+
+from .definitions import (
+    MESSAGE,
+    REPLY_TO,
+    ChatArgs,
+    bind_runtime,
+    get_runtime,
+    telegram_chat,
+    telegram_message_input,
+    telegram_message_output,
+)
+from .settings import TelegramMode, TelegramSettings
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+
+    from .runtime import TelegramRuntime
+
+__all__ = (
+    "MESSAGE",
+    "REPLY_TO",
+    "ChatArgs",
+    "TelegramMode",
+    "TelegramSettings",
+    "get_runtime",
+    "telegram_chat",
+    "telegram_extension",
+    "telegram_message_input",
+    "telegram_message_output",
+    "telegram_runtime",
+)
+
+
+def telegram_runtime(settings: TelegramSettings, *, listen: bool = True) -> TelegramRuntime:
+    """Build the python-telegram-bot side on its own (``telegram_extension`` does this for you)."""
+    try:
+        from .runtime import TelegramRuntime
+    except ImportError as exc:  # the optional extra is missing
+        from core.errors import ConfigError
+
+        raise ConfigError(
+            "the Telegram adapter needs python-telegram-bot: pip install 'daydreams-bots[telegram]', "
+            "or leave TELEGRAM_TOKEN unset"
+        ) from exc
+    return TelegramRuntime(settings, listen=listen)
+
+
+def telegram_extension(settings: TelegramSettings, *, listen: bool = True) -> Extension:
+    """The Telegram extension. ``listen=False`` (queue workers) only builds the bot for sending: no
+    polling, no webhook server; replies, typing and error notices still work."""
+    runtime = telegram_runtime(settings, listen=listen)
+
+    def install(agent: Agent) -> None:
+        bind_runtime(agent, runtime)
+
+    return extension(
+        name="telegram",
+        install=install,
+        contexts=[telegram_chat],
+        inputs=[telegram_message_input],
+        outputs=[telegram_message_output],
+        services=[service(name="telegram", start=runtime.start, stop=runtime.stop)],
+    )

@@ -2,17 +2,151 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+import enum
+import json
+import re
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from ..chat.policy import ReplyPolicy
 
-__all__ = ("TelegramSettings",)
+__all__ = ("TelegramMode", "TelegramSettings")
+
+_SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+
+
+class TelegramMode(enum.StrEnum):
+    """How updates reach the bot."""
+
+    POLLING = "polling"
+    """Long polling with ``getUpdates``: works anywhere, needs no public address."""
+    WEBHOOK = "webhook"
+    """Telegram posts updates to a public HTTPS URL; the bot listens behind it."""
+
+
+IdSet = Annotated[frozenset[int], NoDecode]
+"""A set of chat or user ids, read from the environment as ``1,2,-1003`` or a JSON list."""
 
 
 class TelegramSettings(BaseModel):
     """``TELEGRAM_*`` environment variables."""
 
     token: SecretStr | None = Field(default=None, description="Bot token from @BotFather (secret)")
+    api_url: str = Field(
+        default="https://api.telegram.org",
+        description="Base URL of the Bot API server; set it for a self-hosted telegram-bot-api server",
+    )
+    mode: TelegramMode = Field(
+        default=TelegramMode.POLLING, description="How updates arrive: polling (default) or webhook"
+    )
+    poll_timeout: int = Field(default=30, ge=0, le=50, description="Seconds one getUpdates long poll may wait")
+    drop_pending_updates: bool = Field(
+        default=False, description="Discard updates that arrived while the bot was down (default: answer them)"
+    )
+    webhook_url: str | None = Field(
+        default=None, description="Public HTTPS URL Telegram posts updates to (webhook mode)"
+    )
+    webhook_listen: str = Field(
+        default="127.0.0.1", description="Address the webhook server listens on (0.0.0.0 in a container)"
+    )
+    webhook_port: int = Field(default=8443, ge=1, le=65535, description="Port the webhook server listens on")
+    webhook_path: str | None = Field(
+        default=None, description="Path the webhook server answers on (default: the path of TELEGRAM_WEBHOOK_URL)"
+    )
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret Telegram sends in every webhook request, 1-256 of A-Z a-z 0-9 _ - (secret)",
+    )
     reply_policy: ReplyPolicy = Field(
         default=ReplyPolicy.MENTION, description="When to answer in groups: always, mention or off"
     )
+    allowed_chats: IdSet = Field(
+        default=frozenset(), description="Only these chat ids get answers, comma-separated (empty: all chats)"
+    )
+    allowed_users: IdSet = Field(
+        default=frozenset(), description="Only these user ids get answers, comma-separated (empty: all users)"
+    )
+    rate_limit: float = Field(
+        default=30.0, ge=0, description="Requests per second to Telegram at most, for the whole bot (0: no limit)"
+    )
+    group_rate_limit: float = Field(
+        default=20.0, ge=0, description="Messages per minute at most in one group (0: no limit)"
+    )
+    max_retries: int = Field(
+        default=5, ge=0, le=50, description="Retries of a request Telegram refused with 429 (Too Many Requests)"
+    )
+    request_timeout: float = Field(
+        default=15.0, gt=0, description="Seconds a request to the Bot API may take before it fails"
+    )
+    typing_interval: float = Field(
+        default=4.0, gt=0, le=5.0, description="Seconds between 'typing' actions while answering (one lasts 5 s)"
+    )
+    max_concurrent: int = Field(
+        default=64, ge=1, description="Chats answered at the same time at most; more wait their turn"
+    )
+    help_text: str = Field(
+        default=(
+            "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one "
+            "of my messages or use a command.\n\n/help shows this text\n/reset makes me forget this chat"
+        ),
+        description="Answer to /start and /help ({name} is the bot's name)",
+    )
+
+    @field_validator("allowed_chats", "allowed_users", mode="before")
+    @classmethod
+    def _split_ids(cls, value: Any) -> Any:
+        """Accept ``1,2,3`` (the environment's form), a JSON list, or any collection."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        if isinstance(value, int):
+            return [value]
+        return value
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_api_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("TELEGRAM_API_URL must be an http(s) URL such as https://api.telegram.org")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _check_webhook(self) -> TelegramSettings:
+        if self.mode is not TelegramMode.WEBHOOK:
+            return self
+        if not self.webhook_url or urlsplit(self.webhook_url).scheme not in ("http", "https"):
+            raise ValueError(
+                "TELEGRAM_WEBHOOK_URL must be the public https:// URL Telegram posts to when "
+                "TELEGRAM_MODE=webhook (or use TELEGRAM_MODE=polling)"
+            )
+        secret = self.webhook_secret.get_secret_value() if self.webhook_secret is not None else ""
+        if not _SECRET_TOKEN.match(secret):
+            raise ValueError(
+                "TELEGRAM_WEBHOOK_SECRET is required when TELEGRAM_MODE=webhook: 1 to 256 characters "
+                "of A-Z, a-z, 0-9, _ and -"
+            )
+        return self
+
+    @property
+    def base_url(self) -> str:
+        """The Bot API method URL prefix the token is appended to."""
+        return f"{self.api_url}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        """The file download URL prefix the token is appended to."""
+        return f"{self.api_url}/file/bot"
+
+    @property
+    def listen_path(self) -> str:
+        """The path the webhook server answers on."""
+        if self.webhook_path is not None:
+            return "/" + self.webhook_path.strip("/")
+        path = urlsplit(self.webhook_url or "").path
+        return "/" + path.strip("/")

@@ -1,0 +1,187 @@
+"""The Telegram definitions: the ``telegram:chat`` context, the ``telegram:message`` input and output.
+
+Nothing here imports python-telegram-bot: handlers reach Telegram through the ``TelegramRuntime`` bound to
+the agent by ``telegram_extension`` (see ``runtime.py``), so these objects can be imported, and a chat's
+memory reset, without the ``telegram`` extra.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pydantic
+
+from core.definitions import ContextState, InputContext, OutputContext, context, input, output
+from core.errors import ConfigError, ModelError
+from core.logs import ErrorLog, InputRef, OutputRef
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+    from core.definitions import Send
+
+__all__ = (
+    "MESSAGE",
+    "REPLY_TO",
+    "ChatArgs",
+    "Runtime",
+    "bind_runtime",
+    "get_runtime",
+    "telegram_chat",
+    "telegram_message_input",
+    "telegram_message_output",
+)
+
+log = logging.getLogger("extensions.telegram")
+
+MESSAGE = "telegram:message"
+"""The type of the input (a user's message) and of the output (the bot's reply)."""
+REPLY_TO = "telegram:reply_to"
+"""Key in ``ContextState.options``: the id of the message the run answers (set by the input handler)."""
+_NOTIFIED = "telegram:notified"
+"""Key in ``ContextState.options``: the user was already told this run failed."""
+
+MODEL_DOWN = "Sorry, I can't answer right now: the language model is not responding. Please try again in a minute."
+RUN_FAILED = "Sorry, something went wrong while I was answering. Please try again."
+NO_ANSWER = "Sorry, I could not put an answer together for that. Please try again or rephrase it."
+
+
+class Runtime(Protocol):
+    """What the definitions need from the platform side (``TelegramRuntime`` implements it)."""
+
+    async def post_reply(
+        self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
+    ) -> list[int]: ...
+
+    async def subscribe(self, send: Send, agent: Agent) -> Any: ...
+
+
+_runtimes: weakref.WeakKeyDictionary[Agent, Runtime] = weakref.WeakKeyDictionary()
+
+
+def bind_runtime(agent: Agent, runtime: Runtime) -> None:
+    """Make ``runtime`` the Telegram side of ``agent`` (the extension's install hook does this)."""
+    _runtimes[agent] = runtime
+
+
+def get_runtime(agent: Agent) -> Runtime:
+    """The Telegram side of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
+    runtime = _runtimes.get(agent)
+    if runtime is None:
+        raise ConfigError(
+            "the agent has no Telegram runtime: build it with "
+            "create_agent(extensions=[telegram_extension(settings)]) and call await agent.start() first"
+        )
+    return runtime
+
+
+class ChatArgs(pydantic.BaseModel):
+    """Identifies one conversation: a chat, or one topic of a forum supergroup."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    chat_id: int = pydantic.Field(description="The chat id (negative for groups)")
+    thread_id: int | None = pydantic.Field(default=None, description="The forum topic id, None outside topics")
+
+
+def _key(args: ChatArgs) -> str:
+    return str(args.chat_id) if args.thread_id is None else f"{args.chat_id}:{args.thread_id}"
+
+
+def _instructions(state: ContextState) -> str:
+    where = "a private Telegram chat" if state.args.chat_id > 0 else "a Telegram group"
+    return (
+        f"You are talking in {where}. Each message's author is in its attributes. Answer with one "
+        f"{MESSAGE} output. You may use Markdown: **bold**, _italic_, `code`, ```code blocks```, "
+        "[links](https://example.com). Keep answers short unless asked for detail."
+    )
+
+
+async def _tell(state: ContextState, agent: Agent, text: str) -> None:
+    """Post a short notice to the chat of ``state`` (best effort: a failure is only logged)."""
+    runtime = _runtimes.get(agent)
+    if runtime is None:
+        return
+    args: ChatArgs = state.args
+    state.options[_NOTIFIED] = True
+    try:
+        await runtime.post_reply(
+            chat_id=args.chat_id,
+            thread_id=args.thread_id,
+            text=text,
+            reply_to=state.options.get(REPLY_TO),
+            markdown=False,
+        )
+    except Exception as exc:
+        log.warning("could not tell chat %s that no answer is coming: %s", args.chat_id, exc)
+
+
+async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
+    """A failed run (the model is down) still gets a short, clear answer."""
+    await _tell(state, agent, MODEL_DOWN if isinstance(exc, ModelError) else RUN_FAILED)
+
+
+async def _on_run(state: ContextState, agent: Agent) -> None:
+    """When the model kept getting it wrong and nothing reached the user, say so instead of staying silent."""
+    if state.options.get(_NOTIFIED) or REPLY_TO not in state.options:
+        return
+    delivered = failed = False
+    for entry in reversed(state.working_memory.logs):
+        if isinstance(entry, InputRef) and entry.type == MESSAGE:
+            break
+        if isinstance(entry, OutputRef) and entry.type == MESSAGE and entry.error is None:
+            delivered = True
+        elif isinstance(entry, ErrorLog):
+            failed = True
+    if failed and not delivered:
+        await _tell(state, agent, NO_ANSWER)
+
+
+def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+    """Remember which message the run answers, so replies thread under it."""
+    message_id = ctx.input_ref.params.get("message_id", "")
+    if message_id.isdigit():
+        ctx.state.options[REPLY_TO] = int(message_id)
+
+
+async def _subscribe(send: Send, agent: Agent) -> Any:
+    """Start receiving messages (when the runtime listens); returns its unsubscribe function."""
+    return await get_runtime(agent).subscribe(send, agent)
+
+
+async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
+    """Post the reply to the conversation's chat (and topic), as a reply to the message being answered."""
+    args: ChatArgs = ctx.state.args
+    await get_runtime(agent).post_reply(
+        chat_id=args.chat_id, thread_id=args.thread_id, text=text, reply_to=ctx.state.options.get(REPLY_TO)
+    )
+
+
+telegram_chat = context(
+    type="telegram:chat",
+    schema=ChatArgs,
+    key=_key,
+    description="A Telegram conversation: one private chat, one group, or one topic of a forum group",
+    instructions=_instructions,
+    on_error=_on_error,
+    on_run=_on_run,
+)
+
+telegram_message_input = input(
+    type=MESSAGE,
+    schema=str,
+    handler=_on_input,
+    subscribe=_subscribe,
+    context=telegram_chat,
+)
+
+telegram_message_output = output(
+    type=MESSAGE,
+    description="Send a message to the Telegram chat you are talking in",
+    instructions="Write the reply in Markdown; long replies are split into several messages for you.",
+    schema=str,
+    handler=_post,
+    context=telegram_chat,
+    examples=[f'<output type="{MESSAGE}">Hello **Ann**! Here is the `code` you asked for.</output>'],
+)

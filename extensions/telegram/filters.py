@@ -1,0 +1,135 @@
+"""Who gets an answer in Telegram: the facts of a message, and the decision taken from them in code.
+
+``MessageFacts.of`` reads what matters from a python-telegram-bot ``Message``; ``decide`` applies the reply
+policy and the allowlists. Nothing here calls Telegram.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..chat.policy import Allowlist, ReplyPolicy, should_reply
+
+if TYPE_CHECKING:
+    from telegram import Message
+
+__all__ = ("Decision", "MessageFacts", "decide")
+
+
+class Decision(enum.StrEnum):
+    """What to do with a message."""
+
+    IGNORE = "ignore"
+    """Not for the bot (policy, allowlist, another bot, no text)."""
+    HELP = "help"
+    """``/start`` or ``/help``: post the help text."""
+    RESET = "reset"
+    """``/reset``: forget the conversation."""
+    ANSWER = "answer"
+    """Send it to the agent."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageFacts:
+    """What the decision and the agent need from one incoming message."""
+
+    chat_id: int
+    """The chat."""
+    thread_id: int | None
+    """The forum topic, when the message is in one (a topic is its own conversation)."""
+    message_id: int
+    """The message, to reply to."""
+    private: bool
+    """A one-to-one chat with the bot."""
+    user_id: int | None
+    """The sender (None for channel posts)."""
+    user_name: str
+    """The sender's display name."""
+    username: str
+    """The sender's @username without the @, or empty."""
+    from_bot: bool
+    """Sent by a bot (including this one)."""
+    mentioned: bool
+    """The bot is @mentioned or text-mentioned."""
+    replied_to_bot: bool
+    """The message replies to one of the bot's messages."""
+    command: str | None
+    """The command addressed to this bot, lowercase without ``/`` (``/help@this_bot`` -> ``help``)."""
+    foreign_command: bool
+    """A command addressed to another bot (``/help@other_bot``)."""
+    text: str
+    """The text, or the caption of a photo or document."""
+
+    @classmethod
+    def of(cls, message: Message, *, bot_id: int, bot_username: str) -> MessageFacts:
+        """Read the facts of ``message`` as the bot ``bot_id`` / ``@bot_username`` sees them."""
+        chat = message.chat
+        sender = message.from_user
+        text = message.text or message.caption or ""
+        entities = message.parse_entities() if message.text else message.parse_caption_entities()
+        me = "@" + bot_username.lower()
+        mentioned = False
+        command: str | None = None
+        foreign = False
+        for entity, value in entities.items():
+            if entity.type == "mention":
+                mentioned = mentioned or value.lower() == me
+            elif entity.type == "text_mention":
+                mentioned = mentioned or (entity.user is not None and entity.user.id == bot_id)
+            elif entity.type == "bot_command" and entity.offset == 0:
+                name, _, target = value[1:].partition("@")
+                if target and target.lower() != bot_username.lower():
+                    foreign = True
+                else:
+                    command = name.lower()
+        thread_id = message.message_thread_id if message.is_topic_message else None
+        replied = message.reply_to_message
+        replied_to_bot = (
+            replied is not None
+            and replied.from_user is not None
+            and replied.from_user.id == bot_id
+            and not (thread_id is not None and replied.message_id == thread_id)  # the topic's first message
+        )
+        anonymous_admin = message.sender_chat is not None and message.sender_chat.id == chat.id
+        return cls(
+            chat_id=chat.id,
+            thread_id=thread_id,
+            message_id=message.message_id,
+            private=chat.type == "private",
+            user_id=sender.id if sender is not None else None,
+            user_name=(sender.full_name if sender is not None else (chat.title or "")) or "",
+            username=(sender.username or "") if sender is not None else "",
+            from_bot=sender is not None and sender.is_bot and not anonymous_admin,
+            mentioned=mentioned,
+            replied_to_bot=replied_to_bot,
+            command=command,
+            foreign_command=foreign,
+            text=text,
+        )
+
+
+def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Decision:
+    """The rule: bots and foreign commands are ignored, then the allowlists, then the reply policy
+    (private chats are always answered), then the adapter's own commands."""
+    if facts.from_bot or facts.foreign_command or facts.user_id is None:
+        return Decision.IGNORE
+    if not allowlist.allows(chat_ids=[facts.chat_id], user_id=facts.user_id):
+        return Decision.IGNORE
+    addressed = should_reply(
+        policy,
+        private=facts.private,
+        mentioned=facts.mentioned,
+        replied_to_bot=facts.replied_to_bot,
+        command=facts.command is not None,
+    )
+    if not addressed:
+        return Decision.IGNORE
+    if facts.command in ("start", "help"):
+        return Decision.HELP
+    if facts.command == "reset":
+        return Decision.RESET
+    if not facts.text.strip():
+        return Decision.IGNORE
+    return Decision.ANSWER

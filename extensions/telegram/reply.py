@@ -1,0 +1,111 @@
+"""Posting a reply to Telegram: rendered, split, threaded under the message it answers.
+
+Every message the bot writes goes through ``post_reply`` (answers, command replies, error notices), so a
+later change (idempotency keys, streaming edits) has one place to go. Telegram's errors become ``PlatformError``
+here; a 429 is waited out by the rate limiter before it ever reaches this module.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Bot, Message, ReplyParameters
+from telegram.constants import ParseMode
+from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter, TelegramError
+
+from core.errors import PlatformError
+
+from .render import render_html, split_markdown, split_plain, visible_text
+
+__all__ = ("post_reply", "translate_error")
+
+log = logging.getLogger("extensions.telegram")
+
+
+def translate_error(exc: TelegramError, *, chat_id: int) -> PlatformError:
+    """Our error for one of python-telegram-bot's, saying what happened and what to do."""
+    if isinstance(exc, Forbidden):
+        message = (
+            f"Telegram refused to post in chat {chat_id}: {exc.message} (the bot was blocked, removed "
+            "from the chat or may not write there)"
+        )
+    elif isinstance(exc, RetryAfter):
+        message = (
+            f"Telegram kept answering 429 Too Many Requests for chat {chat_id} (retry after "
+            f"{exc.retry_after}); raise TELEGRAM_MAX_RETRIES or lower TELEGRAM_RATE_LIMIT"
+        )
+    elif isinstance(exc, BadRequest):
+        message = f"Telegram refused the message for chat {chat_id}: {exc.message}"
+    elif isinstance(exc, NetworkError):
+        message = (
+            f"could not reach the Telegram Bot API ({exc.message}); check the network, TELEGRAM_API_URL "
+            "and TELEGRAM_REQUEST_TIMEOUT"
+        )
+    else:
+        message = f"Telegram failed a request for chat {chat_id}: {exc.message}"
+    return PlatformError(message)
+
+
+def _is_parse_error(exc: BadRequest) -> bool:
+    return "can't parse entities" in exc.message.lower() or "can't find end" in exc.message.lower()
+
+
+async def _send(
+    bot: Bot, *, chat_id: int, thread_id: int | None, text: str, html: bool, reply_to: int | None
+) -> Message:
+    reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+    return await bot.send_message(
+        chat_id=chat_id,
+        text=text,
+        parse_mode=ParseMode.HTML if html else None,
+        message_thread_id=thread_id,
+        reply_parameters=reply,
+    )
+
+
+async def post_reply(
+    bot: Bot,
+    *,
+    chat_id: int,
+    thread_id: int | None,
+    text: str,
+    reply_to: int | None,
+    markdown: bool = True,
+) -> list[int]:
+    """Post ``text`` to the chat (and forum topic), the first message as a reply to ``reply_to``.
+
+    Markdown is rendered to Telegram HTML and split at 4,096 characters measured after rendering; a piece
+    Telegram cannot parse is sent again as plain text. Returns the ids of the messages sent, in order.
+    """
+    pieces = split_markdown(text) if markdown else split_plain(text)
+    sent: list[int] = []
+    try:
+        for piece in pieces:
+            rendered = render_html(piece) if markdown else piece
+            if markdown and not visible_text(rendered).strip():
+                continue
+            first = reply_to if not sent else None
+            try:
+                message = await _send(
+                    bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=markdown, reply_to=first
+                )
+            except ChatMigrated as exc:  # the group became a supergroup: write there from now on
+                chat_id = exc.new_chat_id
+                message = await _send(
+                    bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=markdown, reply_to=None
+                )
+            except BadRequest as exc:
+                if not (markdown and _is_parse_error(exc)):
+                    raise
+                log.warning("Telegram could not parse a rendered reply (%s); sending it as plain text", exc.message)
+                for plain in split_plain(piece):
+                    first = reply_to if not sent else None
+                    message = await _send(
+                        bot, chat_id=chat_id, thread_id=thread_id, text=plain, html=False, reply_to=first
+                    )
+                    sent.append(message.message_id)
+                continue
+            sent.append(message.message_id)
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=chat_id) from exc
+    return sent

@@ -1,0 +1,346 @@
+"""The python-telegram-bot side: the Application's lifecycle, the update listener, and posting.
+
+``agent.start()`` starts the service (build the Application, check the token with ``getMe``, start the
+update processor), then subscribes the input (start long polling or the webhook server). ``agent.stop()``
+unsubscribes (stop fetching, answer what was already fetched, wait for the answers in flight, bounded by
+the agent's ``stop_timeout``), then stops the service (close the HTTP clients).
+
+The listener never blocks PTB's update processing: each message to answer runs in a task this runtime
+owns, so one slow chat does not hold up the others; replies in one chat are still ordered by the agent,
+which runs one conversation at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from telegram import Bot, Update
+from telegram.constants import ChatAction
+from telegram.error import InvalidToken, NetworkError, TelegramError
+from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
+
+from core.errors import BackpressureError, ConfigError, PlatformError
+from core.logs import InputRef
+
+from ..chat import Allowlist, RecentIds, keep_typing
+from .definitions import MESSAGE, RUN_FAILED, ChatArgs, telegram_chat
+from .filters import Decision, MessageFacts, decide
+from .reply import post_reply
+from .settings import TelegramMode, TelegramSettings
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+    from core.definitions import Send
+
+__all__ = ("TelegramRuntime",)
+
+log = logging.getLogger("extensions.telegram")
+
+BUSY = "I'm answering too many messages right now. Please send that again in a minute."
+RESET_DONE = "Done: I forgot everything about this conversation."
+_App = Application[Any, Any, Any, Any, Any, Any]
+ALLOWED_UPDATES = ("message",)
+COMMANDS = (("help", "What I can do"), ("reset", "Forget this conversation"))
+"""The command menu users see (``/start`` is Telegram's own and needs no entry)."""
+"""The update types the bot asks Telegram for."""
+
+
+class _RateLimiter(AIORateLimiter):
+    """PTB's limiter, except for chat actions: "typing" must not use up a group's 20 messages a minute."""
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, Any]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> Any:
+        if endpoint == "sendChatAction":
+            return await callback(*args, **kwargs)
+        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+
+
+class TelegramRuntime:
+    """One bot token: the PTB Application, the listener and the posting side."""
+
+    def __init__(self, settings: TelegramSettings, *, listen: bool = True) -> None:
+        token = settings.token.get_secret_value().strip() if settings.token is not None else ""
+        if not token:
+            raise ConfigError(
+                "TELEGRAM_TOKEN is empty: set it to the token @BotFather gave you (in the environment or .env), "
+                "or leave the Telegram adapter out"
+            )
+        self.settings = settings
+        """The ``TELEGRAM_*`` settings."""
+        self.listen = listen
+        """Receive updates (False in queue workers: only post)."""
+        self.application: _App | None = None
+        """The PTB Application, once started."""
+        self._token = token
+        self._agent: Agent | None = None
+        self._send: Send | None = None
+        self._seen = RecentIds()
+        self._allowlist = Allowlist.of(chats=settings.allowed_chats, users=settings.allowed_users)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(settings.max_concurrent)
+        self._bot_id = 0
+        self._bot_username = ""
+        self._bot_name = ""
+
+    @property
+    def bot(self) -> Bot:
+        """The bot, for sending; a ``PlatformError`` before the service started."""
+        if self.application is None:
+            raise PlatformError("the Telegram bot is not started: call await agent.start() first")
+        bot: Bot = self.application.bot
+        return bot
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def _build(self) -> _App:
+        s = self.settings
+        timeout = s.request_timeout
+        builder = (
+            ApplicationBuilder()
+            .token(self._token)
+            .base_url(s.base_url)
+            .base_file_url(s.base_file_url)
+            .rate_limiter(
+                _RateLimiter(
+                    overall_max_rate=s.rate_limit,
+                    group_max_rate=s.group_rate_limit,
+                    max_retries=s.max_retries,
+                )
+            )
+            .connect_timeout(timeout)
+            .read_timeout(timeout)
+            .write_timeout(timeout)
+            .pool_timeout(timeout)
+            .get_updates_connect_timeout(timeout)
+            .get_updates_read_timeout(timeout)
+            .get_updates_write_timeout(timeout)
+            .get_updates_pool_timeout(timeout)
+            .job_queue(None)
+        )
+        if not self.listen:
+            builder = builder.updater(None)
+        return builder.build()
+
+    async def start(self, agent: Agent) -> None:
+        """Build the Application and check the token (``getMe``); when listening, start processing updates."""
+        if self.application is not None:
+            return
+        _quiet_http_logs()
+        self._agent = agent
+        app = self._build()
+        failure: Exception | None = None
+        try:
+            await app.initialize()
+        except InvalidToken:
+            # PTB's message repeats the token, so the error is built here without it (and without chaining)
+            failure = ConfigError(
+                f"Telegram rejected TELEGRAM_TOKEN (the Bot API at {self.settings.api_url} answered "
+                "Unauthorized): set TELEGRAM_TOKEN to the token @BotFather gave you"
+            )
+        except NetworkError as exc:
+            failure = PlatformError(
+                f"could not reach the Telegram Bot API at {self.settings.api_url} ({exc.message}); check "
+                "TELEGRAM_API_URL and the network"
+            )
+            failure.__cause__ = exc
+        except TelegramError as exc:
+            failure = PlatformError(f"Telegram refused to start the bot: {exc.message}")
+            failure.__cause__ = exc
+        if failure is not None:
+            await _close_requests(app)
+            raise failure
+        me = app.bot.bot
+        self._bot_id, self._bot_username, self._bot_name = me.id, me.username or "", me.first_name
+        self.application = app
+        if self.listen:
+            app.add_handler(TypeHandler(Update, self._on_update))
+            await app.start()
+            try:
+                await app.bot.set_my_commands(COMMANDS)
+            except TelegramError as exc:  # only the command menu is missing: keep going
+                log.warning("could not register the bot's commands with Telegram: %s", exc.message)
+        log.info("Telegram bot @%s started (%s)", self._bot_username, "listening" if self.listen else "send only")
+
+    async def subscribe(self, send: Send, agent: Agent) -> Callable[[], Coroutine[Any, Any, None]] | None:
+        """Start receiving updates (long polling or webhook); returns the unsubscribe coroutine function."""
+        if not self.listen or self.application is None:
+            return None
+        self._send = send
+        updater = self.application.updater
+        assert updater is not None
+        s = self.settings
+        try:
+            if s.mode is TelegramMode.WEBHOOK:
+                assert s.webhook_secret is not None
+                await updater.start_webhook(
+                    listen=s.webhook_listen,
+                    port=s.webhook_port,
+                    url_path=s.listen_path,
+                    webhook_url=s.webhook_url,
+                    secret_token=s.webhook_secret.get_secret_value(),
+                    allowed_updates=ALLOWED_UPDATES,
+                    drop_pending_updates=s.drop_pending_updates,
+                    bootstrap_retries=3,
+                )
+            else:
+                await updater.start_polling(
+                    timeout=s.poll_timeout,
+                    allowed_updates=ALLOWED_UPDATES,
+                    drop_pending_updates=s.drop_pending_updates,
+                    bootstrap_retries=3,
+                )
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen for webhooks on {s.webhook_listen}:{s.webhook_port} ({exc.strerror}); "
+                "change TELEGRAM_WEBHOOK_LISTEN or TELEGRAM_WEBHOOK_PORT"
+            ) from exc
+        except TelegramError as exc:
+            setting = "TELEGRAM_WEBHOOK_URL" if s.mode is TelegramMode.WEBHOOK else "TELEGRAM_API_URL"
+            raise PlatformError(f"Telegram refused to start receiving updates: {exc.message}; check {setting}") from exc
+        return self.unsubscribe
+
+    async def unsubscribe(self) -> None:
+        """Stop fetching updates, answer those already fetched, and wait (bounded) for answers in flight."""
+        app = self.application
+        if app is None:
+            return
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()  # confirms the fetched updates to Telegram, so none comes twice
+        if app.running:
+            await app.stop()  # hands every fetched update to the listener
+        if self._tasks:
+            timeout = self._agent.stop_timeout if self._agent is not None else 10.0
+            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
+    async def stop(self, agent: Agent) -> None:
+        """Close the HTTP clients (after the agent finished its runs)."""
+        app, self.application = self.application, None
+        if app is None:
+            return
+        if app.updater is not None and app.updater.running:  # agent.start() failed before unsubscribe existed
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        for task in set(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks))
+        await app.shutdown()
+
+    # -- listening -------------------------------------------------------------------------------------
+
+    async def _on_update(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        """PTB's handler: decide at once, answer in an owned task."""
+        if not self._seen.add(str(update.update_id)):
+            log.info("update %s was delivered twice; answering it once", update.update_id)
+            return
+        message = update.message
+        if message is None:
+            return
+        facts = MessageFacts.of(message, bot_id=self._bot_id, bot_username=self._bot_username)
+        decision = decide(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
+        if decision is Decision.IGNORE:
+            return
+        log.info(
+            "chat %s%s: %s from user %s (message %s, %d characters)",
+            facts.chat_id,
+            f"/{facts.thread_id}" if facts.thread_id is not None else "",
+            decision.value,
+            facts.user_id,
+            facts.message_id,
+            len(facts.text),
+        )
+        if decision is Decision.HELP:
+            text = self.settings.help_text.replace("{name}", self._bot_name)
+            self._spawn(self._notice(facts, text, markdown=True), name=f"telegram:help:{update.update_id}")
+        elif decision is Decision.RESET:
+            self._spawn(self._reset(facts), name=f"telegram:reset:{update.update_id}")
+        else:
+            self._spawn(self._answer(facts, update.update_id), name=f"telegram:answer:{update.update_id}")
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    async def _answer(self, facts: MessageFacts, update_id: int) -> None:
+        """Hand the message to the agent, with "typing..." shown until the run is over."""
+        assert self._send is not None
+        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        params = {"user": facts.user_name, "user_id": str(facts.user_id), "message_id": str(facts.message_id)}
+        if facts.username:
+            params["username"] = facts.username
+        ref = InputRef(type=MESSAGE, data=facts.text, params=params)
+        async with self._slots, keep_typing(lambda: self._typing(facts), every=self.settings.typing_interval):
+            try:
+                await self._send(telegram_chat, args, ref, dedupe_key=f"telegram:{update_id}")
+            except BackpressureError:
+                await self._notice(facts, BUSY)
+            except Exception:
+                log.exception("could not answer message %s in chat %s", facts.message_id, facts.chat_id)
+                await self._notice(facts, RUN_FAILED)
+
+    async def _typing(self, facts: MessageFacts) -> None:
+        await self.bot.send_chat_action(
+            chat_id=facts.chat_id, action=ChatAction.TYPING, message_thread_id=facts.thread_id
+        )
+
+    async def _reset(self, facts: MessageFacts) -> None:
+        assert self._agent is not None
+        await self._agent.reset(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
+        await self._notice(facts, RESET_DONE)
+
+    async def _notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
+        try:
+            await self.post_reply(
+                chat_id=facts.chat_id,
+                thread_id=facts.thread_id,
+                text=text,
+                reply_to=facts.message_id,
+                markdown=markdown,
+            )
+        except PlatformError as exc:
+            log.warning("could not answer in chat %s: %s", facts.chat_id, exc)
+
+    # -- posting ---------------------------------------------------------------------------------------
+
+    async def post_reply(
+        self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
+    ) -> list[int]:
+        """Post ``text`` (Markdown unless ``markdown=False``) to the chat; the one way this bot writes."""
+        return await post_reply(
+            self.bot, chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown
+        )
+
+
+def _quiet_http_logs() -> None:
+    """httpx logs every request URL at INFO, and Bot API URLs contain the token: keep those out of logs."""
+    httpx_log = logging.getLogger("httpx")
+    if httpx_log.level == logging.NOTSET or httpx_log.level < logging.WARNING:
+        httpx_log.setLevel(logging.WARNING)
+
+
+async def _close_requests(app: _App) -> None:
+    """Close the HTTP clients of an Application whose ``initialize`` failed (PTB leaves them open)."""
+    with contextlib.suppress(Exception):
+        await app.bot.shutdown()

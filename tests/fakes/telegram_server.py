@@ -1,0 +1,619 @@
+"""A fake Telegram Bot API server on 127.0.0.1 that the real python-telegram-bot client talks to.
+
+Point the bot at it with ``base_url=server.base_url`` (or ``TELEGRAM_API_URL=server.api_url``). It speaks
+what the adapter uses: ``getMe``, ``getUpdates`` (long poll with offset confirmation, woken at once when a
+message is injected), ``sendMessage``, ``editMessageText``, ``sendChatAction``, ``setWebhook`` (then it
+posts updates to the webhook with the secret header, retrying until answered 2xx), ``deleteWebhook``,
+``getWebhookInfo``, ``setMyCommands``. Calls to anything else are answered 404 and recorded in
+``unknown_calls`` so tests can assert there are none.
+
+Like Telegram it decodes PTB's form bodies, adds ``bot_command`` and ``mention`` entities to user messages,
+parses HTML (unknown or unclosed tags are "can't parse entities"), enforces 4,096 UTF-16 code units after
+entity parsing, and can be told to answer 429 with ``retry_after`` or 400 "can't parse entities".
+Tests inject "a user says X" with ``user_says`` and await the bot's messages with ``wait_replies``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+__all__ = ("ApiCall", "FakeTelegramServer", "HtmlError", "SentMessage", "parse_html")
+
+MESSAGE_LIMIT = 4096
+_STRING_FIELDS = frozenset(
+    {"text", "parse_mode", "action", "url", "secret_token", "caption", "ip_address", "language_code"}
+)
+_TAGS = frozenset(
+    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a", "code", "pre"}
+    | {"blockquote", "tg-emoji"}
+)
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9-]*)((?:\s+[a-zA-Z-]+(?:=\"[^\"]*\"|='[^']*'|=[^\s>]+)?)*)\s*>")
+_ENTITY = re.compile(r"&(lt|gt|amp|quot|#[0-9]+|#x[0-9a-fA-F]+);")
+_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}
+_COMMAND = re.compile(r"^/[A-Za-z0-9_]+(?:@[A-Za-z0-9_]+)?")
+_MENTION = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{5,32}")
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+class HtmlError(ValueError):
+    """Telegram's "can't parse entities"."""
+
+
+def parse_html(raw: str) -> str:
+    """The text Telegram shows for ``raw`` in HTML parse mode; ``HtmlError`` where Telegram refuses it."""
+    out: list[str] = []
+    stack: list[str] = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "<":
+            m = _TAG.match(raw, i)
+            if m is None:
+                raise HtmlError(f"Unexpected end of name token at byte offset {len(raw[:i].encode())}")
+            closing, name = m.group(1) == "/", m.group(2).lower()
+            if name not in _TAGS:
+                raise HtmlError(f'Unsupported start tag "{name}" at byte offset {len(raw[:i].encode())}')
+            if closing:
+                if not stack or stack[-1] != name:
+                    expected = f'expected "</{stack[-1]}>"' if stack else "no tag is open"
+                    raise HtmlError(
+                        f'Unmatched end tag at byte offset {len(raw[:i].encode())}, {expected}, found "</{name}>"'
+                    )
+                stack.pop()
+            else:
+                if name == "a" and "href=" not in m.group(3):
+                    raise HtmlError("Can't find href of the link")
+                stack.append(name)
+            i = m.end()
+        elif ch == "&":
+            m = _ENTITY.match(raw, i)
+            if m is None:
+                out.append("&")
+                i += 1
+                continue
+            code = m.group(1)
+            if code in _NAMED:
+                out.append(_NAMED[code])
+            else:
+                out.append(chr(int(code[2:], 16) if code[1] == "x" else int(code[1:])))
+            i = m.end()
+        elif ch == ">":
+            raise HtmlError(f"Unexpected > at byte offset {len(raw[:i].encode())}")
+        else:
+            out.append(ch)
+            i += 1
+    if stack:
+        raise HtmlError(f'Can\'t find end tag corresponding to start tag "{stack[-1]}"')
+    return "".join(out)
+
+
+@dataclass(kw_only=True)
+class ApiCall:
+    """One request the bot made."""
+
+    method: str
+    params: dict[str, Any]
+    status: int = 200
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(kw_only=True)
+class SentMessage:
+    """A message the bot posted."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    """What the user sees (HTML parsed)."""
+    raw: str
+    """What the bot sent."""
+    parse_mode: str | None
+    reply_to: int | None
+    thread_id: int | None
+    edits: list[str] = field(default_factory=list)
+    """Earlier versions, oldest first, when the message was edited."""
+
+
+@dataclass(kw_only=True)
+class _Failure:
+    method: str
+    times: int
+    status: int
+    description: str
+    retry_after: int | None
+    parameters: dict[str, Any] | None
+    when: Callable[[dict[str, Any]], bool] | None
+
+
+class FakeTelegramServer:
+    """The fake Bot API. ``await start()``, then use ``base_url``; ``await close()`` at the end."""
+
+    def __init__(
+        self,
+        *,
+        token: str = "123456:TEST-token_for-the-fake",
+        bot_id: int = 123456,
+        username: str = "daydream_test_bot",
+        first_name: str = "Daydream",
+    ) -> None:
+        self.token = token
+        self.bot = {
+            "id": bot_id,
+            "is_bot": True,
+            "first_name": first_name,
+            "username": username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+        self.calls: list[ApiCall] = []
+        """Every request, in order."""
+        self.unknown_calls: list[ApiCall] = []
+        """Requests for methods this fake does not implement."""
+        self.sent: list[SentMessage] = []
+        """Messages the bot posted, in order."""
+        self.chat_actions: list[tuple[int, str, int | None]] = []
+        """``(chat_id, action, thread_id)`` of every ``sendChatAction``."""
+        self.pending: list[dict[str, Any]] = []
+        """Updates not yet confirmed by an offset (or, with a webhook, not yet answered 2xx)."""
+        self.served: dict[int, int] = {}
+        """How many times each update id was handed out (getUpdates or webhook)."""
+        self.webhook_url: str | None = None
+        self.webhook_secret: str | None = None
+        self.webhook_deliveries: list[tuple[int, int]] = []
+        """``(update_id, HTTP status)`` of every webhook delivery attempt."""
+        self.commands: list[dict[str, Any]] = []
+        self._chats: dict[int, dict[str, Any]] = {}
+        self._messages: dict[tuple[int, int], dict[str, Any]] = {}
+        self._message_ids: dict[int, itertools.count[int]] = {}
+        self._update_ids = itertools.count(1000)
+        self._failures: list[_Failure] = []
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._closing = False
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._delivery: asyncio.Task[None] | None = None
+        self._webhook_wake = asyncio.Event()
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen on 127.0.0.1, a free port."""
+        app = web.Application()
+        app.router.add_route("POST", "/bot{token}/{method}", self._handle)
+        app.router.add_route("GET", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        self._session = aiohttp.ClientSession()
+
+    async def close(self) -> None:
+        """Release long polls, stop webhook deliveries, stop listening."""
+        self._closing = True
+        self._notify()
+        if self._delivery is not None:
+            self._delivery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._delivery
+        if self._session is not None:
+            await self._session.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_url(self) -> str:
+        """The Bot API server's root (``TELEGRAM_API_URL``)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """PTB's ``base_url``: the token is appended to it."""
+        return f"{self.api_url}/bot"
+
+    # -- what tests tell it ----------------------------------------------------------------------------
+
+    def chat(self, chat_id: int, *, kind: str = "private", title: str = "", forum: bool = False) -> dict[str, Any]:
+        """Make a chat known (``kind``: private, group, supergroup)."""
+        if kind == "private":
+            chat: dict[str, Any] = {"id": chat_id, "type": "private", "first_name": title or "User"}
+        else:
+            chat = {"id": chat_id, "type": kind, "title": title or f"Group {chat_id}"}
+            if forum:
+                chat["is_forum"] = True
+        self._chats[chat_id] = chat
+        return chat
+
+    def user_says(
+        self,
+        text: str,
+        *,
+        user_id: int = 1001,
+        first_name: str = "Ann",
+        username: str | None = "ann",
+        chat_id: int | None = None,
+        kind: str = "private",
+        title: str = "",
+        thread_id: int | None = None,
+        reply_to: int | None = None,
+        is_bot: bool = False,
+    ) -> dict[str, Any]:
+        """A user writes ``text``; returns the update (also queued for the bot). ``chat_id`` defaults to
+        the user's private chat; ``thread_id`` puts it in a forum topic; ``reply_to`` replies to a message."""
+        chat_id = user_id if chat_id is None else chat_id
+        chat = self._chats.get(chat_id) or self.chat(
+            chat_id, kind=kind, title=title or first_name, forum=thread_id is not None
+        )
+        sender: dict[str, Any] = {"id": user_id, "is_bot": is_bot, "first_name": first_name}
+        if username:
+            sender["username"] = username
+        message: dict[str, Any] = {
+            "message_id": self._next_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": sender,
+            "text": text,
+        }
+        entities = self._entities(text)
+        if entities:
+            message["entities"] = entities
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+            message["reply_to_message"] = self._topic_root(chat, thread_id)
+        if reply_to is not None:
+            message["reply_to_message"] = dict(self._messages[(chat_id, reply_to)])
+        self._messages[(chat_id, message["message_id"])] = message
+        update = {"update_id": next(self._update_ids), "message": message}
+        self.push(update)
+        return update
+
+    def push(self, update: dict[str, Any]) -> None:
+        """Queue an update as it is (pushing the same one twice delivers it twice)."""
+        self.pending.append(update)
+        self._webhook_wake.set()
+        self._notify()
+
+    def fail(
+        self,
+        method: str,
+        *,
+        status: int = 429,
+        retry_after: int | None = 1,
+        description: str | None = None,
+        times: int = 1,
+        parameters: dict[str, Any] | None = None,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` (matching ``when``) with an error; ``parameters``
+        is Telegram's ``ResponseParameters`` (``migrate_to_chat_id``), ``retry_after`` is added for 429."""
+        if description is None:
+            description = (
+                f"Too Many Requests: retry after {retry_after}" if status == 429 else "Bad Request: refused by the test"
+            )
+        self._failures.append(
+            _Failure(
+                method=method,
+                times=times,
+                status=status,
+                description=description,
+                retry_after=retry_after if status == 429 else None,
+                parameters=parameters,
+                when=when,
+            )
+        )
+
+    def refuse_entities(self, *, times: int = 1) -> None:
+        """Answer the next ``times`` HTML messages with "can't parse entities", as Telegram does for bad HTML."""
+        self.fail(
+            "sendMessage",
+            status=400,
+            description='Bad Request: can\'t parse entities: Unsupported start tag "x" at byte offset 0',
+            times=times,
+            when=lambda params: params.get("parse_mode") == "HTML",
+        )
+
+    async def wait_for(self, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds (checked after every request and injection)."""
+        async with asyncio.timeout(timeout):
+            await self._changed(predicate)
+
+    async def wait_replies(self, count: int, *, chat_id: int | None = None, timeout: float = 10.0) -> list[SentMessage]:
+        """Wait for ``count`` messages from the bot (in ``chat_id``, if given) and return them."""
+
+        def mine() -> list[SentMessage]:
+            return [m for m in self.sent if chat_id is None or m.chat_id == chat_id]
+
+        await self.wait_for(lambda: len(mine()) >= count, timeout=timeout)
+        return mine()
+
+    def calls_of(self, method: str) -> list[ApiCall]:
+        """The requests for ``method``."""
+        return [c for c in self.calls if c.method == method]
+
+    # -- the API ---------------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        params = await self._params(request)
+        call = ApiCall(method=method, params=params)
+        self.calls.append(call)
+        try:
+            if request.match_info["token"] != self.token:
+                return self._error(call, 401, "Unauthorized")
+            failure = self._failure(method, params)
+            if failure is not None:
+                extra = dict(failure.parameters or {})
+                if failure.retry_after is not None:
+                    extra["retry_after"] = failure.retry_after
+                return self._error(call, failure.status, failure.description, parameters=extra)
+            handler = getattr(self, f"_api_{method}", None)
+            if handler is None:
+                self.unknown_calls.append(call)
+                return self._error(call, 404, "Not Found")
+            try:
+                result = await handler(params)
+            except _ApiError as exc:
+                return self._error(call, exc.status, exc.description)
+            return web.json_response({"ok": True, "result": result})
+        finally:
+            self._notify()
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            body = await request.json()
+            return dict(body) if isinstance(body, dict) else {}
+        form = await request.post()
+        params: dict[str, Any] = dict(request.query)
+        for key, value in form.items():
+            if not isinstance(value, str):
+                continue
+            if key in _STRING_FIELDS:
+                params[key] = value
+                continue
+            try:
+                params[key] = json.loads(value)
+            except ValueError:
+                params[key] = value
+        return params
+
+    def _failure(self, method: str, params: dict[str, Any]) -> _Failure | None:
+        for failure in self._failures:
+            if failure.method == method and failure.times > 0 and (failure.when is None or failure.when(params)):
+                failure.times -= 1
+                return failure
+        return None
+
+    def _error(
+        self, call: ApiCall, status: int, description: str, *, parameters: dict[str, Any] | None = None
+    ) -> web.Response:
+        call.status = status
+        body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+        if parameters:
+            body["parameters"] = parameters
+        return web.json_response(body, status=status)
+
+    async def _api_getMe(self, params: dict[str, Any]) -> Any:
+        return self.bot
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        if self.webhook_url:
+            raise _ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+            )
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        if offset:
+            self.pending = [u for u in self.pending if u["update_id"] >= offset]
+        if not self.pending and timeout > 0 and not self._closing:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._changed(lambda: bool(self.pending) or self._closing)
+        batch = self.pending[:limit]
+        for update in batch:
+            self.served[update["update_id"]] = self.served.get(update["update_id"], 0) + 1
+        return batch
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        text = self._visible(params)
+        reply = params.get("reply_parameters") or {}
+        reply_to = reply.get("message_id") if isinstance(reply, dict) else None
+        if (
+            reply_to is not None
+            and (chat["id"], reply_to) not in self._messages
+            and not reply.get("allow_sending_without_reply")
+        ):
+            raise _ApiError(400, "Bad Request: message to be replied not found")
+        message_id = self._next_message_id(chat["id"])
+        thread_id = params.get("message_thread_id")
+        self.sent.append(
+            SentMessage(
+                chat_id=chat["id"],
+                message_id=message_id,
+                text=text,
+                raw=params["text"],
+                parse_mode=params.get("parse_mode"),
+                reply_to=reply_to,
+                thread_id=thread_id,
+            )
+        )
+        message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot, "text": text}
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+        self._messages[(chat["id"], message_id)] = message
+        return message
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        text = self._visible(params)
+        message_id = params.get("message_id")
+        found = next((m for m in self.sent if m.chat_id == chat["id"] and m.message_id == message_id), None)
+        if found is None:
+            raise _ApiError(400, "Bad Request: message to edit not found")
+        if found.raw == params["text"] and found.parse_mode == params.get("parse_mode"):
+            raise _ApiError(400, "Bad Request: message is not modified")
+        found.edits.append(found.text)
+        found.text, found.raw, found.parse_mode = text, params["text"], params.get("parse_mode")
+        message = dict(self._messages[(chat["id"], found.message_id)])
+        message["text"] = text
+        message["edit_date"] = int(time.time())
+        return message
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        self.chat_actions.append((chat["id"], str(params.get("action")), params.get("message_thread_id")))
+        return True
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        url = params.get("url") or ""
+        if not url:
+            return await self._api_deleteWebhook(params)
+        if params.get("drop_pending_updates"):
+            self.pending.clear()
+        self.webhook_url = url
+        self.webhook_secret = params.get("secret_token")
+        if self._delivery is None or self._delivery.done():
+            self._delivery = asyncio.get_running_loop().create_task(self._deliver())
+        self._webhook_wake.set()
+        return True
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        if params.get("drop_pending_updates"):
+            self.pending.clear()
+        self.webhook_url = None
+        self.webhook_secret = None
+        return True
+
+    async def _api_getWebhookInfo(self, params: dict[str, Any]) -> Any:
+        return {
+            "url": self.webhook_url or "",
+            "has_custom_certificate": False,
+            "pending_update_count": len(self.pending),
+        }
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> Any:
+        commands = params.get("commands") or []
+        self.commands = list(commands) if isinstance(commands, list) else []
+        return True
+
+    # -- webhook delivery ------------------------------------------------------------------------------
+
+    async def _deliver(self) -> None:
+        """Post pending updates to the webhook one at a time, retrying each until it is answered 2xx."""
+        assert self._session is not None
+        while not self._closing:
+            if not self.webhook_url or not self.pending:
+                self._webhook_wake.clear()
+                await self._webhook_wake.wait()
+                continue
+            update = self.pending[0]
+            headers = {"Content-Type": "application/json"}
+            if self.webhook_secret:
+                headers["X-Telegram-Bot-Api-Secret-Token"] = self.webhook_secret
+            self.served[update["update_id"]] = self.served.get(update["update_id"], 0) + 1
+            try:
+                async with asyncio.timeout(10):
+                    async with self._session.post(self.webhook_url, data=json.dumps(update), headers=headers) as resp:
+                        status = resp.status
+            except (aiohttp.ClientError, TimeoutError):
+                status = 0
+            self.webhook_deliveries.append((update["update_id"], status))
+            if 200 <= status < 300:
+                if self.pending and self.pending[0] is update:
+                    self.pending.pop(0)
+            else:
+                await asyncio.sleep(0.05)
+            self._notify()
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _changed(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds, re-checking after every change."""
+        loop = asyncio.get_running_loop()
+        while not predicate():
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.add(waiter)
+            try:
+                await waiter
+            finally:
+                self._waiters.discard(waiter)
+
+    def _next_message_id(self, chat_id: int) -> int:
+        counter = self._message_ids.setdefault(chat_id, itertools.count(1))
+        return next(counter)
+
+    def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat = self._chats.get(params.get("chat_id"))  # type: ignore[arg-type]
+        if chat is None:
+            raise _ApiError(400, "Bad Request: chat not found")
+        return chat
+
+    def _visible(self, params: dict[str, Any]) -> str:
+        raw = params.get("text")
+        if not isinstance(raw, str):
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if params.get("parse_mode") == "HTML":
+            try:
+                text = parse_html(raw)
+            except HtmlError as exc:
+                raise _ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
+        elif params.get("parse_mode"):
+            raise _ApiError(400, f"Bad Request: unsupported parse_mode {params['parse_mode']!r} in this fake")
+        else:
+            text = raw
+        if not text.strip():
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if _utf16(text) > MESSAGE_LIMIT:
+            raise _ApiError(400, "Bad Request: message is too long")
+        return text
+
+    def _entities(self, text: str) -> list[dict[str, Any]]:
+        entities: list[dict[str, Any]] = []
+        m = _COMMAND.match(text)
+        if m is not None:
+            entities.append({"type": "bot_command", "offset": 0, "length": _utf16(m.group())})
+        for m in _MENTION.finditer(text):
+            entities.append({"type": "mention", "offset": _utf16(text[: m.start()]), "length": _utf16(m.group())})
+        return entities
+
+    def _topic_root(self, chat: dict[str, Any], thread_id: int) -> dict[str, Any]:
+        return {
+            "message_id": thread_id,
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": 1, "is_bot": False, "first_name": "Admin"},
+            "message_thread_id": thread_id,
+            "is_topic_message": True,
+            "forum_topic_created": {"name": f"Topic {thread_id}", "icon_color": 7322096},
+        }
+
+
+class _ApiError(Exception):
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
