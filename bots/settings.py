@@ -49,6 +49,12 @@ class BotSettings(BaseModel):
     data_dir: Path = Field(default=Path("data"), description="Folder of the SQLite memory store (embedded mode)")
     max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
+    stop_timeout: float = Field(
+        default=10.0,
+        ge=0,
+        le=600,
+        description="Seconds a stopping process (SIGTERM) lets answers in progress finish before it cancels them",
+    )
 
 
 class LlmSettings(BaseModel):
@@ -82,6 +88,9 @@ class HttpSettings(BaseModel):
 
     host: str = Field(default="127.0.0.1", description="Address of /healthz, /readyz and /metrics")
     port: int = Field(default=0, ge=0, le=65535, description="Port of the endpoints (0: disabled)")
+    check_timeout: float = Field(
+        default=2.0, gt=0, le=60, description="Seconds each check of /readyz may take (Redis, model, platform)"
+    )
 
 
 class Settings(BaseSettings):

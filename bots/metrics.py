@@ -1,0 +1,221 @@
+"""The Prometheus metrics of one process (``/metrics``) and the functions that count them.
+
+Everything is registered on prometheus-client's default registry, next to its process and GC collectors.
+Three ways to count:
+
+- the agent's own hooks: ``Ops.attach(agent)`` (``bots.ops``) adds ``observe`` to ``agent.observers`` and a
+  ``RunTracker`` to ``agent.event_listeners``, which count runs, model calls, replies and tokens;
+- extensions report through the agent, so they never import ``bots``: ``agent.observe(kind, context_id,
+  value)`` with a kind of ``KINDS`` (``agent.observe("message_received", "discord:channel:42")``);
+- code in ``bots`` (gateway, worker) calls the functions below directly.
+
+The platform label is the first part of a context id (``telegram`` of ``telegram:chat:42``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from core.events import RunEvent, RunEventType
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+
+__all__ = (
+    "KINDS",
+    "LEASE_EVENTS",
+    "MESSAGES_ANSWERED",
+    "MESSAGES_FAILED",
+    "MESSAGES_IGNORED",
+    "MESSAGES_RECEIVED",
+    "MODEL_SECONDS",
+    "PLATFORM_RATE_LIMITED",
+    "QUEUE_DEPTH",
+    "REPLY_SECONDS",
+    "RUN_SECONDS",
+    "TOKENS",
+    "WORKER_LEASES",
+    "WORKER_LEASES_HELD",
+    "RunTracker",
+    "lease",
+    "message_answered",
+    "message_failed",
+    "message_ignored",
+    "message_received",
+    "observe",
+    "platform_of",
+    "rate_limited",
+    "set_queue_depth",
+)
+
+log = logging.getLogger("bots.metrics")
+
+_LATENCY = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
+
+MESSAGES_RECEIVED = Counter(
+    "bots_messages_received", "Messages that reached the bot from a chat platform", ["platform"]
+)
+MESSAGES_IGNORED = Counter(
+    "bots_messages_ignored",
+    "Messages the bot did not answer: filtered (reason: own, bot, policy, allowlist, duplicate...) or the model "
+    "chose to stay silent (reason: no_reply)",
+    ["platform", "reason"],
+)
+MESSAGES_ANSWERED = Counter(
+    "bots_messages_answered", "Runs that delivered at least one reply (a burst of messages joins one run)", ["platform"]
+)
+MESSAGES_FAILED = Counter("bots_messages_failed", "Runs that ended with an error", ["platform"])
+QUEUE_DEPTH = Gauge("bots_queue_depth", "Inputs waiting in the queue", ["queue"])
+RUN_SECONDS = Histogram(
+    "bots_run_seconds", "Duration of a run, from start to saved memory", ["platform"], buckets=_LATENCY
+)
+MODEL_SECONDS = Histogram("bots_model_seconds", "Duration of one model call (a step)", ["model"], buckets=_LATENCY)
+REPLY_SECONDS = Histogram(
+    "bots_reply_seconds",
+    "From the message's arrival to the first reply delivered for it (across the queue)",
+    ["platform"],
+    buckets=_LATENCY,
+)
+TOKENS = Counter("bots_model_tokens", "Tokens the model read (input) and wrote (output)", ["direction"])
+PLATFORM_RATE_LIMITED = Counter(
+    "bots_platform_rate_limited", "Requests a chat platform answered with 429 Too Many Requests", ["platform"]
+)
+WORKER_LEASES = Counter(
+    "bots_worker_leases", "Context leases of this worker by event (claimed, renewed, lost, released)", ["event"]
+)
+WORKER_LEASES_HELD = Gauge("bots_worker_leases_held", "Context leases this worker holds now")
+
+LEASE_EVENTS = ("claimed", "renewed", "lost", "released")
+"""The events of ``lease``: ``claimed`` and ``released``/``lost`` move ``bots_worker_leases_held``."""
+
+KINDS = (
+    "input_tokens",
+    "lease_claimed",
+    "lease_lost",
+    "lease_released",
+    "lease_renewed",
+    "message_ignored",
+    "message_received",
+    "model_seconds",
+    "output",
+    "output_tokens",
+    "queue_depth",
+    "rate_limited",
+    "reply_seconds",
+    "run_seconds",
+)
+"""What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``queue_depth`` takes the queue's
+name as ``context_id`` and the depth as value; ``rate_limited`` takes a platform or context id."""
+
+
+def platform_of(context_id: str) -> str:
+    """``discord`` of ``discord:channel:42``; a bare name stays as it is."""
+    return context_id.partition(":")[0] or "unknown"
+
+
+def message_received(platform: str) -> None:
+    """A message reached the bot."""
+    MESSAGES_RECEIVED.labels(platform=platform).inc()
+
+
+def message_ignored(platform: str, reason: str) -> None:
+    """A message was dropped before a run (``reason``: own, bot, policy, allowlist, duplicate, ...)."""
+    MESSAGES_IGNORED.labels(platform=platform, reason=reason).inc()
+
+
+def message_answered(platform: str) -> None:
+    """A run delivered a reply (``RunTracker`` counts this for runs it sees)."""
+    MESSAGES_ANSWERED.labels(platform=platform).inc()
+
+
+def message_failed(platform: str) -> None:
+    """A run failed (``RunTracker`` counts this for runs it sees)."""
+    MESSAGES_FAILED.labels(platform=platform).inc()
+
+
+def rate_limited(platform: str) -> None:
+    """A platform answered 429."""
+    PLATFORM_RATE_LIMITED.labels(platform=platform).inc()
+
+
+def set_queue_depth(queue: str, depth: float) -> None:
+    """Inputs waiting in ``queue`` now."""
+    QUEUE_DEPTH.labels(queue=queue).set(depth)
+
+
+def lease(event: str) -> None:
+    """A worker's context lease was claimed, renewed, lost or released."""
+    if event not in LEASE_EVENTS:
+        raise ValueError(f"lease event {event!r}: use one of {', '.join(LEASE_EVENTS)}")
+    WORKER_LEASES.labels(event=event).inc()
+    if event == "claimed":
+        WORKER_LEASES_HELD.inc()
+    elif event in ("released", "lost"):
+        WORKER_LEASES_HELD.dec()
+
+
+def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") -> None:
+    """Count one observation of ``kind`` (see ``KINDS``); unknown kinds are logged at DEBUG and dropped."""
+    base, _, detail = kind.partition(":")
+    if base == "model_seconds":
+        MODEL_SECONDS.labels(model=model or "model").observe(value)
+    elif base == "run_seconds":
+        RUN_SECONDS.labels(platform=platform_of(context_id)).observe(value)
+    elif base == "reply_seconds":
+        REPLY_SECONDS.labels(platform=platform_of(context_id)).observe(value)
+    elif base in ("input_tokens", "output_tokens"):
+        TOKENS.labels(direction=base.removesuffix("_tokens")).inc(max(0.0, value))
+    elif base == "message_received":
+        MESSAGES_RECEIVED.labels(platform=platform_of(context_id)).inc(value)
+    elif base == "message_ignored":
+        MESSAGES_IGNORED.labels(platform=platform_of(context_id), reason=detail or "filtered").inc(value)
+    elif base == "rate_limited":
+        PLATFORM_RATE_LIMITED.labels(platform=platform_of(context_id)).inc()
+    elif base == "queue_depth":
+        QUEUE_DEPTH.labels(queue=context_id or "default").set(value)
+    elif base.startswith("lease_") and base.removeprefix("lease_") in LEASE_EVENTS:
+        lease(base.removeprefix("lease_"))
+    elif base != "output":
+        log.debug("unknown metric kind %r dropped", kind)
+
+
+class RunTracker:
+    """Counts each run once: answered (a reply went out), failed (it ended with an error) or ignored with
+    reason ``no_reply`` (the model chose silence). One instance per agent: it is both an observer and an
+    event listener."""
+
+    def __init__(self, *, model: str = "") -> None:
+        self.model = model
+        """The model label of ``bots_model_seconds``."""
+        self._replied: set[str] = set()
+        self._failed: set[str] = set()
+
+    def __call__(self, kind: str, context_id: str, value: float) -> None:
+        """The observer: ``agent.observers.append(tracker)``."""
+        if kind == "output":
+            self._replied.add(context_id)
+        elif kind == "run_seconds":
+            replied = context_id in self._replied
+            self._replied.discard(context_id)
+            if context_id in self._failed:
+                self._failed.discard(context_id)
+            elif replied:
+                message_answered(platform_of(context_id))
+            else:
+                message_ignored(platform_of(context_id), "no_reply")
+        observe(kind, context_id, value, model=self.model)
+
+    def on_event(self, event: RunEvent) -> None:
+        """The event listener: ``agent.event_listeners.append(tracker.on_event)``."""
+        if event.type is RunEventType.ERROR and event.context_id not in self._failed:
+            self._failed.add(event.context_id)
+            message_failed(platform_of(event.context_id))
+
+    def install(self, agent: Agent) -> None:
+        """Hook into ``agent``'s observers and event listeners."""
+        self.model = self.model or getattr(agent.model, "name", "") or "model"
+        agent.observers.append(self)
+        agent.event_listeners.append(self.on_event)

@@ -1,0 +1,258 @@
+"""The operations endpoints of a process: ``/healthz``, ``/readyz`` and ``/metrics`` on ``HTTP_PORT``.
+
+``bots run``, ``bots gateway`` and ``bots worker`` serve them with ``serve(ops, ...)``; ``ops`` is this
+process's registry. What makes a process ready:
+
+- every agent given to ``ops.attach(agent)`` is running (between ``start()`` and ``stop()``), its model is
+  reachable (``model_check``) and every check in its ``agent.readiness`` passes: extensions and services
+  register their own there (``agent.readiness["discord"] = lambda: client.is_ready()``);
+- every check added with ``ops.add_check(name, check)`` passes (the queue adds ``redis``).
+
+A check is a callable returning, or awaiting to, ``True``/``None`` (ready), ``False`` or a reason string
+(not ready); raising counts as not ready. Each gets ``HTTP_CHECK_TIMEOUT`` seconds. After ``ops.stopping()``
+(SIGTERM) ``/readyz`` answers 503 so load balancers stop sending work, while ``/healthz`` stays 200.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+from core.errors import ConfigError
+
+from .metrics import RunTracker
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+
+__all__ = ("CheckResult", "Ops", "model_check", "ops", "serve")
+
+log = logging.getLogger("bots.ops")
+
+Check = Callable[[], Any]
+"""``() -> bool | str | None`` or its awaitable: see the module docstring."""
+
+Sampler = Callable[[], Awaitable[None]]
+"""Refreshes gauges (queue depth) right before ``/metrics`` is rendered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    """The outcome of one readiness check."""
+
+    name: str
+    """The check's name (``agent``, ``model``, ``redis``, ``discord``)."""
+    ok: bool
+    """True when ready."""
+    detail: str
+    """``ok`` or why not."""
+
+
+class Ops:
+    """What one process reports on its HTTP port."""
+
+    def __init__(self, *, check_timeout: float = 2.0, registry: CollectorRegistry = REGISTRY) -> None:
+        self.check_timeout = check_timeout
+        """Seconds each readiness check may take (``HTTP_CHECK_TIMEOUT``)."""
+        self.registry = registry
+        """What ``/metrics`` renders."""
+        self.checks: dict[str, Check] = {}
+        """Process-wide readiness checks by name."""
+        self.samplers: dict[str, Sampler] = {}
+        """Gauge refreshers run before ``/metrics`` renders."""
+        self.agents: list[Agent] = []
+        """Agents whose state, model and ``readiness`` checks count."""
+        self.started = time.monotonic()
+        self._stopping = False
+        self._model_checks: dict[int, Check] = {}
+
+    # -- registration ----------------------------------------------------------------------------------
+
+    def add_check(self, name: str, check: Check) -> None:
+        """Add (or replace) a process-wide readiness check."""
+        self.checks[name] = check
+
+    def remove_check(self, name: str) -> None:
+        """Drop a check; a missing one is fine."""
+        self.checks.pop(name, None)
+
+    def add_sampler(self, name: str, sampler: Sampler) -> None:
+        """Add (or replace) a gauge refresher, such as one reading the queue depth from Redis."""
+        self.samplers[name] = sampler
+
+    def attach(self, agent: Agent, *, check_model: bool = True) -> None:
+        """Count ``agent``'s runs, model calls, replies and tokens, and make its readiness this process's."""
+        if any(a is agent for a in self.agents):
+            return
+        RunTracker().install(agent)
+        self.agents.append(agent)
+        if check_model:
+            self._model_checks[id(agent)] = model_check(agent.model)
+
+    def detach(self, agent: Agent) -> None:
+        """Stop counting ``agent`` in readiness (its metrics hooks stay)."""
+        self.agents = [a for a in self.agents if a is not agent]
+        self._model_checks.pop(id(agent), None)
+
+    def stopping(self) -> None:
+        """The process is shutting down: ``/readyz`` answers 503 from now on."""
+        self._stopping = True
+
+    @property
+    def is_stopping(self) -> bool:
+        """True once ``stopping()`` was called."""
+        return self._stopping
+
+    # -- checks ----------------------------------------------------------------------------------------
+
+    def _all_checks(self) -> dict[str, Check]:
+        checks: dict[str, Check] = {}
+        for agent in self.agents:
+            checks["agent"] = _agent_running(agent)
+            model = self._model_checks.get(id(agent))
+            if model is not None:
+                checks["model"] = model
+            checks.update(agent.readiness)
+        checks.update(self.checks)
+        return checks
+
+    async def readiness(self) -> tuple[bool, list[CheckResult]]:
+        """Run every check at once, each within ``check_timeout``; ``(ready, results)``."""
+        if self._stopping:
+            return False, [CheckResult(name="process", ok=False, detail="stopping")]
+        checks = self._all_checks()
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(self._run_check(name, check)) for name, check in checks.items()]
+        results = [t.result() for t in tasks]
+        return all(r.ok for r in results), results
+
+    async def _run_check(self, name: str, check: Check) -> CheckResult:
+        try:
+            async with asyncio.timeout(self.check_timeout):
+                outcome = check()
+                if inspect.isawaitable(outcome):
+                    outcome = await outcome
+        except TimeoutError:
+            return CheckResult(name=name, ok=False, detail=f"no answer within {self.check_timeout:g}s")
+        except Exception as exc:
+            return CheckResult(name=name, ok=False, detail=f"{type(exc).__name__}: {exc}"[:200])
+        if outcome is None or outcome is True:
+            return CheckResult(name=name, ok=True, detail="ok")
+        if outcome is False:
+            return CheckResult(name=name, ok=False, detail="not ready")
+        return CheckResult(name=name, ok=False, detail=str(outcome)[:200])
+
+    async def render_metrics(self) -> bytes:
+        """Refresh the sampled gauges, then render every metric in the text format."""
+        for name, sampler in list(self.samplers.items()):
+            try:
+                async with asyncio.timeout(self.check_timeout):
+                    await sampler()
+            except Exception as exc:
+                log.warning("metrics sampler %s failed: %s", name, exc)
+        return generate_latest(self.registry)
+
+    # -- HTTP ------------------------------------------------------------------------------------------
+
+    def application(self) -> web.Application:
+        """The aiohttp application with the three endpoints."""
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "uptime_seconds": round(time.monotonic() - self.started, 3)})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        ready, results = await self.readiness()
+        body = {"ready": ready, "checks": {r.name: r.detail for r in results}}
+        return web.json_response(body, status=200 if ready else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = await self.render_metrics()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _agent_running(agent: Agent) -> Check:
+    def check() -> bool | str:
+        return True if agent.running else "not running (starting or stopping)"
+
+    return check
+
+
+def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
+    """Is the model reachable? A model's own ``ready()`` when it has one; the embedded model is ready once
+    its weights are loaded or loadable; an HTTP model is when its server answers ``GET <base_url>/models``
+    (any HTTP status: 401 still proves the server is there; no key is sent). The answer is kept for
+    ``cache_seconds`` so probes do not hammer the provider."""
+    own: Check | None = getattr(model, "ready", None)
+    if callable(own):
+        return own
+    if hasattr(model, "loaded") and hasattr(model, "model_path"):
+
+        def local() -> bool | str:
+            if model.loaded or model.model_path.is_file():
+                return True
+            return f"model file {model.model_path} is missing: check LLM_MODEL_PATH"
+
+        return local
+    base_url = getattr(model, "base_url", None)
+    if not isinstance(base_url, str) or not base_url:
+        return lambda: True
+    url = base_url.rstrip("/") + "/models"
+    cached: list[tuple[float, bool | str]] = []
+
+    async def remote() -> bool | str:
+        now = time.monotonic()
+        if cached and now - cached[0][0] < cache_seconds:
+            return cached[0][1]
+        outcome: bool | str
+        try:
+            async with (
+                ClientSession(timeout=ClientTimeout(total=cache_seconds)) as session,
+                session.get(url, allow_redirects=False) as response,
+            ):
+                status = response.status
+            outcome = True if status < 500 else f"the model server answered HTTP {status}"
+        except (ClientError, OSError) as exc:
+            outcome = f"cannot reach the model server ({type(exc).__name__}): check LLM_BASE_URL"
+        cached[:] = [(now, outcome)]
+        return outcome
+
+    return remote
+
+
+@contextlib.asynccontextmanager
+async def serve(ops: Ops, *, host: str, port: int) -> AsyncIterator[int]:
+    """Serve ``ops`` on ``host:port`` while the block runs; yields the bound port (``port=0`` picks one)."""
+    runner = web.AppRunner(ops.application(), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, shutdown_timeout=1.0)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ConfigError(
+                f"HTTP_PORT={port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                "choose a free port or set HTTP_PORT=0 to turn the endpoints off"
+            ) from exc
+        bound = runner.addresses[0][1] if runner.addresses else port
+        log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", host, bound)
+        yield int(bound)
+    finally:
+        await runner.cleanup()
+
+
+ops = Ops()
+"""This process's registry, used by ``bots run``, ``bots gateway`` and ``bots worker``."""
