@@ -61,7 +61,6 @@ def build_model(llm: LlmSettings) -> Model:
             api_key=key,
             model=llm.model.strip() or DEFAULT_ANTHROPIC_MODEL,
             base_url=base_url,
-            temperature=llm.temperature,
             timeout=llm.timeout,
             retry=retry,
         )

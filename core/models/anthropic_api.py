@@ -1,6 +1,7 @@
 """Anthropic's Messages API through the ``anthropic`` SDK, streamed.
 
-The SDK is imported when the model is built, so ``import core`` stays light. Its own retries are off; ours
+The SDK is imported when the model is built, so ``import core`` stays light. The Messages API of this SDK
+generation has no sampling parameters, so ``LLM_TEMPERATURE`` does not apply here. Its own retries are off; ours
 (``retry.py``) back off with jitter, honour ``Retry-After`` and never retry once text has been handed out.
 """
 
@@ -48,7 +49,6 @@ class AnthropicModel:
         api_key: str,
         model: str = DEFAULT_ANTHROPIC_MODEL,
         base_url: str | None = None,
-        temperature: float | None = None,
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -61,8 +61,6 @@ class AnthropicModel:
         self.name = f"anthropic:{model}"
         self.base_url = base_url or ANTHROPIC_BASE_URL
         """The server (``LLM_BASE_URL``; api.anthropic.com by default)."""
-        self.temperature = temperature
-        """Sampling temperature (``LLM_TEMPERATURE``); None leaves the API's default."""
         self.timeout = timeout
         """Seconds to wait for a connection or for the next bytes of the answer (``LLM_TIMEOUT``)."""
         self.retry = retry or RetryPolicy()
@@ -95,8 +93,6 @@ class AnthropicModel:
         options: dict[str, Any] = {}
         if request.system:
             options["system"] = request.system
-        if self.temperature is not None:
-            options["temperature"] = min(self.temperature, 1.0)  # Anthropic's range is 0..1
         stop = [s for s in request.stop if s.strip()]  # whitespace-only stop sequences are refused
         if stop:
             options["stop_sequences"] = stop

@@ -35,6 +35,8 @@ class Failure:
     """True for 429, 5xx and connection failures."""
     retry_after: float | None = None
     """Seconds the server asked to wait (``Retry-After``), if it said."""
+    hide_cause: bool = False
+    """Raise without chaining the library exception (its text may echo the refused key)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,12 +126,16 @@ def http_failure(
     """
     detail = redact(" ".join(detail.split())[:300], secret)
     if status == 401:
-        return Failure(error=ModelAuthError(f"{where} refused the API key (HTTP 401): set LLM_API_KEY to a valid key"))
+        return Failure(
+            error=ModelAuthError(f"{where} refused the API key (HTTP 401): set LLM_API_KEY to a valid key"),
+            hide_cause=True,
+        )
     if status == 403:
         return Failure(
             error=ModelAuthError(
                 f"{where} denied access (HTTP 403): check that LLM_API_KEY is valid and may use model {model!r}"
-            )
+            ),
+            hide_cause=True,
         )
     if status == 404:
         return Failure(error=ModelError(f"{where} has no model {model!r} (HTTP 404): check LLM_MODEL and LLM_BASE_URL"))
@@ -169,6 +175,8 @@ async def retrying_stream(
             failure = classify(exc)
             if failure is None:
                 raise
+            if failure.hide_cause:
+                raise failure.error from None
             if produced or not failure.retryable:
                 raise failure.error from exc
             if failure.retry_after is not None and failure.retry_after > policy.max_retry_after:

