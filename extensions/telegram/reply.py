@@ -7,6 +7,7 @@ here; a 429 is waited out by the rate limiter before it ever reaches this module
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from telegram import Bot, Message, ReplyParameters
@@ -30,9 +31,11 @@ def translate_error(exc: TelegramError, *, chat_id: int) -> PlatformError:
             "from the chat or may not write there)"
         )
     elif isinstance(exc, RetryAfter):
+        wait = exc.retry_after
+        seconds = wait.total_seconds() if isinstance(wait, dt.timedelta) else wait
         message = (
-            f"Telegram kept answering 429 Too Many Requests for chat {chat_id} (retry after "
-            f"{exc.retry_after}); raise TELEGRAM_MAX_RETRIES or lower TELEGRAM_RATE_LIMIT"
+            f"Telegram kept answering 429 Too Many Requests for chat {chat_id} (retry after {seconds:g} s); "
+            "raise TELEGRAM_MAX_RETRIES or lower TELEGRAM_RATE_LIMIT"
         )
     elif isinstance(exc, BadRequest):
         message = f"Telegram refused the message for chat {chat_id}: {exc.message}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
     from core.definitions import Send
 
 __all__ = ("TelegramRuntime",)
+
+# Opt in to PTB's coming behaviour (time periods as ``timedelta``, read when an error is built): without
+# it PTB warns on every 429, since ``RetryAfter.__init__`` reads its own deprecated attribute.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 log = logging.getLogger("extensions.telegram")
 

@@ -160,12 +160,16 @@ async def test_a_10000_character_answer_arrives_as_valid_chunks(
 
 
 async def test_a_429_is_waited_out_and_the_reply_still_arrives(server: FakeTelegramServer, start_bot: StartBot) -> None:
-    await start_bot(["after the wait"])
+    model = scripted("after the wait")
+    await start_bot(model)
     server.fail("sendMessage", status=429, retry_after=1, times=2)
     server.user_says("hello")
     [reply] = await server.wait_replies(1, timeout=15)
     assert reply.text == "after the wait"
-    assert [c.status for c in server.calls_of("sendMessage")] == [429, 429, 200]
+    calls = server.calls_of("sendMessage")
+    assert [c.status for c in calls] == [429, 429, 200]
+    assert calls[2].at - calls[0].at >= 2.0  # waited out as told, not retried at once
+    assert len(model.requests) == 1  # the same reply was retried, the model was not asked again
 
 
 async def test_a_parse_error_falls_back_to_plain_text(server: FakeTelegramServer, start_bot: StartBot) -> None:
