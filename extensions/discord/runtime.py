@@ -12,7 +12,7 @@ import collections
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -48,6 +48,14 @@ def nonce_for(idempotency_key: str, index: int) -> str:
     return hashlib.blake2b(f"{idempotency_key}#{index}".encode(), digest_size=12).hexdigest()
 
 
+class _Typer:
+    """One channel's typing indicator and how many handlers use it."""
+
+    def __init__(self, stack: contextlib.AsyncExitStack) -> None:
+        self.stack = stack
+        self.users = 0
+
+
 class DiscordRuntime:
     """Owns the discord.py client of one agent. ``listen=False`` only prepares REST (no gateway)."""
 
@@ -69,6 +77,7 @@ class DiscordRuntime:
         self._open = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._gateway: asyncio.Task[None] | None = None
+        self._typers: dict[int, _Typer] = {}
 
     @property
     def error_message(self) -> str:
@@ -231,12 +240,29 @@ class DiscordRuntime:
             return
         ref = InputRef(type="discord:message", data=text, params=message_params(message))
         args = {"channel_id": facts.channel_id, "guild_id": facts.guild_id}
-        channel = message.channel
-        async with keep_typing(channel.typing, every=self.settings.typing_interval):
+        async with self._typing(facts.channel_id, message.channel.typing):
             try:
                 await send(discord_channel, args, ref, dedupe_key=f"discord:{message.id}")
             except BotError as exc:
                 log.warning("discord: message %s in %s was not taken: %s", message.id, facts.channel_id, exc)
+
+    @contextlib.asynccontextmanager
+    async def _typing(self, channel_id: int, send: Callable[[], Awaitable[object]]) -> AsyncIterator[None]:
+        """Keep "typing..." shown in the channel while any of its messages is being handled: one indicator
+        loop per channel, however many messages arrive together."""
+        key = channel_id
+        entry = self._typers.get(key)
+        if entry is None:
+            entry = self._typers[key] = _Typer(contextlib.AsyncExitStack())
+            await entry.stack.enter_async_context(keep_typing(send, every=self.settings.typing_interval))
+        entry.users += 1
+        try:
+            yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del self._typers[key]
+                await entry.stack.aclose()
 
     async def reset_channel(self, interaction: discord.Interaction) -> str:
         """``/reset``: forget the conversation of the interaction's channel, if the bot serves it."""

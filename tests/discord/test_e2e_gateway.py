@@ -167,3 +167,11 @@ def test_settings_defaults_point_at_discord() -> None:
     settings = DiscordSettings()
     assert settings.api_url == "https://discord.com/api/v10"
     assert settings.gateway_url == "wss://gateway.discord.gg/"
+
+
+async def test_4014_after_start_ends_the_gateway_with_the_clear_error(world: World, start_bot: StartBot) -> None:
+    agent = await start_bot(answers())
+    await world.fake.drop_gateway(code=4014)  # Discord withdrew the intent while connected
+    with pytest.raises(ConfigError, match="Message Content Intent"):
+        await runtime_of(agent).wait_closed()
+    assert isinstance(runtime_of(agent).failure, ConfigError)

@@ -2,11 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import core
 from core.errors import ModelError
 from extensions.discord.runtime import nonce_for
 
-from .conftest import StartBot, World, runtime_of, say
+from .conftest import StartBot, World, barrier, runtime_of, say
+
+
+class _Gate:
+    """Answers "ok"; a prompt with "first" in its updates waits for ``release``."""
+
+    name = "gate"
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
+        if "first" in request.prompt.split("<updates>")[1]:
+            self.entered.set()
+            await self.release.wait()
+        yield say("ok")
 
 
 def _fence_lines(chunk: str) -> list[str]:
@@ -111,3 +130,17 @@ async def test_post_reply_is_idempotent_and_splits(world: World, start_bot: Star
     assert nonces[:3] == [nonce_for("batch-1", i) for i in range(3)]
     assert all(len(n) <= 25 for n in nonces)
     assert all(r.body["enforce_nonce"] is True for r in world.fake.requests if r.path.endswith("/messages"))
+
+
+async def test_a_burst_in_one_channel_shares_one_typing_indicator(world: World, start_bot: StartBot) -> None:
+    model = _Gate()
+    agent = await start_bot(model, reply_policy="always")
+    await world.fake.say(world.general, "first", author=world.alice)
+    await model.entered.wait()
+    for n in range(5):
+        await world.fake.say(world.general, f"more {n}", author=world.alice)
+    await barrier(world)
+    model.release.set()
+    await runtime_of(agent).wait_idle()
+    assert world.fake.typing.count(world.general) == 1  # not one per message
+    assert len(world.fake.posted_in(world.general)) >= 1

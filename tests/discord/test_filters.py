@@ -50,7 +50,7 @@ def test_reply_policy(policy: str, mentioned: bool, replied: bool, expected: Ver
 
 
 def test_channel_override_and_thread_inherits_parent() -> None:
-    settings = {"reply_policy": "off", "channel_policies": {CHANNEL: "always"}}
+    settings: dict[str, Any] = {"reply_policy": "off", "channel_policies": {CHANNEL: "always"}}
     assert verdict(facts(), **settings) is Verdict.ANSWER
     assert verdict(facts(channel_id=THREAD, parent_id=CHANNEL), **settings) is Verdict.ANSWER
     assert verdict(facts(channel_id=OTHER), **settings) is Verdict.POLICY
@@ -81,7 +81,9 @@ def test_bots_need_allow_bots_and_stop_at_the_hop_limit() -> None:
     hops = BotHops()
     results = [verdict(bot, hops, allow_bots=True, bot_hop_limit=2) for _ in range(3)]
     assert results == [Verdict.ANSWER, Verdict.ANSWER, Verdict.BOT_HOPS]
-    assert verdict(facts(channel_id=OTHER, author_id=BOTTY, author_is_bot=True, mentioned=True), hops, allow_bots=True) is (
+    assert verdict(
+        facts(channel_id=OTHER, author_id=BOTTY, author_is_bot=True, mentioned=True), hops, allow_bots=True
+    ) is (
         Verdict.ANSWER  # the count is per channel
     )
     verdict(facts(), hops, allow_bots=True)  # a person writes in the channel (not answered: no mention)

@@ -96,7 +96,7 @@ def _response(status: int, reason: str) -> types.SimpleNamespace:
 
 def test_library_errors_become_ours_with_advice() -> None:
     forbidden = platform_error(
-        discord.Forbidden(_response(403, "Forbidden"), {"code": 50013, "message": "Missing Permissions"}),  # type: ignore[arg-type]
+        discord.Forbidden(_response(403, "Forbidden"), {"code": 50013, "message": "Missing Permissions"}),
         "post a message in channel 5",
     )
     assert isinstance(forbidden, PlatformError)

@@ -146,9 +146,8 @@ class FakeDiscord:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server: Any = site._server
+        self.port = server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
         """Close the gateway connections and stop listening."""
@@ -180,9 +179,10 @@ class FakeDiscord:
 
     async def wait_posted(self, channel_id: int, count: int = 1, *, timeout: float = 10.0) -> list[Json]:
         """Wait until the bot has posted ``count`` messages in the channel; return them."""
-        return await self.wait_until(
+        messages: list[Json] = await self.wait_until(
             lambda: (msgs := self.posted_in(channel_id)) and len(msgs) >= count and msgs, timeout=timeout
         )
+        return messages
 
     def posted_in(self, channel_id: int) -> list[Json]:
         """The bot's messages in one channel, in order."""
@@ -195,7 +195,7 @@ class FakeDiscord:
 
     def user(self, name: str, *, bot: bool = False) -> Json:
         """A new user."""
-        data = {
+        data: Json = {
             "id": str(self._id()),
             "username": name,
             "global_name": name,
@@ -356,9 +356,7 @@ class FakeDiscord:
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": "everyone" in parse and ("@everyone" in content or "@here" in content),
-            "mentions": [
-                {**u, "member": self._member(u, with_user=False)} if guild_id else u for u in mentioned
-            ],
+            "mentions": [{**u, "member": self._member(u, with_user=False)} if guild_id else u for u in mentioned],
             "mention_roles": mention_roles,
             "attachments": [],
             "embeds": [],
@@ -477,7 +475,7 @@ class FakeDiscord:
         return ws
 
     async def _on_gateway(self, ws: web.WebSocketResponse, payload: Json) -> None:
-        op, data = payload.get("op"), payload.get("d")
+        op, data = payload.get("op"), payload.get("d") or {}
         if op == 1:
             self.heartbeats += 1
             await ws.send_str(json.dumps({"op": 11, "d": None, "s": None, "t": None}))
@@ -533,7 +531,9 @@ class FakeDiscord:
 
     # -- REST ------------------------------------------------------------------------------------------
 
-    def rate_limit(self, method: str, path: str, *, retry_after: float, times: int = 1, is_global: bool = False) -> None:
+    def rate_limit(
+        self, method: str, path: str, *, retry_after: float, times: int = 1, is_global: bool = False
+    ) -> None:
         """The next ``times`` calls of ``method path`` (a regex on the path after ``/api/v10``) answer 429."""
         self.rate_limits.append(
             RateLimit(
@@ -566,7 +566,11 @@ class FakeDiscord:
             if rule.method == method and rule.served < rule.times and rule.pattern.fullmatch(path):
                 rule.served += 1
                 return _json(
-                    {"message": "You are being rate limited.", "retry_after": rule.retry_after, "global": rule.is_global},
+                    {
+                        "message": "You are being rate limited.",
+                        "retry_after": rule.retry_after,
+                        "global": rule.is_global,
+                    },
                     status=429,
                     headers={"Via": "1.1 google", "Retry-After": str(max(1, round(rule.retry_after)))},
                 )
@@ -650,21 +654,32 @@ class FakeDiscord:
                 400,
                 50035,
                 "Invalid Form Body",
-                {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}},
+                {
+                    "content": {
+                        "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]
+                    }
+                },
             )
         if not content.strip() and not body.get("embeds"):
             return _error(400, 50006, "Cannot send an empty message")
         nonce = body.get("nonce")
         if nonce is not None and body.get("enforce_nonce"):
             if len(str(nonce)) > 25:
-                return _error(400, 50035, "Invalid Form Body", {"nonce": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}})
+                return _error(
+                    400, 50035, "Invalid Form Body", {"nonce": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}}
+                )
             existing = self._nonces.get((channel_id, str(nonce)))
             if existing is not None:
                 return _json(self.messages[existing])
         reference = body.get("message_reference") or {}
         reply_to = int(reference["message_id"]) if reference.get("message_id") else None
         if reply_to is not None and reply_to not in self.messages and reference.get("fail_if_not_exists", True):
-            return _error(400, 50035, "Invalid Form Body", {"message_reference": {"_errors": [{"code": "REPLIES_UNKNOWN_MESSAGE"}]}})
+            return _error(
+                400,
+                50035,
+                "Invalid Form Body",
+                {"message_reference": {"_errors": [{"code": "REPLIES_UNKNOWN_MESSAGE"}]}},
+            )
         data = self._message(
             channel_id=channel_id,
             author=self.bot,
@@ -686,7 +701,7 @@ class FakeDiscord:
             return _error(404, 10003, "Unknown Channel")
         if message_id not in self.messages:
             return _error(404, 10008, "Unknown Message")
-        if not emoji or emoji.isascii() and not re.fullmatch(r"[\w~]+:\d+", emoji):
+        if not emoji or (emoji.isascii() and not re.fullmatch(r"[\w~]+:\d+", emoji)):
             return _error(400, 10014, "Unknown Emoji")
         self.reactions.append((channel_id, message_id, emoji))
         return web.Response(status=204)
