@@ -8,6 +8,7 @@ JSON (``[1, 2]``, ``{"123": "always"}``) is accepted too.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -120,6 +121,23 @@ class DiscordSettings(BaseModel):
         "conversation.",
         description="The answer to /help",
     )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or not re.search(r"/v\d+/?$", value):
+            raise ValueError(
+                f"DISCORD_API_URL must be an http(s) URL ending with the API version, like {DEFAULT_API_URL}; "
+                f"got {value!r}"
+            )
+        return value.rstrip("/")
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _gateway_url(cls, value: str) -> str:
+        if not value.startswith(("ws://", "wss://")):
+            raise ValueError(f"DISCORD_GATEWAY_URL must be a ws(s) URL like {DEFAULT_GATEWAY_URL}; got {value!r}")
+        return value
 
     @field_validator("allowed_guilds", "allowed_channels", "allowed_users", mode="before")
     @classmethod

@@ -56,6 +56,14 @@ def test_bad_ids_name_the_variable() -> None:
         DiscordSettings(channel_policies="123")  # type: ignore[arg-type]
 
 
+def test_bad_urls_name_the_variable() -> None:
+    with pytest.raises(pydantic.ValidationError, match="DISCORD_API_URL must be an http"):
+        DiscordSettings(api_url="http://proxy:8080")
+    with pytest.raises(pydantic.ValidationError, match="DISCORD_GATEWAY_URL must be a ws"):
+        DiscordSettings(gateway_url="https://gateway.discord.gg")
+    assert DiscordSettings(api_url="http://proxy:8080/api/v10/").api_url == "http://proxy:8080/api/v10"
+
+
 def test_every_setting_is_described() -> None:
     missing = [name for name, field in DiscordSettings.model_fields.items() if not field.description]
     assert missing == []
@@ -80,10 +88,11 @@ def test_importing_needs_no_discord_py() -> None:
         "import sys; sys.modules['discord'] = None\n"
         "import extensions.discord as d\n"
         "from bots.settings import Settings\n"
+        "from core.errors import ConfigError\n"
         "assert d.discord_channel.type == 'discord:channel'\n"
         "try:\n"
         "    d.discord_extension(d.DiscordSettings(token='x'))\n"
-        "except d.get_runtime.__globals__['ConfigError'] as exc:\n"
+        "except ConfigError as exc:\n"
         "    print(exc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
