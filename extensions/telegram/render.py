@@ -13,6 +13,7 @@ Importing this needs no python-telegram-bot.
 from __future__ import annotations
 
 import bisect
+import functools
 import html
 import re
 import unicodedata
@@ -52,6 +53,10 @@ _BULLET = re.compile(r"^([ \t]*)[-*+][ \t]+(.*)$")
 _QUOTE = re.compile(r"^ {0,3}>[ \t]?(.*)$")
 _RULE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _TAG = re.compile(r"<[^>]*>")
+_ESCAPE = re.compile(r"\\[\\`*_{}\[\]()#+\-.!|~>]")
+_BACKTICKS = re.compile(r"`+")
+_BRACKET = re.compile(r"[\[\]]")
+_SPECIAL = re.compile(r"[\\`\[*_~|]")
 _EMPTY = re.compile(r'<(b|i|s|tg-spoiler)></\1>|<a href="[^"]*"></a>')
 _MAX_DEPTH = 6
 
@@ -95,15 +100,8 @@ class _Inline:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        n = len(text)
-        self.escaped: set[int] = set()
-        i = 0
-        while i < n - 1:
-            if text[i] == "\\" and text[i + 1] in _ESCAPABLE:
-                self.escaped.add(i + 1)
-                i += 2
-            else:
-                i += 1
+        self.escaped: set[int] = {m.start() + 1 for m in _ESCAPE.finditer(text)}
+        """Positions of characters written after a backslash (taken literally)."""
         self.code: dict[int, tuple[int, int]] = self._code_spans()
         """Start of a code span -> (run length, start of its closing run)."""
         self.urls: dict[int, int] = {}
@@ -119,6 +117,7 @@ class _Inline:
             self.urls[m.start()] = m.end()
             protected.append((m.start(), m.end()))
         self.protected = sorted(protected)
+        self.url_starts = sorted(self.urls)
         self.closers: dict[str, list[int]] = {d: [] for d in _DELIMITERS}
         for d in _DELIMITERS:
             start = 0
@@ -135,16 +134,10 @@ class _Inline:
         """Backtick runs paired as CommonMark pairs them: a run closes at the next run of equal length."""
         text = self.text
         runs: list[tuple[int, int]] = []
-        i, n = 0, len(text)
-        while i < n:
-            if text[i] == "`" and i not in self.escaped:
-                j = i
-                while j < n and text[j] == "`":
-                    j += 1
-                runs.append((i, j - i))
-                i = j
-            else:
-                i += 1
+        for m in _BACKTICKS.finditer(text):
+            start = m.start() + 1 if m.start() in self.escaped else m.start()
+            if start < m.end():
+                runs.append((start, m.end() - start))
         by_length: dict[int, list[int]] = {}
         for k, (_, length) in enumerate(runs):
             by_length.setdefault(length, []).append(k)
@@ -166,7 +159,8 @@ class _Inline:
         text = self.text
         stack: list[int] = []
         pairs: dict[int, int] = {}
-        for i, ch in enumerate(text):
+        for m in _BRACKET.finditer(text):
+            i, ch = m.start(), m.group()
             if i in self.escaped or self._inside_protected(i):
                 continue
             if ch == "[":
@@ -259,8 +253,13 @@ class _Inline:
                 plain.append(text[i : i + run])
                 i += run
                 continue
-            plain.append(ch)
-            i += 1
+            m = _SPECIAL.search(text, i + 1, end)
+            stop = m.start() if m is not None else end
+            k = bisect.bisect_right(self.url_starts, i)
+            if k < len(self.url_starts) and self.url_starts[k] < stop:
+                stop = self.url_starts[k]
+            plain.append(text[i:stop])
+            i = stop
         flush()
         return nodes
 
@@ -335,7 +334,9 @@ def _open(node: _Node) -> str:
     return f"<{node.tag}>"
 
 
+@functools.lru_cache(maxsize=2048)
 def _inline(text: str, *, wrap: str | None = None) -> str:
+    """One line rendered; cached, since splitting measures the same lines many times."""
     nodes = _Inline(text).parse(0, len(text))
     if wrap is not None:
         nodes = [_Node(wrap, nodes)]
@@ -393,7 +394,7 @@ def render_html(markdown: str) -> str:
             out.append(_inline(m.group(1), wrap="b"))
             continue
         if _RULE.match(line):
-            out.append("──────────")
+            out.append("———")  # never longer than the rule it replaces, so rendering never grows text
             continue
         m = _BULLET.match(line)
         if m is not None:

@@ -7,6 +7,7 @@ here; a 429 is waited out by the rate limiter before it ever reaches this module
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 
@@ -21,6 +22,9 @@ from .render import render_html, split_markdown, split_plain, visible_text
 __all__ = ("post_reply", "translate_error")
 
 log = logging.getLogger("extensions.telegram")
+
+_INLINE_SPLIT = 4096
+"""Texts up to this long are split on the event loop (one render); longer ones in a thread."""
 
 
 def translate_error(exc: TelegramError, *, chat_id: int) -> PlatformError:
@@ -80,7 +84,9 @@ async def post_reply(
     Markdown is rendered to Telegram HTML and split at 4,096 characters measured after rendering; a piece
     Telegram cannot parse is sent again as plain text. Returns the ids of the messages sent, in order.
     """
-    pieces = split_markdown(text) if markdown else split_plain(text)
+    split = split_markdown if markdown else split_plain
+    # a long answer is measured many times while it is cut: do that off the event loop
+    pieces = await asyncio.to_thread(split, text) if len(text) > _INLINE_SPLIT else split(text)
     sent: list[int] = []
     try:
         for piece in pieces:
