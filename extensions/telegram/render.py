@@ -146,11 +146,11 @@ class _Inline:
         while k < len(runs):
             pos, length = runs[k]
             same = by_length[length]
-            m = bisect.bisect_right(same, k)
-            if m < len(same):
-                close = runs[same[m]][0]
+            nxt = bisect.bisect_right(same, k)
+            if nxt < len(same):
+                close = runs[same[nxt]][0]
                 spans[pos] = (length, close)
-                k = same[m] + 1
+                k = same[nxt] + 1
             else:
                 k += 1
         return spans
