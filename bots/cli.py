@@ -23,6 +23,7 @@ from typing import Any
 from core.errors import BotError, ConfigError
 
 from .config import check_connectivity, check_settings, load_settings, platforms, settings_table
+from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
 
 __all__ = ("SHUTDOWN_GRACE", "main")
@@ -184,6 +185,7 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
             log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(chosen))
             await stop.first.wait()
         else:
+            log.info("ready: terminal chat; Ctrl-D or /quit leaves")
             stdin = _StdinLines()
             await _until_stopped(chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line), stop)
     finally:
@@ -261,25 +263,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, help_text in COMMANDS.items():
         sub.add_parser(name, help=help_text)
     args = parser.parse_args(argv)
+    secrets: list[str] = []
+
+    def say(message: str) -> None:
+        for secret in secrets:
+            message = message.replace(secret, MASK)
+        print(f"bots: {message}", file=sys.stderr)
+
     try:
         settings = load_settings()
+        secrets = secrets_of(settings)
         if args.command == "config":
             return _config(settings)
-        from .logs import configure_from_settings
-
-        configure_from_settings(settings)
+        configure_logging(settings.log, secrets=secrets)
         problems = check_settings(settings, role=args.command)
         if problems:
             raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
         return asyncio.run(_serve(settings, args.command))
     except ConfigError as exc:
-        print(f"bots: {exc}", file=sys.stderr)
+        say(str(exc))
         return 2
     except BotError as exc:
-        print(f"bots: {exc}", file=sys.stderr)
+        say(str(exc))
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception:  # a bug: the traceback goes through the masking log handler
+        log.exception("bots %s crashed", args.command)
+        return 1
 
 
 if __name__ == "__main__":

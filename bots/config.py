@@ -53,15 +53,27 @@ def _is_secret_name(var: str) -> bool:
     return any(word in var.lower() for word in _SECRET_WORDS)
 
 
-def _field_default(loc: tuple[Any, ...]) -> str | None:
-    """The default of the field at ``loc``, as an operator would write it (None when unknown or unset)."""
+def _field(loc: tuple[Any, ...]) -> Any:
+    """The pydantic field at ``loc`` (``("llm", "api_key")``), or None."""
     if len(loc) < 2:
         return None
     group = Settings.model_fields.get(str(loc[0]))
     annotation = group.annotation if group is not None else None
     if not (isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel)):
         return None
-    field = annotation.model_fields.get(str(loc[1]))
+    return annotation.model_fields.get(str(loc[1]))
+
+
+def _is_secret_field(loc: tuple[Any, ...]) -> bool:
+    field = _field(loc)
+    if field is None:  # unknown: judge by the name
+        return _is_secret_name(env_name(loc))
+    return "SecretStr" in repr(field.annotation)
+
+
+def _field_default(loc: tuple[Any, ...]) -> str | None:
+    """The default of the field at ``loc``, as an operator would write it (None when unknown or unset)."""
+    field = _field(loc)
     if field is None:
         return None
     value = field.get_default(call_default_factory=True)
@@ -84,12 +96,16 @@ def _problem_line(err: Any) -> str:
         return msg
     var = env_name(loc)
     given = err.get("input")
-    shown = ""
-    if not _is_secret_name(var) and isinstance(given, str | int | float | bool) and not isinstance(given, SecretStr):
-        shown = f"={str(given)[:60]!r}"
     default = _field_default(loc)
     hint = f"fix it or unset it (default: {default})" if default is not None else "fix it or unset it"
-    return f"{var}{shown}: {msg[:1].lower()}{msg[1:]}; {hint}"
+    if msg.startswith(var):  # the validator already names the variable
+        return f"{msg}; {hint}"
+    shown = ""
+    if not _is_secret_field(loc) and isinstance(given, str | int | float | bool):
+        shown = f"={str(given)[:60]!r}"
+    if msg[:1].isupper() and msg[1:2].islower():
+        msg = msg[:1].lower() + msg[1:]
+    return f"{var}{shown}: {msg}; {hint}"
 
 
 def load_settings(**overrides: Any) -> Settings:

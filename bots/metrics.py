@@ -219,3 +219,9 @@ class RunTracker:
         self.model = self.model or getattr(agent.model, "name", "") or "model"
         agent.observers.append(self)
         agent.event_listeners.append(self.on_event)
+        for platform in {platform_of(t) for t in agent.contexts}:  # series at 0, so rate() works from the start
+            for metric in (MESSAGES_RECEIVED, MESSAGES_ANSWERED, MESSAGES_FAILED, RUN_SECONDS, REPLY_SECONDS):
+                metric.labels(platform=platform)
+        MODEL_SECONDS.labels(model=self.model)
+        for direction in ("input", "output"):
+            TOKENS.labels(direction=direction)

@@ -236,10 +236,10 @@ def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
 @contextlib.asynccontextmanager
 async def serve(ops: Ops, *, host: str, port: int) -> AsyncIterator[int]:
     """Serve ``ops`` on ``host:port`` while the block runs; yields the bound port (``port=0`` picks one)."""
-    runner = web.AppRunner(ops.application(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(ops.application(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, shutdown_timeout=1.0)
+        site = web.TCPSite(runner, host, port)
         try:
             await site.start()
         except OSError as exc:

@@ -1,0 +1,129 @@
+"""Settings problems: one line per problem naming the variable; sources of ``bots config``; secrets masked."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bots.config import check_connectivity, check_settings, load_settings, safe_url, settings_table
+from bots.settings import Settings
+from core.errors import ConfigError
+
+GROUPS = tuple(f"{name.upper()}_" for name in Settings.model_fields)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No setting from the machine running the tests, and no ``.env`` but the test's own."""
+    import os
+
+    for var in list(os.environ):
+        if var.upper().startswith(GROUPS):
+            monkeypatch.delenv(var)
+    monkeypatch.chdir(tmp_path)
+
+
+def problems_of(exc: pytest.ExceptionInfo[ConfigError]) -> list[str]:
+    head, *lines = str(exc.value).splitlines()
+    assert head == "invalid settings:"
+    return [line.strip() for line in lines]
+
+
+def test_every_bad_value_is_one_line_naming_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_MAX_TOKENS", "lots")
+    monkeypatch.setenv("BOT_MAX_STEPS", "0")
+    monkeypatch.setenv("LOG_CONTENT", "maybe")
+    monkeypatch.setenv("LLM_PROVIDER", "gpt")
+    monkeypatch.setenv("HTTP_PORT", "99999")
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    lines = problems_of(exc)
+    assert len(lines) == 5, lines
+    by_var = {line.split("=")[0].split(":")[0]: line for line in lines}
+    assert set(by_var) == {"LLM_MAX_TOKENS", "BOT_MAX_STEPS", "LOG_CONTENT", "LLM_PROVIDER", "HTTP_PORT"}
+    assert by_var["LLM_MAX_TOKENS"] == (
+        "LLM_MAX_TOKENS='lots': input should be a valid integer, unable to parse string as an integer; "
+        "fix it or unset it (default: 512)"
+    )
+    assert "'local', 'openai', 'anthropic' or 'scripted'" in by_var["LLM_PROVIDER"]
+    assert "less than or equal to 65535" in by_var["HTTP_PORT"]
+
+
+def test_a_bad_value_in_dotenv_is_reported_the_same_way(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("BOT_HISTORY=-3\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    assert problems_of(exc) == [
+        "BOT_HISTORY='-3': input should be greater than or equal to 0; fix it or unset it (default: 40)"
+    ]
+
+
+def test_a_discord_token_without_the_discord_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "MTIz.secret.discord")
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.setitem(sys.modules, "discord", None)  # what an install without the extra looks like
+    problems = check_settings(load_settings())
+    assert problems == [
+        "DISCORD_TOKEN is set but the discord extra is not installed: run pip install '.[discord]' "
+        "or unset DISCORD_TOKEN"
+    ]
+    assert "MTIz.secret.discord" not in "".join(problems)
+
+
+def test_a_provider_without_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_PROVIDER", "anthropic")
+    assert check_settings(load_settings()) == [
+        "LLM_PROVIDER=anthropic needs LLM_API_KEY: set it to an Anthropic API key"
+    ]
+    monkeypatch.setenv("LLM_PROVIDER", "openai")
+    monkeypatch.setenv("LLM_BASE_URL", "localhost:11434")
+    problems = check_settings(load_settings())
+    assert problems == [
+        "LLM_BASE_URL='localhost:11434' is not an http(s) URL: use for example http://localhost:11434/v1"
+    ]
+
+
+def test_roles_need_their_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    settings = load_settings()
+    assert check_settings(settings, role="run") == []
+    gateway = check_settings(settings, role="gateway")
+    assert "bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN" in gateway
+    if "redis" not in Settings.model_fields:
+        assert "bots worker needs Redis: set REDIS_URL (for example redis://localhost:6379/0)" in check_settings(
+            settings, role="worker"
+        )
+
+
+def test_settings_table_names_the_source_of_each_value_and_masks_secrets(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text("BOT_NAME=Ada\nLLM_API_KEY=sk-from-dotenv-123456\n", encoding="utf-8")
+    monkeypatch.setenv("TELEGRAM_TOKEN", "999:token-from-environment")
+    monkeypatch.setenv("LLM_BASE_URL", "http://user:url-password-42@llm.internal:8000/v1")
+    rows = {var: (shown, source) for var, shown, source in settings_table(load_settings())}
+    assert rows["BOT_NAME"] == ("Ada", ".env")
+    assert rows["LLM_API_KEY"] == ("********", ".env")
+    assert rows["TELEGRAM_TOKEN"] == ("********", "environment")
+    assert rows["DISCORD_TOKEN"] == ("(unset)", "default")
+    assert rows["LLM_BASE_URL"] == ("http://user:********@llm.internal:8000/v1", "environment")
+    assert rows["BOT_MAX_STEPS"] == ("5", "default")
+    shown = repr(rows)
+    for secret in ("sk-from-dotenv-123456", "token-from-environment", "url-password-42"):
+        assert secret not in shown
+    assert len(rows) == len(settings_table(Settings()))
+
+
+def test_safe_url() -> None:
+    assert safe_url("redis://:pw@redis:6379/0") == "redis://:********@redis:6379/0"
+    assert safe_url("redis://redis:6379/0") == "redis://redis:6379/0"
+
+
+async def test_connectivity_is_checked_only_where_redis_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    settings = load_settings()
+    assert await check_connectivity(settings, role="run") == []
+    assert await check_connectivity(settings, role="chat") == []
