@@ -5,7 +5,7 @@ from .dedupe import RecentIds
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .split import split_message
 from .stream import LiveReplies, LiveReply, MessageSink
-from .typing_indicator import keep_typing
+from .typing_indicator import SharedTyping, keep_typing
 
 __all__ = (
     "Allowlist",
@@ -14,6 +14,7 @@ __all__ = (
     "MessageSink",
     "RecentIds",
     "ReplyPolicy",
+    "SharedTyping",
     "keep_typing",
     "should_reply",
     "split_message",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 
-__all__ = ("keep_typing",)
+__all__ = ("SharedTyping", "keep_typing")
 
 log = logging.getLogger("extensions.chat")
 
@@ -35,3 +35,30 @@ async def keep_typing(send: Callable[[], Awaitable[object]], *, every: float) ->
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class SharedTyping:
+    """One "typing..." loop per conversation, however many messages in it are being answered at once."""
+
+    def __init__(self, *, every: float) -> None:
+        self.every = every
+        """Seconds between two indicators."""
+        self._loops: dict[Hashable, tuple[contextlib.AsyncExitStack, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: Hashable, send: Callable[[], Awaitable[object]]) -> AsyncIterator[None]:
+        """Keep the indicator of ``key`` alive until the last holder of ``key`` leaves."""
+        entry = self._loops.get(key)
+        if entry is None:
+            stack = contextlib.AsyncExitStack()
+            entry = self._loops[key] = (stack, [0])
+            await stack.enter_async_context(keep_typing(send, every=self.every))
+        stack, users = entry
+        users[0] += 1
+        try:
+            yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0 and self._loops.get(key) is entry:
+                del self._loops[key]
+                await stack.aclose()
