@@ -8,13 +8,11 @@ runtime does (``pip install daydreams-bots[telegram]``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
 from core.definitions import Extension, extension, service
 
 from .definitions import (
-    MESSAGE,
-    REPLY_TO,
     ChatArgs,
     bind_runtime,
     get_runtime,
@@ -24,17 +22,16 @@ from .definitions import (
 )
 from .settings import TelegramMode, TelegramSettings
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from core.agent import Agent
 
     from .runtime import TelegramRuntime
 
 __all__ = (
-    "MESSAGE",
-    "REPLY_TO",
     "ChatArgs",
     "TelegramMode",
     "TelegramSettings",
+    "bind_runtime",
     "get_runtime",
     "telegram_chat",
     "telegram_extension",

@@ -27,7 +27,7 @@ from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, Contex
 from core.errors import BackpressureError, ConfigError, PlatformError
 from core.logs import InputRef
 
-from ..chat import Allowlist, RecentIds, keep_typing
+from ..chat import Allowlist, RecentIds, SharedTyping
 from .definitions import MESSAGE, RUN_FAILED, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide
 from .reply import post_reply
@@ -94,6 +94,7 @@ class TelegramRuntime:
         self._allowlist = Allowlist.of(chats=settings.allowed_chats, users=settings.allowed_users)
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(settings.max_concurrent)
+        self._typing_loops = SharedTyping(every=settings.typing_interval)
         self._bot_id = 0
         self._bot_username = ""
         self._bot_name = ""
@@ -296,7 +297,8 @@ class TelegramRuntime:
         if facts.username:
             params["username"] = facts.username
         ref = InputRef(type=MESSAGE, data=facts.text, params=params)
-        async with self._slots, keep_typing(lambda: self._typing(facts), every=self.settings.typing_interval):
+        typing = self._typing_loops.hold((facts.chat_id, facts.thread_id), lambda: self._typing(facts))
+        async with self._slots, typing:
             try:
                 await self._send(telegram_chat, args, ref, dedupe_key=f"telegram:{update_id}")
             except BackpressureError:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from core import Agent, InMemoryStore, MemoryStore, Model, ScriptedModel, create_agent
-from extensions.telegram import MESSAGE, TelegramSettings, telegram_extension
+from extensions.telegram import TelegramSettings, telegram_extension
+from extensions.telegram.definitions import MESSAGE
 from tests.fakes.telegram_server import FakeTelegramServer
 
 StartBot = Callable[..., Awaitable[Agent]]
