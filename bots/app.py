@@ -70,6 +70,9 @@ def build_agent(
         persona=persona_text(settings.bot.name, settings.bot.persona),
         max_tokens=settings.llm.max_tokens,
         model_idle_timeout=settings.llm.timeout,
+        compact_prompt=(
+            settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
+        ),
         **options,
     )
     for ctx in agent.contexts.values():

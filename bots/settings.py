@@ -73,6 +73,10 @@ class LlmSettings(BaseModel):
     retries: int = Field(default=3, ge=0, le=10, description="Retries on 429 and 5xx, with backoff")
     context_size: int = Field(default=4096, ge=512, description="Context window of the local model (tokens)")
     threads: int = Field(default=0, ge=0, description="CPU threads of the local model (0: all cores)")
+    compact_prompt: bool | None = Field(
+        default=None,
+        description="Short prompt without tools, for small models (empty: on for the local provider, off otherwise)",
+    )
 
 
 class LogSettings(BaseModel):

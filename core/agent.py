@@ -67,6 +67,7 @@ class Agent:
         queues: Mapping[str, int] | None = None,
         stop_timeout: float = 10.0,
         state_cache: int = 1024,
+        compact_prompt: bool = False,
     ) -> None:
         self.model = model
         """The model every run uses."""
@@ -78,6 +79,8 @@ class Agent:
         """The first section of the system prompt."""
         self.persona = persona
         """Who the bot is, added to the system prompt."""
+        self.compact_prompt = compact_prompt
+        """Use the short, tool-less prompt made for small local models."""
         self.max_tokens = max_tokens
         """Upper bound on tokens per model call."""
         self.model_idle_timeout = model_idle_timeout
@@ -533,6 +536,7 @@ def create_agent(
     queues: Mapping[str, int] | None = None,
     stop_timeout: float = 10.0,
     state_cache: int = 1024,
+    compact_prompt: bool = False,
 ) -> Agent:
     """Build an agent; call ``await agent.start()`` (or ``async with agent:``) before sending to it."""
     agent = Agent(
@@ -553,5 +557,6 @@ def create_agent(
         queues=queues,
         stop_timeout=stop_timeout,
         state_cache=state_cache,
+        compact_prompt=compact_prompt,
     )
     return agent

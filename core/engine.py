@@ -21,7 +21,7 @@ from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
-from .prompt import build_prompt, format_value
+from .prompt import build_compact_prompt, build_prompt, format_value
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -176,14 +176,18 @@ class Run:
         agent, state = self.agent, self.state
         actions, outputs = agent.available(state)
         updates = state.working_memory.unprocessed()
-        prompt = build_prompt(
-            state=state,
-            actions=actions,
-            outputs=outputs,
-            updates=updates,
-            intro=agent.intro,
-            persona=agent.persona,
-        )
+        if agent.compact_prompt:
+            actions = []
+            prompt = build_compact_prompt(state=state, outputs=outputs, updates=updates, persona=agent.persona)
+        else:
+            prompt = build_prompt(
+                state=state,
+                actions=actions,
+                outputs=outputs,
+                updates=updates,
+                intro=agent.intro,
+                persona=agent.persona,
+            )
         for entry in updates:
             entry.processed = True
         request = ModelRequest(

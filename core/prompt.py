@@ -19,6 +19,7 @@ from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, 
 __all__ = (
     "DEFAULT_INTRO",
     "Prompt",
+    "build_compact_prompt",
     "build_prompt",
     "format_action",
     "format_log",
@@ -215,3 +216,45 @@ def build_prompt(
         "<updates>\n" + "\n".join(format_log(u) for u in updates) + "\n</updates>",
     ]
     return Prompt(system=system, prompt="\n\n".join(sections))
+
+
+COMPACT_RULES = """\
+Reply to the last message of the conversation, in one short, friendly answer. Answer exactly like this:
+<response><reasoning>one short sentence</reasoning><output type="{type}">your reply</output></response>"""
+
+
+def _compact_line(log: Log) -> str | None:
+    if isinstance(log, InputRef):
+        who = log.params.get("user") or log.params.get("author") or "user"
+        return f"{who}: {log.text if log.text is not None else format_value(log.data)}"
+    if isinstance(log, OutputRef) and not log.error:
+        return f"you: {log.content if log.data is None else format_value(log.data)}"
+    if isinstance(log, ErrorLog):
+        return f"(note: {log.message})"
+    return None
+
+
+def build_compact_prompt(
+    *,
+    state: ContextState,
+    outputs: Sequence[Output],
+    updates: Sequence[Log],
+    persona: str = "",
+    history: int = 6,
+) -> Prompt:
+    """A short prompt for small local models: persona, the last few messages and the answer format.
+    No tools: a model of a few hundred million parameters cannot use them reliably."""
+    out_type = outputs[0].type if outputs else "message"
+    system = "\n\n".join(p for p in (persona, COMPACT_RULES.format(type=out_type)) if p)
+    past: list[str] = []
+    for log in reversed(state.working_memory.logs):
+        if len(past) >= history:
+            break
+        if log.processed:
+            line = _compact_line(log)
+            if line is not None:
+                past.append(line)
+    past.reverse()
+    new = [line for line in (_compact_line(u) for u in updates) if line is not None]
+    prompt = "\n".join([*past, *new]) or "(no messages)"
+    return Prompt(system=system, prompt=prompt)
