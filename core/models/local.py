@@ -134,6 +134,9 @@ class LocalModel:
         with self._lock:
             if self._server is not None:
                 return self._server
+            # llama.cpp's OpenMP threads spin between tokens unless told to sleep; a bot shares its cores with
+            # the event loop and other processes, and spinning made generation 4-10x slower under load
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 import xllamacpp
             except ImportError as exc:
