@@ -365,3 +365,22 @@ def test_bad_definitions_fail_at_definition_time() -> None:
     same = output(type="dup")
     with pytest.raises(DefinitionError, match="defined twice"):
         create_agent(model=ScriptedModel([]), outputs=[same, output(type="dup")])
+
+
+async def test_compact_prompt_for_small_models_has_the_conversation_and_no_tools() -> None:
+    model = ScriptedModel([R('<output type="chat:message">one</output>'), R('<output type="chat:message">two</output>')])
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        actions=[action(name="add", schema=Add, handler=lambda a, c, g: 0)],
+        outputs=[output(type="chat:message")],
+        persona="You are Tester.",
+        compact_prompt=True,
+    )
+    async with agent:
+        await agent.send(chat, "u", {"type": "chat:message", "data": "hello", "params": {"user": "ada"}})
+        await agent.send(chat, "u", msg("again"))
+    request = model.requests[1]
+    assert request.action_names == ()
+    assert request.prompt == "ada: hello\nyou: one\nuser: again"
+    assert request.system.startswith("You are Tester.") and 'type="chat:message"' in request.system
