@@ -7,7 +7,9 @@ The SDK is imported when the model is built, so ``import core`` stays light. Its
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -65,8 +67,10 @@ class OpenAICompatModel:
         """Token counts of the last call that reported them (for metrics)."""
         self._secret = api_key
         self._where = "OpenAI (api.openai.com)" if base_url is None else f"the server at {safe_url(self.base_url)}"
+        # a server on this machine is reached directly, whatever HTTP(S)_PROXY says
+        http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if _is_loopback(self.base_url) else None
         self._client: AsyncOpenAI = openai.AsyncOpenAI(
-            api_key=api_key or _NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0
+            api_key=api_key or _NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0, http_client=http_client
         )
 
     def __repr__(self) -> str:
@@ -145,6 +149,16 @@ class OpenAICompatModel:
             return Failure(error=ModelError(f"{self._where} reported an error while answering: {detail}"))
         detail = redact(str(exc), self._secret)[:300]
         return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
+
+
+def _is_loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _detail(body: object, fallback: str) -> str:

@@ -7,9 +7,13 @@ small so this runs in CI on two cores.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import pytest
 
 from core import InMemoryStore, context, create_agent, output
-from core.models import LocalModel, ModelRequest
+from core.errors import ModelError
+from core.models import LocalModel, ModelRequest, default_model_path
 from core.parser import TagEnd, TagStart, Text, parse
 
 from .support import Recording
@@ -64,3 +68,15 @@ async def test_closing_the_stream_stops_the_generation(local_model: LocalModel) 
     again = local_model.stream(ModelRequest(system="", prompt="Hi", max_tokens=4, output_types=("chat:message",)))
     assert await anext(again)
     await again.aclose()
+
+
+async def test_a_broken_gguf_file_is_a_model_error(tmp_path: Path) -> None:
+    path = default_model_path()
+    assert path is not None
+    broken = tmp_path / "broken.gguf"
+    with path.open("rb") as f:
+        broken.write_bytes(f.read(100_000))  # a valid header, then nothing
+    model = LocalModel(model_path=broken, threads=1)
+    with pytest.raises(ModelError, match="LLM_MODEL_PATH"):
+        await model.load()
+    assert not model.loaded

@@ -205,3 +205,17 @@ async def test_drives_the_step_loop(server: FakeOpenAIServer, policy: RetryPolic
         await model.aclose()
     assert sent == ["Hi Ann!"]
     assert "<updates>" in server.requests[0].body["messages"][1]["content"]
+
+
+async def test_a_loopback_server_bypasses_proxy_settings(
+    server: FakeOpenAIServer, policy: RetryPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # nothing listens there
+    model = make(server, policy)
+    try:
+        assert await collect(model, REQUEST) == "Hello there"
+    finally:
+        await model.aclose()
