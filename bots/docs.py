@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from .config import env_name
 from .settings import Settings
 
-__all__ = ("render_env_example", "render_settings_table", "update_files")
+__all__ = ("render_env_example", "render_settings_table", "settings_variables", "update_files")
 
 ROOT = Path(__file__).resolve().parent.parent
 START = "<!-- settings:start -->"
@@ -33,6 +33,11 @@ def _fields(model: type[pydantic.BaseModel], prefix: tuple[str, ...] = ()) -> li
         else:
             rows.append(((*prefix, name), field))
     return rows
+
+
+def settings_variables() -> dict[str, Any]:
+    """Every environment variable of ``Settings`` with its pydantic field, in declaration order."""
+    return {env_name(loc): field for loc, field in _fields(Settings)}
 
 
 def _default(field: Any) -> str:
