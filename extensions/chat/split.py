@@ -1,8 +1,9 @@
 """Splitting a long reply into messages a platform accepts, on safe boundaries.
 
 Both chat adapters use this: Discord with 2,000 characters, Telegram with 4,096 measured after rendering.
-A cut prefers a paragraph break, then a line break, then a space; a code block cut in two is closed at the
-end of one message and re-opened (with its language) at the start of the next.
+A cut prefers a paragraph break, then a line break, outside a code block, then the same inside one, then a
+space; a code block cut in two is closed at the end of one message and re-opened (with its language) at the
+start of the next.
 """
 
 from __future__ import annotations
@@ -29,6 +30,27 @@ def _compose(prefix: str | None, body: str, end_state: str | None) -> str:
     if end_state is not None:
         text = text.rstrip("\n") + "\n" + _FENCE
     return text
+
+
+def _cut_outside_code(text: str, start: str | None, floor: int, end: int) -> int | None:
+    """The best cut in ``text[floor:end]`` at a line break where no code block is open: after a blank line
+    if there is one, else after any line. None when every line break there is inside a code block."""
+    state = start
+    pos = 0
+    line_break: int | None = None
+    paragraph: int | None = None
+    previous_blank = False
+    for line in text[:end].split("\n")[:-1]:
+        pos += len(line) + 1
+        stripped = line.strip()
+        if stripped.startswith(_FENCE):
+            state = None if state is not None else stripped
+        if state is None and pos >= floor:
+            line_break = pos
+            if not stripped and not previous_blank:
+                paragraph = pos
+        previous_blank = not stripped
+    return paragraph if paragraph is not None else line_break
 
 
 def split_message(
@@ -68,11 +90,15 @@ def split_message(
                 n -= 1
         cut = n
         floor = n // 2
-        for sep in ("\n\n", "\n", " "):
-            i = rest.rfind(sep, floor, n)
-            if i > 0:
-                cut = i + len(sep)
-                break
+        outside = _cut_outside_code(rest, fence, floor, n)
+        if outside is not None:
+            cut = outside
+        else:
+            for sep in ("\n\n", "\n", " "):
+                i = rest.rfind(sep, floor, n)
+                if i > 0:
+                    cut = i + len(sep)
+                    break
         piece = rest[:cut]
         end_state = _fence_state(piece, fence)
         if fence is not None and not piece.strip():
