@@ -26,7 +26,11 @@ from .config import check_connectivity, check_settings, load_settings, platforms
 from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
 
-__all__ = ("SHUTDOWN_GRACE", "main")
+__all__ = (
+    "COMMANDS",
+    "SHUTDOWN_GRACE",
+    "main",
+)
 
 log = logging.getLogger("bots")
 

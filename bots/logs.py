@@ -33,6 +33,7 @@ __all__ = (
     "CONTENT_LOGGER",
     "MASK",
     "JsonFormatter",
+    "configure_from_settings",
     "configure_logging",
     "correlation_id",
     "secrets_of",

@@ -127,3 +127,21 @@ async def test_connectivity_is_checked_only_where_redis_is_needed(monkeypatch: p
     settings = load_settings()
     assert await check_connectivity(settings, role="run") == []
     assert await check_connectivity(settings, role="chat") == []
+
+
+async def test_a_redis_url_that_does_not_answer_is_one_line_naming_redis_url(tmp_path: Path) -> None:
+    from bots.config import _ping_redis
+    from tests.redis.server import RedisServer, free_port
+
+    port = free_port()
+    problem = await _ping_redis(f"redis://:hunter2@127.0.0.1:{port}/0", timeout=1.0)
+    assert problem is not None
+    assert problem.startswith(f"REDIS_URL='redis://:********@127.0.0.1:{port}/0' does not answer (")
+    assert problem.endswith("): start Redis there or fix REDIS_URL")
+    assert "hunter2" not in problem
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        assert await _ping_redis(server.url, timeout=1.0) is None
+    finally:
+        server.stop()
