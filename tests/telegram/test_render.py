@@ -87,6 +87,14 @@ def test_a_long_code_block_is_closed_and_reopened() -> None:
         parse_html(html)
 
 
+def test_a_cut_goes_before_a_code_block_rather_than_into_it() -> None:
+    prose = "Some words here. " * 200
+    code = "```sh\n" + "\n\n".join(f"echo {i}" for i in range(150)) + "\n```"
+    pieces = split_markdown(f"{prose}\n\n{code}\n\nDone.")
+    assert len(pieces) == 2
+    assert pieces[0] == prose.strip() and pieces[1].startswith("```sh")
+
+
 def test_markup_that_grows_when_cut_is_still_within_the_limit() -> None:
     # cutting **...** in two shows the asterisks again: the pieces are re-measured and cut finer
     text = " ".join(f"**{'w' * 30}**" for _ in range(400))
