@@ -279,10 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         secrets = secrets_of(settings)
         if args.command == "config":
             return _config(settings)
-        configure_logging(settings.log, secrets=secrets)
         problems = check_settings(settings, role=args.command)
         if problems:
             raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
+        configure_logging(settings.log, secrets=secrets)
         return asyncio.run(_serve(settings, args.command))
     except ConfigError as exc:
         say(str(exc))

@@ -145,3 +145,13 @@ async def test_a_redis_url_that_does_not_answer_is_one_line_naming_redis_url(tmp
         assert await _ping_redis(server.url, timeout=1.0) is None
     finally:
         server.stop()
+
+
+def test_log_settings_are_checked_before_logging_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.setenv("LOG_LEVEL", "loud")
+    monkeypatch.setenv("LOG_FORMAT", "xml")
+    assert check_settings(load_settings()) == [
+        "LOG_FORMAT='xml' is not text or json: set LOG_FORMAT=text or json",
+        "LOG_LEVEL='loud' is not DEBUG, INFO, WARNING or ERROR",
+    ]
