@@ -80,3 +80,10 @@ async def test_a_broken_gguf_file_is_a_model_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="LLM_MODEL_PATH"):
         await model.load()
     assert not model.loaded
+
+
+async def test_a_prompt_longer_than_the_context_names_llm_context_size(local_model: LocalModel) -> None:
+    request = ModelRequest(system="", prompt="word " * 3000, max_tokens=8, output_types=("chat:message",))
+    with pytest.raises(ModelError, match="LLM_CONTEXT_SIZE"):
+        async for _ in local_model.stream(request):
+            pass
