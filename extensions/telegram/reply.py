@@ -22,6 +22,7 @@ from .render import render_html, split_markdown, split_plain, visible_text
 __all__ = ("post_reply", "translate_error")
 
 log = logging.getLogger("extensions.telegram")
+content_log = logging.getLogger("content.telegram")
 
 _INLINE_SPLIT = 4096
 """Texts up to this long are split on the event loop (one render); longer ones in a thread."""
@@ -84,6 +85,7 @@ async def post_reply(
     Markdown is rendered to Telegram HTML and split at 4,096 characters measured after rendering; a piece
     Telegram cannot parse is sent again as plain text. Returns the ids of the messages sent, in order.
     """
+    content_log.info("chat %s reply: %s", chat_id, text)
     split = split_markdown if markdown else split_plain
     # a long answer is measured many times while it is cut: do that off the event loop
     pieces = await asyncio.to_thread(split, text) if len(text) > _INLINE_SPLIT else split(text)

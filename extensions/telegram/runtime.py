@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 from collections.abc import Callable, Coroutine
@@ -26,6 +27,7 @@ from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, Contex
 
 from core.errors import BackpressureError, ConfigError, PlatformError
 from core.logs import InputRef
+from core.trace import correlation_id
 
 from ..chat import Allowlist, RecentIds, SharedTyping
 from .definitions import MESSAGE, RUN_FAILED, ChatArgs, telegram_chat
@@ -44,6 +46,8 @@ __all__ = ("TelegramRuntime",)
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 log = logging.getLogger("extensions.telegram")
+content_log = logging.getLogger("content.telegram")
+"""Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
 
 BUSY = "I'm answering too many messages right now. Please send that again in a minute."
 RESET_DONE = "Done: I forgot everything about this conversation."
@@ -233,6 +237,16 @@ class TelegramRuntime:
             if pending:
                 await asyncio.wait(pending)
 
+    async def wait_idle(self) -> None:
+        """Return once every fetched update has been decided and every answer has finished (tests, benchmarks)."""
+        app = self.application
+        while True:
+            if app is not None and app.running:
+                await app.update_queue.join()
+            if not self._tasks:
+                return
+            await asyncio.wait(set(self._tasks))
+
     async def stop(self, agent: Agent) -> None:
         """Close the HTTP clients (after the agent finished its runs)."""
         app, self.application = self.application, None
@@ -262,6 +276,7 @@ class TelegramRuntime:
         decision = decide(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
         if decision is Decision.IGNORE:
             return
+        content_log.info("chat %s message %s from %s: %s", facts.chat_id, facts.message_id, facts.user_id, facts.text)
         log.info(
             "chat %s%s: %s from user %s (message %s, %d characters)",
             facts.chat_id,
@@ -271,16 +286,20 @@ class TelegramRuntime:
             facts.message_id,
             len(facts.text),
         )
+        key = f"telegram:{update.update_id}"
         if decision is Decision.HELP:
             text = self.settings.help_text.replace("{name}", self._bot_name)
-            self._spawn(self._notice(facts, text, markdown=True), name=f"telegram:help:{update.update_id}")
+            self._spawn(self._notice(facts, text, markdown=True), name=f"{key}:help", key=key)
         elif decision is Decision.RESET:
-            self._spawn(self._reset(facts), name=f"telegram:reset:{update.update_id}")
+            self._spawn(self._reset(facts), name=f"{key}:reset", key=key)
         else:
-            self._spawn(self._answer(facts, update.update_id), name=f"telegram:answer:{update.update_id}")
+            self._spawn(self._answer(facts, key), name=f"{key}:answer", key=key)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
+    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str, key: str) -> None:
+        """Run ``coro`` in a task this runtime owns, with ``key`` as the correlation id of its log lines."""
+        context = contextvars.copy_context()
+        context.run(correlation_id.set, key)
+        task = asyncio.create_task(coro, name=name, context=context)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 
@@ -289,7 +308,7 @@ class TelegramRuntime:
         if not task.cancelled() and task.exception() is not None:
             log.error("%s failed", task.get_name(), exc_info=task.exception())
 
-    async def _answer(self, facts: MessageFacts, update_id: int) -> None:
+    async def _answer(self, facts: MessageFacts, key: str) -> None:
         """Hand the message to the agent, with "typing..." shown until the run is over."""
         assert self._send is not None
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
@@ -300,7 +319,7 @@ class TelegramRuntime:
         typing = self._typing_loops.hold((facts.chat_id, facts.thread_id), lambda: self._typing(facts))
         async with self._slots, typing:
             try:
-                await self._send(telegram_chat, args, ref, dedupe_key=f"telegram:{update_id}")
+                await self._send(telegram_chat, args, ref, dedupe_key=key)
             except BackpressureError:
                 await self._notice(facts, BUSY)
             except Exception:

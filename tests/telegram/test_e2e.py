@@ -57,6 +57,17 @@ async def test_the_model_sees_the_message_and_its_author(server: FakeTelegramSer
     assert 'user="Bob"' in prompt and 'username="bobby"' in prompt and "what is 2+2?" in prompt
 
 
+async def test_the_input_carries_the_update_as_correlation_id(server: FakeTelegramServer, start_bot: StartBot) -> None:
+    agent = await start_bot(["ok"])
+    update = server.user_says("trace me")
+    await server.wait_replies(1)
+    await agent.stop()
+    logs = await agent.memory.get("working:telegram:chat:1001")
+    assert [entry.get("correlation_id") for entry in logs if entry["kind"] == "input"] == [
+        f"telegram:{update['update_id']}"
+    ]
+
+
 async def test_group_message_without_mention_is_ignored_and_with_mention_answered(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
