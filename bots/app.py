@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent
+from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent, service
 from core.errors import ConfigError
 
 from .assistant import assistant_extension, persona_text
 from .config import check_settings, platforms
+from .models import build_model, close_model
 from .settings import Settings
 
 __all__ = ("build_agent", "build_extensions", "build_memory", "build_model_from_settings")
@@ -16,8 +17,6 @@ __all__ = ("build_agent", "build_extensions", "build_memory", "build_model_from_
 
 def build_model_from_settings(settings: Settings) -> Model:
     """The model the settings ask for."""
-    from .models import build_model
-
     return build_model(settings.llm)
 
 
@@ -62,8 +61,9 @@ def build_agent(
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
+    chosen_model = model if model is not None else build_model_from_settings(settings)
     agent = create_agent(
-        model=model if model is not None else build_model_from_settings(settings),
+        model=chosen_model,
         extensions=build_extensions(settings, listen=listen, only=platforms),
         memory=memory if memory is not None else build_memory(settings),
         dispatcher=dispatcher,
@@ -75,6 +75,7 @@ def build_agent(
         ),
         **options,
     )
+    agent.services.append(service(name="model", stop=lambda _agent: close_model(chosen_model)))
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
         ctx.max_working_memory = min(settings.bot.history, ctx.keep_logs)

@@ -196,6 +196,7 @@ class Run:
             max_tokens=agent.max_tokens,
             output_types=tuple(o.type for o in outputs),
             action_names=tuple(a.name for a in actions),
+            max_items=1 if agent.compact_prompt else None,
             metadata={"context_id": state.id},
         )
         parser = StreamParser()

@@ -25,6 +25,8 @@ class ModelRequest:
     """The output types the model may use (a constrained decoder builds its grammar from them)."""
     action_names: tuple[str, ...] = ()
     """The action names the model may call."""
+    max_items: int | None = None
+    """At most this many outputs and action calls, for a constrained decoder (None: its default)."""
     metadata: dict[str, str] = field(default_factory=dict)
     """Correlation data (context id) for logs."""
 

@@ -141,5 +141,7 @@ def build_grammar(
 def grammar_for(request: ModelRequest) -> str:
     """The grammar of ``request``: its outputs and actions, with bounds fit to its ``max_tokens``."""
     return build_grammar(
-        output_types=request.output_types, action_names=request.action_names, limits=limits_for(request.max_tokens)
+        output_types=request.output_types,
+        action_names=request.action_names,
+        limits=limits_for(request.max_tokens, max_items=request.max_items or 2),
     )
