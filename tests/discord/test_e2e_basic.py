@@ -116,3 +116,12 @@ async def test_a_redelivered_message_is_answered_once(world: World, start_bot: S
     await barrier(world)
     assert len(model.requests) == 2  # the message and the barrier
     assert len(world.fake.posted_in(world.dm)) == 2
+
+
+async def test_mentioning_the_bots_role_counts_as_a_mention(world: World, start_bot: StartBot) -> None:
+    model = answers()
+    await start_bot(model)
+    role = world.fake.guilds[world.guild]["bot_role_id"]
+    await world.fake.say(world.general, f"<@&{role}> are you the bot?", author=world.alice)
+    await world.fake.wait_posted(world.general)
+    assert "are you the bot?" in model.requests[-1].prompt

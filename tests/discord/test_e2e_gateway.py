@@ -157,6 +157,7 @@ async def test_stop_closes_the_connection(world: World) -> None:
     await agent.start()
     runtime = runtime_of(agent)
     assert runtime.client is not None
+    await world.fake.wait_until(lambda: world.fake.heartbeats)  # discord.py beats at once on HELLO; ACKed
     await agent.stop()
     assert runtime.client is None
     await runtime.wait_closed()  # ended by stop: no error

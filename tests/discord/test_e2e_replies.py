@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
+
 import core
 from core.errors import ModelError
+from extensions.discord._lib import discord
 from extensions.discord.runtime import nonce_for
 
 from .conftest import StartBot, World, barrier, runtime_of, say
@@ -144,3 +147,14 @@ async def test_a_burst_in_one_channel_shares_one_typing_indicator(world: World, 
     await runtime_of(agent).wait_idle()
     assert world.fake.typing.count(world.general) == 1  # not one per message
     assert len(world.fake.posted_in(world.general)) >= 1
+
+
+async def test_the_fake_refuses_more_than_2000_characters(world: World, start_bot: StartBot) -> None:
+    """What makes the chunking test meaningful: an unsplit long message is refused, as Discord does."""
+    agent = await start_bot(core.ScriptedModel([]))
+    client = runtime_of(agent).client
+    assert client is not None
+    with pytest.raises(discord.HTTPException) as caught:
+        await client.get_partial_messageable(world.general).send("x" * 2001)
+    assert caught.value.status == 400 and caught.value.code == 50035
+    assert world.fake.posted_in(world.general) == []
