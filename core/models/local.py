@@ -180,6 +180,10 @@ class LocalModel:
             "stream": True,
             "stream_options": {"include_usage": True},
             "cache_prompt": True,
+            # small models loop on a sentence without these
+            "repeat_penalty": 1.15,
+            "repeat_last_n": 128,
+            "frequency_penalty": 0.2,
         }
         if self.seed is not None:
             body["seed"] = self.seed
