@@ -16,7 +16,7 @@ from .filters import MessageFacts
 if TYPE_CHECKING:
     from .runtime import DiscordRuntime
 
-__all__ = ("BotClient", "facts_of", "intents", "message_text", "platform_error")
+__all__ = ("INTENT_HELP", "BotClient", "facts_of", "intents", "message_params", "message_text", "platform_error")
 
 log = logging.getLogger("extensions.discord")
 
