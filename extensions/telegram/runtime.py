@@ -51,11 +51,12 @@ content_log = logging.getLogger("content.telegram")
 
 BUSY = "I'm answering too many messages right now. Please send that again in a minute."
 RESET_DONE = "Done: I forgot everything about this conversation."
-_App = Application[Any, Any, Any, Any, Any, Any]
 ALLOWED_UPDATES = ("message",)
+"""The update types the bot asks Telegram for."""
 COMMANDS = (("help", "What I can do"), ("reset", "Forget this conversation"))
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
-"""The update types the bot asks Telegram for."""
+
+_App = Application[Any, Any, Any, Any, Any, Any]
 
 
 class _RateLimiter(AIORateLimiter):
@@ -362,7 +363,7 @@ class TelegramRuntime:
 def _quiet_http_logs() -> None:
     """httpx logs every request URL at INFO, and Bot API URLs contain the token: keep those out of logs."""
     httpx_log = logging.getLogger("httpx")
-    if httpx_log.level == logging.NOTSET or httpx_log.level < logging.WARNING:
+    if httpx_log.getEffectiveLevel() < logging.WARNING:
         httpx_log.setLevel(logging.WARNING)
 
 

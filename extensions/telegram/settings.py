@@ -42,7 +42,7 @@ class TelegramSettings(BaseModel):
     mode: TelegramMode = Field(
         default=TelegramMode.POLLING, description="How updates arrive: polling (default) or webhook"
     )
-    poll_timeout: int = Field(default=30, ge=0, le=50, description="Seconds one getUpdates long poll may wait")
+    poll_timeout: int = Field(default=30, ge=1, le=50, description="Seconds one getUpdates long poll may wait")
     drop_pending_updates: bool = Field(
         default=False, description="Discard updates that arrived while the bot was down (default: answer them)"
     )

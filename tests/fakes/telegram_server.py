@@ -567,7 +567,8 @@ class FakeTelegramServer:
         return next(counter)
 
     def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
-        chat = self._chats.get(params.get("chat_id"))  # type: ignore[arg-type]
+        chat_id = params.get("chat_id")
+        chat = self._chats.get(chat_id) if isinstance(chat_id, int) else None
         if chat is None:
             raise _ApiError(400, "Bad Request: chat not found")
         return chat

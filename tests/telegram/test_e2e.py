@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from pydantic import SecretStr
 
 from core import ConfigError, ModelError, ModelRequest, PlatformError, ScriptedModel, create_agent
 from extensions.telegram import ChatArgs, TelegramSettings, telegram_chat, telegram_extension
@@ -63,6 +64,7 @@ async def test_the_input_carries_the_update_as_correlation_id(server: FakeTelegr
     await server.wait_replies(1)
     await agent.stop()
     logs = await agent.memory.get("working:telegram:chat:1001")
+    assert logs is not None
     assert [entry.get("correlation_id") for entry in logs if entry["kind"] == "input"] == [
         f"telegram:{update['update_id']}"
     ]
@@ -306,7 +308,7 @@ async def test_start_help_and_reset(server: FakeTelegramServer, start_bot: Start
 
 async def test_a_bad_token_is_a_clear_startup_error(server: FakeTelegramServer) -> None:
     bad = "999:not-the-right-token"
-    settings = TelegramSettings(token=bad, api_url=server.api_url)
+    settings = TelegramSettings(token=SecretStr(bad), api_url=server.api_url)
     agent = create_agent(model=scripted("x"), extensions=[telegram_extension(settings)])
     with pytest.raises(ConfigError) as caught:
         await agent.start()
@@ -316,7 +318,7 @@ async def test_a_bad_token_is_a_clear_startup_error(server: FakeTelegramServer) 
 
 
 async def test_an_unreachable_api_is_a_clear_startup_error(server: FakeTelegramServer) -> None:
-    settings = TelegramSettings(token=server.token, api_url="http://127.0.0.1:9", request_timeout=2)
+    settings = TelegramSettings(token=SecretStr(server.token), api_url="http://127.0.0.1:9", request_timeout=2)
     agent = create_agent(model=scripted("x"), extensions=[telegram_extension(settings)])
     with pytest.raises(PlatformError, match="TELEGRAM_API_URL"):
         await agent.start()
