@@ -295,6 +295,9 @@ class Agent:
         args = context.schema.validate(args)
         cid = self.context_id(context, args)
         self._wm_cache.pop(cid, None)
+        current = self._runs.get(cid)
+        if isinstance(current, Run):
+            current.forget = True  # a run in progress must not save back what is being forgotten
         await self.memory.delete(f"context:{cid}")
         await self.memory.delete(f"working:{cid}")
         await self.memory.delete(f"statelog:{cid}")
@@ -422,7 +425,8 @@ class Agent:
                     await maybe_await(context.on_run(state, self))
                 except Exception:
                     log.exception("on_run of context %s raised", context.type)
-            await self.save_state(state)
+            if not run.forget:
+                await self.save_state(state)
             for observer in self.observers:
                 observer("run_seconds", cid, loop.time() - started)
             if not future.done():

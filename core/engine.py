@@ -65,6 +65,8 @@ class Run:
         """Run events go to its listeners."""
         self.steps = 0
         """Model calls made so far."""
+        self.forget = False
+        """Set by ``agent.reset`` during the run: its memory is not saved at the end."""
         self._joined = False
         self._first_input_ms: int | None = None
         self._replied = False

@@ -384,3 +384,20 @@ async def test_compact_prompt_for_small_models_has_the_conversation_and_no_tools
     assert request.action_names == ()
     assert request.prompt == "ada: hello\nyou: one\nuser: again"
     assert request.system.startswith("You are Tester.") and 'type="chat:message"' in request.system
+
+
+async def test_reset_during_a_run_is_not_undone_by_the_run_saving() -> None:
+    gate = Gate()
+    gate.release.set()
+    agent = create_agent(model=gate, contexts=[chat], outputs=[output(type="chat:message")])
+    async with agent:
+        await agent.send(chat, "u", msg("remember me"))
+        gate.release.clear()
+        running = asyncio.create_task(agent.send(chat, "u", msg("second")))
+        while gate.running == 0:
+            await asyncio.sleep(0)
+        await agent.reset(chat, "u")
+        gate.release.set()
+        await running
+        state = await agent.load_state(chat, "u")
+    assert state.working_memory.logs == []
