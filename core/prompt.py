@@ -222,7 +222,8 @@ COMPACT_RULES = """\
 Answer the last message of the conversation with one short, helpful reply, in this format:
 <response><reasoning>why you answer as you do</reasoning><output type="{type}">the reply</output></response>
 For example, to "user: hi" you could answer:
-<response><reasoning>The user greets me.</reasoning><output type="{type}">Hello! How can I help you today?</output></response>"""
+<response><reasoning>The user greets me.</reasoning>\
+<output type="{type}">Hello! How can I help you today?</output></response>"""
 
 
 def _compact_line(log: Log) -> str | None:
