@@ -44,6 +44,9 @@ def encode_entry(context: Context, args: Any, input_ref: InputRef) -> str:
 class RedisDispatcher:
     """Puts inputs into per-context Redis inboxes; ``submit`` returns ``[]`` once the input is stored."""
 
+    distributed = True
+    """Runs happen in any worker: the agent keeps no state of a context between runs in memory."""
+
     def __init__(self, backend: RedisBackend | QueueConfig) -> None:
         owns = isinstance(backend, QueueConfig)
         self.backend = RedisBackend(backend) if isinstance(backend, QueueConfig) else backend
@@ -67,7 +70,7 @@ class RedisDispatcher:
         """Store the input in its context's inbox. Returns ``[]``; a redelivery (same ``dedupe_key``
         within ``dedupe_ttl``) is dropped. Raises ``BackpressureError`` when the inbox is full (nothing
         was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
-        cid = f"{context.type}:{context.key(args)}"
+        cid = self._agent.context_id(context, args) if self._agent else f"{context.type}:{context.key(args)}"
         result = await self.ingest(cid, encode_entry(context, args, input_ref), dedupe_key=dedupe_key)
         if result == "full":
             raise BackpressureError(

@@ -9,6 +9,7 @@ busy channel cannot hold a worker slot. A renewal task keeps the lease; losing i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -83,11 +84,13 @@ class Drainer:
                 previous[1].lost = True  # a job of ours that lost the lease is still winding down
                 self.agent.cancel_run(cid)
                 await asyncio.wait({previous[0]})
+            finished = asyncio.Event()
             async with asyncio.TaskGroup() as tg:
-                renewer = tg.create_task(self._renew(lease), name=f"renew:{cid}")
+                renewer = tg.create_task(self._renew(lease, finished), name=f"renew:{cid}")
                 try:
                     return await self._batches(lease)
                 finally:
+                    finished.set()
                     renewer.cancel()
         finally:
             if self._local.get(cid, (None,))[0] is me:
@@ -110,11 +113,15 @@ class Drainer:
         lease.extended(sent)
         return lease
 
-    async def _renew(self, lease: Lease) -> None:
+    async def _renew(self, lease: Lease, finished: asyncio.Event) -> None:
         b = self.backend
         ck = b.keys.context(lease.cid)
         while not lease.lost:
-            await asyncio.sleep(self.config.renew_interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.renew_interval):
+                    await finished.wait()
+            if finished.is_set():
+                return
             sent = time.monotonic()
             try:
                 ok = await b.call(
@@ -164,11 +171,12 @@ class Drainer:
             if status == "stale":
                 self._lose(lease)
                 return "lost"
-            if len(result) > 1 and result[-1]:
+            dead = result[4] if status == "batch" else result[1] if len(result) > 1 else ""
+            if dead:
                 self.stats.dead += 1
                 log.error(
                     "batch %s of %s failed %d times: moved to %s",
-                    result[-1],
+                    dead,
                     lease.cid,
                     self.config.max_attempts,
                     self.backend.keys.dead,
@@ -183,7 +191,7 @@ class Drainer:
                 attempt=int(result[2]),
             )
             entries = json.loads(result[3])
-            if scope.attempt > 1:
+            if result[5] == "1":  # an earlier attempt did not finish: replay what it stored
                 self.stats.redelivered += 1
                 scope.cache = await self._ledger(scope)
             try:

@@ -8,7 +8,7 @@ Per context ``cid`` (prefix ``bots:``)::
     bots:{cid}:meta         hash     fence (token counter), seq (batch counter), sched (job responsible)
     bots:{cid}:dd:<key>     string   a platform message id seen recently (dedupe)
     bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies)
-    bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``)
+    bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
 
 Shared by all contexts: ``bots:queue`` (arq's job queue), ``bots:active`` (sorted set of contexts
 with work, scored by when the sweeper should look at them), ``bots:wake`` (wake-up tokens for idle
@@ -101,9 +101,9 @@ class Keys:
         return ARQ_JOB_PREFIX + job_id
 
     def memory(self, key: str) -> str:
-        """The Redis key of memory-store key ``key``: ``context:<cid>`` and ``working:<cid>`` go into
-        the context's slot; anything else lives under ``<prefix>mem:``."""
+        """The Redis key of memory-store key ``key``: ``<kind>:<cid>`` (``context:``, ``working:``,
+        ``statelog:``) goes into the context's slot; a key without ``:`` lives under ``<prefix>mem:``."""
         kind, sep, cid = key.partition(":")
-        if sep and cid and kind in ("context", "working"):
+        if sep and cid and kind:
             return self.context(cid).memory(kind)
         return self.prefix + "mem:" + key

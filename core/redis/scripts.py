@@ -86,7 +86,8 @@ STEP = (
 -- KEYS: lease batch inbox meta queue active wake dead acked_ledger new_job_key own_job_key memory_keys...
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id payload job_ttl_ms check_ms
 --       wake_cap nwrites (op value)...
--- mode 'take': acknowledge ack_id (if any), then hand out the next batch or release the context.
+-- mode 'take': acknowledge ack_id (if any), then hand out the next batch or release the context:
+--   {'batch', id, attempt, entries, dead_id, redelivered} or {'released', dead_id}
 -- mode 'handoff': acknowledge, then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
 if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
@@ -124,7 +125,7 @@ if ARGV[4] == 'take' then
     if attempt <= tonumber(ARGV[7]) then
       redis.call('PEXPIRE', KEYS[1], lease_ms)
       redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-      return {'batch', id, attempt, entries, ''}
+      return {'batch', id, attempt, entries, '', '1'}
     end
     redis.call('RPUSH', KEYS[8], '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}')
     redis.call('LTRIM', KEYS[8], -1000, -1)
@@ -142,7 +143,7 @@ if ARGV[4] == 'take' then
   redis.call('HSET', KEYS[2], 'id', id, 'attempt', 1, 'entries', entries)
   redis.call('PEXPIRE', KEYS[1], lease_ms)
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-  return {'batch', id, 1, entries, dead}
+  return {'batch', id, 1, entries, dead, '0'}
 end
 if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
   release()

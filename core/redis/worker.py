@@ -67,6 +67,15 @@ class _WakeWorker(arq.worker.Worker):
         self._look = True
         self._slot_freed = asyncio.Event()
         self._failing_since: float | None = None
+        self.closing = False
+        """Set to end ``serve`` (checked every iteration, so a cancellation swallowed inside a library
+        cannot keep the loop alive)."""
+
+    async def serve(self) -> None:
+        """arq's polling loop, minus its fixed sleep: wait for work, start jobs, repeat until closing."""
+        self.ctx["redis"] = self.pool
+        while not self.closing:
+            await self._poll_iteration()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         before = len(self.tasks)
@@ -80,7 +89,7 @@ class _WakeWorker(arq.worker.Worker):
 
     async def _wait_for_work(self) -> None:
         if not self.allow_pick_jobs:
-            await asyncio.sleep(self.idle_wait)
+            await asyncio.sleep(min(self.idle_wait, 0.2))
             return
         self._slot_freed.clear()
         if self.job_counter >= self.max_jobs:
@@ -136,6 +145,7 @@ class QueueWorker:
         self.rescheduled = 0
         """Contexts this worker's sweeper rescheduled after their lease expired."""
         self._stop = asyncio.Event()
+        self._closing = False
         self._arq: _WakeWorker | None = None
 
     @property
@@ -175,14 +185,18 @@ class QueueWorker:
                     cfg.shown_url,
                 )
                 async with asyncio.TaskGroup() as tg:
-                    main = tg.create_task(worker.main(), name="arq-main")
+                    main = tg.create_task(worker.serve(), name="arq-loop")
                     sweeper = tg.create_task(self._sweep(), name="sweeper")
                     stopped = tg.create_task(self._stop.wait(), name="stop-signal")
                     await asyncio.wait({main, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                    if main.done():
+                        main.result()  # the loop failed: raise its error
                     await self._shutdown(worker)
+                    worker.closing = self._closing = True
                     for task in (main, sweeper, stopped):
                         task.cancel()
-                await worker.close()
+                with contextlib.suppress(*_POLL_ERRORS):  # arq's close() would use a deprecated call
+                    await pool.delete(worker.health_check_key)
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
@@ -207,7 +221,7 @@ class QueueWorker:
 
     async def _sweep(self) -> None:
         interval = self.backend.config.sweep_interval
-        while True:
+        while not self._closing:
             await asyncio.sleep(interval)
             try:
                 await self.sweep_once()

@@ -99,6 +99,8 @@ class Workers:
             try:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGUSR1)  # the worker prints its tasks' stacks into its log
+                time.sleep(0.5)
                 p.kill()
                 p.wait()
 

@@ -6,6 +6,7 @@ not shown twice. Every post attempt is also logged, so tests can see what the le
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from typing import Any
 
 import pydantic
 import redis.asyncio
+import redis.exceptions
 
 from core import Agent, OutputContext, context, extension, output, service
 from core.models.base import ModelRequest
@@ -51,6 +53,20 @@ def answer(request: ModelRequest, *, marks: Path | None = None) -> str:
     return f'<response><output type="probe:reply">{"|".join(texts)}</output></response>'
 
 
+async def _retrying(fn: Any, *, budget: float = 20.0) -> Any:
+    """The "platform" shares the test's Redis: a Redis restart is a platform outage, retried like one."""
+    delay, waited = 0.02, 0.0
+    while True:
+        try:
+            return await fn()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            if waited > budget:
+                raise
+        await asyncio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, 0.5)
+
+
 def probe_extension(url: str) -> Any:
     """The probe bot's context, its reply output and the Redis client the output posts with."""
     holder: dict[str, Any] = {}
@@ -74,8 +90,10 @@ def probe_extension(url: str) -> Any:
         nonce = nonce or os.urandom(8).hex()
         client = holder["client"]
         attempt = json.dumps({"chat": ctx.state.key, "pid": os.getpid(), "text": data, "nonce": nonce})
-        await client.rpush("probe:attempts", attempt)
-        shown = await holder["post"](keys=["probe:nonces", f"probe:replies:{ctx.state.key}"], args=[nonce, data, 1])
+        await _retrying(lambda: client.rpush("probe:attempts", attempt))
+        shown = await _retrying(
+            lambda: holder["post"](keys=["probe:nonces", f"probe:replies:{ctx.state.key}"], args=[nonce, data, 1])
+        )
         if ledger is not None:
             await ledger.posted(slot, nonce)
         return {"params": {"posted": "now" if shown else "nonce"}}

@@ -12,7 +12,10 @@ import functools
 import json
 import logging
 import os
+import signal
+import sys
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio
 
@@ -35,6 +38,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def dump_tasks() -> None:
+    for task in asyncio.all_tasks():
+        print(f"task {task.get_name()} cancelling={task.cancelling()}", file=sys.stderr)
+        coro: Any = task.get_coro()
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+            if frame is not None:
+                print(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}", file=sys.stderr)
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+
+
 async def amain(args: argparse.Namespace) -> None:
     config = QueueConfig(
         url=args.url,
@@ -55,6 +69,7 @@ async def amain(args: argparse.Namespace) -> None:
         memory=RedisMemoryStore(backend),
     )
     worker = QueueWorker(agent, backend)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump_tasks)  # a hung test shows where
     try:
         await worker.run()
     finally:
