@@ -1,9 +1,9 @@
 """A named single-holder lease: one Telegram poller per bot token across any number of gateways.
 
-``async with PlatformLock(backend, "telegram:<token hash>") as lock:`` waits (standby) until this
-process holds the name, renews it in the background and releases it on exit. If a renewal is refused
-or cannot be made before the lease runs out, ``lock.lost`` is set: the holder must stop polling at
-once (another gateway may take over after ``ttl``).
+``async with PlatformLock(backend, "telegram:<token hash>") as lock:`` (or ``acquire()`` / ``release()``)
+waits (standby) until this process holds the name, renews it in the background and releases it on exit.
+If a renewal is refused or cannot be made before the lease runs out, ``lock.lost`` is set: the holder
+must stop polling at once (another gateway may take over after ``ttl``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ class PlatformLock:
         return bool(ok)
 
     async def acquire(self, *, poll: float | None = None) -> None:
-        """Wait until this process holds the lease (a standby gateway waits here)."""
+        """Wait until this process holds the lease (a standby gateway waits here), then keep renewing it
+        in a task this lock owns until ``release()``."""
         every = poll if poll is not None else max(0.05, self.ttl / 5)
         announced = False
         while not await self.try_acquire():
@@ -65,6 +66,7 @@ class PlatformLock:
                 announced = True
             await asyncio.sleep(every)
         self.lost.clear()
+        self._renewer = asyncio.create_task(self._renew(), name=f"lock:{self.name}")
 
     async def _renew(self) -> None:
         b = self.backend
@@ -91,7 +93,14 @@ class PlatformLock:
             self.deadline = sent + self.ttl * 0.9
 
     async def release(self) -> None:
-        """Give the lease up (only if still ours)."""
+        """Stop renewing and give the lease up (only if still ours)."""
+        if self._renewer is None:
+            return
+        self._renewer.cancel()
+        await asyncio.gather(self._renewer, return_exceptions=True)
+        self._renewer = None
+        if self.lost.is_set():
+            return
         b = self.backend
         try:
             await b.call(
@@ -102,15 +111,9 @@ class PlatformLock:
 
     async def __aenter__(self) -> PlatformLock:
         await self.acquire()
-        self._renewer = asyncio.create_task(self._renew(), name=f"lock:{self.name}")
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._renewer is not None:
-            self._renewer.cancel()
-            await asyncio.gather(self._renewer, return_exceptions=True)
-            self._renewer = None
-        if not self.lost.is_set():
-            await self.release()
+        await self.release()

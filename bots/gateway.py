@@ -1,0 +1,129 @@
+"""``bots gateway``: the platform listeners only. Messages are filtered, deduplicated and stored in
+their conversation's Redis inbox; ``bots worker`` processes answer them.
+
+Run one gateway per platform token. A second gateway on the same token stands by: a lease in Redis
+(``<prefix>lock:<platform>:<hash of the token>``) lets only one of them poll Telegram or hold the
+Discord connection, and the standby takes over within ``LOCK_TTL`` seconds if the active one dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import signal
+from collections.abc import Awaitable
+from typing import Any
+
+from core import ScriptedModel
+from core.errors import ConfigError, ModelError
+
+from .config import platforms
+from .settings import Settings
+from .worker import queue_config, redis_check
+
+__all__ = ("LOCK_TTL", "lock_names", "run_gateway")
+
+log = logging.getLogger("bots.gateway")
+
+LOCK_TTL = 10.0
+"""Seconds a dead gateway's platform lease lasts before a standby gateway takes over."""
+
+
+def lock_names(settings: Settings) -> list[str]:
+    """One lease name per configured platform token (a hash of the token, never the token)."""
+    names = []
+    for platform in platforms(settings):
+        token = getattr(settings, platform).token
+        digest = hashlib.sha256(token.get_secret_value().encode()).hexdigest()[:16]
+        names.append(f"{platform}:{digest}")
+    return names
+
+
+def _no_model() -> ScriptedModel:
+    return ScriptedModel(lambda request: ModelError("bots gateway does not run the model: bots worker does"))
+
+
+async def _unless(work: Awaitable[Any], stop: asyncio.Event) -> bool:
+    """Await ``work`` unless ``stop`` is set first (then ``work`` is cancelled); True if it finished."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+
+async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Listen until ``stop`` is set (or, without one, until SIGTERM / SIGINT). While another gateway
+    holds a platform token's lease this one stands by; if the lease is lost it stops listening at once
+    and stands by again."""
+    from core.redis import PlatformLock, RedisBackend, RedisDispatcher, RedisMemoryStore
+
+    from .app import build_agent
+    from .ops import ops
+
+    names = lock_names(settings)
+    if not names:
+        raise ConfigError("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
+    loop = asyncio.get_running_loop()
+    own_signals = stop is None
+    stopping = stop if stop is not None else asyncio.Event()
+    if own_signals:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+    backend = RedisBackend(queue_config(settings), client_name="bots-gateway")
+    ops.add_check("redis", redis_check(backend))
+    try:
+        await backend.run(backend.client.ping, what="connecting")
+        while not stopping.is_set():
+            locks = [PlatformLock(backend, name, ttl=LOCK_TTL) for name in names]
+            try:
+                for lock in locks:
+                    if not await _unless(lock.acquire(), stopping):
+                        return
+                agent = build_agent(
+                    settings,
+                    dispatcher=RedisDispatcher(backend),
+                    memory=RedisMemoryStore(backend),
+                    model=_no_model(),
+                    listen=True,
+                )
+                ops.attach(agent, check_model=False)
+                try:
+                    await agent.start()
+                    log.info("gateway listening (%s); inputs go to %s", ", ".join(names), backend.config.shown_url)
+                    await _first(stopping, *(lock.lost for lock in locks))
+                finally:
+                    await agent.stop()
+                    ops.detach(agent)
+            finally:
+                for lock in locks:
+                    await lock.release()
+            if not stopping.is_set():
+                log.warning("a platform lease was lost (another gateway took over?); standing by")
+    finally:
+        ops.remove_check("redis")
+        if own_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        await backend.close()

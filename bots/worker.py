@@ -1,0 +1,92 @@
+"""``bots worker``: run conversations from the Redis queue and post the replies through the platforms'
+REST APIs (no gateway connection). Start as many as needed, on as many machines: each conversation runs
+in one worker at a time, a crashed worker's conversations are taken over after ``REDIS_LEASE_SECONDS``.
+
+SIGTERM: take no new work, let running answers finish for up to ``BOT_STOP_TIMEOUT`` seconds, then hand
+the unfinished ones back to the queue (another worker answers them; nothing is posted twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+from core.errors import ConfigError
+
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from core.redis import QueueConfig, RedisBackend
+
+__all__ = ("queue_config", "redis_check", "run_worker")
+
+log = logging.getLogger("bots.worker")
+
+
+def queue_config(settings: Settings) -> QueueConfig:
+    """The queue configuration from ``REDIS_*`` (and ``BOT_STOP_TIMEOUT`` for the stop bound)."""
+    group = getattr(settings, "redis", None)
+    if group is None:
+        from .queue_settings import RedisSettings
+
+        group = RedisSettings()
+    try:
+        config = group.to_config()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    stop_timeout = getattr(settings.bot, "stop_timeout", None)
+    if isinstance(stop_timeout, int | float):
+        config = dataclasses.replace(config, stop_timeout=max(0.0, float(stop_timeout) - 1.0))
+    return config
+
+
+def redis_check(backend: RedisBackend) -> Any:
+    """A readiness check: Redis answers a PING."""
+
+    async def check() -> bool | str:
+        try:
+            async with asyncio.timeout(backend.config.op_timeout):
+                await backend.client.ping()
+        except Exception as exc:
+            return f"redis at {backend.config.shown_url} does not answer ({type(exc).__name__})"
+        return True
+
+    return check
+
+
+async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Work until ``stop`` is set (or, without one, until SIGTERM / SIGINT), then stop gracefully."""
+    from core.redis import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+
+    from .app import build_agent
+    from .ops import ops
+
+    logging.getLogger("arq").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
+    backend = RedisBackend(queue_config(settings), client_name="bots-worker")
+    try:
+        agent = build_agent(
+            settings,
+            dispatcher=RedisDispatcher(backend),
+            memory=RedisMemoryStore(backend),
+            listen=False,
+            stop_timeout=backend.config.stop_timeout,
+        )
+        worker = QueueWorker(agent, backend)
+        ops.attach(agent)
+        ops.add_check("redis", redis_check(backend))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                running = tg.create_task(worker.run(handle_signals=stop is None), name="queue-worker")
+                if stop is not None:
+                    waiter = tg.create_task(stop.wait(), name="stop")
+                    await asyncio.wait({running, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                    worker.stop()
+                    waiter.cancel()
+        finally:
+            ops.remove_check("redis")
+            ops.detach(agent)
+        log.info("worker stopped: %s", worker.describe())
+    finally:
+        await backend.close()
