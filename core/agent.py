@@ -176,6 +176,12 @@ class Agent:
         """``<type>:<key>`` of the instance ``args`` names."""
         return f"{context.type}:{context.key(args)}"
 
+    def state_of(self, context_id: str) -> ContextState | None:
+        """The state of the run of ``context_id`` going on in this process, None between runs. Event
+        listeners use it to find where an output they see streaming will go (``RunEvent.context_id``)."""
+        run = self._runs.get(context_id)
+        return run.state if isinstance(run, Run) else None
+
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:

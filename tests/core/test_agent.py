@@ -357,6 +357,16 @@ async def test_stream_events() -> None:
     assert all(e.type != RunEventType.REASONING for e in no_reasoning)
 
 
+async def test_listeners_find_the_state_of_the_running_context() -> None:
+    agent, _ = make([R('<output type="chat:message">hi</output>')])
+    seen: list[Any] = []
+    agent.event_listeners.append(lambda event: seen.append(agent.state_of(event.context_id)))
+    async with agent:
+        await agent.send(chat, "u", msg("hello"))
+        assert agent.state_of("chat:u") is None  # between runs
+    assert seen and all(state is not None and state.id == "chat:u" for state in seen)
+
+
 def test_bad_definitions_fail_at_definition_time() -> None:
     with pytest.raises(DefinitionError, match="not a valid name"):
         action(name="bad name", handler=lambda a, c, g: None)
