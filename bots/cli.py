@@ -30,6 +30,7 @@ __all__ = (
     "COMMANDS",
     "SHUTDOWN_GRACE",
     "main",
+    "stop_bound",
 )
 
 log = logging.getLogger("bots")
@@ -45,6 +46,15 @@ COMMANDS = {
     "worker": "run agents from the Redis queue and post replies",
 }
 """The subcommands and their help (the deploy files and the README name only these)."""
+
+
+def stop_bound(settings: Settings, command: str) -> float:
+    """Seconds a ``command`` process may take from SIGTERM to exit: its answers' stop timeout
+    (``BOT_STOP_TIMEOUT``; a worker's runs get ``REDIS_STOP_TIMEOUT``) plus ``SHUTDOWN_GRACE``."""
+    timeout = settings.bot.stop_timeout
+    if command in ("gateway", "worker"):
+        timeout = max(timeout, settings.redis.stop_timeout)
+    return timeout + SHUTDOWN_GRACE
 
 
 class _Stop:
@@ -151,7 +161,7 @@ async def _bounded(stopping: Awaitable[Any], *, bound: float, stop: _Stop, what:
             log.error("stopping %s failed", what, exc_info=task.exception())
             return False
         return True
-    log.error("%s did not stop within %.0fs (BOT_STOP_TIMEOUT + %.0fs); exiting anyway", what, bound, SHUTDOWN_GRACE)
+    log.error("%s did not stop within %.0fs (its stop timeout + %.0fs); exiting anyway", what, bound, SHUTDOWN_GRACE)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         async with asyncio.timeout(1.0):
@@ -194,8 +204,7 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
             await _until_stopped(chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line), stop)
     finally:
         ops.stopping()
-        bound = settings.bot.stop_timeout + SHUTDOWN_GRACE
-        clean = await _bounded(agent.stop(), bound=bound, stop=stop, what="the bot")
+        clean = await _bounded(agent.stop(), bound=stop_bound(settings, "run"), stop=stop, what="the bot")
         if clean:
             log.info("stopped")
     return 0 if clean else 1
@@ -226,7 +235,7 @@ async def _queue_role(settings: Settings, command: str, stop: _Stop) -> int:
         work.result()
         return 0
     ops.stopping()
-    bound = settings.bot.stop_timeout + SHUTDOWN_GRACE
+    bound = stop_bound(settings, command)
     if not takes_stop:
         work.cancel()
     return 0 if await _bounded(work, bound=bound, stop=stop, what=f"the {command}") else 1

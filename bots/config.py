@@ -140,11 +140,7 @@ def platforms(settings: Settings) -> list[str]:
 
 
 def _redis_url(settings: Settings) -> str | None:
-    group = getattr(settings, "redis", None)
-    url = getattr(group, "url", None)
-    if isinstance(url, SecretStr):
-        url = url.get_secret_value()
-    return (str(url).strip() or None) if url is not None else None
+    return settings.redis.url.strip() or None
 
 
 def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
@@ -167,8 +163,11 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
     if role in ("gateway", "worker"):
         if not (_has("arq") and _has("redis")):
             problems.append(f"bots {role} needs the redis extra: run pip install '.[redis]'")
-        if _redis_url(settings) is None:
+        url = _redis_url(settings)
+        if url is None:
             problems.append(f"bots {role} needs Redis: set REDIS_URL (for example redis://localhost:6379/0)")
+        elif urllib.parse.urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+            problems.append(f"REDIS_URL={safe_url(url)!r} is not a Redis URL: use redis://host:6379/0")
     if role != "gateway":
         problems.extend(_model_problems(settings))
     if settings.log.format not in ("text", "json"):
@@ -212,28 +211,34 @@ def _model_problems(settings: Settings) -> list[str]:
 
 async def check_connectivity(settings: Settings, *, role: str = "run", timeout: float = 3.0) -> list[str]:
     """What must answer on the network for ``role`` and does not, one line each: ``REDIS_URL`` for a
-    gateway or a worker, and for ``config`` when it is set."""
+    gateway or a worker, and for ``config`` when REDIS_URL was set (the embedded mode needs no Redis)."""
     url = _redis_url(settings)
     if url is None or not _has("redis") or role not in ("gateway", "worker", "config"):
         return []
-    problem = await _ping_redis(url, timeout=timeout)
+    if role == "config" and "url" not in settings.redis.model_fields_set:
+        return []
+    password = settings.redis.password.get_secret_value() if settings.redis.password is not None else None
+    problem = await _ping_redis(url, timeout=timeout, password=password)
     return [problem] if problem else []
 
 
-async def _ping_redis(url: str, *, timeout: float) -> str | None:
+async def _ping_redis(url: str, *, timeout: float, password: str | None = None) -> str | None:
     import redis.asyncio as aioredis
     import redis.exceptions
 
     shown = safe_url(url)
+    options: dict[str, Any] = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    if password:
+        options["password"] = password
     try:
-        client = aioredis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        client = aioredis.Redis.from_url(url, **options)
     except ValueError as exc:
         return f"REDIS_URL={shown!r} is not a Redis URL ({exc}): use redis://host:6379/0"
     try:
         async with asyncio.timeout(timeout + 0.5):
             await client.ping()
     except redis.exceptions.AuthenticationError:
-        return f"REDIS_URL={shown!r}: Redis refused the password; fix the password in REDIS_URL"
+        return f"REDIS_URL={shown!r}: Redis refused the password; fix REDIS_PASSWORD or the password in REDIS_URL"
     except redis.exceptions.ResponseError as exc:
         return f"REDIS_URL={shown!r}: Redis answered with an error ({str(exc)[:80]}); check the URL's database"
     except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:

@@ -15,6 +15,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from extensions.discord.settings import DiscordSettings
 from extensions.telegram.settings import TelegramSettings
 
+from .queue_settings import RedisSettings
+
 __all__ = (
     "BotSettings",
     "HttpSettings",
@@ -112,5 +114,6 @@ class Settings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

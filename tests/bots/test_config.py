@@ -87,15 +87,17 @@ def test_a_provider_without_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_roles_need_their_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_PROVIDER", "scripted")
-    monkeypatch.delenv("REDIS_URL", raising=False)
     settings = load_settings()
     assert check_settings(settings, role="run") == []
-    gateway = check_settings(settings, role="gateway")
-    assert "bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN" in gateway
-    if "redis" not in Settings.model_fields:
-        assert "bots worker needs Redis: set REDIS_URL (for example redis://localhost:6379/0)" in check_settings(
-            settings, role="worker"
-        )
+    assert check_settings(settings, role="worker") == []
+    assert check_settings(settings, role="gateway") == [
+        "bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN"
+    ]
+    monkeypatch.setenv("REDIS_URL", "http://:pw@127.0.0.1:6379")
+    assert check_settings(load_settings(), role="worker") == [
+        "REDIS_URL='http://:********@127.0.0.1:6379' is not a Redis URL: use redis://host:6379/0"
+    ]
+    assert check_settings(load_settings(), role="run") == []  # the embedded mode needs no Redis
 
 
 def test_settings_table_names_the_source_of_each_value_and_masks_secrets(
@@ -123,10 +125,18 @@ def test_safe_url() -> None:
 
 
 async def test_connectivity_is_checked_only_where_redis_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.redis.server import free_port
+
     monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    assert await check_connectivity(load_settings(), role="config") == []  # REDIS_URL at its default: not used
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    monkeypatch.setenv("REDIS_URL", url)
     settings = load_settings()
     assert await check_connectivity(settings, role="run") == []
     assert await check_connectivity(settings, role="chat") == []
+    for role in ("worker", "gateway", "config"):
+        problems = await check_connectivity(settings, role=role, timeout=1.0)
+        assert len(problems) == 1 and problems[0].startswith(f"REDIS_URL={url!r} does not answer (")
 
 
 async def test_a_redis_url_that_does_not_answer_is_one_line_naming_redis_url(tmp_path: Path) -> None:

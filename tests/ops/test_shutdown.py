@@ -26,7 +26,7 @@ async def test_a_stop_that_hangs_is_abandoned_at_the_bound(caplog: pytest.LogCap
     never = asyncio.Event()
     assert await _bounded(never.wait(), bound=0.05, stop=_Stop(), what="the bot") is False
     assert "the bot did not stop within" in caplog.text
-    assert "BOT_STOP_TIMEOUT" in caplog.text
+    assert "its stop timeout" in caplog.text
 
 
 async def test_a_second_signal_abandons_the_stop_at_once() -> None:
