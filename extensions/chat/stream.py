@@ -1,9 +1,14 @@
-"""Replies that appear as they are written: post when the first text arrives, edit at most once per
+"""Replies that appear as they are written: post when the first text arrives, update at most once per
 interval, continue in a new message past the length limit, and always end on the exact final text.
 
-Both chat adapters use this through a ``MessageSink`` (post and edit one message). Edits while streaming are
-best effort: a failed one (a 429, a network error) is skipped, since the next edit or the final text
-carries everything. The final text is always delivered: an edit that fails at the end becomes a new message.
+Both chat adapters use this. A platform provides a ``MessageSink`` (post, edit and delete one message) and a
+``split`` function (its length limit, measured the way it counts); ``LiveReplies`` turns the agent's run
+events into one ``LiveReply`` per streamed output, and the output's handler finishes it with the final text.
+
+Updates while streaming are best effort: a failed one (a 429 the client gave up on, a network error) is
+skipped, since the next update or the final text carries everything. A request in flight is never cut
+off: ``finish`` waits for it, so a message is never posted twice. The final text is always delivered: a
+final edit that fails becomes a new message (and the stale ones are deleted when the platform allows).
 """
 
 from __future__ import annotations
@@ -12,26 +17,40 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .split import split_message
+from core.events import RunEvent, RunEventType
 
-__all__ = ("LiveReplies", "LiveReply", "MessageSink")
+__all__ = ("LiveReplies", "LiveReply", "MessageSink", "ReplyKey")
 
 log = logging.getLogger("extensions.chat.stream")
 
+ReplyKey = tuple[str, int, int]
+"""``(context id, step, output index)``: the run events and the ``OutputContext`` of one output share it."""
+
+
+def _same(shown: str, text: str) -> bool:
+    """Platforms trim a message's text: an edit that only changes whitespace at its ends changes nothing
+    (Telegram refuses it with "message is not modified")."""
+    return shown.strip() == text.strip()
+
 
 class MessageSink(Protocol):
-    """How a platform posts and edits a message of one reply."""
+    """How a platform posts, edits and deletes the messages of one reply. Errors may be raised as they are."""
 
-    async def post(self, text: str, *, first: bool) -> Any:
-        """Post a new message; return a handle for ``edit``. ``first`` is true for the reply's first message."""
+    async def post(self, text: str, *, index: int) -> Any:
+        """Post message ``index`` of the reply (0: the first, a reply to the message being answered); return
+        a handle for ``edit`` and ``delete``."""
         ...
 
     async def edit(self, handle: Any, text: str) -> None:
-        """Replace the text of a posted message."""
+        """Replace the text of a posted message (only called when the text changed)."""
+        ...
+
+    async def delete(self, handle: Any) -> None:
+        """Delete a posted message that the final text no longer needs."""
         ...
 
 
@@ -41,29 +60,36 @@ class LiveReply:
 
     sink: MessageSink
     """Where messages go."""
-    limit: int
-    """The platform's message length limit."""
-    measure: Callable[[str], int] = len
-    """How the platform measures a message (Telegram: after rendering)."""
+    split: Callable[[str], list[str]]
+    """Cuts a text into the messages the platform accepts (Telegram measures after rendering)."""
     interval: float = 1.5
-    """At least this many seconds between two edits of the reply."""
+    """At least this many seconds between two updates while streaming (the final text does not wait)."""
+    preview: Callable[[str], Awaitable[None]] | None = None
+    """Shows the message being written as a draft (Telegram's ``sendMessageDraft``) instead of posting and
+    editing it; only messages that are already full are posted while streaming. Falls back to posting if
+    a preview fails."""
     min_chars: int = 1
-    """Do not post before this much text has arrived."""
+    """Nothing is shown before this many non-blank characters arrived."""
+    split_in_thread: int = 4096
+    """Texts longer than this are split in a worker thread (measuring a long text takes a while)."""
     text: str = ""
     """The text received so far."""
     handles: list[Any] = field(default_factory=list)
     """Posted messages, in order."""
     shown: list[str] = field(default_factory=list)
     """What each posted message currently shows."""
-    edits: int = 0
-    """Posts and edits made while streaming (for tests and metrics)."""
+    updates: int = 0
+    """Posts, edits and previews made while streaming (for tests and metrics)."""
     _task: asyncio.Task[None] | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _last: float = 0.0
+    _last: float = float("-inf")
     _closed: bool = False
+    _flushing: bool = False
+
+    # -- streaming -------------------------------------------------------------------------------------
 
     def feed(self, delta: str) -> None:
-        """More text arrived; a flush is scheduled (never more than one per ``interval``)."""
+        """More text arrived; an update is scheduled (never more than one per ``interval``)."""
         if self._closed or not delta:
             return
         self.text += delta
@@ -72,97 +98,211 @@ class LiveReply:
         self._wake.set()
 
     async def _flusher(self) -> None:
-        while True:
+        while not self._closed:
             await self._wake.wait()
             self._wake.clear()
             wait = self._last + self.interval - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if len(self.text.strip()) >= self.min_chars:
-                await self._sync(split_message(self.text, self.limit, measure=self.measure), final=False)
-            self._last = time.monotonic()
+            self._flushing = True
+            try:
+                await self._flush()
+            finally:
+                self._flushing = False
+                self._last = time.monotonic()
 
-    async def _sync(self, chunks: list[str], *, final: bool) -> None:
+    async def _split(self, text: str) -> list[str]:
+        if len(text) > self.split_in_thread:
+            return await asyncio.to_thread(self.split, text)
+        return self.split(text)
+
+    async def _flush(self) -> None:
+        text = self.text
+        if len(text.strip()) < self.min_chars:
+            return
+        chunks = await self._split(text)
+        if not chunks:
+            return
+        if self.preview is None:
+            await self._sync_live(chunks)
+            return
+        if not await self._sync_live(chunks[:-1]):
+            return
+        try:
+            await self.preview(chunks[-1])
+            self.updates += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("could not show a draft (%s); posting and editing the message instead", exc)
+            self.preview = None
+            self._wake.set()
+
+    async def _sync_live(self, chunks: list[str]) -> bool:
+        """Bring the posted messages up to ``chunks``; False when an update failed (the rest waits)."""
         for i, chunk in enumerate(chunks):
-            if i < len(self.handles):
-                if self.shown[i] == chunk:
-                    continue
-                try:
+            try:
+                if i < len(self.handles):
+                    if _same(self.shown[i], chunk):
+                        continue
                     await self.sink.edit(self.handles[i], chunk)
                     self.shown[i] = chunk
-                    self.edits += 1
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if not final:
-                        log.debug("live edit skipped: %s", exc)
-                        return
-                    log.warning("final edit failed (%s); sending the text as a new message", exc)
-                    await self._post(chunk, first=False)
-            else:
-                try:
-                    await self._post(chunk, first=not self.handles)
-                    self.edits += 0 if final else 1
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if final:
-                        raise
-                    log.debug("live post skipped: %s", exc)
-                    return
+                else:
+                    await self._post(chunk)
+                self.updates += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("live update skipped: %s", exc)
+                return False
+        return True
 
-    async def _post(self, chunk: str, *, first: bool) -> None:
-        handle = await self.sink.post(chunk, first=first)
+    async def _post(self, chunk: str) -> None:
+        handle = await self.sink.post(chunk, index=len(self.handles))
         self.handles.append(handle)
         self.shown.append(chunk)
 
     async def _stop(self) -> None:
+        """Stop streaming; an update in flight is finished first (cutting it off could post twice)."""
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        if not self._flushing:
+            task.cancel()  # it waits for text or for the interval: nothing is in flight
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a live reply's updates failed", exc_info=task.exception())
+
+    # -- ending ----------------------------------------------------------------------------------------
 
     async def finish(self, final_text: str) -> list[Any]:
-        """Stop streaming and make the messages show exactly ``final_text``; return the message handles."""
+        """Stop streaming and make the messages show exactly ``final_text``; return the message handles.
+        Raises what the sink raised when the final text could not be posted at all."""
         await self._stop()
-        chunks = split_message(final_text, self.limit, measure=self.measure)
-        await self._sync(chunks, final=True)
-        for i in range(len(chunks), len(self.handles)):  # the final text is shorter than what was streamed
-            with contextlib.suppress(Exception):
-                await self.sink.edit(self.handles[i], "…")
+        chunks = await self._split(final_text)
+        for i, chunk in enumerate(chunks):
+            if i >= len(self.handles):
+                await self._post(chunk)
+                continue
+            if _same(self.shown[i], chunk):
+                continue
+            try:
+                await self.sink.edit(self.handles[i], chunk)
+                self.shown[i] = chunk
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("the final edit of a streamed reply failed (%s); posting the rest as new messages", exc)
+                stale = self.handles[i:]
+                del self.handles[i:], self.shown[i:]
+                for rest in chunks[i:]:
+                    await self._post(rest)
+                await self._delete(stale)
+                break
+        if len(self.handles) > len(chunks):  # the final text is shorter than what was streamed
+            stale = self.handles[len(chunks) :]
+            del self.handles[len(chunks) :], self.shown[len(chunks) :]
+            await self._delete(stale)
         return list(self.handles)
 
     async def abandon(self, note: str = " …") -> None:
         """The reply will never be finished (the run failed): leave what was shown, marked as cut."""
         await self._stop()
-        if self.handles and self.shown:
+        if self.handles:
             with contextlib.suppress(Exception):
                 await self.sink.edit(self.handles[-1], self.shown[-1] + note)
 
+    async def discard(self) -> None:
+        """The output was not delivered this way (refused, or its handler posted otherwise): delete what was
+        shown of it."""
+        await self._stop()
+        stale, self.handles, self.shown = self.handles, [], []
+        await self._delete(stale)
+
+    async def _delete(self, handles: list[Any]) -> None:
+        for handle in handles:
+            try:
+                await self.sink.delete(handle)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("could not delete a message of a streamed reply: %s", exc)
+
 
 class LiveReplies:
-    """The live replies of one adapter, keyed by (context id, step, output index)."""
+    """The live replies of one adapter: run events start and feed them, output handlers ``take`` and finish them.
 
-    def __init__(self) -> None:
-        self._replies: dict[tuple[str, int, int], LiveReply] = {}
+    ``start(event)`` builds the reply for the first text of an output of ``output_type`` (None: do not
+    stream that one). Register ``on_event`` in ``agent.event_listeners``.
+    """
 
-    def get(self, key: tuple[str, int, int]) -> LiveReply | None:
+    def __init__(self, *, output_type: str, start: Callable[[RunEvent], LiveReply | None]) -> None:
+        self.output_type = output_type
+        """The output whose text is streamed (``telegram:message``)."""
+        self._start = start
+        self._replies: dict[ReplyKey, LiveReply | None] = {}
+        self._cleanup: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return sum(1 for reply in self._replies.values() if reply is not None)
+
+    def on_event(self, event: RunEvent) -> None:
+        """The agent's event listener (called synchronously by the run: it never raises)."""
+        if event.type is not RunEventType.OUTPUT_TEXT or event.output_index is None:
+            return
+        key = (event.context_id, event.step, event.output_index)
+        try:
+            if event.final:  # after the handler: a reply still here was never finished by it
+                reply = self._replies.pop(key, None)
+                if reply is not None:
+                    self._spawn(reply.discard())
+                return
+            if event.output_type != self.output_type or not isinstance(event.content, str):
+                return
+            if key not in self._replies:
+                self._replies[key] = self._start(event)
+            reply = self._replies[key]
+            if reply is not None:
+                reply.feed(event.content)
+        except Exception:
+            log.exception("live reply of %s failed; the answer is posted when complete", event.context_id)
+            self._replies[key] = None
+
+    def take(self, key: ReplyKey) -> LiveReply | None:
+        """The live reply of the output ``key`` (its handler finishes it), if its text was streamed."""
+        return self._replies.pop(key, None)
+
+    def get(self, key: ReplyKey) -> LiveReply | None:
         """The live reply under ``key``, if one is streaming."""
         return self._replies.get(key)
-
-    def start(self, key: tuple[str, int, int], reply: LiveReply) -> LiveReply:
-        """Register a new live reply."""
-        self._replies[key] = reply
-        return reply
-
-    def pop(self, key: tuple[str, int, int]) -> LiveReply | None:
-        """Take the live reply under ``key`` out (its output handler finishes it)."""
-        return self._replies.pop(key, None)
 
     async def abandon_context(self, context_id: str) -> None:
         """A run of ``context_id`` ended without finishing some replies: mark them cut."""
         for key in [k for k in self._replies if k[0] == context_id]:
             reply = self._replies.pop(key)
+            if reply is not None:
+                await reply.abandon()
+
+    async def aclose(self) -> None:
+        """Abandon what is still streaming and wait for the clean-ups (the adapter is stopping)."""
+        replies = [r for r in self._replies.values() if r is not None]
+        self._replies.clear()
+        for reply in replies:
             await reply.abandon()
+        while self._cleanup:
+            await asyncio.wait(set(self._cleanup))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro, name="live-reply-cleanup")
+        self._cleanup.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._cleanup.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cleaning up a live reply failed", exc_info=task.exception())
