@@ -217,9 +217,6 @@ async def _queue_role(settings: Settings, command: str, stop: _Stop) -> int:
 
     from .ops import ops
 
-    problems = await check_connectivity(settings, role=command)
-    if problems:
-        raise ConfigError("cannot start:\n  " + "\n  ".join(problems))
     if command == "gateway":
         from .gateway import run_gateway as runner
     else:
@@ -242,6 +239,9 @@ async def _queue_role(settings: Settings, command: str, stop: _Stop) -> int:
 
 
 async def _serve(settings: Settings, command: str) -> int:
+    problems = await check_connectivity(settings, role=command)
+    if problems:
+        raise ConfigError("cannot start:\n  " + "\n  ".join(problems))
     stop = _Stop()
     stop.install()
     try:

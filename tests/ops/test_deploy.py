@@ -14,6 +14,7 @@ import yaml
 
 from bots.cli import COMMANDS, SHUTDOWN_GRACE
 from bots.docs import settings_variables
+from bots.queue_settings import RedisSettings
 from bots.settings import BotSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,12 @@ def assert_settings(names: Any, where: str) -> None:
     assert not unknown, f"{where} names variables that Settings does not have: {unknown}"
 
 
-def stop_bound(env: dict[str, Any]) -> float:
-    return float(env.get("BOT_STOP_TIMEOUT", DEFAULT_STOP)) + SHUTDOWN_GRACE
+def stop_bound(env: dict[str, Any], *, queue: bool = True) -> float:
+    """What ``bots.cli.stop_bound`` allows a process configured with ``env`` (``queue``: gateway/worker)."""
+    timeout = float(env.get("BOT_STOP_TIMEOUT", DEFAULT_STOP))
+    if queue:
+        timeout = max(timeout, float(env.get("REDIS_STOP_TIMEOUT", RedisSettings().stop_timeout)))
+    return timeout + SHUTDOWN_GRACE
 
 
 # -- compose -------------------------------------------------------------------------------------------
@@ -276,6 +281,6 @@ def test_systemd_units_run_cli_commands_and_stop_within_their_bound(name: str) -
     assert_settings(env, name)
     assert entries["User"] != ["root"]
     assert entries["KillSignal"] == ["SIGTERM"]
-    assert seconds(entries["TimeoutStopSec"][0]) >= stop_bound(env)
+    assert seconds(entries["TimeoutStopSec"][0]) >= stop_bound(env, queue=command == "%i")
     assert entries["RestartPreventExitStatus"] == ["2"], "exit 2 is bad settings; a restart cannot fix that"
     assert entries["StandardInput"] == ["null"]
