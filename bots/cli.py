@@ -256,8 +256,9 @@ async def _serve(settings: Settings, command: str) -> int:
 def _config(settings: Settings) -> int:
     rows = settings_table(settings)
     width = max(len(r[0]) for r in rows)
+    value_width = min(40, max(len(r[1]) for r in rows))
     for var, shown, source in rows:
-        print(f"{var.ljust(width)}  {shown}  [{source}]")
+        print(f"{var.ljust(width)}  {shown.ljust(value_width)}  [{source}]")
     problems = check_settings(settings, role="config")
     problems += asyncio.run(check_connectivity(settings, role="config"))
     if problems:
@@ -301,6 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `bots config | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception:  # a bug: the traceback goes through the masking log handler
         log.exception("bots %s crashed", args.command)
         return 1

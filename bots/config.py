@@ -287,6 +287,8 @@ def _show(value: Any) -> str:
     if isinstance(value, list | tuple | set | frozenset):
         return ",".join(_show(v) for v in sorted(value, key=str))
     text = str(value)
+    if not text:
+        return "(empty)"
     if "://" in text:
         text = safe_url(text)
     return text.replace("\n", "\\n")
