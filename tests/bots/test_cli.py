@@ -4,6 +4,7 @@ and the endpoints and SIGTERM of ``bots run``."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -204,3 +205,42 @@ def test_chat_stops_cleanly_on_sigint_while_waiting_for_a_line(tmp_path: Path, r
     code, _, err = bot.stop(signal.SIGINT)
     assert code == 0, err
     assert "SIGINT: stopping" in err
+
+
+def test_a_platform_that_cannot_be_reached_fails_without_showing_its_token(tmp_path: Path) -> None:
+    token = "123456:telegram-token-value-in-the-url"
+    done = run(tmp_path, "run", TELEGRAM_TOKEN=token, TELEGRAM_API_URL=f"http://127.0.0.1:{free_port()}")
+    assert done.returncode == 1
+    assert "TELEGRAM_API_URL" in done.stderr
+    assert token not in done.stdout + done.stderr and "telegram-token-value" not in done.stderr
+
+
+def test_errors_printed_by_main_mask_every_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bots.cli
+    from core.errors import PlatformError
+
+    token = "MTA5.discord-token-value.XyZ"
+    for var in list(os.environ):
+        if var.upper().startswith(GROUPS):
+            monkeypatch.delenv(var)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISCORD_TOKEN", token)
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.setattr(bots.cli, "check_settings", lambda settings, role: [])
+
+    async def fails(settings: object, command: str) -> int:
+        raise PlatformError(f"login refused for token {token}")
+
+    monkeypatch.setattr(bots.cli, "_serve", fails)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        assert bots.cli.main(["run"]) == 1
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert "login refused for token ********" in err
+    assert token not in err
