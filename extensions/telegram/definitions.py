@@ -56,6 +56,12 @@ class Runtime(Protocol):
 
     async def subscribe(self, send: Send, agent: Agent) -> Any: ...
 
+    async def deliver(
+        self, *, key: tuple[str, int, int], chat_id: int, thread_id: int | None, text: str, reply_to: int | None
+    ) -> list[int]: ...
+
+    async def abandon_replies(self, context_id: str) -> None: ...
+
 
 _runtimes: weakref.WeakKeyDictionary[Agent, Runtime] = weakref.WeakKeyDictionary()
 
@@ -118,7 +124,14 @@ async def _tell(state: ContextState, agent: Agent, text: str) -> None:
 
 
 async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
-    """A failed run (the model is down) still gets a short, clear answer."""
+    """A failed run (the model is down) still gets a short, clear answer; an answer it was writing is
+    marked as cut."""
+    runtime = _runtimes.get(agent)
+    if runtime is not None:
+        try:
+            await runtime.abandon_replies(state.id)
+        except Exception as abandon_exc:
+            log.warning("could not mark the cut answer in chat %s: %s", state.args.chat_id, abandon_exc)
     await _tell(state, agent, MODEL_DOWN if isinstance(exc, ModelError) else RUN_FAILED)
 
 
@@ -151,10 +164,15 @@ async def _subscribe(send: Send, agent: Agent) -> Any:
 
 
 async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
-    """Post the reply to the conversation's chat (and topic), as a reply to the message being answered."""
+    """Post the reply to the conversation's chat (and topic), as a reply to the message being answered; an
+    answer shown while it was written gets its final text instead."""
     args: ChatArgs = ctx.state.args
-    await get_runtime(agent).post_reply(
-        chat_id=args.chat_id, thread_id=args.thread_id, text=text, reply_to=ctx.state.options.get(REPLY_TO)
+    await get_runtime(agent).deliver(
+        key=(ctx.state.id, ctx.step, ctx.index),
+        chat_id=args.chat_id,
+        thread_id=args.thread_id,
+        text=text,
+        reply_to=ctx.state.options.get(REPLY_TO),
     )
 
 

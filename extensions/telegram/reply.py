@@ -1,7 +1,8 @@
 """Posting a reply to Telegram: rendered, split, threaded under the message it answers.
 
-Every message the bot writes goes through ``post_reply`` (answers, command replies, error notices), so a
-later change (idempotency keys, streaming edits) has one place to go. Telegram's errors become ``PlatformError``
+Every message the bot writes goes through ``post_reply`` (answers, command replies, error notices), or,
+for an answer shown while it is written, through ``post_piece``/``edit_piece``/``delete_message`` (one
+message each, see ``live.py``). Telegram's errors become ``PlatformError``
 here; a 429 is waited out by the rate limiter before it ever reaches this module.
 """
 
@@ -17,9 +18,9 @@ from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, Re
 
 from core.errors import PlatformError
 
-from .render import render_html, split_markdown, split_plain, visible_text
+from .render import MESSAGE_LIMIT, render_html, split_markdown, split_plain, utf16_len, visible_text
 
-__all__ = ("post_reply", "translate_error")
+__all__ = ("delete_message", "edit_piece", "post_piece", "post_reply", "send_draft", "translate_error")
 
 log = logging.getLogger("extensions.telegram")
 content_log = logging.getLogger("content.telegram")
@@ -120,3 +121,89 @@ async def post_reply(
     except TelegramError as exc:
         raise translate_error(exc, chat_id=chat_id) from exc
     return sent
+
+
+def _not_modified(exc: BadRequest) -> bool:
+    return "message is not modified" in exc.message.lower()
+
+
+def _plain(piece: str, rendered: str) -> str:
+    """What to send when Telegram refused the HTML of one message: the Markdown as written, as
+    ``post_reply`` does, unless only the rendered text fits in one message."""
+    return piece if utf16_len(piece) <= MESSAGE_LIMIT else visible_text(rendered)
+
+
+async def post_piece(bot: Bot, *, chat_id: int, thread_id: int | None, piece: str, reply_to: int | None) -> Message:
+    """Post one piece of Markdown (already cut to fit) as one message; if Telegram cannot parse the
+    rendered HTML, the same text goes as plain text. A group that became a supergroup is followed (the
+    returned message says in which chat it went)."""
+    rendered = render_html(piece)
+    try:
+        try:
+            return await _send(bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=True, reply_to=reply_to)
+        except ChatMigrated as exc:
+            chat_id = exc.new_chat_id
+            return await _send(bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=True, reply_to=None)
+        except BadRequest as exc:
+            if not _is_parse_error(exc):
+                raise
+            log.warning("Telegram could not parse a rendered reply (%s); sending it as plain text", exc.message)
+            plain = _plain(piece, rendered)
+            return await _send(bot, chat_id=chat_id, thread_id=thread_id, text=plain, html=False, reply_to=reply_to)
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=chat_id) from exc
+
+
+async def edit_piece(bot: Bot, *, chat_id: int, message_id: int, piece: str) -> None:
+    """Make message ``message_id`` show one piece of Markdown; plain text if Telegram cannot parse the
+    rendered HTML. An edit that changes nothing ("message is not modified") is not an error."""
+    rendered = render_html(piece)
+    try:
+        try:
+            await bot.edit_message_text(
+                text=rendered, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML
+            )
+        except BadRequest as exc:
+            if _not_modified(exc):
+                return
+            if not _is_parse_error(exc):
+                raise
+            log.warning("Telegram could not parse a rendered edit (%s); editing to plain text", exc.message)
+            try:
+                await bot.edit_message_text(text=_plain(piece, rendered), chat_id=chat_id, message_id=message_id)
+            except BadRequest as plain_exc:
+                if not _not_modified(plain_exc):
+                    raise
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=chat_id) from exc
+
+
+async def delete_message(bot: Bot, *, chat_id: int, message_id: int) -> None:
+    """Delete one of the bot's messages."""
+    try:
+        await bot.delete_message(chat_id=chat_id, message_id=message_id)
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=chat_id) from exc
+
+
+async def send_draft(bot: Bot, *, chat_id: int, thread_id: int | None, draft_id: int, piece: str) -> None:
+    """Show one piece of Markdown as the draft ``draft_id`` of a message being written (private chats);
+    plain text if Telegram cannot parse the rendered HTML."""
+    rendered = render_html(piece)
+    try:
+        try:
+            await bot.send_message_draft(
+                chat_id=chat_id,
+                draft_id=draft_id,
+                text=rendered,
+                parse_mode=ParseMode.HTML,
+                message_thread_id=thread_id,
+            )
+        except BadRequest as exc:
+            if not _is_parse_error(exc):
+                raise
+            await bot.send_message_draft(
+                chat_id=chat_id, draft_id=draft_id, text=_plain(piece, rendered), message_thread_id=thread_id
+            )
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=chat_id) from exc

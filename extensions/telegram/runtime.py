@@ -29,15 +29,18 @@ from core.errors import BackpressureError, ConfigError, PlatformError
 from core.logs import InputRef
 from core.trace import correlation_id
 
-from ..chat import Allowlist, RecentIds, SharedTyping
-from .definitions import MESSAGE, RUN_FAILED, ChatArgs, telegram_chat
+from ..chat import Allowlist, LiveReplies, LiveReply, RecentIds, SharedTyping
+from ..chat.stream import ReplyKey
+from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide
+from .live import live_reply
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
 
 if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
+    from core.events import RunEvent
 
 __all__ = ("TelegramRuntime",)
 
@@ -103,6 +106,8 @@ class TelegramRuntime:
         self._bot_id = 0
         self._bot_username = ""
         self._bot_name = ""
+        self.live = LiveReplies(output_type=MESSAGE, start=self._start_live) if settings.stream_replies else None
+        """Answers being shown while they are written (None with TELEGRAM_STREAM_REPLIES=false)."""
 
     @property
     def bot(self) -> Bot:
@@ -174,6 +179,8 @@ class TelegramRuntime:
         me = app.bot.bot
         self._bot_id, self._bot_username, self._bot_name = me.id, me.username or "", me.first_name
         self.application = app
+        if self.live is not None:
+            agent.event_listeners.append(self.live.on_event)
         if self.listen:
             app.add_handler(TypeHandler(Update, self._on_update))
             await app.start()
@@ -261,6 +268,10 @@ class TelegramRuntime:
             task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
+        if self.live is not None:
+            with contextlib.suppress(ValueError):
+                agent.event_listeners.remove(self.live.on_event)
+            await self.live.aclose()  # answers cut off by the stop are marked as such
         await app.shutdown()
 
     # -- listening -------------------------------------------------------------------------------------
@@ -350,6 +361,38 @@ class TelegramRuntime:
             log.warning("could not answer in chat %s: %s", facts.chat_id, exc)
 
     # -- posting ---------------------------------------------------------------------------------------
+
+    def _start_live(self, event: RunEvent) -> LiveReply | None:
+        """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
+        state = self._agent.state_of(event.context_id) if self._agent is not None else None
+        if state is None or state.context is not telegram_chat or self.application is None:
+            return None
+        args: ChatArgs = state.args
+        return live_reply(
+            self.application.bot,
+            chat_id=args.chat_id,
+            thread_id=args.thread_id,
+            reply_to=state.options.get(REPLY_TO),
+            interval=self.settings.stream_interval,
+            drafts=self.settings.stream_drafts,
+        )
+
+    async def deliver(
+        self, *, key: ReplyKey, chat_id: int, thread_id: int | None, text: str, reply_to: int | None
+    ) -> list[int]:
+        """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
+        ``(context id, step, index)``), else post it. Returns the ids of its messages."""
+        reply = self.live.take(key) if self.live is not None else None
+        if reply is None:
+            return await self.post_reply(chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to)
+        content_log.info("chat %s reply: %s", chat_id, text)
+        ids: list[int] = await reply.finish(text)
+        return ids
+
+    async def abandon_replies(self, context_id: str) -> None:
+        """A run failed: mark the answers it was writing as cut."""
+        if self.live is not None:
+            await self.live.abandon_context(context_id)
 
     async def post_reply(
         self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True

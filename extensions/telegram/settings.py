@@ -87,6 +87,22 @@ class TelegramSettings(BaseModel):
     max_concurrent: int = Field(
         default=64, ge=1, description="Chats answered at the same time at most; more wait their turn"
     )
+    stream_replies: bool = Field(
+        default=True,
+        description="Show answers while they are written: post the first words, then edit the message "
+        "(false: post each answer once, complete)",
+    )
+    stream_interval: float = Field(
+        default=1.5,
+        ge=0.05,
+        le=60,
+        description="Seconds at least between two edits of an answer being written (TELEGRAM_STREAM_REPLIES)",
+    )
+    stream_drafts: bool = Field(
+        default=False,
+        description="In private chats, show an answer being written as a draft (sendMessageDraft, Bot API 9.3+) "
+        "and post it once complete, instead of posting and editing it",
+    )
     help_text: str = Field(
         default=(
             "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one "

@@ -2,14 +2,15 @@
 
 Point the bot at it with ``base_url=server.base_url`` (or ``TELEGRAM_API_URL=server.api_url``). It speaks
 what the adapter uses: ``getMe``, ``getUpdates`` (long poll with offset confirmation, woken at once when a
-message is injected), ``sendMessage``, ``editMessageText``, ``sendChatAction``, ``setWebhook`` (then it
-posts updates to the webhook with the secret header, retrying until answered 2xx), ``deleteWebhook``,
-``getWebhookInfo``, ``setMyCommands``. Calls to anything else are answered 404 and recorded in
+message is injected), ``sendMessage``, ``editMessageText`` (keeping every version, refusing an edit that
+changes nothing with "message is not modified"), ``deleteMessage``, ``sendMessageDraft`` (private chats
+only), ``sendChatAction``, ``setWebhook`` (then it posts updates to the webhook with the secret header,
+retrying until answered 2xx), ``deleteWebhook``, ``getWebhookInfo``, ``setMyCommands``. Calls to anything else are answered 404 and recorded in
 ``unknown_calls`` so tests can assert there are none.
 
 Like Telegram it decodes PTB's form bodies, adds ``bot_command`` and ``mention`` entities to user messages,
-parses HTML (unknown or unclosed tags are "can't parse entities"), enforces 4,096 UTF-16 code units after
-entity parsing, and can be told to answer 429 with ``retry_after`` or 400 "can't parse entities".
+parses HTML (unknown or unclosed tags are "can't parse entities"), trims the text, enforces 4,096 UTF-16 code
+units after entity parsing, and can be told to answer 429 with ``retry_after`` or 400 "can't parse entities".
 Tests inject "a user says X" with ``user_says`` and await the bot's messages with ``wait_replies``.
 """
 
@@ -126,6 +127,17 @@ class SentMessage:
     thread_id: int | None
     edits: list[str] = field(default_factory=list)
     """Earlier versions, oldest first, when the message was edited."""
+    edited_at: list[float] = field(default_factory=list)
+    """``time.monotonic()`` of each edit."""
+    posted_at: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when it was posted."""
+    deleted: bool = False
+    """The bot deleted it."""
+
+    @property
+    def versions(self) -> list[str]:
+        """Every text the message showed, oldest first (the current one last)."""
+        return [*self.edits, self.text]
 
 
 @dataclass(kw_only=True)
@@ -168,6 +180,8 @@ class FakeTelegramServer:
         """Messages the bot posted, in order."""
         self.chat_actions: list[tuple[int, str, int | None]] = []
         """``(chat_id, action, thread_id)`` of every ``sendChatAction``."""
+        self.drafts: list[tuple[int, int, str]] = []
+        """``(chat_id, draft_id, visible text)`` of every ``sendMessageDraft``."""
         self.pending: list[dict[str, Any]] = []
         """Updates not yet confirmed by an offset (or, with a webhook, not yet answered 2xx)."""
         self.served: dict[int, int] = {}
@@ -466,17 +480,43 @@ class FakeTelegramServer:
         chat = self._chat(params)
         text = self._visible(params)
         message_id = params.get("message_id")
-        found = next((m for m in self.sent if m.chat_id == chat["id"] and m.message_id == message_id), None)
+        found = self._sent_message(chat["id"], message_id)
         if found is None:
             raise _ApiError(400, "Bad Request: message to edit not found")
-        if found.raw == params["text"] and found.parse_mode == params.get("parse_mode"):
-            raise _ApiError(400, "Bad Request: message is not modified")
+        if (
+            found.text == text
+            and found.raw.strip() == params["text"].strip()
+            and found.parse_mode == params.get("parse_mode")
+        ):
+            raise _ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply markup are "
+                "exactly the same as a current content and reply markup of the message",
+            )
         found.edits.append(found.text)
+        found.edited_at.append(time.monotonic())
         found.text, found.raw, found.parse_mode = text, params["text"], params.get("parse_mode")
         message = dict(self._messages[(chat["id"], found.message_id)])
         message["text"] = text
         message["edit_date"] = int(time.time())
         return message
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        found = self._sent_message(chat["id"], params.get("message_id"))
+        if found is None:
+            raise _ApiError(400, "Bad Request: message to delete not found")
+        found.deleted = True
+        return True
+
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        if chat["type"] != "private":
+            raise _ApiError(400, "Bad Request: drafts can be sent only to private chats")
+        if not params.get("draft_id"):
+            raise _ApiError(400, "Bad Request: draft_id must be non-zero")
+        self.drafts.append((chat["id"], int(params["draft_id"]), self._visible(params)))
+        return True
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
         chat = self._chat(params)
@@ -562,6 +602,11 @@ class FakeTelegramServer:
             finally:
                 self._waiters.discard(waiter)
 
+    def _sent_message(self, chat_id: int, message_id: Any) -> SentMessage | None:
+        return next(
+            (m for m in self.sent if m.chat_id == chat_id and m.message_id == message_id and not m.deleted), None
+        )
+
     def _next_message_id(self, chat_id: int) -> int:
         counter = self._message_ids.setdefault(chat_id, itertools.count(1))
         return next(counter)
@@ -586,7 +631,8 @@ class FakeTelegramServer:
             raise _ApiError(400, f"Bad Request: unsupported parse_mode {params['parse_mode']!r} in this fake")
         else:
             text = raw
-        if not text.strip():
+        text = text.strip()  # Telegram trims a message's text
+        if not text:
             raise _ApiError(400, "Bad Request: message text is empty")
         if _utf16(text) > MESSAGE_LIMIT:
             raise _ApiError(400, "Bad Request: message is too long")

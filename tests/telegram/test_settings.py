@@ -28,6 +28,9 @@ def test_the_environment_sets_every_knob(monkeypatch: pytest.MonkeyPatch) -> Non
         "TELEGRAM_ALLOWED_CHATS": "1, -1002003",
         "TELEGRAM_ALLOWED_USERS": "[5, 6]",
         "TELEGRAM_MAX_RETRIES": "9",
+        "TELEGRAM_STREAM_REPLIES": "false",
+        "TELEGRAM_STREAM_INTERVAL": "0.5",
+        "TELEGRAM_STREAM_DRAFTS": "true",
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -40,6 +43,7 @@ def test_the_environment_sets_every_knob(monkeypatch: pytest.MonkeyPatch) -> Non
     assert telegram.allowed_chats == {1, -1002003}
     assert telegram.allowed_users == {5, 6}
     assert telegram.max_retries == 9
+    assert (telegram.stream_replies, telegram.stream_interval, telegram.stream_drafts) == (False, 0.5, True)
     shown = repr(telegram) + str(telegram.model_dump())
     assert "secret-token" not in shown and "hook-secret_1" not in shown
 
@@ -51,6 +55,7 @@ def test_defaults_answer_pending_updates_by_long_polling() -> None:
     assert settings.reply_policy is ReplyPolicy.MENTION
     assert settings.allowed_chats == frozenset() and settings.allowed_users == frozenset()
     assert settings.base_url == "https://api.telegram.org/bot"
+    assert (settings.stream_replies, settings.stream_interval, settings.stream_drafts) == (True, 1.5, False)
 
 
 @pytest.mark.parametrize(
