@@ -130,6 +130,8 @@ class Ops:
         if self._stopping:
             return False, [CheckResult(name="process", ok=False, detail="stopping")]
         checks = self._all_checks()
+        if not checks:  # nothing attached yet: the process is still building its parts
+            return False, [CheckResult(name="process", ok=False, detail="starting")]
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(self._run_check(name, check)) for name, check in checks.items()]
         results = [t.result() for t in tasks]

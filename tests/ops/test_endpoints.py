@@ -51,8 +51,10 @@ async def test_healthz_answers_while_the_process_lives(http: aiohttp.ClientSessi
 async def test_readyz_follows_the_agent_from_start_to_stop(http: aiohttp.ClientSession) -> None:
     ops = Ops()
     agent = make_agent()
-    ops.attach(agent)
     async with serve(ops, host="127.0.0.1", port=0) as port:
+        status, body = await get_json(http, port, "/readyz")
+        assert (status, body) == (503, {"ready": False, "checks": {"process": "starting"}})
+        ops.attach(agent)
         status, body = await get_json(http, port, "/readyz")
         assert status == 503
         assert body["ready"] is False
