@@ -55,6 +55,12 @@ class Runtime(Protocol):
         self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str
     ) -> list[int]: ...
 
+    async def deliver(
+        self, *, key: tuple[str, int, int], channel_id: int, text: str, reply_to: int | None, idempotency_key: str
+    ) -> list[int]: ...
+
+    async def abandon_replies(self, context_id: str) -> None: ...
+
     async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None: ...
 
     def subscribe(self, send: Send, agent: Agent) -> Any: ...
@@ -115,10 +121,15 @@ def _instructions(state: ContextState) -> str:
 
 
 async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
-    """A failed run still gets a short answer, so the user is not left waiting."""
+    """A failed run still gets a short answer, so the user is not left waiting; an answer it was writing is
+    marked as cut."""
     runtime = _runtimes.get(agent)
     if runtime is None:
         return
+    try:
+        await runtime.abandon_replies(state.id)
+    except Exception as abandon_exc:
+        log.warning("could not mark the cut answer in channel %s: %s", state.args.channel_id, abandon_exc)
     reply_to = state.options.get(REPLY_TO)
     try:
         await runtime.post_reply(
@@ -163,8 +174,11 @@ discord_message_input = input(
 
 
 async def _post(data: str, ctx: OutputContext, agent: Agent) -> None:
+    """Post the answer as a reply to the message being answered; an answer shown while it was written gets
+    its final text instead."""
     state = ctx.state
-    await get_runtime(agent).post_reply(
+    await get_runtime(agent).deliver(
+        key=(state.id, ctx.step, ctx.index),
         channel_id=state.args.channel_id,
         text=data,
         reply_to=state.options.get(REPLY_TO),

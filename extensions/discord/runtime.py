@@ -1,8 +1,11 @@
 """The Discord side of one agent: the discord.py client's lifecycle, the message listener, and posting.
 
 ``start``/``stop`` are the extension's service; ``subscribe`` is called by the ``discord:message`` input
-when the agent is ready to take inputs. Every post goes through ``post_reply`` with an idempotency key
-that becomes the message nonce (``enforce_nonce``), so a retried post is not shown twice.
+when the agent is ready to take inputs. Every post carries an idempotency key that becomes the message
+nonce (``enforce_nonce``), so a retried post is not shown twice. With ``DISCORD_STREAM_REPLIES`` an answer
+is shown while it is written: posted when its first words arrive, edited at most once per
+``DISCORD_STREAM_INTERVAL``, continued in a new message past 2,000 characters, and finished by the output
+handler with the exact final text (``deliver``); the platform-independent part is ``extensions.chat.stream``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import collections
 import contextlib
 import hashlib
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -22,16 +26,18 @@ from core.errors import BotError, ConfigError, PlatformError
 from core.logs import InputRef
 
 from ..chat.split import split_message
+from ..chat.stream import LiveReplies, LiveReply, ReplyKey
 from ..chat.typing_indicator import keep_typing
 from ._lib import discord
 from .client import BotClient, facts_of, message_params, message_text, platform_error
-from .definitions import discord_channel
+from .definitions import REPLY_TO, discord_channel
 from .filters import BotHops, MessageFacts, Verdict, decide
 from .settings import DiscordSettings
 
 if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
+    from core.events import RunEvent
 
 __all__ = ("MESSAGE_LIMIT", "DiscordRuntime", "nonce_for")
 
@@ -46,6 +52,36 @@ _NETWORK_ERRORS = (discord.DiscordException, aiohttp.ClientError, OSError, Timeo
 def nonce_for(idempotency_key: str, index: int) -> str:
     """The message nonce of chunk ``index`` of the reply keyed ``idempotency_key`` (Discord allows 25 chars)."""
     return hashlib.blake2b(f"{idempotency_key}#{index}".encode(), digest_size=12).hexdigest()
+
+
+def _split(text: str) -> list[str]:
+    return split_message(text, MESSAGE_LIMIT)
+
+
+class _Sink:
+    """Posts, edits and deletes the messages of one answer being written in one channel."""
+
+    def __init__(self, runtime: DiscordRuntime, *, channel_id: int, reply_to: int | None, key: str) -> None:
+        self.runtime = runtime
+        self.channel_id = channel_id
+        self.reply_to = reply_to
+        self.key = key
+        self.posts = 0
+
+    async def post(self, text: str, *, index: int) -> int:
+        self.posts += 1  # every post its own nonce (a repost after a failed edit is a new message)
+        return await self.runtime.send_message(
+            channel_id=self.channel_id,
+            text=text,
+            reply_to=self.reply_to if index == 0 else None,
+            nonce=nonce_for(self.key, self.posts - 1),
+        )
+
+    async def edit(self, handle: int, text: str) -> None:
+        await self.runtime.edit_message(channel_id=self.channel_id, message_id=handle, text=text)
+
+    async def delete(self, handle: int) -> None:
+        await self.runtime.delete_message(channel_id=self.channel_id, message_id=handle)
 
 
 class _Typer:
@@ -78,6 +114,10 @@ class DiscordRuntime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._gateway: asyncio.Task[None] | None = None
         self._typers: dict[int, _Typer] = {}
+        self.live = (
+            LiveReplies(output_type="discord:message", start=self._start_live) if settings.stream_replies else None
+        )
+        """Answers being shown while they are written (None with DISCORD_STREAM_REPLIES=false)."""
 
     @property
     def error_message(self) -> str:
@@ -116,6 +156,8 @@ class DiscordRuntime:
         except BaseException:
             await self._close_client()
             raise
+        if self.live is not None:
+            agent.event_listeners.append(self.live.on_event)
         log.info(
             "discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only"
         )
@@ -190,6 +232,10 @@ class DiscordRuntime:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        if self.live is not None:
+            with contextlib.suppress(ValueError):
+                agent.event_listeners.remove(self.live.on_event)
+            await self.live.aclose()  # answers cut off by the stop are marked as such
         await self._close_client()
 
     async def _close_client(self) -> None:
@@ -296,25 +342,86 @@ class DiscordRuntime:
         """Post ``text`` to the channel, split at 2,000 characters (code fences re-opened), the first chunk
         as a reply to ``reply_to``; no mention pings. Chunk ``i`` carries the nonce ``nonce_for(key, i)``
         with ``enforce_nonce``, so posting again with the same key does not duplicate. Returns the ids."""
-        client = self._require_client()
-        channel = client.get_partial_messageable(channel_id)
         ids: list[int] = []
         for index, chunk in enumerate(split_message(text, MESSAGE_LIMIT)):
-            reference = None
-            if index == 0 and reply_to is not None:
-                reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
-            try:
-                async with asyncio.timeout(self.settings.request_timeout):
-                    sent = await channel.send(
-                        chunk,
-                        nonce=nonce_for(idempotency_key, index),
-                        reference=reference,  # type: ignore[arg-type]
-                        allowed_mentions=discord.AllowedMentions.none(),
-                    )
-            except _NETWORK_ERRORS as exc:
-                raise platform_error(exc, f"post a message in channel {channel_id}") from exc
-            ids.append(sent.id)
+            ids.append(
+                await self.send_message(
+                    channel_id=channel_id,
+                    text=chunk,
+                    reply_to=reply_to if index == 0 else None,
+                    nonce=nonce_for(idempotency_key, index),
+                )
+            )
         return ids
+
+    async def send_message(self, *, channel_id: int, text: str, reply_to: int | None, nonce: str) -> int:
+        """Post one message (at most 2,000 characters) with ``nonce`` enforced, as a reply to ``reply_to``
+        if given; no mention pings. Returns its id."""
+        client = self._require_client()
+        channel = client.get_partial_messageable(channel_id)
+        reference = None
+        if reply_to is not None:
+            reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                sent = await channel.send(
+                    text,
+                    nonce=nonce,
+                    reference=reference,  # type: ignore[arg-type]
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+        except _NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"post a message in channel {channel_id}") from exc
+        return sent.id
+
+    async def edit_message(self, *, channel_id: int, message_id: int, text: str) -> None:
+        """Replace the text of one of the bot's messages; no mention pings."""
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                await message.edit(content=text, allowed_mentions=discord.AllowedMentions.none())
+        except _NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"edit message {message_id} in channel {channel_id}") from exc
+
+    async def delete_message(self, *, channel_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages."""
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                await message.delete()
+        except _NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"delete message {message_id} in channel {channel_id}") from exc
+
+    # -- answers shown while they are written ----------------------------------------------------------
+
+    def _start_live(self, event: RunEvent) -> LiveReply | None:
+        """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
+        state = self._agent.state_of(event.context_id) if self._agent is not None else None
+        if state is None or state.context is not discord_channel or self.client is None:
+            return None
+        reply_to = state.options.get(REPLY_TO)
+        # stable for one answer to one message: a worker that runs the same batch again reuses the nonces
+        key = f"live:{event.context_id}:{reply_to or uuid.uuid4().hex}:{event.step}:{event.output_index}"
+        sink = _Sink(self, channel_id=state.args.channel_id, reply_to=reply_to, key=key)
+        return LiveReply(sink=sink, split=_split, interval=self.settings.stream_interval)
+
+    async def deliver(
+        self, *, key: ReplyKey, channel_id: int, text: str, reply_to: int | None, idempotency_key: str
+    ) -> list[int]:
+        """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
+        ``(context id, step, index)``), else post it. Returns the ids of its messages."""
+        reply = self.live.take(key) if self.live is not None else None
+        if reply is None:
+            return await self.post_reply(
+                channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
+            )
+        ids: list[int] = await reply.finish(text)
+        return ids
+
+    async def abandon_replies(self, context_id: str) -> None:
+        """A run failed: mark the answers it was writing as cut."""
+        if self.live is not None:
+            await self.live.abandon_context(context_id)
 
     async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None:
         """React to a message with ``emoji`` (unicode, or ``<:name:id>`` for a server emoji)."""

@@ -111,6 +111,17 @@ class DiscordSettings(BaseModel):
     typing_interval: float = Field(
         default=8.0, gt=0, le=10, description="Seconds between typing indicators while an answer is written"
     )
+    stream_replies: bool = Field(
+        default=True,
+        description="Show answers while they are written: post the first words, then edit the message "
+        "(false: post each answer once, complete)",
+    )
+    stream_interval: float = Field(
+        default=1.5,
+        ge=0.05,
+        le=60,
+        description="Seconds at least between two edits of an answer being written (DISCORD_STREAM_REPLIES)",
+    )
     error_message: str = Field(
         default="Sorry, I can't answer right now: my language model is not responding. Please try again in a moment.",
         description="What users read when a run fails (the details go to the log only)",

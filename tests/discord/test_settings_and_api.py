@@ -30,6 +30,8 @@ def test_env_lists_and_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISCORD_BOT_HOP_LIMIT", "7")
     monkeypatch.setenv("DISCORD_API_URL", "http://proxy:8080/api/v10")
     monkeypatch.setenv("DISCORD_GATEWAY_URL", "ws://gateway-proxy:7878/")
+    monkeypatch.setenv("DISCORD_STREAM_REPLIES", "false")
+    monkeypatch.setenv("DISCORD_STREAM_INTERVAL", "2.5")
     settings = Settings(_env_file=None).discord  # type: ignore[call-arg]
     assert settings.allowed_channels == {1, 2}
     assert settings.allowed_guilds == {3}
@@ -39,6 +41,8 @@ def test_env_lists_and_policies(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.allow_bots is True and settings.bot_hop_limit == 7
     assert settings.api_url == "http://proxy:8080/api/v10"
     assert settings.gateway_url == "ws://gateway-proxy:7878/"
+    assert (settings.stream_replies, settings.stream_interval) == (False, 2.5)
+    assert (DiscordSettings().stream_replies, DiscordSettings().stream_interval) == (True, 1.5)
     assert "secret-token" not in repr(settings)
     assert settings.policy_for(99, 5) is ReplyPolicy.ALWAYS  # a thread follows its parent
     assert settings.policy_for(99) is ReplyPolicy.OFF

@@ -2,6 +2,7 @@
 
 REST (``/api/v10``): ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``PUT`` application commands,
 ``POST /channels/{id}/messages`` (2,000-character limit, ``allowed_mentions``, ``enforce_nonce``, replies),
+``PATCH`` and ``DELETE /channels/{id}/messages/{id}`` (every version of a message is kept in ``versions``),
 typing, reactions, and interaction callbacks. Every response body is JSON with a ``Content-Type`` of exactly
 ``application/json`` (discord.py compares it literally). A route it does not implement answers 404 and is
 recorded in ``unhandled``, which tests assert stays empty. ``rate_limit(...)`` makes the next calls of a
@@ -23,6 +24,7 @@ import datetime
 import itertools
 import json
 import re
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +69,8 @@ class Request:
     path: str
     body: Any
     status: int = 0
+    at: float = dataclasses.field(default_factory=time.monotonic)
+    """``time.monotonic()`` when it arrived."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -107,7 +111,13 @@ class FakeDiscord:
         self.messages: dict[int, Json] = {}
         """Every message by id, written by users or the bot."""
         self.posted: list[Json] = []
-        """Messages the bot posted through REST, in order."""
+        """Messages the bot posted through REST, in order (edits change them in place)."""
+        self.versions: dict[int, list[tuple[float, str]]] = {}
+        """Every content each of the bot's messages showed, with ``time.monotonic()`` of the post or edit."""
+        self.deleted: set[int] = set()
+        """Ids of the bot's messages it deleted."""
+        self.unchanged_edits = 0
+        """Edits that did not change the content (Discord accepts them; a good bot does not send them)."""
         self.requests: list[Request] = []
         """Every REST call, in order."""
         self.unhandled: list[str] = []
@@ -187,6 +197,14 @@ class FakeDiscord:
     def posted_in(self, channel_id: int) -> list[Json]:
         """The bot's messages in one channel, in order."""
         return [m for m in self.posted if m["channel_id"] == str(channel_id)]
+
+    def visible_in(self, channel_id: int) -> list[Json]:
+        """The bot's messages in one channel that it did not delete, in order."""
+        return [m for m in self.posted_in(channel_id) if int(m["id"]) not in self.deleted]
+
+    def versions_of(self, message: Json) -> list[str]:
+        """Every content ``message`` showed, oldest first."""
+        return [text for _, text in self.versions[int(message["id"])]]
 
     # -- the world -------------------------------------------------------------------------------------
 
@@ -588,6 +606,10 @@ class FakeDiscord:
                 return _json(self.commands)
         if method == "POST" and (m := re.fullmatch(r"/channels/(\d+)/messages", path)):
             return await self._create_message(int(m[1]), body)
+        if method == "PATCH" and (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)):
+            return await self._edit_message(int(m[1]), int(m[2]), body)
+        if method == "DELETE" and (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)):
+            return await self._delete_message(int(m[1]), int(m[2]))
         if method == "POST" and (m := re.fullmatch(r"/channels/(\d+)/typing", path)):
             if int(m[1]) not in self.channels:
                 return _error(404, 10003, "Unknown Channel")
@@ -692,9 +714,55 @@ class FakeDiscord:
         if nonce is not None and body.get("enforce_nonce"):
             self._nonces[(channel_id, str(nonce))] = int(data["id"])
         self.posted.append(data)
+        self.versions[int(data["id"])] = [(time.monotonic(), content)]
         if self._session is not None:  # Discord shows the bot its own message too
             await self.dispatch("MESSAGE_CREATE", data)
         return _json(data)
+
+    def _own_message(self, channel_id: int, message_id: int) -> Json | web.Response:
+        if channel_id not in self.channels:
+            return _error(404, 10003, "Unknown Channel")
+        message = self.messages.get(message_id)
+        if message is None or message["channel_id"] != str(channel_id) or message_id in self.deleted:
+            return _error(404, 10008, "Unknown Message")
+        if message["author"]["id"] != self.bot["id"]:
+            return _error(403, 50005, "Cannot edit a message authored by another user")
+        return message
+
+    async def _edit_message(self, channel_id: int, message_id: int, body: Any) -> web.Response:
+        message = self._own_message(channel_id, message_id)
+        if isinstance(message, web.Response):
+            return message
+        if not isinstance(body, dict):
+            return _error(400, 50109, "The request body contains invalid JSON.")
+        if "content" in body:
+            content = body.get("content") or ""
+            if len(content) > 2000:
+                return _error(
+                    400,
+                    50035,
+                    "Invalid Form Body",
+                    {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}},
+                )
+            if not content.strip():
+                return _error(400, 50006, "Cannot send an empty message")
+            if content == message["content"]:
+                self.unchanged_edits += 1
+            message["content"] = content
+            message["edited_timestamp"] = _now()
+            self.versions[message_id].append((time.monotonic(), content))
+        if self._session is not None:
+            await self.dispatch("MESSAGE_UPDATE", message)
+        return _json(message)
+
+    async def _delete_message(self, channel_id: int, message_id: int) -> web.Response:
+        message = self._own_message(channel_id, message_id)
+        if isinstance(message, web.Response):
+            return message
+        self.deleted.add(message_id)
+        if self._session is not None:
+            await self.dispatch("MESSAGE_DELETE", {"id": str(message_id), "channel_id": str(channel_id)})
+        return web.Response(status=204)
 
     def _react(self, channel_id: int, message_id: int, emoji: str) -> web.Response:
         if channel_id not in self.channels:
