@@ -85,6 +85,7 @@ class LiveReply:
     _last: float = float("-inf")
     _closed: bool = False
     _flushing: bool = False
+    _requests: int = 0
 
     # -- streaming -------------------------------------------------------------------------------------
 
@@ -105,11 +106,13 @@ class LiveReply:
             if wait > 0:
                 await asyncio.sleep(wait)
             self._flushing = True
+            requests = self._requests
             try:
                 await self._flush()
             finally:
                 self._flushing = False
-                self._last = time.monotonic()
+                if self._requests != requests:  # the interval runs from the last request, made or failed
+                    self._last = time.monotonic()
 
     async def _split(self, text: str) -> list[str]:
         if len(text) > self.split_in_thread:
@@ -129,6 +132,7 @@ class LiveReply:
         if not await self._sync_live(chunks[:-1]):
             return
         try:
+            self._requests += 1
             await self.preview(chunks[-1])
             self.updates += 1
         except asyncio.CancelledError:
@@ -145,9 +149,11 @@ class LiveReply:
                 if i < len(self.handles):
                     if _same(self.shown[i], chunk):
                         continue
+                    self._requests += 1
                     await self.sink.edit(self.handles[i], chunk)
                     self.shown[i] = chunk
                 else:
+                    self._requests += 1
                     await self._post(chunk)
                 self.updates += 1
             except asyncio.CancelledError:

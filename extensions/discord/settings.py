@@ -120,7 +120,7 @@ class DiscordSettings(BaseModel):
         default=1.5,
         ge=0.05,
         le=60,
-        description="Seconds at least between two edits of an answer being written (DISCORD_STREAM_REPLIES)",
+        description="Seconds at least between two edits of an answer being written, with DISCORD_STREAM_REPLIES",
     )
     error_message: str = Field(
         default="Sorry, I can't answer right now: my language model is not responding. Please try again in a moment.",

@@ -96,12 +96,13 @@ class TelegramSettings(BaseModel):
         default=1.5,
         ge=0.05,
         le=60,
-        description="Seconds at least between two edits of an answer being written (TELEGRAM_STREAM_REPLIES)",
+        description="Seconds at least between two edits of an answer being written, with TELEGRAM_STREAM_REPLIES; "
+        "in groups TELEGRAM_GROUP_RATE_LIMIT applies too",
     )
     stream_drafts: bool = Field(
         default=False,
-        description="In private chats, show an answer being written as a draft (sendMessageDraft, Bot API 9.3+) "
-        "and post it once complete, instead of posting and editing it",
+        description="In private chats, show an answer being written as a draft (sendMessageDraft) and post it "
+        "once complete, instead of posting and editing it; falls back to editing where the Bot API refuses drafts",
     )
     help_text: str = Field(
         default=(

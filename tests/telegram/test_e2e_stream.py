@@ -3,6 +3,7 @@ the real python-telegram-bot client, the fake Bot API and a scripted model that 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from core import ModelError, ModelRequest, ScriptedModel
@@ -146,14 +147,23 @@ async def test_private_chats_can_stream_drafts(server: FakeTelegramServer, start
     assert len(group_reply.versions) >= 2 and group_reply.text == SHOWN  # no drafts in groups: edits
 
 
+async def test_a_bot_api_without_drafts_falls_back_to_edits(server: FakeTelegramServer, start_bot: StartBot) -> None:
+    server.fail("sendMessageDraft", status=404, description="Not Found", times=1000)
+    agent = await start_bot(slow(ANSWER), stream_interval=INTERVAL, stream_drafts=True)
+    runs = RunWatcher(agent)
+    server.user_says("hello")
+    await runs.wait(1)
+    [reply] = server.sent
+    assert reply.text == SHOWN and len(reply.versions) >= 2
+    assert len(server.calls_of("sendMessageDraft")) == 1  # tried once, then posting and editing
+
+
 class FailsMidway:
     """Writes the start of an answer slowly, then the model connection breaks."""
 
     name = "fails-midway"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        import asyncio
-
         for chunk in ('<response><output type="telegram:message">', "The answer st", "arts like this and"):
             yield chunk
             await asyncio.sleep(INTERVAL * 1.5)
