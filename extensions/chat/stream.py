@@ -80,12 +80,12 @@ class LiveReply:
     """What each posted message currently shows."""
     updates: int = 0
     """Posts, edits and previews made while streaming (for tests and metrics)."""
-    _task: asyncio.Task[None] | None = None
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _last: float = float("-inf")
-    _closed: bool = False
-    _flushing: bool = False
-    _requests: int = 0
+    _task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _wake: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    _last: float = field(default=float("-inf"), init=False, repr=False)
+    _closed: bool = field(default=False, init=False, repr=False)
+    _flushing: bool = field(default=False, init=False, repr=False)
+    _requests: int = field(default=0, init=False, repr=False)
 
     # -- streaming -------------------------------------------------------------------------------------
 
