@@ -378,7 +378,9 @@ def test_bad_definitions_fail_at_definition_time() -> None:
 
 
 async def test_compact_prompt_for_small_models_has_the_conversation_and_no_tools() -> None:
-    model = ScriptedModel([R('<output type="chat:message">one</output>'), R('<output type="chat:message">two</output>')])
+    model = ScriptedModel(
+        [R('<output type="chat:message">one</output>'), R('<output type="chat:message">two</output>')]
+    )
     agent = create_agent(
         model=model,
         contexts=[chat],
