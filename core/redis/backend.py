@@ -57,14 +57,13 @@ class RedisBackend:
             password=config.password,
             decode_responses=True,
             socket_connect_timeout=config.connect_timeout,
-            socket_timeout=config.op_timeout,
             health_check_interval=30,
             client_name=client_name,
         )
-        """The redis-py client (``decode_responses=True``)."""
+        """The redis-py client (``decode_responses=True``). No socket timeout: every call has its own
+        deadline (``run``), which costs less than redis-py's timer per read."""
         register = self.client.register_script
         self.ingest = register(scripts.INGEST)
-        self.claim = register(scripts.CLAIM)
         self.renew = register(scripts.RENEW)
         self.step = register(scripts.STEP)
         self.rescue = register(scripts.RESCUE)

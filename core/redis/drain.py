@@ -1,18 +1,19 @@
 """The drain job: what a worker does for one context it was given.
 
-claim (take the lease only if this job is the scheduled one) -> take a batch (an unacknowledged
-batch first: crash redelivery) -> ``agent.run`` -> fenced ack together with the memory writes and
-the next take -> ... -> release when the inbox is empty, or hand off after ``handoff_batches`` so a
-busy channel cannot hold a worker slot. A renewal task keeps the lease; losing it cancels the run.
+claim (take the lease only if this job is the scheduled one) and take a batch (an unacknowledged one
+first: crash redelivery), in one script -> ``agent.run`` -> fenced ack together with the memory writes
+and the next take, again in one script -> ... -> release when the inbox is empty, or hand off after
+``handoff_batches`` so a busy channel cannot hold a worker slot. A renewal task keeps the lease; losing
+it cancels the run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,12 @@ from .scope import Lease, RunScope
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ("DrainStats", "Drainer")
+__all__ = ("MEMORY_KINDS", "DrainStats", "Drainer")
 
 log = logging.getLogger("core.redis.drain")
+
+MEMORY_KINDS = ("context", "working", "statelog")
+"""The memory-store kinds ``agent.load_state`` reads: fetched with each batch, in the same script."""
 
 
 @dataclass(kw_only=True)
@@ -64,17 +68,29 @@ class Drainer:
         self.stats = DrainStats()
         """Counters."""
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
+        self.cleaned: set[str] = set()
+        """Drain jobs that ended with their arq keys already dropped by our scripts (the worker skips
+        arq's own clean-up round trip for them)."""
 
     # -- the job ---------------------------------------------------------------------------------------
 
     async def drain(self, ctx: dict[str, Any], cid: str) -> str:
         """The arq job function. Returns what happened: ``released``, ``handed_off``, ``lost``,
-        ``stale`` (another job is responsible now) or ``held``."""
+        ``stale`` (another job is responsible now) or ``held`` (another worker runs this job)."""
         job_id = str(ctx["job_id"])
         self.stats.jobs += 1
-        lease = await self._claim(cid, job_id)
-        if lease is None:
-            return "stale"
+        lease = Lease(
+            cid=cid,
+            token="",
+            job_id=job_id,
+            owner=f"{job_id}#{uuid.uuid4().hex[:12]}",
+            seconds=self.config.lease_seconds,
+        )
+        first = await self.claim(lease)
+        if first[0] in ("stale", "held"):
+            log.debug("drain job %s for %s: %s", job_id, cid, first[0])
+            self.cleaned.add(job_id)
+            return str(first[0])
         me = asyncio.current_task()
         assert me is not None
         previous = self._local.get(cid)
@@ -84,58 +100,58 @@ class Drainer:
                 previous[1].lost = True  # a job of ours that lost the lease is still winding down
                 self.agent.cancel_run(cid)
                 await asyncio.wait({previous[0]})
-            finished = asyncio.Event()
-            async with asyncio.TaskGroup() as tg:
-                renewer = tg.create_task(self._renew(lease, finished), name=f"renew:{cid}")
-                try:
-                    return await self._batches(lease)
-                finally:
-                    finished.set()
-                    renewer.cancel()
+            status = await self._batches(lease, first)
+            if status in ("released", "handed_off"):
+                self.cleaned.add(job_id)
+            return status
         finally:
             if self._local.get(cid, (None,))[0] is me:
                 del self._local[cid]
 
-    async def _claim(self, cid: str, job_id: str) -> Lease | None:
-        b = self.backend
-        ck = b.keys.context(cid)
-        sent = time.monotonic()
-        result = await b.call(
-            b.claim,
-            [ck.meta, ck.lease, b.keys.queue, b.keys.active],
-            [job_id, self.config.lease_ms, cid],
-            what=f"claiming {cid}",
-        )
-        if result[0] != "ok":
-            log.debug("drain job %s for %s: %s", job_id, cid, result[0])
-            return None
-        lease = Lease(cid=cid, token=str(result[1]), job_id=job_id, seconds=self.config.lease_seconds)
-        lease.extended(sent)
-        return lease
+    async def claim(self, lease: Lease) -> list[Any]:
+        """Claim the context for ``lease.job_id`` and take its first batch (one script)."""
+        result = await self._step(lease, None, "take")
+        if result[0] not in ("stale", "held"):
+            lease.token = str(result[1])
+        return result
 
-    async def _renew(self, lease: Lease, finished: asyncio.Event) -> None:
+    async def renew_forever(self) -> None:
+        """Renew the leases of every context running here, all in one round trip, every
+        ``renew_interval`` seconds; a lease that cannot be renewed is lost and its run cancelled.
+        ``QueueWorker`` runs this next to the arq loop."""
+        while True:
+            await asyncio.sleep(self.config.renew_interval)
+            await self.renew_once()
+
+    async def renew_once(self) -> None:
+        """One round of renewals."""
+        leases = [lease for _, lease in self._local.values() if not lease.lost and lease.token]
+        if not leases:
+            return
         b = self.backend
-        ck = b.keys.context(lease.cid)
-        while not lease.lost:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.renew_interval):
-                    await finished.wait()
-            if finished.is_set():
-                return
-            sent = time.monotonic()
-            try:
-                ok = await b.call(
-                    b.renew,
-                    [ck.lease, b.keys.active],
-                    [lease.token, self.config.lease_ms, lease.cid],
-                    what=f"renewing the lease on {lease.cid}",
-                    retry_for=max(0.0, lease.deadline - sent),
+        sent = time.monotonic()
+
+        async def renew_all() -> list[Any]:
+            pipe = b.client.pipeline(transaction=False)
+            for lease in leases:
+                ck = b.keys.context(lease.cid)
+                await b.renew(
+                    keys=[ck.lease, b.keys.active], args=[lease.token, self.config.lease_ms, lease.cid], client=pipe
                 )
-            except DispatchError as exc:
-                if time.monotonic() < lease.deadline:
-                    continue
-                log.warning("cannot renew the lease on %s: %s", lease.cid, exc)
-                ok = 0
+            results: list[Any] = await pipe.execute()
+            return results
+
+        deadline = min(lease.deadline for lease in leases)
+        try:
+            results = await b.run(renew_all, what="renewing leases", retry_for=max(0.0, deadline - sent))
+        except DispatchError as exc:
+            now = time.monotonic()
+            for lease in leases:
+                if now >= lease.deadline:
+                    log.warning("cannot renew the lease on %s: %s", lease.cid, exc)
+                    self._lose(lease)
+            return
+        for lease, ok in zip(leases, results, strict=True):
             if ok:
                 lease.extended(sent)
             else:
@@ -153,30 +169,18 @@ class Drainer:
 
     # -- batches ---------------------------------------------------------------------------------------
 
-    async def _batches(self, lease: Lease) -> str:
-        acked: RunScope | None = None
+    async def _batches(self, lease: Lease, result: list[Any]) -> str:
         done = 0
         while True:
-            mode = "handoff" if acked is not None and (done >= self.config.handoff_batches or self.stopping) else "take"
-            try:
-                result = await self._step(lease, acked, mode)
-            except DispatchError as exc:
-                log.warning("giving %s up: %s", lease.cid, exc)
-                self._lose(lease)
-                return "lost"
-            if acked is not None and result[0] != "stale":
-                self.stats.batches += 1
-            acked = None
             status = str(result[0])
             if status == "stale":
                 self._lose(lease)
                 return "lost"
-            dead = result[4] if status == "batch" else result[1] if len(result) > 1 else ""
-            if dead:
+            if result[5]:
                 self.stats.dead += 1
                 log.error(
                     "batch %s of %s failed %d times: moved to %s",
-                    dead,
+                    result[5],
                     lease.cid,
                     self.config.max_attempts,
                     self.backend.keys.dead,
@@ -187,31 +191,50 @@ class Drainer:
                 backend=self.backend,
                 keys=self.backend.keys.context(lease.cid),
                 lease=lease,
-                batch_id=str(result[1]),
-                attempt=int(result[2]),
+                batch_id=str(result[2]),
+                attempt=int(result[3]),
             )
-            entries = json.loads(result[3])
-            if result[5] == "1":  # an earlier attempt did not finish: replay what it stored
+            for kind, value in zip(MEMORY_KINDS, result[7:], strict=False):
+                scope.loaded[scope.keys.memory(kind)] = value
+            entries = json.loads(result[4])
+            if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
                 self.stats.redelivered += 1
                 scope.cache = await self._ledger(scope)
             try:
                 ok = await self._run(scope, entries)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
+                await self._close(scope, acknowledged=False)
                 if lease.lost and task is not None and not task.cancelling():
-                    return "lost"  # our own renewer cancelled the run
+                    return "lost"  # the renewer cancelled the run
                 self.agent.cancel_run(lease.cid)
                 await self._hand_back(lease)
                 raise
             if lease.lost:
+                await self._close(scope, acknowledged=False)
                 return "lost"
+            acked: RunScope | None = None
             if ok:
                 acked = scope
                 done += 1
-                self.stats.inputs += len(entries)
             else:
                 self.stats.failed += 1
+                await self._close(scope, acknowledged=False)  # the batch comes again: it must know what was posted
                 await asyncio.sleep(min(1.0, 0.1 * scope.attempt))
+            handoff = acked is not None and (done >= self.config.handoff_batches or self.stopping)
+            try:
+                result = await self._step(lease, acked, "handoff" if handoff else "take")
+            except DispatchError as exc:
+                log.warning("giving %s up: %s", lease.cid, exc)
+                if acked is not None:
+                    await self._close(acked, acknowledged=False)
+                self._lose(lease)
+                return "lost"
+            if acked is not None:
+                await self._close(acked, acknowledged=result[0] != "stale")
+                if result[0] != "stale":
+                    self.stats.batches += 1
+                    self.stats.inputs += len(entries)
 
     async def _ledger(self, scope: RunScope) -> dict[str, str]:
         client = self.backend.client
@@ -258,8 +281,12 @@ class Drainer:
         b, cfg = self.backend, self.config
         keys = b.keys
         ck = keys.context(lease.cid)
-        job_id, job_key, payload = b.new_job(lease.cid)
+        if mode == "take":  # schedules nothing: no new job needed
+            job_id, job_key, payload = "", ck.base + "nojob", ""
+        else:
+            job_id, job_key, payload = b.new_job(lease.cid)
         writes = list(acked.staged.items()) if acked is not None else []
+        reads = [ck.memory(kind) for kind in MEMORY_KINDS] if mode == "take" else []
         args: list[Any] = [
             lease.token,
             lease.cid,
@@ -273,7 +300,10 @@ class Drainer:
             b.job_ttl_ms,
             cfg.claim_check_ms,
             b.wake_cap,
+            lease.job_id,
+            lease.owner,
             len(writes),
+            len(reads),
         ]
         for _, value in writes:
             args.extend(("s", value) if value is not None else ("d", ""))
@@ -292,15 +322,25 @@ class Drainer:
                 acked.ledger_key if acked is not None else ck.ledger("-"),
                 job_key,
                 keys.arq_job(lease.job_id),
+                keys.arq_retry(lease.job_id),
                 *(key for key, _ in writes),
+                *reads,
             ],
             args,
             what=f"{'acknowledging and ' if acked else ''}taking a batch of {lease.cid}",
-            retry_for=max(0.0, lease.deadline - sent),
+            retry_for=max(0.0, lease.deadline - sent) if lease.token else None,
         )
         if result[0] == "batch":
             lease.extended(sent)
         return result
+
+    async def _close(self, scope: RunScope, *, acknowledged: bool) -> None:
+        """End an attempt; if it was not acknowledged, write its posted marks (best effort)."""
+        try:
+            async with asyncio.timeout(self.config.op_timeout):
+                await asyncio.shield(scope.close(acknowledged=acknowledged))
+        except (DispatchError, TimeoutError, asyncio.CancelledError) as exc:
+            log.warning("could not record posted replies of %s (%s): a retry may post them again", scope.keys.cid, exc)
 
     async def _hand_back(self, lease: Lease) -> None:
         """The worker is stopping and cancelled the run: give the context (and its unacknowledged

@@ -23,6 +23,7 @@ __all__ = ("ContextKeys", "Keys")
 
 ARQ_JOB_PREFIX = "arq:job:"
 ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
+ARQ_RETRY_PREFIX = "arq:retry:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,10 @@ class Keys:
     @staticmethod
     def arq_job(job_id: str) -> str:
         return ARQ_JOB_PREFIX + job_id
+
+    @staticmethod
+    def arq_retry(job_id: str) -> str:
+        return ARQ_RETRY_PREFIX + job_id
 
     def memory(self, key: str) -> str:
         """The Redis key of memory-store key ``key``: ``<kind>:<cid>`` (``context:``, ``working:``,

@@ -28,7 +28,14 @@ from ..errors import DispatchError
 from ..models.base import Model, ModelRequest
 from .scope import RunScope, current_scope
 
-__all__ = ("REPLY_LEDGER", "LeaseLostError", "RedisReplyLedger", "ReplayModel", "ReplyLedger", "ReplySlot")
+__all__ = (
+    "REPLY_LEDGER",
+    "LeaseLostError",
+    "RedisReplyLedger",
+    "ReplayModel",
+    "ReplyLedger",
+    "ReplySlot",
+)
 
 REPLY_LEDGER = "reply_ledger"
 """The ``state.options`` key under which a queued run offers its ledger to output handlers."""
@@ -113,10 +120,12 @@ class RedisReplyLedger:
                 f"m{scope.step}",
                 "".join(scope.text),
                 int(b.config.ledger_ttl * 1000),
+                *(item for pair in scope.marks.items() for item in pair),
             ],
             what=f"storing a reply for {scope.keys.cid}",
             retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
         )
+        scope.marks.clear()
         if result[0] == "stale":
             scope.lease.lost = True
             raise LeaseLostError(f"lease on {scope.keys.cid} lost: reply not posted (another worker answers)")
@@ -128,19 +137,12 @@ class RedisReplyLedger:
         return slot
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:
-        """Not fenced: it records a fact, even from a worker that lost its lease meanwhile."""
+        """Record a posted part. The mark travels with the run's next round trip to Redis (the next
+        reply, the next model call, the acknowledgement) or is written alone ``MARK_DELAY`` later."""
         if message_id is not None:
             slot.message_ids.append(str(message_id))
         slot.done = done
-        scope = self.scope
-        b = scope.backend
-        field_name = "r" + slot.key.rsplit(":", 1)[1]
-        await b.call(
-            b.mark_posted,
-            [scope.ledger_key],
-            [field_name, slot.dump()],
-            what=f"marking a reply of {scope.keys.cid} as posted",
-        )
+        self.scope.mark("r" + slot.key.rsplit(":", 1)[1], slot.dump())
 
 
 def _replayable(text: str, complete: bool) -> str:
@@ -174,6 +176,7 @@ class ReplayModel:
             async for chunk in self.inner.stream(request):
                 yield chunk
             return
+        await scope.flush_marks()  # before the (slow) model call, never after it
         scope.step += 1
         scope.replies = 0
         scope.text = []

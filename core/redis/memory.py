@@ -36,9 +36,11 @@ class RedisMemoryStore:
     async def get(self, key: str) -> Any | None:
         """The value under ``key`` (a write held back by the current run included), or None."""
         rkey = self.backend.keys.memory(key)
-        staged = self._scoped()
-        if staged is not None and rkey in staged:
-            text = staged[rkey]
+        scope = current_scope()
+        if scope is not None and scope.backend is self.backend and rkey in scope.staged:
+            text = scope.staged[rkey]
+        elif scope is not None and scope.backend is self.backend and rkey in scope.loaded:
+            text = scope.loaded[rkey]  # read with the batch, under the lease: nobody else wrote it since
         else:
             try:
                 text = await self.backend.run(lambda: self.backend.client.get(rkey), what=f"reading {key}")

@@ -8,14 +8,22 @@ change to the agent.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from ..errors import DispatchError
 from .backend import RedisBackend
 from .keys import ContextKeys
 
-__all__ = ("Lease", "RunScope", "current_scope")
+__all__ = ("MARK_DELAY", "Lease", "RunScope", "current_scope")
+
+log = logging.getLogger("core.redis.ledger")
+
+MARK_DELAY = 0.05
+"""Seconds a posted mark waits for another round trip to travel with before it is written alone."""
 
 _scope: ContextVar[RunScope | None] = ContextVar("core_redis_scope", default=None)
 
@@ -35,6 +43,8 @@ class Lease:
     """The fencing token: every write the holder makes is checked against it."""
     job_id: str
     """The drain job holding the lease."""
+    owner: str = ""
+    """``<job id>#<nonce>``: who claimed, so a claim sent again after a lost reply is recognised."""
     seconds: float
     """The lease length."""
     deadline: float = 0.0
@@ -71,12 +81,54 @@ class RunScope:
     """The ledger of an earlier attempt: model answers (``m<step>``) and replies (``r<step>.<n>``)."""
     staged: dict[str, str | None] = field(default_factory=dict)
     """Memory writes to commit with the acknowledgement (Redis key -> JSON, or None to delete)."""
+    loaded: dict[str, str | None] = field(default_factory=dict)
+    """Memory values read together with the batch (Redis key -> JSON, or None when absent)."""
     step: int = 0
     """Model calls made so far in this attempt."""
     replies: int = 0
     """Replies begun in the current step."""
     text: list[str] = field(default_factory=list)
     """The model's answer in the current step so far."""
+    marks: dict[str, str] = field(default_factory=dict)
+    """Replies marked posted, not written yet: they travel with this run's next round trip to Redis
+    (the next reply, the next model call, the acknowledgement, which drops the ledger anyway), or are
+    written on their own after ``MARK_DELAY`` seconds if no such trip comes first."""
+    _flusher: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def mark(self, name: str, reply: str) -> None:
+        """Record a reply as posted (see ``marks``)."""
+        self.marks[name] = reply
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_later(), name="ledger-marks")
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(MARK_DELAY)
+        try:
+            await self.flush_marks()
+        except DispatchError as exc:
+            log.warning("could not record posted replies of %s (%s); retrying with the next call", self.keys.cid, exc)
+
+    async def flush_marks(self) -> None:
+        """Write the marks now (not fenced: a mark records a fact, even from a worker that lost its
+        lease meanwhile)."""
+        if not self.marks:
+            return
+        b = self.backend
+        pairs = [item for pair in self.marks.items() for item in pair]
+        self.marks.clear()
+        await b.call(b.mark_posted, [self.ledger_key], pairs, what=f"marking replies of {self.keys.cid} as posted")
+
+    async def close(self, *, acknowledged: bool) -> None:
+        """End the attempt: after an acknowledgement the marks are moot (the ledger is gone); otherwise
+        they are written now, since the batch will come again and must know what was posted."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
+        if acknowledged:
+            self.marks.clear()
+        else:
+            await self.flush_marks()
 
     @property
     def ledger_key(self) -> str:

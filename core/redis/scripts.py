@@ -7,7 +7,7 @@ Redis server clock (``TIME``), so workers' clocks do not matter.
 
 from __future__ import annotations
 
-__all__ = ("BEGIN_REPLY", "CLAIM", "INGEST", "MARK_POSTED", "RELEASE_LOCK", "RENEW", "RESCUE", "STEP", "STORE_MODEL")
+__all__ = ("BEGIN_REPLY", "INGEST", "MARK_POSTED", "RELEASE_LOCK", "RENEW", "RESCUE", "STEP", "STORE_MODEL")
 
 _COMMON = """
 local function now_ms()
@@ -47,28 +47,6 @@ return 'scheduled'
 """
 )
 
-CLAIM = (
-    _COMMON
-    + """
--- KEYS: meta lease queue active      ARGV: job_id lease_ms cid
-if redis.call('HGET', KEYS[1], 'sched') ~= ARGV[1] then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  return {'stale'}
-end
-local cur = redis.call('GET', KEYS[2])
-if cur then
-  local sep = string.find(cur, '|', 1, true)
-  if string.sub(cur, sep + 1) == ARGV[1] then return {'ok', string.sub(cur, 1, sep - 1)} end
-  return {'held'}
-end
-local token = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-redis.call('SET', KEYS[2], token .. '|' .. ARGV[1], 'PX', ARGV[2])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZADD', KEYS[4], ms(now_ms() + tonumber(ARGV[2])), ARGV[3])
-return {'ok', tostring(token)}
-"""
-)
-
 RENEW = (
     _COMMON
     + """
@@ -83,26 +61,51 @@ return 1
 STEP = (
     _COMMON
     + """
--- KEYS: lease batch inbox meta queue active wake dead acked_ledger new_job_key own_job_key memory_keys...
+-- KEYS: lease batch inbox meta queue active wake dead acked_ledger new_job_key own_job_key own_retry_key
+--       write_keys... read_keys...
+-- (own_job_key and own_retry_key are arq's keys of this drain job: dropped here when the job is done,
+--  so arq has nothing left to clean up)
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id payload job_ttl_ms check_ms
---       wake_cap nwrites (op value)...
--- mode 'take': acknowledge ack_id (if any), then hand out the next batch or release the context:
---   {'batch', id, attempt, entries, dead_id, redelivered} or {'released', dead_id}
--- mode 'handoff': acknowledge, then release if nothing waits, else schedule a fresh drain job.
+--       wake_cap own_job_id owner nwrites nreads (op value)...
+-- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
+-- ack_id: acknowledge that batch (apply the writes, drop the batch and its ledger) if it is current.
+-- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
+-- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
-if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
-local now = now_ms()
+-- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, read values...}
 local cid = ARGV[2]
+local lease_ms = tonumber(ARGV[6])
+local nwrites = tonumber(ARGV[15])
+local nreads = tonumber(ARGV[16])
+local now = now_ms()
+local token = ARGV[1]
+if token == '' then
+  if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[13] then
+    redis.call('ZREM', KEYS[5], ARGV[13])
+    redis.call('DEL', KEYS[11], KEYS[12])
+    return {'stale'}
+  end
+  local cur = redis.call('GET', KEYS[1])
+  if cur then
+    local sep = string.find(cur, '|', 1, true)
+    if string.sub(cur, sep + 1) ~= ARGV[14] then return {'held'} end
+    token = string.sub(cur, 1, sep - 1)  -- our own claim, sent again after a lost reply
+  else
+    token = tostring(redis.call('HINCRBY', KEYS[4], 'fence', 1))
+    redis.call('SET', KEYS[1], token .. '|' .. ARGV[14], 'PX', lease_ms)
+    redis.call('ZREM', KEYS[5], ARGV[13])
+  end
+elseif not fenced(KEYS[1], token) then
+  return {'stale'}
+end
 if ARGV[3] ~= '' then
   local cur = redis.call('HGET', KEYS[2], 'id')
   if cur == ARGV[3] then
-    local n = tonumber(ARGV[13])
-    for i = 1, n do
-      local key = KEYS[11 + i]
-      if ARGV[12 + 2 * i] == 's' then
-        redis.call('SET', key, ARGV[13 + 2 * i])
+    for i = 1, nwrites do
+      if ARGV[15 + 2 * i] == 's' then
+        redis.call('SET', KEYS[12 + i], ARGV[16 + 2 * i])
       else
-        redis.call('DEL', key)
+        redis.call('DEL', KEYS[12 + i])
       end
     end
     redis.call('DEL', KEYS[2], KEYS[9])
@@ -111,21 +114,27 @@ if ARGV[3] ~= '' then
   end
 end
 local function release()
-  redis.call('DEL', KEYS[1], KEYS[11])
+  redis.call('DEL', KEYS[1], KEYS[11], KEYS[12])
   redis.call('HDEL', KEYS[4], 'sched')
   redis.call('ZREM', KEYS[6], cid)
 end
+local function handed_out(id, attempt, entries, dead, redelivered)
+  redis.call('PEXPIRE', KEYS[1], lease_ms)
+  redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
+  local out = {'batch', token, id, attempt, entries, dead, redelivered}
+  for i = 1, nreads do
+    out[7 + i] = redis.call('GET', KEYS[12 + nwrites + i])
+  end
+  return out
+end
 if ARGV[4] == 'take' then
-  local lease_ms = tonumber(ARGV[6])
   local dead = ''
   if redis.call('EXISTS', KEYS[2]) == 1 then
     local attempt = redis.call('HINCRBY', KEYS[2], 'attempt', 1)
     local id = redis.call('HGET', KEYS[2], 'id')
     local entries = redis.call('HGET', KEYS[2], 'entries')
     if attempt <= tonumber(ARGV[7]) then
-      redis.call('PEXPIRE', KEYS[1], lease_ms)
-      redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-      return {'batch', id, attempt, entries, '', '1'}
+      return handed_out(id, attempt, entries, '', '1')
     end
     redis.call('RPUSH', KEYS[8], '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}')
     redis.call('LTRIM', KEYS[8], -1000, -1)
@@ -135,27 +144,25 @@ if ARGV[4] == 'take' then
   local items = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[5]) - 1)
   if #items == 0 then
     release()
-    return {'released', dead}
+    return {'released', token, '', 0, '', dead, '0'}
   end
   redis.call('LTRIM', KEYS[3], #items, -1)
   local id = tostring(redis.call('HINCRBY', KEYS[4], 'seq', 1))
   local entries = '[' .. table.concat(items, ',') .. ']'
   redis.call('HSET', KEYS[2], 'id', id, 'attempt', 1, 'entries', entries)
-  redis.call('PEXPIRE', KEYS[1], lease_ms)
-  redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-  return {'batch', id, 1, entries, dead, '0'}
+  return handed_out(id, 1, entries, dead, '0')
 end
 if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
   release()
-  return {'released', ''}
+  return {'released', token, '', 0, '', '', '0'}
 end
 if ARGV[4] == 'handback' and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HINCRBY', KEYS[2], 'attempt', -1)  -- handed back unfinished: not a failed delivery
 end
-redis.call('DEL', KEYS[1], KEYS[11])
+redis.call('DEL', KEYS[1], KEYS[11], KEYS[12])
 schedule(KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10], ARGV[8], ARGV[9], ARGV[10], cid,
          tonumber(ARGV[11]), tonumber(ARGV[12]), now)
-return {'handed_off', ''}
+return {'handed_off', token, '', 0, '', '', '0'}
 """
 )
 
@@ -198,7 +205,13 @@ return 'rescheduled'
 BEGIN_REPLY = (
     _COMMON
     + """
--- KEYS: lease ledger      ARGV: token reply_field reply model_field model_prefix ttl_ms
+-- KEYS: lease ledger      ARGV: token reply_field reply model_field model_prefix ttl_ms (field reply)...
+-- the pairs after ttl_ms are earlier replies of this run marked posted, carried along (not fenced)
+if #ARGV > 6 and redis.call('EXISTS', KEYS[2]) == 1 then
+  for i = 7, #ARGV, 2 do
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+  end
+end
 if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
 local cur = redis.call('HGET', KEYS[2], ARGV[2])
 if cur then return {'exists', cur} end
@@ -223,9 +236,9 @@ return 1
 )
 
 MARK_POSTED = """
--- KEYS: ledger      ARGV: reply_field reply
+-- KEYS: ledger      ARGV: (reply_field reply)...
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import arq.worker
 import redis.exceptions
 from arq.connections import ArqRedis
+from arq.utils import timestamp_ms
 
 from ..errors import DispatchError
 from .backend import DRAIN_FUNCTION, RETRYABLE, RedisBackend, describe
@@ -60,7 +61,8 @@ class _WakeWorker(arq.worker.Worker):
             job_deserializer=json.loads,
         )
         self.backend = backend
-        self.idle_wait = min(cfg.poll_delay, max(0.1, cfg.op_timeout - 1.0))
+        self.drainer = drainer
+        self.idle_wait = cfg.poll_delay
         """Seconds an idle worker blocks on the wake list before polling anyway."""
         self.wakeups = 0
         """Wake-ups received."""
@@ -78,10 +80,43 @@ class _WakeWorker(arq.worker.Worker):
             await self._poll_iteration()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        before = len(self.tasks)
-        await super().start_jobs(job_ids)
-        if len(self.tasks) > before:
-            self._look = True  # there may be more: look again before waiting
+        """Start the jobs, up to ``max_jobs`` running. arq would first mark each job in progress with a
+        WATCH/MULTI transaction; here the drain job's claim script is what excludes a second runner
+        (it takes the lease only for the scheduled job and removes the job from the queue), so a job
+        started twice by two workers is simply refused to one of them."""
+        now = timestamp_ms()
+        for raw in job_ids:
+            if self.job_counter >= self.max_jobs:
+                break
+            job_id = raw.decode()
+            if job_id in self.tasks:
+                continue  # ours, not claimed yet
+            await self.sem.acquire()
+            self.job_counter += 1
+            task = self.loop.create_task(self.run_job(job_id, now), name=f"job:{job_id}")
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
+        # a full page may hide more jobs: look again at once; otherwise wait for a wake-up (a job
+        # scheduled after this look pushed one) or, at capacity, for a free slot
+        self._look = len(job_ids) >= self.queue_read_limit
+
+    async def finish_job(
+        self,
+        job_id: str,
+        finish: bool,
+        result_data: bytes | None,
+        result_timeout_s: float | None,
+        keep_result_forever: bool,
+        incr_score: int | None,
+        keep_in_progress: float | None,
+    ) -> None:
+        """arq's clean-up transaction, skipped for a drain job whose script already dropped its keys."""
+        if finish and job_id in self.drainer.cleaned:
+            self.drainer.cleaned.discard(job_id)
+            return
+        await super().finish_job(
+            job_id, finish, result_data, result_timeout_s, keep_result_forever, incr_score, keep_in_progress
+        )
 
     def _release_sem_dec_counter_on_complete(self) -> None:
         super()._release_sem_dec_counter_on_complete()
@@ -98,8 +133,9 @@ class _WakeWorker(arq.worker.Worker):
                     await self._slot_freed.wait()
             return
         client = self.backend.client
+        free = self.max_jobs - self.job_counter  # take as many wake-ups as jobs this worker can start
         async with asyncio.timeout(self.idle_wait + self.backend.config.op_timeout):
-            if await client.blpop([self.backend.keys.wake], timeout=self.idle_wait):
+            if await client.blmpop(self.idle_wait, 1, self.backend.keys.wake, direction="LEFT", count=free):
                 self.wakeups += 1
 
     async def _poll_iteration(self) -> None:
@@ -187,13 +223,14 @@ class QueueWorker:
                 async with asyncio.TaskGroup() as tg:
                     main = tg.create_task(worker.serve(), name="arq-loop")
                     sweeper = tg.create_task(self._sweep(), name="sweeper")
+                    renewer = tg.create_task(self.drainer.renew_forever(), name="renewer")
                     stopped = tg.create_task(self._stop.wait(), name="stop-signal")
                     await asyncio.wait({main, stopped}, return_when=asyncio.FIRST_COMPLETED)
                     if main.done():
                         main.result()  # the loop failed: raise its error
                     await self._shutdown(worker)
                     worker.closing = self._closing = True
-                    for task in (main, sweeper, stopped):
+                    for task in (main, sweeper, renewer, stopped):
                         task.cancel()
                 with contextlib.suppress(*_POLL_ERRORS):  # arq's close() would use a deprecated call
                     await pool.delete(worker.health_check_key)
