@@ -527,46 +527,6 @@ class _Pending:
         self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
 
 
-def create_agent(
-    *,
-    model: Model,
-    contexts: Sequence[Context] = (),
-    extensions: Sequence[Extension] = (),
-    actions: Sequence[Action] = (),
-    outputs: Sequence[Output] = (),
-    inputs: Sequence[Input] = (),
-    services: Sequence[Service] = (),
-    memory: MemoryStore | None = None,
-    dispatcher: Dispatcher | None = None,
-    intro: str = DEFAULT_INTRO,
-    persona: str = "",
-    max_tokens: int = 1024,
-    model_idle_timeout: float = 60.0,
-    output_timeout: float = 60.0,
-    queues: Mapping[str, int] | None = None,
-    stop_timeout: float = 10.0,
-    state_cache: int = 1024,
-    compact_prompt: bool = False,
-) -> Agent:
-    """Build an agent; call ``await agent.start()`` (or ``async with agent:``) before sending to it."""
-    agent = Agent(
-        model=model,
-        contexts=contexts,
-        extensions=extensions,
-        actions=actions,
-        outputs=outputs,
-        inputs=inputs,
-        services=services,
-        memory=memory,
-        dispatcher=dispatcher,
-        intro=intro,
-        persona=persona,
-        max_tokens=max_tokens,
-        model_idle_timeout=model_idle_timeout,
-        output_timeout=output_timeout,
-        queues=queues,
-        stop_timeout=stop_timeout,
-        state_cache=state_cache,
-        compact_prompt=compact_prompt,
-    )
-    return agent
+create_agent = Agent
+"""Build an agent (the seed's ``createAgent``): the same keyword arguments as ``Agent``. Call
+``await agent.start()`` (or use ``async with agent:``) before sending to it."""
