@@ -104,6 +104,9 @@ class Agent:
         self.readiness: dict[str, Callable[[], Any]] = {}
         """Readiness checks by name (``/readyz``), registered by extensions and services: each returns (or
         awaits to) ``True``/``None`` when ready, ``False`` or a reason string when not, or raises."""
+        self.failure: BaseException | None = None
+        """The error a service could not recover from, reported with ``fail`` (the first one), else None."""
+        self._failed = asyncio.Event()
         self.extensions = tuple(extensions)
         self.contexts: dict[str, Context] = {}
         """Contexts by type."""
@@ -240,6 +243,22 @@ class Agent:
     def running(self) -> bool:
         """True between ``start()`` and the beginning of ``stop()``."""
         return self._started and not self._stopping
+
+    def fail(self, error: BaseException) -> None:
+        """Report an error a service cannot recover from while the agent runs (a platform took back the
+        bot's token or intents): ``failed()`` returns it, and whoever runs the agent (``bots run``) stops
+        it and exits with it. The agent itself keeps running until stopped. The first error is kept."""
+        if self.failure is not None:
+            log.warning("a service failed after an earlier fatal error: %s", error)
+            return
+        self.failure = error
+        self._failed.set()
+
+    async def failed(self) -> BaseException:
+        """Wait until a service reports a fatal error with ``fail``; return it."""
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
 
     async def __aenter__(self) -> Agent:
         await self.start()
