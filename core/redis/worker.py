@@ -80,25 +80,15 @@ class _WakeWorker(arq.worker.Worker):
             await self._poll_iteration()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """Start the jobs, up to ``max_jobs`` running. arq would first mark each job in progress with a
-        WATCH/MULTI transaction; here the drain job's claim script is what excludes a second runner
-        (it takes the lease only for the scheduled job and removes the job from the queue), so a job
-        started twice by two workers is simply refused to one of them."""
+        """Start the popped jobs (``_poll_iteration`` never pops more than there are free slots)."""
         now = timestamp_ms()
         for raw in job_ids:
-            if self.job_counter >= self.max_jobs:
-                break
             job_id = raw.decode()
-            if job_id in self.tasks:
-                continue  # ours, not claimed yet
             await self.sem.acquire()
             self.job_counter += 1
             task = self.loop.create_task(self.run_job(job_id, now), name=f"job:{job_id}")
             task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
             self.tasks[job_id] = task
-        # a full page may hide more jobs: look again at once; otherwise wait for a wake-up (a job
-        # scheduled after this look pushed one) or, at capacity, for a free slot
-        self._look = len(job_ids) >= self.queue_read_limit
 
     async def finish_job(
         self,
@@ -139,11 +129,26 @@ class _WakeWorker(arq.worker.Worker):
                 self.wakeups += 1
 
     async def _poll_iteration(self) -> None:
+        """Wait for work, pop as many jobs as there are free slots, start them, tidy up.
+
+        arq reads the queue with ZRANGEBYSCORE and marks each job in progress with a WATCH/MULTI
+        transaction, so two workers often start the same job and one of them backs off. Here ZPOPMIN
+        hands each job to exactly one worker in one call; the drain job's claim script is what makes a
+        context run in one place, and the sweeper reschedules a job whose worker died before claiming."""
         try:
             if not self._look:
                 await self._wait_for_work()
             self._look = False
-            await super()._poll_iteration()
+            free = self.max_jobs - self.job_counter
+            if self.allow_pick_jobs and free > 0:
+                popped = await self.pool.zpopmin(self.queue_name, free)
+                await self.start_jobs([job_id for job_id, _ in popped])
+                self._look = len(popped) >= free  # the queue may hold more: look again at once
+            for job_id, task in list(self.tasks.items()):
+                if task.done():
+                    del self.tasks[job_id]
+                    task.result()
+            await self.heart_beat()
         except _POLL_ERRORS as exc:
             now = time.monotonic()
             if self._failing_since is None:

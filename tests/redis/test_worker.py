@@ -128,3 +128,14 @@ async def test_sigterm_lets_a_running_run_finish_within_the_bound(
     assert await replies(client, "c1") == ["first"]
     assert await client.llen("bots:{probe:chat:c1}:inbox") == 1
     assert await client.zcard("bots:queue") == 1  # a fresh drain job waits for the next worker
+
+
+async def test_a_run_longer_than_the_lease_keeps_it_by_renewing(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    model = ScriptedModel(answer, first_delay=2.0)
+    async with running_worker(redis_server, model=model, lease_seconds=1.0) as worker:
+        await send(gateway, "c1", "slow")
+        await wait_until(lambda: replies(client, "c1"), timeout=10, what="the answer")
+        assert worker.stats.lost == 0 and worker.rescheduled == 0
+    assert await replies(client, "c1") == ["slow"]
