@@ -129,11 +129,6 @@ class RedisBackend:
         """How long a scheduled job's arq key lives (a day, like arq's default)."""
         return 86_400_000
 
-    @property
-    def wake_cap(self) -> int:
-        """Wake-up tokens kept at most (they are hints; idle workers also poll)."""
-        return 1000
-
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def ping(self) -> None:

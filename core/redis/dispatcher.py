@@ -2,7 +2,8 @@
 
 One script does it all atomically: drop a redelivered platform message (dedupe key with a TTL),
 refuse past the inbox cap, push the input, and schedule the context's drain job only if none is
-scheduled, waking an idle worker. Workers (``core.redis.worker``) run the inputs.
+scheduled (idle workers block on the queue, so one of them starts it at once). Workers
+(``core.redis.worker``) run the inputs.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class RedisDispatcher:
         ttl_ms = int(self.config.dedupe_ttl * 1000) if dedupe_key else 0
         result: str = await b.call(
             b.ingest,
-            [ck.inbox, ck.meta, ck.dedupe(dedupe_key or "-"), keys.queue, keys.active, keys.wake, job_key],
+            [ck.inbox, ck.meta, ck.dedupe(dedupe_key or "-"), keys.queue, keys.active, job_key],
             [
                 entry,
                 self.config.inbox_cap,
@@ -98,7 +99,6 @@ class RedisDispatcher:
                 payload,
                 b.job_ttl_ms,
                 self.config.claim_check_ms,
-                b.wake_cap,
             ],
             what=f"storing an input for {cid}",
         )

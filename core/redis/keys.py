@@ -10,9 +10,9 @@ Per context ``cid`` (prefix ``bots:``)::
     bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies)
     bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
 
-Shared by all contexts: ``bots:queue`` (arq's job queue), ``bots:active`` (sorted set of contexts
-with work, scored by when the sweeper should look at them), ``bots:wake`` (wake-up tokens for idle
-workers), ``bots:dead`` (batches that failed too often). arq's own job keys are ``arq:job:<id>``.
+Shared by all contexts: ``bots:queue`` (arq's job queue, a sorted set idle workers block on with
+BZMPOP), ``bots:active`` (sorted set of contexts with work, scored by when the sweeper should look at
+them), ``bots:dead`` (batches that failed too often). arq's own job keys are ``arq:job:<id>``.
 """
 
 from __future__ import annotations
@@ -80,10 +80,6 @@ class Keys:
     @property
     def active(self) -> str:
         return self.prefix + "active"
-
-    @property
-    def wake(self) -> str:
-        return self.prefix + "wake"
 
     @property
     def dead(self) -> str:

@@ -19,30 +19,27 @@ local function fenced(lease_key, token)
   local cur = redis.call('GET', lease_key)
   return cur and string.sub(cur, 1, #token + 1) == token .. '|'
 end
--- make job_id the context's drain job: arq runs it, idle workers are woken
-local function schedule(meta, queue, active, wake, job_key, job_id, payload, job_ttl, cid, check_ms, wake_cap, now)
+-- make job_id the context's drain job: it enters arq's queue, where idle workers block on BZMPOP
+local function schedule(meta, queue, active, job_key, job_id, payload, job_ttl, cid, check_ms, now)
   redis.call('HSET', meta, 'sched', job_id)
   redis.call('SET', job_key, payload, 'PX', job_ttl)
   redis.call('ZADD', queue, ms(now), job_id)
   redis.call('ZADD', active, ms(now + check_ms), cid)
-  redis.call('LPUSH', wake, '1')
-  redis.call('LTRIM', wake, 0, wake_cap - 1)
 end
 """
 
 INGEST = (
     _COMMON
     + """
--- KEYS: inbox meta dedupe queue active wake new_job_key
--- ARGV: entry cap dedupe_ttl_ms cid new_job_id payload job_ttl_ms check_ms wake_cap
+-- KEYS: inbox meta dedupe queue active new_job_key
+-- ARGV: entry cap dedupe_ttl_ms cid new_job_id payload job_ttl_ms check_ms
 local use_dedupe = ARGV[3] ~= '0'
 if use_dedupe and redis.call('EXISTS', KEYS[3]) == 1 then return 'dup' end
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 'full' end
 if use_dedupe then redis.call('SET', KEYS[3], '1', 'PX', ARGV[3]) end
 redis.call('RPUSH', KEYS[1], ARGV[1])
 if redis.call('HGET', KEYS[2], 'sched') then return 'queued' end
-schedule(KEYS[2], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[7], ARGV[4],
-         tonumber(ARGV[8]), tonumber(ARGV[9]), now_ms())
+schedule(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[6], ARGV[7], ARGV[4], tonumber(ARGV[8]), now_ms())
 return 'scheduled'
 """
 )
@@ -61,12 +58,12 @@ return 1
 STEP = (
     _COMMON
     + """
--- KEYS: lease batch inbox meta queue active wake dead acked_ledger new_job_key own_job_key own_retry_key
+-- KEYS: lease batch inbox meta queue active dead acked_ledger new_job_key own_job_key own_retry_key
 --       write_keys... read_keys...
 -- (own_job_key and own_retry_key are arq's keys of this drain job: dropped here when the job is done,
 --  so arq has nothing left to clean up)
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id payload job_ttl_ms check_ms
---       wake_cap own_job_id owner nwrites nreads (op value)...
+--       own_job_id owner nwrites nreads (op value)...
 -- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
 -- ack_id: acknowledge that batch (apply the writes, drop the batch and its ledger) if it is current.
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
@@ -75,25 +72,25 @@ STEP = (
 -- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, read values...}
 local cid = ARGV[2]
 local lease_ms = tonumber(ARGV[6])
-local nwrites = tonumber(ARGV[15])
-local nreads = tonumber(ARGV[16])
+local nwrites = tonumber(ARGV[14])
+local nreads = tonumber(ARGV[15])
 local now = now_ms()
 local token = ARGV[1]
 if token == '' then
-  if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[13] then
-    redis.call('ZREM', KEYS[5], ARGV[13])
-    redis.call('DEL', KEYS[11], KEYS[12])
+  if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[12] then
+    redis.call('ZREM', KEYS[5], ARGV[12])
+    redis.call('DEL', KEYS[10], KEYS[11])
     return {'stale'}
   end
   local cur = redis.call('GET', KEYS[1])
   if cur then
     local sep = string.find(cur, '|', 1, true)
-    if string.sub(cur, sep + 1) ~= ARGV[14] then return {'held'} end
+    if string.sub(cur, sep + 1) ~= ARGV[13] then return {'held'} end
     token = string.sub(cur, 1, sep - 1)  -- our own claim, sent again after a lost reply
   else
     token = tostring(redis.call('HINCRBY', KEYS[4], 'fence', 1))
-    redis.call('SET', KEYS[1], token .. '|' .. ARGV[14], 'PX', lease_ms)
-    redis.call('ZREM', KEYS[5], ARGV[13])
+    redis.call('SET', KEYS[1], token .. '|' .. ARGV[13], 'PX', lease_ms)
+    redis.call('ZREM', KEYS[5], ARGV[12])
   end
 elseif not fenced(KEYS[1], token) then
   return {'stale'}
@@ -102,19 +99,19 @@ if ARGV[3] ~= '' then
   local cur = redis.call('HGET', KEYS[2], 'id')
   if cur == ARGV[3] then
     for i = 1, nwrites do
-      if ARGV[15 + 2 * i] == 's' then
-        redis.call('SET', KEYS[12 + i], ARGV[16 + 2 * i])
+      if ARGV[14 + 2 * i] == 's' then
+        redis.call('SET', KEYS[11 + i], ARGV[15 + 2 * i])
       else
-        redis.call('DEL', KEYS[12 + i])
+        redis.call('DEL', KEYS[11 + i])
       end
     end
-    redis.call('DEL', KEYS[2], KEYS[9])
+    redis.call('DEL', KEYS[2], KEYS[8])
   elseif cur then
     return {'stale'}
   end
 end
 local function release()
-  redis.call('DEL', KEYS[1], KEYS[11], KEYS[12])
+  redis.call('DEL', KEYS[1], KEYS[10], KEYS[11])
   redis.call('HDEL', KEYS[4], 'sched')
   redis.call('ZREM', KEYS[6], cid)
 end
@@ -123,7 +120,7 @@ local function handed_out(id, attempt, entries, dead, redelivered)
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
   local out = {'batch', token, id, attempt, entries, dead, redelivered}
   for i = 1, nreads do
-    out[7 + i] = redis.call('GET', KEYS[12 + nwrites + i])
+    out[7 + i] = redis.call('GET', KEYS[11 + nwrites + i])
   end
   return out
 end
@@ -136,8 +133,8 @@ if ARGV[4] == 'take' then
     if attempt <= tonumber(ARGV[7]) then
       return handed_out(id, attempt, entries, '', '1')
     end
-    redis.call('RPUSH', KEYS[8], '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}')
-    redis.call('LTRIM', KEYS[8], -1000, -1)
+    redis.call('RPUSH', KEYS[7], '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}')
+    redis.call('LTRIM', KEYS[7], -1000, -1)
     redis.call('DEL', KEYS[2])
     dead = id
   end
@@ -159,9 +156,8 @@ end
 if ARGV[4] == 'handback' and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HINCRBY', KEYS[2], 'attempt', -1)  -- handed back unfinished: not a failed delivery
 end
-redis.call('DEL', KEYS[1], KEYS[11], KEYS[12])
-schedule(KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[10], ARGV[8], ARGV[9], ARGV[10], cid,
-         tonumber(ARGV[11]), tonumber(ARGV[12]), now)
+redis.call('DEL', KEYS[1], KEYS[10], KEYS[11])
+schedule(KEYS[4], KEYS[5], KEYS[6], KEYS[9], ARGV[8], ARGV[9], ARGV[10], cid, tonumber(ARGV[11]), now)
 return {'handed_off', token, '', 0, '', '', '0'}
 """
 )
@@ -169,8 +165,8 @@ return {'handed_off', token, '', 0, '', '', '0'}
 RESCUE = (
     _COMMON
     + """
--- KEYS: active lease inbox batch meta queue wake new_job_key
--- ARGV: cid new_job_id payload job_ttl_ms check_ms wake_cap in_progress_prefix
+-- KEYS: active lease inbox batch meta queue new_job_key
+-- ARGV: cid new_job_id payload job_ttl_ms check_ms
 local cid = ARGV[1]
 local now = now_ms()
 local score = redis.call('ZSCORE', KEYS[1], cid)
@@ -190,14 +186,12 @@ if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[4]) == 0 then
   return 'idle'
 end
 local sched = redis.call('HGET', KEYS[5], 'sched')
-if sched and redis.call('ZSCORE', KEYS[6], sched)
-   and redis.call('EXISTS', ARGV[7] .. sched) == 0 then
+if sched and redis.call('ZSCORE', KEYS[6], sched) then  -- still waiting for a free worker
   redis.call('ZADD', KEYS[1], ms(now + tonumber(ARGV[5])), cid)
   return 'waiting'
 end
 if sched then redis.call('ZREM', KEYS[6], sched) end
-schedule(KEYS[5], KEYS[6], KEYS[1], KEYS[7], KEYS[8], ARGV[2], ARGV[3], ARGV[4], cid,
-         tonumber(ARGV[5]), tonumber(ARGV[6]), now)
+schedule(KEYS[5], KEYS[6], KEYS[1], KEYS[7], ARGV[2], ARGV[3], ARGV[4], cid, tonumber(ARGV[5]), now)
 return 'rescheduled'
 """
 )

@@ -1,9 +1,10 @@
-"""The worker process: an arq worker whose only job is the drain job, woken when work arrives, plus
-the sweeper that reschedules contexts whose lease expired, and a graceful stop.
+"""The worker process: an arq worker whose only job is the drain job, started as soon as work arrives,
+plus the lease renewer, the sweeper that reschedules contexts whose lease expired, and a graceful stop.
 
-arq polls its queue (every 0.5 s by default). Here an idle worker blocks on the wake list instead
-(``BLPOP``, which ingest pushes to when it schedules a drain job), so a message starts running within
-milliseconds while an idle worker makes one Redis call per ``poll_delay``.
+arq polls its queue (every 0.5 s by default) and claims each job with a WATCH/MULTI transaction. Here an
+idle worker blocks on the queue itself (``BZMPOP``: it returns the moment a drain job is scheduled and
+pops it for this worker alone), so a message starts running within milliseconds while an idle worker
+makes one Redis call per ``poll_delay``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from ..errors import DispatchError
 from .backend import DRAIN_FUNCTION, RETRYABLE, RedisBackend, describe
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
-from .keys import ARQ_IN_PROGRESS_PREFIX
 from .ledger import ReplayModel
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ DRAIN_JOB_TIMEOUT = 3600
 
 
 class _WakeWorker(arq.worker.Worker):
-    """arq's worker, waiting on the wake list (or a freed slot) between polls instead of sleeping."""
+    """arq's worker, blocking on its queue (or waiting for a freed slot) instead of polling it."""
 
     def __init__(self, *, backend: RedisBackend, drainer: Drainer, pool: ArqRedis) -> None:
         cfg = backend.config
@@ -63,10 +63,9 @@ class _WakeWorker(arq.worker.Worker):
         self.backend = backend
         self.drainer = drainer
         self.idle_wait = cfg.poll_delay
-        """Seconds an idle worker blocks on the wake list before polling anyway."""
+        """Seconds one blocking pop waits before the loop goes round (health check, stop flag)."""
         self.wakeups = 0
-        """Wake-ups received."""
-        self._look = True
+        """Blocking pops that returned work."""
         self._slot_freed = asyncio.Event()
         self._failing_since: float | None = None
         self.closing = False
@@ -79,11 +78,11 @@ class _WakeWorker(arq.worker.Worker):
         while not self.closing:
             await self._poll_iteration()
 
-    async def start_jobs(self, job_ids: list[bytes]) -> None:
+    async def start_jobs(self, job_ids: list[Any]) -> None:
         """Start the popped jobs (``_poll_iteration`` never pops more than there are free slots)."""
         now = timestamp_ms()
         for raw in job_ids:
-            job_id = raw.decode()
+            job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
             await self.sem.acquire()
             self.job_counter += 1
             task = self.loop.create_task(self.run_job(job_id, now), name=f"job:{job_id}")
@@ -112,38 +111,44 @@ class _WakeWorker(arq.worker.Worker):
         super()._release_sem_dec_counter_on_complete()
         self._slot_freed.set()
 
-    async def _wait_for_work(self) -> None:
-        if not self.allow_pick_jobs:
-            await asyncio.sleep(min(self.idle_wait, 0.2))
-            return
-        self._slot_freed.clear()
-        if self.job_counter >= self.max_jobs:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.idle_wait):
-                    await self._slot_freed.wait()
-            return
+    async def pop(self, free: int) -> list[str]:
+        """Up to ``free`` drain jobs for this worker: at once if the queue holds some, else as soon as
+        one is scheduled (or nothing after ``idle_wait`` seconds). A popped job is this worker's alone;
+        jobs popped while the worker started stopping go back to the queue."""
         client = self.backend.client
-        free = self.max_jobs - self.job_counter  # take as many wake-ups as jobs this worker can start
         async with asyncio.timeout(self.idle_wait + self.backend.config.op_timeout):
-            if await client.blmpop(self.idle_wait, 1, self.backend.keys.wake, direction="LEFT", count=free):
-                self.wakeups += 1
+            popped = await client.bzmpop(self.idle_wait, 1, [self.queue_name], min=True, count=free)
+        if not popped:
+            return []
+        pairs: list[tuple[str, float]] = [(job_id, float(score)) for job_id, score in popped[1]]
+        if not self.allow_pick_jobs:
+            await self.backend.run(
+                lambda: client.zadd(self.queue_name, dict(pairs)), what="returning jobs to the queue"
+            )
+            return []
+        self.wakeups += 1
+        return [job_id for job_id, _ in pairs]
 
     async def _poll_iteration(self) -> None:
-        """Wait for work, pop as many jobs as there are free slots, start them, tidy up.
+        """Pop as many jobs as there are free slots (waiting for them if there are none), start them,
+        tidy up. At capacity, wait for a slot to free instead.
 
         arq reads the queue with ZRANGEBYSCORE and marks each job in progress with a WATCH/MULTI
-        transaction, so two workers often start the same job and one of them backs off. Here ZPOPMIN
-        hands each job to exactly one worker in one call; the drain job's claim script is what makes a
-        context run in one place, and the sweeper reschedules a job whose worker died before claiming."""
+        transaction, so two workers often start the same job and one of them backs off. A pop hands each
+        job to exactly one worker in one call; the drain job's claim script is what makes a context run in
+        one place, and the sweeper reschedules a job whose worker died between pop and claim."""
         try:
-            if not self._look:
-                await self._wait_for_work()
-            self._look = False
             free = self.max_jobs - self.job_counter
-            if self.allow_pick_jobs and free > 0:
-                popped = await self.pool.zpopmin(self.queue_name, free)
-                await self.start_jobs([job_id for job_id, _ in popped])
-                self._look = len(popped) >= free  # the queue may hold more: look again at once
+            if not self.allow_pick_jobs:
+                await asyncio.sleep(min(self.idle_wait, 0.2))
+            elif free <= 0:
+                self._slot_freed.clear()
+                if self.job_counter >= self.max_jobs:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(self.idle_wait):
+                            await self._slot_freed.wait()
+            else:
+                await self.start_jobs(await self.pop(free))
             for job_id, task in list(self.tasks.items()):
                 if task.done():
                     del self.tasks[job_id]
@@ -154,7 +159,6 @@ class _WakeWorker(arq.worker.Worker):
             if self._failing_since is None:
                 self._failing_since = now
                 log.warning("redis unavailable (%s); retrying until it is back", describe(exc))
-            self._look = True
             await asyncio.sleep(min(1.0, 0.05 + (now - self._failing_since) / 4))
             return
         if self._failing_since is not None:
@@ -287,8 +291,8 @@ class QueueWorker:
             job_id, job_key, payload = b.new_job(cid)
             result = await b.call(
                 b.rescue,
-                [keys.active, ck.lease, ck.inbox, ck.batch, ck.meta, keys.queue, keys.wake, job_key],
-                [cid, job_id, payload, b.job_ttl_ms, cfg.claim_check_ms, b.wake_cap, ARQ_IN_PROGRESS_PREFIX],
+                [keys.active, ck.lease, ck.inbox, ck.batch, ck.meta, keys.queue, job_key],
+                [cid, job_id, payload, b.job_ttl_ms, cfg.claim_check_ms],
                 what=f"rescuing {cid}",
                 retry_for=0,
             )
