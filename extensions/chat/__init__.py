@@ -1,17 +1,22 @@
 """What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators,
-live (streamed) replies."""
+live (streamed) replies, the tasks messages are answered in, and what they report to the metrics."""
 
 from .dedupe import RecentIds
+from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .split import split_message
 from .stream import LiveReplies, LiveReply, MessageSink
+from .tasks import MessageTasks
 from .typing_indicator import SharedTyping, keep_typing
 
 __all__ = (
     "Allowlist",
+    "ChatMetrics",
+    "Ignored",
     "LiveReplies",
     "LiveReply",
     "MessageSink",
+    "MessageTasks",
     "RecentIds",
     "ReplyPolicy",
     "SharedTyping",
