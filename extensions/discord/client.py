@@ -29,6 +29,15 @@ INTENT_HELP = (
 """What the operator reads when the Message Content intent is not enabled in the developer portal."""
 
 
+_CLOSE_HINTS = {
+    4010: "; the shard setup is invalid: run one gateway process per token",
+    4011: "; this bot is in too many servers for one connection and needs sharding",
+    4012: "; the gateway API version is not supported: upgrade discord.py",
+    4013: "; the intents this bot asks for are invalid: upgrade the bot",
+}
+"""What to do about the fatal gateway close codes that are not the operator's token or intents."""
+
+
 def intents() -> discord.Intents:
     """Guilds, guild and DM messages, reactions, and the Message Content intent; no members or presences."""
     wanted = discord.Intents.default()
@@ -57,7 +66,16 @@ def platform_error(exc: BaseException, what: str) -> PlatformError | ConfigError
     if isinstance(exc, TimeoutError):
         return PlatformError(f"Discord did not answer in time to {what}; raise DISCORD_REQUEST_TIMEOUT if it is slow")
     if isinstance(exc, discord.ConnectionClosed):
-        return PlatformError(f"the Discord gateway closed with code {exc.code} ({exc.reason or 'no reason'})")
+        if exc.code == 4014:
+            return ConfigError(INTENT_HELP)
+        if exc.code == 4004:
+            return ConfigError(
+                "Discord refused DISCORD_TOKEN on the gateway (close code 4004, authentication failed): the token "
+                "was reset or revoked; copy the current bot token from the developer portal (your application, "
+                "Bot, Reset Token) into DISCORD_TOKEN and start the bot again"
+            )
+        hint = _CLOSE_HINTS.get(exc.code, "")
+        return PlatformError(f"the Discord gateway closed with code {exc.code} ({exc.reason or 'no reason'}){hint}")
     return PlatformError(
         f"could not reach Discord to {what} ({type(exc).__name__}: {exc}); check the network, "
         "DISCORD_API_URL and DISCORD_GATEWAY_URL"

@@ -6,6 +6,7 @@ import enum
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from ..chat.metrics import Ignored
 from ..chat.policy import Allowlist, should_reply
 from .settings import DiscordSettings
 
@@ -46,6 +47,23 @@ class Verdict(enum.StrEnum):
     CHANNEL_NOT_ALLOWED = "channel not in DISCORD_ALLOWED_CHANNELS"
     USER_NOT_ALLOWED = "user not in DISCORD_ALLOWED_USERS"
     POLICY = "reply policy says no"
+
+    @property
+    def ignored(self) -> Ignored | None:
+        """The metrics' reason for not answering (None for ``ANSWER``)."""
+        return _IGNORED.get(self)
+
+
+_IGNORED = {
+    Verdict.OWN: Ignored.OWN,
+    Verdict.BOT: Ignored.BOT,
+    Verdict.BOT_HOPS: Ignored.BOT_HOPS,
+    Verdict.DMS_OFF: Ignored.POLICY,
+    Verdict.GUILD_NOT_ALLOWED: Ignored.ALLOWLIST,
+    Verdict.CHANNEL_NOT_ALLOWED: Ignored.ALLOWLIST,
+    Verdict.USER_NOT_ALLOWED: Ignored.ALLOWLIST,
+    Verdict.POLICY: Ignored.POLICY,
+}
 
 
 class BotHops:

@@ -16,21 +16,24 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import yarl
 
-from core.errors import BotError, ConfigError, PlatformError
+from core.errors import BackpressureError, BotError, ConfigError, PlatformError
 from core.logs import InputRef
 
+from ..chat.dedupe import RecentIds
+from ..chat.metrics import ChatMetrics, Ignored
 from ..chat.split import split_message
 from ..chat.stream import LiveReplies, LiveReply, ReplyKey
+from ..chat.tasks import MessageTasks
 from ..chat.typing_indicator import keep_typing
 from ._lib import discord
 from .client import BotClient, facts_of, message_params, message_text, platform_error
-from .definitions import REPLY_TO, discord_channel
+from .definitions import REPLY_TO, ChannelArgs, discord_channel
 from .filters import BotHops, MessageFacts, Verdict, decide
 from .settings import DiscordSettings
 
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ("MESSAGE_LIMIT", "DiscordRuntime", "nonce_for")
 
 log = logging.getLogger("extensions.discord")
+content_log = logging.getLogger("content.discord")
+"""Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
 
 MESSAGE_LIMIT = 2000
 """Characters Discord accepts in one message."""
@@ -107,11 +112,14 @@ class DiscordRuntime:
         self.verdicts: collections.Counter[Verdict] = collections.Counter()
         """How many messages got each verdict (for metrics and tests)."""
         self.failure: BotError | None = None
-        """Why the gateway stopped, if it stopped on its own."""
+        """Why the gateway stopped, if it stopped on its own (also reported with ``agent.fail``)."""
+        self.metrics = ChatMetrics("discord")
+        """Messages received and ignored, and 429s, reported to the agent's observers."""
         self._agent: Agent | None = None
         self._send: Send | None = None
         self._open = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = MessageTasks(log)
+        self._seen = RecentIds()
         self._gateway: asyncio.Task[None] | None = None
         self._typers: dict[int, _Typer] = {}
         self.live = (
@@ -137,12 +145,15 @@ class DiscordRuntime:
                 "portal (your application, Bot, Reset Token), or run the bot without the Discord extension"
             )
         self._agent = agent
+        self.metrics.bind(agent)
+        agent.readiness["discord"] = self.ready
         discord.http.Route.BASE = self.settings.api_url.rstrip("/")
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
         client = self.client = BotClient(
             self,
             guild_ready_timeout=self.settings.guild_ready_timeout,
             chunk_guilds_at_startup=False,
+            http_trace=self._http_trace(),
         )
         deadline = self.settings.connect_timeout
         try:
@@ -186,6 +197,8 @@ class DiscordRuntime:
             raise platform_error(exc, "stay connected to the gateway") from exc
 
     def _gateway_done(self, task: asyncio.Task[None]) -> None:
+        """The gateway ended: unless ``stop`` ended it, the bot cannot go on, so the agent is told
+        (``agent.fail``; ``bots run`` then stops with the error)."""
         if task.cancelled():
             return
         exc = task.exception()
@@ -195,6 +208,42 @@ class DiscordRuntime:
         elif exc is not None:
             self.failure = PlatformError(f"the Discord gateway crashed: {type(exc).__name__}: {exc}")
             log.error("discord: the gateway crashed", exc_info=exc)
+        elif self.client is not None:  # discord.py gave up without an error, and not because we stopped
+            self.failure = PlatformError("the Discord gateway connection ended and discord.py did not reconnect")
+            log.error("discord: %s", self.failure)
+        if self.failure is not None and self._agent is not None:
+            self._agent.fail(self.failure)
+
+    def ready(self) -> bool | str:
+        """The readiness check (``agent.readiness["discord"]``): the gateway is connected and ready; with
+        ``listen=False``, logged in for REST."""
+        if self.failure is not None:
+            return f"failed: {self.failure}"
+        client = self.client
+        if client is None:
+            return "not connected"
+        if not self.listen:
+            return True if client.user is not None else "logging in"
+        if not client.is_ready():
+            return "gateway connecting"
+        ws = client.ws
+        if ws is None or not ws.open:
+            return "gateway disconnected, reconnecting"
+        return True
+
+    def _http_trace(self) -> aiohttp.TraceConfig:
+        """discord.py's ``http_trace`` hook: every REST answer of 429 is counted (discord.py waits and
+        retries by itself)."""
+
+        async def on_request_end(
+            session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestEndParams
+        ) -> None:
+            if params.response.status == 429:
+                self.metrics.rate_limited()
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_end.append(on_request_end)
+        return trace
 
     async def wait_closed(self) -> None:
         """Return when the gateway connection ends; raise the reason (``ConfigError``/``PlatformError``)
@@ -208,8 +257,7 @@ class DiscordRuntime:
     async def wait_idle(self) -> None:
         """Return once every message handed to the agent so far has been fully handled (run finished,
         memory saved)."""
-        while self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await self._tasks.wait()
 
     def subscribe(self, send: Send, agent: Agent) -> Callable[[], None]:
         """Start handing answered messages to ``send`` (``agent.send``); returns the unsubscribe."""
@@ -226,12 +274,7 @@ class DiscordRuntime:
         """Stop listening, let message handlers end (they are cancelled after ``stop_timeout``), close."""
         self._send = None
         self._open.set()
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=agent.stop_timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        await self._tasks.close(timeout=agent.stop_timeout)
         if self.live is not None:
             with contextlib.suppress(ValueError):
                 agent.event_listeners.remove(self.live.on_event)
@@ -253,44 +296,57 @@ class DiscordRuntime:
     # -- incoming --------------------------------------------------------------------------------------
 
     def on_message(self, message: discord.Message) -> None:
-        """Decide at once whether ``message`` is answered; answer in a task this runtime owns."""
+        """Decide at once whether ``message`` is answered; answer in a task this runtime owns, with
+        ``discord:<message id>`` as the correlation id of everything down to the reply."""
         client = self.client
         if client is None or client.user is None or message.is_system():
             return
         facts = facts_of(message, client.user)
+        args = ChannelArgs(channel_id=facts.channel_id, guild_id=facts.guild_id)
+        self.metrics.received(discord_channel, args)
+        if not self._seen.add(str(message.id)):
+            log.info("discord: message %s was delivered twice; answering it once", message.id)
+            self.metrics.ignored(discord_channel, args, Ignored.DUPLICATE)
+            return
         verdict = decide(facts, self.settings, self.hops)
         self.verdicts[verdict] += 1
-        if verdict is not Verdict.ANSWER:
+        if verdict.ignored is not None:
             log.debug("discord: not answering message %s in %s: %s", message.id, facts.channel_id, verdict.value)
+            self.metrics.ignored(discord_channel, args, verdict.ignored)
             return
         text = message_text(message, client.user)
         if not text:
+            self.metrics.ignored(discord_channel, args, Ignored.EMPTY)
             return
-        self._spawn(self._answer(message, facts, text), name=f"discord:message:{message.id}")
+        self._tasks.spawn(
+            self._answer(message, facts, args, text),
+            name=f"discord:message:{message.id}",
+            correlation=f"discord:{message.id}",
+        )
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("discord: %s failed", task.get_name(), exc_info=task.exception())
-
-    async def _answer(self, message: discord.Message, facts: MessageFacts, text: str) -> None:
+    async def _answer(self, message: discord.Message, facts: MessageFacts, args: ChannelArgs, text: str) -> None:
+        content_log.info("channel %s message %s from %s: %s", facts.channel_id, message.id, facts.author_id, text)
+        log.info(
+            "discord: channel %s: answering user %s (message %s, %d characters)",
+            facts.channel_id,
+            facts.author_id,
+            message.id,
+            len(text),
+        )
         await self._open.wait()
         send = self._send
         if send is None:
             log.warning("discord: message %s arrived while the bot is stopping; not answered", message.id)
+            self.metrics.ignored(discord_channel, args, Ignored.STOPPING)
             return
         ref = InputRef(type="discord:message", data=text, params=message_params(message))
-        args = {"channel_id": facts.channel_id, "guild_id": facts.guild_id}
         async with self._typing(facts.channel_id, message.channel.typing):
             try:
                 await send(discord_channel, args, ref, dedupe_key=f"discord:{message.id}")
             except BotError as exc:
                 log.warning("discord: message %s in %s was not taken: %s", message.id, facts.channel_id, exc)
+                if isinstance(exc, BackpressureError):
+                    self.metrics.ignored(discord_channel, args, Ignored.BUSY)
 
     @contextlib.asynccontextmanager
     async def _typing(self, channel_id: int, send: Callable[[], Awaitable[object]]) -> AsyncIterator[None]:
@@ -411,11 +467,20 @@ class DiscordRuntime:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
         ``(context id, step, index)``), else post it. Returns the ids of its messages."""
         reply = self.live.take(key) if self.live is not None else None
+        content_log.info("channel %s reply: %s", channel_id, text)
         if reply is None:
-            return await self.post_reply(
+            ids = await self.post_reply(
                 channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
             )
-        ids: list[int] = await reply.finish(text)
+        else:
+            ids = await reply.finish(text)
+        log.info(
+            "discord: channel %s: replied to message %s (%d characters in %d messages)",
+            channel_id,
+            reply_to,
+            len(text),
+            len(ids),
+        )
         return ids
 
     async def abandon_replies(self, context_id: str) -> None:

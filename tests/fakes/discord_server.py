@@ -100,6 +100,8 @@ class FakeDiscord:
         self._ids = itertools.count(100_000_000_000_000_000)
         self.refuse_intents = refuse_intents
         """Close IDENTIFY with 4014 when it asks for the Message Content intent."""
+        self.hold_ready: asyncio.Event | None = None
+        """When set to an event, READY is sent only once it is set (the client stays "connecting")."""
         self.bot = self.user(bot_name, bot=True)
         """The bot's user (its id is also the application id)."""
         self.users: dict[int, Json] = {int(self.bot["id"]): self.bot}
@@ -515,6 +517,8 @@ class FakeDiscord:
         if self.refuse_intents and int(data.get("intents", 0)) & MESSAGE_CONTENT_INTENT:
             await ws.close(code=4014, message=b"Disallowed intent(s).")
             return
+        if self.hold_ready is not None:
+            await self.hold_ready.wait()
         session = _Session(id=f"session-{self._id()}", ws=ws)
         self._sessions[session.id] = session
         self._session = session
