@@ -1,7 +1,8 @@
 """Who gets an answer in Telegram: the facts of a message, and the decision taken from them in code.
 
 ``MessageFacts.of`` reads what matters from a python-telegram-bot ``Message``; ``decide`` applies the reply
-policy and the allowlists. Nothing here calls Telegram.
+policy and the allowlists, and ``ignore_reason`` says why a message is ignored (for the metrics). Nothing
+here calls Telegram.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..chat.metrics import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 
 if TYPE_CHECKING:
     from telegram import Message
 
-__all__ = ("Decision", "MessageFacts", "decide")
+__all__ = ("Decision", "MessageFacts", "decide", "ignore_reason")
 
 
 class Decision(enum.StrEnum):
@@ -110,13 +112,16 @@ class MessageFacts:
         )
 
 
-def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Decision:
-    """The rule: bots and foreign commands are ignored, then the allowlists, then the reply policy
-    (private chats are always answered), then the adapter's own commands."""
-    if facts.from_bot or facts.foreign_command or facts.user_id is None:
-        return Decision.IGNORE
+def ignore_reason(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Ignored | None:
+    """Why the message is ignored, or None when it is for the bot. The rule: bots are ignored, then
+    commands for other bots and messages without a sender, then the allowlists, then the reply policy
+    (private chats are always answered), then messages with nothing to read."""
+    if facts.from_bot:
+        return Ignored.BOT
+    if facts.foreign_command or facts.user_id is None:
+        return Ignored.POLICY
     if not allowlist.allows(chat_ids=[facts.chat_id], user_id=facts.user_id):
-        return Decision.IGNORE
+        return Ignored.ALLOWLIST
     addressed = should_reply(
         policy,
         private=facts.private,
@@ -125,11 +130,19 @@ def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) ->
         command=facts.command is not None,
     )
     if not addressed:
+        return Ignored.POLICY
+    if not facts.text.strip():  # a command always has text
+        return Ignored.EMPTY
+    return None
+
+
+def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Decision:
+    """What to do with the message: ignore it (see ``ignore_reason``), run the adapter's own commands,
+    or answer it."""
+    if ignore_reason(facts, policy=policy, allowlist=allowlist) is not None:
         return Decision.IGNORE
     if facts.command in ("start", "help"):
         return Decision.HELP
     if facts.command == "reset":
         return Decision.RESET
-    if not facts.text.strip():
-        return Decision.IGNORE
     return Decision.ANSWER

@@ -8,13 +8,17 @@ the agent's ``stop_timeout``), then stops the service (close the HTTP clients).
 The listener never blocks PTB's update processing: each message to answer runs in a task this runtime
 owns, so one slow chat does not hold up the others; replies in one chat are still ordered by the agent,
 which runs one conversation at a time.
+
+Operations: ``agent.readiness["telegram"]`` is ready while updates arrive (polling running, or the
+webhook server listening; with ``listen=False``, once the bot is initialised); messages received and
+ignored and every 429 go to the agent's observers; a token Telegram stops accepting while the bot runs
+(401) is reported with ``agent.fail``, so ``bots run`` stops with a clear error instead of idling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import os
 from collections.abc import Callable, Coroutine
@@ -24,15 +28,15 @@ from telegram import Bot, Update
 from telegram.constants import ChatAction
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
+from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
-from core.errors import BackpressureError, ConfigError, PlatformError
+from core.errors import BackpressureError, BotError, ConfigError, PlatformError
 from core.logs import InputRef
-from core.trace import correlation_id
 
-from ..chat import Allowlist, LiveReplies, LiveReply, RecentIds, SharedTyping
+from ..chat import Allowlist, ChatMetrics, Ignored, LiveReplies, LiveReply, MessageTasks, RecentIds, SharedTyping
 from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
-from .filters import Decision, MessageFacts, decide
+from .filters import Decision, MessageFacts, decide, ignore_reason
 from .live import live_reply
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
@@ -79,6 +83,38 @@ class _RateLimiter(AIORateLimiter):
         return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
 
 
+class _ObservedRequest(HTTPXRequest):
+    """PTB's HTTP client for the Bot API, telling the runtime the status of every answer: a 429 for the
+    metrics, a 401 once running (the token was revoked). Only the method name leaves this class: the URL
+    holds the token."""
+
+    def __init__(self, on_status: Callable[[int, str], None], **options: Any) -> None:
+        super().__init__(**options)
+        self._on_status = on_status
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: Any = BaseRequest.DEFAULT_NONE,
+        write_timeout: Any = BaseRequest.DEFAULT_NONE,
+        connect_timeout: Any = BaseRequest.DEFAULT_NONE,
+        pool_timeout: Any = BaseRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        code, payload = await super().do_request(
+            url,
+            method,
+            request_data=request_data,
+            read_timeout=read_timeout,
+            write_timeout=write_timeout,
+            connect_timeout=connect_timeout,
+            pool_timeout=pool_timeout,
+        )
+        self._on_status(code, url.rpartition("/")[2])
+        return code, payload
+
+
 class TelegramRuntime:
     """One bot token: the PTB Application, the listener and the posting side."""
 
@@ -95,12 +131,16 @@ class TelegramRuntime:
         """Receive updates (False in queue workers: only post)."""
         self.application: _App | None = None
         """The PTB Application, once started."""
+        self.failure: BotError | None = None
+        """Why the bot cannot go on, when Telegram refused it while running (also given to ``agent.fail``)."""
+        self.metrics = ChatMetrics("telegram")
+        """Messages received and ignored, and 429s, reported to the agent's observers."""
         self._token = token
         self._agent: Agent | None = None
         self._send: Send | None = None
         self._seen = RecentIds()
         self._allowlist = Allowlist.of(chats=settings.allowed_chats, users=settings.allowed_users)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = MessageTasks(log)
         self._slots = asyncio.Semaphore(settings.max_concurrent)
         self._typing_loops = SharedTyping(every=settings.typing_interval)
         self._bot_id = 0
@@ -122,6 +162,17 @@ class TelegramRuntime:
     def _build(self) -> _App:
         s = self.settings
         timeout = s.request_timeout
+
+        def request(pool_size: int) -> _ObservedRequest:
+            return _ObservedRequest(
+                self._on_status,
+                connection_pool_size=pool_size,  # PTB's own sizes: 256 for requests, 1 for getUpdates
+                connect_timeout=timeout,
+                read_timeout=timeout,
+                write_timeout=timeout,
+                pool_timeout=timeout,
+            )
+
         builder = (
             ApplicationBuilder()
             .token(self._token)
@@ -134,14 +185,8 @@ class TelegramRuntime:
                     max_retries=s.max_retries,
                 )
             )
-            .connect_timeout(timeout)
-            .read_timeout(timeout)
-            .write_timeout(timeout)
-            .pool_timeout(timeout)
-            .get_updates_connect_timeout(timeout)
-            .get_updates_read_timeout(timeout)
-            .get_updates_write_timeout(timeout)
-            .get_updates_pool_timeout(timeout)
+            .request(request(256))
+            .get_updates_request(request(1))
             .job_queue(None)
         )
         if not self.listen:
@@ -152,8 +197,10 @@ class TelegramRuntime:
         """Build the Application and check the token (``getMe``); when listening, start processing updates."""
         if self.application is not None:
             return
-        _quiet_http_logs()
+        _quiet_library_logs()
         self._agent = agent
+        self.metrics.bind(agent)
+        agent.readiness["telegram"] = self.ready
         app = self._build()
         failure: Exception | None = None
         try:
@@ -228,22 +275,62 @@ class TelegramRuntime:
             raise PlatformError(f"Telegram refused to start receiving updates: {exc.message}; check {setting}") from exc
         return self.unsubscribe
 
+    def ready(self) -> bool | str:
+        """The readiness check (``agent.readiness["telegram"]``): updates arrive (polling runs, or the
+        webhook server listens); with ``listen=False``, the bot is initialised."""
+        if self.failure is not None:
+            return f"failed: {self.failure}"
+        app = self.application
+        if app is None:
+            return "not connected"
+        if not self.listen:
+            return True
+        if not app.running or app.updater is None or not app.updater.running:
+            return "not receiving updates yet"
+        return True
+
+    def _on_status(self, code: int, method: str) -> None:
+        """The status of a Bot API answer (called by ``_ObservedRequest``)."""
+        if code == 429:
+            self.metrics.rate_limited()
+        elif code == 401 and self.application is not None:  # at start, ``start`` explains a 401 itself
+            self._fail(
+                ConfigError(
+                    f"Telegram stopped accepting TELEGRAM_TOKEN (401 Unauthorized on {method}): the token was "
+                    "revoked or replaced with @BotFather; set TELEGRAM_TOKEN to the bot's current token and "
+                    "start the bot again"
+                )
+            )
+
+    def _fail(self, error: BotError) -> None:
+        """The bot cannot go on: keep the first reason, log it and tell the agent (``bots run`` stops)."""
+        if self.failure is not None:
+            return
+        self.failure = error
+        log.error("%s", error)
+        if self._agent is not None:
+            self._agent.fail(error)
+
     async def unsubscribe(self) -> None:
         """Stop fetching updates, answer those already fetched, and wait (bounded) for answers in flight."""
         app = self.application
         if app is None:
             return
         if app.updater is not None and app.updater.running:
-            await app.updater.stop()  # confirms the fetched updates to Telegram, so none comes twice
+            await self._stop_updater(app)  # confirms the fetched updates to Telegram, so none comes twice
         if app.running:
             await app.stop()  # hands every fetched update to the listener
-        if self._tasks:
-            timeout = self._agent.stop_timeout if self._agent is not None else 10.0
-            _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        await self._tasks.close(timeout=self._agent.stop_timeout if self._agent is not None else 10.0)
+
+    async def _stop_updater(self, app: _App) -> None:
+        """Stop polling or the webhook server. PTB re-raises here what ended its polling on its own (a
+        revoked token, already reported through ``_fail``)."""
+        assert app.updater is not None
+        try:
+            await app.updater.stop()
+        except TelegramError as exc:
+            if self.failure is None:
+                log.warning("polling had stopped on its own: %s", exc.message)
 
     async def wait_idle(self) -> None:
         """Return once every fetched update has been decided and every answer has finished (tests, benchmarks)."""
@@ -253,7 +340,7 @@ class TelegramRuntime:
                 await app.update_queue.join()
             if not self._tasks:
                 return
-            await asyncio.wait(set(self._tasks))
+            await self._tasks.wait()
 
     async def stop(self, agent: Agent) -> None:
         """Close the HTTP clients (after the agent finished its runs)."""
@@ -261,13 +348,10 @@ class TelegramRuntime:
         if app is None:
             return
         if app.updater is not None and app.updater.running:  # agent.start() failed before unsubscribe existed
-            await app.updater.stop()
+            await self._stop_updater(app)
         if app.running:
             await app.stop()
-        for task in set(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks))
+        await self._tasks.close(timeout=0)
         if self.live is not None:
             with contextlib.suppress(ValueError):
                 agent.event_listeners.remove(self.live.on_event)
@@ -278,16 +362,21 @@ class TelegramRuntime:
 
     async def _on_update(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         """PTB's handler: decide at once, answer in an owned task."""
-        if not self._seen.add(str(update.update_id)):
-            log.info("update %s was delivered twice; answering it once", update.update_id)
-            return
         message = update.message
         if message is None:
             return
         facts = MessageFacts.of(message, bot_id=self._bot_id, bot_username=self._bot_username)
-        decision = decide(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
-        if decision is Decision.IGNORE:
+        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        self.metrics.received(telegram_chat, args)
+        if not self._seen.add(str(update.update_id)):
+            log.info("update %s was delivered twice; answering it once", update.update_id)
+            self.metrics.ignored(telegram_chat, args, Ignored.DUPLICATE)
             return
+        reason = ignore_reason(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
+        if reason is not None:
+            self.metrics.ignored(telegram_chat, args, reason)
+            return
+        decision = decide(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
         content_log.info("chat %s message %s from %s: %s", facts.chat_id, facts.message_id, facts.user_id, facts.text)
         log.info(
             "chat %s%s: %s from user %s (message %s, %d characters)",
@@ -309,16 +398,7 @@ class TelegramRuntime:
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str, key: str) -> None:
         """Run ``coro`` in a task this runtime owns, with ``key`` as the correlation id of its log lines."""
-        context = contextvars.copy_context()
-        context.run(correlation_id.set, key)
-        task = asyncio.create_task(coro, name=name, context=context)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s failed", task.get_name(), exc_info=task.exception())
+        self._tasks.spawn(coro, name=name, correlation=key)
 
     async def _answer(self, facts: MessageFacts, key: str) -> None:
         """Hand the message to the agent, with "typing..." shown until the run is over."""
@@ -333,6 +413,7 @@ class TelegramRuntime:
             try:
                 await self._send(telegram_chat, args, ref, dedupe_key=key)
             except BackpressureError:
+                self.metrics.ignored(telegram_chat, args, Ignored.BUSY)
                 await self._notice(facts, BUSY)
             except Exception:
                 log.exception("could not answer message %s in chat %s", facts.message_id, facts.chat_id)
@@ -403,11 +484,23 @@ class TelegramRuntime:
         )
 
 
-def _quiet_http_logs() -> None:
-    """httpx logs every request URL at INFO, and Bot API URLs contain the token: keep those out of logs."""
+class _ReportedInvalidToken(logging.Filter):
+    """Drops PTB's traceback for a token Telegram refused: the runtime reports that itself, as one line
+    that names TELEGRAM_TOKEN (at start, or through ``_fail`` while running)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], InvalidToken))
+
+
+def _quiet_library_logs() -> None:
+    """httpx logs every request URL at INFO, and Bot API URLs contain the token: keep those out of logs.
+    PTB's polling loop logs a traceback when the token is refused: the runtime says it better."""
     httpx_log = logging.getLogger("httpx")
     if httpx_log.getEffectiveLevel() < logging.WARNING:
         httpx_log.setLevel(logging.WARNING)
+    ptb_log = logging.getLogger("telegram.ext")
+    if not any(isinstance(f, _ReportedInvalidToken) for f in ptb_log.filters):
+        ptb_log.addFilter(_ReportedInvalidToken())
 
 
 async def _close_requests(app: _App) -> None:
