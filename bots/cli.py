@@ -3,7 +3,10 @@
 Every long-running command serves ``/healthz``, ``/readyz`` and ``/metrics`` on ``HTTP_PORT`` (when set)
 and stops cleanly on SIGTERM or Ctrl-C: ``/readyz`` turns 503, inputs stop, answers in progress get
 ``BOT_STOP_TIMEOUT`` seconds to finish, then the process exits 0. A second signal stops at once.
-Exit codes: 0 done, 1 a failure at run time (or a shutdown that overran its bound), 2 bad settings.
+A platform that fails for good while ``bots run`` runs (a service calls ``agent.fail``: Discord closing
+the gateway with 4014, a token revoked) stops it the same way, then it exits with that error.
+Exit codes: 0 done, 1 a failure at run time (or a shutdown that overran its bound), 2 bad settings
+(also when a platform refuses them while running: a revoked token, the Message Content intent).
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
 
 from .config import check_connectivity, check_settings, load_settings, platforms, settings_table
 from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from core.agent import Agent
 
 __all__ = (
     "COMMANDS",
@@ -148,6 +154,37 @@ async def _until_stopped(work: Coroutine[Any, Any, Any], stop: _Stop) -> bool:
     return False
 
 
+async def _until_stopped_or_failed(
+    stop: _Stop, agent: Agent, work: Coroutine[Any, Any, Any] | None = None
+) -> BaseException | None:
+    """Wait for the first of: a signal (None), a fatal error a service reported with ``agent.fail``
+    (returned), the end of ``work`` when given (None; what it raised is raised). The rest is cancelled."""
+    signalled = asyncio.ensure_future(stop.first.wait())
+    failed = asyncio.ensure_future(agent.failed())
+    task = asyncio.ensure_future(work) if work is not None else None
+    try:
+        await asyncio.wait({signalled, failed} | ({task} if task else set()), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        if task is not None:
+            task.cancel()
+        raise
+    finally:
+        signalled.cancel()
+        failed.cancel()
+    failure = failed.result() if failed.done() and not failed.cancelled() else None
+    if task is None:
+        return failure
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    elif failure is None:
+        task.result()  # raises what the work raised
+    elif not task.cancelled():
+        task.exception()  # the service's failure is what gets reported
+    return failure
+
+
 async def _bounded(stopping: Awaitable[Any], *, bound: float, stop: _Stop, what: str) -> bool:
     """Await ``stopping`` for at most ``bound`` seconds (less if a second signal comes); True if it ended."""
     task = asyncio.ensure_future(stopping)
@@ -192,21 +229,27 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
     agent = build_agent(settings, platforms=chosen or ["cli"], stop_timeout=settings.bot.stop_timeout)
     ops.attach(agent)
     clean = True
+    failure: BaseException | None = None
     try:
         if not await _until_stopped(agent.start(), stop):
             log.info("stopped while starting")
         elif chosen:
             log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(chosen))
-            await stop.first.wait()
+            failure = await _until_stopped_or_failed(stop, agent)
         else:
             log.info("ready: terminal chat; Ctrl-D or /quit leaves")
             stdin = _StdinLines()
-            await _until_stopped(chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line), stop)
+            talk = chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line)
+            failure = await _until_stopped_or_failed(stop, agent, talk)
+        if failure is not None:
+            log.info("stopping: %s failed", "a platform" if chosen else "a service")
     finally:
         ops.stopping()
         clean = await _bounded(agent.stop(), bound=stop_bound(settings, "run"), stop=stop, what="the bot")
         if clean:
             log.info("stopped")
+    if failure is not None:
+        raise failure  # main() prints it (secrets masked) and picks the exit code
     return 0 if clean else 1
 
 

@@ -3,9 +3,10 @@
 ``bots run``, ``bots gateway`` and ``bots worker`` serve them with ``serve(ops, ...)``; ``ops`` is this
 process's registry. What makes a process ready:
 
-- every agent given to ``ops.attach(agent)`` is running (between ``start()`` and ``stop()``), its model is
-  reachable (``model_check``) and every check in its ``agent.readiness`` passes: extensions and services
-  register their own there (``agent.readiness["discord"] = lambda: client.is_ready()``);
+- every agent given to ``ops.attach(agent)`` is running (between ``start()`` and ``stop()``, and no service
+  reported a fatal error with ``agent.fail``), its model is reachable (``model_check``) and every check in
+  its ``agent.readiness`` passes: the chat adapters register theirs there at start (``discord``: the
+  gateway is connected and ready; ``telegram``: updates arrive by polling or webhook);
 - every check added with ``ops.add_check(name, check)`` passes (the queue adds ``redis``).
 
 A check is a callable returning, or awaiting to, ``True``/``None`` (ready), ``False`` or a reason string
@@ -188,6 +189,8 @@ class Ops:
 
 def _agent_running(agent: Agent) -> Check:
     def check() -> bool | str:
+        if agent.failure is not None:
+            return f"failed: {agent.failure}"
         return True if agent.running else "not running (starting or stopping)"
 
     return check
