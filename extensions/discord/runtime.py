@@ -16,7 +16,7 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -30,7 +30,7 @@ from ..chat.metrics import ChatMetrics, Ignored
 from ..chat.split import split_message
 from ..chat.stream import LiveReplies, LiveReply, ReplyKey
 from ..chat.tasks import MessageTasks
-from ..chat.typing_indicator import keep_typing
+from ..chat.typing_indicator import SharedTyping
 from ._lib import discord
 from .client import BotClient, facts_of, message_params, message_text, platform_error
 from .definitions import REPLY_TO, ChannelArgs, discord_channel
@@ -89,14 +89,6 @@ class _Sink:
         await self.runtime.delete_message(channel_id=self.channel_id, message_id=handle)
 
 
-class _Typer:
-    """One channel's typing indicator and how many handlers use it."""
-
-    def __init__(self, stack: contextlib.AsyncExitStack) -> None:
-        self.stack = stack
-        self.users = 0
-
-
 class DiscordRuntime:
     """Owns the discord.py client of one agent. ``listen=False`` only prepares REST (no gateway)."""
 
@@ -121,7 +113,7 @@ class DiscordRuntime:
         self._tasks = MessageTasks(log)
         self._seen = RecentIds()
         self._gateway: asyncio.Task[None] | None = None
-        self._typers: dict[int, _Typer] = {}
+        self._typing = SharedTyping(every=settings.typing_interval)
         self.live = (
             LiveReplies(output_type="discord:message", start=self._start_live) if settings.stream_replies else None
         )
@@ -340,31 +332,13 @@ class DiscordRuntime:
             self.metrics.ignored(discord_channel, args, Ignored.STOPPING)
             return
         ref = InputRef(type="discord:message", data=text, params=message_params(message))
-        async with self._typing(facts.channel_id, message.channel.typing):
+        async with self._typing.hold(facts.channel_id, message.channel.typing):
             try:
                 await send(discord_channel, args, ref, dedupe_key=f"discord:{message.id}")
             except BotError as exc:
                 log.warning("discord: message %s in %s was not taken: %s", message.id, facts.channel_id, exc)
                 if isinstance(exc, BackpressureError):
                     self.metrics.ignored(discord_channel, args, Ignored.BUSY)
-
-    @contextlib.asynccontextmanager
-    async def _typing(self, channel_id: int, send: Callable[[], Awaitable[object]]) -> AsyncIterator[None]:
-        """Keep "typing..." shown in the channel while any of its messages is being handled: one indicator
-        loop per channel, however many messages arrive together."""
-        key = channel_id
-        entry = self._typers.get(key)
-        if entry is None:
-            entry = self._typers[key] = _Typer(contextlib.AsyncExitStack())
-            await entry.stack.enter_async_context(keep_typing(send, every=self.settings.typing_interval))
-        entry.users += 1
-        try:
-            yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._typers[key]
-                await entry.stack.aclose()
 
     async def reset_channel(self, interaction: discord.Interaction) -> str:
         """``/reset``: forget the conversation of the interaction's channel, if the bot serves it."""
