@@ -6,7 +6,8 @@ Three ways to count:
 - the agent's own hooks: ``Ops.attach(agent)`` (``bots.ops``) adds ``observe`` to ``agent.observers`` and a
   ``RunTracker`` to ``agent.event_listeners``, which count runs, model calls, replies and tokens;
 - extensions report through the agent, so they never import ``bots``: ``agent.observe(kind, context_id,
-  value)`` with a kind of ``KINDS`` (``agent.observe("message_received", "discord:channel:42")``);
+  value)`` with a kind of ``KINDS`` (``agent.observe("message_received", "discord:channel:42")``); the
+  chat adapters do it through ``extensions.chat.ChatMetrics``, whose ``Ignored`` lists the reasons;
 - code in ``bots`` (gateway, worker) calls the functions below directly.
 
 The platform label is the first part of a context id (``telegram`` of ``telegram:chat:42``).
@@ -60,8 +61,8 @@ MESSAGES_RECEIVED = Counter(
 )
 MESSAGES_IGNORED = Counter(
     "bots_messages_ignored",
-    "Messages the bot did not answer: filtered (reason: own, bot, policy, allowlist, duplicate...) or the model "
-    "chose to stay silent (reason: no_reply)",
+    "Messages the bot did not answer: filtered by the adapter (reason: own, bot, bot_hops, policy, allowlist, "
+    "duplicate, empty, busy, stopping) or the model chose to stay silent (reason: no_reply)",
     ["platform", "reason"],
 )
 MESSAGES_ANSWERED = Counter(
