@@ -271,6 +271,8 @@ class TelegramRuntime:
                 "change TELEGRAM_WEBHOOK_LISTEN or TELEGRAM_WEBHOOK_PORT"
             ) from exc
         except TelegramError as exc:
+            if self.failure is not None:  # the token was refused on the way (a 401): that says what to fix
+                raise self.failure from exc
             setting = "TELEGRAM_WEBHOOK_URL" if s.mode is TelegramMode.WEBHOOK else "TELEGRAM_API_URL"
             raise PlatformError(f"Telegram refused to start receiving updates: {exc.message}; check {setting}") from exc
         return self.unsubscribe

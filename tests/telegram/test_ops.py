@@ -149,3 +149,11 @@ async def test_metrics_count_messages_received_ignored_and_429s(
     assert delta(before, after, "bots_platform_rate_limited_total", platform="telegram") == 1
     assert delta(before, after, "bots_messages_answered_total", platform="telegram") == 1
     assert len(server.sent) == 1
+
+
+async def test_a_token_refused_between_getme_and_polling_names_the_setting(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    server.fail("deleteWebhook", status=401, description="Unauthorized")  # revoked right after getMe
+    with pytest.raises(ConfigError, match="Telegram stopped accepting TELEGRAM_TOKEN"):
+        await start_bot(["ok"])
