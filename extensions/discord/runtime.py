@@ -6,6 +6,12 @@ nonce (``enforce_nonce``), so a retried post is not shown twice. With ``DISCORD_
 is shown while it is written: posted when its first words arrive, edited at most once per
 ``DISCORD_STREAM_INTERVAL``, continued in a new message past 2,000 characters, and finished by the output
 handler with the exact final text (``deliver``); the platform-independent part is ``extensions.chat.stream``.
+
+Operations: ``agent.readiness["discord"]`` is ready while the gateway is connected and ready (with
+``listen=False``, once logged in for REST); messages received and ignored and every 429 go to the agent's
+observers; each message is handled with ``discord:<message id>`` as its correlation id; a gateway that
+ends for good (4014, a reset token, another fatal close) is reported with ``agent.fail``, so ``bots run``
+stops with a clear error instead of idling.
 """
 
 from __future__ import annotations
