@@ -3,7 +3,8 @@ their conversation's Redis inbox; ``bots worker`` processes answer them.
 
 Run one gateway per platform token. A second gateway on the same token stands by: a lease in Redis
 (``<prefix>lock:<platform>:<hash of the token>``) lets only one of them poll Telegram or hold the
-Discord connection, and the standby takes over within ``LOCK_TTL`` seconds if the active one dies.
+Discord connection, and the standby takes over within ``REDIS_LEASE_SECONDS`` (at least
+``MIN_LOCK_TTL``) if the active one dies.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from .config import platforms
 from .settings import Settings
 from .worker import queue_config, redis_check
 
-__all__ = ("LOCK_TTL", "lock_names", "run_gateway")
+__all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway")
 
 log = logging.getLogger("bots.gateway")
 
-LOCK_TTL = 10.0
-"""Seconds a dead gateway's platform lease lasts before a standby gateway takes over."""
+MIN_LOCK_TTL = 1.0
+"""Seconds a dead gateway's platform lease lasts at least before a standby gateway takes over."""
 
 
 def lock_names(settings: Settings) -> list[str]:
@@ -96,7 +97,8 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     try:
         await backend.run(backend.client.ping, what="connecting")
         while not stopping.is_set():
-            locks = [PlatformLock(backend, name, ttl=LOCK_TTL) for name in names]
+            ttl = max(MIN_LOCK_TTL, backend.config.lease_seconds)
+            locks = [PlatformLock(backend, name, ttl=ttl) for name in names]
             try:
                 for lock in locks:
                     if not await _unless(lock.acquire(), stopping):

@@ -9,7 +9,6 @@ the unfinished ones back to the queue (another worker answers them; nothing is p
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -26,20 +25,11 @@ log = logging.getLogger("bots.worker")
 
 
 def queue_config(settings: Settings) -> QueueConfig:
-    """The queue configuration from ``REDIS_*`` (and ``BOT_STOP_TIMEOUT`` for the stop bound)."""
-    group = getattr(settings, "redis", None)
-    if group is None:
-        from .queue_settings import RedisSettings
-
-        group = RedisSettings()
+    """The queue configuration from ``REDIS_*``."""
     try:
-        config = group.to_config()
+        return settings.redis.to_config()
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    stop_timeout = getattr(settings.bot, "stop_timeout", None)
-    if isinstance(stop_timeout, int | float):
-        config = dataclasses.replace(config, stop_timeout=max(0.0, float(stop_timeout) - 1.0))
-    return config
 
 
 def redis_check(backend: RedisBackend) -> Any:

@@ -105,6 +105,7 @@ class Drainer:
                 self.cleaned.add(job_id)
             return status
         finally:
+            lease.ended = True
             if self._local.get(cid, (None,))[0] is me:
                 del self._local[cid]
 
@@ -125,7 +126,7 @@ class Drainer:
 
     async def renew_once(self) -> None:
         """One round of renewals."""
-        leases = [lease for _, lease in self._local.values() if not lease.lost and lease.token]
+        leases = [lease for _, lease in self._local.values() if not lease.lost and not lease.ended and lease.token]
         if not leases:
             return
         b = self.backend
@@ -147,14 +148,14 @@ class Drainer:
         except DispatchError as exc:
             now = time.monotonic()
             for lease in leases:
-                if now >= lease.deadline:
+                if now >= lease.deadline and not lease.ended:
                     log.warning("cannot renew the lease on %s: %s", lease.cid, exc)
                     self._lose(lease)
             return
         for lease, ok in zip(leases, results, strict=True):
             if ok:
                 lease.extended(sent)
-            else:
+            elif not lease.ended:  # (a lease released while this renewal was on its way is not lost)
                 self._lose(lease)
 
     def _lose(self, lease: Lease) -> None:
@@ -330,6 +331,8 @@ class Drainer:
         )
         if result[0] == "batch":
             lease.extended(sent)
+        elif lease.token and result[0] in ("released", "handed_off"):
+            lease.ended = True  # the lease is gone with it: nothing to renew any more
         return result
 
     async def _close(self, scope: RunScope, *, acknowledged: bool) -> None:

@@ -51,6 +51,8 @@ class Lease:
     """``time.monotonic()`` after which the lease may have expired (a safety margin taken off)."""
     lost: bool = False
     """True once a renewal was refused or the deadline passed without one."""
+    ended: bool = False
+    """True once the drain job is over (released, handed off or given up): nothing to renew."""
 
     def extended(self, sent_at: float) -> None:
         """A renewal (or claim) sent at ``sent_at`` succeeded."""
