@@ -57,7 +57,7 @@ class _WakeWorker(arq.worker.Worker):
             poll_delay=0,
             retry_jobs=True,
             log_results=False,
-            job_serializer=lambda data: json.dumps(data).encode(),
+            job_serializer=lambda data: json.dumps(data, default=repr).encode(),
             job_deserializer=json.loads,
         )
         self.backend = backend
