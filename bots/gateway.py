@@ -15,7 +15,7 @@ import hashlib
 import logging
 import signal
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import ScriptedModel
 from core.errors import ConfigError, ModelError
@@ -23,6 +23,9 @@ from core.errors import ConfigError, ModelError
 from .config import platforms
 from .settings import Settings
 from .worker import queue_config, redis_check
+
+if TYPE_CHECKING:
+    from core import Agent
 
 __all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway")
 
@@ -63,15 +66,17 @@ async def _unless(work: Awaitable[Any], stop: asyncio.Event) -> bool:
     return False
 
 
-async def _first(*events: asyncio.Event) -> None:
-    """Wait until any of ``events`` is set."""
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+async def _first(agent: Agent, *events: asyncio.Event) -> BaseException | None:
+    """Wait until any of ``events`` is set (None) or a service of ``agent`` reports a fatal error (it)."""
+    failed = asyncio.ensure_future(agent.failed())
+    waiters = [failed, *(asyncio.ensure_future(e.wait()) for e in events)]
     try:
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waiters:
             w.cancel()
         await asyncio.gather(*waiters, return_exceptions=True)
+    return failed.result() if failed.done() and not failed.cancelled() else None
 
 
 async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
@@ -114,10 +119,12 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
                 try:
                     await agent.start()
                     log.info("gateway listening (%s); inputs go to %s", ", ".join(names), backend.config.shown_url)
-                    await _first(stopping, *(lock.lost for lock in locks))
+                    failure = await _first(agent, stopping, *(lock.lost for lock in locks))
                 finally:
                     await agent.stop()
                     ops.detach(agent)
+                if failure is not None:
+                    raise failure  # a platform took the bot's token back, for example: exit with it
             finally:
                 for lock in locks:
                     await lock.release()

@@ -66,17 +66,26 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         worker = QueueWorker(agent, backend)
         ops.attach(agent)
         ops.add_check("redis", redis_check(backend))
+        failure: BaseException | None = None
         try:
             async with asyncio.TaskGroup() as tg:
                 running = tg.create_task(worker.run(handle_signals=stop is None), name="queue-worker")
+                failed = tg.create_task(agent.failed(), name="agent-failed")
+                waiters: set[asyncio.Task[Any]] = {running, failed}
                 if stop is not None:
-                    waiter = tg.create_task(stop.wait(), name="stop")
-                    await asyncio.wait({running, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                    worker.stop()
+                    waiters.add(tg.create_task(stop.wait(), name="stop"))
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                if failed.done():
+                    failure = failed.result()
+                    log.error("stopping: %s", failure)
+                worker.stop()
+                for waiter in waiters - {running}:
                     waiter.cancel()
         finally:
             ops.remove_check("redis")
             ops.detach(agent)
         log.info("worker stopped: %s", worker.describe())
+        if failure is not None:
+            raise failure  # a platform took the bot's token back, for example: exit with it
     finally:
         await backend.close()
