@@ -154,7 +154,9 @@ class Bench:
     def __init__(self, redis_url: str) -> None:
         self.url = redis_url
         self.client: Any = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
-        self.backend = RedisBackend(QueueConfig(url=redis_url, inbox_cap=100_000))
+        # the gateway side shares the workers' lease (it sets how soon a job popped by a worker that died
+        # before claiming it is rescheduled)
+        self.backend = RedisBackend(QueueConfig(url=redis_url, inbox_cap=100_000, lease_seconds=2.0))
         self.dispatcher = RedisDispatcher(self.backend)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.seq = 0

@@ -84,9 +84,10 @@ class QueueConfig:
 
     @property
     def claim_check_ms(self) -> int:
-        """How often the sweeper looks at a context whose drain job is waiting in the queue: a job lost
-        before any worker claimed it is rescheduled after this long."""
-        return max(3 * self.lease_ms, 3000)
+        """How often the sweeper looks at a context whose drain job is waiting in the queue. A job a
+        worker popped and died before claiming is rescheduled after this long: the lease length, as for
+        a worker that died holding the lease (at least 3 s, so a busy queue is not checked constantly)."""
+        return max(self.lease_ms, 3000)
 
     @property
     def renew_interval(self) -> float:
