@@ -86,7 +86,7 @@ async def test_kill_9_mid_run_loses_nothing_and_answers_once(
     await check_exactly_once_in_order(client, chats, 10)
     workers.stop_all()
     stats = (await worker_stats(client))[survivor.pid]
-    assert stats["redelivered"] == 4 and stats["rescheduled"] == 4, stats
+    assert stats["redelivered"] >= 4 and stats["rescheduled"] >= 4, stats  # the victim's four, at least
     print(f"\nkill -9 of a worker with 4 runs in flight: all answered {recovery:.2f}s after the kill (lease 1s)")
 
 

@@ -89,10 +89,10 @@ async def test_a_run_whose_lease_is_lost_is_cancelled_and_run_again_once(
         await send(gateway, "c1", "hello")
         await started.wait()
         await client.delete("bots:{probe:chat:c1}:lease")  # as if this worker had been away too long
-        await wait_until(lambda: worker.stats.lost == 1, what="the lost lease")
+        await wait_until(lambda: worker.stats.lost >= 1, what="the lost lease")
         release.set()
         await wait_until(lambda: replies(client, "c1"), what="the answer")
-        await wait_until(lambda: worker.rescheduled == 1, what="the sweeper")
+        await wait_until(lambda: worker.rescheduled >= 1, what="the sweeper")
         assert await replies(client, "c1") == ["hello"]
         assert await client.llen("probe:attempts") == 1
     working = json.loads(await client.get("bots:{probe:chat:c1}:mem:working"))
@@ -133,8 +133,8 @@ async def test_sigterm_lets_a_running_run_finish_within_the_bound(
 async def test_a_run_longer_than_the_lease_keeps_it_by_renewing(
     redis_server: RedisServer, gateway: Any, client: Any
 ) -> None:
-    model = ScriptedModel(answer, first_delay=2.0)
-    async with running_worker(redis_server, model=model, lease_seconds=1.0) as worker:
+    model = ScriptedModel(answer, first_delay=3.0)
+    async with running_worker(redis_server, model=model, lease_seconds=1.5) as worker:
         await send(gateway, "c1", "slow")
         await wait_until(lambda: replies(client, "c1"), timeout=10, what="the answer")
         assert worker.stats.lost == 0 and worker.rescheduled == 0
