@@ -444,12 +444,15 @@ class Agent:
             run.emitter.listeners.extend(self.event_listeners)
             run.emitter.listeners.extend(pending.listeners)
             self._runs[cid] = entry = run
-            chain = await run.execute()
-            if context.on_run is not None:
-                try:
-                    await maybe_await(context.on_run(state, self))
-                except Exception:
-                    log.exception("on_run of context %s raised", context.type)
+            async with contextlib.AsyncExitStack() as during:
+                if context.while_running is not None:
+                    await during.enter_async_context(context.while_running(state, self))
+                chain = await run.execute()
+                if context.on_run is not None:
+                    try:
+                        await maybe_await(context.on_run(state, self))
+                    except Exception:
+                        log.exception("on_run of context %s raised", context.type)
             if not run.forget:
                 await self.save_state(state)
             for observer in self.observers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +248,9 @@ class Context:
     """Inputs that feed this context."""
     on_run: Callable[[ContextState, Agent], Any] | None = None
     """Called when a run finishes (before memory is saved)."""
+    while_running: Callable[[ContextState, Agent], AbstractAsyncContextManager[Any]] | None = None
+    """An async context manager entered when a run starts (its memory loaded) and exited when the run
+    ends, however it ends: for what lasts exactly as long as the run (a typing indicator)."""
     on_step: Callable[[ContextState, Agent], Any] | None = None
     """Called after every step."""
     on_error: Callable[[Exception, ContextState, Agent], Any] | None = None
@@ -446,6 +450,7 @@ def context(
     outputs: Sequence[Output] = (),
     inputs: Sequence[Input] = (),
     on_run: Callable[[ContextState, Agent], Any] | None = None,
+    while_running: Callable[[ContextState, Agent], AbstractAsyncContextManager[Any]] | None = None,
     on_step: Callable[[ContextState, Agent], Any] | None = None,
     on_error: Callable[[Exception, ContextState, Agent], Any] | None = None,
     should_continue: Callable[[ContextState, Agent], bool] | None = None,
@@ -459,6 +464,7 @@ def context(
         ("create", create),
         ("render", render),
         ("on_run", on_run),
+        ("while_running", while_running),
         ("on_step", on_step),
         ("on_error", on_error),
         ("should_continue", should_continue),
@@ -487,6 +493,7 @@ def context(
         outputs=tuple(outputs),
         inputs=tuple(inputs),
         on_run=on_run,
+        while_running=while_running,
         on_step=on_step,
         on_error=on_error,
         should_continue=should_continue,
