@@ -33,7 +33,7 @@ _NAME = re.compile(r"</?([A-Za-z_][\w:.\-]*)")
 _ATTR = re.compile(r"""([^\s=/>"']+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TagStart:
     """An element opened."""
 
@@ -45,7 +45,7 @@ class TagStart:
     """Position of the element among the content elements of the stream (containers: -1)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TagText:
     """More content of the open content element."""
 
@@ -57,7 +57,7 @@ class TagText:
     """The element's index."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class TagEnd:
     """An element closed (or the stream ended inside it)."""
 
@@ -73,7 +73,7 @@ class TagEnd:
     """False when the stream ended before the closing tag."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Text:
     """Text outside content elements, unknown tags included."""
 
@@ -92,29 +92,22 @@ def _parse_attrs(inner: str) -> dict[str, str]:
     return attrs
 
 
+_TAG_BODY = re.compile(r"""(?:[^>"'<]+|"[^"]*"|'[^']*')*""")
+
+
 def _find_tag_end(buf: str, start: int, limit: int) -> int:
     """Index of the ``>`` closing the tag that starts at ``start``, honouring quotes; -1 if not yet seen,
-    -2 if the tag is longer than ``limit``."""
-    quote = ""
-    end = min(len(buf), start + limit)
-    i = start + 1
-    while i < end:
-        c = buf[i]
-        if quote:
-            j = buf.find(quote, i)
-            if j == -1 or j >= end:
-                break
-            quote = ""
-            i = j + 1
-            continue
+    -2 if the tag is longer than ``limit``, -3 if another ``<`` comes first (then it was not a tag)."""
+    m = _TAG_BODY.match(buf, start + 1, min(len(buf), start + limit))
+    assert m is not None  # the pattern matches the empty string
+    end = m.end()
+    if end < len(buf) and end < start + limit:
+        c = buf[end]
         if c == ">":
-            return i
-        if c in "\"'":
-            quote = c
-        elif c == "<":
-            return -3  # a new tag starts before this one closed: not a tag
-        i += 1
-    return -2 if end - start >= limit else -1
+            return end
+        if c == "<":
+            return -3
+    return -2 if end - start >= limit - 1 else -1
 
 
 class StreamParser:
