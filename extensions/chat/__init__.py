@@ -1,7 +1,9 @@
 """What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators,
-live (streamed) replies, the tasks messages are answered in, and what they report to the metrics."""
+live (streamed) replies, replies posted exactly once in a queued run, the tasks messages are answered in,
+and what they report to the metrics."""
 
 from .dedupe import RecentIds
+from .ledger import REPLY_LEDGER, ReplyRecord
 from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .split import split_message
@@ -10,6 +12,7 @@ from .tasks import MessageTasks
 from .typing_indicator import SharedTyping, keep_typing
 
 __all__ = (
+    "REPLY_LEDGER",
     "Allowlist",
     "ChatMetrics",
     "Ignored",
@@ -19,6 +22,7 @@ __all__ = (
     "MessageTasks",
     "RecentIds",
     "ReplyPolicy",
+    "ReplyRecord",
     "SharedTyping",
     "keep_typing",
     "should_reply",

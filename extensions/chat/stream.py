@@ -9,6 +9,12 @@ Updates while streaming are best effort: a failed one (a 429 the client gave up 
 skipped, since the next update or the final text carries everything. A request in flight is never cut
 off: ``finish`` waits for it, so a message is never posted twice. The final text is always delivered: a
 final edit that fails becomes a new message (and the stale ones are deleted when the platform allows).
+
+In a queued run a reply has a ``ReplyRecord`` (``ledger.py``): nothing is shown before the reply is stored in
+the run's ledger, every message posted is recorded, and a batch run again after a crash reuses the messages an
+earlier attempt posted (edited to the final text) or, if that attempt delivered the reply, leaves it alone.
+An answer that is not streamed is delivered the same way (a ``LiveReply`` finished at once), so the ledger is
+followed in one place.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.events import RunEvent, RunEventType
+
+from .ledger import ReplyRecord
 
 __all__ = ("LiveReplies", "LiveReply", "MessageSink", "ReplyKey")
 
@@ -72,8 +80,13 @@ class LiveReply:
     """Nothing is shown before this many non-blank characters arrived."""
     split_in_thread: int = 4096
     """Texts longer than this are split in a worker thread (measuring a long text takes a while)."""
+    record: ReplyRecord | None = None
+    """The reply's entries in a queued run's ledger (None in the embedded mode)."""
+    parse_handle: Callable[[str], Any] = int
+    """A recorded message id back to the handle ``edit`` and ``delete`` take (for messages an earlier attempt
+    at the batch posted)."""
     text: str = ""
-    """The text received so far."""
+    """The text received so far (the final text once finished)."""
     handles: list[Any] = field(default_factory=list)
     """Posted messages, in order."""
     shown: list[str] = field(default_factory=list)
@@ -126,6 +139,18 @@ class LiveReply:
         chunks = await self._split(text)
         if not chunks:
             return
+        if self.record is not None:
+            if not self.record.opened:
+                try:
+                    await self.record.open(text)  # stored before anything is shown
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.debug("live update skipped: the reply could not be recorded (%s)", exc)
+                    return
+                await self._adopt()
+            if self.record.done:
+                return  # delivered by an earlier attempt at the batch
         if self.preview is None:
             await self._sync_live(chunks)
             return
@@ -167,6 +192,17 @@ class LiveReply:
         handle = await self.sink.post(chunk, index=len(self.handles))
         self.handles.append(handle)
         self.shown.append(chunk)
+        if self.record is not None:
+            await self.record.note(self.handles, text=self.text, done=False)
+
+    async def _adopt(self) -> None:
+        """Take over the messages an earlier attempt at the batch posted for this reply (before posting any)."""
+        record = self.record
+        if record is None or self.handles or not record.message_ids:
+            return
+        shown = await self._split(record.content) if record.content.strip() else []
+        self.handles = [self.parse_handle(i) for i in record.message_ids]
+        self.shown = [shown[i] if i < len(shown) else "" for i in range(len(self.handles))]
 
     async def _stop(self) -> None:
         """Stop streaming; an update in flight is finished first (cutting it off could post twice)."""
@@ -188,9 +224,16 @@ class LiveReply:
 
     async def finish(self, final_text: str) -> list[Any]:
         """Stop streaming and make the messages show exactly ``final_text``; return the message handles.
-        Raises what the sink raised when the final text could not be posted at all."""
+        Raises what the sink raised when the final text could not be posted at all (or the ledger's error
+        when this worker no longer answers the batch)."""
         await self._stop()
+        self.text = final_text
         chunks = await self._split(final_text)
+        if self.record is not None:
+            await self.record.close(final_text)
+            await self._adopt()
+            if self.record.done:
+                return list(self.handles)
         for i, chunk in enumerate(chunks):
             if i >= len(self.handles):
                 await self._post(chunk)
@@ -214,12 +257,14 @@ class LiveReply:
             stale = self.handles[len(chunks) :]
             del self.handles[len(chunks) :], self.shown[len(chunks) :]
             await self._delete(stale)
+        if self.record is not None:
+            await self.record.note(self.handles, text=final_text, done=True)
         return list(self.handles)
 
     async def abandon(self, note: str = " …") -> None:
         """The reply will never be finished (the run failed): leave what was shown, marked as cut."""
         await self._stop()
-        if self.handles:
+        if self.handles and not (self.record is not None and self.record.done):
             with contextlib.suppress(Exception):
                 await self.sink.edit(self.handles[-1], self.shown[-1] + note)
 
@@ -227,8 +272,12 @@ class LiveReply:
         """The output was not delivered this way (refused, or its handler posted otherwise): delete what was
         shown of it."""
         await self._stop()
+        if self.record is not None and self.record.done:
+            return  # an earlier attempt at the batch delivered it
         stale, self.handles, self.shown = self.handles, [], []
         await self._delete(stale)
+        if stale and self.record is not None:
+            await self.record.note([], text="", done=False)
 
     async def _delete(self, handles: list[Any]) -> None:
         for handle in handles:

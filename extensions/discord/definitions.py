@@ -7,8 +7,10 @@ memory reset, without the ``discord`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
@@ -25,9 +27,12 @@ from core.definitions import (
 )
 from core.errors import ConfigError
 
+from ..chat.ledger import REPLY_LEDGER
+
 if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
+    from core.redis.ledger import ReplyLedger
 
 __all__ = (
     "REPLY_TO",
@@ -56,8 +61,17 @@ class Runtime(Protocol):
     ) -> list[int]: ...
 
     async def deliver(
-        self, *, key: tuple[str, int, int], channel_id: int, text: str, reply_to: int | None, idempotency_key: str
+        self,
+        *,
+        key: tuple[str, int, int],
+        channel_id: int,
+        text: str,
+        reply_to: int | None,
+        idempotency_key: str,
+        ledger: ReplyLedger | None = None,
     ) -> list[int]: ...
+
+    def typing(self, channel_id: int) -> AbstractAsyncContextManager[None]: ...
 
     async def abandon_replies(self, context_id: str) -> None: ...
 
@@ -142,12 +156,19 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
         log.warning("could not tell channel %s that the run failed: %s", state.args.channel_id, post_exc)
 
 
+def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
+    """ "typing..." in the channel for as long as a run answers it, wherever it runs (a queue worker too)."""
+    runtime = _runtimes.get(agent)
+    return runtime.typing(state.args.channel_id) if runtime is not None else contextlib.nullcontext()
+
+
 discord_channel = context(
     type="discord:channel",
     schema=ChannelArgs,
     key=_key,
     description="A Discord conversation: one server channel, one thread or one DM, each with its own memory",
     instructions=_instructions,
+    while_running=_while_running,
     on_error=_on_error,
 )
 """The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel)."""
@@ -175,7 +196,7 @@ discord_message_input = input(
 
 async def _post(data: str, ctx: OutputContext, agent: Agent) -> None:
     """Post the answer as a reply to the message being answered; an answer shown while it was written gets
-    its final text instead."""
+    its final text instead. In a queued run the reply follows the run's ledger: posted exactly once."""
     state = ctx.state
     await get_runtime(agent).deliver(
         key=(state.id, ctx.step, ctx.index),
@@ -183,6 +204,7 @@ async def _post(data: str, ctx: OutputContext, agent: Agent) -> None:
         text=data,
         reply_to=state.options.get(REPLY_TO),
         idempotency_key=ctx.output_ref.id,
+        ledger=state.options.get(REPLY_LEDGER),
     )
 
 

@@ -2,7 +2,10 @@
 
 ``start``/``stop`` are the extension's service; ``subscribe`` is called by the ``discord:message`` input
 when the agent is ready to take inputs. Every post carries an idempotency key that becomes the message
-nonce (``enforce_nonce``), so a retried post is not shown twice. With ``DISCORD_STREAM_REPLIES`` an answer
+nonce (``enforce_nonce``), so a retried post is not shown twice. In a queued run (``bots worker``) a reply
+follows the run's ledger (``extensions.chat.ledger``) and its nonces come from the ledger's stable keys, the
+same in every attempt at the batch: a batch run again after a crash posts nothing that was posted, and
+"typing..." is shown by the worker for as long as it runs the channel. With ``DISCORD_STREAM_REPLIES`` an answer
 is shown while it is written: posted when its first words arrive, edited at most once per
 ``DISCORD_STREAM_INTERVAL``, continued in a new message past 2,000 characters, and finished by the output
 handler with the exact final text (``deliver``); the platform-independent part is ``extensions.chat.stream``.
@@ -23,6 +26,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -32,6 +36,7 @@ from core.errors import BackpressureError, BotError, ConfigError, PlatformError
 from core.logs import InputRef
 
 from ..chat.dedupe import RecentIds
+from ..chat.ledger import ReplyRecord
 from ..chat.metrics import ChatMetrics, Ignored
 from ..chat.split import split_message
 from ..chat.stream import LiveReplies, LiveReply, ReplyKey
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
     from core.events import RunEvent
+    from core.redis.ledger import ReplyLedger
 
 __all__ = ("MESSAGE_LIMIT", "DiscordRuntime", "nonce_for")
 
@@ -72,21 +78,40 @@ def _split(text: str) -> list[str]:
 class _Sink:
     """Posts, edits and deletes the messages of one answer being written in one channel."""
 
-    def __init__(self, runtime: DiscordRuntime, *, channel_id: int, reply_to: int | None, key: str) -> None:
+    def __init__(
+        self,
+        runtime: DiscordRuntime,
+        *,
+        channel_id: int,
+        reply_to: int | None,
+        key: str,
+        record: ReplyRecord | None = None,
+    ) -> None:
         self.runtime = runtime
         self.channel_id = channel_id
         self.reply_to = reply_to
         self.key = key
+        self.record = record
         self.posts = 0
 
     async def post(self, text: str, *, index: int) -> int:
         self.posts += 1  # every post its own nonce (a repost after a failed edit is a new message)
-        return await self.runtime.send_message(
+        if self.record is None:
+            return await self.runtime.send_message(
+                channel_id=self.channel_id,
+                text=text,
+                reply_to=self.reply_to if index == 0 else None,
+                nonce=nonce_for(self.key, self.posts - 1),
+            )
+        message = await self.runtime.send(
             channel_id=self.channel_id,
             text=text,
             reply_to=self.reply_to if index == 0 else None,
-            nonce=nonce_for(self.key, self.posts - 1),
+            nonce=self.record.next_key(),  # the same in every attempt at the batch
         )
+        if message.content.strip() != text.strip():  # the nonce's message, posted by an earlier attempt
+            await self.edit(message.id, text)
+        return message.id
 
     async def edit(self, handle: int, text: str) -> None:
         await self.runtime.edit_message(channel_id=self.channel_id, message_id=handle, text=text)
@@ -338,7 +363,7 @@ class DiscordRuntime:
             self.metrics.ignored(discord_channel, args, Ignored.STOPPING)
             return
         ref = InputRef(type="discord:message", data=text, params=message_params(message))
-        async with self._typing.hold(facts.channel_id, message.channel.typing):
+        async with self.typing(facts.channel_id):
             try:
                 await send(discord_channel, args, ref, dedupe_key=f"discord:{message.id}")
             except BotError as exc:
@@ -393,6 +418,12 @@ class DiscordRuntime:
     async def send_message(self, *, channel_id: int, text: str, reply_to: int | None, nonce: str) -> int:
         """Post one message (at most 2,000 characters) with ``nonce`` enforced, as a reply to ``reply_to``
         if given; no mention pings. Returns its id."""
+        message = await self.send(channel_id=channel_id, text=text, reply_to=reply_to, nonce=nonce)
+        return message.id
+
+    async def send(self, *, channel_id: int, text: str, reply_to: int | None, nonce: str) -> discord.Message:
+        """``send_message``, returning the message Discord answered with: with a nonce Discord saw before
+        (``enforce_nonce``), the message posted then, whatever it shows."""
         client = self._require_client()
         channel = client.get_partial_messageable(channel_id)
         reference = None
@@ -408,7 +439,7 @@ class DiscordRuntime:
                 )
         except _NETWORK_ERRORS as exc:
             raise platform_error(exc, f"post a message in channel {channel_id}") from exc
-        return sent.id
+        return sent
 
     async def edit_message(self, *, channel_id: int, message_id: int, text: str) -> None:
         """Replace the text of one of the bot's messages; no mention pings."""
@@ -436,18 +467,33 @@ class DiscordRuntime:
         if state is None or state.context is not discord_channel or self.client is None:
             return None
         reply_to = state.options.get(REPLY_TO)
-        # stable for one answer to one message: a worker that runs the same batch again reuses the nonces
+        # stable for one answer to one message (in a queued run the ledger's keys are used instead)
         key = f"live:{event.context_id}:{reply_to or uuid.uuid4().hex}:{event.step}:{event.output_index}"
-        sink = _Sink(self, channel_id=state.args.channel_id, reply_to=reply_to, key=key)
-        return LiveReply(sink=sink, split=_split, interval=self.settings.stream_interval)
+        record = ReplyRecord.of(state, "discord:message", streamed=True)
+        return self._live_reply(channel_id=state.args.channel_id, reply_to=reply_to, key=key, record=record)
+
+    def _live_reply(self, *, channel_id: int, reply_to: int | None, key: str, record: ReplyRecord | None) -> LiveReply:
+        sink = _Sink(self, channel_id=channel_id, reply_to=reply_to, key=key, record=record)
+        return LiveReply(sink=sink, split=_split, interval=self.settings.stream_interval, record=record)
 
     async def deliver(
-        self, *, key: ReplyKey, channel_id: int, text: str, reply_to: int | None, idempotency_key: str
+        self,
+        *,
+        key: ReplyKey,
+        channel_id: int,
+        text: str,
+        reply_to: int | None,
+        idempotency_key: str,
+        ledger: ReplyLedger | None = None,
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
-        ``(context id, step, index)``), else post it. Returns the ids of its messages."""
+        ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
+        exactly once across attempts at the batch (``extensions.chat.ledger``). Returns its messages' ids."""
         reply = self.live.take(key) if self.live is not None else None
         content_log.info("channel %s reply: %s", channel_id, text)
+        if reply is None and ledger is not None:  # posted at once, following the ledger as a live reply does
+            record = ReplyRecord(ledger, "discord:message", streamed=self.live is not None)
+            reply = self._live_reply(channel_id=channel_id, reply_to=reply_to, key=idempotency_key, record=record)
         if reply is None:
             ids = await self.post_reply(
                 channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
@@ -462,6 +508,14 @@ class DiscordRuntime:
             len(ids),
         )
         return ids
+
+    def typing(self, channel_id: int) -> AbstractAsyncContextManager[None]:
+        """Keep "typing..." alive in the channel while the block lasts: one loop per channel however many hold
+        it (the listener while it hands a message over, the run while it answers, here or in a worker)."""
+        return self._typing.hold(channel_id, lambda: self._send_typing(channel_id))
+
+    async def _send_typing(self, channel_id: int) -> None:
+        await self._require_client().get_partial_messageable(channel_id).typing()
 
     async def abandon_replies(self, context_id: str) -> None:
         """A run failed: mark the answers it was writing as cut."""

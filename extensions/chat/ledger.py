@@ -1,0 +1,124 @@
+"""Replies posted exactly once when a queue runs the conversation, written once for both chat adapters.
+
+A queued run (``core.redis``) offers a reply ledger in ``state.options["reply_ledger"]``: a reply is stored,
+keyed by the batch it answers, before anything of it is shown, and each message posted for it is recorded.
+A batch run again after a crash finds what the earlier attempt did: a reply that was delivered is skipped,
+messages that were posted are reused (edited to the final text) instead of posted again, and the model's
+answer is replayed instead of asked for again. ``ReplyRecord`` is that protocol for one reply; ``LiveReply``
+(``stream.py``) follows it whenever it has a record, so both the streamed and the posted-at-once delivery of
+both adapters go through it. Outside a queued run (the embedded mode) there is no ledger and no record.
+
+A streamed reply takes two ledger entries: the first (``open``) before its first message is shown, where its
+messages are recorded while it is written, so a crash in the middle leaves them to the next attempt; the
+second (``close``) when the answer is complete, which also stores the model's answer up to the end of this
+reply, so a retried batch replays it. A reply posted at once takes only the second. Every attempt at a batch
+takes the same entries in the same order (the ledger numbers them), given the same settings.
+
+On Discord each message also carries a nonce derived from the entry's stable key (with ``enforce_nonce``),
+which closes the one window the ledger leaves: a crash after a post and before its record was written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.definitions import ContextState
+    from core.redis.ledger import ReplyLedger, ReplySlot
+
+__all__ = ("REPLY_LEDGER", "ReplyRecord")
+
+log = logging.getLogger("extensions.chat")
+
+REPLY_LEDGER = "reply_ledger"
+"""The ``state.options`` key of a queued run's ledger (``core.redis.REPLY_LEDGER``; ``core.redis`` itself
+needs the ``redis`` extra, so the name is repeated here and a test keeps the two equal)."""
+
+
+class ReplyRecord:
+    """One reply's entries in the ledger of the batch being answered."""
+
+    def __init__(self, ledger: ReplyLedger, output_type: str, *, streamed: bool) -> None:
+        self.ledger = ledger
+        """The run's ledger."""
+        self.output_type = output_type
+        """The output being delivered (``discord:message``)."""
+        self.streamed = streamed
+        """The adapter streams replies: the reply takes an entry before it is shown (``open``)."""
+        self.done = False
+        """An attempt (this one or an earlier one) delivered the whole reply: show nothing more."""
+        self.message_ids: list[str] = []
+        """The platform ids of the reply's messages, as last recorded (an earlier attempt's, once begun)."""
+        self.content = ""
+        """The text those messages were recorded with."""
+        self._live: ReplySlot | None = None
+        self._final: ReplySlot | None = None
+        self._posts = 0
+
+    @classmethod
+    def of(cls, state: ContextState, output_type: str, *, streamed: bool) -> ReplyRecord | None:
+        """The record for a reply in the run of ``state``; None outside a queued run."""
+        ledger = state.options.get(REPLY_LEDGER)
+        return None if ledger is None else cls(ledger, output_type, streamed=streamed)
+
+    @property
+    def opened(self) -> bool:
+        """The reply has its first entry (nothing may be shown before)."""
+        return self._live is not None or self._final is not None
+
+    async def open(self, text: str) -> None:
+        """Before anything of a streamed reply is shown: take (or find) its first entry. Raises the ledger's
+        ``DispatchError`` (``LeaseLostError``) when this worker no longer answers the batch: show nothing."""
+        if self.opened:
+            return
+        if not self.streamed:
+            await self.close(text)
+            return
+        self._live = await self.ledger.begin(self.output_type, text)
+        self._absorb(self._live)
+
+    async def close(self, text: str) -> None:
+        """The answer is complete: take (or find) its last entry, storing ``text`` with it."""
+        if self._final is not None:
+            return
+        if self.streamed and self._live is None:
+            await self.open(text)
+        self._final = await self.ledger.begin(self.output_type, text)
+        self._absorb(self._final)
+
+    def _absorb(self, slot: ReplySlot) -> None:
+        """Take over what an earlier attempt recorded in ``slot``."""
+        if not (slot.done or slot.message_ids):
+            return
+        self.done = self.done or slot.done
+        self.message_ids = list(slot.message_ids)
+        self.content = slot.content
+        self._posts = max(self._posts, len(self.message_ids))
+        log.info(
+            "reply %s was %s by an earlier attempt (%d messages)",
+            slot.key,
+            "delivered" if slot.done else "begun",
+            len(slot.message_ids),
+        )
+
+    def next_key(self) -> str:
+        """A key for the next message posted, the same in every attempt at the batch (Discord's nonce)."""
+        slot = self._live or self._final
+        if slot is None:
+            raise RuntimeError("ReplyRecord.next_key() before open() or close(): nothing may be posted yet")
+        key = slot.part_nonce(self._posts)
+        self._posts += 1
+        return key
+
+    async def note(self, handles: Sequence[Any], *, text: str, done: bool) -> None:
+        """Record the reply's messages as they are now (``done``: the final text is shown in all of them)."""
+        self.message_ids = [str(h) for h in handles]
+        self.content = text
+        self.done = done
+        for slot in (self._live, self._final):
+            if slot is not None:
+                slot.message_ids = list(self.message_ids)
+                slot.content = text
+                await self.ledger.posted(slot, None, done=done)
