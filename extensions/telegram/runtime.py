@@ -9,6 +9,12 @@ The listener never blocks PTB's update processing: each message to answer runs i
 owns, so one slow chat does not hold up the others; replies in one chat are still ordered by the agent,
 which runs one conversation at a time.
 
+In front of a queue (``bots gateway``: the agent's dispatcher is distributed, so ``agent.send`` returns
+once the message is stored) and with long polling, updates are fetched by ``Poller`` instead of PTB's
+``Updater``: each goes through the same handler, which returns only once the message is stored in Redis
+(retrying while Redis is down or the inbox is full) or deliberately dropped, and only then does the
+offset confirmed to Telegram move past it. A gateway that dies holding fetched updates loses none.
+
 Operations: ``agent.readiness["telegram"]`` is ready while updates arrive (polling running, or the
 webhook server listening; with ``listen=False``, once the bot is initialised); messages received and
 ignored and every 429 go to the agent's observers; a token Telegram stops accepting while the bot runs
@@ -32,12 +38,15 @@ from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
 from core.errors import BackpressureError, BotError, ConfigError, PlatformError
 from core.logs import InputRef
+from core.trace import correlation_id
 
 from ..chat import Allowlist, ChatMetrics, Ignored, LiveReplies, LiveReply, MessageTasks, RecentIds, SharedTyping
+from ..chat.ledger import ReplyRecord
 from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
 from .live import live_reply
+from .poller import Poller, until_stored
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
 
@@ -45,6 +54,7 @@ if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
     from core.events import RunEvent
+    from core.redis.ledger import ReplyLedger
 
 __all__ = ("TelegramRuntime",)
 
@@ -146,6 +156,8 @@ class TelegramRuntime:
         self._bot_id = 0
         self._bot_username = ""
         self._bot_name = ""
+        self._queued = False
+        self._poller: Poller | None = None
         self.live = LiveReplies(output_type=MESSAGE, start=self._start_live) if settings.stream_replies else None
         """Answers being shown while they are written (None with TELEGRAM_STREAM_REPLIES=false)."""
 
@@ -189,9 +201,14 @@ class TelegramRuntime:
             .get_updates_request(request(1))
             .job_queue(None)
         )
-        if not self.listen:
+        if not self.listen or self._polls_itself:
             builder = builder.updater(None)
         return builder.build()
+
+    @property
+    def _polls_itself(self) -> bool:
+        """Updates come from ``Poller`` (in front of a queue, long polling), not from PTB's ``Updater``."""
+        return self.listen and self._queued and self.settings.mode is TelegramMode.POLLING
 
     async def start(self, agent: Agent) -> None:
         """Build the Application and check the token (``getMe``); when listening, start processing updates."""
@@ -199,6 +216,7 @@ class TelegramRuntime:
             return
         _quiet_library_logs()
         self._agent = agent
+        self._queued = bool(getattr(agent.dispatcher, "distributed", False))
         self.metrics.bind(agent)
         agent.readiness["telegram"] = self.ready
         app = self._build()
@@ -242,11 +260,23 @@ class TelegramRuntime:
         if not self.listen or self.application is None:
             return None
         self._send = send
-        updater = self.application.updater
-        assert updater is not None
+        app = self.application
+        updater = app.updater
         s = self.settings
         try:
-            if s.mode is TelegramMode.WEBHOOK:
+            if self._polls_itself:
+                poller = Poller(
+                    app.bot,
+                    app.process_update,
+                    timeout=s.poll_timeout,
+                    allowed_updates=ALLOWED_UPDATES,
+                    on_invalid_token=self._polling_refused,
+                )
+                await poller.bootstrap(drop_pending_updates=s.drop_pending_updates)
+                poller.start()
+                self._poller = poller
+            elif s.mode is TelegramMode.WEBHOOK:
+                assert updater is not None
                 assert s.webhook_secret is not None
                 await updater.start_webhook(
                     listen=s.webhook_listen,
@@ -259,6 +289,7 @@ class TelegramRuntime:
                     bootstrap_retries=3,
                 )
             else:
+                assert updater is not None
                 await updater.start_polling(
                     timeout=s.poll_timeout,
                     allowed_updates=ALLOWED_UPDATES,
@@ -287,9 +318,23 @@ class TelegramRuntime:
             return "not connected"
         if not self.listen:
             return True
-        if not app.running or app.updater is None or not app.updater.running:
+        if self._poller is not None:
+            receiving = self._poller.running
+        else:
+            receiving = app.updater is not None and app.updater.running
+        if not app.running or not receiving:
             return "not receiving updates yet"
         return True
+
+    def _polling_refused(self, exc: InvalidToken) -> None:
+        """Telegram refused the token while ``Poller`` polled: polling has ended (a 401 was already
+        reported by ``_on_status``)."""
+        self._fail(
+            ConfigError(
+                f"Telegram refused TELEGRAM_TOKEN while polling ({exc.message}): set TELEGRAM_TOKEN to the "
+                "bot's current token from @BotFather and start the bot again"
+            )
+        )
 
     def _on_status(self, code: int, method: str) -> None:
         """The status of a Bot API answer (called by ``_ObservedRequest``)."""
@@ -318,11 +363,18 @@ class TelegramRuntime:
         app = self.application
         if app is None:
             return
+        timeout = self._agent.stop_timeout if self._agent is not None else 10.0
+        await self._stop_poller(timeout=timeout)  # stores the batch in hand (bounded), then confirms it
         if app.updater is not None and app.updater.running:
             await self._stop_updater(app)  # confirms the fetched updates to Telegram, so none comes twice
         if app.running:
             await app.stop()  # hands every fetched update to the listener
-        await self._tasks.close(timeout=self._agent.stop_timeout if self._agent is not None else 10.0)
+        await self._tasks.close(timeout=timeout)
+
+    async def _stop_poller(self, *, timeout: float) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller.stop(timeout=timeout)
 
     async def _stop_updater(self, app: _App) -> None:
         """Stop polling or the webhook server. PTB re-raises here what ended its polling on its own (a
@@ -338,6 +390,8 @@ class TelegramRuntime:
         """Return once every fetched update has been decided and every answer has finished (tests, benchmarks)."""
         app = self.application
         while True:
+            if self._poller is not None:
+                await self._poller.wait_idle()
             if app is not None and app.running:
                 await app.update_queue.join()
             if not self._tasks:
@@ -349,7 +403,8 @@ class TelegramRuntime:
         app, self.application = self.application, None
         if app is None:
             return
-        if app.updater is not None and app.updater.running:  # agent.start() failed before unsubscribe existed
+        await self._stop_poller(timeout=0)  # agent.start() failed before unsubscribe existed
+        if app.updater is not None and app.updater.running:
             await self._stop_updater(app)
         if app.running:
             await app.stop()
@@ -363,17 +418,23 @@ class TelegramRuntime:
     # -- listening -------------------------------------------------------------------------------------
 
     async def _on_update(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        """PTB's handler: decide at once, answer in an owned task."""
+        """PTB's handler, the one place that decides what gets answered. Embedded: answer in an owned task
+        and return at once. In front of a queue (``Poller``): return only once the update is handled
+        (stored in Redis, answered here, or dropped on purpose): the poller confirms it to Telegram then."""
         message = update.message
         if message is None:
             return
         facts = MessageFacts.of(message, bot_id=self._bot_id, bot_username=self._bot_username)
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
         self.metrics.received(telegram_chat, args)
-        if not self._seen.add(str(update.update_id)):
+        update_id = str(update.update_id)
+        if update_id in self._seen:
             log.info("update %s was delivered twice; answering it once", update.update_id)
             self.metrics.ignored(telegram_chat, args, Ignored.DUPLICATE)
             return
+        queued = self._polls_itself
+        if not queued:
+            self._seen.add(update_id)
         reason = ignore_reason(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
         if reason is not None:
             self.metrics.ignored(telegram_chat, args, reason)
@@ -390,13 +451,38 @@ class TelegramRuntime:
             len(facts.text),
         )
         key = f"telegram:{update.update_id}"
+        if not queued:
+            self._spawn(self._respond(decision, facts, key)(), name=f"{key}:{decision.value}", key=key)
+            return
+        token = correlation_id.set(key)
+        try:
+            await until_stored(
+                self._respond(decision, facts, key), what=f"message {facts.message_id} in chat {facts.chat_id}"
+            )
+        except Exception:
+            log.exception("could not answer message %s in chat %s", facts.message_id, facts.chat_id)
+            await self._notice(facts, RUN_FAILED)
+        finally:
+            correlation_id.reset(token)
+        self._seen.add(update_id)  # only now: an update given up half way by a stop is fetched again
+
+    def _respond(self, decision: Decision, facts: MessageFacts, key: str) -> Callable[[], Coroutine[Any, Any, None]]:
+        """What answers ``decision``: the help text, a reset, or the message handed to the agent (stored
+        in its chat's inbox, in front of a queue)."""
         if decision is Decision.HELP:
             text = self.settings.help_text.replace("{name}", self._bot_name)
-            self._spawn(self._notice(facts, text, markdown=True), name=f"{key}:help", key=key)
-        elif decision is Decision.RESET:
-            self._spawn(self._reset(facts), name=f"{key}:reset", key=key)
-        else:
-            self._spawn(self._answer(facts, key), name=f"{key}:answer", key=key)
+            return lambda: self._notice(facts, text, markdown=True)
+        if decision is Decision.RESET:
+            return lambda: self._reset(facts)
+        if not self._polls_itself:
+            return lambda: self._answer(facts, key)
+        assert self._send is not None
+        send, args, ref = self._send, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id), _input_of(facts)
+
+        async def store() -> None:
+            await send(telegram_chat, args, ref, dedupe_key=key)  # returns once stored (or a redelivery dropped)
+
+        return store
 
     def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str, key: str) -> None:
         """Run ``coro`` in a task this runtime owns, with ``key`` as the correlation id of its log lines."""
@@ -406,10 +492,7 @@ class TelegramRuntime:
         """Hand the message to the agent, with "typing..." shown until the run is over."""
         assert self._send is not None
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
-        params = {"user": facts.user_name, "user_id": str(facts.user_id), "message_id": str(facts.message_id)}
-        if facts.username:
-            params["username"] = facts.username
-        ref = InputRef(type=MESSAGE, data=facts.text, params=params)
+        ref = _input_of(facts)
         typing = self._typing_loops.hold((facts.chat_id, facts.thread_id), lambda: self._typing(facts))
         async with self._slots, typing:
             try:
@@ -458,19 +541,46 @@ class TelegramRuntime:
             reply_to=state.options.get(REPLY_TO),
             interval=self.settings.stream_interval,
             drafts=self.settings.stream_drafts,
+            record=ReplyRecord.of(state, MESSAGE, streamed=True),
         )
 
     async def deliver(
-        self, *, key: ReplyKey, chat_id: int, thread_id: int | None, text: str, reply_to: int | None
+        self,
+        *,
+        key: ReplyKey,
+        chat_id: int,
+        thread_id: int | None,
+        text: str,
+        reply_to: int | None,
+        ledger: ReplyLedger | None = None,
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
-        ``(context id, step, index)``), else post it. Returns the ids of its messages."""
+        ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
+        exactly once across attempts at the batch (``extensions.chat.ledger``). Returns its messages' ids."""
         reply = self.live.take(key) if self.live is not None else None
+        if reply is None and ledger is not None:  # posted at once, following the ledger as a live reply does
+            reply = live_reply(
+                self.bot,
+                chat_id=chat_id,
+                thread_id=thread_id,
+                reply_to=reply_to,
+                interval=self.settings.stream_interval,
+                drafts=False,
+                record=ReplyRecord(ledger, MESSAGE, streamed=self.live is not None),
+            )
         if reply is None:
             return await self.post_reply(chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to)
         content_log.info("chat %s reply: %s", chat_id, text)
         ids: list[int] = await reply.finish(text)
         return ids
+
+    def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
+        """Keep "typing..." alive in the chat while the block lasts: one loop per chat however many hold it
+        (the listener while it hands a message over, the run while it answers, here or in a worker)."""
+        return self._typing_loops.hold((chat_id, thread_id), lambda: self._send_typing(chat_id, thread_id))
+
+    async def _send_typing(self, chat_id: int, thread_id: int | None) -> None:
+        await self.bot.send_chat_action(chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id)
 
     async def abandon_replies(self, context_id: str) -> None:
         """A run failed: mark the answers it was writing as cut."""
@@ -484,6 +594,14 @@ class TelegramRuntime:
         return await post_reply(
             self.bot, chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown
         )
+
+
+def _input_of(facts: MessageFacts) -> InputRef:
+    """The agent's input for a user's message."""
+    params = {"user": facts.user_name, "user_id": str(facts.user_id), "message_id": str(facts.message_id)}
+    if facts.username:
+        params["username"] = facts.username
+    return InputRef(type=MESSAGE, data=facts.text, params=params)
 
 
 class _ReportedInvalidToken(logging.Filter):
