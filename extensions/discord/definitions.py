@@ -157,7 +157,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
 
 
 def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
-    """ "typing..." in the channel for as long as a run answers it, wherever it runs (a queue worker too)."""
+    """Shows "typing..." in the channel for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.get(agent)
     return runtime.typing(state.args.channel_id) if runtime is not None else contextlib.nullcontext()
 

@@ -7,8 +7,10 @@ memory reset, without the ``telegram`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
@@ -17,9 +19,12 @@ from core.definitions import ContextState, InputContext, OutputContext, context,
 from core.errors import ConfigError, ModelError
 from core.logs import ErrorLog, InputRef, OutputRef
 
+from ..chat.ledger import REPLY_LEDGER
+
 if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
+    from core.redis.ledger import ReplyLedger
 
 __all__ = (
     "MESSAGE",
@@ -57,8 +62,17 @@ class Runtime(Protocol):
     async def subscribe(self, send: Send, agent: Agent) -> Any: ...
 
     async def deliver(
-        self, *, key: tuple[str, int, int], chat_id: int, thread_id: int | None, text: str, reply_to: int | None
+        self,
+        *,
+        key: tuple[str, int, int],
+        chat_id: int,
+        thread_id: int | None,
+        text: str,
+        reply_to: int | None,
+        ledger: ReplyLedger | None = None,
     ) -> list[int]: ...
+
+    def typing(self, chat_id: int, thread_id: int | None) -> AbstractAsyncContextManager[None]: ...
 
     async def abandon_replies(self, context_id: str) -> None: ...
 
@@ -165,7 +179,8 @@ async def _subscribe(send: Send, agent: Agent) -> Any:
 
 async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
     """Post the reply to the conversation's chat (and topic), as a reply to the message being answered; an
-    answer shown while it was written gets its final text instead."""
+    answer shown while it was written gets its final text instead. In a queued run the reply follows the
+    run's ledger: posted exactly once."""
     args: ChatArgs = ctx.state.args
     await get_runtime(agent).deliver(
         key=(ctx.state.id, ctx.step, ctx.index),
@@ -173,7 +188,15 @@ async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
         thread_id=args.thread_id,
         text=text,
         reply_to=ctx.state.options.get(REPLY_TO),
+        ledger=ctx.state.options.get(REPLY_LEDGER),
     )
+
+
+def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
+    """Shows "typing..." in the chat for as long as a run answers it, wherever it runs (a queue worker too)."""
+    runtime = _runtimes.get(agent)
+    args: ChatArgs = state.args
+    return runtime.typing(args.chat_id, args.thread_id) if runtime is not None else contextlib.nullcontext()
 
 
 telegram_chat = context(
@@ -182,6 +205,7 @@ telegram_chat = context(
     key=_key,
     description="A Telegram conversation: one private chat, one group, or one topic of a forum group",
     instructions=_instructions,
+    while_running=_while_running,
     on_error=_on_error,
     on_run=_on_run,
 )
