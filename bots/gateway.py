@@ -5,6 +5,10 @@ Run one gateway per platform token. A second gateway on the same token stands by
 (``<prefix>lock:<platform>:<hash of the token>``) lets only one of them poll Telegram or hold the
 Discord connection, and the standby takes over within ``REDIS_LEASE_SECONDS`` (at least
 ``MIN_LOCK_TTL``) if the active one dies.
+
+Redis unreachable: the listener keeps what it fetched and tries again (Telegram: the update offset moves
+only once an update is stored, so nothing fetched is lost even if the gateway dies meanwhile); once the
+lease runs out it stops listening and stands by until Redis answers again, then takes the lease back.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from core import ScriptedModel
-from core.errors import ConfigError, ModelError
+from core.errors import ConfigError, DispatchError, ModelError
 
 from .config import platforms
 from .settings import Settings
@@ -26,6 +30,7 @@ from .worker import queue_config, redis_check
 
 if TYPE_CHECKING:
     from core import Agent
+    from core.redis import PlatformLock
 
 __all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway")
 
@@ -33,6 +38,9 @@ log = logging.getLogger("bots.gateway")
 
 MIN_LOCK_TTL = 1.0
 """Seconds a dead gateway's platform lease lasts at least before a standby gateway takes over."""
+REDIS_DOWN_PAUSE = 0.5
+"""Seconds a standby gateway waits before asking Redis for the lease again after Redis failed (each
+attempt already retries for ``REDIS_RETRY_SECONDS``)."""
 
 
 def lock_names(settings: Settings) -> list[str]:
@@ -64,6 +72,25 @@ async def _unless(work: Awaitable[Any], stop: asyncio.Event) -> bool:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     return False
+
+
+async def _acquire(lock: PlatformLock, stop: asyncio.Event) -> bool:
+    """Wait until this process holds ``lock`` (True) or ``stop`` is set (False); while Redis cannot be
+    reached, keep trying (a gateway outlives a Redis restart)."""
+    failing = False
+    while True:
+        try:
+            held = await _unless(lock.acquire(), stop)
+        except DispatchError as exc:
+            if not failing:
+                log.warning("standing by until Redis answers: %s", exc)
+                failing = True
+            if not await _unless(asyncio.sleep(REDIS_DOWN_PAUSE), stop):
+                return False
+            continue
+        if failing and held:
+            log.warning("Redis answers again: took the %s lease", lock.name)
+        return held
 
 
 async def _first(agent: Agent, *events: asyncio.Event) -> BaseException | None:
@@ -106,7 +133,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
             locks = [PlatformLock(backend, name, ttl=ttl) for name in names]
             try:
                 for lock in locks:
-                    if not await _unless(lock.acquire(), stopping):
+                    if not await _acquire(lock, stopping):
                         return
                 agent = build_agent(
                     settings,
@@ -114,12 +141,16 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
                     memory=RedisMemoryStore(backend),
                     model=_no_model(),
                     listen=True,
+                    stop_timeout=settings.bot.stop_timeout,
                 )
                 ops.attach(agent, check_model=False)
+                failure: BaseException | None = None
                 try:
                     await agent.start()
                     log.info("gateway listening (%s); inputs go to %s", ", ".join(names), backend.config.shown_url)
                     failure = await _first(agent, stopping, *(lock.lost for lock in locks))
+                except DispatchError as exc:  # Redis went away just as the lease was taken
+                    log.warning("could not start listening: %s", exc)
                 finally:
                     await agent.stop()
                     ops.detach(agent)
@@ -129,7 +160,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
                 for lock in locks:
                     await lock.release()
             if not stopping.is_set():
-                log.warning("a platform lease was lost (another gateway took over?); standing by")
+                log.warning("a platform lease was lost (another gateway took over, or Redis is down); standing by")
     finally:
         ops.remove_check("redis")
         if own_signals:
