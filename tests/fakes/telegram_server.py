@@ -368,6 +368,7 @@ class FakeTelegramServer:
         params = await self._params(request)
         call = ApiCall(method=method, params=params)
         self.calls.append(call)
+        self._notify()  # a long poll answers late: ``wait_for`` sees its offset now
         try:
             if request.match_info["token"] != self.token:
                 return self._error(call, 401, "Unauthorized")
