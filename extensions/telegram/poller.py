@@ -108,12 +108,11 @@ class Poller:
         task, self._stopping = self._task, True
         if task is None:
             return
-        if not self._handling:
-            task.cancel()  # a long poll (or a wait after an error): nothing to lose
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        if not done:
-            log.warning("stopping: updates still being handled after %.1fs are left to the next poller", timeout)
-            task.cancel()
+        if self._handling:
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+            if not done:
+                log.warning("stopping: updates still being handled after %.1fs are left to the next poller", timeout)
+        task.cancel()  # a long poll (or a wait after an error): nothing to lose
         with contextlib.suppress(asyncio.CancelledError):
             await task
         if not task.cancelled() and task.exception() is not None:
