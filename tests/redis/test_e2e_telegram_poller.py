@@ -235,3 +235,20 @@ async def test_a_token_revoked_while_polling_is_reported(telegram: FakeTelegramS
     assert isinstance(failure, ConfigError) and "TELEGRAM_TOKEN" in str(failure)
     assert "TEST-token" not in str(failure)
     assert isinstance(runtime_of(gateway).ready(), str)
+
+
+async def test_a_refused_get_updates_is_tried_again_and_loses_nothing(
+    redis_server: RedisServer,
+    telegram: FakeTelegramServer,
+    start_gateway: Start,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="extensions.telegram")
+    telegram.fail("getUpdates", status=409, description="Conflict: terminated by other getUpdates request")
+    asked = [telegram.user_says("anyone?", user_id=500)]
+    async with running_worker(redis_server, telegram):
+        await start_gateway()
+        await telegram.wait_replies(1, timeout=30)
+    assert [c.status for c in telegram.calls_of("getUpdates")][:2] == [409, 200]
+    assert "another process polls this TELEGRAM_TOKEN" in caplog.text
+    answered_once(telegram, asked)
