@@ -3,7 +3,7 @@ live (streamed) replies, replies posted exactly once in a queued run, the tasks 
 and what they report to the metrics."""
 
 from .dedupe import RecentIds
-from .ledger import REPLY_LEDGER, ReplyRecord
+from .ledger import ReplyRecord
 from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .split import split_message
@@ -12,7 +12,6 @@ from .tasks import MessageTasks
 from .typing_indicator import SharedTyping, keep_typing
 
 __all__ = (
-    "REPLY_LEDGER",
     "Allowlist",
     "ChatMetrics",
     "Ignored",

@@ -19,7 +19,7 @@ from core import ScriptedModel, create_agent
 from core.definitions import Extension
 from core.models.base import ModelRequest
 from core.redis import REPLY_LEDGER, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
-from extensions.chat import REPLY_LEDGER as CHAT_REPLY_LEDGER
+from extensions.chat.ledger import REPLY_LEDGER as CHAT_REPLY_LEDGER
 from extensions.discord import ChannelArgs, DiscordSettings, discord_channel, discord_extension
 from extensions.telegram import ChatArgs, TelegramSettings, telegram_chat, telegram_extension
 from tests.fakes.discord_server import FakeDiscord
