@@ -1,0 +1,66 @@
+"""Replies in a queued run follow the run's reply ledger, seen from Telegram: a worker (send only, the real
+python-telegram-bot client against the fake Bot API) runs the same batch twice with an in-memory ledger standing
+in for the Redis one, as a redelivered batch would. ``tests/redis/test_e2e_idempotent*.py`` does it with Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import Agent, ScriptedModel
+from core.logs import InputRef
+from extensions.chat.ledger import REPLY_LEDGER
+from extensions.telegram import ChatArgs, get_runtime, telegram_chat
+from tests.discord.test_ledger import MemoryLedger
+from tests.fakes.telegram_server import FakeTelegramServer
+
+from .conftest import StartBot, answer
+
+ANSWER = "The answer, written a few characters at a time so that it is **shown** while it is written."
+SHOWN = "The answer, written a few characters at a time so that it is shown while it is written."
+CHAT = 404
+
+
+async def answer_batch(agent: Agent, ledger: MemoryLedger) -> None:
+    """Run the batch (one message in the chat) as a queue worker does."""
+    ref = InputRef(type="telegram:message", data="hi", params={"user": "Ann", "user_id": "1", "message_id": "7"})
+    await agent.run(telegram_chat, ChatArgs(chat_id=CHAT), [ref], options={REPLY_LEDGER: ledger})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["posted", "streamed"])
+async def test_a_reply_delivered_by_an_earlier_attempt_is_left_alone(
+    server: FakeTelegramServer, start_bot: StartBot, stream: bool
+) -> None:
+    server.chat(CHAT)
+    model = ScriptedModel([answer(ANSWER)], chunk_size=5, delay=0.002, repeat_last=True)
+    agent = await start_bot(model, listen=False, stream_replies=stream, stream_interval=0.05)
+    ledger = MemoryLedger()
+    await answer_batch(agent, ledger)
+    [reply] = server.sent
+    assert reply.text == SHOWN and reply.reply_to == 7
+    entries = ledger.stored()
+    assert len(entries) == (2 if stream else 1)
+    assert all(e["done"] and e["ids"] == [str(reply.message_id)] for e in entries)
+    versions = reply.versions
+
+    await answer_batch(agent, ledger.attempt())  # the same batch again (the ack was lost)
+    assert len(server.calls_of("sendMessage")) == 1 and reply.versions == versions
+
+
+async def test_a_message_an_earlier_attempt_showed_is_finished_not_posted_again(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    server.chat(CHAT)
+    agent = await start_bot(
+        ScriptedModel([answer(ANSWER)], chunk_size=5, delay=0.002), listen=False, stream_interval=0.05
+    )
+    # the worker that crashed: it stored the reply, showed its first words and recorded that message
+    ledger = MemoryLedger()
+    slot = await ledger.begin("telegram:message", ANSWER[:12])
+    [shown] = await get_runtime(agent).post_reply(chat_id=CHAT, thread_id=None, text=ANSWER[:12], reply_to=7)
+    await ledger.posted(slot, str(shown), done=False)
+
+    await answer_batch(agent, ledger.attempt())
+    [reply] = server.sent
+    assert reply.message_id == shown and reply.text == SHOWN  # finished in place
+    assert len(server.calls_of("sendMessage")) == 1
+    assert all(e["done"] and e["ids"] == [str(shown)] for e in ledger.stored())
