@@ -89,6 +89,12 @@ class ReplyLedger(Protocol):
         """Record a posted part (its platform id) and whether the reply is complete."""
         ...
 
+    @property
+    def valid(self) -> bool:
+        """Whether this worker may still show anything for the batch (checked before each post or edit of a
+        reply begun earlier, such as one being streamed): False once its lease is lost or may have expired."""
+        ...
+
 
 class RedisReplyLedger:
     """The ledger of one attempt at one batch, kept in ``<prefix>{<cid>}:ledger:<batch id>``."""
@@ -96,6 +102,11 @@ class RedisReplyLedger:
     def __init__(self, scope: RunScope) -> None:
         self.scope = scope
         """The attempt."""
+
+    @property
+    def valid(self) -> bool:
+        """Whether this worker still holds the context, as far as it can tell (no round trip)."""
+        return self.scope.lease.valid
 
     async def begin(self, output_type: str, content: str) -> ReplySlot:
         """Fenced: raises ``LeaseLostError`` when this worker no longer holds the context."""
