@@ -24,6 +24,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from core.errors import DispatchError
+
 if TYPE_CHECKING:
     from core.definitions import ContextState
     from core.redis.ledger import ReplyLedger, ReplySlot
@@ -102,6 +104,16 @@ class ReplyRecord:
             "delivered" if slot.done else "begun",
             len(slot.message_ids),
         )
+
+    def check(self) -> None:
+        """Before each post, edit or delete: raise ``DispatchError`` once this worker may no longer show
+        anything for the batch (its lease is lost or may have expired; the worker that took the conversation
+        over answers it). Beginning an entry is checked by the ledger itself, in Redis."""
+        if not self.ledger.valid:
+            raise DispatchError(
+                "this worker no longer answers the conversation (its lease was lost or may have expired): "
+                "the reply is left to the worker that took it over"
+            )
 
     def next_key(self) -> str:
         """A key for the next message posted, the same in every attempt at the batch (Discord's nonce)."""

@@ -157,6 +157,7 @@ class LiveReply:
         if not await self._sync_live(chunks[:-1]):
             return
         try:
+            self._check()
             self._requests += 1
             await self.preview(chunks[-1])
             self.updates += 1
@@ -174,6 +175,7 @@ class LiveReply:
                 if i < len(self.handles):
                     if _same(self.shown[i], chunk):
                         continue
+                    self._check()
                     self._requests += 1
                     await self.sink.edit(self.handles[i], chunk)
                     self.shown[i] = chunk
@@ -188,7 +190,13 @@ class LiveReply:
                 return False
         return True
 
+    def _check(self) -> None:
+        """In a queued run: nothing more is shown once this worker no longer answers the batch."""
+        if self.record is not None:
+            self.record.check()
+
     async def _post(self, chunk: str) -> None:
+        self._check()
         handle = await self.sink.post(chunk, index=len(self.handles))
         self.handles.append(handle)
         self.shown.append(chunk)
@@ -240,6 +248,7 @@ class LiveReply:
                 continue
             if _same(self.shown[i], chunk):
                 continue
+            self._check()
             try:
                 await self.sink.edit(self.handles[i], chunk)
                 self.shown[i] = chunk
@@ -266,6 +275,7 @@ class LiveReply:
         await self._stop()
         if self.handles and not (self.record is not None and self.record.done):
             with contextlib.suppress(Exception):
+                self._check()
                 await self.sink.edit(self.handles[-1], self.shown[-1] + note)
 
     async def discard(self) -> None:
@@ -282,6 +292,7 @@ class LiveReply:
     async def _delete(self, handles: list[Any]) -> None:
         for handle in handles:
             try:
+                self._check()
                 await self.sink.delete(handle)
             except asyncio.CancelledError:
                 raise

@@ -28,6 +28,7 @@ class MemoryLedger:
     def __init__(self) -> None:
         self.entries: dict[int, str] = {}
         self.begun = 0
+        self.valid = True
 
     def attempt(self) -> MemoryLedger:
         """The batch comes again."""

@@ -9,8 +9,12 @@ process, a real redis-server. The batch comes again to a second worker, which po
 - killed after Discord stored a post but before the worker heard back (so before it could record it): the
   next attempt posts with the same nonce and Discord hands back the message it has (``enforce_nonce``).
 
+A worker paused past its lease (SIGSTOP) in the middle of a streamed reply and woken up (SIGCONT) after
+another took over does not touch the reply again.
+
 The model decides from the message how it behaves in the first worker (``--hang``): ``after`` keeps writing
-after its reply, ``inside`` stops in the middle of it; the second worker answers at once.
+after its reply, ``inside`` stops in the middle of it, ``slow`` writes slowly; the second worker answers at
+once.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ LEASE = 1.0
 class Echo:
     """Answers ``echo: <message>`` as one output, streamed a few characters at a time, and appends the message
     to ``marks`` on every call. With ``hang``, a message naming a mode stops the answer there: ``inside`` the
-    reply (after its first words) or ``after`` it (the reply is complete, the answer is not)."""
+    reply (after its first words) or ``after`` it (the reply is complete, the answer is not); ``slow`` takes
+    a while for each few characters."""
 
     name = "echo"
 
@@ -68,7 +73,7 @@ class Echo:
         yield f'<response><output type="{self.output_type}">'
         for i in range(0, len(body), 8):
             yield body[i : i + 8]
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.2 if self.hang and text == "slow" else 0.005)
             if self.hang and text == "inside" and i >= 16:
                 await asyncio.sleep(3600)  # killed here, in the middle of the reply
         yield "</output>"
@@ -360,6 +365,37 @@ async def test_telegram_a_killed_worker_s_replies_are_not_posted_again(
     assert procs.calls(victim) == sorted(modes)
     assert procs.calls(survivor) == ["and then", *(["inside"] if stream else [])]
     print(f"\nkill -9 after a reply was posted: answered without repeats {recovery:.2f}s after (lease {LEASE}s)")
+
+
+async def test_discord_a_worker_paused_past_its_lease_leaves_a_streamed_reply_alone(
+    redis_server: RedisServer, discord: HoldingDiscord, client: Any, tmp_path: Path, workers: list[Workers]
+) -> None:
+    procs = Workers(
+        tmp_path, "--platform", "discord", "--url", redis_server.url, "--api-url", discord.api_url, "--stream"
+    )
+    workers.append(procs)
+    user = discord.user("slow")
+    dm = discord.dm_channel(user)
+    victim = procs.start("--hang")
+    async with front(redis_server, discord_extension_for(discord)):
+        await discord.say(dm, "slow", author=user)
+
+        async def shown_and_recorded() -> bool:
+            procs.check(victim)
+            return any(r["ids"] for r in (await ledgers(client)).get(f"discord:channel:{dm}", []))
+
+        await wait_until(shown_and_recorded, timeout=30, what="the victim's first words")
+        victim.send_signal(signal.SIGSTOP)  # paused in the middle of the reply, past its lease
+        procs.start()
+        await wait_until(lambda: settled(client), timeout=30, what="the survivor's answer")
+        [reply] = discord.posted_in(dm)
+        finished = discord.versions_of(reply)
+        assert finished[-1] == said("slow")
+        victim.send_signal(signal.SIGCONT)  # its model goes on writing; its lease is gone
+        log = tmp_path / "worker-0.log"
+        await wait_until(lambda: "lost: cancelling its run" in log.read_text(), timeout=30, what="the victim's stop")
+    procs.stop_all()
+    assert discord.posted_in(dm) == [reply] and discord.versions_of(reply) == finished  # not touched again
 
 
 if __name__ == "__main__":
