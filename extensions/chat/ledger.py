@@ -30,13 +30,21 @@ if TYPE_CHECKING:
     from core.definitions import ContextState
     from core.redis.ledger import ReplyLedger, ReplySlot
 
-__all__ = ("REPLY_LEDGER", "ReplyRecord")
+__all__ = ("REPLY_LEDGER", "ReplyRecord", "may_post")
 
 log = logging.getLogger("extensions.chat")
 
 REPLY_LEDGER = "reply_ledger"
 """The ``state.options`` key of a queued run's ledger (``core.redis.REPLY_LEDGER``; ``core.redis`` itself
 needs the ``redis`` extra, so the name is repeated here and a test keeps the two equal)."""
+
+
+def may_post(state: ContextState) -> bool:
+    """Whether a run may still write to its conversation: always in the embedded mode; in a queued run only
+    while the worker holds the conversation (a worker whose lease is lost leaves notices to the one that took
+    the conversation over). For what does not go through a ``ReplyRecord``, such as a failure notice."""
+    ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
+    return ledger is None or ledger.valid
 
 
 class ReplyRecord:

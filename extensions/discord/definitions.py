@@ -27,7 +27,7 @@ from core.definitions import (
 )
 from core.errors import ConfigError
 
-from ..chat.ledger import REPLY_LEDGER
+from ..chat.ledger import REPLY_LEDGER, may_post
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -136,9 +136,9 @@ def _instructions(state: ContextState) -> str:
 
 async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
     """A failed run still gets a short answer, so the user is not left waiting; an answer it was writing is
-    marked as cut."""
+    marked as cut. (Not by a queue worker that lost the conversation: the one that took it over answers.)"""
     runtime = _runtimes.get(agent)
-    if runtime is None:
+    if runtime is None or not may_post(state):
         return
     try:
         await runtime.abandon_replies(state.id)

@@ -19,7 +19,7 @@ from core.definitions import ContextState, InputContext, OutputContext, context,
 from core.errors import ConfigError, ModelError
 from core.logs import ErrorLog, InputRef, OutputRef
 
-from ..chat.ledger import REPLY_LEDGER
+from ..chat.ledger import REPLY_LEDGER, may_post
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -121,7 +121,7 @@ def _instructions(state: ContextState) -> str:
 async def _tell(state: ContextState, agent: Agent, text: str) -> None:
     """Post a short notice to the chat of ``state`` (best effort: a failure is only logged)."""
     runtime = _runtimes.get(agent)
-    if runtime is None:
+    if runtime is None or not may_post(state):
         return
     args: ChatArgs = state.args
     state.options[_NOTIFIED] = True

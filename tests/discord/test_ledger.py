@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import core
+from core.errors import ModelError
 from core.logs import InputRef
 from core.redis.ledger import ReplySlot
 from extensions.chat.ledger import REPLY_LEDGER
@@ -128,3 +129,13 @@ async def test_a_reply_discord_stored_before_the_worker_heard_back_is_not_shown_
     assert [p["nonce"] for p in message_posts(world)] == [slot.part_nonce(0)] * 2  # posted again, shown once
     [entry] = ledger.stored()
     assert entry["done"] and entry["ids"] == [str(shown)]
+
+
+async def test_a_worker_that_lost_the_conversation_tells_nobody_its_run_failed(
+    world: World, start_bot: StartBot
+) -> None:
+    agent = await start_bot(core.ScriptedModel([ModelError("the model is down")]), listen=False)
+    ledger = MemoryLedger()
+    ledger.valid = False  # its lease expired: the worker that took the conversation over answers
+    await answer_batch(agent, world, ledger)
+    assert message_posts(world) == []

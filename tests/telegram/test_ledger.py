@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core import Agent, ScriptedModel
+from core.errors import ModelError
 from core.logs import InputRef
 from extensions.chat.ledger import REPLY_LEDGER
 from extensions.telegram import ChatArgs, get_runtime, telegram_chat
@@ -64,3 +65,14 @@ async def test_a_message_an_earlier_attempt_showed_is_finished_not_posted_again(
     assert reply.message_id == shown and reply.text == SHOWN  # finished in place
     assert len(server.calls_of("sendMessage")) == 1
     assert all(e["done"] and e["ids"] == [str(shown)] for e in ledger.stored())
+
+
+async def test_a_worker_that_lost_the_conversation_tells_nobody_its_run_failed(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    server.chat(CHAT)
+    agent = await start_bot(ScriptedModel([ModelError("the model is down")]), listen=False)
+    ledger = MemoryLedger()
+    ledger.valid = False  # its lease expired: the worker that took the conversation over answers
+    await answer_batch(agent, ledger)
+    assert server.calls_of("sendMessage") == []
