@@ -1,11 +1,12 @@
 """What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators,
 live (streamed) replies, replies posted exactly once in a queued run, the tasks messages are answered in,
-and what they report to the metrics."""
+what they report to the metrics, and which runtime serves which agent."""
 
 from .dedupe import RecentIds
 from .ledger import ReplyRecord
 from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
+from .registry import RuntimeRegistry
 from .split import split_message
 from .stream import LiveReplies, LiveReply, MessageSink
 from .tasks import MessageTasks
@@ -22,6 +23,7 @@ __all__ = (
     "RecentIds",
     "ReplyPolicy",
     "ReplyRecord",
+    "RuntimeRegistry",
     "SharedTyping",
     "keep_typing",
     "should_reply",

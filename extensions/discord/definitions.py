@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import weakref
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,9 +24,9 @@ from core.definitions import (
     input,
     output,
 )
-from core.errors import ConfigError
 
 from ..chat.ledger import REPLY_LEDGER, may_post
+from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -85,23 +84,17 @@ class Runtime(Protocol):
     def error_message(self) -> str: ...
 
 
-_runtimes: weakref.WeakKeyDictionary[Agent, Runtime] = weakref.WeakKeyDictionary()
+_runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Discord", extension="discord_extension")
 
 
 def bind_runtime(agent: Agent, runtime: Runtime) -> None:
     """Make ``runtime`` the Discord side of ``agent`` (the extension's install hook does this)."""
-    _runtimes[agent] = runtime
+    _runtimes.bind(agent, runtime)
 
 
 def get_runtime(agent: Agent) -> Runtime:
     """The Discord side of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
-    runtime = _runtimes.get(agent)
-    if runtime is None:
-        raise ConfigError(
-            "the agent has no Discord runtime: build it with create_agent(extensions=[discord_extension(settings)]) "
-            "and call await agent.start() before using Discord definitions"
-        )
-    return runtime
+    return _runtimes.get(agent)
 
 
 class ChannelArgs(pydantic.BaseModel):
@@ -137,7 +130,7 @@ def _instructions(state: ContextState) -> str:
 async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
     """A failed run still gets a short answer, so the user is not left waiting; an answer it was writing is
     marked as cut. (Not by a queue worker that lost the conversation: the one that took it over answers.)"""
-    runtime = _runtimes.get(agent)
+    runtime = _runtimes.find(agent)
     if runtime is None or not may_post(state):
         return
     try:
@@ -158,7 +151,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
 
 def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the channel for as long as a run answers it, wherever it runs (a queue worker too)."""
-    runtime = _runtimes.get(agent)
+    runtime = _runtimes.find(agent)
     return runtime.typing(state.args.channel_id) if runtime is not None else contextlib.nullcontext()
 
 

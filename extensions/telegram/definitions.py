@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import weakref
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 
 from core.definitions import ContextState, InputContext, OutputContext, context, input, output
-from core.errors import ConfigError, ModelError
+from core.errors import ModelError
 from core.logs import ErrorLog, InputRef, OutputRef
 
 from ..chat.ledger import REPLY_LEDGER, may_post
+from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -77,23 +77,17 @@ class Runtime(Protocol):
     async def abandon_replies(self, context_id: str) -> None: ...
 
 
-_runtimes: weakref.WeakKeyDictionary[Agent, Runtime] = weakref.WeakKeyDictionary()
+_runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Telegram", extension="telegram_extension")
 
 
 def bind_runtime(agent: Agent, runtime: Runtime) -> None:
     """Make ``runtime`` the Telegram side of ``agent`` (the extension's install hook does this)."""
-    _runtimes[agent] = runtime
+    _runtimes.bind(agent, runtime)
 
 
 def get_runtime(agent: Agent) -> Runtime:
     """The Telegram side of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
-    runtime = _runtimes.get(agent)
-    if runtime is None:
-        raise ConfigError(
-            "the agent has no Telegram runtime: build it with "
-            "create_agent(extensions=[telegram_extension(settings)]) and call await agent.start() first"
-        )
-    return runtime
+    return _runtimes.get(agent)
 
 
 class ChatArgs(pydantic.BaseModel):
@@ -120,7 +114,7 @@ def _instructions(state: ContextState) -> str:
 
 async def _tell(state: ContextState, agent: Agent, text: str) -> None:
     """Post a short notice to the chat of ``state`` (best effort: a failure is only logged)."""
-    runtime = _runtimes.get(agent)
+    runtime = _runtimes.find(agent)
     if runtime is None or not may_post(state):
         return
     args: ChatArgs = state.args
@@ -140,7 +134,7 @@ async def _tell(state: ContextState, agent: Agent, text: str) -> None:
 async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
     """A failed run (the model is down) still gets a short, clear answer; an answer it was writing is
     marked as cut."""
-    runtime = _runtimes.get(agent)
+    runtime = _runtimes.find(agent)
     if runtime is not None:
         try:
             await runtime.abandon_replies(state.id)
@@ -194,7 +188,7 @@ async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
 
 def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the chat for as long as a run answers it, wherever it runs (a queue worker too)."""
-    runtime = _runtimes.get(agent)
+    runtime = _runtimes.find(agent)
     args: ChatArgs = state.args
     return runtime.typing(args.chat_id, args.thread_id) if runtime is not None else contextlib.nullcontext()
 
