@@ -14,6 +14,9 @@ once the message is stored) and with long polling, updates are fetched by ``Poll
 ``Updater``: each goes through the same handler, which returns only once the message is stored in Redis
 (retrying while Redis is down or the inbox is full) or deliberately dropped, and only then does the
 offset confirmed to Telegram move past it. A gateway that dies holding fetched updates loses none.
+With a webhook, ``WebhookServer`` replaces PTB's webhook server and feeds the same handler (storing tried
+once): Telegram gets its 200 only once the update is stored or dropped on purpose, else a 503 and it
+delivers the update again. Embedded, PTB's webhook server answers 200 at once, then the bot processes.
 
 Operations: ``agent.readiness["telegram"]`` is ready while updates arrive (polling running, or the
 webhook server listening; with ``listen=False``, once the bot is initialised); messages received and
@@ -36,7 +39,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
-from core.errors import BackpressureError, BotError, ConfigError, PlatformError
+from core.errors import BackpressureError, BotError, ConfigError, DispatchError, MemoryStoreError, PlatformError
 from core.logs import InputRef
 from core.trace import correlation_id
 
@@ -49,6 +52,7 @@ from .live import live_reply
 from .poller import Poller, until_stored
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
+from .webhook import WEBHOOK_DEADLINE, WebhookServer
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -70,6 +74,8 @@ BUSY = "I'm answering too many messages right now. Please send that again in a m
 RESET_DONE = "Done: I forgot everything about this conversation."
 ALLOWED_UPDATES = ("message",)
 """The update types the bot asks Telegram for."""
+WEBHOOK_ATTEMPTS = 4
+"""Tries of ``setWebhook`` when the gateway starts its webhook server (what PTB's ``bootstrap_retries=3`` gives)."""
 COMMANDS = (("help", "What I can do"), ("reset", "Forget this conversation"))
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
 
@@ -158,6 +164,9 @@ class TelegramRuntime:
         self._bot_name = ""
         self._queued = False
         self._poller: Poller | None = None
+        self._webhook: WebhookServer | None = None
+        self.webhook_deadline = WEBHOOK_DEADLINE
+        """Seconds the gateway's webhook server may take to store an update before answering 503."""
         self.live = LiveReplies(output_type=MESSAGE, start=self._start_live) if settings.stream_replies else None
         """Answers being shown while they are written (None with TELEGRAM_STREAM_REPLIES=false)."""
 
@@ -201,14 +210,20 @@ class TelegramRuntime:
             .get_updates_request(request(1))
             .job_queue(None)
         )
-        if not self.listen or self._polls_itself:
+        if not self.listen or self._hands_over:
             builder = builder.updater(None)
         return builder.build()
 
     @property
+    def _hands_over(self) -> bool:
+        """In front of a queue: updates come from ``Poller`` or ``WebhookServer``, not PTB's ``Updater``, and
+        the listener returns only once each is stored (so Telegram is told it was received only then)."""
+        return self.listen and self._queued
+
+    @property
     def _polls_itself(self) -> bool:
-        """Updates come from ``Poller`` (in front of a queue, long polling), not from PTB's ``Updater``."""
-        return self.listen and self._queued and self.settings.mode is TelegramMode.POLLING
+        """Updates come from ``Poller`` (in front of a queue, long polling)."""
+        return self._hands_over and self.settings.mode is TelegramMode.POLLING
 
     async def start(self, agent: Agent) -> None:
         """Build the Application and check the token (``getMe``); when listening, start processing updates."""
@@ -275,6 +290,8 @@ class TelegramRuntime:
                 await poller.bootstrap(drop_pending_updates=s.drop_pending_updates)
                 poller.start()
                 self._poller = poller
+            elif self._hands_over:
+                await self._start_webhook(app.bot, stop_timeout=agent.stop_timeout)
             elif s.mode is TelegramMode.WEBHOOK:
                 assert updater is not None
                 assert s.webhook_secret is not None
@@ -308,6 +325,40 @@ class TelegramRuntime:
             raise PlatformError(f"Telegram refused to start receiving updates: {exc.message}; check {setting}") from exc
         return self.unsubscribe
 
+    async def _start_webhook(self, bot: Bot, *, stop_timeout: float) -> None:
+        """The gateway's webhook server (``WebhookServer``: 200 only once an update is stored), then
+        ``setWebhook`` with the secret, tried like PTB's bootstrap."""
+        s = self.settings
+        assert s.webhook_secret is not None and s.webhook_url is not None
+        secret = s.webhook_secret.get_secret_value()
+        server = WebhookServer(
+            bot,
+            self._take_webhook_update,
+            listen=s.webhook_listen,
+            port=s.webhook_port,
+            path=s.listen_path,
+            secret=secret,
+            deadline=self.webhook_deadline,
+        )
+        await server.start(shutdown_timeout=stop_timeout)
+        self._webhook = server
+        for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+            try:
+                await bot.set_webhook(
+                    s.webhook_url,
+                    secret_token=secret,
+                    allowed_updates=ALLOWED_UPDATES,
+                    drop_pending_updates=s.drop_pending_updates,
+                )
+                return
+            except InvalidToken:
+                raise
+            except TelegramError as exc:
+                if attempt == WEBHOOK_ATTEMPTS:
+                    raise
+                log.debug("setWebhook failed (%s); trying again", exc.message)
+            await asyncio.sleep(1.0)
+
     def ready(self) -> bool | str:
         """The readiness check (``agent.readiness["telegram"]``): updates arrive (polling runs, or the
         webhook server listens); with ``listen=False``, the bot is initialised."""
@@ -320,6 +371,8 @@ class TelegramRuntime:
             return True
         if self._poller is not None:
             receiving = self._poller.running
+        elif self._webhook is not None:
+            receiving = self._webhook.running
         else:
             receiving = app.updater is not None and app.updater.running
         if not app.running or not receiving:
@@ -365,6 +418,7 @@ class TelegramRuntime:
             return
         timeout = self._agent.stop_timeout if self._agent is not None else 10.0
         await self._stop_poller(timeout=timeout)  # stores the batch in hand (bounded), then confirms it
+        await self._stop_webhook()  # answers the requests in progress (bounded by the agent's stop_timeout)
         if app.updater is not None and app.updater.running:
             await self._stop_updater(app)  # confirms the fetched updates to Telegram, so none comes twice
         if app.running:
@@ -375,6 +429,11 @@ class TelegramRuntime:
         poller, self._poller = self._poller, None
         if poller is not None:
             await poller.stop(timeout=timeout)
+
+    async def _stop_webhook(self) -> None:
+        server, self._webhook = self._webhook, None
+        if server is not None:
+            await server.stop()
 
     async def _stop_updater(self, app: _App) -> None:
         """Stop polling or the webhook server. PTB re-raises here what ended its polling on its own (a
@@ -392,6 +451,8 @@ class TelegramRuntime:
         while True:
             if self._poller is not None:
                 await self._poller.wait_idle()
+            if self._webhook is not None:
+                await self._webhook.wait_idle()
             if app is not None and app.running:
                 await app.update_queue.join()
             if not self._tasks:
@@ -404,6 +465,7 @@ class TelegramRuntime:
         if app is None:
             return
         await self._stop_poller(timeout=0)  # agent.start() failed before unsubscribe existed
+        await self._stop_webhook()
         if app.updater is not None and app.updater.running:
             await self._stop_updater(app)
         if app.running:
@@ -418,9 +480,20 @@ class TelegramRuntime:
     # -- listening -------------------------------------------------------------------------------------
 
     async def _on_update(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        """PTB's handler, the one place that decides what gets answered. Embedded: answer in an owned task
-        and return at once. In front of a queue (``Poller``): return only once the update is handled
-        (stored in Redis, answered here, or dropped on purpose): the poller confirms it to Telegram then."""
+        """PTB's handler (updates from PTB's ``Updater`` or from ``Poller``): see ``_take``. In front of a
+        queue, storing is tried again until it succeeds (the poller holds the offset meanwhile)."""
+        await self._take(update, retry=True)
+
+    async def _take_webhook_update(self, update: Update) -> None:
+        """``WebhookServer``'s handler: see ``_take``. Storing is tried once (the Redis client retries for
+        ``REDIS_RETRY_SECONDS``); a failure is raised, and Telegram, answered 503, delivers the update again."""
+        await self._take(update, retry=False)
+
+    async def _take(self, update: Update, *, retry: bool) -> None:
+        """The one place that decides what gets answered. Embedded: answer in an owned task and return at
+        once. In front of a queue (``Poller``, ``WebhookServer``): return only once the update is handled
+        (stored in Redis, answered here, or dropped on purpose): Telegram is told it was received then.
+        Without ``retry``, a failure to store (``DispatchError``, ``MemoryStoreError``) is raised."""
         message = update.message
         if message is None:
             return
@@ -432,7 +505,7 @@ class TelegramRuntime:
             log.info("update %s was delivered twice; answering it once", update.update_id)
             self.metrics.ignored(telegram_chat, args, Ignored.DUPLICATE)
             return
-        queued = self._polls_itself
+        queued = self._hands_over
         if not queued:
             self._seen.add(update_id)
         reason = ignore_reason(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
@@ -455,10 +528,14 @@ class TelegramRuntime:
             self._spawn(self._respond(decision, facts, key)(), name=f"{key}:{decision.value}", key=key)
             return
         token = correlation_id.set(key)
+        work = self._respond(decision, facts, key)
         try:
-            await until_stored(
-                self._respond(decision, facts, key), what=f"message {facts.message_id} in chat {facts.chat_id}"
-            )
+            if retry:
+                await until_stored(work, what=f"message {facts.message_id} in chat {facts.chat_id}")
+            else:
+                await work()
+        except (DispatchError, MemoryStoreError):
+            raise  # not stored (only without ``retry``): Telegram delivers the update again
         except Exception:
             log.exception("could not answer message %s in chat %s", facts.message_id, facts.chat_id)
             await self._notice(facts, RUN_FAILED)
@@ -474,7 +551,7 @@ class TelegramRuntime:
             return lambda: self._notice(facts, text, markdown=True)
         if decision is Decision.RESET:
             return lambda: self._reset(facts)
-        if not self._polls_itself:
+        if not self._hands_over:
             return lambda: self._answer(facts, key)
         assert self._send is not None
         send, args, ref = self._send, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id), _input_of(facts)
