@@ -335,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = check_settings(settings, role=args.command)
         if problems:
             raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
+        terminal_chat = args.command == "chat" or (args.command == "run" and not platforms(settings))
+        if terminal_chat and "level" not in settings.log.model_fields_set:
+            settings.log.level = "WARNING"  # keep the conversation readable; LOG_LEVEL still wins
         configure_logging(settings.log, secrets=secrets)
         return asyncio.run(_serve(settings, args.command))
     except ConfigError as exc:

@@ -71,6 +71,7 @@ def test_chat_answers_a_piped_line_and_exits_on_eof(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"Daydream> {SCRIPTED_REPLY}" in done.stdout
     assert done.stdout.count("you> ") == 2  # asked again, then EOF ended the session
+    assert " INFO " not in done.stderr, "the terminal chat is not interleaved with INFO logs unless LOG_LEVEL asks"
 
 
 def test_config_shows_sources_and_never_a_secret(tmp_path: Path) -> None:
@@ -172,7 +173,7 @@ def running(tmp_path: Path) -> Iterator[list[Running]]:
 
 def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(tmp_path: Path, running: list[Running]) -> None:
     port = free_port()
-    bot = Running(tmp_path, "run", HTTP_PORT=str(port), LOG_FORMAT="json")
+    bot = Running(tmp_path, "run", HTTP_PORT=str(port), LOG_FORMAT="json", LOG_LEVEL="INFO")
     running.append(bot)
     bot.wait_for("ready: terminal chat")
     status, body = http_get(port, "/healthz")
@@ -198,7 +199,7 @@ def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(tmp_path: Path, r
 
 def test_chat_stops_cleanly_on_sigint_while_waiting_for_a_line(tmp_path: Path, running: list[Running]) -> None:
     port = free_port()
-    bot = Running(tmp_path, "chat", HTTP_PORT=str(port))
+    bot = Running(tmp_path, "chat", HTTP_PORT=str(port), LOG_LEVEL="INFO")
     running.append(bot)
     bot.wait_for("ready: terminal chat")
     assert http_get(port, "/readyz")[0] == 200
