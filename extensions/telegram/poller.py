@@ -45,6 +45,22 @@ STORE_MAX_BACKOFF = 2.0
 """... doubling up to this (Redis calls retry by themselves for ``REDIS_RETRY_SECONDS`` before failing)."""
 
 
+async def bootstrap_call(what: str, call: Callable[[], Awaitable[object]]) -> None:
+    """``call()`` tried ``BOOTSTRAP_ATTEMPTS`` times a second apart, as PTB's bootstrap does; a refused
+    token is not retried; the last ``TelegramError`` is raised."""
+    for attempt in range(1, BOOTSTRAP_ATTEMPTS + 1):
+        try:
+            await call()
+            return
+        except InvalidToken:
+            raise
+        except TelegramError as exc:
+            if attempt == BOOTSTRAP_ATTEMPTS:
+                raise
+            log.debug("%s failed (%s); trying again", what, exc.message)
+        await asyncio.sleep(1.0)
+
+
 class Poller:
     """``getUpdates`` in a loop; the offset moves past an update only once ``handle`` returned for it."""
 
@@ -85,17 +101,9 @@ class Poller:
     async def bootstrap(self, *, drop_pending_updates: bool) -> None:
         """Make sure no webhook is set (``getUpdates`` is refused while one is) and, if asked, drop the
         updates waiting at Telegram. Retried like PTB's bootstrap; raises the last ``TelegramError``."""
-        for attempt in range(1, BOOTSTRAP_ATTEMPTS + 1):
-            try:
-                await self.bot.delete_webhook(drop_pending_updates=drop_pending_updates)
-                return
-            except InvalidToken:
-                raise
-            except TelegramError as exc:
-                if attempt == BOOTSTRAP_ATTEMPTS:
-                    raise
-                log.debug("deleteWebhook failed (%s); trying again", exc.message)
-            await asyncio.sleep(1.0)
+        await bootstrap_call(
+            "deleteWebhook", lambda: self.bot.delete_webhook(drop_pending_updates=drop_pending_updates)
+        )
 
     def start(self) -> None:
         """Start polling in a task this poller owns (``stop`` ends it)."""

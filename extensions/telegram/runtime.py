@@ -49,7 +49,7 @@ from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
 from .live import live_reply
-from .poller import Poller, until_stored
+from .poller import Poller, bootstrap_call, until_stored
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
 from .webhook import WEBHOOK_DEADLINE, WebhookServer
@@ -74,8 +74,6 @@ BUSY = "I'm answering too many messages right now. Please send that again in a m
 RESET_DONE = "Done: I forgot everything about this conversation."
 ALLOWED_UPDATES = ("message",)
 """The update types the bot asks Telegram for."""
-WEBHOOK_ATTEMPTS = 4
-"""Tries of ``setWebhook`` when the gateway starts its webhook server (what PTB's ``bootstrap_retries=3`` gives)."""
 COMMANDS = (("help", "What I can do"), ("reset", "Forget this conversation"))
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
 
@@ -330,7 +328,7 @@ class TelegramRuntime:
         ``setWebhook`` with the secret, tried like PTB's bootstrap."""
         s = self.settings
         assert s.webhook_secret is not None and s.webhook_url is not None
-        secret = s.webhook_secret.get_secret_value()
+        secret, url = s.webhook_secret.get_secret_value(), s.webhook_url
         server = WebhookServer(
             bot,
             self._take_webhook_update,
@@ -342,22 +340,15 @@ class TelegramRuntime:
         )
         await server.start(shutdown_timeout=stop_timeout)
         self._webhook = server
-        for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
-            try:
-                await bot.set_webhook(
-                    s.webhook_url,
-                    secret_token=secret,
-                    allowed_updates=ALLOWED_UPDATES,
-                    drop_pending_updates=s.drop_pending_updates,
-                )
-                return
-            except InvalidToken:
-                raise
-            except TelegramError as exc:
-                if attempt == WEBHOOK_ATTEMPTS:
-                    raise
-                log.debug("setWebhook failed (%s); trying again", exc.message)
-            await asyncio.sleep(1.0)
+        await bootstrap_call(
+            "setWebhook",
+            lambda: bot.set_webhook(
+                url,
+                secret_token=secret,
+                allowed_updates=ALLOWED_UPDATES,
+                drop_pending_updates=s.drop_pending_updates,
+            ),
+        )
 
     def ready(self) -> bool | str:
         """The readiness check (``agent.readiness["telegram"]``): updates arrive (polling runs, or the
