@@ -6,13 +6,14 @@ from typing import Any
 
 from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent, service
 from core.errors import ConfigError
+from core.media import MediaLimits, MediaReader, OpenAITranscriber
 
 from .assistant import assistant_extension, persona_text
 from .config import check_settings, platforms
 from .models import build_model, close_model
 from .settings import Settings
 
-__all__ = ("build_agent", "build_extensions", "build_memory", "build_model_from_settings")
+__all__ = ("build_agent", "build_extensions", "build_media", "build_memory", "build_model_from_settings")
 
 
 def build_model_from_settings(settings: Settings) -> Model:
@@ -23,6 +24,25 @@ def build_model_from_settings(settings: Settings) -> Model:
 def build_memory(settings: Settings) -> MemoryStore:
     """The embedded default: SQLite under ``BOT_DATA_DIR``."""
     return SQLiteStore(settings.bot.data_dir / "memory.sqlite3")
+
+
+def build_media(settings: Settings) -> MediaReader:
+    """What the bot reads of attachments (``MEDIA_*``), and speech to text when ``STT_BASE_URL`` is set."""
+    media, stt = settings.media, settings.stt
+    limits = MediaLimits(
+        image_bytes=int(media.max_image_mb * 1_000_000),
+        audio_bytes=int(media.max_audio_mb * 1_000_000),
+        file_bytes=media.max_file_kb * 1000,
+        text_chars=media.max_text_chars,
+        fetch_retries=media.fetch_retries,
+        fetch_timeout=media.fetch_timeout,
+    )
+    transcriber = None
+    base_url = (stt.base_url or "").strip()
+    if base_url:
+        key = stt.api_key.get_secret_value().strip() if stt.api_key is not None else ""
+        transcriber = OpenAITranscriber(base_url=base_url, model=stt.model, api_key=key or None, timeout=stt.timeout)
+    return MediaReader(limits=limits, transcriber=transcriber, echo=stt.echo and transcriber is not None)
 
 
 def build_extensions(settings: Settings, *, listen: bool = True, only: list[str] | None = None) -> list[Extension]:
@@ -62,6 +82,7 @@ def build_agent(
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
     chosen_model = model if model is not None else build_model_from_settings(settings)
+    media = build_media(settings)
     agent = create_agent(
         model=chosen_model,
         extensions=build_extensions(settings, listen=listen, only=platforms),
@@ -73,9 +94,13 @@ def build_agent(
         compact_prompt=(
             settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
         ),
+        media=media,
         **options,
     )
     agent.services.append(service(name="model", stop=lambda _agent: close_model(chosen_model)))
+    transcriber = media.transcriber
+    if isinstance(transcriber, OpenAITranscriber):
+        agent.services.append(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
         ctx.max_working_memory = min(settings.bot.history, ctx.keep_logs)

@@ -193,6 +193,11 @@ def _model_problems(settings: Settings) -> list[str]:
                 f"LLM_BASE_URL={safe_url(llm.base_url)!r} is not an http(s) URL: "
                 "use for example http://localhost:11434/v1"
             )
+    stt_url = (settings.stt.base_url or "").strip()
+    if stt_url and urllib.parse.urlsplit(stt_url).scheme not in ("http", "https"):
+        problems.append(
+            f"STT_BASE_URL={safe_url(stt_url)!r} is not an http(s) URL: use for example https://api.openai.com/v1"
+        )
     if llm.provider == "local":
         if llm.model_path is not None and not Path(llm.model_path).expanduser().is_file():
             problems.append(f"LLM_MODEL_PATH={llm.model_path} is not a file: point it at a .gguf model")

@@ -51,6 +51,7 @@ def build_model(llm: LlmSettings) -> Model:
             temperature=llm.temperature,
             timeout=llm.timeout,
             retry=retry,
+            vision=llm.vision,
         )
     if provider is LlmProvider.ANTHROPIC:
         from core.models.anthropic_api import DEFAULT_ANTHROPIC_MODEL, AnthropicModel
@@ -63,6 +64,7 @@ def build_model(llm: LlmSettings) -> Model:
             base_url=base_url,
             timeout=llm.timeout,
             retry=retry,
+            vision=llm.vision,
         )
     return _build_local(llm)
 

@@ -23,7 +23,9 @@ __all__ = (
     "LlmProvider",
     "LlmSettings",
     "LogSettings",
+    "MediaSettings",
     "Settings",
+    "SttSettings",
 )
 
 
@@ -79,6 +81,40 @@ class LlmSettings(BaseModel):
         default=None,
         description="Short prompt without tools, for small models (empty: on for the local provider, off otherwise)",
     )
+    vision: bool = Field(
+        default=True,
+        description="Send pictures to the model as images (openai, anthropic); false for a text-only model, "
+        "which then reads a short note instead. The local model never sees images",
+    )
+
+
+class MediaSettings(BaseModel):
+    """``MEDIA_*``: what the bot reads of pictures and files people send."""
+
+    max_image_mb: float = Field(default=5.0, gt=0, le=50, description="Larger pictures are not read (MB)")
+    max_audio_mb: float = Field(default=20.0, gt=0, le=100, description="Larger voice messages are not heard (MB)")
+    max_file_kb: int = Field(
+        default=500, gt=0, le=50_000, description="Larger text files (txt, md, csv, json, code) are not read (KB)"
+    )
+    max_text_chars: int = Field(
+        default=20_000, ge=100, le=1_000_000, description="Characters of a text file shown to the model at most"
+    )
+    fetch_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed download of an attachment")
+    fetch_timeout: float = Field(default=30.0, gt=0, le=600, description="Seconds one attachment download may take")
+
+
+class SttSettings(BaseModel):
+    """``STT_*``: speech to text for voice messages (an OpenAI-compatible ``/audio/transcriptions``)."""
+
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible server that transcribes voice messages, e.g. https://api.openai.com/v1 "
+        "(empty: voice messages are not heard)",
+    )
+    model: str = Field(default="whisper-1", description="The transcription model")
+    api_key: SecretStr | None = Field(default=None, description="API key of the transcription server (secret)")
+    timeout: float = Field(default=60.0, gt=0, le=600, description="Seconds a transcription may take")
+    echo: bool = Field(default=False, description="Quote what was heard back to the user before the answer")
 
 
 class LogSettings(BaseModel):
@@ -117,3 +153,5 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    media: MediaSettings = Field(default_factory=MediaSettings)
+    stt: SttSettings = Field(default_factory=SttSettings)

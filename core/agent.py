@@ -27,6 +27,7 @@ from .engine import Run
 from .errors import DefinitionError
 from .events import RunEvent, RunEventType
 from .logs import InputRef, Log, WorkingMemory
+from .media.reader import MediaReader
 from .memory import InMemoryStore, MemoryStore
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
@@ -68,6 +69,7 @@ class Agent:
         stop_timeout: float = 10.0,
         state_cache: int = 1024,
         compact_prompt: bool = False,
+        media: MediaReader | None = None,
     ) -> None:
         self.model = model
         """The model every run uses."""
@@ -81,6 +83,8 @@ class Agent:
         """Who the bot is, added to the system prompt."""
         self.compact_prompt = compact_prompt
         """Use the short, tool-less prompt made for small local models."""
+        self.media: MediaReader = media if media is not None else MediaReader()
+        """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
         self.max_tokens = max_tokens
         """Upper bound on tokens per model call."""
         self.model_idle_timeout = model_idle_timeout
@@ -327,6 +331,12 @@ class Agent:
         await self.memory.delete(f"working:{cid}")
         await self.memory.delete(f"statelog:{cid}")
 
+    @property
+    def sees_images(self) -> bool:
+        """True when the model is given images: it declares ``vision`` and the full prompt is used (the
+        compact prompt of small local models is text only)."""
+        return bool(getattr(self.model, "vision", False)) and not self.compact_prompt
+
     # -- sending and running ---------------------------------------------------------------------------
 
     def make_input(
@@ -417,6 +427,11 @@ class Agent:
         return True
 
     async def _prepare_input(self, state: ContextState, ref: InputRef) -> None:
+        if ref.attachments:  # fetched here, in the process that runs the context (a worker, with a queue)
+            heard = await self.media.prepare(ref.attachments, state.media, vision=self.sees_images)
+            if heard:
+                text = ref.data if isinstance(ref.data, str) else ""
+                ref.data = f"{text}\n{heard}" if text.strip() else heard
         definition = self.inputs.get(ref.type)
         if definition is None:
             return

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import DefinitionError
 from .logs import ActionCall, InputRef, OutputRef, WorkingMemory
+from .media.attachment import Loaded
 from .schema import Schema, as_schema
 from .statelog import StateLog
 
@@ -74,6 +75,9 @@ class ContextState:
     """The append-only state log that ``_outputPath`` writes to."""
     options: dict[str, Any] = field(default_factory=dict)
     """Per-run values handlers may share (for example the platform message being answered)."""
+    media: dict[str, Loaded] = field(default_factory=dict, repr=False)
+    """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
+    never saved: later runs see the attachments' descriptions."""
 
 
 @dataclass(kw_only=True, eq=False)

@@ -19,7 +19,8 @@ from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
-from .models.base import ModelRequest
+from .media.attachment import image_marker
+from .models.base import ImagePart, ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_compact_prompt, build_prompt, format_value
 
@@ -200,6 +201,7 @@ class Run:
             action_names=tuple(a.name for a in actions),
             max_items=1 if agent.compact_prompt else None,
             metadata={"context_id": state.id},
+            images=self._images(prompt.prompt) if agent.sees_images else (),
         )
         parser = StreamParser()
         started = time.perf_counter()
@@ -224,6 +226,17 @@ class Run:
                 f'<output type="{outputs[0].type if outputs else "OUTPUT_TYPE"}">...</output> within <response>',
                 source="parser",
             )
+
+    def _images(self, prompt: str) -> tuple[ImagePart, ...]:
+        """The images this run fetched that the prompt shows (an input may have left the window)."""
+        images = []
+        for loaded in self.state.media.values():
+            if loaded.data is None:
+                continue
+            marker = image_marker(loaded.attachment)
+            if marker in prompt:
+                images.append(ImagePart(marker=marker, mime=loaded.attachment.mime or "image/jpeg", data=loaded.data))
+        return tuple(images)
 
     def _error(self, message: str, *, source: str) -> None:
         self._log(ErrorLog(message=message, source=source))

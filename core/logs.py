@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from .media.attachment import Attachment
+
 __all__ = (
     "ActionCall",
     "ActionResult",
@@ -61,6 +63,8 @@ class InputRef(_Base):
     """How the input is shown to the model, when the input's ``format`` gave one."""
     correlation_id: str | None = None
     """The id of the incoming message, carried through queues into the logs of the run (``core.trace``)."""
+    attachments: list[Attachment] = pydantic.Field(default_factory=list)
+    """Pictures, voice messages and files sent with it: references, fetched when the run starts."""
 
 
 class OutputRef(_Base):

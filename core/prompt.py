@@ -8,13 +8,14 @@ Building a prompt reads only that window, so it costs the same after 10 or 100,0
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from .definitions import Action, ContextState, Output
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
+from .media.attachment import Loaded, describe, format_attachments
 
 __all__ = (
     "DEFAULT_INTRO",
@@ -128,11 +129,14 @@ def format_output(output: Output) -> str:
     return "".join(parts)
 
 
-def format_log(log: Log) -> str:
-    """One working-memory entry as XML."""
+def format_log(log: Log, *, media: Mapping[str, Loaded] | None = None) -> str:
+    """One working-memory entry as XML; an input's attachments follow its text (``media``: what the
+    current run fetched from them)."""
     ts = _iso(log.timestamp)
     if isinstance(log, InputRef):
         body = log.text if log.text is not None else format_value(log.data)
+        if log.attachments:
+            body = "\n".join(p for p in (body, format_attachments(log.attachments, media)) if p)
         return f'<input type="{xml_attr(log.type)}"{_params(log.params)} timestamp="{ts}">{body}</input>'
     if isinstance(log, OutputRef):
         body = log.text if log.text is not None else (log.content if log.data is None else format_value(log.data))
@@ -173,7 +177,9 @@ def _context_block(state: ContextState) -> str:
     return "\n".join(parts)
 
 
-def window(logs: Sequence[Log], *, count: int, token_budget: int) -> list[str]:
+def window(
+    logs: Sequence[Log], *, count: int, token_budget: int, media: Mapping[str, Loaded] | None = None
+) -> list[str]:
     """The newest processed entries, at most ``count`` of them and about ``token_budget`` tokens
     (4 characters a token), formatted, oldest first. Reads at most ``count`` entries from the end."""
     out: list[str] = []
@@ -186,7 +192,7 @@ def window(logs: Sequence[Log], *, count: int, token_budget: int) -> list[str]:
         seen += 1
         if not log.processed:
             continue
-        text = format_log(log)
+        text = format_log(log, media=media)
         used += len(text)
         if used > budget_chars and out:
             break
@@ -207,13 +213,18 @@ def build_prompt(
     """Build the prompt for one step of a run of ``state``."""
     system = "\n\n".join(p for p in (intro, persona, INSTRUCTIONS, RESPONSE_FORMAT, FOOTER) if p)
     ctx = state.context
-    memory = window(state.working_memory.logs, count=ctx.max_working_memory, token_budget=ctx.max_prompt_tokens)
+    memory = window(
+        state.working_memory.logs,
+        count=ctx.max_working_memory,
+        token_budget=ctx.max_prompt_tokens,
+        media=state.media,
+    )
     sections = [
         "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>",
         "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
         "<contexts>\n" + _context_block(state) + "\n</contexts>",
         "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
-        "<updates>\n" + "\n".join(format_log(u) for u in updates) + "\n</updates>",
+        "<updates>\n" + "\n".join(format_log(u, media=state.media) for u in updates) + "\n</updates>",
     ]
     return Prompt(system=system, prompt="\n\n".join(sections))
 
@@ -229,7 +240,11 @@ For example, to "user: hi" you could answer:
 def _compact_line(log: Log) -> str | None:
     if isinstance(log, InputRef):
         who = log.params.get("user") or log.params.get("author") or "user"
-        return f"{who}: {log.text if log.text is not None else format_value(log.data)}"
+        text = log.text if log.text is not None else format_value(log.data)
+        for attachment in log.attachments:  # small models get a stand-in line, never the bytes
+            said = " (transcribed above)" if attachment.text else f" ({attachment.note})" if attachment.note else ""
+            text = f"{text}\n[{describe(attachment)}{said}]".strip()
+        return f"{who}: {text}"
     if isinstance(log, OutputRef) and not log.error:
         return f"you: {log.content if log.data is None else format_value(log.data)}"
     if isinstance(log, ErrorLog):

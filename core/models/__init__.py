@@ -4,7 +4,7 @@ The SDKs (``openai``, ``anthropic``, ``xllamacpp``) are imported only when a pro
 """
 
 from .anthropic_api import AnthropicModel
-from .base import Model, ModelRequest, ModelUsage
+from .base import ImagePart, Model, ModelRequest, ModelUsage, interleave
 from .grammar import GrammarLimits, build_grammar, grammar_for
 from .local import LocalModel, default_model_path
 from .openai_compat import OpenAICompatModel
@@ -14,6 +14,7 @@ from .scripted import ScriptedModel
 __all__ = (
     "AnthropicModel",
     "GrammarLimits",
+    "ImagePart",
     "LocalModel",
     "Model",
     "ModelRequest",
@@ -24,4 +25,5 @@ __all__ = (
     "build_grammar",
     "default_model_path",
     "grammar_for",
+    "interleave",
 )

@@ -7,12 +7,13 @@ generation has no sampling parameters, so ``LLM_TEMPERATURE`` does not apply her
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage
+from .base import ModelRequest, ModelUsage, interleave
 from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class AnthropicModel:
         base_url: str | None = None,
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
+        vision: bool = True,
     ) -> None:
         try:
             import anthropic
@@ -65,6 +67,8 @@ class AnthropicModel:
         """Seconds to wait for a connection or for the next bytes of the answer (``LLM_TIMEOUT``)."""
         self.retry = retry or RetryPolicy()
         """Retries on 429, 529, 5xx and connection failures."""
+        self.vision = vision
+        """Send images as image blocks (``LLM_VISION``; False: the model gets stand-in text)."""
         self.last_usage: ModelUsage | None = None
         """Token counts of the last call (for metrics)."""
         self._secret = api_key
@@ -99,7 +103,7 @@ class AnthropicModel:
         stream = await self._client.messages.create(
             model=self.model,
             max_tokens=request.max_tokens,
-            messages=[{"role": "user", "content": request.prompt}],
+            messages=[{"role": "user", "content": _content(request)}],
             stream=True,
             **options,
         )
@@ -148,6 +152,20 @@ class AnthropicModel:
             )
         detail = redact(str(exc), self._secret)[:300]
         return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
+
+
+def _content(request: ModelRequest) -> Any:
+    """The prompt, or with images: text blocks with each image (base64) where its marker is."""
+    if not request.images:
+        return request.prompt
+    blocks: list[dict[str, Any]] = []
+    for part in interleave(request.prompt, request.images):
+        if isinstance(part, str):
+            blocks.append({"type": "text", "text": part})
+        else:
+            data = base64.b64encode(part.data).decode("ascii")
+            blocks.append({"type": "image", "source": {"type": "base64", "media_type": part.mime, "data": data}})
+    return blocks
 
 
 def _error_of(body: object, fallback: str) -> tuple[str, str]:

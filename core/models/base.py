@@ -6,7 +6,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ("Model", "ModelRequest", "ModelUsage")
+__all__ = ("ImagePart", "Model", "ModelRequest", "ModelUsage", "interleave")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePart:
+    """An image the model is shown, at a place in the prompt."""
+
+    marker: str
+    """The image belongs right after the first occurrence of this text in the prompt (its ``<attachment>``)."""
+    mime: str
+    """``image/jpeg``, ``image/png``, ``image/gif`` or ``image/webp``."""
+    data: bytes = field(repr=False)
+    """The image file."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +41,29 @@ class ModelRequest:
     """At most this many outputs and action calls, for a constrained decoder (None: its default)."""
     metadata: dict[str, str] = field(default_factory=dict)
     """Correlation data (context id) for logs."""
+    images: tuple[ImagePart, ...] = ()
+    """Images placed in the prompt, for a model that sees images (``vision``); others never get any."""
+
+
+def interleave(prompt: str, images: tuple[ImagePart, ...]) -> list[str | ImagePart]:
+    """The prompt cut after each image's marker, with the image in between: text, image, text, ...
+    An image whose marker is not in the prompt is left out; empty text pieces are dropped."""
+    placed: list[tuple[int, ImagePart]] = []
+    for image in images:
+        at = prompt.find(image.marker)
+        if at >= 0:
+            placed.append((at + len(image.marker), image))
+    placed.sort(key=lambda pair: pair[0])
+    parts: list[str | ImagePart] = []
+    start = 0
+    for end, image in placed:
+        if prompt[start:end]:
+            parts.append(prompt[start:end])
+        parts.append(image)
+        start = end
+    if prompt[start:] or not parts:
+        parts.append(prompt[start:])
+    return parts
 
 
 @dataclass(kw_only=True)
@@ -50,6 +85,7 @@ class Model(Protocol):
     """
 
     name: str
+    """For logs and errors. A model that accepts images also sets ``vision = True`` (default: text only)."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the answer to ``request``."""

@@ -80,6 +80,9 @@ def _cpu_count() -> int:
 class LocalModel:
     """Answers with a GGUF model run in-process by llama.cpp, constrained to the response format."""
 
+    vision = False
+    """Text only: attachments reach it as stand-in text."""
+
     def __init__(
         self,
         *,

@@ -7,6 +7,7 @@ The SDK is imported when the model is built, so ``import core`` stays light. Its
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import logging
 import urllib.parse
@@ -14,14 +15,14 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage
+from .base import ModelRequest, ModelUsage, interleave
 from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.chat import ChatCompletionContentPartParam, ChatCompletionMessageParam
 
-__all__ = ("DEFAULT_OPENAI_MODEL", "OPENAI_BASE_URL", "OpenAICompatModel")
+__all__ = ("DEFAULT_OPENAI_MODEL", "OPENAI_BASE_URL", "OpenAICompatModel", "is_loopback")
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class OpenAICompatModel:
         temperature: float | None = None,
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
+        vision: bool = True,
     ) -> None:
         try:
             import openai
@@ -63,12 +65,14 @@ class OpenAICompatModel:
         """Seconds to wait for a connection or for the next bytes of the answer (``LLM_TIMEOUT``)."""
         self.retry = retry or RetryPolicy()
         """Retries on 429, 5xx and connection failures."""
+        self.vision = vision
+        """Send images as image parts (``LLM_VISION``; False for a text-only model: it gets stand-in text)."""
         self.last_usage: ModelUsage | None = None
         """Token counts of the last call that reported them (for metrics)."""
         self._secret = api_key
         self._where = "OpenAI (api.openai.com)" if base_url is None else f"the server at {safe_url(self.base_url)}"
         # a server on this machine is reached directly, whatever HTTP(S)_PROXY says
-        http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if _is_loopback(self.base_url) else None
+        http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if is_loopback(self.base_url) else None
         self._client: AsyncOpenAI = openai.AsyncOpenAI(
             api_key=api_key or _NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0, http_client=http_client
         )
@@ -91,7 +95,10 @@ class OpenAICompatModel:
         messages: list[ChatCompletionMessageParam] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": request.prompt})
+        if request.images:
+            messages.append({"role": "user", "content": _content_parts(request)})
+        else:
+            messages.append({"role": "user", "content": request.prompt})
         options: dict[str, Any] = {}
         if self.temperature is not None:
             options["temperature"] = self.temperature
@@ -151,7 +158,20 @@ class OpenAICompatModel:
         return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
 
 
-def _is_loopback(url: str) -> bool:
+def _content_parts(request: ModelRequest) -> list[ChatCompletionContentPartParam]:
+    """The prompt as text parts with each image (a base64 data URL) where its marker is."""
+    parts: list[ChatCompletionContentPartParam] = []
+    for part in interleave(request.prompt, request.images):
+        if isinstance(part, str):
+            parts.append({"type": "text", "text": part})
+        else:
+            url = f"data:{part.mime};base64,{base64.b64encode(part.data).decode('ascii')}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def is_loopback(url: str) -> bool:
+    """True when ``url`` points at this machine."""
     host = urllib.parse.urlsplit(url).hostname or ""
     if host == "localhost":
         return True

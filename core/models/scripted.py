@@ -30,6 +30,7 @@ class ScriptedModel:
         delay: float = 0.0,
         first_delay: float = 0.0,
         repeat_last: bool = False,
+        vision: bool = False,
     ) -> None:
         self._replies: list[Reply] = [replies] if callable(replies) else list(replies)
         self._forever = callable(replies)
@@ -41,6 +42,8 @@ class ScriptedModel:
         """Seconds to wait before the first chunk."""
         self.repeat_last = repeat_last
         """Keep answering with the last reply when the script runs out."""
+        self.vision = vision
+        """Declare that it sees images, so requests carry them (tests of the image path)."""
         self.requests: list[ModelRequest] = []
         """Every request received, in order."""
         self._next = 0

@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible server on 127.0.0.1: ``POST /v1/chat/completions`` streamed as server-sent events.
+"""A fake OpenAI-compatible server on 127.0.0.1: ``POST /v1/chat/completions`` streamed as server-sent events,
+and ``POST /v1/audio/transcriptions`` (multipart upload, answered with ``transcript``).
 
 Each request takes the next scripted ``Reply`` (or the default one): a streamed answer, an error status with
 headers (``Retry-After``), a stall that never answers, or an error event in the middle of the stream. The
@@ -54,6 +55,8 @@ class FakeModelServer:
 
     routes: Sequence[tuple[str, str]] = ()
     """(method, path) pairs served by ``handle``."""
+    extra_routes: Sequence[tuple[str, str, str]] = ()
+    """(method, path, name of the handler method) served by other handlers."""
 
     def __init__(self, *, replies: Sequence[Reply] = (), default: Reply | None = None, api_key: str | None = None):
         self.replies: deque[Reply] = deque(replies)
@@ -72,6 +75,8 @@ class FakeModelServer:
         app = web.Application()
         for method, path in self.routes:
             app.router.add_route(method, path, self._handle)
+        for method, path, handler in self.extra_routes:
+            app.router.add_route(method, path, getattr(self, handler))
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -122,6 +127,26 @@ class FakeOpenAIServer(FakeModelServer):
     """The chat completions endpoint of OpenAI, vLLM, llama.cpp and Ollama."""
 
     routes = (("POST", "/v1/chat/completions"),)
+    extra_routes = (("POST", "/v1/audio/transcriptions", "_transcribe"),)
+    transcript = "what is the weather like today"
+    """What every transcription answers."""
+    transcription_status = 200
+    """An error status for transcriptions instead (500: the server fails)."""
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        body: dict[str, Any] = {"model": form.get("model")}
+        if isinstance(upload, web.FileField):
+            data = upload.file.read()
+            body.update(file_name=upload.filename, file_size=len(data), content_type=upload.content_type)
+        self.requests.append(Recorded(path=request.path, headers=dict(request.headers), body=body))
+        given = self.key_of(request)
+        if self.api_key is not None and given != self.api_key:
+            return self.auth_error(given)
+        if self.transcription_status != 200:
+            return self.error(Reply(status=self.transcription_status))
+        return web.json_response({"text": self.transcript})
 
     @property
     def url(self) -> str:
