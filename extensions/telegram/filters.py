@@ -11,13 +11,19 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.media import Attachment, AttachmentKind, kind_of
+
 from ..chat.metrics import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 
 if TYPE_CHECKING:
     from telegram import Message
 
-__all__ = ("Decision", "MessageFacts", "decide", "ignore_reason")
+__all__ = ("PHOTO_SIDE", "Decision", "MessageFacts", "attachments_of", "decide", "ignore_reason")
+
+PHOTO_SIDE = 1600
+"""Of the sizes Telegram keeps of a photo, the largest whose longer side is at most this is read (vision
+models scale larger pictures down anyway, so more pixels would only cost bytes)."""
 
 
 class Decision(enum.StrEnum):
@@ -63,6 +69,8 @@ class MessageFacts:
     """A command addressed to another bot (``/help@other_bot``)."""
     text: str
     """The text, or the caption of a photo or document."""
+    attachments: tuple[Attachment, ...] = ()
+    """The photo, voice message, audio, document or video it carries (references, not bytes)."""
 
     @classmethod
     def of(cls, message: Message, *, bot_id: int, bot_username: str) -> MessageFacts:
@@ -109,13 +117,60 @@ class MessageFacts:
             command=command,
             foreign_command=foreign,
             text=text,
+            attachments=attachments_of(message),
         )
+
+
+def attachments_of(message: Message) -> tuple[Attachment, ...]:
+    """What ``message`` carries besides text, as references the worker fetches with ``getFile``."""
+    found: list[Attachment] = []
+    if message.photo:
+        fitting = [p for p in message.photo if max(p.width, p.height) <= PHOTO_SIDE]
+        photo = fitting[-1] if fitting else min(message.photo, key=lambda p: p.width * p.height)
+        found.append(
+            Attachment(
+                kind=AttachmentKind.IMAGE,
+                name="photo.jpg",
+                mime="image/jpeg",
+                size=photo.file_size,
+                source="telegram",
+                ref=photo.file_id,
+            )
+        )
+    if message.voice is not None:
+        voice = message.voice
+        found.append(
+            Attachment(
+                kind=AttachmentKind.AUDIO,
+                name="voice.ogg",
+                mime=voice.mime_type or "audio/ogg",
+                size=voice.file_size,
+                source="telegram",
+                ref=voice.file_id,
+            )
+        )
+    for media, default in ((message.audio, "audio.mp3"), (message.document, "file"), (message.video, "video.mp4")):
+        if media is None:
+            continue
+        name = getattr(media, "file_name", None) or default
+        mime = media.mime_type or ""
+        found.append(
+            Attachment(
+                kind=kind_of(name=name, mime=mime),
+                name=name,
+                mime=mime,
+                size=media.file_size,
+                source="telegram",
+                ref=media.file_id,
+            )
+        )
+    return tuple(found)
 
 
 def ignore_reason(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Ignored | None:
     """Why the message is ignored, or None when it is for the bot. The rule: bots are ignored, then
     commands for other bots and messages without a sender, then the allowlists, then the reply policy
-    (private chats are always answered), then messages with nothing to read."""
+    (private chats are always answered), then messages with nothing to read (no text, no attachment)."""
     if facts.from_bot:
         return Ignored.BOT
     if facts.foreign_command or facts.user_id is None:
@@ -131,7 +186,7 @@ def ignore_reason(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowl
     )
     if not addressed:
         return Ignored.POLICY
-    if not facts.text.strip():  # a command always has text
+    if not facts.text.strip() and not facts.attachments:  # a command always has text
         return Ignored.EMPTY
     return None
 

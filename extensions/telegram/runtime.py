@@ -41,6 +41,7 @@ from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
 from core.errors import BackpressureError, BotError, ConfigError, DispatchError, MemoryStoreError, PlatformError
 from core.logs import InputRef
+from core.media import Attachment
 from core.trace import correlation_id
 
 from ..chat import Allowlist, ChatMetrics, Ignored, LiveReplies, LiveReply, MessageTasks, RecentIds, SharedTyping
@@ -257,6 +258,7 @@ class TelegramRuntime:
         me = app.bot.bot
         self._bot_id, self._bot_username, self._bot_name = me.id, me.username or "", me.first_name
         self.application = app
+        agent.media.fetchers["telegram"] = self.fetch_file  # a worker reads what the gateway only referenced
         if self.live is not None:
             agent.event_listeners.append(self.live.on_event)
         if self.listen:
@@ -642,6 +644,14 @@ class TelegramRuntime:
         ids: list[int] = await reply.finish(text)
         return ids
 
+    async def fetch_file(self, attachment: Attachment) -> bytes:
+        """The bytes of a file someone sent (``getFile``, then the download through PTB)."""
+        try:
+            file = await self.bot.get_file(attachment.ref)
+            return bytes(await file.download_as_bytearray())
+        except TelegramError as exc:
+            raise PlatformError(f"Telegram could not hand over {attachment.name or 'a file'}: {exc.message}") from exc
+
     def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
         """Keep "typing..." alive in the chat while the block lasts: one loop per chat however many hold it
         (the listener while it hands a message over, the run while it answers, here or in a worker)."""
@@ -669,7 +679,7 @@ def _input_of(facts: MessageFacts) -> InputRef:
     params = {"user": facts.user_name, "user_id": str(facts.user_id), "message_id": str(facts.message_id)}
     if facts.username:
         params["username"] = facts.username
-    return InputRef(type=MESSAGE, data=facts.text, params=params)
+    return InputRef(type=MESSAGE, data=facts.text, params=params, attachments=list(facts.attachments))
 
 
 class _ReportedInvalidToken(logging.Filter):

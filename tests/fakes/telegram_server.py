@@ -5,13 +5,14 @@ what the adapter uses: ``getMe``, ``getUpdates`` (long poll with offset confirma
 message is injected), ``sendMessage``, ``editMessageText`` (keeping every version, refusing an edit that
 changes nothing with "message is not modified"), ``deleteMessage``, ``sendMessageDraft`` (private chats
 only), ``sendChatAction``, ``setWebhook`` (then it posts updates to the webhook with the secret header,
-retrying until answered 2xx), ``deleteWebhook``, ``getWebhookInfo``, ``setMyCommands``. Calls to anything else are answered 404 and recorded in
+retrying until answered 2xx), ``deleteWebhook``, ``getWebhookInfo``, ``setMyCommands``, ``getFile`` (then the file's download at
+``/file/bot<token>/<path>``, counted in ``downloads``). Calls to anything else are answered 404 and recorded in
 ``unknown_calls`` so tests can assert there are none.
 
 Like Telegram it decodes PTB's form bodies, adds ``bot_command`` and ``mention`` entities to user messages,
 parses HTML (unknown or unclosed tags are "can't parse entities"), trims the text, enforces 4,096 UTF-16 code
 units after entity parsing, and can be told to answer 429 with ``retry_after`` or 400 "can't parse entities".
-Tests inject "a user says X" with ``user_says`` and await the bot's messages with ``wait_replies``.
+Tests inject "a user says X" with ``user_says`` (a photo, voice message or document with ``user_sends``) and await the bot's messages with ``wait_replies``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ("ApiCall", "FakeTelegramServer", "HtmlError", "SentMessage", "parse_h
 
 MESSAGE_LIMIT = 4096
 _STRING_FIELDS = frozenset(
-    {"text", "parse_mode", "action", "url", "secret_token", "caption", "ip_address", "language_code"}
+    {"text", "parse_mode", "action", "url", "secret_token", "caption", "ip_address", "language_code", "file_id"}
 )
 _TAGS = frozenset(
     {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a", "code", "pre"}
@@ -191,6 +192,11 @@ class FakeTelegramServer:
         self.webhook_deliveries: list[tuple[int, int]] = []
         """``(update_id, HTTP status)`` of every webhook delivery attempt."""
         self.commands: list[dict[str, Any]] = []
+        self.files: dict[str, tuple[str, bytes]] = {}
+        """Files users sent, by ``file_id``: ``(file_path, bytes)``."""
+        self.downloads: list[str] = []
+        """The ``file_path`` of every file download, in order."""
+        self._file_ids = itertools.count(1)
         self._chats: dict[int, dict[str, Any]] = {}
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
@@ -211,6 +217,7 @@ class FakeTelegramServer:
         app = web.Application()
         app.router.add_route("POST", "/bot{token}/{method}", self._handle)
         app.router.add_route("GET", "/bot{token}/{method}", self._handle)
+        app.router.add_route("GET", "/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -267,9 +274,11 @@ class FakeTelegramServer:
         thread_id: int | None = None,
         reply_to: int | None = None,
         is_bot: bool = False,
+        media: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A user writes ``text``; returns the update (also queued for the bot). ``chat_id`` defaults to
-        the user's private chat; ``thread_id`` puts it in a forum topic; ``reply_to`` replies to a message."""
+        the user's private chat; ``thread_id`` puts it in a forum topic; ``reply_to`` replies to a message;
+        ``media`` are fields of a message with a file (``photo``, ``voice``...), ``text`` its caption."""
         chat_id = user_id if chat_id is None else chat_id
         chat = self._chats.get(chat_id) or self.chat(
             chat_id, kind=kind, title=title or first_name, forum=thread_id is not None
@@ -282,11 +291,16 @@ class FakeTelegramServer:
             "date": int(time.time()),
             "chat": chat,
             "from": sender,
-            "text": text,
         }
+        if media is None:
+            message["text"] = text
+        else:
+            message.update(media)
+            if text:
+                message["caption"] = text
         entities = self._entities(text)
         if entities:
-            message["entities"] = entities
+            message["entities" if media is None else "caption_entities"] = entities
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
@@ -297,6 +311,37 @@ class FakeTelegramServer:
         update = {"update_id": next(self._update_ids), "message": message}
         self.push(update)
         return update
+
+    def user_sends(
+        self,
+        kind: str,
+        data: bytes,
+        *,
+        caption: str = "",
+        file_name: str | None = None,
+        mime_type: str | None = None,
+        file_size: int | None = None,
+        **who: Any,
+    ) -> dict[str, Any]:
+        """A user sends a ``photo``, ``voice``, ``audio`` or ``document`` holding ``data`` (``file_size``
+        may claim more, for limits); the rest is as in ``user_says``. Returns the update."""
+        size = len(data) if file_size is None else file_size
+
+        def file(path: str, **fields: Any) -> dict[str, Any]:
+            number = next(self._file_ids)
+            file_id = f"file-{number}-{kind}"
+            self.files[file_id] = (f"{kind}s/file_{number}{path}", data)
+            return {"file_id": file_id, "file_unique_id": f"u{number}", "file_size": size, **fields}
+
+        media: dict[str, Any]
+        if kind == "photo":  # Telegram keeps a thumbnail and the picture
+            media = {"photo": [file(".jpg", width=90, height=60), file(".jpg", width=1280, height=853)]}
+        elif kind == "voice":
+            media = {"voice": file(".oga", duration=3, mime_type=mime_type or "audio/ogg")}
+        else:
+            extra = {k: v for k, v in (("file_name", file_name), ("mime_type", mime_type)) if v is not None}
+            media = {kind: file("", **extra)}
+        return self.user_says(caption, media=media, **who)
 
     def push(self, update: dict[str, Any]) -> None:
         """Queue an update as it is (pushing the same one twice delivers it twice)."""
@@ -423,6 +468,24 @@ class FakeTelegramServer:
         if parameters:
             body["parameters"] = parameters
         return web.json_response(body, status=status)
+
+    async def _api_getFile(self, params: dict[str, Any]) -> Any:
+        file_id = str(params.get("file_id", ""))
+        if file_id not in self.files:
+            raise _ApiError(400, "Bad Request: invalid file_id")
+        path, data = self.files[file_id]
+        return {"file_id": file_id, "file_unique_id": file_id, "file_size": len(data), "file_path": path}
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        for stored_path, data in self.files.values():
+            if stored_path == path:
+                self.downloads.append(path)
+                self._notify()
+                return web.Response(body=data)
+        return web.Response(status=404)
 
     async def _api_getMe(self, params: dict[str, Any]) -> Any:
         return self.bot

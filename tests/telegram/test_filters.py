@@ -129,7 +129,7 @@ def test_allowlists(fake: FakeTelegramServer) -> None:
     assert decision(fake.user_says("@daydream_test_bot", chat_id=-5, user_id=7), allowlist=allowlist) is Decision.IGNORE
 
 
-def test_captions_are_text_and_messages_without_text_are_ignored(fake: FakeTelegramServer) -> None:
+def test_captions_are_text_and_messages_without_text_or_attachment_are_ignored(fake: FakeTelegramServer) -> None:
     photo = fake.user_says("ignored")
     message = photo["message"]
     del message["text"]
@@ -138,6 +138,11 @@ def test_captions_are_text_and_messages_without_text_are_ignored(fake: FakeTeleg
     assert facts(photo).text == "what is in this photo?"
     assert decision(photo) is Decision.ANSWER
     del message["caption"]
+    assert decision(photo) is Decision.ANSWER  # a photo alone is something to look at
+    [attachment] = facts(photo).attachments
+    assert (attachment.kind, attachment.ref, attachment.source) == ("image", "f", "telegram")
+    del message["photo"]
+    message["location"] = {"latitude": 1.0, "longitude": 2.0}
     assert decision(photo) is Decision.IGNORE
 
 
