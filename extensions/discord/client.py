@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError, PlatformError
+from core.media import Attachment, kind_of
 
 from ._lib import app_commands, discord
 from .filters import MessageFacts
@@ -16,7 +17,16 @@ from .filters import MessageFacts
 if TYPE_CHECKING:
     from .runtime import DiscordRuntime
 
-__all__ = ("INTENT_HELP", "BotClient", "facts_of", "intents", "message_params", "message_text", "platform_error")
+__all__ = (
+    "INTENT_HELP",
+    "BotClient",
+    "attachments_of",
+    "facts_of",
+    "intents",
+    "message_params",
+    "message_text",
+    "platform_error",
+)
 
 log = logging.getLogger("extensions.discord")
 
@@ -115,16 +125,32 @@ def facts_of(message: discord.Message, me: discord.ClientUser) -> MessageFacts:
 
 def message_text(message: discord.Message, me: discord.ClientUser) -> str:
     """What the model reads: mentions shown as names (``@Ann``, ``#general``), the bot's own mention
-    removed, attachments listed by name and URL."""
+    removed (attachments travel apart, see ``attachments_of``)."""
     text = message.clean_content
     if me.id in message.raw_mentions:
         own = message.guild.get_member(me.id) if message.guild is not None else None
         named = own or discord.utils.get(message.mentions, id=me.id)
         if named is not None:
             text = text.replace(f"@{named.display_name}", "")
-    lines = [text.strip()] if text.strip() else []
-    lines.extend(f"[attachment: {a.filename} {a.url}]" for a in message.attachments)
-    return "\n".join(lines)
+    return text.strip()
+
+
+def attachments_of(message: discord.Message) -> list[Attachment]:
+    """The files of ``message`` as references (their CDN URL), fetched by whoever runs the channel."""
+    found = []
+    for item in message.attachments:
+        mime = (item.content_type or "").split(";")[0].strip()
+        found.append(
+            Attachment(
+                kind=kind_of(name=item.filename, mime=mime),
+                name=item.filename,
+                mime=mime,
+                size=item.size,
+                source="discord",
+                ref=item.url,
+            )
+        )
+    return found
 
 
 def message_params(message: discord.Message) -> dict[str, str]:

@@ -34,6 +34,7 @@ import yarl
 
 from core.errors import BackpressureError, BotError, ConfigError, PlatformError
 from core.logs import InputRef
+from core.media import Attachment
 
 from ..chat.dedupe import RecentIds
 from ..chat.ledger import ReplyRecord
@@ -43,7 +44,7 @@ from ..chat.stream import LiveReplies, LiveReply, ReplyKey
 from ..chat.tasks import MessageTasks
 from ..chat.typing_indicator import SharedTyping
 from ._lib import discord
-from .client import BotClient, facts_of, message_params, message_text, platform_error
+from .client import BotClient, attachments_of, facts_of, message_params, message_text, platform_error
 from .definitions import REPLY_TO, ChannelArgs, discord_channel
 from .filters import BotHops, MessageFacts, Verdict, decide
 from .settings import DiscordSettings
@@ -192,6 +193,7 @@ class DiscordRuntime:
             raise
         if self.live is not None:
             agent.event_listeners.append(self.live.on_event)
+        agent.media.fetchers["discord"] = self.fetch_attachment  # a worker reads what the gateway only referenced
         log.info(
             "discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only"
         )
@@ -338,16 +340,19 @@ class DiscordRuntime:
             self.metrics.ignored(discord_channel, args, verdict.ignored)
             return
         text = message_text(message, client.user)
-        if not text:
+        attachments = attachments_of(message)
+        if not text and not attachments:
             self.metrics.ignored(discord_channel, args, Ignored.EMPTY)
             return
         self._tasks.spawn(
-            self._answer(message, facts, args, text),
+            self._answer(message, facts, args, text, attachments),
             name=f"discord:message:{message.id}",
             correlation=f"discord:{message.id}",
         )
 
-    async def _answer(self, message: discord.Message, facts: MessageFacts, args: ChannelArgs, text: str) -> None:
+    async def _answer(
+        self, message: discord.Message, facts: MessageFacts, args: ChannelArgs, text: str, attachments: list[Attachment]
+    ) -> None:
         content_log.info("channel %s message %s from %s: %s", facts.channel_id, message.id, facts.author_id, text)
         log.info(
             "discord: channel %s: answering user %s (message %s, %d characters)",
@@ -362,7 +367,7 @@ class DiscordRuntime:
             log.warning("discord: message %s arrived while the bot is stopping; not answered", message.id)
             self.metrics.ignored(discord_channel, args, Ignored.STOPPING)
             return
-        ref = InputRef(type="discord:message", data=text, params=message_params(message))
+        ref = InputRef(type="discord:message", data=text, params=message_params(message), attachments=attachments)
         async with self.typing(facts.channel_id):
             try:
                 await send(discord_channel, args, ref, dedupe_key=f"discord:{message.id}")
@@ -391,6 +396,14 @@ class DiscordRuntime:
             return "I don't talk in this channel, so there is nothing to forget."
         await agent.reset(discord_channel, {"channel_id": channel_id, "guild_id": interaction.guild_id})
         return "Done: I forgot our conversation in this channel."
+
+    async def fetch_attachment(self, attachment: Attachment) -> bytes:
+        """The bytes of a file someone posted, from its attachment URL (Discord's CDN)."""
+        client = self._require_client()
+        try:
+            return await client.http.get_from_cdn(attachment.ref)
+        except _NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"download the attachment {attachment.name!r}") from exc
 
     # -- outgoing --------------------------------------------------------------------------------------
 

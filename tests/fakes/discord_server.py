@@ -139,6 +139,12 @@ class FakeDiscord:
         self.heartbeats = 0
         """Heartbeats received."""
         self.rate_limits: list[RateLimit] = []
+        self.files: dict[str, bytes] = {}
+        """Attachment bytes by CDN path (``/attachments/<channel>/<id>/<name>``)."""
+        self.downloads: list[str] = []
+        """The path of every attachment download, in order."""
+        self.failing_downloads = 0
+        """Answer this many next downloads with 503."""
         self._nonces: dict[tuple[int, str], int] = {}
         self._sessions: dict[str, _Session] = {}
         self._session: _Session | None = None
@@ -154,6 +160,7 @@ class FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        app.router.add_get("/attachments/{tail:.+}", self._download)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -411,11 +418,30 @@ class FakeDiscord:
         author: Json,
         mention_bot: bool = False,
         reply_to: int | None = None,
+        files: list[tuple[str, str | None, bytes]] | None = None,
+        claimed_size: int | None = None,
     ) -> Json:
-        """``author`` writes ``content`` in the channel (MESSAGE_CREATE is dispatched); returns the message."""
+        """``author`` writes ``content`` in the channel (MESSAGE_CREATE is dispatched); returns the message.
+        ``files`` are attachments ``(filename, content type, bytes)``, served from this fake's CDN path
+        (``claimed_size`` overrides the size Discord reports, for limits)."""
         if mention_bot:
             content = f"<@{self.bot['id']}> {content}"
         data = self._message(channel_id=channel_id, author=author, content=content, reply_to=reply_to)
+        for filename, content_type, raw in files or ():
+            attachment_id = self._id()
+            path = f"/attachments/{channel_id}/{attachment_id}/{filename}"
+            self.files[path] = raw
+            url = f"http://127.0.0.1:{self.port}{path}?ex=abc&is=def&hm=signed"
+            item: Json = {
+                "id": str(attachment_id),
+                "filename": filename,
+                "size": len(raw) if claimed_size is None else claimed_size,
+                "url": url,
+                "proxy_url": url,
+            }
+            if content_type is not None:
+                item["content_type"] = content_type
+            data["attachments"].append(item)
         await self.dispatch("MESSAGE_CREATE", data)
         return data
 
@@ -562,6 +588,17 @@ class FakeDiscord:
                 method=method, pattern=re.compile(path), retry_after=retry_after, times=times, is_global=is_global
             )
         )
+
+    async def _download(self, request: web.Request) -> web.Response:
+        path = request.path
+        self.downloads.append(path)
+        self._notify()
+        if self.failing_downloads > 0:
+            self.failing_downloads -= 1
+            return web.Response(status=503, text="upstream connect error")
+        if path not in self.files:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=self.files[path], content_type="application/octet-stream")
 
     async def _rest(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
