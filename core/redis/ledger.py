@@ -176,6 +176,8 @@ class ReplayModel:
         self.inner = inner
         """The real model."""
         self.name = inner.name
+        self.vision: bool = bool(getattr(inner, "vision", False))
+        """Whether the real model sees images (the worker shows them only then)."""
 
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the stored answer of this step, or the inner model's (recorded as it goes)."""
