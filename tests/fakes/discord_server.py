@@ -14,6 +14,14 @@ their ACKs, dispatches (MESSAGE_CREATE, THREAD_CREATE, INTERACTION_CREATE) with 
 Message Content intent with 4014, as Discord does when the intent is not enabled in the developer portal.
 
 Messages the bot posts are dispatched back to it as MESSAGE_CREATE, as Discord does.
+
+Shards: IDENTIFY may carry ``shard: [id, count]``; a session then receives READY and the dispatches of the
+servers with ``(guild_id >> 22) % count == id`` only (DMs go to shard 0), as Discord splits them.
+``GET /gateway/bot`` answers ``recommended_shards`` and a ``session_start_limit`` with ``max_concurrency``.
+``guild(shard=..., shard_count=...)`` makes a server that lands on a given shard. Every connection that
+identified (or resumed) for a shard is recorded in ``connections``; one opened while another of the same shard
+was still open is recorded in ``overlaps`` (a shard connected twice: tests assert none). A dispatch for a shard
+whose latest session has no connection is kept for a RESUME (as before), and counted in ``undelivered``.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-__all__ = ("FakeDiscord", "RateLimit", "Request")
+__all__ = ("GUILD_EPOCH", "Connection", "FakeDiscord", "RateLimit", "Request", "shard_of")
 
 MESSAGE_CONTENT_INTENT = 1 << 15
 """The privileged intent bit discord.py asks for with ``intents.message_content``."""
@@ -86,8 +94,30 @@ class RateLimit:
 
 
 @dataclasses.dataclass(kw_only=True)
+class Connection:
+    """One gateway connection that identified or resumed for a shard."""
+
+    shard: tuple[int, int]
+    """``(shard id, shard count)``."""
+    opened: float
+    """``time.monotonic()`` of its IDENTIFY (or RESUME)."""
+    closed: float | None = None
+    """``time.monotonic()`` when it closed (None while open)."""
+
+
+GUILD_EPOCH = 1 << 35
+"""Server ids are ``(GUILD_EPOCH + n) << 22``: consecutive servers land on consecutive shards."""
+
+
+def shard_of(guild_id: int | None, count: int) -> int:
+    """The shard (of ``count``) that carries ``guild_id``'s events; DMs (None) go to shard 0."""
+    return 0 if guild_id is None else (guild_id >> 22) % count
+
+
+@dataclasses.dataclass(kw_only=True)
 class _Session:
     id: str
+    shard: tuple[int, int] = (0, 1)
     seq: int = 0
     events: list[Json] = dataclasses.field(default_factory=list)
     ws: web.WebSocketResponse | None = None
@@ -145,6 +175,18 @@ class FakeDiscord:
         """The path of every attachment download, in order."""
         self.failing_downloads = 0
         """Answer this many next downloads with 503."""
+        self.recommended_shards = 1
+        """``shards`` in ``GET /gateway/bot``."""
+        self.max_concurrency = 1
+        """``session_start_limit.max_concurrency`` in ``GET /gateway/bot``."""
+        self.connections: dict[int, list[Connection]] = {}
+        """Every connection that identified or resumed, by shard id."""
+        self.overlaps: list[int] = []
+        """Shard ids that a connection identified or resumed for while another one of them was open."""
+        self.undelivered = 0
+        """Dispatches for a shard with no open connection (kept in its session for a RESUME)."""
+        self._open: dict[web.WebSocketResponse, Connection] = {}
+        self._guild_seq = itertools.count(1)
         self._nonces: dict[tuple[int, str], int] = {}
         self._sessions: dict[str, _Session] = {}
         self._session: _Session | None = None
@@ -236,9 +278,13 @@ class FakeDiscord:
             self.users[int(data["id"])] = data
         return data
 
-    def guild(self, name: str = "Test Server") -> int:
-        """A new server with the bot in it (and its managed role); returns its id."""
-        gid = self._id()
+    def guild(self, name: str = "Test Server", *, shard: int | None = None, shard_count: int = 1) -> int:
+        """A new server with the bot in it (and its managed role); returns its id. With ``shard``, one whose
+        events go to that shard of ``shard_count``."""
+        while True:
+            gid = (GUILD_EPOCH + next(self._guild_seq)) << 22
+            if shard is None or shard_of(gid, shard_count) == shard:
+                break
         bot_role = {
             "id": str(self._id()),
             "name": self.bot["username"],
@@ -481,17 +527,43 @@ class FakeDiscord:
 
     # -- gateway ---------------------------------------------------------------------------------------
 
+    def _current(self) -> list[_Session]:
+        """The latest session of every shard (the one a RESUME would continue)."""
+        latest: dict[tuple[int, int], _Session] = {}
+        for session in self._sessions.values():
+            latest[session.shard] = session
+        return list(latest.values())
+
+    def connected(self, shard: int) -> int:
+        """Connections open now for ``shard``."""
+        return sum(1 for c in self._open.values() if c.shard[0] == shard)
+
+    def shards_connected(self) -> set[int]:
+        """Shard ids with an open connection now."""
+        return {c.shard[0] for c in self._open.values()}
+
     async def dispatch(self, event: str, data: Json) -> None:
-        """Send a dispatch to the connected client (or keep it for a RESUME when disconnected)."""
-        session = self._session
-        if session is None:
+        """Send a dispatch to the connected client (or keep it for a RESUME when disconnected). A server's
+        events go to the session of its shard; DMs to shard 0's."""
+        sessions = self._current()
+        if not sessions:
             raise AssertionError(f"{event} dispatched before the bot identified")
+        raw = data.get("guild_id") or (data.get("id") if event == "GUILD_CREATE" else None)
+        guild_id = int(raw) if raw else None
+        for session in sessions:
+            shard, count = session.shard
+            if shard_of(guild_id, count) == shard:
+                await self._send(session, event, data)
+        self._notify()
+
+    async def _send(self, session: _Session, event: str, data: Json) -> None:
         session.seq += 1
         payload = {"op": 0, "t": event, "s": session.seq, "d": data}
         session.events.append(payload)
         if session.ws is not None and not session.ws.closed:
             await session.ws.send_str(json.dumps(payload))
-        self._notify()
+        else:
+            self.undelivered += 1
 
     async def drop_gateway(self, *, code: int = 4000) -> None:
         """Close the gateway connection the way a network hiccup does (the client resumes)."""
@@ -514,11 +586,22 @@ class FakeDiscord:
                 await self._on_gateway(ws, json.loads(msg.data))
         finally:
             self._sockets.discard(ws)
+            connection = self._open.pop(ws, None)
+            if connection is not None:
+                connection.closed = time.monotonic()
             for session in self._sessions.values():
                 if session.ws is ws:
                     session.ws = None
             self._notify()
         return ws
+
+    def _opened(self, ws: web.WebSocketResponse, shard: tuple[int, int]) -> None:
+        """``ws`` now carries ``shard``: record it, and an overlap if another connection already does."""
+        if self.connected(shard[0]):
+            self.overlaps.append(shard[0])
+        connection = Connection(shard=shard, opened=time.monotonic())
+        self._open[ws] = connection
+        self.connections.setdefault(shard[0], []).append(connection)
 
     async def _on_gateway(self, ws: web.WebSocketResponse, payload: Json) -> None:
         op, data = payload.get("op"), payload.get("d") or {}
@@ -543,26 +626,33 @@ class FakeDiscord:
         if self.refuse_intents and int(data.get("intents", 0)) & MESSAGE_CONTENT_INTENT:
             await ws.close(code=4014, message=b"Disallowed intent(s).")
             return
+        raw_shard = data.get("shard") or [0, 1]
+        shard = (int(raw_shard[0]), int(raw_shard[1]))
+        if not 0 <= shard[0] < shard[1]:
+            await ws.close(code=4010, message=b"Invalid shard.")
+            return
         if self.hold_ready is not None:
             await self.hold_ready.wait()
-        session = _Session(id=f"session-{self._id()}", ws=ws)
+        session = _Session(id=f"session-{self._id()}", shard=shard, ws=ws)
         self._sessions[session.id] = session
         self._session = session
-        await self.dispatch(
-            "READY",
-            {
-                "v": 10,
-                "user": self.bot,
-                "guilds": [{"id": str(gid), "unavailable": True} for gid in self.guilds],
-                "session_id": session.id,
-                "resume_gateway_url": self.gateway_url,
-                "application": {"id": self.bot["id"], "flags": 0},
-                "private_channels": [],
-                "relationships": [],
-            },
-        )
-        for guild in self.guilds.values():
-            await self.dispatch("GUILD_CREATE", {k: v for k, v in guild.items() if k != "bot_role_id"})
+        self._opened(ws, shard)
+        guilds = [g for gid, g in self.guilds.items() if shard_of(gid, shard[1]) == shard[0]]
+        ready = {
+            "v": 10,
+            "user": self.bot,
+            "guilds": [{"id": g["id"], "unavailable": True} for g in guilds],
+            "session_id": session.id,
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": self.bot["id"], "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+        }
+        if "shard" in data:
+            ready["shard"] = list(shard)
+        await self._send(session, "READY", ready)
+        for guild in guilds:
+            await self._send(session, "GUILD_CREATE", {k: v for k, v in guild.items() if k != "bot_role_id"})
 
     async def _resume(self, ws: web.WebSocketResponse, data: Json) -> None:
         session = self._sessions.get(data.get("session_id", ""))
@@ -571,11 +661,13 @@ class FakeDiscord:
             return
         session.ws = ws
         self._session = session
+        self._opened(ws, session.shard)
         self.resumes += 1
         for event in session.events:
             if event["s"] > int(data.get("seq") or 0):
                 await ws.send_str(json.dumps(event))
-        await self.dispatch("RESUMED", {})
+        await self._send(session, "RESUMED", {})
+        self._notify()
 
     # -- REST ------------------------------------------------------------------------------------------
 
@@ -640,6 +732,19 @@ class FakeDiscord:
             return _json(self.bot)
         if method == "GET" and path == "/oauth2/applications/@me":
             return _json(self._application())
+        if method == "GET" and path == "/gateway/bot":
+            return _json(
+                {
+                    "url": self.gateway_url,
+                    "shards": self.recommended_shards,
+                    "session_start_limit": {
+                        "total": 1000,
+                        "remaining": 1000 - len(self.identifies),
+                        "reset_after": 86_400_000,
+                        "max_concurrency": self.max_concurrency,
+                    },
+                }
+            )
         if m := re.fullmatch(r"/applications/(\d+)/commands", path):
             if method == "PUT":
                 return self._put_commands(int(m[1]), body)
