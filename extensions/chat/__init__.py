@@ -1,8 +1,10 @@
-"""What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators,
+"""What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators, the quote of
+what was heard in a voice message,
 live (streamed) replies, replies posted exactly once in a queued run, the tasks messages are answered in,
 what they report to the metrics, and which runtime serves which agent."""
 
 from .dedupe import RecentIds
+from .heard import heard_quote
 from .ledger import ReplyRecord
 from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
@@ -25,6 +27,7 @@ __all__ = (
     "ReplyRecord",
     "RuntimeRegistry",
     "SharedTyping",
+    "heard_quote",
     "keep_typing",
     "should_reply",
     "split_message",

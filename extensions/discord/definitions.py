@@ -25,6 +25,7 @@ from core.definitions import (
     output,
 )
 
+from ..chat.heard import heard_quote
 from ..chat.ledger import REPLY_LEDGER, may_post
 from ..chat.registry import RuntimeRegistry
 
@@ -167,10 +168,25 @@ discord_channel = context(
 """The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel)."""
 
 
-def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+    """Remember which message the run answers; with ``STT_ECHO=true``, quote what was heard in a voice
+    message first (its nonce comes from the message id, so a retried batch does not quote twice)."""
     message_id = ctx.input_ref.params.get("message_id")
     if message_id:
         ctx.state.options[REPLY_TO] = int(message_id)
+    quote = heard_quote(ctx.input_ref) if agent.media.echo else None
+    runtime = _runtimes.find(agent)
+    if quote is None or runtime is None or not may_post(ctx.state):
+        return
+    try:
+        await runtime.post_reply(
+            channel_id=ctx.state.args.channel_id,
+            text=quote,
+            reply_to=int(message_id) if message_id else None,
+            idempotency_key=f"heard:{message_id or ctx.input_ref.id}",
+        )
+    except Exception as exc:
+        log.warning("could not quote the voice message in channel %s: %s", ctx.state.args.channel_id, exc)
 
 
 async def _subscribe(send: Send, agent: Agent) -> Any:

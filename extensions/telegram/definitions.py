@@ -18,6 +18,7 @@ from core.definitions import ContextState, InputContext, OutputContext, context,
 from core.errors import ModelError
 from core.logs import ErrorLog, InputRef, OutputRef
 
+from ..chat.heard import heard_quote
 from ..chat.ledger import REPLY_LEDGER, may_post
 from ..chat.registry import RuntimeRegistry
 
@@ -159,11 +160,27 @@ async def _on_run(state: ContextState, agent: Agent) -> None:
         await _tell(state, agent, NO_ANSWER)
 
 
-def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
-    """Remember which message the run answers, so replies thread under it."""
+async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+    """Remember which message the run answers, so replies thread under it; with ``STT_ECHO=true``, quote
+    what was heard in a voice message first."""
     message_id = ctx.input_ref.params.get("message_id", "")
     if message_id.isdigit():
         ctx.state.options[REPLY_TO] = int(message_id)
+    quote = heard_quote(ctx.input_ref) if agent.media.echo else None
+    runtime = _runtimes.find(agent)
+    if quote is None or runtime is None or not may_post(ctx.state):
+        return
+    args: ChatArgs = ctx.state.args
+    try:
+        await runtime.post_reply(
+            chat_id=args.chat_id,
+            thread_id=args.thread_id,
+            text=quote,
+            reply_to=int(message_id) if message_id.isdigit() else None,
+            markdown=False,
+        )
+    except Exception as exc:
+        log.warning("could not quote the voice message in chat %s: %s", args.chat_id, exc)
 
 
 async def _subscribe(send: Send, agent: Agent) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 
 import core
+from core.media import OpenAITranscriber
 from core.models import OpenAICompatModel, RetryPolicy
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
@@ -63,3 +64,23 @@ async def test_a_text_file_is_read_after_a_failed_download(world: World, start_b
     await world.fake.wait_posted(world.dm)
     assert len(world.fake.downloads) == 2
     assert "# Plan\n- ship it" in model.requests[0].prompt
+
+
+async def test_a_voice_message_is_transcribed_quoted_and_answered(world: World, start_bot: StartBot) -> None:
+    model = core.ScriptedModel([say("It is sunny.")], repeat_last=True)
+    agent = await start_bot(model)
+    async with FakeOpenAIServer() as llm:
+        llm.transcript = "how is the weather"
+        stt = agent.media.transcriber = OpenAITranscriber(base_url=llm.url)
+        agent.media.echo = True
+        try:
+            asked = await world.fake.say(
+                world.dm, "", author=world.alice, files=[("voice-message.ogg", "audio/ogg", b"OggS" + bytes(64))]
+            )
+            quote, reply = await world.fake.wait_posted(world.dm, 2)
+        finally:
+            await stt.aclose()
+    assert quote["content"] == '🎤 "how is the weather"' and reply["content"] == "It is sunny."
+    assert reply["message_reference"]["message_id"] == asked["id"]
+    assert "how is the weather" in model.requests[0].prompt
+    assert [r.body["file_name"] for r in llm.requests] == ["voice-message.ogg"]

@@ -67,6 +67,22 @@ async def test_a_voice_note_is_transcribed_and_answered(
     assert "what is the capital of France" in prompt and 'status="transcribed"' in prompt
 
 
+async def test_with_stt_echo_what_was_heard_is_quoted_before_the_answer(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer
+) -> None:
+    llm.transcript = "remind me to call mum"
+    agent = await start_bot(["Noted."])
+    stt = agent.media.transcriber = OpenAITranscriber(base_url=llm.url)
+    agent.media.echo = True
+    try:
+        update = server.user_sends("voice", b"OggS" + bytes(30))
+        quote, reply = await server.wait_replies(2)
+    finally:
+        await stt.aclose()
+    assert quote.text == '🎤 "remind me to call mum"' and reply.text == "Noted."
+    assert quote.reply_to == reply.reply_to == update["message"]["message_id"]
+
+
 async def test_a_voice_note_without_speech_to_text_is_answered_with_what_the_model_was_told(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
