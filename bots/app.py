@@ -45,10 +45,17 @@ def build_media(settings: Settings) -> MediaReader:
     return MediaReader(limits=limits, transcriber=transcriber, echo=stt.echo and transcriber is not None)
 
 
-def build_extensions(settings: Settings, *, listen: bool = True, only: list[str] | None = None) -> list[Extension]:
-    """The assistant plus one extension per configured platform (or those named in ``only``)."""
+def build_extensions(
+    settings: Settings, *, listen: bool = True, only: list[str] | None = None, tools: bool = True
+) -> list[Extension]:
+    """The assistant, the MCP servers' tools (unless ``tools`` is false: a gateway runs no actions) and one
+    extension per configured platform (or those named in ``only``)."""
     chosen = platforms(settings) if only is None else only
     extensions = [assistant_extension()]
+    if tools and settings.mcp.enabled:
+        from extensions.mcp import mcp_extension
+
+        extensions.append(mcp_extension(settings.mcp))
     for name in chosen:
         if name == "discord":
             from extensions.discord import discord_extension
@@ -75,9 +82,11 @@ def build_agent(
     model: Model | None = None,
     memory: MemoryStore | None = None,
     platforms: list[str] | None = None,
+    tools: bool = True,
     **options: Any,
 ) -> Agent:
-    """The bot's agent. Raises ``ConfigError`` listing every problem in the settings."""
+    """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
+    leaves the MCP servers out (a gateway only stores inputs)."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
@@ -85,7 +94,7 @@ def build_agent(
     media = build_media(settings)
     agent = create_agent(
         model=chosen_model,
-        extensions=build_extensions(settings, listen=listen, only=platforms),
+        extensions=build_extensions(settings, listen=listen, only=platforms, tools=tools),
         memory=memory if memory is not None else build_memory(settings),
         dispatcher=dispatcher,
         persona=persona_text(settings.bot.name, settings.bot.persona),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
 
-from .config import check_connectivity, check_settings, load_settings, platforms, settings_table
+from .config import check_connectivity, check_mcp_servers, check_settings, load_settings, platforms, settings_table
 from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
 
@@ -304,6 +304,12 @@ def _config(settings: Settings) -> int:
         print(f"{var.ljust(width)}  {shown.ljust(value_width)}  [{source}]")
     problems = check_settings(settings, role="config")
     problems += asyncio.run(check_connectivity(settings, role="config"))
+    servers, mcp_problems = asyncio.run(check_mcp_servers(settings))
+    if servers:
+        print("\nMCP servers:")
+        for line in servers:
+            print(f"  {line}")
+    problems += mcp_problems
     if problems:
         print("\nproblems:", file=sys.stderr)
         for p in problems:

@@ -29,6 +29,7 @@ from .settings import Settings
 __all__ = (
     "ROLES",
     "check_connectivity",
+    "check_mcp_servers",
     "check_settings",
     "env_name",
     "load_settings",
@@ -101,7 +102,9 @@ def _problem_line(err: Any) -> str:
     if msg.startswith(var):  # the validator already names the variable
         return f"{msg}; {hint}"
     shown = ""
-    if not _is_secret_field(loc) and isinstance(given, str | int | float | bool):
+    if len(loc) > 2:  # inside a structured value (MCP_SERVERS[0].comand): say where, not what
+        var += "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[2:])
+    elif not _is_secret_field(loc) and isinstance(given, str | int | float | bool):
         shown = f"={str(given)[:60]!r}"
     if msg[:1].isupper() and msg[1:2].islower():
         msg = msg[:1].lower() + msg[1:]
@@ -170,6 +173,10 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
             problems.append(f"REDIS_URL={safe_url(url)!r} is not a Redis URL: use redis://host:6379/0")
     if role != "gateway":
         problems.extend(_model_problems(settings))
+        if settings.mcp.enabled and not _has("mcp"):
+            problems.append(
+                "MCP_SERVERS is set but the mcp extra is not installed: run pip install '.[mcp]' or unset MCP_SERVERS"
+            )
     if settings.log.format not in ("text", "json"):
         problems.append(f"LOG_FORMAT={settings.log.format!r} is not text or json: set LOG_FORMAT=text or json")
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
@@ -225,6 +232,24 @@ async def check_connectivity(settings: Settings, *, role: str = "run", timeout: 
     password = settings.redis.password.get_secret_value() if settings.redis.password is not None else None
     problem = await _ping_redis(url, timeout=timeout, password=password)
     return [problem] if problem else []
+
+
+async def check_mcp_servers(settings: Settings) -> tuple[list[str], list[str]]:
+    """Start every MCP server of ``MCP_SERVERS`` once and stop it: ``(lines, problems)``, a line per server
+    saying whether it answered initialize (secrets masked), and a problem per ``required`` server that
+    did not."""
+    if not settings.mcp.enabled or not _has("mcp"):
+        return [], []
+    from extensions.mcp import mcp_toolset
+
+    reports = await mcp_toolset(settings.mcp).probe()
+    lines = [f"{'ok  ' if r.answered else 'DOWN'}  {r.where}: {r.detail}" for r in reports]
+    problems = [
+        f"MCP_SERVERS: required server {r.name!r} {r.detail}; fix its command or url, or set required to false"
+        for r in reports
+        if r.required and not r.answered
+    ]
+    return lines, problems
 
 
 async def _ping_redis(url: str, *, timeout: float, password: str | None = None) -> str | None:

@@ -141,6 +141,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
                     memory=RedisMemoryStore(backend),
                     model=_no_model(),
                     listen=True,
+                    tools=False,
                     stop_timeout=settings.bot.stop_timeout,
                 )
                 ops.attach(agent, check_model=False)

@@ -56,8 +56,8 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
 def secrets_of(settings: BaseModel) -> list[str]:
     """Every secret value in ``settings``: ``SecretStr`` fields and passwords inside URL values."""
     found: list[str] = []
-    for name in type(settings).model_fields:
-        value = getattr(settings, name)
+
+    def visit(value: Any) -> None:
         if isinstance(value, BaseModel):
             found.extend(secrets_of(value))
         elif isinstance(value, SecretStr):
@@ -69,6 +69,15 @@ def secrets_of(settings: BaseModel) -> list[str]:
                 password = urllib.parse.urlsplit(value).password
                 if password:
                     found.append(password)
+        elif isinstance(value, list | tuple):  # MCP servers, with their header and env secrets
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+
+    for name in type(settings).model_fields:
+        visit(getattr(settings, name))
     # the longest first, so a secret that contains another is masked whole
     return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
 
@@ -142,7 +151,7 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())
-    for noisy in ("httpx", "httpcore", "discord.gateway", "telegram.ext", "arq.worker"):
+    for noisy in ("httpx", "httpx2", "httpcore", "mcp", "discord.gateway", "telegram.ext", "arq.worker"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     # message text: only when the operator asked for it
     logging.getLogger(CONTENT_LOGGER).setLevel(logging.NOTSET if settings.content else logging.CRITICAL + 1)

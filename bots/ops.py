@@ -10,7 +10,9 @@ process's registry. What makes a process ready:
 - every check added with ``ops.add_check(name, check)`` passes (the queue adds ``redis``).
 
 A check is a callable returning, or awaiting to, ``True``/``None`` (ready), ``False`` or a reason string
-(not ready); raising counts as not ready. Each gets ``HTTP_CHECK_TIMEOUT`` seconds. After ``ops.stopping()``
+(not ready); raising counts as not ready; a ``core.Degraded`` reason is shown while the process stays
+ready (an MCP server is down: its tools are hidden, the bot still answers).
+Each gets ``HTTP_CHECK_TIMEOUT`` seconds. After ``ops.stopping()``
 (SIGTERM) ``/readyz`` answers 503 so load balancers stop sending work, while ``/healthz`` stays 200.
 """
 
@@ -29,6 +31,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
 from core.errors import ConfigError
+from core.health import Degraded
 
 from .metrics import RunTracker
 
@@ -150,6 +153,8 @@ class Ops:
             return CheckResult(name=name, ok=False, detail=f"{type(exc).__name__}: {exc}"[:200])
         if outcome is None or outcome is True:
             return CheckResult(name=name, ok=True, detail="ok")
+        if isinstance(outcome, Degraded):
+            return CheckResult(name=name, ok=True, detail=f"degraded: {outcome}"[:200])
         if outcome is False:
             return CheckResult(name=name, ok=False, detail="not ready")
         return CheckResult(name=name, ok=False, detail=str(outcome)[:200])

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from extensions.discord.settings import DiscordSettings
+from extensions.mcp.settings import McpSettings
 from extensions.telegram.settings import TelegramSettings
 
 from .queue_settings import RedisSettings
@@ -151,6 +152,7 @@ class Settings(BaseSettings):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)

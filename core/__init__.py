@@ -39,6 +39,7 @@ from .errors import (
     ValidationError,
 )
 from .events import RunEvent, RunEventType
+from .health import Degraded
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
@@ -58,6 +59,7 @@ __all__ = (
     "Context",
     "ContextState",
     "DefinitionError",
+    "Degraded",
     "DispatchError",
     "Dispatcher",
     "ErrorLog",

@@ -8,7 +8,7 @@ import contextvars
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .definitions import (
@@ -107,7 +107,8 @@ class Agent:
         """Listeners that see the events of every run."""
         self.readiness: dict[str, Callable[[], Any]] = {}
         """Readiness checks by name (``/readyz``), registered by extensions and services: each returns (or
-        awaits to) ``True``/``None`` when ready, ``False`` or a reason string when not, or raises."""
+        awaits to) ``True``/``None`` when ready, ``False`` or a reason string when not, or raises; a
+        ``Degraded`` reason is reported while the process stays ready."""
         self.failure: BaseException | None = None
         """The error a service could not recover from, reported with ``fail`` (the first one), else None."""
         self._failed = asyncio.Event()
@@ -116,6 +117,9 @@ class Agent:
         """Contexts by type."""
         self.actions: list[Action] = []
         """Actions offered everywhere (subject to their ``context`` and ``enabled``)."""
+        self.action_sources: list[Callable[[ContextState], Iterable[Action]]] = []
+        """Actions that come and go while the agent runs (the tools of an MCP server, hidden while it is
+        down): each source is asked at every step; a name already taken by a fixed action is skipped."""
         self.outputs: list[Output] = []
         """Outputs offered everywhere (subject to their ``context`` and ``enabled``)."""
         self.inputs: dict[str, Input] = {}
@@ -172,6 +176,14 @@ class Agent:
             for a in (*ctx.actions, *self.actions)
             if (a.context is None or a.context is ctx) and (a.enabled is None or a.enabled(state))
         ]
+        if self.action_sources:
+            taken = {a.name for a in actions}
+            for source in self.action_sources:
+                for a in source(state):
+                    fits = a.context is None or a.context is ctx
+                    if fits and a.name not in taken and (a.enabled is None or a.enabled(state)):
+                        taken.add(a.name)
+                        actions.append(a)
         outputs = [
             o
             for o in (*ctx.outputs, *self.outputs)

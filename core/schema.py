@@ -12,7 +12,7 @@ import pydantic
 
 from .errors import DefinitionError, ValidationError
 
-__all__ = ("Schema", "as_schema", "format_validation_error")
+__all__ = ("Schema", "as_schema", "external_schema", "format_validation_error")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -23,11 +23,13 @@ class Schema:
     """The pydantic model or type the value must match."""
     adapter: pydantic.TypeAdapter[Any] = field(repr=False)
     """The adapter that validates and dumps values of ``tp``."""
+    shown: dict[str, Any] | None = None
+    """A JSON Schema to show the model instead of the adapter's, as it was given (``external_schema``)."""
 
     @cached_property
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema shown to the model."""
-        return self.adapter.json_schema()
+        return self.shown if self.shown is not None else self.adapter.json_schema()
 
     @cached_property
     def json_schema_text(self) -> str:
@@ -72,6 +74,16 @@ def format_validation_error(exc: pydantic.ValidationError) -> str:
 
 
 _cache: dict[Any, Schema] = {}
+
+_OBJECT: pydantic.TypeAdapter[dict[str, Any]] = pydantic.TypeAdapter(dict[str, Any])
+
+
+def external_schema(json_schema: dict[str, Any]) -> Schema:
+    """A schema that shows ``json_schema`` (written elsewhere: an MCP server's tool) to the model as it is,
+    and only checks that a value is a JSON object; whoever owns the schema validates the rest."""
+    if not isinstance(json_schema, dict):
+        raise DefinitionError(f"a JSON Schema must be an object, got {type(json_schema).__name__}")
+    return Schema(tp=dict[str, Any], adapter=_OBJECT, shown=json_schema)
 
 
 def as_schema(tp: Any, *, what: str) -> Schema:

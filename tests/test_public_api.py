@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-PACKAGES = ["core", "core.media", "core.memory", "core.models", "extensions.chat", "extensions.cli"]
+PACKAGES = ["core", "core.media", "core.memory", "core.models", "extensions.chat", "extensions.cli", "extensions.mcp"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core import Agent, InMemoryStore, MemoryStore, Model, ScriptedModel, create_agent
+from core import Agent, Extension, InMemoryStore, MemoryStore, Model, ScriptedModel, create_agent
 from extensions.telegram import TelegramSettings, telegram_extension
 from extensions.telegram.definitions import MESSAGE
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -49,7 +49,8 @@ async def server() -> AsyncIterator[FakeTelegramServer]:
 
 @pytest.fixture
 async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
-    """``await start_bot(model, **settings)``: a started agent with the Telegram extension on the fake."""
+    """``await start_bot(model, **settings)``: a started agent with the Telegram extension on the fake (and
+    the ``extensions`` given)."""
     agents: list[Agent] = []
 
     async def start(
@@ -58,6 +59,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
         memory: MemoryStore | None = None,
         listen: bool = True,
         stop_timeout: float = 10.0,
+        extensions: Sequence[Extension] = (),
         **overrides: Any,
     ) -> Agent:
         if not isinstance(model, Model):
@@ -67,7 +69,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
         settings = TelegramSettings(**values)
         agent = create_agent(
             model=model,
-            extensions=[telegram_extension(settings, listen=listen)],
+            extensions=[telegram_extension(settings, listen=listen), *extensions],
             memory=memory if memory is not None else InMemoryStore(),
             stop_timeout=stop_timeout,
         )
