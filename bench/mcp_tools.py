@@ -1,7 +1,7 @@
 """MCP benchmark: what one call of an MCP tool costs, over stdio and over Streamable HTTP, against the
 ``noop`` tool of the test server (``tests/mcp/server.py``, written with the SDK).
 
-Three figures per transport, p50 and p99:
+Three figures per transport, p50 and p99, each pair measured alternately (the same load on both):
 - ``sdk``: ``mcp.Client.call_tool`` alone (the SDK and the transport);
 - ``extension``: ``McpServer.call`` (the SDK plus our concurrency slot and result conversion);
 - ``agent run``: a whole run in which the scripted model calls ``<server>:noop`` and then answers, beside
@@ -43,15 +43,20 @@ def _line(label: str, seconds: list[float]) -> str:
     return f"  {label:<28} p50 {statistics.median(ordered) * 1e3:7.3f} ms   p99 {p99 * 1e3:7.3f} ms"
 
 
-async def _timed(fn: Callable[[], Awaitable[Any]], count: int) -> list[float]:
+async def _paired(
+    a: Callable[[], Awaitable[Any]], b: Callable[[], Awaitable[Any]], count: int
+) -> tuple[list[float], list[float]]:
+    """Time ``a`` and ``b`` alternately, so both see the same load on a shared machine."""
     for _ in range(WARMUP):
-        await fn()
-    times = []
+        await a()
+        await b()
+    times_a, times_b = [], []
     for _ in range(count):
-        started = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - started)
-    return times
+        for fn, times in ((a, times_a), (b, times_b)):
+            started = time.perf_counter()
+            await fn()
+            times.append(time.perf_counter() - started)
+    return times_a, times_b
 
 
 def _model(tool: str) -> ScriptedModel:
@@ -63,31 +68,33 @@ def _model(tool: str) -> ScriptedModel:
     return ScriptedModel(reply, chunk_size=64)
 
 
-async def _runs(tool: str, settings: McpSettings | None) -> list[float]:
+def _agent(tool: str, settings: McpSettings | None) -> Any:
     local = action(name="local:noop", description="Does nothing.", handler=lambda args, ctx, agent: "")
     extensions = [cli_extension()]
     if settings is not None:
         extensions.append(mcp_toolset(settings).extension())
-    agent = create_agent(model=_model(tool), extensions=extensions, actions=[local])
+    return create_agent(model=_model(tool), extensions=extensions, actions=[local])
+
+
+def _sender(agent: Any) -> Callable[[], Awaitable[Any]]:
     counter = iter(range(10**9))
-    async with agent:
 
-        async def one() -> None:
-            await agent.send(cli_session, f"s{next(counter) % 20}", {"type": "cli:message", "data": "go"})
+    async def one() -> None:
+        await agent.send(cli_session, f"s{next(counter) % 20}", {"type": "cli:message", "data": "go"})
 
-        return await _timed(one, RUNS)
+    return one
 
 
 async def _transport(label: str, entry: dict[str, Any], sdk_server: Any) -> None:
     settings = McpSettings(servers=[entry])
     print(f"{label}:")
-    async with Client(sdk_server) as client:
-        print(_line("sdk call_tool", await _timed(lambda: client.call_tool("noop", {}), CALLS)))
-    async with mcp_toolset(settings) as toolset:
+    async with Client(sdk_server) as client, mcp_toolset(settings) as toolset:
         server = toolset.servers[0]
-        print(_line("extension McpServer.call", await _timed(lambda: server.call("noop", {}), CALLS)))
-    local = await _runs("local:noop", None)
-    remote = await _runs(f"{entry['name']}:noop", settings)
+        sdk, ours = await _paired(lambda: client.call_tool("noop", {}), lambda: server.call("noop", {}), CALLS)
+    print(_line("sdk call_tool", sdk))
+    print(_line("extension McpServer.call", ours))
+    async with _agent("local:noop", None) as plain, _agent(f"{entry['name']}:noop", settings) as tooled:
+        local, remote = await _paired(_sender(plain), _sender(tooled), RUNS)
     print(_line("agent run, local no-op", local))
     print(_line(f"agent run, {entry['name']}:noop", remote))
     overhead = statistics.median(remote) - statistics.median(local)

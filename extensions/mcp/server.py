@@ -101,12 +101,12 @@ class McpServer:
         self.hidden_tools: list[str] = []
         """Tools the allow and deny lists keep from the model."""
         self._actions: dict[str, Action] = {}
+        self._listed: dict[str, Tool] = {}
         self._client: Client | None = None
         self._slots = asyncio.Semaphore(config.concurrency if config.concurrency is not None else settings.concurrency)
         self._wake = asyncio.Event()
         self._stopping = False
         self._lost: str | None = None
-        self._stale = False
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -216,7 +216,6 @@ class McpServer:
     async def _session(self) -> None:
         """Connect, offer the tools, and keep the session until stopped or lost."""
         self._lost = None
-        self._stale = False
         async with contextlib.AsyncExitStack() as stack:
             async with asyncio.timeout(self.connect_timeout):
                 client = await stack.enter_async_context(
@@ -248,7 +247,6 @@ class McpServer:
                     break
                 if self._lost is not None:
                     raise _Lost(f"connection lost: {self._lost}")
-                self._stale = False
                 async with asyncio.timeout(self.connect_timeout):  # the check: list the tools again
                     self._offer(await self._list_tools(client, refresh=True))
             self._client = None
@@ -288,7 +286,6 @@ class McpServer:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ToolListChangedNotification):
             log.info("MCP server %s changed its tools; listing them again", self.name)
-            self._stale = True
             self._wake.set()
         elif isinstance(message, Exception):
             log.debug("MCP server %s: transport error %s", self.name, describe_error(message))
@@ -303,16 +300,15 @@ class McpServer:
                 hidden.append(tool.name)
                 continue
             existing = self._actions.get(tool.name)
-            if existing is not None and getattr(existing, "_mcp_tool", None) == tool:
+            if existing is not None and self._listed.get(tool.name) == tool:  # unchanged: keep its action
                 actions[tool.name] = existing
                 continue
             try:
-                made = self._make_action(tool)
+                actions[tool.name] = self._make_action(tool)
             except DefinitionError as exc:
                 log.warning("MCP server %s: tool %r is left out: %s", self.name, tool.name, exc)
-                continue
-            actions[tool.name] = made
         self._actions = actions
+        self._listed = {tool.name: tool for tool in tools}
         self.hidden_tools = hidden
 
     def _make_action(self, tool: Tool) -> Action:
@@ -321,15 +317,13 @@ class McpServer:
         async def handler(args: dict[str, Any], ctx: ActionContext, agent: Any) -> Any:
             return await self.call(tool.name, args)
 
-        made = action(
+        return action(
             name=name,
             description=tool.description or tool.title or "",
             schema=external_schema(tool.input_schema),
             handler=handler,
             timeout=self.timeout,
         )
-        made._mcp_tool = tool  # type: ignore[attr-defined]  # to reuse the action when the tool did not change
-        return made
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
         """Call ``tool``; its result for the model, or ``ActionError`` with what went wrong."""
@@ -352,8 +346,7 @@ class McpServer:
                     ) from exc
                 raise ActionError(f"{action_name!r} failed: {exc.message}") from exc
             except (OSError, httpx2.HTTPError, ExceptionGroup) as exc:
-                self._stale = True
-                self._wake.set()  # check the session now
+                self._wake.set()  # check the session now: the owner lists the tools again
                 raise ActionError(f"{action_name!r} failed: {describe_error(exc)}") from exc
         return tool_result(result, action=action_name)
 

@@ -59,6 +59,12 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool(description="Adds a tool named grown to this server.")
+def grow() -> str:
+    server.add_tool(lambda: "grown up", name="grown", description="Appeared later.")
+    return "a tool was added"
+
+
 @server.tool(description="Says which process answers.")
 def whoami() -> str:
     return f"pid {os.getpid()} env {os.environ.get('MCP_TEST_MARK', '-')}"
