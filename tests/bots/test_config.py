@@ -165,3 +165,28 @@ def test_log_settings_are_checked_before_logging_starts(monkeypatch: pytest.Monk
         "LOG_FORMAT='xml' is not text or json: set LOG_FORMAT=text or json",
         "LOG_LEVEL='loud' is not DEBUG, INFO, WARNING or ERROR",
     ]
+
+
+def test_speech_to_text_settings_are_masked_checked_and_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bots.app import build_media
+    from core.media import OpenAITranscriber
+
+    monkeypatch.setenv("STT_API_KEY", "sk-stt-secret-0042")
+    monkeypatch.setenv("STT_BASE_URL", "https://user:stt-password-7@stt.internal/v1")
+    monkeypatch.setenv("STT_ECHO", "true")
+    monkeypatch.setenv("MEDIA_MAX_IMAGE_MB", "2.5")
+    settings = load_settings()
+    rows = {var: shown for var, shown, _ in settings_table(settings)}
+    assert rows["STT_API_KEY"] == "********"
+    assert "sk-stt-secret-0042" not in repr(rows) and "stt-password-7" not in repr(rows)
+    media = build_media(settings)
+    assert isinstance(media.transcriber, OpenAITranscriber) and media.echo
+    assert media.limits.image_bytes == 2_500_000
+    assert "stt-password-7" not in repr(media.transcriber)
+    monkeypatch.setenv("STT_BASE_URL", "ftp://stt.internal")
+    assert check_settings(load_settings()) == [
+        "STT_BASE_URL='ftp://stt.internal' is not an http(s) URL: use for example https://api.openai.com/v1"
+    ]
+    monkeypatch.delenv("STT_BASE_URL")
+    unheard = build_media(load_settings())
+    assert unheard.transcriber is None and not unheard.echo  # nothing to quote without speech to text

@@ -52,13 +52,18 @@ async def test_openai_with_a_key_uses_api_openai_com() -> None:
 async def test_openai_server_without_key() -> None:
     model = build_model(llm(provider="openai", base_url="http://127.0.0.1:11434/v1", model="llama3.2"))
     assert isinstance(model, OpenAICompatModel)
+    assert model.vision  # LLM_VISION is on by default
     await close_model(model)
+    text_only = build_model(llm(provider="openai", base_url="http://127.0.0.1:11434/v1", model="m", vision=False))
+    assert getattr(text_only, "vision", None) is False
+    await close_model(text_only)
 
 
 async def test_anthropic_with_a_key() -> None:
     model = build_model(llm(provider="anthropic", api_key="sk-ant-0123456789"))
     assert isinstance(model, AnthropicModel)
     assert model.model == "claude-haiku-4-5"
+    assert model.vision
     await close_model(model)
 
 
