@@ -1,7 +1,8 @@
 """End to end through Redis: ``bots gateway`` stores only references to what people send, ``bots worker``
 fetches the bytes when it runs the chat (getFile and the download, through PTB), transcribes voice notes,
 shows pictures to the model, and turns a download that keeps failing into a note instead of losing the
-message. Real processes, a real redis-server, the fake Bot API and the fake OpenAI-compatible server."""
+message (Telegram; Discord likewise for a picture). Real processes, a real redis-server, the fake Bot API
+or the fake Discord, and the fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -103,3 +105,46 @@ async def test_the_gateway_stores_references_and_the_worker_reads_them(
     assert any("the file could not be downloaded from telegram (tried 3 times)" in s for s in seen)
     assert [r.body["model"] for r in llm.requests if r.path.endswith("/audio/transcriptions")] == ["whisper-test"]
     assert len(telegram.calls_of("getFile")) == 2 + 3  # photo and voice once each, the document three times
+
+
+async def test_a_discord_worker_fetches_an_image_the_gateway_only_referenced(
+    redis_server: RedisServer, llm: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    discord = FakeDiscord()
+    await discord.start()
+    llm.default = Reply(chunks=('<response><output type="discord:message">A red square.</output></response>',))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
+    env.update(
+        REDIS_URL=redis_server.url,
+        DISCORD_TOKEN="fake-token",
+        DISCORD_API_URL=discord.api_url,
+        DISCORD_GATEWAY_URL=discord.gateway_url,
+        DISCORD_GUILD_READY_TIMEOUT="0.05",
+        DISCORD_SYNC_COMMANDS="false",
+        DISCORD_STREAM_REPLIES="false",
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL=llm.url,
+        LLM_MODEL="vision-model",
+        LLM_RETRIES="0",
+        BOT_DATA_DIR=str(tmp_path / "data"),
+        LOG_LEVEL="INFO",
+        HTTP_PORT="0",
+    )
+    procs = Processes(tmp_path, env)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(1000)
+    try:
+        await procs.start("worker")
+        gateway = await procs.start("gateway")
+        user = discord.user("ann")
+        dm = discord.dm_channel(user)
+        await wait_until(lambda: "gateway listening" in procs.log_of(gateway), timeout=60, what="the gateway")
+        await discord.say(dm, "what colour?", author=user, files=[("square.png", "image/png", png)])
+        [reply] = await discord.wait_posted(dm, timeout=60)
+    finally:
+        await procs.stop_all()
+        await discord.close()
+    assert reply["content"] == "A red square."
+    assert len(discord.downloads) == 1
+    [chat] = [r for r in llm.requests if r.path.endswith("/chat/completions")]
+    content = json.dumps(chat.body["messages"][1]["content"])
+    assert "data:image/png;base64," in content and "what colour?" in content
