@@ -36,6 +36,7 @@ def build_media(settings: Settings) -> MediaReader:
         text_chars=media.max_text_chars,
         fetch_retries=media.fetch_retries,
         fetch_timeout=media.fetch_timeout,
+        kinds=frozenset(media.read),
     )
     transcriber = None
     base_url = (stt.base_url or "").strip()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from core.media import AttachmentKind
 from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
 from extensions.telegram.settings import TelegramSettings
@@ -92,6 +94,12 @@ class LlmSettings(BaseModel):
 class MediaSettings(BaseModel):
     """``MEDIA_*``: what the bot reads of pictures and files people send."""
 
+    read: Annotated[tuple[AttachmentKind, ...], NoDecode] = Field(
+        default=tuple(AttachmentKind),
+        description="What is read: image, audio (voice), file (text files), comma-separated; the rest is "
+        "only named to the model",
+    )
+
     max_image_mb: float = Field(default=5.0, gt=0, le=50, description="Larger pictures are not read (MB)")
     max_audio_mb: float = Field(default=20.0, gt=0, le=100, description="Larger voice messages are not heard (MB)")
     max_file_kb: int = Field(
@@ -102,6 +110,14 @@ class MediaSettings(BaseModel):
     )
     fetch_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed download of an attachment")
     fetch_timeout: float = Field(default=30.0, gt=0, le=600, description="Seconds one attachment download may take")
+
+    @field_validator("read", mode="before")
+    @classmethod
+    def _split_kinds(cls, value: Any) -> Any:
+        """Accept ``image,file`` (the environment's form, empty for nothing) or any collection."""
+        if isinstance(value, str):
+            return [part.strip().lower() for part in value.split(",") if part.strip()]
+        return value
 
 
 class SttSettings(BaseModel):

@@ -68,9 +68,12 @@ class MediaLimits:
     """Seconds before the first retry; doubled each time."""
     image_types: tuple[str, ...] = IMAGE_TYPES
     """Image content types shown to the model; other images are named only."""
+    kinds: frozenset[AttachmentKind] = frozenset(AttachmentKind)
+    """The kinds of attachment that are read at all; the others are only named (``MEDIA_READ``)."""
 
 
 _A = {AttachmentKind.IMAGE: "an image", AttachmentKind.AUDIO: "a voice message", AttachmentKind.FILE: "a file"}
+_PLURAL = {AttachmentKind.IMAGE: "images", AttachmentKind.AUDIO: "voice messages", AttachmentKind.FILE: "files"}
 _THE = {AttachmentKind.IMAGE: "the image", AttachmentKind.AUDIO: "the voice message", AttachmentKind.FILE: "the file"}
 
 
@@ -120,6 +123,8 @@ class MediaReader:
         kind, size, limits = attachment.kind, attachment.size, self.limits
         what = _A[kind]
         sized = f"{what} of {human_size(size)}" if size else what
+        if kind not in limits.kinds:
+            return _Outcome(note=f"{what} came; this bot is set not to read {_PLURAL[kind]}")
         if kind is AttachmentKind.IMAGE:
             if not vision:
                 return _Outcome(note=f"{what} came, but this model cannot see images")

@@ -175,6 +175,7 @@ def test_speech_to_text_settings_are_masked_checked_and_built(monkeypatch: pytes
     monkeypatch.setenv("STT_BASE_URL", "https://user:stt-password-7@stt.internal/v1")
     monkeypatch.setenv("STT_ECHO", "true")
     monkeypatch.setenv("MEDIA_MAX_IMAGE_MB", "2.5")
+    monkeypatch.setenv("MEDIA_READ", "image, FILE")
     settings = load_settings()
     rows = {var: shown for var, shown, _ in settings_table(settings)}
     assert rows["STT_API_KEY"] == "********"
@@ -182,6 +183,7 @@ def test_speech_to_text_settings_are_masked_checked_and_built(monkeypatch: pytes
     media = build_media(settings)
     assert isinstance(media.transcriber, OpenAITranscriber) and media.echo
     assert media.limits.image_bytes == 2_500_000
+    assert media.limits.kinds == {"image", "file"}
     assert "stt-password-7" not in repr(media.transcriber)
     monkeypatch.setenv("STT_BASE_URL", "ftp://stt.internal")
     assert check_settings(load_settings()) == [

@@ -185,3 +185,11 @@ def test_interleave_places_each_image_after_its_marker() -> None:
     assert interleave("[A]", (a,)) == ["[A]", a]
     assert interleave("plain", ()) == ["plain"]
     assert ModelRequest(system="", prompt="p").images == ()
+
+
+async def test_kinds_the_operator_turned_off_are_only_named() -> None:
+    files = Files({"cat": PNG})
+    agent, model = make(files, kinds=frozenset({AttachmentKind.FILE}))
+    await agent.run(chat, "c1", [attached("", image())])
+    assert "an image came; this bot is set not to read images" in model.requests[0].prompt
+    assert files.calls == []
