@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,31 @@ async def test_a_prompt_longer_than_the_context_names_llm_context_size(local_mod
     with pytest.raises(ModelError, match="LLM_CONTEXT_SIZE"):
         async for _ in local_model.stream(request):
             pass
+
+
+async def test_the_embedded_model_answers_a_photo_from_its_stand_in_text(local_model: LocalModel) -> None:
+    from core.logs import InputRef
+    from core.media import Attachment, AttachmentKind
+
+    requests: list[ModelRequest] = []
+
+    class Seen:
+        name = local_model.name
+        vision = local_model.vision
+
+        def stream(self, request: ModelRequest) -> Any:
+            requests.append(request)
+            return local_model.stream(request)
+
+    sent: list[str] = []
+    chat = context(type="chat", schema=str, key=lambda s: s, max_steps=1)
+    say = output(type="chat:message", handler=lambda data, c, a: sent.append(data))
+    agent = create_agent(
+        model=Seen(), contexts=[chat], outputs=[say], memory=InMemoryStore(), max_tokens=64, compact_prompt=True
+    )
+    photo = Attachment(kind=AttachmentKind.IMAGE, name="photo.jpg", mime="image/jpeg", size=83_000, source="x", ref="1")
+    await agent.run(chat, "ann", [InputRef(type="chat:message", data="look!", attachments=[photo])])
+    [request] = requests
+    assert request.images == ()
+    assert '[image "photo.jpg" (image/jpeg, 83 KB) (an image came, but this model cannot see images)]' in request.prompt
+    assert sent and sent[0].strip()
