@@ -6,14 +6,25 @@ from typing import Any
 
 from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent, service
 from core.errors import ConfigError
+from core.history import RetentionSweeper
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
+from core.memory import HistoryStore, SQLiteHistory
+from core.summary import SummaryLock, SummaryPolicy
 
 from .assistant import assistant_extension, persona_text
 from .config import check_settings, platforms
 from .models import build_model, close_model
 from .settings import Settings
 
-__all__ = ("build_agent", "build_extensions", "build_media", "build_memory", "build_model_from_settings")
+__all__ = (
+    "build_agent",
+    "build_extensions",
+    "build_history",
+    "build_media",
+    "build_memory",
+    "build_model_from_settings",
+    "build_summary_policy",
+)
 
 
 def build_model_from_settings(settings: Settings) -> Model:
@@ -24,6 +35,34 @@ def build_model_from_settings(settings: Settings) -> Model:
 def build_memory(settings: Settings) -> MemoryStore:
     """The embedded default: SQLite under ``BOT_DATA_DIR``."""
     return SQLiteStore(settings.bot.data_dir / "memory.sqlite3")
+
+
+def build_history(settings: Settings, *, distributed: bool = False) -> HistoryStore | None:
+    """Where the full history lives: SQLite under ``BOT_DATA_DIR`` in one process; PostgreSQL at
+    ``DATABASE_URL`` when workers share (none without it: distributed mode keeps only the window)."""
+    url = settings.database.url.get_secret_value().strip() if settings.database.url is not None else ""
+    if url:
+        from core.memory.postgres import PostgresHistory
+
+        return PostgresHistory(url)
+    if distributed:
+        return None
+    return SQLiteHistory(settings.bot.data_dir / "memory.sqlite3")
+
+
+def build_summary_policy(settings: Settings) -> SummaryPolicy:
+    """When conversations are summarized (``BOT_SUMMARY_EVERY``) and by which model (``LLM_SUMMARY_MODEL``)."""
+    llm = settings.llm
+    summary_model: Model | None = None
+    name = llm.summary_model.strip()
+    if name and name != llm.model.strip() and llm.provider in ("openai", "anthropic"):
+        summary_model = build_model(llm.model_copy(update={"model": name}))
+    return SummaryPolicy(
+        every=settings.bot.summary_every,
+        keep=settings.bot.history,
+        timeout=max(llm.timeout * 2, 30.0),
+        model=summary_model,
+    )
 
 
 def build_media(settings: Settings) -> MediaReader:
@@ -47,12 +86,18 @@ def build_media(settings: Settings) -> MediaReader:
 
 
 def build_extensions(
-    settings: Settings, *, listen: bool = True, only: list[str] | None = None, tools: bool = True
+    settings: Settings,
+    *,
+    listen: bool = True,
+    only: list[str] | None = None,
+    tools: bool = True,
+    search: bool = True,
 ) -> list[Extension]:
-    """The assistant, the MCP servers' tools (unless ``tools`` is false: a gateway runs no actions) and one
-    extension per configured platform (or those named in ``only``)."""
+    """The assistant (with ``search_history`` if ``search``: the bot keeps history), the MCP servers' tools
+    (unless ``tools`` is false: a gateway runs no actions) and one extension per configured platform (or
+    those named in ``only``)."""
     chosen = platforms(settings) if only is None else only
-    extensions = [assistant_extension()]
+    extensions = [assistant_extension(search=search)]
     if tools and settings.mcp.enabled:
         from extensions.mcp import mcp_extension
 
@@ -84,18 +129,24 @@ def build_agent(
     memory: MemoryStore | None = None,
     platforms: list[str] | None = None,
     tools: bool = True,
+    history: HistoryStore | None = None,
+    summary_lock: SummaryLock | None = None,
     **options: Any,
 ) -> Agent:
     """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
-    leaves the MCP servers out (a gateway only stores inputs)."""
+    leaves the MCP servers out (a gateway only stores inputs). Without ``memory`` (embedded) and without
+    ``history``, the history is kept in SQLite next to the memory store."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
     chosen_model = model if model is not None else build_model_from_settings(settings)
     media = build_media(settings)
+    if history is None and memory is None:
+        history = build_history(settings)
+    policy = build_summary_policy(settings)
     agent = create_agent(
         model=chosen_model,
-        extensions=build_extensions(settings, listen=listen, only=platforms, tools=tools),
+        extensions=build_extensions(settings, listen=listen, only=platforms, tools=tools, search=history is not None),
         memory=memory if memory is not None else build_memory(settings),
         dispatcher=dispatcher,
         persona=persona_text(settings.bot.name, settings.bot.persona),
@@ -105,9 +156,18 @@ def build_agent(
             settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
         ),
         media=media,
+        history=history,
+        summary=policy,
+        summary_lock=summary_lock,
         **options,
     )
     agent.services.append(service(name="model", stop=lambda _agent: close_model(chosen_model)))
+    summary_model = policy.model
+    if summary_model is not None:
+        agent.services.append(service(name="summary-model", stop=lambda _agent: close_model(summary_model)))
+    if history is not None and settings.bot.history_retention_days > 0:
+        sweeper = RetentionSweeper(history, days=settings.bot.history_retention_days)
+        agent.services.append(service(name="history-retention", start=sweeper.start, stop=sweeper.stop))
     transcriber = media.transcriber
     if isinstance(transcriber, OpenAITranscriber):
         agent.services.append(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))

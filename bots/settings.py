@@ -22,6 +22,7 @@ from .queue_settings import RedisSettings
 
 __all__ = (
     "BotSettings",
+    "DatabaseSettings",
     "HttpSettings",
     "LlmProvider",
     "LlmSettings",
@@ -56,6 +57,16 @@ class BotSettings(BaseModel):
     data_dir: Path = Field(default=Path("data"), description="Folder of the SQLite memory store (embedded mode)")
     max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
+    summary_every: int = Field(
+        default=50,
+        ge=0,
+        le=1000,
+        description="Entries that left the shown history folded into the conversation's summary per model call "
+        "(0: no summary)",
+    )
+    history_retention_days: int = Field(
+        default=0, ge=0, description="Days the full, searchable history is kept (0: forever); older entries are removed"
+    )
     stop_timeout: float = Field(
         default=10.0,
         ge=0,
@@ -80,6 +91,11 @@ class LlmSettings(BaseModel):
     retries: int = Field(default=3, ge=0, le=10, description="Retries on 429 and 5xx, with backoff")
     context_size: int = Field(default=4096, ge=512, description="Context window of the local model (tokens)")
     threads: int = Field(default=0, ge=0, description="CPU threads of the local model (0: all cores)")
+    summary_model: str = Field(
+        default="",
+        description="A cheaper model name for conversation summaries, same provider, key and URL "
+        "(empty: LLM_MODEL; openai and anthropic only)",
+    )
     compact_prompt: bool | None = Field(
         default=None,
         description="Short prompt without tools, for small models (empty: on for the local provider, off otherwise)",
@@ -142,6 +158,16 @@ class LogSettings(BaseModel):
     content: bool = Field(default=False, description="Log message text at INFO (off: only ids and sizes)")
 
 
+class DatabaseSettings(BaseModel):
+    """``DATABASE_*``: where the full history lives when workers share (distributed mode)."""
+
+    url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL URL (postgresql://user:pass@host/db) of the full history and summaries for "
+        "bots gateway/worker; empty: no history beyond the shown window in distributed mode (secret)",
+    )
+
+
 class HttpSettings(BaseModel):
     """``HTTP_*``: the health and metrics endpoint."""
 
@@ -169,6 +195,7 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)

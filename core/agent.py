@@ -24,14 +24,16 @@ from .definitions import (
 )
 from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
-from .errors import DefinitionError
+from .errors import DefinitionError, RunError
 from .events import RunEvent, RunEventType
+from .history import history_entries
 from .logs import InputRef, Log, WorkingMemory
 from .media.reader import MediaReader
-from .memory import InMemoryStore, MemoryStore
+from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
 from .statelog import StateLog
+from .summary import Summarizer, SummaryLock, SummaryPolicy
 from .tasks import TaskRunner
 from .trace import correlation_id
 
@@ -70,6 +72,9 @@ class Agent:
         state_cache: int = 1024,
         compact_prompt: bool = False,
         media: MediaReader | None = None,
+        history: HistoryStore | None = None,
+        summary: SummaryPolicy | None = None,
+        summary_lock: SummaryLock | None = None,
     ) -> None:
         self.model = model
         """The model every run uses."""
@@ -77,6 +82,14 @@ class Agent:
         """Where context memory and working memory are kept."""
         self.dispatcher: Dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
         """How ``send`` reaches ``run``."""
+        self.history: HistoryStore | None = history
+        """Where every input and output is kept and searched (None: only the working memory is kept)."""
+        self.summarizer: Summarizer | None = (
+            Summarizer(self, history, summary, lock=summary_lock)
+            if history is not None and summary is not None and summary.every > 0
+            else None
+        )
+        """Folds what leaves the prompt's window into each conversation's summary, after its runs."""
         self.intro = intro
         """The first section of the system prompt."""
         self.persona = persona
@@ -253,7 +266,11 @@ class Agent:
                     await maybe_await(svc.stop(self))
                 except Exception:
                     log.exception("service %s failed to stop", svc.name)
+        if self.summarizer is not None:
+            await self.summarizer.stop()
         await self.memory.close()
+        if self.history is not None:
+            await self.history.close()
 
     @property
     def running(self) -> bool:
@@ -305,6 +322,8 @@ class Agent:
             working_memory=working,
             state_log=StateLog.load(await self.memory.get(f"statelog:{cid}")),
         )
+        if self.history is not None:
+            state.summary = (await self.history.summary(cid)).text
         if stored is None:
             stored = await maybe_await(context.create(state)) if context.create is not None else {}
         else:
@@ -342,6 +361,22 @@ class Agent:
         await self.memory.delete(f"context:{cid}")
         await self.memory.delete(f"working:{cid}")
         await self.memory.delete(f"statelog:{cid}")
+        if self.history is not None:  # the summary goes too; the history stays searchable (``forget`` erases it)
+            newest = await self.history.search(cid, limit=1)
+            old = await self.history.summary(cid)
+            upto = max(old.upto, newest[0].seq if newest else 0)
+            await self.history.set_summary(cid, Summary(text="", upto=upto), expected=old.upto)
+
+    async def forget(self, context: Context, args: Any) -> None:
+        """Erase everything about the instance ``args`` names (``/forget``): its memory, facts and state
+        as ``reset`` does, and its full history and summary."""
+        args = context.schema.validate(args)
+        cid = self.context_id(context, args)
+        if self.summarizer is not None:
+            self.summarizer.cancel(cid)
+        await self.reset(context, args)
+        if self.history is not None:
+            await self.history.forget(cid)
 
     @property
     def sees_images(self) -> bool:
@@ -481,11 +516,14 @@ class Agent:
                     except Exception:
                         log.exception("on_run of context %s raised", context.type)
             if not run.forget:
+                await self._record(state, chain)
                 await self.save_state(state)
             for observer in self.observers:
                 observer("run_seconds", cid, loop.time() - started)
             if not future.done():
                 future.set_result(chain)
+            if self.summarizer is not None and not run.forget:
+                self.summarizer.schedule(cid)  # after the answer: never delays it
         except BaseException as exc:
             if not future.done():
                 if isinstance(exc, asyncio.CancelledError):
@@ -500,6 +538,17 @@ class Agent:
         finally:
             if self._runs.get(cid) is entry:
                 del self._runs[cid]
+
+    async def _record(self, state: ContextState, chain: Sequence[Log]) -> None:
+        """Add the run's inputs and outputs to the full history (a store that fails is logged: the
+        conversation goes on without it)."""
+        if self.history is None:
+            return
+        entries = history_entries(state, chain)
+        try:
+            await self.history.append(state.id, entries)
+        except RunError as exc:
+            log.warning("history of %s: %d entries not stored: %s", state.id, len(entries), exc)
 
     def stream(
         self,

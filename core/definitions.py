@@ -75,6 +75,8 @@ class ContextState:
     """The append-only state log that ``_outputPath`` writes to."""
     options: dict[str, Any] = field(default_factory=dict)
     """Per-run values handlers may share (for example the platform message being answered)."""
+    summary: str = ""
+    """The rolling summary of what left the working memory's window (with a history store)."""
     media: dict[str, Loaded] = field(default_factory=dict, repr=False)
     """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
     never saved: later runs see the attachments' descriptions."""

@@ -171,6 +171,8 @@ def _context_block(state: ContextState) -> str:
         parts.append(str(ctx.render(state)))
     elif state.memory:
         parts.append(f"<memory>{format_value(state.memory)}</memory>")
+    if state.summary:
+        parts.append(f"<summary>{state.summary}</summary>")
     if state.state_log.entries:
         parts.append(f"<state>{format_value(state.state_log.folded())}</state>")
     parts.append("</context>")

@@ -65,3 +65,23 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
     monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
     yield
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """One real PostgreSQL for the whole session (``tests.postgres_server``); tests take a database each."""
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def database_url(postgres_server: Any) -> str:
+    """The URL of a new, empty database of the session's PostgreSQL."""
+    url: str = postgres_server.create_database()
+    return url

@@ -1,7 +1,17 @@
-"""Memory stores: where context memory and working memory are kept between runs."""
+"""Memory stores: where context memory and working memory are kept between runs, and the full history."""
 
 from .base import MemoryStore
+from .history import HistoryEntry, HistoryStore, Summary
 from .in_memory import InMemoryStore
 from .sqlite import SQLiteStore
+from .sqlite_history import SQLiteHistory
 
-__all__ = ("InMemoryStore", "MemoryStore", "SQLiteStore")
+__all__ = (
+    "HistoryEntry",
+    "HistoryStore",
+    "InMemoryStore",
+    "MemoryStore",
+    "SQLiteHistory",
+    "SQLiteStore",
+    "Summary",
+)

@@ -1,0 +1,247 @@
+"""Full history in PostgreSQL (``DATABASE_URL``), for workers that share: psycopg 3, async.
+
+The table has a generated ``tsvector`` column (the ``simple`` configuration: no stemming, any language)
+with a GIN index; searches take the newest matches of one conversation. Migrations run when the first
+connection is made, under an advisory lock so that workers starting together do not race. Import this
+module only when PostgreSQL is used: it needs the ``postgres`` extra (``psycopg[binary]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from ..errors import MemoryStoreError
+from ..logs import now_ms
+from .history import HistoryEntry, Summary, query_words
+
+__all__ = ("MIGRATIONS", "PostgresHistory")
+
+log = logging.getLogger("core.memory.postgres")
+
+T = TypeVar("T")
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE history (
+        seq bigserial PRIMARY KEY,
+        cid text NOT NULL,
+        id text NOT NULL,
+        ts bigint NOT NULL,
+        role text NOT NULL,
+        who text NOT NULL,
+        text text NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,
+        UNIQUE (cid, id)
+    );
+    CREATE INDEX history_cid_seq ON history (cid, seq);
+    CREATE INDEX history_ts ON history (ts);
+    CREATE INDEX history_tsv ON history USING GIN (tsv);
+    CREATE TABLE summaries (
+        cid text PRIMARY KEY,
+        text text NOT NULL,
+        upto bigint NOT NULL,
+        updated bigint NOT NULL
+    );
+    """,
+)
+"""The schema, one step per version; a deployed step is never changed, only followed by new ones."""
+
+MIGRATION_LOCK = 0x6264_6873  # "bdhs": any constant shared by every process of the bot
+PRUNE_CHUNK = 5000
+_COLUMNS = "seq, id, ts, role, who, text"
+
+
+def _entry(row: Sequence[Any]) -> HistoryEntry:
+    return HistoryEntry(seq=row[0], id=row[1], ts=row[2], role=row[3], who=row[4], text=row[5])
+
+
+def _safe(url: str) -> str:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "DATABASE_URL"
+    return f"postgresql://{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+class PostgresHistory:
+    """Every conversation's messages and summary in PostgreSQL (one connection per process, serialised)."""
+
+    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
+        self.url = url
+        """The connection URL (secret: never logged; ``shown`` is)."""
+        self.shown = _safe(url)
+        """The URL without credentials, for messages."""
+        self.timeout = timeout
+        """Seconds each statement (and the connection) may take."""
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(1, round(self.timeout))
+            )
+            try:
+                await self._migrate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await conn.execute("CREATE TABLE IF NOT EXISTS bot_schema (version integer NOT NULL)")
+            row = await (await conn.execute("SELECT max(version) FROM bot_schema")).fetchone()
+            version = int(row[0]) if row is not None and row[0] is not None else 0
+            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+                await conn.execute(step)
+                await conn.execute("INSERT INTO bot_schema (version) VALUES (%s)", (number,))
+                log.info("history database %s: migrated to version %d", self.shown, number)
+
+    async def _do(self, what: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        async with self._lock:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    return await work(await self._connect())
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                if self._conn is not None and (self._conn.broken or isinstance(exc, TimeoutError)):
+                    await self._drop()
+                raise MemoryStoreError(
+                    f"PostgreSQL history at {self.shown} failed {what}: {type(exc).__name__}: {exc}; "
+                    "check DATABASE_URL and that the server is up"
+                ) from exc
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+
+    async def _rows(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
+        async def work(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchall() if cur.description is not None else [cur.rowcount]
+
+        return await self._do(what, work)
+
+    async def append(self, cid: str, entries: Sequence[HistoryEntry]) -> None:
+        """Store ``entries`` (ids already stored are skipped), in one statement."""
+        if not entries:
+            return
+        rows = [(cid, e.id, e.ts, e.role, e.who, e.text) for e in entries]
+
+        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO history (cid, id, ts, role, who, text) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (cid, id) DO NOTHING",
+                    rows,
+                )
+
+        await self._do("storing messages", work)
+
+    async def search(
+        self, cid: str, *, words: str = "", since: int | None = None, until: int | None = None, limit: int = 5
+    ) -> list[HistoryEntry]:
+        """The newest entries of ``cid`` with every word (as a word prefix) of ``words``, within the range."""
+        terms = query_words(words)
+        low = since if since is not None else -(2**62)
+        high = until if until is not None else 2**62
+        if terms:
+            query = " & ".join(f"{t}:*" for t in terms)
+            rows = await self._rows(
+                "searching",
+                f"SELECT {_COLUMNS} FROM history WHERE cid = %s AND tsv @@ to_tsquery('simple', %s) "
+                "AND ts BETWEEN %s AND %s ORDER BY seq DESC LIMIT %s",
+                (cid, query, low, high, limit),
+            )
+        else:
+            rows = await self._rows(
+                "searching",
+                f"SELECT {_COLUMNS} FROM history WHERE cid = %s AND ts BETWEEN %s AND %s ORDER BY seq DESC LIMIT %s",
+                (cid, low, high, limit),
+            )
+        return [_entry(row) for row in rows]
+
+    async def pending(self, cid: str, *, after: int, keep: int, limit: int) -> list[HistoryEntry]:
+        """The oldest ``limit`` entries after ``after`` if ``keep`` newer ones follow them."""
+        rows = await self._rows(
+            "reading messages to summarize",
+            f"SELECT {_COLUMNS} FROM history WHERE cid = %s AND seq > %s ORDER BY seq LIMIT %s",
+            (cid, after, limit + keep),
+        )
+        if len(rows) < limit + keep:
+            return []
+        return [_entry(row) for row in rows[:limit]]
+
+    async def summary(self, cid: str) -> Summary:
+        """The summary of ``cid``, or an empty one."""
+        rows = await self._rows(
+            "reading the summary", "SELECT text, upto, updated FROM summaries WHERE cid = %s", (cid,)
+        )
+        return Summary(text=rows[0][0], upto=rows[0][1], updated=rows[0][2]) if rows else Summary()
+
+    async def set_summary(self, cid: str, summary: Summary, *, expected: int) -> bool:
+        """Replace the summary if it still covers up to ``expected`` and its newest entry still exists (a
+        fold that raced with ``forget`` is not written)."""
+        rows = await self._rows(
+            "writing the summary",
+            """
+            INSERT INTO summaries (cid, text, upto, updated)
+            SELECT %(cid)s, %(text)s, %(upto)s, %(updated)s
+            WHERE coalesce((SELECT upto FROM summaries WHERE cid = %(cid)s), 0) = %(expected)s
+              AND (%(upto)s = 0 OR EXISTS (SELECT 1 FROM history WHERE cid = %(cid)s AND seq = %(upto)s))
+            ON CONFLICT (cid) DO UPDATE SET text = EXCLUDED.text, upto = EXCLUDED.upto, updated = EXCLUDED.updated
+            WHERE summaries.upto = %(expected)s
+            """,
+            {
+                "cid": cid,
+                "text": summary.text,
+                "upto": summary.upto,
+                "updated": summary.updated or now_ms(),
+                "expected": expected,
+            },
+        )
+        return bool(rows and rows[0] == 1)
+
+    async def count(self, cid: str) -> int:
+        """How many entries ``cid`` has."""
+        rows = await self._rows("counting messages", "SELECT count(*) FROM history WHERE cid = %s", (cid,))
+        return int(rows[0][0])
+
+    async def forget(self, cid: str) -> None:
+        """Delete the history and summary of ``cid`` (one transaction)."""
+
+        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                await conn.execute("DELETE FROM history WHERE cid = %s", (cid,))
+                await conn.execute("DELETE FROM summaries WHERE cid = %s", (cid,))
+
+        await self._do("forgetting a conversation", work)
+
+    async def prune(self, *, before: int) -> int:
+        """Delete entries said before ``before`` (ms), a chunk per statement; returns how many."""
+        total = 0
+        while True:
+            rows = await self._rows(
+                "removing old history",
+                "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE ts < %s LIMIT %s)",
+                (before, PRUNE_CHUNK),
+            )
+            n = int(rows[0]) if rows else 0
+            total += n
+            if n < PRUNE_CHUNK:
+                return total
+
+    async def close(self) -> None:
+        """Close the connection."""
+        async with self._lock:
+            await self._drop()

@@ -1,0 +1,226 @@
+"""Full history in SQLite with FTS5, the embedded default (next to the memory store, ``./data``).
+
+sqlite3 is blocking, so every call runs in a worker thread; one connection serialised by a lock. The
+full-text index is an external-content FTS5 table kept in step by triggers; searches walk it newest
+first and stop at the limit, so a common word costs the same as a rare one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import MemoryStoreError
+from ..logs import now_ms
+from .history import HistoryEntry, Summary, query_words
+
+__all__ = ("SQLiteHistory",)
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS history (
+    seq INTEGER PRIMARY KEY,
+    cid TEXT NOT NULL,
+    id TEXT NOT NULL,
+    ts INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    who TEXT NOT NULL,
+    text TEXT NOT NULL,
+    UNIQUE (cid, id)
+);
+CREATE INDEX IF NOT EXISTS history_cid_seq ON history (cid, seq);
+CREATE INDEX IF NOT EXISTS history_ts ON history (ts);
+CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(
+    text, content='history', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS history_ai AFTER INSERT ON history BEGIN
+    INSERT INTO history_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS history_ad AFTER DELETE ON history BEGIN
+    INSERT INTO history_fts (history_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE TABLE IF NOT EXISTS summaries (
+    cid TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    upto INTEGER NOT NULL,
+    updated INTEGER NOT NULL
+);
+"""
+
+_COLUMNS = "h.seq, h.id, h.ts, h.role, h.who, h.text"
+PRUNE_CHUNK = 5000
+"""Rows deleted per transaction by ``prune`` (the writer lock is held only that long)."""
+
+
+def _entry(row: tuple[Any, ...]) -> HistoryEntry:
+    return HistoryEntry(seq=row[0], id=row[1], ts=row[2], role=row[3], who=row[4], text=row[5])
+
+
+class SQLiteHistory:
+    """Every conversation's messages and summary in one SQLite file (WAL mode)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        """The database file."""
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(SCHEMA)
+            except (OSError, sqlite3.Error) as exc:
+                raise MemoryStoreError(
+                    f"cannot open the SQLite history at {self.path}: {exc}; "
+                    "check BOT_DATA_DIR points to a writable folder (SQLite needs FTS5)"
+                ) from exc
+            self._conn = conn
+        return self._conn
+
+    def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                return work(self._connect())
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"SQLite history {self.path}: {exc}") from exc
+
+    async def _do(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._locked, work)
+
+    async def append(self, cid: str, entries: Sequence[HistoryEntry]) -> None:
+        """Store ``entries`` (ids already stored are skipped), in one transaction."""
+        if not entries:
+            return
+        rows = [(cid, e.id, e.ts, e.role, e.who, e.text) for e in entries]
+
+        def work(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN")
+                conn.executemany(
+                    "INSERT OR IGNORE INTO history (cid, id, ts, role, who, text) VALUES (?, ?, ?, ?, ?, ?)", rows
+                )
+
+        await self._do(work)
+
+    async def search(
+        self, cid: str, *, words: str = "", since: int | None = None, until: int | None = None, limit: int = 5
+    ) -> list[HistoryEntry]:
+        """The newest entries of ``cid`` with every word (as a word prefix) of ``words``, within the range."""
+        terms = query_words(words)
+        low = since if since is not None else -(2**62)
+        high = until if until is not None else 2**62
+        if terms:
+            match = " ".join(f'"{t}"*' for t in terms)
+            sql = (
+                f"SELECT {_COLUMNS} FROM history_fts f JOIN history h ON h.seq = f.rowid "
+                "WHERE history_fts MATCH ? AND h.cid = ? AND h.ts BETWEEN ? AND ? ORDER BY f.rowid DESC LIMIT ?"
+            )
+            params: tuple[Any, ...] = (match, cid, low, high, limit)
+        else:
+            sql = (
+                f"SELECT {_COLUMNS} FROM history h WHERE h.cid = ? AND h.ts BETWEEN ? AND ? ORDER BY h.seq DESC LIMIT ?"
+            )
+            params = (cid, low, high, limit)
+        rows = await self._do(lambda conn: conn.execute(sql, params).fetchall())
+        return [_entry(row) for row in rows]
+
+    async def pending(self, cid: str, *, after: int, keep: int, limit: int) -> list[HistoryEntry]:
+        """The oldest ``limit`` entries after ``after`` if ``keep`` newer ones follow them."""
+        rows = await self._do(
+            lambda conn: conn.execute(
+                f"SELECT {_COLUMNS} FROM history h WHERE h.cid = ? AND h.seq > ? ORDER BY h.seq LIMIT ?",
+                (cid, after, limit + keep),
+            ).fetchall()
+        )
+        if len(rows) < limit + keep:
+            return []
+        return [_entry(row) for row in rows[:limit]]
+
+    async def summary(self, cid: str) -> Summary:
+        """The summary of ``cid``, or an empty one."""
+        rows = await self._do(
+            lambda conn: conn.execute("SELECT text, upto, updated FROM summaries WHERE cid = ?", (cid,)).fetchall()
+        )
+        return Summary(text=rows[0][0], upto=rows[0][1], updated=rows[0][2]) if rows else Summary()
+
+    async def set_summary(self, cid: str, summary: Summary, *, expected: int) -> bool:
+        """Replace the summary if it still covers up to ``expected``."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("SELECT upto FROM summaries WHERE cid = ?", (cid,)).fetchone()
+                if (row[0] if row else 0) != expected:
+                    return False
+                if (
+                    summary.upto
+                    and not conn.execute(
+                        "SELECT 1 FROM history WHERE seq = ? AND cid = ?", (summary.upto, cid)
+                    ).fetchone()
+                ):
+                    return False  # a fold that raced with ``forget``
+                conn.execute(
+                    "INSERT INTO summaries (cid, text, upto, updated) VALUES (?, ?, ?, ?) ON CONFLICT(cid) DO UPDATE "
+                    "SET text = excluded.text, upto = excluded.upto, updated = excluded.updated",
+                    (cid, summary.text, summary.upto, summary.updated or now_ms()),
+                )
+                return True
+
+        return await self._do(work)
+
+    async def count(self, cid: str) -> int:
+        """How many entries ``cid`` has."""
+        rows = await self._do(
+            lambda conn: conn.execute("SELECT count(*) FROM history WHERE cid = ?", (cid,)).fetchall()
+        )
+        return int(rows[0][0])
+
+    async def forget(self, cid: str) -> None:
+        """Delete the history and summary of ``cid``."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM history WHERE cid = ?", (cid,))
+                conn.execute("DELETE FROM summaries WHERE cid = ?", (cid,))
+
+        await self._do(work)
+
+    async def prune(self, *, before: int) -> int:
+        """Delete entries said before ``before`` (ms), a chunk per transaction; returns how many."""
+
+        def chunk(conn: sqlite3.Connection) -> int:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                cur = conn.execute(
+                    "DELETE FROM history WHERE seq IN (SELECT seq FROM history WHERE ts < ? LIMIT ?)",
+                    (before, PRUNE_CHUNK),
+                )
+                return cur.rowcount
+
+        total = 0
+        while True:
+            n = await self._do(chunk)
+            total += n
+            if n < PRUNE_CHUNK:
+                return total
+
+    async def close(self) -> None:
+        """Close the connection."""
+
+        def _close() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await asyncio.to_thread(_close)
