@@ -38,6 +38,7 @@ from .errors import (
     TemplateError,
     ValidationError,
 )
+from .escape import escape_text, unescape_text
 from .events import RunEvent, RunEventType
 from .health import Degraded
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
@@ -97,8 +98,10 @@ __all__ = (
     "build_prompt",
     "context",
     "create_agent",
+    "escape_text",
     "extension",
     "input",
     "output",
     "service",
+    "unescape_text",
 )

@@ -2,8 +2,10 @@
 
 ``feed(chunk)`` returns the events the chunk completed; ``close()`` flushes the rest. Tags may be cut
 anywhere across chunks. Content elements (``reasoning``, ``action_call``, ``output``) hold raw text up to
-their closing tag, so ``<b>`` or ``a < b`` inside a reply stay text. Text outside tags and unknown tags are
-reported as ``Text``; a stream that ends inside an element closes it with ``complete=False``.
+their closing tag, so ``<b>`` or ``a < b`` inside a reply stay text; the entities of the prompt in it are
+decoded (``unescape_text``, also when cut across chunks), so ``&lt;b&gt;`` copied from the prompt is ``<b>``.
+Text outside tags and unknown tags are reported as ``Text``; a stream that ends inside an element closes it
+with ``complete=False``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
+
+from .escape import ENTITY_PREFIX_MAX, unescape_text
 
 __all__ = (
     "CONTAINER_TAGS",
@@ -52,7 +56,7 @@ class TagText:
     name: str
     """Tag name."""
     text: str
-    """The new text."""
+    """The new text, entities decoded."""
     index: int
     """The element's index."""
 
@@ -66,7 +70,7 @@ class TagEnd:
     attrs: dict[str, str] = field(default_factory=dict)
     """Attributes, entity-decoded."""
     content: str = ""
-    """The whole raw content (empty for containers)."""
+    """The whole content, entities decoded (empty for containers)."""
     index: int
     """The element's index."""
     complete: bool = True
@@ -90,6 +94,18 @@ def _parse_attrs(inner: str) -> dict[str, str]:
         value = m.group(2) if m.group(2) is not None else m.group(3) if m.group(3) is not None else m.group(4)
         attrs[m.group(1)] = html.unescape(value)
     return attrs
+
+
+_ENTITIES = ("&lt;", "&gt;", "&amp;", "&quot;", "&apos;", "&#39;", "&#x27;")
+
+
+def _entity_tail(text: str) -> int:
+    """Where a tail of ``text`` that may be the start of an entity begins (``len(text)`` when there is none)."""
+    j = text.rfind("&", max(0, len(text) - ENTITY_PREFIX_MAX))
+    if j == -1:
+        return len(text)
+    tail = text[j:]
+    return j if any(e.startswith(tail) for e in _ENTITIES) else len(text)
 
 
 _TAG_BODY = re.compile(r"""(?:[^>"'<]+|"[^"]*"|'[^']*')*""")
@@ -126,6 +142,7 @@ class StreamParser:
         self._buf = ""
         self._open: TagStart | None = None
         self._parts: list[str] = []
+        self._held = ""  # the start of an entity cut by the end of a chunk
         self._close_tag = ""
         self._containers: list[str] = []
         self._index = 0
@@ -141,8 +158,9 @@ class StreamParser:
             start = self._open
             if start is None:
                 return [Text(text=chunk)]
-            self._parts.append(chunk)
-            return [TagText(name=start.name, text=chunk, index=start.index)]
+            out: list[ParseEvent] = []
+            self._emit_text(chunk, out)
+            return out
         buf = self._buf + chunk if self._buf else chunk
         events: list[ParseEvent] = []
         pos = self._scan(buf, events, final=False)
@@ -162,7 +180,7 @@ class StreamParser:
         if self._open is not None:
             if rest:
                 self._emit_text(rest, events)
-            events.append(self._end(complete=False))
+            events.append(self._end(complete=False, events=events))
         elif rest:
             events.append(Text(text=rest))
         while self._containers:
@@ -171,13 +189,24 @@ class StreamParser:
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _emit_text(self, text: str, events: list[ParseEvent]) -> None:
+    def _emit_text(self, text: str, events: list[ParseEvent], *, hold: bool = True) -> None:
+        """Content of the open element, decoded; a tail that may be an entity cut in two waits for more."""
         assert self._open is not None
-        self._parts.append(text)
-        events.append(TagText(name=self._open.name, text=text, index=self._open.index))
+        if self._held:
+            text = self._held + text
+            self._held = ""
+        if hold:
+            cut = _entity_tail(text)
+            text, self._held = text[:cut], text[cut:]
+        if text:
+            text = unescape_text(text)
+            self._parts.append(text)
+            events.append(TagText(name=self._open.name, text=text, index=self._open.index))
 
-    def _end(self, *, complete: bool) -> TagEnd:
+    def _end(self, *, complete: bool, events: list[ParseEvent]) -> TagEnd:
         assert self._open is not None
+        if self._held:
+            self._emit_text("", events, hold=False)
         start = self._open
         self._open = None
         content = "".join(self._parts)
@@ -251,7 +280,7 @@ class StreamParser:
             self._open = start
             self._close_tag = f"</{name}"
             if self_closing:
-                events.append(self._end(complete=True))
+                events.append(self._end(complete=True, events=events))
         return pos
 
     def _scan_content(self, buf: str, pos: int, events: list[ParseEvent], *, final: bool) -> int:
@@ -277,7 +306,7 @@ class StreamParser:
             if k == n and final:  # the stream ended right after "</name": take it as the closing tag
                 if i > pos:
                     self._emit_text(buf[pos:i], events)
-                events.append(self._end(complete=True))
+                events.append(self._end(complete=True, events=events))
                 return n
             if k == n:
                 if n - i > self._max_tag:
@@ -289,7 +318,7 @@ class StreamParser:
             if buf[k] == ">":
                 if i > pos:
                     self._emit_text(buf[pos:i], events)
-                events.append(self._end(complete=True))
+                events.append(self._end(complete=True, events=events))
                 return k + 1
             search = after  # "</outputs" or similar: plain text
 

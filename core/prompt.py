@@ -8,12 +8,14 @@ Building a prompt reads only that window, so it costs the same after 10 or 100,0
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from .definitions import Action, ContextState, Output
+from .escape import escape_attr, escape_text
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
 from .media.attachment import Loaded, describe, format_attachments
 
@@ -76,8 +78,11 @@ class Prompt:
 
 
 def xml_attr(value: Any) -> str:
-    """A value escaped for a double-quoted XML attribute."""
-    return str(value).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    """A value escaped for a double-quoted XML attribute (``escape_attr`` of its text)."""
+    return escape_attr(str(value))
+
+
+_ATTR_NAME = re.compile(r"[A-Za-z_][\w.\-]*\Z")
 
 
 def format_value(value: Any) -> str:
@@ -94,19 +99,21 @@ def _iso(ms: int) -> str:
 
 
 def _params(params: dict[str, str]) -> str:
-    return "".join(f' {k}="{xml_attr(v)}"' for k, v in params.items())
+    """Attributes from ``params``; a name that is not a plain XML name (it came from elsewhere and could carry
+    markup) is left out."""
+    return "".join(f' {k}="{xml_attr(v)}"' for k, v in params.items() if _ATTR_NAME.match(k))
 
 
 def format_action(action: Action) -> str:
     """``<action name=...>`` with description, instructions, schema, returns and examples."""
     parts = [f'<action name="{xml_attr(action.name)}">']
     if action.description:
-        parts.append(f"<description>{action.description}</description>")
+        parts.append(f"<description>{escape_text(action.description)}</description>")
     if action.instructions:
         parts.append(f"<instructions>{action.instructions}</instructions>")
-    parts.append(f"<schema>{action.schema.json_schema_text}</schema>")
+    parts.append(f"<schema>{escape_text(action.schema.json_schema_text)}</schema>")
     if action.returns is not None:
-        parts.append(f"<returns>{action.returns.json_schema_text}</returns>")
+        parts.append(f"<returns>{escape_text(action.returns.json_schema_text)}</returns>")
     if action.examples:
         parts.append("<examples>" + "\n".join(action.examples) + "</examples>")
     parts.append("</action>")
@@ -117,12 +124,12 @@ def format_output(output: Output) -> str:
     """``<output type=...>`` with description, instructions, content and attributes schemas, examples."""
     parts = [f'<output type="{xml_attr(output.type)}">']
     if output.description:
-        parts.append(f"<description>{output.description}</description>")
+        parts.append(f"<description>{escape_text(output.description)}</description>")
     if output.instructions:
         parts.append(f"<instructions>{output.instructions}</instructions>")
-    parts.append(f"<content_schema>{output.schema.json_schema_text}</content_schema>")
+    parts.append(f"<content_schema>{escape_text(output.schema.json_schema_text)}</content_schema>")
     if output.attributes is not None:
-        parts.append(f"<attributes_schema>{output.attributes.json_schema_text}</attributes_schema>")
+        parts.append(f"<attributes_schema>{escape_text(output.attributes.json_schema_text)}</attributes_schema>")
     if output.examples:
         parts.append("<examples>" + "\n".join(output.examples) + "</examples>")
     parts.append("</output>")
@@ -131,32 +138,39 @@ def format_output(output: Output) -> str:
 
 def format_log(log: Log, *, media: Mapping[str, Loaded] | None = None) -> str:
     """One working-memory entry as XML; an input's attachments follow its text (``media``: what the
-    current run fetched from them)."""
+    current run fetched from them). Every text in it that our code did not write is escaped."""
     ts = _iso(log.timestamp)
     if isinstance(log, InputRef):
-        body = log.text if log.text is not None else format_value(log.data)
-        if log.attachments:
+        body = escape_text(log.text if log.text is not None else format_value(log.data))
+        if log.attachments:  # our markup; what it shows of an attachment is escaped by format_attachments
             body = "\n".join(p for p in (body, format_attachments(log.attachments, media)) if p)
         return f'<input type="{xml_attr(log.type)}"{_params(log.params)} timestamp="{ts}">{body}</input>'
     if isinstance(log, OutputRef):
         body = log.text if log.text is not None else (log.content if log.data is None else format_value(log.data))
         status = f' error="{xml_attr(log.error)}"' if log.error else ""
-        return f'<output type="{xml_attr(log.type)}"{_params(log.params)}{status} timestamp="{ts}">{body}</output>'
+        return (
+            f'<output type="{xml_attr(log.type)}"{_params(log.params)}{status} timestamp="{ts}">'
+            f"{escape_text(body)}</output>"
+        )
     if isinstance(log, ActionCall):
         body = log.content if log.data is None else format_value(log.data)
-        return f'<action_call name="{xml_attr(log.name)}" id="{log.id}" timestamp="{ts}">{body}</action_call>'
+        return (
+            f'<action_call name="{xml_attr(log.name)}" id="{xml_attr(log.id)}" timestamp="{ts}">'
+            f"{escape_text(body)}</action_call>"
+        )
     if isinstance(log, ActionResult):
         if log.error is not None:
-            body = f"<error>{log.error}</error>"
+            body = f"<error>{escape_text(log.error)}</error>"
         else:
-            body = log.text if log.text is not None else format_value(log.data)
+            body = escape_text(log.text if log.text is not None else format_value(log.data))
         return (
-            f'<action_result name="{xml_attr(log.name)}" callId="{log.call_id}" timestamp="{ts}">{body}</action_result>'
+            f'<action_result name="{xml_attr(log.name)}" callId="{xml_attr(log.call_id)}" timestamp="{ts}">'
+            f"{body}</action_result>"
         )
     if isinstance(log, Thought):
-        return f'<thought timestamp="{ts}">{log.content}</thought>'
+        return f'<thought timestamp="{ts}">{escape_text(log.content)}</thought>'
     assert isinstance(log, ErrorLog)
-    return f'<error source="{xml_attr(log.source)}" timestamp="{ts}">{log.message}</error>'
+    return f'<error source="{xml_attr(log.source)}" timestamp="{ts}">{escape_text(log.message)}</error>'
 
 
 def _context_block(state: ContextState) -> str:
@@ -167,14 +181,14 @@ def _context_block(state: ContextState) -> str:
     instructions = ctx.instructions(state) if callable(ctx.instructions) else ctx.instructions
     if instructions:
         parts.append(f"<instructions>{instructions}</instructions>")
-    if ctx.render is not None:
+    if ctx.render is not None:  # the author's markup: it escapes what it shows with ``escape_text``
         parts.append(str(ctx.render(state)))
     elif state.memory:
-        parts.append(f"<memory>{format_value(state.memory)}</memory>")
-    if state.summary:
-        parts.append(f"<summary>{state.summary}</summary>")
+        parts.append(f"<memory>{escape_text(format_value(state.memory))}</memory>")
+    if state.summary:  # the model wrote it from what people said: escaped like them
+        parts.append(f"<summary>{escape_text(state.summary)}</summary>")
     if state.state_log.entries:
-        parts.append(f"<state>{format_value(state.state_log.folded())}</state>")
+        parts.append(f"<state>{escape_text(format_value(state.state_log.folded()))}</state>")
     parts.append("</context>")
     return "\n".join(parts)
 
@@ -239,18 +253,25 @@ For example, to "user: hi" you could answer:
 <output type="{type}">Hello! How can I help you today?</output></response>"""
 
 
+def _line_text(text: str) -> str:
+    """Message text for one line of the compact prompt: escaped, and its later lines indented, so that nobody can
+    start a line of their own (``you: ...``) inside a message."""
+    return escape_text(text).replace("\n", "\n  ")
+
+
 def _compact_line(log: Log) -> str | None:
     if isinstance(log, InputRef):
         who = log.params.get("user") or log.params.get("author") or "user"
-        text = log.text if log.text is not None else format_value(log.data)
-        for attachment in log.attachments:  # small models get a stand-in line, never the bytes
+        who = " ".join(escape_text(who).replace(":", " ").split()) or "user"
+        text = _line_text(log.text if log.text is not None else format_value(log.data))
+        for attachment in log.attachments:  # small models get a stand-in line (ours, on one line), never the bytes
             said = " (transcribed above)" if attachment.text else f" ({attachment.note})" if attachment.note else ""
-            text = f"{text}\n[{describe(attachment)}{said}]".strip()
+            text = f"{text}\n[{' '.join(escape_text(describe(attachment) + said).split())}]".strip()
         return f"{who}: {text}"
     if isinstance(log, OutputRef) and not log.error:
-        return f"you: {log.content if log.data is None else format_value(log.data)}"
+        return f"you: {_line_text(log.content if log.data is None else format_value(log.data))}"
     if isinstance(log, ErrorLog):
-        return f"(note: {log.message})"
+        return f"(note: {_line_text(log.message)})"
     return None
 
 

@@ -14,6 +14,8 @@ from pathlib import PurePosixPath
 
 import pydantic
 
+from ..escape import escape_attr, escape_text
+
 __all__ = (
     "Attachment",
     "AttachmentKind",
@@ -192,14 +194,6 @@ def describe(attachment: Attachment) -> str:
     return f"{attachment.kind.value}{name}" + (f" ({what})" if what else "")
 
 
-def _escape_text(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _escape_attr(text: str) -> str:
-    return _escape_text(text).replace('"', "&quot;")
-
-
 def _open_tag(attachment: Attachment) -> str:
     attrs = {"id": attachment.id, "kind": attachment.kind.value}
     if attachment.name:
@@ -208,7 +202,7 @@ def _open_tag(attachment: Attachment) -> str:
         attrs["type"] = attachment.mime
     if attachment.size is not None:
         attrs["size"] = human_size(attachment.size)
-    return "<attachment" + "".join(f' {k}="{_escape_attr(v)}"' for k, v in attrs.items())
+    return "<attachment" + "".join(f' {k}="{escape_attr(v)}"' for k, v in attrs.items())
 
 
 def image_marker(attachment: Attachment) -> str:
@@ -223,11 +217,11 @@ def format_attachment(attachment: Attachment, loaded: Loaded | None = None) -> s
     if loaded is not None and loaded.data is not None:
         return image_marker(attachment)
     if loaded is not None and loaded.text is not None:
-        return f'{_open_tag(attachment)} status="read">{_escape_text(loaded.text)}</attachment>'
+        return f'{_open_tag(attachment)} status="read">{escape_text(loaded.text)}</attachment>'
     if attachment.text is not None:  # the transcript became the input's text
         return f'{_open_tag(attachment)} status="transcribed">the text of this message is what was said</attachment>'
     if attachment.note:
-        return f'{_open_tag(attachment)} status="not read">{_escape_text(attachment.note)}</attachment>'
+        return f'{_open_tag(attachment)} status="not read">{escape_text(attachment.note)}</attachment>'
     return f'{_open_tag(attachment)} status="seen earlier"/>'
 
 

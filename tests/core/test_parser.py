@@ -72,7 +72,7 @@ def test_reference_parse() -> None:
     assert ends[0].content == "think: a<b and c>d"
     assert ends[1].content == '{"a": 1, "b": "</action_callx>"}'
     assert ends[2].attrs == {"type": "cli:message", "to": "a>b"}
-    assert ends[2].content == "Hello <b>you</b> &amp; 🎉"
+    assert ends[2].content == "Hello <b>you</b> & 🎉"  # the entity decoded
     assert all(e.complete for e in ends)
     assert "stray <foo>bar</foo>" in "".join(e.text for e in events if isinstance(e, Text))
 
