@@ -5,6 +5,7 @@ Imported only when a Discord runtime starts (it needs the ``discord`` extra).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -178,12 +179,25 @@ class BotClient(discord.Client):
             self.tree.add_command(command)
 
     async def setup_hook(self) -> None:
-        """Register the slash commands with Discord (once per start) when listening."""
+        """Register the slash commands with Discord (once per start) when listening. A failure (refused, rate
+        limited, an answer discord.py cannot read) is a warning: the bot answers messages without them."""
         if self.runtime.listen and self.runtime.settings.sync_commands:
             try:
-                await self.tree.sync()
+                async with asyncio.timeout(self.runtime.settings.request_timeout):
+                    await self.tree.sync()
             except discord.HTTPException as exc:
-                log.warning("could not register the slash commands: %s", platform_error(exc, "register commands"))
+                log.warning(
+                    "could not register the slash commands /reset and /help (the bot runs without them): %s",
+                    platform_error(exc, "register commands"),
+                )
+            except Exception as exc:  # a malformed answer (KeyError, TypeError...), a timeout
+                log.warning(
+                    "could not register the slash commands /reset and /help (the bot runs without them): "
+                    "Discord's answer was not understood (%s: %s); set DISCORD_SYNC_COMMANDS=false to skip "
+                    "registering them",
+                    type(exc).__name__,
+                    exc,
+                )
 
     async def on_message(self, message: discord.Message) -> None:
         """Every message the gateway delivers; the runtime filters it at once and answers in a task."""

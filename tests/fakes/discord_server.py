@@ -160,6 +160,9 @@ class FakeDiscord:
         """``(channel_id, message_id, emoji)`` of reactions the bot added."""
         self.commands: list[Json] = []
         """The registered application commands."""
+        self.command_answer = "ok"
+        """How ``PUT`` application commands is answered: ``ok``, ``refuse`` (403 Missing Access) or ``malformed``
+        (200 with commands lacking their ids, as a Discord-like server once answered)."""
         self.interaction_responses: dict[int, Json] = {}
         """Interaction callbacks by interaction id."""
         self.identifies: list[Json] = []
@@ -788,6 +791,10 @@ class FakeDiscord:
     def _put_commands(self, application_id: int, body: Any) -> web.Response:
         if str(application_id) != self.bot["id"] or not isinstance(body, list):
             return _error(400, 50035, "Invalid Form Body")
+        if self.command_answer == "refuse":
+            return _error(403, 50001, "Missing Access")
+        if self.command_answer == "malformed":
+            return _json([{"name": command.get("name")} for command in body])
         self.commands = [
             {
                 "id": str(self._id()),
