@@ -1,8 +1,8 @@
 """What an MCP tool answered, as an action result the model reads.
 
 Structured content is the result when the tool gives it (the model reads JSON); otherwise the text
-blocks joined. Pictures and sounds become short stand-ins naming their type and size: no model provider
-of this project reads images yet (``ModelRequest`` carries text only). An ``isError`` result raises
+blocks joined. Pictures and sounds become short stand-ins naming their type and size: an action result
+is text (only the pictures people send reach a model as images, ``core.media``). An ``isError`` result raises
 ``ActionError`` with the tool's own text, which the model sees like any failed action. What a tool
 answers is untrusted text: it reaches the prompt only as an action result, escaped there by the one
 function in ``core.prompt`` that handles every action result.
