@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent, service
-from core.errors import ConfigError
+from core.errors import ConfigError, MemoryStoreError
 from core.history import RetentionSweeper
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
@@ -25,6 +26,8 @@ __all__ = (
     "build_model_from_settings",
     "build_summary_policy",
 )
+
+log = logging.getLogger("bots.app")
 
 
 def build_model_from_settings(settings: Settings) -> Model:
@@ -63,6 +66,13 @@ def build_summary_policy(settings: Settings) -> SummaryPolicy:
         timeout=max(llm.timeout * 2, 30.0),
         model=summary_model,
     )
+
+
+async def _open_history(opener: Any) -> None:
+    try:
+        await opener()
+    except MemoryStoreError as exc:
+        log.warning("%s; conversations go on, their history is not kept until it answers", exc)
 
 
 def build_media(settings: Settings) -> MediaReader:
@@ -165,6 +175,9 @@ def build_agent(
     summary_model = policy.model
     if summary_model is not None:
         agent.services.append(service(name="summary-model", stop=lambda _agent: close_model(summary_model)))
+    opener = getattr(history, "start", None)
+    if opener is not None:  # PostgreSQL: migrations at start (a database down is reported, not fatal)
+        agent.services.append(service(name="history", start=lambda _agent: _open_history(opener)))
     if history is not None and settings.bot.history_retention_days > 0:
         sweeper = RetentionSweeper(history, days=settings.bot.history_retention_days)
         agent.services.append(service(name="history-retention", start=sweeper.start, stop=sweeper.stop))

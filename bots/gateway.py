@@ -112,7 +112,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     and stands by again."""
     from core.redis import PlatformLock, RedisBackend, RedisDispatcher, RedisMemoryStore
 
-    from .app import build_agent
+    from .app import build_agent, build_history
     from .ops import ops
 
     names = lock_names(settings)
@@ -139,6 +139,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
                     settings,
                     dispatcher=RedisDispatcher(backend),
                     memory=RedisMemoryStore(backend),
+                    history=build_history(settings, distributed=True),  # for /forget
                     model=_no_model(),
                     listen=True,
                     tools=False,

@@ -48,9 +48,9 @@ def redis_check(backend: RedisBackend) -> Any:
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Work until ``stop`` is set (or, without one, until SIGTERM / SIGINT), then stop gracefully."""
-    from core.redis import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+    from core.redis import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, RedisSummaryLock
 
-    from .app import build_agent
+    from .app import build_agent, build_history
     from .ops import ops
 
     logging.getLogger("arq").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
@@ -60,6 +60,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             settings,
             dispatcher=RedisDispatcher(backend),
             memory=RedisMemoryStore(backend),
+            history=build_history(settings, distributed=True),
+            summary_lock=RedisSummaryLock(backend, ttl=max(60.0, settings.llm.timeout * 3)),
             listen=False,
             stop_timeout=backend.config.stop_timeout,
         )

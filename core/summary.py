@@ -164,11 +164,10 @@ class Summarizer:
 
     async def _catch_up(self, cid: str) -> None:
         try:
-            async with self.lock.hold(cid) as held:
-                if not held:
-                    return
-                while await self.fold(cid):
-                    pass
+            while True:
+                async with self.lock.hold(cid) as held:  # one hold per fold: a lock's expiry covers one call
+                    if not held or not await self.fold(cid):
+                        return
         except asyncio.CancelledError:
             raise
         except Exception as exc:

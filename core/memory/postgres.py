@@ -132,6 +132,14 @@ class PostgresHistory:
 
         return await self._do(what, work)
 
+    async def start(self) -> None:
+        """Connect and bring the schema up to date now (otherwise done by the first statement)."""
+
+        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
+            return None
+
+        await self._do("migrating", work)
+
     async def append(self, cid: str, entries: Sequence[HistoryEntry]) -> None:
         """Store ``entries`` (ids already stored are skipped), in one statement."""
         if not entries:

@@ -11,6 +11,7 @@ from .drain import Drainer, DrainStats
 from .ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
 from .lock import PlatformLock
 from .memory import RedisMemoryStore
+from .summary_lock import RedisSummaryLock
 from .worker import QueueWorker
 
 __all__ = (
@@ -25,6 +26,7 @@ __all__ = (
     "RedisDispatcher",
     "RedisMemoryStore",
     "RedisReplyLedger",
+    "RedisSummaryLock",
     "ReplayModel",
     "ReplyLedger",
     "ReplySlot",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from bots.assistant import search_history
@@ -81,10 +82,11 @@ def long_chat_agent(
     every: int = 20,
     keep: int = 40,
     lock: SummaryLock | None = None,
+    answer: Callable[[ModelRequest], str] = brain,
     **options: Any,
 ) -> tuple[Agent, ScriptedModel]:
-    """The bot with ``history`` and a summary folded every ``every`` entries."""
-    model = ScriptedModel(brain, chunk_size=4096)
+    """The bot with ``history`` and a summary folded every ``every`` entries (``answer``: the model)."""
+    model = ScriptedModel(answer, chunk_size=4096)
     agent = create_agent(
         model=model,
         contexts=[chat],
