@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
 
-from .config import check_connectivity, check_mcp_servers, check_settings, load_settings, platforms, settings_table
+from .config import (
+    check_connectivity,
+    check_mcp_servers,
+    check_settings,
+    load_settings,
+    platforms,
+    scaling_notes,
+    settings_table,
+)
 from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
 
@@ -302,6 +310,11 @@ def _config(settings: Settings) -> int:
     value_width = min(40, max(len(r[1]) for r in rows))
     for var, shown, source in rows:
         print(f"{var.ljust(width)}  {shown.ljust(value_width)}  [{source}]")
+    notes = scaling_notes(settings)
+    if notes:
+        print("\nscaling:")
+        for note in notes:
+            print(f"  {note}")
     problems = check_settings(settings, role="config")
     problems += asyncio.run(check_connectivity(settings, role="config"))
     servers, mcp_problems = asyncio.run(check_mcp_servers(settings))

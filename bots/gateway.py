@@ -1,10 +1,18 @@
 """``bots gateway``: the platform listeners only. Messages are filtered, deduplicated and stored in
 their conversation's Redis inbox; ``bots worker`` processes answer them.
 
-Run one gateway per platform token. A second gateway on the same token stands by: a lease in Redis
-(``<prefix>lock:<platform>:<hash of the token>``) lets only one of them poll Telegram or hold the
-Discord connection, and the standby takes over within ``REDIS_LEASE_SECONDS`` (at least
-``MIN_LOCK_TTL``) if the active one dies.
+Run as many gateways as the ingest needs; they share the work through Redis:
+
+- Discord: the ``DISCORD_SHARD_COUNT`` shards (gateway connections) are divided among the gateways by
+  leases (``core.redis.ShardLeases``, ``<prefix>shards:discord:<hash of the token>:<count>:...``): each holds
+  a fair share, a dead gateway's shards are taken over within ``REDIS_LEASE_SECONDS`` (at least
+  ``MIN_LOCK_TTL``) plus an identify slot, a new one takes its share from the others, and a shard is never
+  connected by two of them. IDENTIFYs are spaced across all of them (``DISCORD_IDENTIFY_INTERVAL`` per
+  concurrency bucket, ``core.redis.IdentifySlots``).
+- Telegram webhooks: every gateway serves the webhook (put them behind one load balancer at
+  ``TELEGRAM_WEBHOOK_URL``); each answers 200 only once the update is stored.
+- Telegram long polling: getUpdates allows one poller, so one gateway polls and the others stand by on a lease
+  (``<prefix>lock:telegram:<hash of the token>``), taking over within ``REDIS_LEASE_SECONDS`` if it dies.
 
 Redis unreachable: the listener keeps what it fetched and tries again (Telegram: the update offset moves
 only once an update is stored, so nothing fetched is lost even if the gateway dies meanwhile); once the
@@ -19,20 +27,23 @@ import hashlib
 import logging
 import signal
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from core import ScriptedModel
+from core.definitions import service
 from core.errors import ConfigError, DispatchError, ModelError
 
 from .config import platforms
+from .ops import ops
 from .settings import Settings
 from .worker import queue_config, redis_check
 
 if TYPE_CHECKING:
     from core import Agent
-    from core.redis import PlatformLock
+    from core.redis import IdentifySlots, PlatformLock, RedisBackend
+    from extensions.discord.runtime import DiscordRuntime
 
-__all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway")
+__all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway", "shard_lease_name", "token_digest")
 
 log = logging.getLogger("bots.gateway")
 
@@ -43,14 +54,29 @@ REDIS_DOWN_PAUSE = 0.5
 attempt already retries for ``REDIS_RETRY_SECONDS``)."""
 
 
+def token_digest(settings: Settings, platform: str) -> str:
+    """A short hash of ``platform``'s token, naming its leases in Redis (never the token itself)."""
+    token = getattr(settings, platform).token
+    return hashlib.sha256(token.get_secret_value().encode()).hexdigest()[:16]
+
+
 def lock_names(settings: Settings) -> list[str]:
-    """One lease name per configured platform token (a hash of the token, never the token)."""
+    """One single-holder lease name per platform token that only one gateway may listen with: Telegram
+    long polling. Discord (shard leases) and Telegram webhooks are shared by every gateway."""
     names = []
     for platform in platforms(settings):
-        token = getattr(settings, platform).token
-        digest = hashlib.sha256(token.get_secret_value().encode()).hexdigest()[:16]
-        names.append(f"{platform}:{digest}")
+        if platform == "telegram" and settings.telegram.mode == "webhook":
+            continue
+        if platform == "discord":
+            continue
+        names.append(f"{platform}:{token_digest(settings, platform)}")
     return names
+
+
+def shard_lease_name(settings: Settings, count: int) -> str:
+    """The name of the Discord shard leases: the token's hash and the shard count (gateways configured with
+    another count divide another set)."""
+    return f"discord:{token_digest(settings, 'discord')}:{count}"
 
 
 def _no_model() -> ScriptedModel:
@@ -108,15 +134,11 @@ async def _first(agent: Agent, *events: asyncio.Event) -> BaseException | None:
 
 async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Listen until ``stop`` is set (or, without one, until SIGTERM / SIGINT). While another gateway
-    holds a platform token's lease this one stands by; if the lease is lost it stops listening at once
-    and stands by again."""
-    from core.redis import PlatformLock, RedisBackend, RedisDispatcher, RedisMemoryStore
+    holds the Telegram polling lease this one stands by (for every platform it serves); if that lease is lost
+    it stops listening at once and stands by again."""
+    from core.redis import PlatformLock, RedisBackend
 
-    from .app import build_agent, build_history
-    from .ops import ops
-
-    names = lock_names(settings)
-    if not names:
+    if not platforms(settings):
         raise ConfigError("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
     loop = asyncio.get_running_loop()
     own_signals = stop is None
@@ -130,34 +152,12 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
         await backend.run(backend.client.ping, what="connecting")
         while not stopping.is_set():
             ttl = max(MIN_LOCK_TTL, backend.config.lease_seconds)
-            locks = [PlatformLock(backend, name, ttl=ttl) for name in names]
+            locks = [PlatformLock(backend, name, ttl=ttl) for name in lock_names(settings)]
             try:
                 for lock in locks:
                     if not await _acquire(lock, stopping):
                         return
-                agent = build_agent(
-                    settings,
-                    dispatcher=RedisDispatcher(backend),
-                    memory=RedisMemoryStore(backend),
-                    history=build_history(settings, distributed=True),  # for /forget
-                    model=_no_model(),
-                    listen=True,
-                    tools=False,
-                    stop_timeout=settings.bot.stop_timeout,
-                )
-                ops.attach(agent, check_model=False)
-                failure: BaseException | None = None
-                try:
-                    await agent.start()
-                    log.info("gateway listening (%s); inputs go to %s", ", ".join(names), backend.config.shown_url)
-                    failure = await _first(agent, stopping, *(lock.lost for lock in locks))
-                except DispatchError as exc:  # Redis went away just as the lease was taken
-                    log.warning("could not start listening: %s", exc)
-                finally:
-                    await agent.stop()
-                    ops.detach(agent)
-                if failure is not None:
-                    raise failure  # a platform took the bot's token back, for example: exit with it
+                await _listen(settings, backend, stopping, locks, ttl=ttl)
             finally:
                 for lock in locks:
                     await lock.release()
@@ -169,3 +169,105 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         await backend.close()
+
+
+async def _listen(
+    settings: Settings, backend: RedisBackend, stopping: asyncio.Event, locks: list[PlatformLock], *, ttl: float
+) -> None:
+    """One listening period: the agent runs (and Discord's shards are leased) until ``stopping`` is set, a
+    lock is lost, or a platform fails for good (raised)."""
+    from core.redis import IdentifySlots, RedisDispatcher, RedisMemoryStore
+
+    from .app import build_agent, build_history
+
+    agent = build_agent(
+        settings,
+        dispatcher=RedisDispatcher(backend),
+        memory=RedisMemoryStore(backend),
+        history=build_history(settings, distributed=True),  # for /forget
+        model=_no_model(),
+        listen=True,
+        tools=False,
+        stop_timeout=settings.bot.stop_timeout,
+    )
+    slots: IdentifySlots | None = None
+    if "discord" in platforms(settings):
+        from extensions.discord import get_runtime
+
+        slots = IdentifySlots(
+            backend,
+            f"discord:{token_digest(settings, 'discord')}",
+            max_concurrency=1,
+            interval=settings.discord.identify_interval,
+        )
+        identify = slots.wait
+
+        def manage(agent: Agent) -> None:  # the runtime is bound at install, before the services start
+            cast("DiscordRuntime", get_runtime(agent)).manage_shards(identify=identify)
+
+        agent.services.insert(0, service(name="discord-shard-leases", start=manage))
+    ops.attach(agent, check_model=False)
+    failure: BaseException | None = None
+    shards: asyncio.Task[None] | None = None
+    try:
+        await agent.start()
+        if slots is not None:
+            shards = _lease_shards(settings, backend, agent, slots, ttl=ttl)
+        names = [*lock_names(settings), *(["discord shards"] if shards is not None else [])]
+        log.info("gateway listening (%s); inputs go to %s", ", ".join(names), backend.config.shown_url)
+        failure = await _first(agent, stopping, *(lock.lost for lock in locks))
+    except DispatchError as exc:  # Redis went away just as the lease was taken
+        log.warning("could not start listening: %s", exc)
+    finally:
+        if shards is not None:
+            shards.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await shards
+        ops.remove_info("discord_shards")
+        await agent.stop()
+        ops.detach(agent)
+    if failure is not None:
+        raise failure  # a platform took the bot's token back, for example: exit with it
+
+
+def _lease_shards(
+    settings: Settings, backend: RedisBackend, agent: Agent, slots: IdentifySlots, *, ttl: float
+) -> asyncio.Task[None]:
+    """Divide the Discord shards with the other gateways (a task: cancel it to give every shard back). A
+    fatal error on the way (a token refused) is reported with ``agent.fail``."""
+    from core.redis import ShardLeases
+    from extensions.discord import get_runtime
+
+    from .metrics import set_shards
+
+    runtime = cast("DiscordRuntime", get_runtime(agent))
+    assert runtime.shards is not None
+    clients = runtime.shards
+    slots.max_concurrency = runtime.max_concurrency
+    leases = ShardLeases(
+        backend,
+        shard_lease_name(settings, clients.count),
+        count=clients.count,
+        ttl=ttl,
+        connect=clients.add,
+        disconnect=clients.remove,
+    )
+
+    def info() -> dict[str, Any]:
+        set_shards("discord", count=clients.count, held=leases.held)
+        return {"count": clients.count, "held": leases.held, "gateways": leases.members}
+
+    async def sample() -> None:
+        info()
+
+    ops.add_info("discord_shards", info)
+    ops.add_sampler("discord_shards", sample)
+    task = asyncio.create_task(leases.run(), name="discord:shard-leases")
+
+    def done(task: asyncio.Task[None]) -> None:
+        set_shards("discord", count=clients.count, held=[])
+        if not task.cancelled() and task.exception() is not None:
+            agent.fail(task.exception())  # type: ignore[arg-type]
+
+    task.add_done_callback(done)
+    return task

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from core.agent import Agent
 
 __all__ = (
+    "GATEWAY_SHARDS",
+    "GATEWAY_SHARD_HELD",
     "KINDS",
     "LEASE_EVENTS",
     "MESSAGES_ANSWERED",
@@ -50,6 +52,7 @@ __all__ = (
     "platform_of",
     "rate_limited",
     "set_queue_depth",
+    "set_shards",
 )
 
 log = logging.getLogger("bots.metrics")
@@ -88,6 +91,10 @@ WORKER_LEASES = Counter(
     "bots_worker_leases", "Context leases of this worker by event (claimed, renewed, lost, released)", ["event"]
 )
 WORKER_LEASES_HELD = Gauge("bots_worker_leases_held", "Context leases this worker holds now")
+GATEWAY_SHARDS = Gauge("bots_gateway_shards", "Shards of a platform in all (DISCORD_SHARD_COUNT)", ["platform"])
+GATEWAY_SHARD_HELD = Gauge(
+    "bots_gateway_shard_held", "1 for each shard this gateway process holds now", ["platform", "shard"]
+)
 
 LEASE_EVENTS = ("claimed", "renewed", "lost", "released")
 """The events of ``lease``: ``claimed`` and ``released``/``lost`` move ``bots_worker_leases_held``."""
@@ -145,6 +152,24 @@ def rate_limited(platform: str) -> None:
 def set_queue_depth(queue: str, depth: float) -> None:
     """Inputs waiting in ``queue`` now."""
     QUEUE_DEPTH.labels(queue=queue).set(depth)
+
+
+def set_shards(platform: str, *, count: int, held: list[int]) -> None:
+    """The shards of ``platform`` this gateway holds now (of ``count``); shards given back disappear."""
+    GATEWAY_SHARDS.labels(platform=platform).set(count)
+    shown = {labels[1] for labels in _shard_labels() if labels[0] == platform}
+    for label in shown - {str(s) for s in held}:
+        GATEWAY_SHARD_HELD.remove(platform, label)
+    for shard in held:
+        GATEWAY_SHARD_HELD.labels(platform=platform, shard=str(shard)).set(1)
+
+
+def _shard_labels() -> list[tuple[str, str]]:
+    return [
+        (sample.labels["platform"], sample.labels["shard"])
+        for metric in GATEWAY_SHARD_HELD.collect()
+        for sample in metric.samples
+    ]
 
 
 def lease(event: str) -> None:

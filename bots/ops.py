@@ -9,6 +9,8 @@ process's registry. What makes a process ready:
   gateway is connected and ready; ``telegram``: updates arrive by polling or webhook);
 - every check added with ``ops.add_check(name, check)`` passes (the queue adds ``redis``).
 
+``/readyz`` also shows ``info`` entries added with ``ops.add_info`` (a gateway's Discord shards).
+
 A check is a callable returning, or awaiting to, ``True``/``None`` (ready), ``False`` or a reason string
 (not ready); raising counts as not ready; a ``core.Degraded`` reason is shown while the process stays
 ready (an MCP server is down: its tools are hidden, the bot still answers).
@@ -75,6 +77,8 @@ class Ops:
         """Gauge refreshers run before ``/metrics`` renders."""
         self.agents: list[Agent] = []
         """Agents whose state, model and ``readiness`` checks count."""
+        self.info: dict[str, Callable[[], Any]] = {}
+        """What ``/readyz`` shows besides the checks, by name (``discord_shards``: the shards this process holds)."""
         self.started = time.monotonic()
         self._stopping = False
         self._model_checks: dict[int, Check] = {}
@@ -88,6 +92,14 @@ class Ops:
     def remove_check(self, name: str) -> None:
         """Drop a check; a missing one is fine."""
         self.checks.pop(name, None)
+
+    def add_info(self, name: str, info: Callable[[], Any]) -> None:
+        """Show ``info()`` (JSON) under ``info.<name>`` in ``/readyz``; ``remove_info`` takes it away."""
+        self.info[name] = info
+
+    def remove_info(self, name: str) -> None:
+        """Stop showing an info entry; a missing one is fine."""
+        self.info.pop(name, None)
 
     def add_sampler(self, name: str, sampler: Sampler) -> None:
         """Add (or replace) a gauge refresher, such as one reading the queue depth from Redis."""
@@ -184,7 +196,9 @@ class Ops:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, results = await self.readiness()
-        body = {"ready": ready, "checks": {r.name: r.detail for r in results}}
+        body: dict[str, Any] = {"ready": ready, "checks": {r.name: r.detail for r in results}}
+        if self.info:
+            body["info"] = {name: info() for name, info in self.info.items()}
         return web.json_response(body, status=200 if ready else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:

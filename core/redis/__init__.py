@@ -11,6 +11,7 @@ from .drain import Drainer, DrainStats
 from .ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
 from .lock import PlatformLock
 from .memory import RedisMemoryStore
+from .shards import IdentifySlots, ShardLeases
 from .summary_lock import RedisSummaryLock
 from .worker import QueueWorker
 
@@ -18,6 +19,7 @@ __all__ = (
     "REPLY_LEDGER",
     "DrainStats",
     "Drainer",
+    "IdentifySlots",
     "LeaseLostError",
     "PlatformLock",
     "QueueConfig",
@@ -30,5 +32,6 @@ __all__ = (
     "ReplayModel",
     "ReplyLedger",
     "ReplySlot",
+    "ShardLeases",
     "redact_url",
 )

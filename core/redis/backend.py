@@ -71,6 +71,8 @@ class RedisBackend:
         self.store_model = register(scripts.STORE_MODEL)
         self.mark_posted = register(scripts.MARK_POSTED)
         self.release_lock = register(scripts.RELEASE_LOCK)
+        self.shard_take = register(scripts.SHARD_TAKE)
+        self.shard_renew = register(scripts.SHARD_RENEW)
         self._closed = False
 
     # -- calls -----------------------------------------------------------------------------------------

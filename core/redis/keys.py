@@ -89,6 +89,11 @@ class Keys:
         """A named single-holder lease (one Telegram poller per token)."""
         return self.prefix + "lock:" + name
 
+    def shards(self, name: str) -> str:
+        """The key prefix of one bot's shard leases (``<prefix>shards:<name>:``): ``...lease:<n>``, the
+        ``...fences`` hash (fencing token per shard), ``...members`` (live gateways) and ``...identify:<bucket>``."""
+        return f"{self.prefix}shards:{name}:"
+
     def job_id(self, cid: str, unique: str) -> str:
         """A drain job id: unique per scheduling, so arq never confuses two of them."""
         return f"{self.prefix}drain:{cid}:{unique}"

@@ -7,7 +7,18 @@ Redis server clock (``TIME``), so workers' clocks do not matter.
 
 from __future__ import annotations
 
-__all__ = ("BEGIN_REPLY", "INGEST", "MARK_POSTED", "RELEASE_LOCK", "RENEW", "RESCUE", "STEP", "STORE_MODEL")
+__all__ = (
+    "BEGIN_REPLY",
+    "INGEST",
+    "MARK_POSTED",
+    "RELEASE_LOCK",
+    "RENEW",
+    "RESCUE",
+    "SHARD_RENEW",
+    "SHARD_TAKE",
+    "STEP",
+    "STORE_MODEL",
+)
 
 _COMMON = """
 local function now_ms()
@@ -242,3 +253,35 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '0' then redis.call('DEL', KEYS[1]) else redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 1
 """
+
+SHARD_TAKE = """
+-- KEYS: lease fences     ARGV: shard holder ttl_ms
+-- take a free shard: its lease holds '<fencing token>|<holder>'; returns the token, or 0 when taken
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local token = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('SET', KEYS[1], token .. '|' .. ARGV[2], 'PX', ARGV[3])
+return token
+"""
+
+SHARD_RENEW = (
+    _COMMON
+    + """
+-- KEYS: members lease...  ARGV: holder ttl_ms value...
+-- one heartbeat of a gateway: its membership (the live gateways share the shards) and every lease it
+-- holds, each renewed only if it still holds this holder's fencing token; returns {live gateways, lost}
+local now = now_ms()
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('PEXPIRE', KEYS[1], ttl * 2)
+local lost = {}
+for i = 2, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ttl)
+  else
+    table.insert(lost, i - 1)
+  end
+end
+return {redis.call('ZCARD', KEYS[1]), lost}
+"""
+)

@@ -179,9 +179,10 @@ class BotClient(discord.Client):
             self.tree.add_command(command)
 
     async def setup_hook(self) -> None:
-        """Register the slash commands with Discord (once per start) when listening. A failure (refused, rate
-        limited, an answer discord.py cannot read) is a warning: the bot answers messages without them."""
-        if self.runtime.listen and self.runtime.settings.sync_commands:
+        """Register the slash commands with Discord (once per start) when listening, from the runtime's own
+        client only (never from a shard's). A failure (refused, rate limited, an answer discord.py cannot read)
+        is a warning: the bot answers messages without them."""
+        if self.runtime.listen and self.runtime.settings.sync_commands and self.shard_id is None:
             try:
                 async with asyncio.timeout(self.runtime.settings.request_timeout):
                     await self.tree.sync()
@@ -198,6 +199,16 @@ class BotClient(discord.Client):
                     type(exc).__name__,
                     exc,
                 )
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """A shard waits for its identify slot (``DISCORD_IDENTIFY_INTERVAL``, shared by every gateway)."""
+        if not await self.runtime.before_identify(shard_id, initial=initial):
+            await super().before_identify_hook(shard_id, initial=initial)
+
+    async def on_ready(self) -> None:
+        """A shard's connection is ready (logged: operators follow shards moving between gateways)."""
+        if self.shard_id is not None:
+            log.info("discord: shard %d of %s ready (%d servers)", self.shard_id, self.shard_count, len(self.guilds))
 
     async def on_message(self, message: discord.Message) -> None:
         """Every message the gateway delivers; the runtime filters it at once and answers in a task."""

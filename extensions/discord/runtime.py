@@ -25,7 +25,7 @@ import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from .client import BotClient, attachments_of, facts_of, message_params, message
 from .definitions import REPLY_TO, ChannelArgs, discord_channel
 from .filters import BotHops, MessageFacts, Verdict, decide
 from .settings import DiscordSettings
+from .shards import LocalIdentify, ShardClients
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -145,6 +146,14 @@ class DiscordRuntime:
         self._tasks = MessageTasks(log)
         self._seen = RecentIds()
         self._gateway: asyncio.Task[None] | None = None
+        self._managed = False
+        self._identify: Callable[[int], Awaitable[None]] | None = None
+        self.shards: ShardClients | None = None
+        """The shard connections (``DISCORD_SHARD_COUNT`` above 1 or ``auto``, or ``manage_shards``)."""
+        self.shard_count = 1
+        """Shards in all, once started (Discord's recommendation with ``auto``)."""
+        self.max_concurrency = 1
+        """IDENTIFYs Discord allows at the same time (``session_start_limit.max_concurrency``)."""
         self._typing = SharedTyping(every=settings.typing_interval)
         self.live = (
             LiveReplies(output_type="discord:message", start=self._start_live) if settings.stream_replies else None
@@ -159,7 +168,9 @@ class DiscordRuntime:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self, agent: Agent) -> None:
-        """Log in (REST) and, when listening, connect to the gateway and wait until it is ready."""
+        """Log in (REST) and, when listening, connect to the gateway and wait until it is ready. With
+        ``DISCORD_SHARD_COUNT`` above 1 (or ``auto``) every shard is connected (``shards``); with
+        ``manage_shards()`` none: whoever called it adds and removes them (``bots gateway``)."""
         if self.client is not None:
             return
         token = self.settings.token.get_secret_value().strip() if self.settings.token is not None else ""
@@ -173,12 +184,7 @@ class DiscordRuntime:
         agent.readiness["discord"] = self.ready
         discord.http.Route.BASE = self.settings.api_url.rstrip("/")
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
-        client = self.client = BotClient(
-            self,
-            guild_ready_timeout=self.settings.guild_ready_timeout,
-            chunk_guilds_at_startup=False,
-            http_trace=self._http_trace(),
-        )
+        client = self.client = self.new_client()
         deadline = self.settings.connect_timeout
         try:
             try:
@@ -186,7 +192,9 @@ class DiscordRuntime:
                     await client.login(token)
             except _NETWORK_ERRORS as exc:
                 raise platform_error(exc, f"log in at {self.settings.api_url}") from exc
-            if self.listen:
+            if self.listen and (self._managed or self.settings.shard_count != 1):
+                await self._start_shards(client, token, deadline)
+            elif self.listen:
                 await self._connect(client, deadline)
         except BaseException:
             await self._close_client()
@@ -197,6 +205,67 @@ class DiscordRuntime:
         log.info(
             "discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only"
         )
+
+    def new_client(self, **options: Any) -> BotClient:
+        """A discord.py client of this runtime (``shard_id``/``shard_count`` for one shard's connection)."""
+        return BotClient(
+            self,
+            guild_ready_timeout=self.settings.guild_ready_timeout,
+            chunk_guilds_at_startup=False,
+            http_trace=self._http_trace(),
+            **options,
+        )
+
+    def manage_shards(self, *, identify: Callable[[int], Awaitable[None]] | None = None) -> None:
+        """Before ``start``: connect no shard at start; the caller adds and removes them with ``shards``
+        (``bots gateway`` does, as it takes and gives back shard leases). ``identify`` is awaited before each
+        IDENTIFY (a Redis-held slot shared by every process)."""
+        self._managed = True
+        self._identify = identify
+
+    async def _start_shards(self, client: BotClient, token: str, deadline: float) -> None:
+        """Ask Discord for the recommended shard count and the identify concurrency, then (unless the shards
+        are managed by the caller) connect them all, one IDENTIFY per ``DISCORD_IDENTIFY_INTERVAL`` per bucket."""
+        try:
+            async with asyncio.timeout(deadline):
+                recommended, _, limits = await client.http.get_bot_gateway()
+        except (*_NETWORK_ERRORS, discord.GatewayNotFound) as exc:
+            raise platform_error(exc, "read the recommended shard count (GET /gateway/bot)") from exc
+        count = self.settings.shard_count
+        self.shard_count = recommended if count == "auto" else count
+        self.max_concurrency = int(limits.get("max_concurrency") or 1)
+        local = LocalIdentify(interval=self.settings.identify_interval, max_concurrency=self.max_concurrency)
+        identify = self._identify or local.wait
+        self.shards = ShardClients(self, token=token, count=self.shard_count, identify=identify)
+        log.info(
+            "discord: %d shards (%s), identify concurrency %d",
+            self.shard_count,
+            "recommended by Discord" if count == "auto" else "DISCORD_SHARD_COUNT",
+            self.max_concurrency,
+        )
+        if self._managed:
+            return
+        for shard in range(self.shard_count):
+            await self.shards.add(shard)
+        await self.shards.wait_ready(deadline + self.shard_count * self.settings.identify_interval)
+
+    async def before_identify(self, shard_id: int | None, *, initial: bool) -> bool:
+        """Wait for this shard's identify slot; False when this runtime does not space IDENTIFYs itself
+        (one unsharded connection: discord.py's own wait applies)."""
+        if self.shards is None or shard_id is None:
+            return False
+        await self.shards.identify(shard_id)
+        return True
+
+    def gateway_failed(self, error: BotError) -> None:
+        """A gateway connection ended for good: the bot cannot go on (``agent.fail``)."""
+        if self.client is None:  # stopping
+            return
+        if self.failure is None:
+            self.failure = error
+            log.error("discord: the gateway stopped: %s", error)
+        if self._agent is not None:
+            self._agent.fail(error)
 
     async def _connect(self, client: BotClient, deadline: float) -> None:
         gateway = self._gateway = asyncio.create_task(self._run_gateway(client), name="discord:gateway")
@@ -249,6 +318,8 @@ class DiscordRuntime:
             return "not connected"
         if not self.listen:
             return True if client.user is not None else "logging in"
+        if self.shards is not None:
+            return self.shards.ready()
         if not client.is_ready():
             return "gateway connecting"
         ws = client.ws
@@ -308,6 +379,9 @@ class DiscordRuntime:
 
     async def _close_client(self) -> None:
         client, self.client = self.client, None
+        shards, self.shards = self.shards, None
+        if shards is not None:
+            await shards.close()
         if client is not None:
             with contextlib.suppress(*_NETWORK_ERRORS):
                 await client.close()

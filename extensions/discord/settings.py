@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -97,6 +97,19 @@ class DiscordSettings(BaseModel):
     sync_commands: bool = Field(
         default=True, description="Register the /reset and /help slash commands with Discord at start"
     )
+    shard_count: int | Literal["auto"] = Field(
+        default=1,
+        description="Gateway connections (shards) the bot's servers are split over; auto asks Discord for its "
+        "recommended count (required from 2,500 servers). Every bots gateway process holds a fair share "
+        "of them through Redis leases",
+    )
+    identify_interval: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="Seconds between two shard logins (IDENTIFY) in one concurrency bucket, across every "
+        "gateway process; Discord allows one per 5 s (lower it only against a test server)",
+    )
     guild_ready_timeout: float = Field(
         default=2.0, gt=0, le=60, description="Seconds to wait for server data after connecting before 'ready'"
     )
@@ -149,6 +162,16 @@ class DiscordSettings(BaseModel):
         if not value.startswith(("ws://", "wss://")):
             raise ValueError(f"DISCORD_GATEWAY_URL must be a ws(s) URL like {DEFAULT_GATEWAY_URL}; got {value!r}")
         return value
+
+    @field_validator("shard_count", mode="before")
+    @classmethod
+    def _shard_count(cls, value: Any) -> Any:
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"DISCORD_SHARD_COUNT must be a number of shards (1 or more) or auto; got {value!r}")
+        return int(text)
 
     @field_validator("allowed_guilds", "allowed_channels", "allowed_users", mode="before")
     @classmethod

@@ -192,3 +192,24 @@ def test_speech_to_text_settings_are_masked_checked_and_built(monkeypatch: pytes
     monkeypatch.delenv("STT_BASE_URL")
     unheard = build_media(load_settings())
     assert unheard.transcriber is None and not unheard.echo  # nothing to quote without speech to text
+
+
+def test_bots_config_explains_how_the_platforms_spread_over_gateways(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bots.config import scaling_notes
+
+    monkeypatch.setenv("DISCORD_TOKEN", "x")
+    monkeypatch.setenv("DISCORD_SHARD_COUNT", "auto")
+    monkeypatch.setenv("TELEGRAM_TOKEN", "1:x")
+    [discord, telegram] = scaling_notes(load_settings())
+    assert "recommended number of shards" in discord and "DISCORD_IDENTIFY_INTERVAL=5s" in discord
+    assert "one bots gateway polls" in telegram
+    monkeypatch.setenv("DISCORD_SHARD_COUNT", "16")
+    monkeypatch.setenv("TELEGRAM_MODE", "webhook")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_URL", "https://bot.example.com/hook")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "s3cret")
+    [discord, telegram] = scaling_notes(load_settings())
+    assert discord.startswith("Discord: 16 shards (DISCORD_SHARD_COUNT)")
+    assert "every bots gateway serves the webhook" in telegram
+    monkeypatch.setenv("DISCORD_SHARD_COUNT", "0")
+    with pytest.raises(ConfigError, match="DISCORD_SHARD_COUNT"):
+        load_settings()

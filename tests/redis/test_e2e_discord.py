@@ -52,6 +52,7 @@ async def test_gateway_and_two_workers_answer_direct_messages_once(
         users = [discord.user(f"user{i}") for i in range(5)]
         dms = [discord.dm_channel(u) for u in users]
         await wait_until(lambda: "gateway listening" in deployment.log_of(gateway), timeout=60, what="the gateway")
+        await discord.wait_until(lambda: discord.shards_connected() == {0}, timeout=60)  # its one shard
         for round_ in range(2):
             for dm, user in zip(dms, users, strict=True):
                 await discord.say(dm, f"hello {round_}", author=user)
