@@ -134,10 +134,15 @@ class Summarizer:
         self.failures = 0
         """Summary calls that failed (the old summary was kept)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
 
     def schedule(self, cid: str) -> None:
         """Catch ``cid``'s summary up in the background, unless that is already going on here."""
-        if self.policy.every <= 0 or cid in self._tasks:
+        if self.policy.every <= 0:
+            return
+        running = self._tasks.get(cid)
+        if running is not None and not running.done():
+            self._again.add(cid)  # it looks once more before it ends
             return
         task = asyncio.get_running_loop().create_task(self._catch_up(cid), name=f"summary:{cid}")
         self._tasks[cid] = task
@@ -165,9 +170,15 @@ class Summarizer:
     async def _catch_up(self, cid: str) -> None:
         try:
             while True:
-                async with self.lock.hold(cid) as held:  # one hold per fold: a lock's expiry covers one call
-                    if not held or not await self.fold(cid):
-                        return
+                self._again.discard(cid)
+                while True:
+                    async with self.lock.hold(cid) as held:  # one hold per fold: its expiry covers one call
+                        if not held:
+                            return  # another process folds this conversation now
+                        if not await self.fold(cid):
+                            break
+                if cid not in self._again:
+                    return
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -225,10 +225,14 @@ class BotClient(discord.Client):
 
 
 def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., None]]:
-    """/reset (server members with Manage Messages by default; anyone in a DM) and /help."""
+    """/reset and /forget (server members with Manage Messages by default; anyone in a DM) and /help."""
 
     async def reset(interaction: discord.Interaction) -> None:
         text = await runtime.reset_channel(interaction)
+        await interaction.response.send_message(text, allowed_mentions=discord.AllowedMentions.none())
+
+    async def forget(interaction: discord.Interaction) -> None:
+        text = await runtime.reset_channel(interaction, erase=True)
         await interaction.response.send_message(text, allowed_mentions=discord.AllowedMentions.none())
 
     async def help(interaction: discord.Interaction) -> None:
@@ -240,7 +244,14 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
     )
     reset_command.default_permissions = discord.Permissions(manage_messages=True)
+    forget_command: app_commands.Command[Any, ..., None] = app_commands.Command(
+        name="forget",
+        description="Erase the bot's conversation in this channel: history, summary, facts and state",
+        callback=forget,
+    )
+    forget_command.default_permissions = reset_command.default_permissions  # the same people as /reset
     return [
         reset_command,
+        forget_command,
         app_commands.Command(name="help", description="How to talk to the bot", callback=help),
     ]

@@ -61,6 +61,8 @@ __all__ = ("MESSAGE_LIMIT", "DiscordRuntime", "nonce_for")
 log = logging.getLogger("extensions.discord")
 content_log = logging.getLogger("content.discord")
 """Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
+FORGET_DONE = "Done: I erased this channel's conversation: its history, summary, facts and state are deleted."
+"""What ``/forget`` answers."""
 
 MESSAGE_LIMIT = 2000
 """Characters Discord accepts in one message."""
@@ -450,8 +452,9 @@ class DiscordRuntime:
                 if isinstance(exc, BackpressureError):
                     self.metrics.ignored(discord_channel, args, Ignored.BUSY)
 
-    async def reset_channel(self, interaction: discord.Interaction) -> str:
-        """``/reset``: forget the conversation of the interaction's channel, if the bot serves it."""
+    async def reset_channel(self, interaction: discord.Interaction, *, erase: bool = False) -> str:
+        """``/reset``: forget the conversation of the interaction's channel, if the bot serves it; with
+        ``erase`` (``/forget``), delete its full history and summary too."""
         agent, client, channel_id = self._agent, self.client, interaction.channel_id
         if agent is None or client is None or client.user is None or channel_id is None:
             return "I am not ready yet; try again in a moment."
@@ -468,7 +471,11 @@ class DiscordRuntime:
         verdict = decide(facts, self.settings, self.hops)
         if verdict is not Verdict.ANSWER and verdict is not Verdict.POLICY:
             return "I don't talk in this channel, so there is nothing to forget."
-        await agent.reset(discord_channel, {"channel_id": channel_id, "guild_id": interaction.guild_id})
+        args = {"channel_id": channel_id, "guild_id": interaction.guild_id}
+        if erase:
+            await agent.forget(discord_channel, args)
+            return FORGET_DONE
+        await agent.reset(discord_channel, args)
         return "Done: I forgot our conversation in this channel."
 
     async def fetch_attachment(self, attachment: Attachment) -> bytes:

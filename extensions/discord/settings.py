@@ -142,7 +142,7 @@ class DiscordSettings(BaseModel):
     help_text: str = Field(
         default="Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. "
         "Each channel and each thread is its own conversation. /reset makes me forget this channel's "
-        "conversation.",
+        "conversation; /forget also erases its whole history.",
         description="The answer to /help",
     )
 

@@ -35,6 +35,8 @@ class Decision(enum.StrEnum):
     """``/start`` or ``/help``: post the help text."""
     RESET = "reset"
     """``/reset``: forget the conversation."""
+    FORGET = "forget"
+    """``/forget``: erase the conversation, its full history included."""
     ANSWER = "answer"
     """Send it to the agent."""
 
@@ -200,4 +202,6 @@ def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) ->
         return Decision.HELP
     if facts.command == "reset":
         return Decision.RESET
+    if facts.command == "forget":  # the same people as /reset
+        return Decision.FORGET
     return Decision.ANSWER

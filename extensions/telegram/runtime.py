@@ -73,9 +73,14 @@ content_log = logging.getLogger("content.telegram")
 
 BUSY = "I'm answering too many messages right now. Please send that again in a minute."
 RESET_DONE = "Done: I forgot everything about this conversation."
+FORGET_DONE = "Done: I erased this conversation: its history, summary, facts and state are deleted."
 ALLOWED_UPDATES = ("message",)
 """The update types the bot asks Telegram for."""
-COMMANDS = (("help", "What I can do"), ("reset", "Forget this conversation"))
+COMMANDS = (
+    ("help", "What I can do"),
+    ("reset", "Forget this conversation"),
+    ("forget", "Erase this conversation and its history"),
+)
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
 
 _App = Application[Any, Any, Any, Any, Any, Any]
@@ -544,6 +549,8 @@ class TelegramRuntime:
             return lambda: self._notice(facts, text, markdown=True)
         if decision is Decision.RESET:
             return lambda: self._reset(facts)
+        if decision is Decision.FORGET:
+            return lambda: self._reset(facts, erase=True)
         if not self._hands_over:
             return lambda: self._answer(facts, key)
         assert self._send is not None
@@ -579,9 +586,14 @@ class TelegramRuntime:
             chat_id=facts.chat_id, action=ChatAction.TYPING, message_thread_id=facts.thread_id
         )
 
-    async def _reset(self, facts: MessageFacts) -> None:
+    async def _reset(self, facts: MessageFacts, *, erase: bool = False) -> None:
         assert self._agent is not None
-        await self._agent.reset(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
+        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        if erase:
+            await self._agent.forget(telegram_chat, args)
+            await self._notice(facts, FORGET_DONE)
+            return
+        await self._agent.reset(telegram_chat, args)
         await self._notice(facts, RESET_DONE)
 
     async def _notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:

@@ -108,6 +108,7 @@ class TelegramSettings(BaseModel):
         default=(
             "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one "
             "of my messages or use a command.\n\n/help shows this text\n/reset makes me forget this chat"
+            "\n/forget erases this chat and its whole history"
         ),
         description="Answer to /start and /help ({name} is the bot's name)",
     )

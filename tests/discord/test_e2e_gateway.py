@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 import core
 from core.errors import ConfigError
+from core.memory import SQLiteHistory
 from extensions.discord import DiscordSettings, discord_channel, discord_extension
+from extensions.discord.runtime import FORGET_DONE
 
 from .conftest import StartBot, World, answers, runtime_of, say, settings_for
 
@@ -45,8 +48,9 @@ async def test_a_refused_token_names_the_variable(world: World) -> None:
 async def test_slash_commands_are_registered(world: World, start_bot: StartBot) -> None:
     await start_bot(answers())
     names = {c["name"]: c for c in world.fake.commands}
-    assert set(names) == {"reset", "help"}
+    assert set(names) == {"reset", "forget", "help"}
     assert names["reset"]["default_member_permissions"] == "8192"  # Manage Messages
+    assert names["forget"]["default_member_permissions"] == "8192"  # the same people
 
 
 async def test_help_answers_privately(world: World, start_bot: StartBot) -> None:
@@ -80,6 +84,25 @@ async def test_reset_clears_the_channels_memory(world: World, start_bot: StartBo
     await world.fake.say(world.general, "what was my secret word?", author=world.alice, mention_bot=True)
     await world.fake.wait_posted(world.general, 2)
     assert "pineapple" not in model.requests[-1].prompt
+
+
+async def test_forget_erases_the_channels_history_too(world: World, start_bot: StartBot, tmp_path: Path) -> None:
+    agent = await start_bot(answers())
+    history = agent.history = SQLiteHistory(tmp_path / "history.sqlite3")
+    await world.fake.say(world.general, "my secret word is pineapple", author=world.alice, mention_bot=True)
+    await world.fake.wait_posted(world.general)
+    await world.fake.say(world.dm, "a DM stays", author=world.alice)
+    await world.fake.wait_posted(world.dm)
+    await runtime_of(agent).wait_idle()
+    general, dm = f"discord:channel:{world.general}", f"discord:channel:{world.dm}"
+    assert len(await history.search(general, words="pineapple")) == 1
+
+    iid = await world.fake.slash("forget", world.general, user=world.alice)
+    response = await world.fake.wait_until(lambda: world.fake.interaction_responses.get(iid))
+    assert response["data"]["content"] == FORGET_DONE
+    assert await history.count(general) == 0
+    assert await agent.memory.get(f"working:{general}") is None
+    assert await history.count(dm) == 2 and await agent.memory.get(f"working:{dm}")  # only this channel
 
 
 async def test_a_thread_is_a_separate_conversation(world: World, start_bot: StartBot) -> None:

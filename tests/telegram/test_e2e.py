@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from core import ConfigError, ModelError, ModelRequest, PlatformError, ScriptedModel, create_agent
+from core.memory import SQLiteHistory
 from extensions.telegram import ChatArgs, TelegramSettings, telegram_chat, telegram_extension
 from extensions.telegram.definitions import MODEL_DOWN, NO_ANSWER
 from extensions.telegram.render import render_html, utf16_len, visible_text
-from extensions.telegram.runtime import RESET_DONE
+from extensions.telegram.runtime import FORGET_DONE, RESET_DONE
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import RunWatcher, StartBot, answer, scripted
@@ -304,6 +306,25 @@ async def test_start_help_and_reset(server: FakeTelegramServer, start_bot: Start
     server.user_says("/help")
     await server.wait_replies(4)
     assert len(model.requests) == 1
+
+
+async def test_forget_erases_history_summary_facts_and_state(
+    server: FakeTelegramServer, start_bot: StartBot, tmp_path: Path
+) -> None:
+    agent = await start_bot(scripted("noted"))
+    history = agent.history = SQLiteHistory(tmp_path / "history.sqlite3")
+    runs = RunWatcher(agent)
+    server.user_says("my name is Ann")
+    await runs.wait(1)
+    cid = "telegram:chat:1001"
+    assert await history.count(cid) == 2  # the message and the answer
+    await agent.memory.set(f"context:{cid}", {"facts": ["The user's name is Ann"]})
+    server.user_says("/forget")
+    replies = await server.wait_replies(2)
+    assert replies[-1].text == FORGET_DONE
+    assert await history.count(cid) == 0 and await history.search(cid, words="Ann") == []
+    for kind in ("context", "working", "statelog"):
+        assert await agent.memory.get(f"{kind}:{cid}") is None
 
 
 async def test_a_bad_token_is_a_clear_startup_error(server: FakeTelegramServer) -> None:

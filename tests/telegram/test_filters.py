@@ -102,6 +102,8 @@ def test_a_reply_thread_outside_forums_is_not_a_topic(fake: FakeTelegramServer) 
         ("/HELP@daydream_test_bot", False, Decision.HELP),
         ("/reset", True, Decision.RESET),
         ("/reset@daydream_test_bot", False, Decision.RESET),
+        ("/forget", True, Decision.FORGET),
+        ("/forget@daydream_test_bot", False, Decision.FORGET),
         ("/help@other_bot", False, Decision.IGNORE),
         ("/help@other_bot", True, Decision.IGNORE),
         ("/weather in Paris", False, Decision.ANSWER),
