@@ -73,6 +73,19 @@ def lock_names(settings: Settings) -> list[str]:
     return names
 
 
+def _sources(settings: Settings) -> list[str]:
+    """What this gateway listens to, for its log."""
+    shown = []
+    for platform in platforms(settings):
+        if platform == "discord":
+            shown.append("discord shards shared with the other gateways")
+        elif settings.telegram.mode == "webhook":
+            shown.append(f"telegram webhook on {settings.telegram.webhook_listen}:{settings.telegram.webhook_port}")
+        else:
+            shown.append(f"telegram polling, lease {platform}:{token_digest(settings, platform)}")
+    return shown
+
+
 def shard_lease_name(settings: Settings, count: int) -> str:
     """The name of the Discord shard leases: the token's hash and the shard count (gateways configured with
     another count divide another set)."""
@@ -213,8 +226,7 @@ async def _listen(
         await agent.start()
         if slots is not None:
             shards = _lease_shards(settings, backend, agent, slots, ttl=ttl)
-        names = [*lock_names(settings), *(["discord shards"] if shards is not None else [])]
-        log.info("gateway listening (%s); inputs go to %s", ", ".join(names), backend.config.shown_url)
+        log.info("gateway listening (%s); inputs go to %s", ", ".join(_sources(settings)), backend.config.shown_url)
         failure = await _first(agent, stopping, *(lock.lost for lock in locks))
     except DispatchError as exc:  # Redis went away just as the lease was taken
         log.warning("could not start listening: %s", exc)
