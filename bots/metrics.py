@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from core.agent import Agent
 
 __all__ = (
+    "ATTACHMENTS",
+    "ATTACHMENT_BYTES",
     "GATEWAY_SHARDS",
     "GATEWAY_SHARD_HELD",
     "KINDS",
@@ -83,6 +85,13 @@ REPLY_SECONDS = Histogram(
     ["platform"],
     buckets=_LATENCY,
 )
+ATTACHMENTS = Counter(
+    "bots_attachments",
+    "Attachments of incoming messages by kind (image, audio, file) and outcome (shown to the model, read as "
+    "text, transcribed, not_read: over a limit, a type not read, a failed download, no vision or speech to text)",
+    ["kind", "outcome"],
+)
+ATTACHMENT_BYTES = Counter("bots_attachment_bytes", "Bytes of attachments downloaded from the platforms")
 TOKENS = Counter("bots_model_tokens", "Tokens the model read (input) and wrote (output)", ["direction"])
 PLATFORM_RATE_LIMITED = Counter(
     "bots_platform_rate_limited", "Requests a chat platform answered with 429 Too Many Requests", ["platform"]
@@ -100,6 +109,8 @@ LEASE_EVENTS = ("claimed", "renewed", "lost", "released")
 """The events of ``lease``: ``claimed`` and ``released``/``lost`` move ``bots_worker_leases_held``."""
 
 KINDS = (
+    "attachment",
+    "attachment_bytes",
     "input_tokens",
     "lease_claimed",
     "lease_lost",
@@ -116,7 +127,8 @@ KINDS = (
     "run_seconds",
 )
 """What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``queue_depth`` takes the queue's
-name as ``context_id`` and the depth as value; ``rate_limited`` takes a platform or context id."""
+name as ``context_id`` and the depth as value; ``rate_limited`` takes a platform or context id;
+``attachment:<kind>:<outcome>`` counts one attachment, ``attachment_bytes`` the bytes downloaded."""
 
 
 def platform_of(context_id: str) -> str:
@@ -192,6 +204,11 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         RUN_SECONDS.labels(platform=platform_of(context_id)).observe(value)
     elif base == "reply_seconds":
         REPLY_SECONDS.labels(platform=platform_of(context_id)).observe(value)
+    elif base == "attachment":
+        kind_of, _, outcome = detail.partition(":")
+        ATTACHMENTS.labels(kind=kind_of or "file", outcome=outcome or "not_read").inc(value)
+    elif base == "attachment_bytes":
+        ATTACHMENT_BYTES.inc(max(0.0, value))
     elif base in ("input_tokens", "output_tokens"):
         TOKENS.labels(direction=base.removesuffix("_tokens")).inc(max(0.0, value))
     elif base == "message_received":

@@ -28,7 +28,7 @@ from .errors import DefinitionError, RunError
 from .events import RunEvent, RunEventType
 from .history import history_entries
 from .logs import InputRef, Log, WorkingMemory
-from .media.reader import MediaReader
+from .media.reader import MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
@@ -43,7 +43,8 @@ log = logging.getLogger("core.agent")
 
 Observer = Callable[[str, str, float], Any]
 """``observer(kind, context_id, value)``: hooks for metrics. The agent reports ``model_seconds``, ``output``,
-``run_seconds``, ``reply_seconds``, ``input_tokens`` and ``output_tokens``; extensions and queues report more
+``run_seconds``, ``reply_seconds``, ``input_tokens``, ``output_tokens``, ``attachment:<kind>:<outcome>`` and
+``attachment_bytes``; extensions and queues report more
 through ``Agent.observe`` (``bots.metrics`` lists the kinds it counts)."""
 
 
@@ -475,10 +476,16 @@ class Agent:
 
     async def _prepare_input(self, state: ContextState, ref: InputRef) -> None:
         if ref.attachments:  # fetched here, in the process that runs the context (a worker, with a queue)
-            heard = await self.media.prepare(ref.attachments, state.media, vision=self.sees_images)
-            if heard:
+            prepared = await self.media.prepare(ref.attachments, state.media, vision=self.sees_images)
+            if prepared.heard:
                 text = ref.data if isinstance(ref.data, str) else ""
-                ref.data = f"{text}\n{heard}" if text.strip() else heard
+                ref.data = f"{text}\n{prepared.heard}" if text.strip() else prepared.heard
+            for attachment in ref.attachments:
+                self.observe(
+                    f"attachment:{attachment.kind.value}:{attachment_outcome(attachment, state.media)}", state.id
+                )
+            if prepared.fetched_bytes:
+                self.observe("attachment_bytes", state.id, prepared.fetched_bytes)
         definition = self.inputs.get(ref.type)
         if definition is None:
             return

@@ -17,7 +17,7 @@ from .attachment import (
     is_text,
     kind_of,
 )
-from .reader import Fetcher, MediaLimits, MediaReader, Transcriber, sniff_image
+from .reader import Fetcher, MediaLimits, MediaReader, Prepared, Transcriber, attachment_outcome, sniff_image
 from .stt import OpenAITranscriber
 
 __all__ = (
@@ -28,7 +28,9 @@ __all__ = (
     "MediaLimits",
     "MediaReader",
     "OpenAITranscriber",
+    "Prepared",
     "Transcriber",
+    "attachment_outcome",
     "describe",
     "format_attachment",
     "format_attachments",

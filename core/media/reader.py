@@ -16,7 +16,7 @@ from typing import Protocol
 from ..errors import BotError
 from .attachment import Attachment, AttachmentKind, Loaded, human_size, is_text
 
-__all__ = ("Fetcher", "MediaLimits", "MediaReader", "Transcriber", "sniff_image")
+__all__ = ("Fetcher", "MediaLimits", "MediaReader", "Prepared", "Transcriber", "attachment_outcome", "sniff_image")
 
 log = logging.getLogger("core.media")
 
@@ -38,6 +38,15 @@ def sniff_image(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return None
+
+
+def attachment_outcome(attachment: Attachment, media: dict[str, Loaded]) -> str:
+    """What became of a prepared attachment, for metrics: ``shown`` (an image the model sees), ``read`` (a text
+    file), ``transcribed``, or ``not_read``."""
+    loaded = media.get(attachment.id)
+    if loaded is not None:
+        return "shown" if loaded.data is not None else "read"
+    return "transcribed" if attachment.text else "not_read"
 
 
 class Transcriber(Protocol):
@@ -77,6 +86,16 @@ _PLURAL = {AttachmentKind.IMAGE: "images", AttachmentKind.AUDIO: "voice messages
 _THE = {AttachmentKind.IMAGE: "the image", AttachmentKind.AUDIO: "the voice message", AttachmentKind.FILE: "the file"}
 
 
+@dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """What ``MediaReader.prepare`` did for one input."""
+
+    heard: str = ""
+    """The transcripts of its voice messages, joined, for the input's text (empty when nothing was heard)."""
+    fetched_bytes: int = 0
+    """Bytes downloaded for it."""
+
+
 @dataclass(kw_only=True)
 class _Outcome:
     loaded: Loaded | None = None
@@ -99,15 +118,16 @@ class MediaReader:
     fetched_bytes: int = 0
     """Bytes downloaded so far (for benchmarks and metrics)."""
 
-    async def prepare(self, ref_attachments: list[Attachment], media: dict[str, Loaded], *, vision: bool) -> str:
+    async def prepare(self, ref_attachments: list[Attachment], media: dict[str, Loaded], *, vision: bool) -> Prepared:
         """Read ``ref_attachments`` into ``media`` (by attachment id) and set their notes and transcripts.
-        Returns the transcripts, joined, for the input's text (empty when nothing was heard)."""
+        Returns the transcripts and the bytes downloaded."""
         heard: list[str] = []
+        tally = [0]
         for attachment in ref_attachments:
             if attachment.id in media or attachment.note is not None or attachment.text is not None:
                 continue  # read already (an input prepared twice) or refused for good
             try:
-                outcome = await self._read(attachment, vision=vision)
+                outcome = await self._read(attachment, vision=vision, tally=tally)
             except Exception as exc:  # a bug here must not cost the message
                 log.exception("reading attachment %s failed", attachment.id)
                 outcome = _Outcome(note=f"the {attachment.kind.value} could not be read ({type(exc).__name__})")
@@ -117,9 +137,9 @@ class MediaReader:
                 media[attachment.id] = outcome.loaded
             if attachment.text:
                 heard.append(attachment.text)
-        return "\n".join(heard)
+        return Prepared(heard="\n".join(heard), fetched_bytes=tally[0])
 
-    async def _read(self, attachment: Attachment, *, vision: bool) -> _Outcome:
+    async def _read(self, attachment: Attachment, *, vision: bool, tally: list[int]) -> _Outcome:
         kind, size, limits = attachment.kind, attachment.size, self.limits
         what = _A[kind]
         sized = f"{what} of {human_size(size)}" if size else what
@@ -132,7 +152,7 @@ class MediaReader:
                 return _Outcome(note=f"{what} of type {attachment.mime} was not read (not a supported image type)")
             if size is not None and size > limits.image_bytes:
                 return _Outcome(note=f"{sized} was not read (the limit is {human_size(limits.image_bytes)})")
-            data = await self._fetch(attachment, limit=limits.image_bytes)
+            data = await self._fetch(attachment, limit=limits.image_bytes, tally=tally)
             if isinstance(data, str):
                 return _Outcome(note=data)
             mime = sniff_image(data)
@@ -145,7 +165,7 @@ class MediaReader:
                 return _Outcome(note=f"{what} came and could not be heard (speech-to-text is not configured)")
             if size is not None and size > limits.audio_bytes:
                 return _Outcome(note=f"{sized} was not heard (the limit is {human_size(limits.audio_bytes)})")
-            data = await self._fetch(attachment, limit=limits.audio_bytes)
+            data = await self._fetch(attachment, limit=limits.audio_bytes, tally=tally)
             if isinstance(data, str):
                 return _Outcome(note=data)
             try:
@@ -164,7 +184,7 @@ class MediaReader:
             return _Outcome(note=f"a file{kind_text} came; only text files are read, so its content is unknown")
         if size is not None and size > limits.file_bytes:
             return _Outcome(note=f"{sized} was not read (the limit is {human_size(limits.file_bytes)})")
-        data = await self._fetch(attachment, limit=limits.file_bytes)
+        data = await self._fetch(attachment, limit=limits.file_bytes, tally=tally)
         if isinstance(data, str):
             return _Outcome(note=data)
         if b"\x00" in data[:4096]:
@@ -174,7 +194,7 @@ class MediaReader:
             text = text[: limits.text_chars] + f"\n[... cut: the file has {len(text):,} characters]"
         return _Outcome(loaded=Loaded(attachment=attachment, text=text))
 
-    async def _fetch(self, attachment: Attachment, *, limit: int) -> bytes | str:
+    async def _fetch(self, attachment: Attachment, *, limit: int, tally: list[int]) -> bytes | str:
         """The bytes, or a note saying why there are none (after the retries)."""
         fetcher = self.fetchers.get(attachment.source)
         what = _THE[attachment.kind]
@@ -200,6 +220,7 @@ class MediaReader:
                     delay *= 2
                 continue
             self.fetched_bytes += len(data)
+            tally[0] += len(data)
             if len(data) > limit:
                 size = human_size(len(data))
                 return f"{_A[attachment.kind]} of {size} was not read (the limit is {human_size(limit)})"

@@ -193,3 +193,19 @@ async def test_kinds_the_operator_turned_off_are_only_named() -> None:
     await agent.run(chat, "c1", [attached("", image())])
     assert "an image came; this bot is set not to read images" in model.requests[0].prompt
     assert files.calls == []
+
+
+async def test_each_attachment_and_the_bytes_fetched_are_reported_to_the_observers() -> None:
+    agent, _ = make(Files({"cat": PNG, "t": b"hello"}))
+    seen: list[tuple[str, str, float]] = []
+    agent.observers.append(lambda kind, cid, value: seen.append((kind, cid, value)))
+    text = Attachment(kind=AttachmentKind.FILE, name="a.txt", mime="text/plain", source="test", ref="t")
+    zipped = Attachment(kind=AttachmentKind.FILE, name="a.zip", mime="application/zip", source="test", ref="z")
+    await agent.run(chat, "c1", [attached("", image(), text, zipped)])
+    reported = [(kind, value) for kind, cid, value in seen if kind.startswith("attachment") and cid == "chat:c1"]
+    assert reported == [
+        ("attachment:image:shown", 1.0),
+        ("attachment:file:read", 1.0),
+        ("attachment:file:not_read", 1.0),
+        ("attachment_bytes", float(len(PNG) + 5)),
+    ]

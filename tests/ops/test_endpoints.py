@@ -173,6 +173,10 @@ async def test_extensions_report_through_agent_observe() -> None:
     limited = sample("bots_platform_rate_limited_total", {"platform": "telegram"})
     claimed = sample("bots_worker_leases_total", {"event": "claimed"})
     held = sample("bots_worker_leases_held")
+    shown = sample("bots_attachments_total", {"kind": "image", "outcome": "shown"})
+    fetched = sample("bots_attachment_bytes_total")
+    agent.observe("attachment:image:shown", "telegram:chat:1")
+    agent.observe("attachment_bytes", "telegram:chat:1", 1500)
     agent.observe("message_received", "discord:channel:1")
     agent.observe("message_received", "discord:channel:2")
     agent.observe("message_ignored:not_mentioned", "discord:channel:1")
@@ -188,6 +192,8 @@ async def test_extensions_report_through_agent_observe() -> None:
     assert sample("bots_queue_depth", {"queue": "inbox"}) == 17
     assert sample("bots_worker_leases_total", {"event": "claimed"}) == claimed + 2
     assert sample("bots_worker_leases_held") == held + 1
+    assert sample("bots_attachments_total", {"kind": "image", "outcome": "shown"}) == shown + 1
+    assert sample("bots_attachment_bytes_total") == fetched + 1500
     metrics.lease("lost")
     assert sample("bots_worker_leases_held") == held
     with pytest.raises(ValueError, match="claimed, renewed, lost, released"):
