@@ -68,7 +68,7 @@ def test_compose_runs_redis_with_aof_and_noeviction(compose: dict[str, Any]) -> 
     assert redis["healthcheck"]["test"][-1] == "ping"
 
 
-def test_compose_runs_one_gateway_and_scalable_workers(compose: dict[str, Any]) -> None:
+def test_compose_runs_scalable_gateways_and_workers(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert services["gateway"]["command"] == ["gateway"]
     assert services["worker"]["command"] == ["worker"]
@@ -84,7 +84,7 @@ def test_compose_runs_one_gateway_and_scalable_workers(compose: dict[str, Any]) 
         assert seconds(service["stop_grace_period"]) >= stop_bound(service["environment"])
         assert "/readyz" in " ".join(service["healthcheck"]["test"])
         assert str(service["environment"]["HTTP_PORT"]) in " ".join(service["healthcheck"]["test"])
-    assert services["gateway"].get("deploy", {}).get("replicas", 1) == 1
+    assert services["gateway"]["deploy"]["replicas"] > 1  # they share the shards and the webhook
 
 
 # -- Kubernetes ----------------------------------------------------------------------------------------
@@ -133,10 +133,18 @@ def test_deployments_run_a_cli_command_with_probes_and_settings(
     assert pod["terminationGracePeriodSeconds"] >= stop_bound(config)
 
 
-def test_one_gateway_and_autoscaled_workers(k8s: dict[tuple[str, str], dict[str, Any]]) -> None:
+def test_several_gateways_and_autoscaled_workers(k8s: dict[tuple[str, str], dict[str, Any]]) -> None:
     gateway = k8s[("Deployment", "bots-gateway")]
-    assert gateway["spec"]["replicas"] == 1
-    assert gateway["spec"]["strategy"]["type"] == "Recreate"
+    assert gateway["spec"]["replicas"] > 1  # they share the Discord shards and the Telegram webhook
+    assert gateway["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert gateway["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    config = k8s[("ConfigMap", "bots-config")]["data"]
+    service = k8s[("Service", "bots-gateway")]
+    assert service["spec"]["selector"] == gateway["spec"]["selector"]["matchLabels"]
+    webhook = next(p for p in container(gateway)["ports"] if p["name"] == "webhook")
+    assert str(webhook["containerPort"]) == config["TELEGRAM_WEBHOOK_PORT"]
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook"
+    assert config["TELEGRAM_WEBHOOK_LISTEN"] == "0.0.0.0"
     hpa = k8s[("HorizontalPodAutoscaler", "bots-worker")]
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "bots-worker"}
     assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
