@@ -255,8 +255,8 @@ def test_readme_docker_commands_match_the_dockerfile() -> None:
         assert not rest or rest[0] in COMMANDS, f"README runs an unknown command: {run}"
     for compose in (c for c in readme_commands("docker") if c[1] == "compose"):
         assert (ROOT / compose[compose.index("-f") + 1]).is_file()
-        if "--scale" in compose:
-            assert compose[compose.index("--scale") + 1].split("=")[0] == "worker"
+        scaled = [compose[i + 1].split("=")[0] for i, word in enumerate(compose) if word == "--scale"]
+        assert set(scaled) <= {"gateway", "worker"}, compose
     for kubectl in readme_commands("kubectl"):
         if "-k" in kubectl:
             assert (ROOT / kubectl[kubectl.index("-k") + 1] / "kustomization.yaml").is_file()
