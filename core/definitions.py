@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import DefinitionError
 from .logs import ActionCall, InputRef, OutputRef, WorkingMemory
-from .media.attachment import Loaded
+from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
+from .media.reader import IMAGE_TYPES
 from .schema import Schema, as_schema
 from .statelog import StateLog
 
@@ -92,11 +93,31 @@ class ActionContext:
     """The call being answered."""
     agent: Agent
     """The agent."""
+    attachments: list[Attachment] = field(default_factory=list)
+    """Pictures shown to the model with the result (``show_image``)."""
 
     @property
     def memory(self) -> Any:
         """The context instance's persistent memory."""
         return self.state.memory
+
+    def show_image(self, data: bytes, *, mime: str, name: str = "") -> Attachment:
+        """Show the model a picture with this call's result (an MCP tool's screenshot). A model that sees
+        images gets it where the result stands, during this run (history keeps its description); any
+        other model reads a note saying it was not shown."""
+        attachment = Attachment(
+            kind=AttachmentKind.IMAGE, name=name, mime=mime, size=len(data), source="action", ref=self.call.id
+        )
+        if not self.agent.sees_images:
+            attachment.note = "not shown: this model reads text only"
+        elif mime not in IMAGE_TYPES:
+            attachment.note = f"not shown: {mime or 'this type'} is not an image type the model reads"
+        elif len(data) > self.agent.media.limits.image_bytes:
+            attachment.note = f"not shown: larger than {human_size(self.agent.media.limits.image_bytes)}"
+        else:
+            self.state.media[attachment.id] = Loaded(attachment=attachment, data=data)
+        self.attachments.append(attachment)
+        return attachment
 
 
 @dataclass(kw_only=True, eq=False)

@@ -19,7 +19,7 @@ from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
-from .media.attachment import image_marker
+from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_compact_prompt, build_prompt, format_value
@@ -297,7 +297,7 @@ class Run:
 
     async def _call(self, action: Action, call: ActionCall, slot: CallSlot, step: _Step, index: int) -> None:
         try:
-            result, text = await run_action(
+            result, text, attachments = await run_action(
                 agent=self.agent, state=self.state, action=action, call=call, slots=step.slots, index=index
             )
         except RunError as exc:
@@ -307,7 +307,7 @@ class Run:
             self._finish_call(call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
         else:
             slot.set(result)
-            self._finish_call(call, slot, result=result, text=text)
+            self._finish_call(call, slot, result=result, text=text, attachments=attachments)
 
     def _finish_call(
         self,
@@ -317,10 +317,13 @@ class Run:
         result: Any = None,
         text: str | None = None,
         error: str | None = None,
+        attachments: list[Attachment] | None = None,
     ) -> None:
         if error is not None:
             slot.fail(error)
-        entry = ActionResult(call_id=call.id, name=call.name, data=result, error=error, text=text)
+        entry = ActionResult(
+            call_id=call.id, name=call.name, data=result, error=error, text=text, attachments=attachments or []
+        )
         self._log(entry)
         content = {"id": call.id, "name": call.name}
         content.update({"error": error} if error is not None else {"result": result})

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .definitions import Action, ActionContext, ContextState, Output, OutputContext, maybe_await
 from .errors import ActionError, TemplateError, ValidationError
 from .logs import ActionCall, OutputRef
+from .media.attachment import Attachment
 from .prompt import format_value
 from .statelog import MARK, Method, find_refs, parse_path
 from .templates import call_refs, resolve
@@ -89,8 +90,9 @@ async def run_action(
     call: ActionCall,
     slots: Sequence[CallSlot],
     index: int,
-) -> tuple[Any, str | None]:
-    """Validate and run one call. Returns ``(result, text)``; raises a ``RunError`` the caller reports."""
+) -> tuple[Any, str | None, list[Attachment]]:
+    """Validate and run one call. Returns ``(result, text, attachments)`` (the pictures the handler showed
+    with ``ctx.show_image``); raises a ``RunError`` the caller reports."""
     raw = parse_arguments(action, call.content)
     if call_refs(raw) or "{{" in call.content:
         scope = await _scope(raw, slots, upto=index, state=state)
@@ -149,7 +151,7 @@ async def run_action(
         state.state_log.append(output_path, result, method=method, call={"name": action.name, "arguments": call.data})
         if text is None:
             text = f"{format_value(result)} (saved to {MARK}{'.'.join(output_path)})"
-    return result, text
+    return result, text, ctx.attachments
 
 
 def declares_output_path(action: Action) -> bool:

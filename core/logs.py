@@ -113,6 +113,8 @@ class ActionResult(_Base):
     """Why the call failed, if it did."""
     text: str | None = None
     """How the result is shown to the model, when the action's ``format`` gave one."""
+    attachments: list[Attachment] = pydantic.Field(default_factory=list)
+    """Pictures the action showed with its result (``ActionContext.show_image``)."""
 
 
 class Thought(_Base):

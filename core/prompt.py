@@ -163,6 +163,8 @@ def format_log(log: Log, *, media: Mapping[str, Loaded] | None = None) -> str:
             body = f"<error>{escape_text(log.error)}</error>"
         else:
             body = escape_text(log.text if log.text is not None else format_value(log.data))
+            if log.attachments:  # our markup; what it shows of an attachment is escaped by format_attachments
+                body = "\n".join(p for p in (body, format_attachments(log.attachments, media)) if p)
         return (
             f'<action_result name="{xml_attr(log.name)}" callId="{xml_attr(log.call_id)}" timestamp="{ts}">'
             f"{body}</action_result>"

@@ -1,8 +1,9 @@
 """What an MCP tool answered, as an action result the model reads.
 
 Structured content is the result when the tool gives it (the model reads JSON); otherwise the text
-blocks joined. Pictures and sounds become short stand-ins naming their type and size: an action result
-is text (only the pictures people send reach a model as images, ``core.media``). An ``isError`` result raises
+blocks joined. Pictures go with the result as attachments (``ActionContext.show_image``): a model that
+sees images gets them, any other a note; sounds and binary resources become short stand-ins naming their
+type and size. An ``isError`` result raises
 ``ActionError`` with the tool's own text, which the model sees like any failed action. What a tool
 answers is untrusted text: it reaches the prompt only as an action result, escaped there by the one
 function in ``core.prompt`` that handles every action result.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any
 
 from mcp.types import (
@@ -67,9 +69,25 @@ def _cut(text: str) -> str:
     return text[:MAX_RESULT_CHARS] + f"\n[... {len(text) - MAX_RESULT_CHARS} more characters cut]"
 
 
-def tool_result(result: CallToolResult, *, action: str) -> Any:
-    """The action result of ``result``; raises ``ActionError`` when the tool reported an error."""
-    text = "\n".join(t for t in (block_text(b) for b in result.content) if t)
+def _decode(data: str) -> bytes | None:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def tool_result(result: CallToolResult, *, action: str, show: Callable[[bytes, str], Any] | None = None) -> Any:
+    """The action result of ``result``; raises ``ActionError`` when the tool reported an error. With
+    ``show(data, mime)`` (``ActionContext.show_image``), pictures go there instead of into the text."""
+    texts = []
+    for block in result.content:
+        if show is not None and isinstance(block, ImageContent) and not result.is_error:
+            data = _decode(block.data)
+            if data is not None:
+                show(data, block.mime_type)
+                continue
+        texts.append(block_text(block))
+    text = "\n".join(t for t in texts if t)
     if result.is_error:
         raise ActionError(f"{action!r} failed: {_cut(text) or 'the tool reported an error without a message'}")
     if result.structured_content is not None:

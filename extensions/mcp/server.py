@@ -16,7 +16,7 @@ import enum
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -315,7 +315,10 @@ class McpServer:
         name = f"{self.name}:{tool.name}"
 
         async def handler(args: dict[str, Any], ctx: ActionContext, agent: Any) -> Any:
-            return await self.call(tool.name, args)
+            def show(data: bytes, mime: str) -> None:
+                ctx.show_image(data, mime=mime, name=f"{tool.name} image")
+
+            return await self.call(tool.name, args, show=show)
 
         return action(
             name=name,
@@ -325,8 +328,11 @@ class McpServer:
             timeout=self.timeout,
         )
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call ``tool``; its result for the model, or ``ActionError`` with what went wrong."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, show: Callable[[bytes, str], Any] | None = None
+    ) -> Any:
+        """Call ``tool``; its result for the model, or ``ActionError`` with what went wrong. Pictures go to
+        ``show(data, mime)`` when given, else a note in the text."""
         action_name = f"{self.name}:{tool}"
         client = self._client
         if client is None or not self.up:
@@ -348,7 +354,7 @@ class McpServer:
             except (OSError, httpx2.HTTPError, ExceptionGroup) as exc:
                 self._wake.set()  # check the session now: the owner lists the tools again
                 raise ActionError(f"{action_name!r} failed: {describe_error(exc)}") from exc
-        return tool_result(result, action=action_name)
+        return tool_result(result, action=action_name, show=show)
 
     def _connection_failed(self, reason: str) -> None:
         if self._lost is None:

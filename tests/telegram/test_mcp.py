@@ -127,3 +127,32 @@ async def test_a_server_that_never_starts_leaves_the_bot_answering(
     hang = agent.readiness["mcp:hang"]()
     assert isinstance(hang, Degraded) and "timed out" in hang and "its tools are hidden" in hang
     assert agent.readiness["mcp:tools"]() is True
+
+
+async def test_a_tools_picture_is_shown_to_a_model_that_sees_images(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    from tests.mcp.server import PIXEL
+
+    model = ScriptedModel([call("tools:picture", {}), say("A tiny transparent pixel.")], vision=True)
+    await start_bot(model, extensions=[mcp_toolset(settings(stdio_config())).extension()])
+    server.user_says("show me the picture")
+    [reply] = await server.wait_replies(1)
+    assert reply.text == "A tiny transparent pixel."
+    [image] = model.requests[1].images
+    assert (image.mime, image.data) == ("image/png", PIXEL)
+    result = _RESULT.findall(model.requests[1].prompt)[-1]
+    assert image.marker in result  # the picture stands inside the tool's result
+
+
+async def test_a_text_only_model_reads_a_note_instead_of_the_picture(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    model = ScriptedModel([call("tools:picture", {}), say("I cannot see it.")])
+    await start_bot(model, extensions=[mcp_toolset(settings(stdio_config())).extension()])
+    server.user_says("show me the picture")
+    [reply] = await server.wait_replies(1)
+    assert reply.text == "I cannot see it."
+    assert model.requests[1].images == ()
+    assert 'kind="image" name="picture image" type="image/png"' in model.requests[1].prompt
+    assert "not shown: this model reads text only" in model.requests[1].prompt
