@@ -74,7 +74,9 @@ class McpToolset:
                 agent.readiness[f"mcp:{server.name}"] = server.readiness
             server.start()
         if self.servers:
-            await asyncio.wait([asyncio.ensure_future(s.settled()) for s in self.servers])
+            async with asyncio.TaskGroup() as tg:
+                for server in self.servers:
+                    tg.create_task(server.settled())
             up = [s.name for s in self.servers if s.up]
             log.info("MCP: %d of %d servers up%s", len(up), len(self.servers), f" ({', '.join(up)})" if up else "")
 
