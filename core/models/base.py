@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ("ImagePart", "Model", "ModelRequest", "ModelUsage", "interleave")
+__all__ = ("ImagePart", "Model", "ModelRequest", "ModelUsage", "interleave", "without_images")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +44,14 @@ class ModelRequest:
     """Correlation data (context id) for logs."""
     images: tuple[ImagePart, ...] = ()
     """Images placed in the prompt, for a model that sees images (``vision``); others never get any."""
+
+
+def without_images(request: ModelRequest, note: str) -> ModelRequest:
+    """``request`` for a model that refused images: no images, and ``note`` in the prompt after each one's marker."""
+    prompt = request.prompt
+    for image in request.images:
+        prompt = prompt.replace(image.marker, f"{image.marker}\n({note})", 1)
+    return dataclasses.replace(request, prompt=prompt, images=())
 
 
 def interleave(prompt: str, images: tuple[ImagePart, ...]) -> list[str | ImagePart]:

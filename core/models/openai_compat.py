@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage, interleave
+from .base import ModelRequest, ModelUsage, interleave, without_images
 from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
 
 if TYPE_CHECKING:
@@ -67,6 +67,9 @@ class OpenAICompatModel:
         """Retries on 429, 5xx and connection failures."""
         self.vision = vision
         """Send images as image parts (``LLM_VISION``; False for a text-only model: it gets stand-in text)."""
+        self.images_refused = False
+        """The server refused a request for its images (a text-only model with ``LLM_VISION`` left on): images
+        are replaced by a note from then on."""
         self.last_usage: ModelUsage | None = None
         """Token counts of the last call that reported them (for metrics)."""
         self._secret = api_key
@@ -85,9 +88,31 @@ class OpenAICompatModel:
         await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        """Stream the answer to ``request``; failures raise ``ModelError`` / ``ModelAuthError``."""
+        """Stream the answer to ``request``; failures raise ``ModelError`` / ``ModelAuthError``. A server that
+        refuses images (a text-only model) is asked again with notes in their place, and never sent images
+        again by this model."""
+        if request.images and self.images_refused:
+            request = without_images(request, _REFUSED_NOTE)
+        started = False
+        try:
+            async for chunk in retrying_stream(
+                lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name
+            ):
+                started = True
+                yield chunk
+            return
+        except ModelError as exc:
+            if started or not request.images or not _refuses_images(exc.__cause__):
+                raise
+        self.images_refused = True
+        log.warning(
+            "%s refused a request with images: pictures become a note from now on (set LLM_VISION=false for a "
+            "model that does not see images)",
+            self._where,
+        )
+        text_only = without_images(request, _REFUSED_NOTE)
         async for chunk in retrying_stream(
-            lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name
+            lambda: self._attempt(text_only), policy=self.retry, classify=self._classify, label=self.name
         ):
             yield chunk
 
@@ -156,6 +181,19 @@ class OpenAICompatModel:
             return Failure(error=ModelError(f"{self._where} reported an error while answering: {detail}"))
         detail = redact(str(exc), self._secret)[:300]
         return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
+
+
+_REFUSED_NOTE = "the image could not be shown: this model does not accept images"
+
+
+def _refuses_images(cause: BaseException | None) -> bool:
+    """An error answer that says the model takes no images (OpenAI, vLLM, llama.cpp and Ollama word it alike)."""
+    import openai
+
+    if not isinstance(cause, openai.APIStatusError) or cause.status_code not in (400, 415, 422, 500):
+        return False
+    text = f"{_detail(cause.body, cause.message)} {cause.message}".lower()
+    return any(word in text for word in ("image", "multimodal", "vision", "multi-modal"))
 
 
 def _content_parts(request: ModelRequest) -> list[ChatCompletionContentPartParam]:

@@ -12,7 +12,7 @@ from core.errors import ModelAuthError, ModelError
 from core.media import OpenAITranscriber
 from core.models import AnthropicModel, ImagePart, ModelRequest, OpenAICompatModel, RetryPolicy
 from tests.fakes.anthropic_server import FakeAnthropicServer
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 from .support import collect
 
@@ -97,3 +97,30 @@ async def test_transcription_failures_are_our_errors_without_the_key() -> None:
                 await broken.transcribe(data=b"x", name="v.ogg", mime="audio/ogg")
         finally:
             await broken.aclose()
+
+
+async def test_a_text_only_server_that_refuses_images_is_asked_again_with_a_note() -> None:
+    refused = Reply(status=400, message="Invalid content type. image_url is only supported by certain models.")
+    async with FakeOpenAIServer(replies=[refused]) as server:
+        model = OpenAICompatModel(model="m", base_url=server.url, retry=RetryPolicy(retries=0))
+        try:
+            assert await collect(model, REQUEST) == "Hello there"
+            assert model.images_refused
+            await collect(model, REQUEST)  # from then on, no image is sent at all
+        finally:
+            await model.aclose()
+    first, second, third = (r.body["messages"][1]["content"] for r in server.requests)
+    assert isinstance(first, list) and any(p["type"] == "image_url" for p in first)
+    assert second == third and isinstance(second, str)
+    assert f"{MARKER}\n(the image could not be shown: this model does not accept images)" in second
+
+
+async def test_other_refusals_are_not_mistaken_for_images() -> None:
+    async with FakeOpenAIServer(replies=[Reply(status=400, message="maximum context length exceeded")]) as server:
+        model = OpenAICompatModel(model="m", base_url=server.url, retry=RetryPolicy(retries=0))
+        try:
+            with pytest.raises(ModelError, match="maximum context length"):
+                await collect(model, REQUEST)
+        finally:
+            await model.aclose()
+    assert not model.images_refused and len(server.requests) == 1
