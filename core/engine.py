@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .definitions import Action, ContextState, Output, maybe_await
@@ -22,7 +22,8 @@ from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, 
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
-from .prompt import build_compact_prompt, build_prompt, format_value
+from .prompt import build_compact_prompt, build_prompt, format_value, xml_attr
+from .turns import TURN_STOPS, TurnGuard, cut_turns
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -31,6 +32,9 @@ __all__ = ("Run",)
 
 log = logging.getLogger("core.engine")
 
+COMPACT_MAX_TOKENS = 160
+"""Tokens of a compact prompt's plain reply at most (one or two short sentences; a small model that goes on
+only drifts further from the question)."""
 HARD_STEP_CAP = 50
 """No run takes more model calls than this, however many inputs keep joining it."""
 
@@ -38,16 +42,79 @@ HARD_STEP_CAP = 50
 class _Step:
     """What one step has seen so far."""
 
-    __slots__ = ("actions", "output_types", "outputs", "produced", "slots", "stray_text", "tasks")
+    __slots__ = (
+        "actions",
+        "guarded",
+        "guards",
+        "output_types",
+        "outputs",
+        "produced",
+        "slots",
+        "speakers",
+        "stray_text",
+        "tasks",
+    )
 
-    def __init__(self, actions: dict[str, Action], outputs: dict[str, Output], tasks: asyncio.TaskGroup) -> None:
+    def __init__(
+        self,
+        actions: dict[str, Action],
+        outputs: dict[str, Output],
+        tasks: asyncio.TaskGroup,
+        *,
+        guarded: bool = False,
+        speakers: tuple[str, ...] = (),
+    ) -> None:
         self.actions = actions
+        self.guarded = guarded
+        """Outputs end where the model starts to invent a turn (the compact prompt of small models)."""
+        self.speakers = speakers
+        self.guards: dict[int, TurnGuard] = {}
         self.outputs = outputs
         self.tasks = tasks
         self.slots: list[CallSlot] = []
         self.produced = 0
         self.stray_text: list[str] = []
         self.output_types: dict[int, str] = {}
+
+
+async def _as_response(chunks: AsyncGenerator[str, None], output_type: str, step: _Step) -> AsyncIterator[str]:
+    """A plain-text answer (the compact prompt) as a response with one output of ``output_type``, ended where the
+    model starts a turn nobody wrote (the stream is then closed, which stops the generation). An answer that
+    starts with ``<`` is the response format already and passes as it is."""
+    try:
+        async for text in _wrapped(chunks, output_type, step):
+            yield text
+    finally:
+        await chunks.aclose()
+
+
+async def _wrapped(chunks: AsyncIterator[str], output_type: str, step: _Step) -> AsyncIterator[str]:
+    guard = TurnGuard(step.speakers)
+    head = ""
+    plain: bool | None = None
+    async for chunk in chunks:
+        if plain is None:
+            head += chunk
+            if not head.strip():
+                continue
+            plain = not head.lstrip().startswith("<")
+            if not plain:
+                yield head
+                continue
+            yield f'<response><output type="{xml_attr(output_type)}">'
+            chunk = head
+        if not plain:
+            yield chunk
+            continue
+        text = guard.feed(chunk)
+        if text:
+            yield text
+        if guard.cut:
+            break
+    if plain is None and head:
+        yield head
+    elif plain:
+        yield guard.close() + "</output></response>"
 
 
 class Run:
@@ -143,7 +210,7 @@ class Run:
             except Exception:
                 log.exception("on_error of context %s raised", self.state.context.type)
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[str]:
+    async def _stream(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         """The model's chunks, with a deadline on each; library errors become ``ModelError``."""
         idle = self.agent.model_idle_timeout
         model = self.agent.model
@@ -196,20 +263,35 @@ class Run:
         request = ModelRequest(
             system=prompt.system,
             prompt=prompt.prompt,
-            max_tokens=agent.max_tokens,
+            max_tokens=min(agent.max_tokens, COMPACT_MAX_TOKENS) if agent.compact_prompt else agent.max_tokens,
             output_types=tuple(o.type for o in outputs),
             action_names=tuple(a.name for a in actions),
             max_items=1 if agent.compact_prompt else None,
             metadata={"context_id": state.id},
             images=self._images(prompt.prompt) if agent.sees_images else (),
+            plain=agent.compact_prompt,
+            turns=prompt.turns,
+            stop=TURN_STOPS if agent.compact_prompt else ("</response>",),
         )
         parser = StreamParser()
         started = time.perf_counter()
         failure: Exception | None = None
         async with asyncio.TaskGroup() as tg:  # action tasks never raise: they report errors as results
-            step = _Step({a.name: a for a in actions}, {o.type: o for o in outputs}, tg)
+            step = _Step(
+                {a.name: a for a in actions},
+                {o.type: o for o in outputs},
+                tg,
+                guarded=request.plain,
+                speakers=prompt.speakers,
+            )
+            if request.plain:
+                chunks: AsyncIterator[str] = _as_response(
+                    self._stream(request), outputs[0].type if outputs else "", step
+                )
+            else:
+                chunks = self._stream(request)
             try:
-                async for chunk in self._stream(request):
+                async for chunk in chunks:
                     for event in parser.feed(chunk):
                         await self._on_event(event, step)
                 for event in parser.close():
@@ -246,16 +328,21 @@ class Run:
             if event.name == "reasoning":
                 self.emitter.emit(RunEventType.REASONING, event.text)
             elif event.name == "output":
-                self.emitter.emit(
-                    RunEventType.OUTPUT_TEXT,
-                    event.text,
-                    output_type=step.output_types.get(event.index),
-                    output_index=event.index,
-                )
+                guard = step.guards.get(event.index)
+                text = guard.feed(event.text) if guard is not None else event.text
+                if text:
+                    self.emitter.emit(
+                        RunEventType.OUTPUT_TEXT,
+                        text,
+                        output_type=step.output_types.get(event.index),
+                        output_index=event.index,
+                    )
             return
         if isinstance(event, TagStart):
             if event.name == "output":
                 step.output_types[event.index] = event.attrs.get("type") or event.attrs.get("name") or ""
+                if step.guarded:
+                    step.guards[event.index] = TurnGuard(step.speakers)
             return
         if isinstance(event, Text):
             step.stray_text.append(event.text)
@@ -333,7 +420,12 @@ class Run:
         attrs = dict(event.attrs)
         type_ = attrs.pop("type", None) or attrs.pop("name", None) or ""
         attrs.pop("name", None)
-        ref = OutputRef(type=type_, content=event.content.strip(), params=attrs, processed=True)
+        guard = step.guards.pop(event.index, None)
+        rest = guard.close() if guard is not None else ""
+        if rest:  # held back while it could have been the start of an invented turn
+            self.emitter.emit(RunEventType.OUTPUT_TEXT, rest, output_type=type_, output_index=event.index)
+        content = cut_turns(event.content, step.speakers) if guard is not None else event.content
+        ref = OutputRef(type=type_, content=content.strip(), params=attrs, processed=True)
         self._log(ref)
         output = step.outputs.get(type_)
         if output is None:

@@ -75,6 +75,10 @@ class Prompt:
     """The static part: intro, instructions, response format, footer."""
     prompt: str
     """The dynamic part: tools, contexts, working memory, updates."""
+    turns: tuple[tuple[str, str], ...] = ()
+    """The compact prompt's conversation as chat messages (``"user"`` or ``"assistant"``, text), oldest first."""
+    speakers: tuple[str, ...] = ()
+    """The names of the people in ``turns`` (a line starting with one of them and a colon is an invented turn)."""
 
 
 def xml_attr(value: Any) -> str:
@@ -248,11 +252,26 @@ def build_prompt(
 
 
 COMPACT_RULES = """\
-Answer the last message of the conversation with one short, helpful reply, in this format:
-<response><reasoning>why you answer as you do</reasoning><output type="{type}">the reply</output></response>
-For example, to "user: hi" you could answer:
-<response><reasoning>The user greets me.</reasoning>\
-<output type="{type}">Hello! How can I help you today?</output></response>"""
+Reply to the last message directly, in one or two short sentences, in the same language as that message."""
+"""The compact prompt's instructions: the model answers in plain text, which becomes the output."""
+
+
+def _compact_text(log: InputRef, *, indent: str = "") -> str:
+    """The text of an input, escaped (nobody can write a tag or a chat template's token), its later lines
+    indented by ``indent``, and a stand-in line (ours, on one line) for each attachment, never the bytes."""
+    text = escape_text(log.text if log.text is not None else format_value(log.data))
+    if indent:
+        text = text.replace("\n", "\n" + indent)
+    for attachment in log.attachments:
+        said = " (transcribed above)" if attachment.text else f" ({attachment.note})" if attachment.note else ""
+        text = f"{text}\n[{' '.join(escape_text(describe(attachment) + said).split())}]".strip()
+    return text
+
+
+def _speaker(log: InputRef) -> str:
+    """Who wrote the input (escaped, without colons), or ``""``."""
+    who = str(log.params.get("user") or log.params.get("author") or "")
+    return " ".join(escape_text(who).replace(":", " ").split())
 
 
 def _line_text(text: str) -> str:
@@ -263,18 +282,56 @@ def _line_text(text: str) -> str:
 
 def _compact_line(log: Log) -> str | None:
     if isinstance(log, InputRef):
-        who = log.params.get("user") or log.params.get("author") or "user"
-        who = " ".join(escape_text(who).replace(":", " ").split()) or "user"
-        text = _line_text(log.text if log.text is not None else format_value(log.data))
-        for attachment in log.attachments:  # small models get a stand-in line (ours, on one line), never the bytes
-            said = " (transcribed above)" if attachment.text else f" ({attachment.note})" if attachment.note else ""
-            text = f"{text}\n[{' '.join(escape_text(describe(attachment) + said).split())}]".strip()
-        return f"{who}: {text}"
+        return f"{_speaker(log) or 'user'}: {_compact_text(log, indent='  ')}"
     if isinstance(log, OutputRef) and not log.error:
         return f"you: {_line_text(log.content if log.data is None else format_value(log.data))}"
     if isinstance(log, ErrorLog):
         return f"(note: {_line_text(log.message)})"
     return None
+
+
+def _compact_turns(logs: Sequence[Log]) -> tuple[tuple[str, str], ...]:
+    """The inputs and outputs as chat messages; consecutive messages of one role are joined (chat templates
+    want user and assistant to alternate), and the people are named when there are several."""
+    several = len({_speaker(log) for log in logs if isinstance(log, InputRef)}) > 1
+    turns: list[tuple[str, str]] = []
+    for log in logs:
+        if isinstance(log, InputRef):
+            who = _speaker(log)
+            role, text = "user", (f"{who}: " if several and who else "") + _compact_text(log)
+        elif isinstance(log, OutputRef) and not log.error:
+            role, text = "assistant", escape_text(log.content if log.data is None else format_value(log.data))
+        else:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1] = (role, f"{turns[-1][1]}\n{text}")
+        else:
+            turns.append((role, text))
+    while turns and turns[0][0] != "user":
+        turns.pop(0)
+    return tuple(turns)
+
+
+_INTRODUCTION = re.compile(
+    r"(?i)\b(?:my name is|i am called|call me|je m'appelle|mon nom est|me llamo|mi nombre es|ich heiße|ich heisse"
+    r"|mein name ist)\s+([^\W\d_][\w'-]{0,30})"
+)
+"""A person saying their name (English, French, Spanish, German)."""
+
+
+def _facts(state: ContextState, logs: Sequence[Log]) -> list[str]:
+    """The facts kept in the context's memory (``remember``), and the names people gave in ``logs``."""
+    memory = state.memory
+    kept = memory.get("facts") if isinstance(memory, dict) else None
+    facts = [escape_text(str(f)) for f in kept if str(f).strip()][-10:] if isinstance(kept, list) else []
+    for log in logs:
+        if isinstance(log, InputRef) and log.text:
+            for name in _INTRODUCTION.findall(log.text):
+                who = _speaker(log)
+                fact = f"{who}'s name is {name}" if who else f"The user's name is {name}"
+                if fact not in facts:
+                    facts.append(fact)
+    return facts
 
 
 def build_compact_prompt(
@@ -285,19 +342,30 @@ def build_compact_prompt(
     persona: str = "",
     history: int = 6,
 ) -> Prompt:
-    """A short prompt for small local models: persona, the last few messages and the answer format.
-    No tools: a model of a few hundred million parameters cannot use them reliably."""
-    out_type = outputs[0].type if outputs else "message"
-    system = "\n\n".join(p for p in (persona, COMPACT_RULES.format(type=out_type)) if p)
-    past: list[str] = []
+    """A short prompt for small local models: the persona, the facts remembered about the conversation, who
+    speaks, the last few messages; the model answers in plain text (``ModelRequest.plain``). No tools: a model
+    of a few hundred million parameters cannot use them reliably. ``turns`` holds the messages for chat
+    templates, ``prompt`` the same as a transcript."""
+    window: list[Log] = []
     for log in reversed(state.working_memory.logs):
-        if len(past) >= history:
+        if len(window) >= history:
             break
-        if log.processed:
-            line = _compact_line(log)
-            if line is not None:
-                past.append(line)
-    past.reverse()
-    new = [line for line in (_compact_line(u) for u in updates) if line is not None]
-    prompt = "\n".join([*past, *new]) or "(no messages)"
-    return Prompt(system=system, prompt=prompt)
+        if log.processed and _compact_line(log) is not None:
+            window.append(log)
+    window.reverse()
+    logs = [*window, *updates]
+    speakers = tuple(dict.fromkeys(s for s in (_speaker(log) for log in logs if isinstance(log, InputRef)) if s))
+    parts = [persona, COMPACT_RULES]
+    facts = _facts(state, [*state.working_memory.logs, *updates])
+    if facts:
+        parts.append("What you know about this conversation:\n" + "\n".join(f"- {fact}" for fact in facts))
+    last = next((log for log in reversed(logs) if isinstance(log, InputRef)), None)
+    if last is not None and _speaker(last):
+        parts.append(f"You are talking with {_speaker(last)}.")
+    lines = [line for line in (_compact_line(log) for log in logs) if line is not None]
+    return Prompt(
+        system="\n\n".join(p for p in parts if p),
+        prompt="\n".join(lines) or "(no messages)",
+        turns=_compact_turns(logs),
+        speakers=speakers,
+    )

@@ -44,6 +44,13 @@ class ModelRequest:
     """Correlation data (context id) for logs."""
     images: tuple[ImagePart, ...] = ()
     """Images placed in the prompt, for a model that sees images (``vision``); others never get any."""
+    plain: bool = False
+    """The answer is the reply itself in plain text, not the response format (the compact prompt of small
+    models): no grammar, and ``stop`` holds the starts of turns a model may go on to invent."""
+    turns: tuple[tuple[str, str], ...] = ()
+    """The conversation as chat messages, ``("user" | "assistant", text)``, oldest first, the last one the user's;
+    a chat provider sends them after ``system`` instead of ``prompt`` (the same conversation as a transcript), so
+    the model's chat template marks where each turn ends. Empty: send ``prompt``."""
 
 
 def without_images(request: ModelRequest, note: str) -> ModelRequest:

@@ -116,8 +116,9 @@ def build_grammar(
     ]
     if choices:
         head.append(("item", " | ".join(choices)))
-    # no "<" (it would open a tag) and no "{" (a "{{...}}" the model makes up would be refused as a template)
-    tail = [("text-start", "[^<{\\x20\\t\\n\\r]"), ("text-char", "[^<{]")]
+    # no "<" (it would open a tag) and no "{" (a "{{...}}" the model makes up would be refused as a template);
+    # text does not start with ">" (small models repeat the tag's closing bracket) or ":"
+    tail = [("text-start", "[^<{>:\\x20\\t\\n\\r]"), ("text-char", "[^<{]")]
     if actions:
         more = max(0, lim.json_members - 1)
         more_members = _repeat('(ws "," ws json-member)', 0, more)

@@ -15,6 +15,7 @@ import importlib.util
 import logging
 import os
 import secrets
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -70,6 +71,67 @@ def check_gguf(path: Path) -> None:
         raise ConfigError(f"LLM_MODEL_PATH={path} is not a GGUF file: llama.cpp only runs .gguf models")
 
 
+GEMMA_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"
+    "{% set rest = messages[1:] %}{% else %}{% set first = '' %}{% set rest = messages %}{% endif %}"
+    "{% for message in rest %}{% set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{ '<start_of_turn>' + role + '\\n' + (first if loop.first else '') + message['content'] | trim }}"
+    "{{ '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+"""Gemma's chat template, for a Gemma GGUF file that lacks one (llama.cpp would fall back to ChatML)."""
+
+
+def gguf_chat_template(path: Path) -> str | None:
+    """The chat template a GGUF file needs from outside: None when it has its own (or is not recognised),
+    Gemma's when it is a Gemma model without one. Reads only the file's metadata."""
+    meta = _gguf_metadata(path, ("general.architecture", "tokenizer.chat_template"))
+    if meta.get("tokenizer.chat_template"):
+        return None
+    if str(meta.get("general.architecture", "")).startswith("gemma"):
+        return GEMMA_TEMPLATE
+    return None
+
+
+def _gguf_metadata(path: Path, keys: tuple[str, ...]) -> dict[str, object]:
+    """The string values of ``keys`` in a GGUF file's header (arrays are skipped)."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    found: dict[str, object] = {}
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                return found
+            _version, _tensors, count = struct.unpack("<IQQ", f.read(20))
+
+            def text() -> str:
+                (n,) = struct.unpack("<Q", f.read(8))
+                return f.read(n).decode("utf-8", "replace")
+
+            def skip(kind: int) -> None:
+                if kind == 8:
+                    (n,) = struct.unpack("<Q", f.read(8))
+                    f.seek(n, 1)
+                elif kind == 9:
+                    item, n = struct.unpack("<IQ", f.read(12))
+                    if item in sizes:
+                        f.seek(sizes[item] * n, 1)
+                    else:
+                        for _ in range(n):
+                            skip(item)
+                else:
+                    f.seek(sizes[kind], 1)
+
+            for _ in range(count):
+                key = text()
+                (kind,) = struct.unpack("<I", f.read(4))
+                if key in keys and kind == 8:
+                    found[key] = text()
+                else:
+                    skip(kind)
+    except (OSError, struct.error, KeyError):
+        pass
+    return found
+
+
 def _cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -92,6 +154,8 @@ class LocalModel:
         temperature: float = 0.3,
         seed: int | None = None,
         use_grammar: bool = True,
+        repeat_penalty: float = 1.1,
+        frequency_penalty: float = 0.0,
     ) -> None:
         self.model_path = model_path
         """The GGUF file (``LLM_MODEL_PATH``)."""
@@ -105,7 +169,11 @@ class LocalModel:
         self.seed = seed
         """Sampling seed; None draws a new one per answer."""
         self.use_grammar = use_grammar
-        """Constrain answers to the response format (see ``grammar.py``)."""
+        """Constrain answers to the response format (see ``grammar.py``); plain requests never are."""
+        self.repeat_penalty = repeat_penalty
+        """Penalty on repeating the last 128 tokens (small models loop on a sentence without one)."""
+        self.frequency_penalty = frequency_penalty
+        """Penalty growing with how often a token already appeared."""
         self.last_usage: ModelUsage | None = None
         """Token counts of the last answer (for metrics)."""
         self.last_tokens_per_second: float | None = None
@@ -151,6 +219,9 @@ class LocalModel:
             params.model.path = str(self.model_path)
             params.n_ctx = self.context_size
             params.n_parallel = 1
+            template = gguf_chat_template(self.model_path)
+            if template is not None:
+                params.chat_template = template
             params.cpuparams.n_threads = self.threads
             params.cpuparams_batch.n_threads = self.threads
             params.warmup = False
@@ -175,7 +246,10 @@ class LocalModel:
         messages = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": request.prompt})
+        if request.turns:
+            messages += [{"role": role, "content": text} for role, text in request.turns]
+        else:
+            messages.append({"role": "user", "content": request.prompt})
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": request.max_tokens,
@@ -184,13 +258,13 @@ class LocalModel:
             "stream_options": {"include_usage": True},
             "cache_prompt": True,
             # small models loop on a sentence without these
-            "repeat_penalty": 1.15,
+            "repeat_penalty": self.repeat_penalty,
             "repeat_last_n": 128,
-            "frequency_penalty": 0.2,
+            "frequency_penalty": self.frequency_penalty,
         }
         if self.seed is not None:
             body["seed"] = self.seed
-        if self.use_grammar:
+        if self.use_grammar and not request.plain:
             # the grammar ends the answer at </response>; a stop string inside free text would break it
             body["grammar"] = grammar_for(request)
         elif request.stop:

@@ -122,6 +122,12 @@ class OpenAICompatModel:
             messages.append({"role": "system", "content": request.system})
         if request.images:
             messages.append({"role": "user", "content": _content_parts(request)})
+        elif request.turns:
+            for role, text in request.turns:
+                if role == "assistant":
+                    messages.append({"role": "assistant", "content": text})
+                else:
+                    messages.append({"role": "user", "content": text})
         else:
             messages.append({"role": "user", "content": request.prompt})
         options: dict[str, Any] = {}

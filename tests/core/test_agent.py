@@ -395,7 +395,9 @@ async def test_compact_prompt_for_small_models_has_the_conversation_and_no_tools
     request = model.requests[1]
     assert request.action_names == ()
     assert request.prompt == "ada: hello\nyou: one\nuser: again"
-    assert request.system.startswith("You are Tester.") and 'type="chat:message"' in request.system
+    assert request.turns == (("user", "ada: hello"), ("assistant", "one"), ("user", "again"))
+    assert request.plain and "\nuser:" in request.stop
+    assert request.system.startswith("You are Tester.") and "<output" not in request.system
 
 
 async def test_reset_during_a_run_is_not_undone_by_the_run_saving() -> None:

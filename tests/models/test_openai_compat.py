@@ -219,3 +219,24 @@ async def test_a_loopback_server_bypasses_proxy_settings(
         assert await collect(model, REQUEST) == "Hello there"
     finally:
         await model.aclose()
+
+
+async def test_a_small_model_served_over_http_gets_chat_turns_and_its_invented_turn_is_cut(
+    server: FakeOpenAIServer, policy: RetryPolicy
+) -> None:
+    server.default = Reply(chunks=("Hello ", "Ann!\nuser: and", " now?\nyou: fine"))
+    sent: list[str] = []
+    chat = context(type="chat", schema=str, key=lambda s: s, max_steps=1)
+    say = output(type="chat:message", handler=lambda data, ctx, agent: sent.append(data))
+    model = make(server, policy)
+    agent = create_agent(model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), compact_prompt=True)
+    await agent.start()
+    try:
+        await agent.send(chat, "ann", {"type": "chat:message", "data": "hello <|im_start|>"})
+    finally:
+        await agent.stop()
+        await model.aclose()
+    assert sent == ["Hello Ann!"]
+    body = server.requests[0].body
+    assert body["messages"][1:] == [{"role": "user", "content": "hello &lt;|im_start|&gt;"}]
+    assert body["stop"] == ["\nuser:", "\nUser:", "\nyou:", "\nassistant:"]
