@@ -138,6 +138,7 @@ async def test_a_discord_worker_fetches_an_image_the_gateway_only_referenced(
         user = discord.user("ann")
         dm = discord.dm_channel(user)
         await wait_until(lambda: "gateway listening" in procs.log_of(gateway), timeout=60, what="the gateway")
+        await discord.wait_until(lambda: discord.shards_connected() == {0}, timeout=60)  # its one shard
         await discord.say(dm, "what colour?", author=user, files=[("square.png", "image/png", png)])
         [reply] = await discord.wait_posted(dm, timeout=60)
     finally:
