@@ -178,6 +178,17 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
             problems.append(
                 "MCP_SERVERS is set but the mcp extra is not installed: run pip install '.[mcp]' or unset MCP_SERVERS"
             )
+    database = settings.database.url.get_secret_value().strip() if settings.database.url is not None else ""
+    if database:
+        if urllib.parse.urlsplit(database).scheme not in ("postgresql", "postgres"):
+            problems.append(
+                f"DATABASE_URL={safe_url(database)!r} is not a PostgreSQL URL: use postgresql://user:password@host/db"
+            )
+        elif not _has("psycopg"):
+            problems.append(
+                "DATABASE_URL is set but the postgres extra is not installed: run pip install '.[postgres]' "
+                "or unset DATABASE_URL"
+            )
     if settings.log.format not in ("text", "json"):
         problems.append(f"LOG_FORMAT={settings.log.format!r} is not text or json: set LOG_FORMAT=text or json")
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

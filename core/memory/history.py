@@ -59,7 +59,8 @@ class HistoryStore(Protocol):
     async def search(
         self, cid: str, *, words: str = "", since: int | None = None, until: int | None = None, limit: int = 5
     ) -> list[HistoryEntry]:
-        """The newest entries of ``cid`` containing every word of ``words`` (all entries when empty), said
+        """The newest entries of ``cid`` containing every word of ``words`` as a whole word, in any case (all
+        entries when empty), said
         between ``since`` and ``until`` (ms, inclusive), newest first."""
         ...
 

@@ -49,6 +49,7 @@ MIGRATIONS: tuple[str, ...] = (
         updated bigint NOT NULL
     );
     """,
+    "CREATE INDEX history_cid_ts ON history (cid, ts);",  # 2: a date range alone, however old, from an index
 )
 """The schema, one step per version; a deployed step is never changed, only followed by new ones."""
 
@@ -84,8 +85,11 @@ class PostgresHistory:
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
         if self._conn is None or self._conn.closed:
-            conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=max(1, round(self.timeout))
+            conn = await psycopg.AsyncConnection.connect(  # never prepared: a generic plan cannot know how
+                self.url,  # common the searched words are, and sorts every match of a common one
+                autocommit=True,
+                connect_timeout=max(1, round(self.timeout)),
+                prepare_threshold=None,
             )
             try:
                 await self._migrate(conn)
@@ -159,12 +163,12 @@ class PostgresHistory:
     async def search(
         self, cid: str, *, words: str = "", since: int | None = None, until: int | None = None, limit: int = 5
     ) -> list[HistoryEntry]:
-        """The newest entries of ``cid`` with every word (as a word prefix) of ``words``, within the range."""
+        """The newest entries of ``cid`` with every word of ``words`` (whole words, any case), within the range."""
         terms = query_words(words)
         low = since if since is not None else -(2**62)
         high = until if until is not None else 2**62
         if terms:
-            query = " & ".join(f"{t}:*" for t in terms)
+            query = " & ".join(terms)  # whole words, as in SQLite
             rows = await self._rows(
                 "searching",
                 f"SELECT {_COLUMNS} FROM history WHERE cid = %s AND tsv @@ to_tsquery('simple', %s) "
@@ -174,7 +178,8 @@ class PostgresHistory:
         else:
             rows = await self._rows(
                 "searching",
-                f"SELECT {_COLUMNS} FROM history WHERE cid = %s AND ts BETWEEN %s AND %s ORDER BY seq DESC LIMIT %s",
+                f"SELECT {_COLUMNS} FROM history WHERE cid = %s AND ts BETWEEN %s AND %s "
+                f"ORDER BY {'seq DESC' if since is None and until is None else 'ts DESC, seq DESC'} LIMIT %s",
                 (cid, low, high, limit),
             )
         return [_entry(row) for row in rows]

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS history (
 );
 CREATE INDEX IF NOT EXISTS history_cid_seq ON history (cid, seq);
 CREATE INDEX IF NOT EXISTS history_ts ON history (ts);
+CREATE INDEX IF NOT EXISTS history_cid_ts ON history (cid, ts);
 CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(
     text, content='history', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
 );
@@ -114,23 +115,37 @@ class SQLiteHistory:
     async def search(
         self, cid: str, *, words: str = "", since: int | None = None, until: int | None = None, limit: int = 5
     ) -> list[HistoryEntry]:
-        """The newest entries of ``cid`` with every word (as a word prefix) of ``words``, within the range."""
+        """The newest entries of ``cid`` with every word of ``words`` (whole words, any case), within the range."""
         terms = query_words(words)
         low = since if since is not None else -(2**62)
         high = until if until is not None else 2**62
+        ranged = since is not None or until is not None
         if terms:
-            match = " ".join(f'"{t}"*' for t in terms)
-            sql = (
-                f"SELECT {_COLUMNS} FROM history_fts f JOIN history h ON h.seq = f.rowid "
-                "WHERE history_fts MATCH ? AND h.cid = ? AND h.ts BETWEEN ? AND ? ORDER BY f.rowid DESC LIMIT ?"
-            )
-            params: tuple[Any, ...] = (match, cid, low, high, limit)
+            match = " ".join(f'"{t}"' for t in terms)  # whole words: a short prefix would merge thousands
+
+            def work(conn: sqlite3.Connection) -> list[Any]:
+                first, last = -(2**62), 2**62
+                if ranged:  # the arrivals of that time, from the (cid, ts) index: the full-text walk skips the rest
+                    first, last = conn.execute(
+                        "SELECT coalesce(min(seq), 0), coalesce(max(seq), -1) FROM history "
+                        "WHERE cid = ? AND ts BETWEEN ? AND ?",
+                        (cid, low, high),
+                    ).fetchone()
+                return conn.execute(
+                    f"SELECT {_COLUMNS} FROM history_fts f JOIN history h ON h.seq = f.rowid "
+                    "WHERE history_fts MATCH ? AND f.rowid BETWEEN ? AND ? AND h.cid = ? AND h.ts BETWEEN ? AND ? "
+                    "ORDER BY f.rowid DESC LIMIT ?",
+                    (match, first, last, cid, low, high, limit),
+                ).fetchall()
+
+            rows = await self._do(work)
         else:
-            sql = (
-                f"SELECT {_COLUMNS} FROM history h WHERE h.cid = ? AND h.ts BETWEEN ? AND ? ORDER BY h.seq DESC LIMIT ?"
+            order = "h.ts DESC, h.seq DESC" if ranged else "h.seq DESC"
+            sql = (  # the newest arrivals; a date range by time, from the (cid, ts) index however old it is
+                f"SELECT {_COLUMNS} FROM history h WHERE h.cid = ? AND h.ts BETWEEN ? AND ? ORDER BY {order} LIMIT ?"
             )
             params = (cid, low, high, limit)
-        rows = await self._do(lambda conn: conn.execute(sql, params).fetchall())
+            rows = await self._do(lambda conn: conn.execute(sql, params).fetchall())
         return [_entry(row) for row in rows]
 
     async def pending(self, cid: str, *, after: int, keep: int, limit: int) -> list[HistoryEntry]:

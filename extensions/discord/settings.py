@@ -95,7 +95,7 @@ class DiscordSettings(BaseModel):
         description="Gateway websocket URL, for a gateway proxy (sets DiscordWebSocket.DEFAULT_GATEWAY)",
     )
     sync_commands: bool = Field(
-        default=True, description="Register the /reset and /help slash commands with Discord at start"
+        default=True, description="Register the /reset, /forget and /help slash commands with Discord at start"
     )
     shard_count: int | Literal["auto"] = Field(
         default=1,

@@ -72,6 +72,22 @@ def test_a_discord_token_without_the_discord_extra(monkeypatch: pytest.MonkeyPat
     assert "MTIz.secret.discord" not in "".join(problems)
 
 
+def test_database_url_is_checked_and_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.setenv("DATABASE_URL", "mysql://bot:hunter2@db/bots")
+    problems = check_settings(load_settings())
+    assert problems == [
+        "DATABASE_URL='mysql://bot:********@db/bots' is not a PostgreSQL URL: use postgresql://user:password@host/db"
+    ]
+    monkeypatch.setenv("DATABASE_URL", "postgresql://bot:hunter2@db/bots")
+    assert not any("DATABASE_URL" in p for p in check_settings(load_settings(), role="worker"))
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # an install without the extra
+    assert check_settings(load_settings()) == [
+        "DATABASE_URL is set but the postgres extra is not installed: run pip install '.[postgres]' "
+        "or unset DATABASE_URL"
+    ]
+
+
 def test_a_provider_without_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_PROVIDER", "anthropic")
     assert check_settings(load_settings()) == [

@@ -35,14 +35,16 @@ def said(n: int, text: str, *, who: str = "ada", ts: int | None = None) -> Histo
 
 async def test_append_is_idempotent_and_search_finds_words_newest_first(store: HistoryStore) -> None:
     await store.append("c:1", [said(1, "My cat is called Zorblax"), said(2, "I like green tea"), said(3, "cats rule")])
+    await store.append("c:1", [said(4, "the CAT again")])
     await store.append("c:1", [said(1, "My cat is called Zorblax")])  # a redelivered batch
     await store.append("c:2", [said(1, "another chat's cat")])
-    assert await store.count("c:1") == 3
+    assert await store.count("c:1") == 4
     found = await store.search("c:1", words="cat")
-    assert [e.id for e in found] == ["m3", "m1"]  # a word prefix: "cats" too; newest first; not c:2
+    assert [e.id for e in found] == ["m4", "m1"]  # whole words in any case, newest first: not "cats", not c:2
+    assert [e.id for e in await store.search("c:1", words="cats")] == ["m3"]
     assert [e.text for e in await store.search("c:1", words="CAT zorblax")] == ["My cat is called Zorblax"]
     assert await store.search("c:1", words="dog") == []
-    assert [e.id for e in await store.search("c:1", limit=2)] == ["m3", "m2"]
+    assert [e.id for e in await store.search("c:1", limit=2)] == ["m4", "m3"]
     first = (await store.search("c:1", words="tea"))[0]
     assert (first.who, first.role, first.ts) == ("ada", "user", T0 + 2000) and first.seq > 0
 
@@ -109,3 +111,23 @@ def test_words_and_excerpts() -> None:
     cut = excerpt(text, ["secret"], width=100)
     assert "secret" in cut and len(cut) <= 102 and cut.startswith("…") and cut.endswith("…")
     assert excerpt("short  text", []) == "short text"
+
+
+async def test_workers_starting_together_migrate_once(database_url: str) -> None:
+    import asyncio
+
+    import psycopg
+
+    from core.memory.postgres import MIGRATIONS, PostgresHistory
+
+    stores = [PostgresHistory(database_url) for _ in range(3)]
+    try:
+        await asyncio.gather(*(s.start() for s in stores))
+        await stores[0].append("c:1", [said(1, "hello")])
+        assert [e.text for e in await stores[2].search("c:1", words="hello")] == ["hello"]
+    finally:
+        for s in stores:
+            await s.close()
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        rows = await (await conn.execute("SELECT version FROM bot_schema ORDER BY version")).fetchall()
+    assert [r[0] for r in rows] == list(range(1, len(MIGRATIONS) + 1))
