@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import importlib
 import logging
 import signal
 from collections.abc import Awaitable
@@ -73,17 +74,13 @@ def lock_names(settings: Settings) -> list[str]:
     return names
 
 
-def _sources(settings: Settings) -> list[str]:
-    """What this gateway listens to, for its log."""
-    shown = []
-    for platform in platforms(settings):
-        if platform == "discord":
-            shown.append("discord shards shared with the other gateways")
-        elif settings.telegram.mode == "webhook":
-            shown.append(f"telegram webhook on {settings.telegram.webhook_listen}:{settings.telegram.webhook_port}")
-        else:
-            shown.append(f"telegram polling, lease {platform}:{token_digest(settings, platform)}")
-    return shown
+def _source(settings: Settings, platform: str) -> str:
+    """What the gateway listens to on ``platform``, for its log."""
+    if platform == "discord":
+        return "discord shards shared with the other gateways"
+    if settings.telegram.mode == "webhook":
+        return f"telegram webhook on {settings.telegram.webhook_listen}:{settings.telegram.webhook_port}"
+    return f"telegram polling, lease {platform}:{token_digest(settings, platform)}"
 
 
 def shard_lease_name(settings: Settings, count: int) -> str:
@@ -146,12 +143,14 @@ async def _first(agent: Agent, *events: asyncio.Event) -> BaseException | None:
 
 
 async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
-    """Listen until ``stop`` is set (or, without one, until SIGTERM / SIGINT). While another gateway
-    holds the Telegram polling lease this one stands by (for every platform it serves); if that lease is lost
-    it stops listening at once and stands by again."""
-    from core.redis import PlatformLock, RedisBackend
+    """Listen until ``stop`` is set (or, without one, until SIGTERM / SIGINT). Each platform is served by its
+    own agent: Discord's shards are shared with the other gateways at once, while Telegram long polling stands
+    by as long as another gateway holds its lease (and stands by again at once if the lease is lost). A
+    platform that fails for good (a token refused) ends the gateway with that error."""
+    from core.redis import RedisBackend
 
-    if not platforms(settings):
+    chosen = platforms(settings)
+    if not chosen:
         raise ConfigError("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
     loop = asyncio.get_running_loop()
     own_signals = stop is None
@@ -163,19 +162,14 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     ops.add_check("redis", redis_check(backend))
     try:
         await backend.run(backend.client.ping, what="connecting")
-        while not stopping.is_set():
-            ttl = max(MIN_LOCK_TTL, backend.config.lease_seconds)
-            locks = [PlatformLock(backend, name, ttl=ttl) for name in lock_names(settings)]
-            try:
-                for lock in locks:
-                    if not await _acquire(lock, stopping):
-                        return
-                await _listen(settings, backend, stopping, locks, ttl=ttl)
-            finally:
-                for lock in locks:
-                    await lock.release()
-            if not stopping.is_set():
-                log.warning("a platform lease was lost (another gateway took over, or Redis is down); standing by")
+        for platform in chosen:  # imported now, not while another platform's leases need renewing
+            importlib.import_module(f"extensions.{platform}.runtime")
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for platform in chosen:
+                    tg.create_task(_serve(settings, backend, stopping, platform), name=f"gateway:{platform}")
+        except BaseExceptionGroup as group:  # the first platform that failed says why the gateway ends
+            raise group.exceptions[0] from None
     finally:
         ops.remove_check("redis")
         if own_signals:
@@ -184,11 +178,39 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
         await backend.close()
 
 
+async def _serve(settings: Settings, backend: RedisBackend, stopping: asyncio.Event, platform: str) -> None:
+    """Serve one platform until ``stopping`` is set: take its lease if it needs one (Telegram polling), listen,
+    stand by again whenever the lease is lost."""
+    from core.redis import PlatformLock
+
+    while not stopping.is_set():
+        ttl = max(MIN_LOCK_TTL, backend.config.lease_seconds)
+        names = [name for name in lock_names(settings) if name.split(":", 1)[0] == platform]
+        locks = [PlatformLock(backend, name, ttl=ttl) for name in names]
+        try:
+            for lock in locks:
+                if not await _acquire(lock, stopping):
+                    return
+            await _listen(settings, backend, stopping, locks, ttl=ttl, platform=platform)
+        finally:
+            for lock in locks:
+                await lock.release()
+        if not stopping.is_set():
+            log.warning("%s: stopped listening (its lease was lost, or Redis is down); standing by", platform)
+            await _unless(asyncio.sleep(REDIS_DOWN_PAUSE), stopping)
+
+
 async def _listen(
-    settings: Settings, backend: RedisBackend, stopping: asyncio.Event, locks: list[PlatformLock], *, ttl: float
+    settings: Settings,
+    backend: RedisBackend,
+    stopping: asyncio.Event,
+    locks: list[PlatformLock],
+    *,
+    ttl: float,
+    platform: str,
 ) -> None:
-    """One listening period: the agent runs (and Discord's shards are leased) until ``stopping`` is set, a
-    lock is lost, or a platform fails for good (raised)."""
+    """One listening period of one platform's agent (Discord's shards leased meanwhile) until ``stopping`` is
+    set, a lock is lost, or the platform fails for good (raised)."""
     from core.redis import IdentifySlots, RedisDispatcher, RedisMemoryStore
 
     from .app import build_agent, build_history
@@ -201,10 +223,11 @@ async def _listen(
         model=_no_model(),
         listen=True,
         tools=False,
+        platforms=[platform],
         stop_timeout=settings.bot.stop_timeout,
     )
     slots: IdentifySlots | None = None
-    if "discord" in platforms(settings):
+    if platform == "discord":
         from extensions.discord import get_runtime
 
         slots = IdentifySlots(
@@ -226,7 +249,7 @@ async def _listen(
         await agent.start()
         if slots is not None:
             shards = _lease_shards(settings, backend, agent, slots, ttl=ttl)
-        log.info("gateway listening (%s); inputs go to %s", ", ".join(_sources(settings)), backend.config.shown_url)
+        log.info("gateway listening (%s); inputs go to %s", _source(settings, platform), backend.config.shown_url)
         failure = await _first(agent, stopping, *(lock.lost for lock in locks))
     except DispatchError as exc:  # Redis went away just as the lease was taken
         log.warning("could not start listening: %s", exc)

@@ -132,8 +132,8 @@ class Ops:
 
     def _all_checks(self) -> dict[str, Check]:
         checks: dict[str, Check] = {}
-        for agent in self.agents:
-            checks["agent"] = _agent_running(agent)
+        for index, agent in enumerate(self.agents):  # a gateway runs one agent per platform
+            checks["agent" if index == 0 else f"agent:{index + 1}"] = _agent_running(agent)
             model = self._model_checks.get(id(agent))
             if model is not None:
                 checks["model"] = model

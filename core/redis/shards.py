@@ -110,7 +110,10 @@ class ShardLeases:
         """Heartbeat, renew, take and give back shards until cancelled; then close every held shard and
         give its lease back. A ``ConfigError`` from ``connect`` (a token refused) ends it."""
         try:
-            await self._beat()
+            try:
+                await self._beat()
+            except DispatchError as exc:  # Redis is down: the heartbeats keep trying
+                log.warning("%s: cannot join the gateways yet: %s", self.name, exc)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._heartbeats(), name=f"shards:{self.name}:heartbeat")
                 tg.create_task(self._balance(), name=f"shards:{self.name}:balance")

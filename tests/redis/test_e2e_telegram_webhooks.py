@@ -71,7 +71,7 @@ async def test_two_gateways_store_every_webhook_update_once(
         asked = [telegram.user_says(f"hello {u}", user_id=u) for u in range(7000, 7010)]
         await telegram.wait_for(lambda: not telegram.pending, timeout=60)  # each answered 200: stored
         assert await inbox_total(client) == len(asked)
-        assert all(balancer.answered[b] >= 4 for b in balancer.backends), balancer.answered
+        assert all(balancer.answered[b] > 0 for b in balancer.backends), balancer.answered  # both stored some
         for update in asked[:3]:  # Telegram delivers some again: dropped as duplicates, still 200
             telegram.push(update)
         await telegram.wait_for(lambda: not telegram.pending, timeout=60)
@@ -89,5 +89,6 @@ async def test_two_gateways_store_every_webhook_update_once(
         await deployment.stop_all()
         await balancer.close()
     answered_once(telegram, asked)
-    assert all(status in (200, 502) for _, status in telegram.webhook_deliveries)
-    assert gateways[1].returncode == 0
+    delivered = {uid for uid, status in telegram.webhook_deliveries if status == 200}
+    assert delivered == {u["update_id"] for u in asked}  # each in the end answered 200 (stored)
+    assert gateways[1].returncode == 0, deployment.log_of(gateways[1])[-2000:]
