@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from core import ScriptedModel
 from core.definitions import service
-from core.errors import ConfigError, DispatchError, ModelError
+from core.errors import BotError, ConfigError, DispatchError, ModelError
 
 from .config import platforms
 from .ops import ops
@@ -248,7 +248,7 @@ async def _listen(
     try:
         await agent.start()
         if slots is not None:
-            shards = _lease_shards(settings, backend, agent, slots, ttl=ttl)
+            shards = await _lease_shards(settings, backend, agent, slots, ttl=ttl, stopping=stopping)
         log.info("gateway listening (%s); inputs go to %s", _source(settings, platform), backend.config.shown_url)
         failure = await _first(agent, stopping, *(lock.lost for lock in locks))
     except DispatchError as exc:  # Redis went away just as the lease was taken
@@ -265,10 +265,17 @@ async def _listen(
         raise failure  # a platform took the bot's token back, for example: exit with it
 
 
-def _lease_shards(
-    settings: Settings, backend: RedisBackend, agent: Agent, slots: IdentifySlots, *, ttl: float
+async def _lease_shards(
+    settings: Settings,
+    backend: RedisBackend,
+    agent: Agent,
+    slots: IdentifySlots,
+    *,
+    ttl: float,
+    stopping: asyncio.Event,
 ) -> asyncio.Task[None]:
-    """Divide the Discord shards with the other gateways (a task: cancel it to give every shard back). A
+    """Divide the Discord shards with the other gateways (a task: cancel it to give every shard back); return
+    once this gateway took its first share and those shards are ready (bounded by DISCORD_CONNECT_TIMEOUT). A
     fatal error on the way (a token refused) is reported with ``agent.fail``."""
     from core.redis import ShardLeases
     from extensions.discord import get_runtime
@@ -305,4 +312,16 @@ def _lease_shards(
             agent.fail(task.exception())  # type: ignore[arg-type]
 
     task.add_done_callback(done)
+    settled = asyncio.ensure_future(leases.settled.wait())
+    try:
+        await asyncio.wait(
+            {task, settled}, timeout=settings.discord.connect_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        settled.cancel()
+    if not task.done() and not stopping.is_set():
+        try:
+            await _unless(clients.wait_ready(settings.discord.connect_timeout), stopping)
+        except BotError as exc:
+            log.warning("discord: %s", exc)
     return task

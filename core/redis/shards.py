@@ -83,6 +83,8 @@ class ShardLeases:
         """``time.monotonic()`` until which the held leases are surely still this process's."""
         self.changed = asyncio.Event()
         """Set whenever the held shards change (tests and metrics wait on it)."""
+        self.settled = asyncio.Event()
+        """Set once this process holds its fair share (or every shard it could take): startup is over."""
         self._connect, self._disconnect = connect, disconnect
         self._retry_pause = retry_pause
         self._held: dict[int, _Held] = {}
@@ -174,6 +176,7 @@ class ShardLeases:
                 log.warning("%s: cannot take shards now: %s", self.name, exc)
                 acted = False
             if not acted:
+                self.settled.set()
                 try:
                     async with asyncio.timeout(self.ttl / 3):
                         await self._wake.wait()
