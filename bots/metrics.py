@@ -39,6 +39,7 @@ __all__ = (
     "MODEL_SECONDS",
     "PLATFORM_RATE_LIMITED",
     "QUEUE_DEPTH",
+    "REPLIES_UNCERTAIN",
     "REPLY_SECONDS",
     "RUN_SECONDS",
     "TOKENS",
@@ -96,6 +97,12 @@ TOKENS = Counter("bots_model_tokens", "Tokens the model read (input) and wrote (
 PLATFORM_RATE_LIMITED = Counter(
     "bots_platform_rate_limited", "Requests a chat platform answered with 429 Too Many Requests", ["platform"]
 )
+REPLIES_UNCERTAIN = Counter(
+    "bots_replies_uncertain",
+    "Posts a crashed worker sent and never heard back about, found by the worker that answered the batch again "
+    "(outcome: resend, posted again, maybe shown twice; skip, taken as shown, maybe missing)",
+    ["platform", "outcome"],
+)
 WORKER_LEASES = Counter(
     "bots_worker_leases", "Context leases of this worker by event (claimed, renewed, lost, released)", ["event"]
 )
@@ -124,11 +131,13 @@ KINDS = (
     "queue_depth",
     "rate_limited",
     "reply_seconds",
+    "reply_uncertain",
     "run_seconds",
 )
 """What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``queue_depth`` takes the queue's
-name as ``context_id`` and the depth as value; ``rate_limited`` takes a platform or context id;
-``attachment:<kind>:<outcome>`` counts one attachment, ``attachment_bytes`` the bytes downloaded."""
+name as ``context_id`` and the depth as value; ``rate_limited`` and ``reply_uncertain:<outcome>`` take a
+platform or context id; ``attachment:<kind>:<outcome>`` counts one attachment, ``attachment_bytes`` the bytes
+downloaded."""
 
 
 def platform_of(context_id: str) -> str:
@@ -217,6 +226,8 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         MESSAGES_IGNORED.labels(platform=platform_of(context_id), reason=detail or "filtered").inc(value)
     elif base == "rate_limited":
         PLATFORM_RATE_LIMITED.labels(platform=platform_of(context_id)).inc()
+    elif base == "reply_uncertain":
+        REPLIES_UNCERTAIN.labels(platform=platform_of(context_id), outcome=detail or "resend").inc(value)
     elif base == "queue_depth":
         QUEUE_DEPTH.labels(queue=context_id or "default").set(value)
     elif base.startswith("lease_") and base.removeprefix("lease_") in LEASE_EVENTS:

@@ -59,6 +59,15 @@ class ReplySlot:
     """Platform ids of the parts already posted."""
     done: bool = False
     """True when every part was posted (by this attempt or an earlier one): post nothing."""
+    pending: int | None = None
+    """The part whose post request was sent and whose answer was not recorded yet (the intent, written
+    before the request): after a crash, ``pending >= len(message_ids)`` means that part may or may not be
+    shown (a platform without an idempotency key, such as Telegram, cannot tell)."""
+
+    @property
+    def uncertain(self) -> bool:
+        """An earlier attempt sent a post for this reply and died before it heard back."""
+        return self.pending is not None and self.pending >= len(self.message_ids)
 
     @property
     def nonce(self) -> str:
@@ -70,11 +79,15 @@ class ReplySlot:
         return f"{self.nonce}{index:03d}"[:25]
 
     def dump(self) -> str:
-        return json.dumps(
-            {"type": self.output_type, "content": self.content, "ids": self.message_ids, "done": self.done},
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        data: dict[str, object] = {
+            "type": self.output_type,
+            "content": self.content,
+            "ids": self.message_ids,
+            "done": self.done,
+        }
+        if self.pending is not None:
+            data["p"] = self.pending
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 @runtime_checkable
@@ -145,15 +158,17 @@ class RedisReplyLedger:
             slot.content = stored["content"]
             slot.message_ids = list(stored["ids"])
             slot.done = bool(stored["done"])
+            slot.pending = stored.get("p")
         return slot
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:
-        """Record a posted part. The mark travels with the run's next round trip to Redis (the next
-        reply, the next model call, the acknowledgement) or is written alone ``MARK_DELAY`` later."""
+        """Record the slot as it is now (a posted part's id, the intent to post one, completion), written
+        at once: a crash right after a post should find the post recorded. Not fenced: a mark records a
+        fact, even from a worker that lost its lease meanwhile."""
         if message_id is not None:
             slot.message_ids.append(str(message_id))
         slot.done = done
-        self.scope.mark("r" + slot.key.rsplit(":", 1)[1], slot.dump())
+        await self.scope.record("r" + slot.key.rsplit(":", 1)[1], slot.dump())
 
 
 def _replayable(text: str, complete: bool) -> str:

@@ -110,15 +110,28 @@ class RunScope:
         except DispatchError as exc:
             log.warning("could not record posted replies of %s (%s); retrying with the next call", self.keys.cid, exc)
 
+    async def record(self, name: str, reply: str) -> None:
+        """Write a reply's entry now (with any marks still waiting); if Redis fails, it stays among the
+        marks and goes with the next round trip (see ``marks``)."""
+        self.marks[name] = reply
+        try:
+            await self.flush_marks()
+        except DispatchError as exc:
+            log.warning("could not record a reply of %s (%s); retrying with the next call", self.keys.cid, exc)
+            self.mark(name, self.marks.get(name, reply))
+
     async def flush_marks(self) -> None:
         """Write the marks now (not fenced: a mark records a fact, even from a worker that lost its
-        lease meanwhile)."""
+        lease meanwhile). Marks that could not be written stay for the next try."""
         if not self.marks:
             return
         b = self.backend
-        pairs = [item for pair in self.marks.items() for item in pair]
-        self.marks.clear()
+        sent = dict(self.marks)
+        pairs = [item for pair in sent.items() for item in pair]
         await b.call(b.mark_posted, [self.ledger_key], pairs, what=f"marking replies of {self.keys.cid} as posted")
+        for name, value in sent.items():
+            if self.marks.get(name) == value:
+                del self.marks[name]
 
     async def close(self, *, acknowledged: bool) -> None:
         """End the attempt: after an acknowledgement the marks are moot (the ledger is gone); otherwise

@@ -5,7 +5,7 @@ what they report to the metrics, and which runtime serves which agent."""
 
 from .dedupe import RecentIds
 from .heard import heard_quote
-from .ledger import ReplyRecord
+from .ledger import ReplyRecord, Uncertain
 from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .registry import RuntimeRegistry
@@ -27,6 +27,7 @@ __all__ = (
     "ReplyRecord",
     "RuntimeRegistry",
     "SharedTyping",
+    "Uncertain",
     "heard_quote",
     "keep_typing",
     "should_reply",

@@ -16,12 +16,17 @@ takes the same entries in the same order (the ledger numbers them), given the sa
 
 On Discord each message also carries a nonce derived from the entry's stable key (with ``enforce_nonce``),
 which closes the one window the ledger leaves: a crash after a post and before its record was written.
+Telegram has no such key, so there the record also writes the intent to post a message before the request
+(``intend``), and its id the moment the answer arrives: after a crash, a post whose intent is recorded and
+whose answer is not is the one case left uncertain (it may or may not be shown). ``Uncertain`` says what to
+do then: post it again (a possible duplicate) or take it as shown (a possible gap).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.errors import DispatchError
@@ -30,13 +35,28 @@ if TYPE_CHECKING:
     from core.definitions import ContextState
     from core.redis.ledger import ReplyLedger, ReplySlot
 
-__all__ = ("REPLY_LEDGER", "ReplyRecord", "may_post")
+__all__ = ("REPLY_LEDGER", "UNKNOWN_ID", "ReplyRecord", "Uncertain", "may_post")
 
 log = logging.getLogger("extensions.chat")
 
 REPLY_LEDGER = "reply_ledger"
 """The ``state.options`` key of a queued run's ledger (``core.redis.REPLY_LEDGER``; ``core.redis`` itself
 needs the ``redis`` extra, so the name is repeated here and a test keeps the two equal)."""
+
+
+UNKNOWN_ID = "?"
+"""The recorded id of a message taken as shown without its id (``Uncertain.SKIP``): never edited or deleted."""
+
+
+class Uncertain(enum.StrEnum):
+    """What a retried batch does with a post an earlier attempt sent and died before hearing back about
+    (``TELEGRAM_UNCERTAIN_REPLIES``)."""
+
+    RESEND = "resend"
+    """Post it again: nothing is lost; if the first request did reach the platform, it is shown twice."""
+    SKIP = "skip"
+    """Take it as shown: nothing is shown twice; if the first request never reached the platform, that
+    message is missing."""
 
 
 def may_post(state: ContextState) -> bool:
@@ -50,7 +70,15 @@ def may_post(state: ContextState) -> bool:
 class ReplyRecord:
     """One reply's entries in the ledger of the batch being answered."""
 
-    def __init__(self, ledger: ReplyLedger, output_type: str, *, streamed: bool) -> None:
+    def __init__(
+        self,
+        ledger: ReplyLedger,
+        output_type: str,
+        *,
+        streamed: bool,
+        uncertain: Uncertain | None = None,
+        on_uncertain: Callable[[Uncertain], None] | None = None,
+    ) -> None:
         self.ledger = ledger
         """The run's ledger."""
         self.output_type = output_type
@@ -63,6 +91,14 @@ class ReplyRecord:
         """The platform ids of the reply's messages, as last recorded (an earlier attempt's, once begun)."""
         self.content = ""
         """The text those messages were recorded with."""
+        self.uncertain = uncertain
+        """Record the intent before each post and resolve an uncertain one this way (None: the platform
+        dedupes posts itself, as Discord does with the nonce: no intent is recorded)."""
+        self.on_uncertain = on_uncertain
+        """Told each time an uncertain post is resolved (for the metrics)."""
+        self.pending: int | None = None
+        """The message an earlier attempt sent a post for and did not hear back about (its index), until
+        ``resolve_uncertain`` takes it."""
         self._live: ReplySlot | None = None
         self._final: ReplySlot | None = None
         self._posts = 0
@@ -100,8 +136,10 @@ class ReplyRecord:
 
     def _absorb(self, slot: ReplySlot) -> None:
         """Take over what an earlier attempt recorded in ``slot``."""
-        if not (slot.done or slot.message_ids):
+        if not (slot.done or slot.message_ids or slot.uncertain):
             return
+        if slot.uncertain and not slot.done and self.uncertain is not None:
+            self.pending = slot.pending
         self.done = self.done or slot.done
         self.message_ids = list(slot.message_ids)
         self.content = slot.content
@@ -112,6 +150,29 @@ class ReplyRecord:
             "delivered" if slot.done else "begun",
             len(slot.message_ids),
         )
+
+    def resolve_uncertain(self) -> Uncertain | None:
+        """Once: how to treat the post an earlier attempt left uncertain (None if there is none)."""
+        if self.pending is None or self.done or self.uncertain is None:
+            return None
+        self.pending = None
+        if self.on_uncertain is not None:
+            self.on_uncertain(self.uncertain)
+        log.warning(
+            "an earlier attempt sent a post for a reply and died before it heard back: %s",
+            "posting it again (it may be shown twice)" if self.uncertain is Uncertain.RESEND else "taking it as shown",
+        )
+        return self.uncertain
+
+    async def intend(self, index: int) -> None:
+        """Before posting message ``index`` of the reply: record the intent (written at once), so a crash
+        before the answer is recorded leaves the post marked uncertain rather than unsent."""
+        if self.uncertain is None:
+            return
+        for slot in (self._live, self._final):
+            if slot is not None:
+                slot.pending = index
+                await self.ledger.posted(slot, None, done=False)
 
     def check(self) -> None:
         """Before each post, edit or delete: raise ``DispatchError`` once this worker may no longer show
@@ -134,11 +195,12 @@ class ReplyRecord:
 
     async def note(self, handles: Sequence[Any], *, text: str, done: bool) -> None:
         """Record the reply's messages as they are now (``done``: the final text is shown in all of them)."""
-        self.message_ids = [str(h) for h in handles]
+        self.message_ids = [UNKNOWN_ID if h is None else str(h) for h in handles]
         self.content = text
         self.done = done
         for slot in (self._live, self._final):
             if slot is not None:
+                slot.pending = None
                 slot.message_ids = list(self.message_ids)
                 slot.content = text
                 await self.ledger.posted(slot, None, done=done)

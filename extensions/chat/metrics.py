@@ -2,9 +2,9 @@
 messages ignored (and why), and requests the platform answered with 429.
 
 Extensions never import ``bots``: they report through ``agent.observe`` with the kinds ``bots.metrics``
-counts (``message_received``, ``message_ignored:<reason>``, ``rate_limited``), and the process that runs
-the agent (``bots run``, ``bots gateway``) turns them into Prometheus counters. An agent without observers
-counts nothing; a ``ChatMetrics`` not bound to an agent yet drops what it is told.
+counts (``message_received``, ``message_ignored:<reason>``, ``rate_limited``, ``reply_uncertain:<outcome>``),
+and the process that runs the agent (``bots run``, ``bots gateway``) turns them into Prometheus counters. An
+agent without observers counts nothing; a ``ChatMetrics`` not bound to an agent yet drops what it is told.
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ class ChatMetrics:
         """A message that reached the bot gets no answer, for ``reason``."""
         if self._agent is not None:
             self._agent.observe(f"message_ignored:{reason.value}", self._agent.context_id(context, args))
+
+    def uncertain_reply(self, outcome: str) -> None:
+        """A retried batch found a post an earlier attempt sent and never heard back about, and resolved it
+        (``resend`` or ``skip``)."""
+        if self._agent is not None:
+            self._agent.observe(f"reply_uncertain:{outcome}", self.platform)
 
     def rate_limited(self) -> None:
         """The platform answered a request with 429 Too Many Requests (the client waits and retries)."""

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from core.events import RunEvent, RunEventType
 
-from .ledger import ReplyRecord
+from .ledger import UNKNOWN_ID, ReplyRecord, Uncertain
 
 __all__ = ("LiveReplies", "LiveReply", "MessageSink", "ReplyKey")
 
@@ -173,8 +173,8 @@ class LiveReply:
         for i, chunk in enumerate(chunks):
             try:
                 if i < len(self.handles):
-                    if _same(self.shown[i], chunk):
-                        continue
+                    if self.handles[i] is None or _same(self.shown[i], chunk):
+                        continue  # (a message taken as shown without its id cannot be edited)
                     self._check()
                     self._requests += 1
                     await self.sink.edit(self.handles[i], chunk)
@@ -197,6 +197,9 @@ class LiveReply:
 
     async def _post(self, chunk: str) -> None:
         self._check()
+        if self.record is not None:
+            await self.record.intend(len(self.handles))  # written before the request
+            self._check()
         handle = await self.sink.post(chunk, index=len(self.handles))
         self.handles.append(handle)
         self.shown.append(chunk)
@@ -206,11 +209,14 @@ class LiveReply:
     async def _adopt(self) -> None:
         """Take over the messages an earlier attempt at the batch posted for this reply (before posting any)."""
         record = self.record
-        if record is None or self.handles or not record.message_ids:
+        if record is None or self.handles or not (record.message_ids or record.pending is not None):
             return
         shown = await self._split(record.content) if record.content.strip() else []
-        self.handles = [self.parse_handle(i) for i in record.message_ids]
+        self.handles = [None if i == UNKNOWN_ID else self.parse_handle(i) for i in record.message_ids]
         self.shown = [shown[i] if i < len(shown) else "" for i in range(len(self.handles))]
+        if record.resolve_uncertain() is Uncertain.SKIP:  # the post in doubt is taken as shown, id unknown
+            self.handles.append(None)
+            self.shown.append(shown[len(self.shown)] if len(shown) > len(self.shown) else "")
 
     async def _stop(self) -> None:
         """Stop streaming; an update in flight is finished first (cutting it off could post twice)."""
@@ -246,7 +252,7 @@ class LiveReply:
             if i >= len(self.handles):
                 await self._post(chunk)
                 continue
-            if _same(self.shown[i], chunk):
+            if self.handles[i] is None or _same(self.shown[i], chunk):
                 continue
             self._check()
             try:
@@ -273,7 +279,7 @@ class LiveReply:
     async def abandon(self, note: str = " …") -> None:
         """The reply will never be finished (the run failed): leave what was shown, marked as cut."""
         await self._stop()
-        if self.handles and not (self.record is not None and self.record.done):
+        if self.handles and self.handles[-1] is not None and not (self.record is not None and self.record.done):
             with contextlib.suppress(Exception):
                 self._check()
                 await self.sink.edit(self.handles[-1], self.shown[-1] + note)
@@ -291,6 +297,8 @@ class LiveReply:
 
     async def _delete(self, handles: list[Any]) -> None:
         for handle in handles:
+            if handle is None:
+                continue
             try:
                 self._check()
                 await self.sink.delete(handle)

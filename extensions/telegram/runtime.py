@@ -45,7 +45,7 @@ from core.media import Attachment
 from core.trace import correlation_id
 
 from ..chat import Allowlist, ChatMetrics, Ignored, LiveReplies, LiveReply, MessageTasks, RecentIds, SharedTyping
-from ..chat.ledger import ReplyRecord
+from ..chat.ledger import REPLY_LEDGER, ReplyRecord
 from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
@@ -623,7 +623,20 @@ class TelegramRuntime:
             reply_to=state.options.get(REPLY_TO),
             interval=self.settings.stream_interval,
             drafts=self.settings.stream_drafts,
-            record=ReplyRecord.of(state, MESSAGE, streamed=True),
+            record=self._record(state.options.get(REPLY_LEDGER), streamed=True),
+        )
+
+    def _record(self, ledger: ReplyLedger | None, *, streamed: bool) -> ReplyRecord | None:
+        """A reply's record in a queued run's ledger (None outside one): the intent of each post is recorded,
+        and one left uncertain by a crash is resolved by ``TELEGRAM_UNCERTAIN_REPLIES``."""
+        if ledger is None:
+            return None
+        return ReplyRecord(
+            ledger,
+            MESSAGE,
+            streamed=streamed,
+            uncertain=self.settings.uncertain_replies,
+            on_uncertain=self.metrics.uncertain_reply,
         )
 
     async def deliver(
@@ -648,7 +661,7 @@ class TelegramRuntime:
                 reply_to=reply_to,
                 interval=self.settings.stream_interval,
                 drafts=False,
-                record=ReplyRecord(ledger, MESSAGE, streamed=self.live is not None),
+                record=self._record(ledger, streamed=self.live is not None),
             )
         if reply is None:
             return await self.post_reply(chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to)

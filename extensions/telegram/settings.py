@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from ..chat.ledger import Uncertain
 from ..chat.policy import ReplyPolicy
 
 __all__ = ("TelegramMode", "TelegramSettings")
@@ -103,6 +104,12 @@ class TelegramSettings(BaseModel):
         default=False,
         description="In private chats, show an answer being written as a draft (sendMessageDraft) and post it "
         "once complete, instead of posting and editing it; falls back to editing where the Bot API refuses drafts",
+    )
+    uncertain_replies: Uncertain = Field(
+        default=Uncertain.RESEND,
+        description="With a queue: a reply a crashed worker sent and never heard back about (Telegram has no "
+        "idempotency key, so it may or may not be shown): resend (default: never lost, maybe shown twice) or skip "
+        "(never twice, maybe missing); counted in bots_replies_uncertain_total",
     )
     help_text: str = Field(
         default=(
