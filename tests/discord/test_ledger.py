@@ -28,6 +28,8 @@ class MemoryLedger:
 
     def __init__(self) -> None:
         self.entries: dict[int, str] = {}
+        self.history: list[dict[str, Any]] = []
+        """Every entry as written, in order."""
         self.begun = 0
         self.valid = True
 
@@ -50,6 +52,7 @@ class MemoryLedger:
             content=data["content"],
             message_ids=data["ids"],
             done=data["done"],
+            pending=data.get("p"),
         )
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:
@@ -57,6 +60,7 @@ class MemoryLedger:
             slot.message_ids.append(message_id)
         slot.done = done
         self.entries[int(slot.key.rsplit(".", 1)[1])] = slot.dump()
+        self.history.append(json.loads(slot.dump()))
 
     def stored(self) -> list[dict[str, Any]]:
         return [json.loads(self.entries[n]) for n in sorted(self.entries)]

@@ -4,12 +4,14 @@ in for the Redis one, as a redelivered batch would. ``tests/redis/test_e2e_idemp
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from core import Agent, ScriptedModel
 from core.errors import ModelError
 from core.logs import InputRef
-from extensions.chat.ledger import REPLY_LEDGER
+from extensions.chat.ledger import REPLY_LEDGER, Uncertain
 from extensions.telegram import ChatArgs, get_runtime, telegram_chat
 from tests.discord.test_ledger import MemoryLedger
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -76,3 +78,42 @@ async def test_a_worker_that_lost_the_conversation_tells_nobody_its_run_failed(
     ledger.valid = False  # its lease expired: the worker that took the conversation over answers
     await answer_batch(agent, ledger)
     assert server.calls_of("sendMessage") == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["posted", "streamed"])
+async def test_the_intent_to_post_is_recorded_before_the_post_and_its_id_right_after(
+    server: FakeTelegramServer, start_bot: StartBot, stream: bool
+) -> None:
+    server.chat(CHAT)
+    model = ScriptedModel([answer(ANSWER)], chunk_size=5, delay=0.002)
+    agent = await start_bot(model, listen=False, stream_replies=stream, stream_interval=0.05)
+    ledger = MemoryLedger()
+    await answer_batch(agent, ledger)
+    [reply] = server.sent
+    written = [(e.get("p"), e["ids"]) for e in ledger.history]
+    intent = written.index((0, []))
+    assert (None, [str(reply.message_id)]) in written[intent + 1 :]  # the id, written once the post returned
+
+
+@pytest.mark.parametrize("policy", list(Uncertain))
+@pytest.mark.parametrize("stream", [False, True], ids=["posted", "streamed"])
+async def test_a_post_left_uncertain_by_a_crash_follows_telegram_uncertain_replies(
+    server: FakeTelegramServer, start_bot: StartBot, stream: bool, policy: Uncertain
+) -> None:
+    server.chat(CHAT)
+    model = ScriptedModel([answer(ANSWER)], chunk_size=5, delay=0.002, repeat_last=True)
+    agent = await start_bot(model, listen=False, stream_replies=stream, stream_interval=0.05, uncertain_replies=policy)
+    seen: list[Any] = []
+    agent.observers.append(lambda kind, cid, value: seen.append(kind))
+    # the worker that crashed: it stored the reply and its intent to post, sent the post and died before the
+    # answer came (whether Telegram got the request, nobody knows: here it did not)
+    ledger = MemoryLedger()
+    for _ in range(2 if stream else 1):
+        slot = await ledger.begin("telegram:message", ANSWER)
+        slot.pending = 0
+        await ledger.posted(slot, None, done=False)
+
+    await answer_batch(agent, ledger.attempt())
+    assert len(server.calls_of("sendMessage")) == (1 if policy is Uncertain.RESEND else 0)
+    assert seen.count(f"reply_uncertain:{policy.value}") == 1
+    assert all(e["done"] for e in ledger.stored())
