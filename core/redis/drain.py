@@ -86,6 +86,7 @@ class Drainer:
             owner=f"{job_id}#{uuid.uuid4().hex[:12]}",
             seconds=self.config.lease_seconds,
         )
+        lease.on_lost = lambda: self._lose(lease)
         first = await self.claim(lease)
         if first[0] in ("stale", "held"):
             log.debug("drain job %s for %s: %s", job_id, cid, first[0])

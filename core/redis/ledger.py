@@ -64,6 +64,9 @@ class ReplySlot:
     before the request): after a crash, ``pending >= len(message_ids)`` means that part may or may not be
     shown (a platform without an idempotency key, such as Telegram, cannot tell)."""
 
+    pending_text: str = ""
+    """The text the ``pending`` part was posted with."""
+
     @property
     def uncertain(self) -> bool:
         """An earlier attempt sent a post for this reply and died before it heard back."""
@@ -87,6 +90,7 @@ class ReplySlot:
         }
         if self.pending is not None:
             data["p"] = self.pending
+            data["pt"] = self.pending_text
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -119,12 +123,12 @@ class RedisReplyLedger:
     @property
     def valid(self) -> bool:
         """Whether this worker still holds the context, as far as it can tell (no round trip)."""
-        return self.scope.lease.valid
+        return self.scope.lease.still_held()
 
     async def begin(self, output_type: str, content: str) -> ReplySlot:
         """Fenced: raises ``LeaseLostError`` when this worker no longer holds the context."""
         scope = self.scope
-        if not scope.lease.valid:
+        if not scope.lease.still_held():
             raise LeaseLostError(f"lease on {scope.keys.cid} lost: reply not posted (another worker answers)")
         field_name = f"r{scope.step}.{scope.replies}"
         scope.replies += 1
@@ -159,6 +163,7 @@ class RedisReplyLedger:
             slot.message_ids = list(stored["ids"])
             slot.done = bool(stored["done"])
             slot.pending = stored.get("p")
+            slot.pending_text = stored.get("pt", "")
         return slot
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -53,6 +54,8 @@ class Lease:
     """True once a renewal was refused or the deadline passed without one."""
     ended: bool = False
     """True once the drain job is over (released, handed off or given up): nothing to renew."""
+    on_lost: Callable[[], None] | None = field(default=None, repr=False)
+    """Told when the holder gives the lease up itself (``give_up``): the drain job cancels the run."""
 
     def extended(self, sent_at: float) -> None:
         """A renewal (or claim) sent at ``sent_at`` succeeded."""
@@ -63,6 +66,18 @@ class Lease:
     def valid(self) -> bool:
         """Whether this worker may still act for the context."""
         return not self.lost and time.monotonic() < self.deadline
+
+    def still_held(self) -> bool:
+        """``valid``, and once it is not, never again: a worker that found its lease may have expired (it was
+        paused, starved of CPU or cut off) stops renewing it and its run is cancelled, so the batch goes to
+        the next holder whole. A renewal that came through a moment later must not let the run go on: it
+        may already have left a reply half shown (not edited to its final text) and carried on."""
+        if self.valid:
+            return True
+        if not self.lost and not self.ended and self.on_lost is not None:
+            self.on_lost()
+        self.lost = True
+        return False
 
 
 @dataclass(kw_only=True, eq=False)

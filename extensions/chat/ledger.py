@@ -56,7 +56,8 @@ class Uncertain(enum.StrEnum):
     """Post it again: nothing is lost; if the first request did reach the platform, it is shown twice."""
     SKIP = "skip"
     """Take it as shown: nothing is shown twice; if the first request never reached the platform, that
-    message is missing."""
+    message is missing. (A post that showed only the first words of an answer being streamed is not left
+    as the answer: the final text is posted after it, since that post cannot be edited without its id.)"""
 
 
 def may_post(state: ContextState) -> bool:
@@ -99,6 +100,8 @@ class ReplyRecord:
         self.pending: int | None = None
         """The message an earlier attempt sent a post for and did not hear back about (its index), until
         ``resolve_uncertain`` takes it."""
+        self.pending_text = ""
+        """The text that post carried."""
         self._live: ReplySlot | None = None
         self._final: ReplySlot | None = None
         self._posts = 0
@@ -140,6 +143,7 @@ class ReplyRecord:
             return
         if slot.uncertain and not slot.done and self.uncertain is not None:
             self.pending = slot.pending
+            self.pending_text = slot.pending_text
         self.done = self.done or slot.done
         self.message_ids = list(slot.message_ids)
         self.content = slot.content
@@ -164,14 +168,15 @@ class ReplyRecord:
         )
         return self.uncertain
 
-    async def intend(self, index: int) -> None:
-        """Before posting message ``index`` of the reply: record the intent (written at once), so a crash
-        before the answer is recorded leaves the post marked uncertain rather than unsent."""
+    async def intend(self, index: int, text: str) -> None:
+        """Before posting message ``index`` of the reply (showing ``text``): record the intent (written at
+        once), so a crash before the answer is recorded leaves the post marked uncertain rather than unsent."""
         if self.uncertain is None:
             return
         for slot in (self._live, self._final):
             if slot is not None:
                 slot.pending = index
+                slot.pending_text = text
                 await self.ledger.posted(slot, None, done=False)
 
     def check(self) -> None:

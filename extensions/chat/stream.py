@@ -197,14 +197,18 @@ class LiveReply:
 
     async def _post(self, chunk: str) -> None:
         self._check()
-        if self.record is not None:
-            await self.record.intend(len(self.handles))  # written before the request
-            self._check()
+        await self._intend(len(self.handles), chunk)  # written before the request
         handle = await self.sink.post(chunk, index=len(self.handles))
         self.handles.append(handle)
         self.shown.append(chunk)
         if self.record is not None:
             await self.record.note(self.handles, text=self.text, done=False)
+
+    async def _intend(self, index: int, chunk: str) -> None:
+        """In a queued run: record that message ``index`` is about to be posted showing ``chunk``."""
+        if self.record is not None:
+            await self.record.intend(index, chunk)
+            self._check()
 
     async def _adopt(self) -> None:
         """Take over the messages an earlier attempt at the batch posted for this reply (before posting any)."""
@@ -216,7 +220,7 @@ class LiveReply:
         self.shown = [shown[i] if i < len(shown) else "" for i in range(len(self.handles))]
         if record.resolve_uncertain() is Uncertain.SKIP:  # the post in doubt is taken as shown, id unknown
             self.handles.append(None)
-            self.shown.append(shown[len(self.shown)] if len(shown) > len(self.shown) else "")
+            self.shown.append(record.pending_text)
 
     async def _stop(self) -> None:
         """Stop streaming; an update in flight is finished first (cutting it off could post twice)."""
@@ -252,7 +256,13 @@ class LiveReply:
             if i >= len(self.handles):
                 await self._post(chunk)
                 continue
-            if self.handles[i] is None or _same(self.shown[i], chunk):
+            if _same(self.shown[i], chunk):
+                continue
+            if self.handles[i] is None:  # taken as shown (id unknown) and not final: the final text follows it
+                self._check()
+                await self._intend(i, chunk)
+                self.handles[i] = await self.sink.post(chunk, index=i)
+                self.shown[i] = chunk
                 continue
             self._check()
             try:

@@ -53,6 +53,7 @@ class MemoryLedger:
             message_ids=data["ids"],
             done=data["done"],
             pending=data.get("p"),
+            pending_text=data.get("pt", ""),
         )
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:

@@ -111,6 +111,10 @@ class ApiCall:
     params: dict[str, Any]
     status: int = 200
     at: float = field(default_factory=time.monotonic)
+    token: str = ""
+    """The token it was made with (one of ``tokens``)."""
+    done: bool = False
+    """Its answer was written (the bot may or may not have read it)."""
 
 
 @dataclass(kw_only=True)
@@ -173,6 +177,11 @@ class FakeTelegramServer:
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
         }
+        self.tokens: set[str] = set()
+        """More tokens of the same bot (the fake accepts them too, and records which one each call used: one
+        per process tells the processes' requests apart)."""
+        self.post_delay = 0.0
+        """Seconds ``sendMessage`` waits between making the message and answering (the network's way back)."""
         self.calls: list[ApiCall] = []
         """Every request, in order."""
         self.unknown_calls: list[ApiCall] = []
@@ -411,11 +420,11 @@ class FakeTelegramServer:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
-        call = ApiCall(method=method, params=params)
+        call = ApiCall(method=method, params=params, token=request.match_info["token"])
         self.calls.append(call)
         self._notify()  # a long poll answers late: ``wait_for`` sees its offset now
         try:
-            if request.match_info["token"] != self.token:
+            if call.token != self.token and call.token not in self.tokens:
                 return self._error(call, 401, "Unauthorized")
             failure = self._failure(method, params)
             if failure is not None:
@@ -431,8 +440,11 @@ class FakeTelegramServer:
                 result = await handler(params)
             except _ApiError as exc:
                 return self._error(call, exc.status, exc.description)
+            if method == "sendMessage" and self.post_delay:
+                await asyncio.sleep(self.post_delay)
             return web.json_response({"ok": True, "result": result})
         finally:
+            call.done = True
             self._notify()
 
     async def _params(self, request: web.Request) -> dict[str, Any]:

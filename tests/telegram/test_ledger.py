@@ -110,10 +110,27 @@ async def test_a_post_left_uncertain_by_a_crash_follows_telegram_uncertain_repli
     ledger = MemoryLedger()
     for _ in range(2 if stream else 1):
         slot = await ledger.begin("telegram:message", ANSWER)
-        slot.pending = 0
+        slot.pending, slot.pending_text = 0, ANSWER
         await ledger.posted(slot, None, done=False)
 
     await answer_batch(agent, ledger.attempt())
     assert len(server.calls_of("sendMessage")) == (1 if policy is Uncertain.RESEND else 0)
     assert seen.count(f"reply_uncertain:{policy.value}") == 1
+    assert all(e["done"] for e in ledger.stored())
+
+
+async def test_with_skip_a_post_that_showed_only_the_first_words_is_followed_by_the_answer(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    server.chat(CHAT)
+    model = ScriptedModel([answer(ANSWER)], chunk_size=5, delay=0.002, repeat_last=True)
+    agent = await start_bot(model, listen=False, stream_interval=0.05, uncertain_replies=Uncertain.SKIP)
+    ledger = MemoryLedger()
+    slot = await ledger.begin("telegram:message", ANSWER[:12])
+    slot.pending, slot.pending_text = 0, ANSWER[:12]  # died posting the first words of a streamed answer
+    await ledger.posted(slot, None, done=False)
+
+    await answer_batch(agent, ledger.attempt())
+    [reply] = server.sent  # (the first words, if Telegram got them, stay above it: they cannot be edited)
+    assert reply.text == SHOWN and len(server.calls_of("sendMessage")) == 1
     assert all(e["done"] for e in ledger.stored())
