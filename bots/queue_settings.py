@@ -7,7 +7,7 @@ Redis must keep what it acknowledged: run it with ``appendonly yes`` (``appendfs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -28,6 +28,15 @@ class RedisSettings(BaseModel):
     prefix: str = Field(default="bots:", min_length=1, description="Prefix of every key (several bots, one Redis)")
     inbox_cap: int = Field(
         default=1000, ge=1, description="Inputs waiting per conversation at most; more are refused until it drains"
+    )
+    inbox_full: Literal["wait", "drop"] = Field(
+        default="wait",
+        description="A message for a full inbox: wait (kept and tried again for REDIS_INBOX_WAIT seconds, then "
+        "dropped) or drop (at once); the chat is told once that the bot is busy, other chats go on (Telegram "
+        "long polling)",
+    )
+    inbox_wait: float = Field(
+        default=30.0, ge=0, le=3600, description="Seconds a message for a full inbox is kept with REDIS_INBOX_FULL=wait"
     )
     lease_seconds: float = Field(
         default=30.0,
@@ -71,6 +80,8 @@ class RedisSettings(BaseModel):
             password=self.password.get_secret_value() if self.password is not None else None,
             prefix=self.prefix,
             inbox_cap=self.inbox_cap,
+            inbox_full=self.inbox_full,
+            inbox_wait=self.inbox_wait,
             lease_seconds=self.lease_seconds,
             concurrency=self.worker_concurrency,
             poll_delay=self.poll_delay,

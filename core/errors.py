@@ -87,6 +87,12 @@ class DispatchError(RunError):
 class BackpressureError(DispatchError):
     """A context's inbox is full: the input was refused and nothing was stored; retry later."""
 
+    def __init__(self, message: str, *, wait: float = 0.0) -> None:
+        super().__init__(message)
+        self.wait = wait
+        """Seconds a listener may keep the input and try again before dropping it (``REDIS_INBOX_FULL=wait``
+        and ``REDIS_INBOX_WAIT``); 0: drop it now (``REDIS_INBOX_FULL=drop``)."""
+
 
 class MemoryStoreError(RunError):
     """The memory store failed to read or write."""

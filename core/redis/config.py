@@ -60,6 +60,12 @@ class QueueConfig:
     """How long a failed Redis call (Redis restarting) is retried before the error is raised."""
     ledger_ttl: float = 7 * 86_400.0
     """Seconds the stored replies of an unfinished batch are kept."""
+    inbox_full: str = "wait"
+    """What a listener does with a message for a full inbox (``REDIS_INBOX_FULL``): ``wait`` keeps it and
+    tries again for up to ``inbox_wait`` seconds, then drops it; ``drop`` drops it at once. Either way the
+    conversation is told once that the bot is busy, and the other conversations go on."""
+    inbox_wait: float = 30.0
+    """Seconds a message for a full inbox is kept before it is dropped, with ``inbox_full="wait"``."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -72,10 +78,17 @@ class QueueConfig:
             (self.batch_size >= 1, "REDIS_BATCH_SIZE must be at least 1"),
             (self.max_attempts >= 1, "REDIS_MAX_ATTEMPTS must be at least 1"),
             (self.stop_timeout >= 0, "REDIS_STOP_TIMEOUT must not be negative"),
+            (self.inbox_full in ("wait", "drop"), "REDIS_INBOX_FULL must be wait or drop"),
+            (self.inbox_wait >= 0, "REDIS_INBOX_WAIT must not be negative"),
         )
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+    @property
+    def full_wait(self) -> float:
+        """Seconds a message for a full inbox may be kept (0: drop it at once)."""
+        return self.inbox_wait if self.inbox_full == "wait" else 0.0
 
     @property
     def lease_ms(self) -> int:

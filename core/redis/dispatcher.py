@@ -76,7 +76,8 @@ class RedisDispatcher:
         if result == "full":
             raise BackpressureError(
                 f"the inbox of {cid} holds {self.config.inbox_cap} inputs waiting to run: nothing was stored, "
-                "retry later; add workers (bots worker) or raise REDIS_INBOX_CAP if bursts are expected"
+                "retry later; add workers (bots worker) or raise REDIS_INBOX_CAP if bursts are expected",
+                wait=self.config.full_wait,
             )
         return []
 

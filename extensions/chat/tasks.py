@@ -30,13 +30,15 @@ class MessageTasks:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str, correlation: str) -> None:
-        """Run ``coro`` in an owned task whose log lines (and the run it starts) carry ``correlation``."""
+    def spawn(self, coro: Coroutine[Any, Any, None], *, name: str, correlation: str) -> asyncio.Task[None]:
+        """Run ``coro`` in an owned task whose log lines (and the run it starts) carry ``correlation``; the
+        task is returned for those who want to know when it ends (it stays owned here)."""
         context = contextvars.copy_context()
         context.run(correlation_id.set, correlation)
         task = asyncio.create_task(coro, name=name, context=context)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -9,11 +9,14 @@ The listener never blocks PTB's update processing: each message to answer runs i
 owns, so one slow chat does not hold up the others; replies in one chat are still ordered by the agent,
 which runs one conversation at a time.
 
-In front of a queue (``bots gateway``: the agent's dispatcher is distributed, so ``agent.send`` returns
-once the message is stored) and with long polling, updates are fetched by ``Poller`` instead of PTB's
-``Updater``: each goes through the same handler, which returns only once the message is stored in Redis
-(retrying while Redis is down or the inbox is full) or deliberately dropped, and only then does the
-offset confirmed to Telegram move past it. A gateway that dies holding fetched updates loses none.
+With long polling, updates are fetched by ``Poller`` instead of PTB's ``Updater``, and the offset confirmed
+to Telegram moves past an update only once it is handled. Embedded, that is once it is answered (the answer
+runs in an owned task the poller waits for in the background), so a crash between fetching and answering
+loses nothing. In front of a queue (``bots gateway``: the agent's dispatcher is distributed, so
+``agent.send`` returns once the message is stored) it is once the message is stored in Redis (retrying
+while Redis is down) or deliberately dropped; a message for a full inbox is kept in the background by
+``REDIS_INBOX_FULL`` (the chat's later messages behind it) while the other chats go on. A gateway that dies
+holding fetched updates loses none.
 With a webhook, ``WebhookServer`` replaces PTB's webhook server and feeds the same handler (storing tried
 once): Telegram gets its 200 only once the update is stored or dropped on purpose, else a 503 and it
 delivers the update again. Embedded, PTB's webhook server answers 200 at once, then the bot processes.
@@ -30,7 +33,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from telegram import Bot, Update
@@ -50,7 +54,7 @@ from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
 from .live import live_reply
-from .poller import Poller, bootstrap_call, until_stored
+from .poller import STORE_FIRST_BACKOFF, STORE_MAX_BACKOFF, Poller, bootstrap_call, until_stored
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
 from .webhook import WEBHOOK_DEADLINE, WebhookServer
@@ -74,6 +78,10 @@ content_log = logging.getLogger("content.telegram")
 BUSY = "I'm answering too many messages right now. Please send that again in a minute."
 RESET_DONE = "Done: I forgot everything about this conversation."
 FORGET_DONE = "Done: I erased this conversation: its history, summary, facts and state are deleted."
+MAX_HELD = 50
+"""Messages for full inboxes kept waiting at once at most (``REDIS_INBOX_FULL=wait``); more are dropped."""
+BUSY_NOTICE_EVERY = 60.0
+"""Seconds before a chat whose messages are dropped for a full inbox is told again that the bot is busy."""
 ALLOWED_UPDATES = ("message",)
 """The update types the bot asks Telegram for."""
 COMMANDS = (
@@ -168,6 +176,9 @@ class TelegramRuntime:
         self._bot_name = ""
         self._queued = False
         self._poller: Poller | None = None
+        self._held: dict[tuple[int, int | None], asyncio.Task[None]] = {}
+        self._full_wait = 0.0
+        self._busy_told: dict[tuple[int, int | None], float] = {}
         self._webhook: WebhookServer | None = None
         self.webhook_deadline = WEBHOOK_DEADLINE
         """Seconds the gateway's webhook server may take to store an update before answering 503."""
@@ -214,7 +225,7 @@ class TelegramRuntime:
             .get_updates_request(request(1))
             .job_queue(None)
         )
-        if not self.listen or self._hands_over:
+        if not self.listen or self._hands_over or self._polls_itself:
             builder = builder.updater(None)
         return builder.build()
 
@@ -226,8 +237,9 @@ class TelegramRuntime:
 
     @property
     def _polls_itself(self) -> bool:
-        """Updates come from ``Poller`` (in front of a queue, long polling)."""
-        return self._hands_over and self.settings.mode is TelegramMode.POLLING
+        """Updates come from ``Poller`` (long polling, embedded or in front of a queue): an update is confirmed
+        to Telegram only once it is handled (answered, embedded; stored, in front of a queue)."""
+        return self.listen and self.settings.mode is TelegramMode.POLLING
 
     async def start(self, agent: Agent) -> None:
         """Build the Application and check the token (``getMe``); when listening, start processing updates."""
@@ -287,7 +299,7 @@ class TelegramRuntime:
             if self._polls_itself:
                 poller = Poller(
                     app.bot,
-                    app.process_update,
+                    self._poll_update,
                     timeout=s.poll_timeout,
                     allowed_updates=ALLOWED_UPDATES,
                     on_invalid_token=self._polling_refused,
@@ -487,14 +499,20 @@ class TelegramRuntime:
         ``REDIS_RETRY_SECONDS``); a failure is raised, and Telegram, answered 503, delivers the update again."""
         await self._take(update, retry=False)
 
-    async def _take(self, update: Update, *, retry: bool) -> None:
-        """The one place that decides what gets answered. Embedded: answer in an owned task and return at
-        once. In front of a queue (``Poller``, ``WebhookServer``): return only once the update is handled
-        (stored in Redis, answered here, or dropped on purpose): Telegram is told it was received then.
-        Without ``retry``, a failure to store (``DispatchError``, ``MemoryStoreError``) is raised."""
+    async def _poll_update(self, update: Update) -> Awaitable[None] | None:
+        """``Poller``'s handler: see ``_take``."""
+        return await self._take(update, retry=True)
+
+    async def _take(self, update: Update, *, retry: bool) -> Awaitable[None] | None:
+        """The one place that decides what gets answered. Embedded: answer in an owned task, returned (the
+        poller confirms the update once it ends). In front of a queue (``Poller``, ``WebhookServer``): return
+        None only once the update is handled (stored in Redis, answered here, or dropped on purpose): Telegram
+        is told it was received then; a message for a full inbox is handled by ``REDIS_INBOX_FULL`` in a task
+        returned instead, so the other chats go on. Without ``retry``, a failure to store (``DispatchError``,
+        ``MemoryStoreError``) is raised."""
         message = update.message
         if message is None:
-            return
+            return None
         facts = MessageFacts.of(message, bot_id=self._bot_id, bot_username=self._bot_username)
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
         self.metrics.received(telegram_chat, args)
@@ -502,14 +520,14 @@ class TelegramRuntime:
         if update_id in self._seen:
             log.info("update %s was delivered twice; answering it once", update.update_id)
             self.metrics.ignored(telegram_chat, args, Ignored.DUPLICATE)
-            return
+            return None
         queued = self._hands_over
         if not queued:
             self._seen.add(update_id)
         reason = ignore_reason(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
         if reason is not None:
             self.metrics.ignored(telegram_chat, args, reason)
-            return
+            return None
         decision = decide(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
         content_log.info("chat %s message %s from %s: %s", facts.chat_id, facts.message_id, facts.user_id, facts.text)
         log.info(
@@ -523,15 +541,24 @@ class TelegramRuntime:
         )
         key = f"telegram:{update.update_id}"
         if not queued:
-            self._spawn(self._respond(decision, facts, key)(), name=f"{key}:{decision.value}", key=key)
-            return
-        token = correlation_id.set(key)
+            return self._spawn(self._respond(decision, facts, key)(), name=f"{key}:{decision.value}", key=key)
         work = self._respond(decision, facts, key)
+        what = f"message {facts.message_id} in chat {facts.chat_id}"
+        chat = (facts.chat_id, facts.thread_id)
+        ahead = self._held.get(chat)
+        if retry and ahead is not None:  # an earlier message of the chat waits for room: this one goes after it
+            return self._hold(work, facts, key=key, after=ahead, wait=self._full_wait, what=what)
+        token = correlation_id.set(key)
         try:
             if retry:
-                await until_stored(work, what=f"message {facts.message_id} in chat {facts.chat_id}")
+                await until_stored(work, what=what, full=False)
             else:
                 await work()
+        except BackpressureError as exc:
+            if not retry:
+                raise  # not stored: Telegram delivers the update again
+            self._full_wait = exc.wait
+            return self._hold(work, facts, key=key, after=None, wait=exc.wait, what=what)
         except (DispatchError, MemoryStoreError):
             raise  # not stored (only without ``retry``): Telegram delivers the update again
         except Exception:
@@ -540,6 +567,64 @@ class TelegramRuntime:
         finally:
             correlation_id.reset(token)
         self._seen.add(update_id)  # only now: an update given up half way by a stop is fetched again
+        return None
+
+    def _hold(
+        self,
+        work: Callable[[], Awaitable[None]],
+        facts: MessageFacts,
+        *,
+        key: str,
+        after: asyncio.Task[None] | None,
+        wait: float,
+        what: str,
+    ) -> asyncio.Task[None] | None:
+        """A message for a full inbox (``REDIS_INBOX_FULL``): kept and tried again in a task for up to ``wait``
+        seconds (after the chat's earlier message still waiting, if any), then dropped with one "busy" notice
+        to the chat. Dropped at once with ``wait`` 0, or when ``MAX_HELD`` messages wait already (Telegram
+        hands out the 100 oldest unconfirmed updates: the other chats' messages must stay among them)."""
+        chat = (facts.chat_id, facts.thread_id)
+        if wait <= 0 or (self._poller is not None and self._poller.in_background >= MAX_HELD):
+            return self._spawn(self._drop_busy(facts, key=key), name=f"{key}:busy", key=key)
+        deadline = time.monotonic() + wait
+
+        async def held() -> None:
+            if after is not None:
+                await asyncio.wait({after})
+            delay = STORE_FIRST_BACKOFF
+            while True:
+                try:
+                    await work()
+                except BackpressureError:
+                    if time.monotonic() >= deadline:
+                        await self._drop_busy(facts, key=key)
+                        return
+                except (DispatchError, MemoryStoreError) as exc:  # Redis is away: no deadline for that
+                    log.debug("%s still not stored: %s", what, exc)
+                else:
+                    self._seen.add(key.removeprefix("telegram:"))
+                    return
+                await asyncio.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+                delay = min(delay * 2, STORE_MAX_BACKOFF)
+
+        task = self._spawn(held(), name=f"{key}:held", key=key)
+        self._held[chat] = task
+        task.add_done_callback(lambda t: self._held.pop(chat, None) if self._held.get(chat) is t else None)
+        return task
+
+    async def _drop_busy(self, facts: MessageFacts, *, key: str) -> None:
+        """Drop a message for a full inbox; tell its chat the bot is busy (once per ``BUSY_NOTICE_EVERY``)."""
+        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        self.metrics.ignored(telegram_chat, args, Ignored.BUSY)
+        self._seen.add(key.removeprefix("telegram:"))
+        log.warning("message %s in chat %s dropped: the chat's inbox is full", facts.message_id, facts.chat_id)
+        chat, now = (facts.chat_id, facts.thread_id), time.monotonic()
+        if now - self._busy_told.get(chat, -BUSY_NOTICE_EVERY) < BUSY_NOTICE_EVERY:
+            return
+        self._busy_told[chat] = now
+        if len(self._busy_told) > 10_000:
+            self._busy_told = {c: t for c, t in self._busy_told.items() if now - t < BUSY_NOTICE_EVERY}
+        await self._notice(facts, BUSY)
 
     def _respond(self, decision: Decision, facts: MessageFacts, key: str) -> Callable[[], Coroutine[Any, Any, None]]:
         """What answers ``decision``: the help text, a reset, or the message handed to the agent (stored
@@ -561,9 +646,9 @@ class TelegramRuntime:
 
         return store
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str, key: str) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None], *, name: str, key: str) -> asyncio.Task[None]:
         """Run ``coro`` in a task this runtime owns, with ``key`` as the correlation id of its log lines."""
-        self._tasks.spawn(coro, name=name, correlation=key)
+        return self._tasks.spawn(coro, name=name, correlation=key)
 
     async def _answer(self, facts: MessageFacts, key: str) -> None:
         """Hand the message to the agent, with "typing..." shown until the run is over."""

@@ -163,28 +163,68 @@ async def test_updates_fetched_while_redis_is_down_are_stored_when_it_is_back_an
     answered_once(telegram, asked)
 
 
-async def test_a_full_inbox_holds_the_offset_until_a_worker_makes_room(
-    redis_server: RedisServer,
-    telegram: FakeTelegramServer,
-    start_gateway: Start,
-    client: Any,
-    kept: Callable[[], int],
+async def test_a_message_for_a_full_inbox_waits_for_room_unconfirmed_while_other_chats_go_on(
+    redis_server: RedisServer, telegram: FakeTelegramServer, start_gateway: Start, client: Any
 ) -> None:
-    gateway = await start_gateway(inbox_cap=1)
+    gateway = await start_gateway(inbox_cap=1)  # REDIS_INBOX_FULL=wait (the default), REDIS_INBOX_WAIT=30
+    runtime = runtime_of(gateway)
     inbox = Keys("bots:").context("telegram:chat:200").inbox
     first = telegram.user_says("one", user_id=200)
     await wait_until(lambda: client.llen(inbox), what="the first message stored")
     second = telegram.user_says("two", user_id=200)
-    await wait_until(lambda: kept() >= 1, what="the full inbox refusing the second message")
+    await wait_until(lambda: runtime._poller is not None and runtime._poller.in_background == 1, what="held")
+    third = telegram.user_says("three", user_id=200)  # behind the second, in order
+    other = telegram.user_says("meanwhile", user_id=201)  # another chat is not held up
+    others = Keys("bots:").context("telegram:chat:201").inbox
+    await wait_until(lambda: client.llen(others), what="the other chat's message stored")
     assert await client.llen(inbox) == 1
-    assert max(offsets(telegram)) <= second["update_id"]
+    assert max(offsets(telegram)) <= second["update_id"]  # what waits is not confirmed: a crash loses nothing
+    ids = [u["message"]["message_id"] for u in (first, second, third)]
+
+    def mine() -> list[int | None]:
+        return [r.reply_to for r in telegram.sent if r.chat_id == 200]
+
     async with running_worker(redis_server, telegram):
-        replies = await telegram.wait_replies(2, timeout=30)
-        await runtime_of(gateway).wait_idle()
-    assert [r.reply_to for r in replies] == [first["message"]["message_id"], second["message"]["message_id"]]
+        await telegram.wait_for(lambda: ids[2] in mine() and any(r.chat_id == 201 for r in telegram.sent), timeout=30)
+        await runtime.wait_idle()
+        await telegram.wait_for(lambda: max(offsets(telegram)) > other["update_id"], timeout=30)
+    assert mine()[0] == ids[0] and mine()[-1] == ids[2] and mine() == sorted(mine())  # in order (maybe batched)
     assert all(BUSY not in r.text for r in telegram.sent)
-    answered_once(telegram, [first, second])
-    assert telegram.served[second["update_id"]] == 1
+    assert telegram.served[other["update_id"]] >= 1
+
+
+async def test_with_drop_a_full_inbox_drops_at_once_and_tells_the_chat_once(
+    redis_server: RedisServer, telegram: FakeTelegramServer, start_gateway: Start, client: Any
+) -> None:
+    gateway = await start_gateway(inbox_cap=1, inbox_full="drop")
+    inbox = Keys("bots:").context("telegram:chat:210").inbox
+    first = telegram.user_says("one", user_id=210)
+    await wait_until(lambda: client.llen(inbox), what="the first message stored")
+    flood = [telegram.user_says(f"more {i}", user_id=210) for i in range(3)]
+    other = telegram.user_says("meanwhile", user_id=211)
+    await telegram.wait_for(lambda: max(offsets(telegram)) > other["update_id"], timeout=30)  # all confirmed
+    [busy] = await telegram.wait_replies(1, timeout=30)
+    assert busy.chat_id == 210 and busy.text == BUSY and busy.reply_to == flood[0]["message"]["message_id"]
+    async with running_worker(redis_server, telegram):
+        await telegram.wait_replies(3, timeout=30)
+        await runtime_of(gateway).wait_idle()
+    answered = sorted((r.chat_id, r.reply_to) for r in telegram.sent if r.text != BUSY)
+    assert answered == [(210, first["message"]["message_id"]), (211, other["message"]["message_id"])]
+
+
+async def test_a_message_kept_past_redis_inbox_wait_is_dropped_with_the_notice(
+    redis_server: RedisServer, telegram: FakeTelegramServer, start_gateway: Start, client: Any
+) -> None:
+    gateway = await start_gateway(inbox_cap=1, inbox_wait=0.3)
+    inbox = Keys("bots:").context("telegram:chat:220").inbox
+    telegram.user_says("one", user_id=220)
+    await wait_until(lambda: client.llen(inbox), what="the first message stored")
+    second = telegram.user_says("two", user_id=220)
+    [busy] = await telegram.wait_replies(1, timeout=30)
+    assert busy.text == BUSY and busy.reply_to == second["message"]["message_id"]
+    await runtime_of(gateway).wait_idle()
+    await telegram.wait_for(lambda: max(offsets(telegram)) > second["update_id"], timeout=30)
+    assert await client.llen(inbox) == 1
 
 
 async def test_a_stop_while_storing_finishes_the_batch_and_confirms_it(
