@@ -40,7 +40,7 @@ _SAID = re.compile(r"c(\d+)m(\d+)")
 
 CHATS = 50
 MESSAGES = 10
-LEASE = 2.0
+LEASE = 3.0
 """REDIS_LEASE_SECONDS: a killed worker's conversations (and the gateway's lock) are taken over this fast."""
 MODEL_SECONDS = 0.05
 """How long the model takes for an answer."""
@@ -72,7 +72,7 @@ async def _work(args: argparse.Namespace) -> None:
     from extensions.chat import Uncertain
     from extensions.telegram import TelegramSettings, telegram_extension
 
-    backend = RedisBackend(QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0))
+    backend = RedisBackend(QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0, max_attempts=20))
     settings = TelegramSettings(
         token=args.token,
         api_url=args.api_url,
@@ -102,8 +102,7 @@ def main() -> None:
     p.add_argument("--stream", action="store_true")
     import logging
 
-    logging.basicConfig(level="INFO", format="%(asctime)s %(process)d %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel("WARNING")
+    logging.basicConfig(level="WARNING", format="%(asctime)s %(process)d %(name)s %(message)s")
     asyncio.run(_work(p.parse_args()))
 
 
@@ -176,25 +175,30 @@ class Outcome:
 
     lost: list[str]
     twice: list[str]
+    again: int
+    """Posts that answered a message an earlier post had answered."""
     out_of_order: list[int]
     in_flight: int
 
     def __str__(self) -> str:
         return (
-            f"{CHATS * MESSAGES} messages: {len(self.lost)} lost, {len(self.twice)} answered twice, "
-            f"{len(self.out_of_order)} chats out of order; {self.in_flight} posts in flight at the kill"
+            f"{CHATS * MESSAGES} messages: {len(self.lost)} lost, {len(self.twice)} answered twice "
+            f"({self.again} posts), {len(self.out_of_order)} chats out of order; {self.in_flight} posts in "
+            "flight at the kill"
         )
 
 
 def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float) -> Outcome:
     answered: dict[str, int] = {}
     out_of_order = []
+    again = 0
     for chat in range(CHATS):
         mine = (m for m in telegram.sent if m.chat_id == 7000 + chat and not m.deleted)
         replies = sorted(mine, key=lambda m: m.message_id)
         newest = -1
         for reply in replies:
             said = [int(m) for _, m in _SAID.findall(reply.text)]
+            again += any(f"c{chat}m{m}" in answered for m in said)
             for m in said:
                 answered[f"c{chat}m{m}"] = answered.get(f"c{chat}m{m}", 0) + 1
             if said and max(said) < newest:
@@ -209,6 +213,7 @@ def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float) -
     return Outcome(
         lost=[m for m in everything if m not in answered],
         twice=[m for m, n in answered.items() if n > 1],
+        again=again,
         out_of_order=sorted(set(out_of_order)),
         in_flight=len(in_flight),
     )
@@ -233,6 +238,7 @@ def fleets() -> Iterator[list[Fleet]]:
         fleet.stop_all()
 
 
+@pytest.mark.timeout(300)  # about 30 s alone; a 2-core machine shared with other test runs takes longer
 @pytest.mark.parametrize("uncertain", ["resend", "skip"])
 async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_message_once_and_in_order(
     redis_server: RedisServer,
@@ -274,7 +280,7 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
 
     started = time.monotonic()
     try:
-        await wait_until(done, timeout=60, what="every message answered and every batch acknowledged")
+        await wait_until(done, timeout=150, what="every message answered and every batch acknowledged")
     except AssertionError:
         seen = outcome(telegram, victim_token, killed_at)
         left = {k: await client.llen(k) for k in await client.keys("bots:{*}:inbox")}
@@ -286,14 +292,17 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
         ) from None
     seen = outcome(telegram, victim_token, killed_at)
     resolved = uncertain_posts(tmp_path)
+    given_up = leases_given_up(tmp_path)
     print(
-        f"\n{uncertain}: {seen}; {resolved} uncertain posts resolved "
+        f"\n{uncertain}: {seen}; {resolved} uncertain posts resolved; {given_up} leases given up by live workers "
         f"(all answered {time.monotonic() - started:.1f}s after the last message)"
     )
     assert seen.out_of_order == []
     if uncertain == "resend":
         assert seen.lost == []
-        assert len(seen.twice) <= seen.in_flight, seen
+        # a post is answered twice only if it was in flight when its worker died, or when a live worker gave its
+        # lease up (starved of CPU past REDIS_LEASE_SECONDS: at most one post in flight per conversation)
+        assert seen.again <= seen.in_flight + given_up, seen
     else:
         assert seen.twice == []
         assert lost_replies(seen.lost) <= resolved, seen  # only a post taken as shown that never got there
@@ -302,6 +311,11 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
 def uncertain_posts(folder: Path) -> int:
     """Posts the workers found uncertain (sent by a worker that died before it heard back), from their logs."""
     return sum(log.read_text().count("died before it heard back") for log in folder.glob("worker-*.log"))
+
+
+def leases_given_up(folder: Path) -> int:
+    """Leases live workers lost or gave up (each may leave one post of its conversation uncertain)."""
+    return sum(log.read_text().count("lost: cancelling its run") for log in folder.glob("worker-*.log"))
 
 
 def lost_replies(lost: list[str]) -> int:
