@@ -78,8 +78,12 @@ content_log = logging.getLogger("content.telegram")
 BUSY = "I'm answering too many messages right now. Please send that again in a minute."
 RESET_DONE = "Done: I forgot everything about this conversation."
 FORGET_DONE = "Done: I erased this conversation: its history, summary, facts and state are deleted."
-MAX_HELD = 50
-"""Messages for full inboxes kept waiting at once at most (``REDIS_INBOX_FULL=wait``); more are dropped."""
+MAX_HELD = 100
+"""Messages of one chat kept waiting for room in its full inbox at most (``REDIS_INBOX_FULL=wait``); more are
+dropped."""
+FULL_MEMO = 0.25
+"""Seconds a chat found with a full inbox is taken as still full (``REDIS_INBOX_FULL=drop``: dropped without
+asking Redis, so a flood costs no round trip per message)."""
 BUSY_NOTICE_EVERY = 60.0
 """Seconds before a chat whose messages are dropped for a full inbox is told again that the bot is busy."""
 ALLOWED_UPDATES = ("message",)
@@ -178,6 +182,8 @@ class TelegramRuntime:
         self._poller: Poller | None = None
         self._held: dict[tuple[int, int | None], asyncio.Task[None]] = {}
         self._full_wait = 0.0
+        self._full_at: dict[tuple[int, int | None], float] = {}
+        self._held_count: dict[tuple[int, int | None], int] = {}
         self._busy_told: dict[tuple[int, int | None], float] = {}
         self._webhook: WebhookServer | None = None
         self.webhook_deadline = WEBHOOK_DEADLINE
@@ -507,8 +513,8 @@ class TelegramRuntime:
         """The one place that decides what gets answered. Embedded: answer in an owned task, returned (the
         poller confirms the update once it ends). In front of a queue (``Poller``, ``WebhookServer``): return
         None only once the update is handled (stored in Redis, answered here, or dropped on purpose): Telegram
-        is told it was received then; a message for a full inbox is handled by ``REDIS_INBOX_FULL`` in a task
-        returned instead, so the other chats go on. Without ``retry``, a failure to store (``DispatchError``,
+        is told it was received then; a message for a full inbox is handed to ``_hold`` (``REDIS_INBOX_FULL``), so
+        the other chats go on. Without ``retry``, a failure to store (``DispatchError``,
         ``MemoryStoreError``) is raised."""
         message = update.message
         if message is None:
@@ -547,7 +553,11 @@ class TelegramRuntime:
         chat = (facts.chat_id, facts.thread_id)
         ahead = self._held.get(chat)
         if retry and ahead is not None:  # an earlier message of the chat waits for room: this one goes after it
-            return self._hold(work, facts, key=key, after=ahead, wait=self._full_wait, what=what)
+            self._hold(work, facts, key=key, after=ahead, wait=self._full_wait, what=what)
+            return None
+        if retry and self._full_wait == 0 and time.monotonic() - self._full_at.get(chat, -FULL_MEMO) < FULL_MEMO:
+            self._hold(work, facts, key=key, after=None, wait=0, what=what)
+            return None  # full a moment ago: drop
         token = correlation_id.set(key)
         try:
             if retry:
@@ -558,7 +568,11 @@ class TelegramRuntime:
             if not retry:
                 raise  # not stored: Telegram delivers the update again
             self._full_wait = exc.wait
-            return self._hold(work, facts, key=key, after=None, wait=exc.wait, what=what)
+            self._full_at[chat] = time.monotonic()
+            if len(self._full_at) > 10_000:
+                self._full_at = {c: t for c, t in self._full_at.items() if time.monotonic() - t < FULL_MEMO}
+            self._hold(work, facts, key=key, after=None, wait=exc.wait, what=what)
+            return None
         except (DispatchError, MemoryStoreError):
             raise  # not stored (only without ``retry``): Telegram delivers the update again
         except Exception:
@@ -578,39 +592,52 @@ class TelegramRuntime:
         after: asyncio.Task[None] | None,
         wait: float,
         what: str,
-    ) -> asyncio.Task[None] | None:
-        """A message for a full inbox (``REDIS_INBOX_FULL``): kept and tried again in a task for up to ``wait``
-        seconds (after the chat's earlier message still waiting, if any), then dropped with one "busy" notice
-        to the chat. Dropped at once with ``wait`` 0, or when ``MAX_HELD`` messages wait already (Telegram
-        hands out the 100 oldest unconfirmed updates: the other chats' messages must stay among them)."""
+    ) -> None:
+        """A message for a full inbox (``REDIS_INBOX_FULL``), taken off the poller's hands (its update is
+        confirmed: Telegram hands out the 100 oldest unconfirmed updates, and a flood would fill them, hiding
+        the other chats' messages): kept in a task and tried again for up to ``wait`` seconds, after the chat's
+        earlier message still waiting, then dropped with one "busy" notice to the chat. Dropped at once with
+        ``wait`` 0, or when ``MAX_HELD`` messages of the chat wait already. What waits lives in this process
+        only: if it dies, those extra messages of a flooded chat are lost (nothing of the other chats)."""
         chat = (facts.chat_id, facts.thread_id)
-        if wait <= 0 or (self._poller is not None and self._poller.in_background >= MAX_HELD):
-            return self._spawn(self._drop_busy(facts, key=key), name=f"{key}:busy", key=key)
+        if wait <= 0 or self._held_count.get(chat, 0) >= MAX_HELD:
+            self._spawn(self._drop_busy(facts, key=key), name=f"{key}:busy", key=key)
+            return
         deadline = time.monotonic() + wait
 
         async def held() -> None:
-            if after is not None:
-                await asyncio.wait({after})
-            delay = STORE_FIRST_BACKOFF
-            while True:
-                try:
-                    await work()
-                except BackpressureError:
-                    if time.monotonic() >= deadline:
-                        await self._drop_busy(facts, key=key)
+            try:
+                if after is not None:
+                    await asyncio.wait({after})
+                delay = STORE_FIRST_BACKOFF
+                while True:
+                    try:
+                        await work()
+                    except BackpressureError:
+                        if time.monotonic() >= deadline:
+                            await self._drop_busy(facts, key=key)
+                            return
+                    except (DispatchError, MemoryStoreError) as exc:  # Redis is away: no deadline for that
+                        log.debug("%s still not stored: %s", what, exc)
+                    else:
+                        self._seen.add(key.removeprefix("telegram:"))
                         return
-                except (DispatchError, MemoryStoreError) as exc:  # Redis is away: no deadline for that
-                    log.debug("%s still not stored: %s", what, exc)
+                    await asyncio.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+                    delay = min(delay * 2, STORE_MAX_BACKOFF)
+            except asyncio.CancelledError:
+                log.warning("%s, kept for a full inbox, was not stored before the listener stopped: lost", what)
+                raise
+            finally:
+                left = self._held_count.get(chat, 1) - 1
+                if left > 0:
+                    self._held_count[chat] = left
                 else:
-                    self._seen.add(key.removeprefix("telegram:"))
-                    return
-                await asyncio.sleep(max(0.0, min(delay, deadline - time.monotonic())))
-                delay = min(delay * 2, STORE_MAX_BACKOFF)
+                    self._held_count.pop(chat, None)
 
+        self._held_count[chat] = self._held_count.get(chat, 0) + 1
         task = self._spawn(held(), name=f"{key}:held", key=key)
         self._held[chat] = task
         task.add_done_callback(lambda t: self._held.pop(chat, None) if self._held.get(chat) is t else None)
-        return task
 
     async def _drop_busy(self, facts: MessageFacts, *, key: str) -> None:
         """Drop a message for a full inbox; tell its chat the bot is busy (once per ``BUSY_NOTICE_EVERY``)."""

@@ -163,7 +163,7 @@ async def test_updates_fetched_while_redis_is_down_are_stored_when_it_is_back_an
     answered_once(telegram, asked)
 
 
-async def test_a_message_for_a_full_inbox_waits_for_room_unconfirmed_while_other_chats_go_on(
+async def test_a_message_for_a_full_inbox_waits_for_room_while_other_chats_go_on(
     redis_server: RedisServer, telegram: FakeTelegramServer, start_gateway: Start, client: Any
 ) -> None:
     gateway = await start_gateway(inbox_cap=1)  # REDIS_INBOX_FULL=wait (the default), REDIS_INBOX_WAIT=30
@@ -172,13 +172,13 @@ async def test_a_message_for_a_full_inbox_waits_for_room_unconfirmed_while_other
     first = telegram.user_says("one", user_id=200)
     await wait_until(lambda: client.llen(inbox), what="the first message stored")
     second = telegram.user_says("two", user_id=200)
-    await wait_until(lambda: runtime._poller is not None and runtime._poller.in_background == 1, what="held")
+    await wait_until(lambda: runtime._held_count.get((200, None)) == 1, what="the second message kept")
     third = telegram.user_says("three", user_id=200)  # behind the second, in order
     other = telegram.user_says("meanwhile", user_id=201)  # another chat is not held up
     others = Keys("bots:").context("telegram:chat:201").inbox
     await wait_until(lambda: client.llen(others), what="the other chat's message stored")
     assert await client.llen(inbox) == 1
-    assert max(offsets(telegram)) <= second["update_id"]  # what waits is not confirmed: a crash loses nothing
+    await telegram.wait_for(lambda: max(offsets(telegram)) > other["update_id"], timeout=30)  # all confirmed
     ids = [u["message"]["message_id"] for u in (first, second, third)]
 
     def mine() -> list[int | None]:
@@ -292,3 +292,30 @@ async def test_a_refused_get_updates_is_tried_again_and_loses_nothing(
     assert [c.status for c in telegram.calls_of("getUpdates")][:2] == [409, 200]
     assert "another process polls this TELEGRAM_TOKEN" in caplog.text
     answered_once(telegram, asked)
+
+
+@pytest.mark.parametrize("rule", ["wait", "drop"])
+async def test_one_chat_flooding_past_the_cap_loses_nothing_of_ten_others(
+    redis_server: RedisServer, telegram: FakeTelegramServer, start_gateway: Start, rule: str
+) -> None:
+    await start_gateway(inbox_cap=3, inbox_full=rule, inbox_wait=1.0)
+    flood = [telegram.user_says(f"flood {i}", user_id=300) for i in range(120)]  # past Telegram's 100 a fetch
+    asked = []
+    async with running_worker(redis_server, telegram):
+        for round_ in range(3):
+            asked += [telegram.user_says(f"hi {round_}", user_id=310 + c) for c in range(10)]
+            await asyncio.sleep(0.05)
+
+        def others() -> list[tuple[int, int | None]]:
+            return sorted((r.chat_id, r.reply_to) for r in telegram.sent if r.chat_id != 300)
+
+        expected = sorted((u["message"]["chat"]["id"], u["message"]["message_id"]) for u in asked)
+        await telegram.wait_for(lambda: {r for r in others()} >= {(c, m) for c, m in expected[2::3]}, timeout=60)
+        await telegram.wait_for(lambda: not telegram.pending, timeout=60)
+    mine = [r for r in telegram.sent if r.chat_id == 300]
+    assert sum(r.text == BUSY for r in mine) == 1  # told once
+    assert len(mine) - 1 < len(flood)  # some of the flood was dropped
+    for chat in range(310, 320):  # every message of the others answered, once, in order (maybe batched)
+        replies = [r.reply_to for r in telegram.sent if r.chat_id == chat]
+        ids = [m for c, m in expected if c == chat]
+        assert replies == sorted(replies) and replies[-1] == ids[-1] and set(replies) <= set(ids)
