@@ -48,7 +48,7 @@ from .client import BotClient, attachments_of, facts_of, message_params, message
 from .definitions import REPLY_TO, ChannelArgs, discord_channel
 from .filters import BotHops, MessageFacts, Verdict, decide
 from .settings import DiscordSettings
-from .shards import LocalIdentify, ShardClients
+from .shards import ShardClients, open_shards
 
 if TYPE_CHECKING:
     from core.agent import Agent
@@ -226,30 +226,9 @@ class DiscordRuntime:
         self._identify = identify
 
     async def _start_shards(self, client: BotClient, token: str, deadline: float) -> None:
-        """Ask Discord for the recommended shard count and the identify concurrency, then (unless the shards
-        are managed by the caller) connect them all, one IDENTIFY per ``DISCORD_IDENTIFY_INTERVAL`` per bucket."""
-        try:
-            async with asyncio.timeout(deadline):
-                recommended, _, limits = await client.http.get_bot_gateway()
-        except (*_NETWORK_ERRORS, discord.GatewayNotFound) as exc:
-            raise platform_error(exc, "read the recommended shard count (GET /gateway/bot)") from exc
-        count = self.settings.shard_count
-        self.shard_count = recommended if count == "auto" else count
-        self.max_concurrency = int(limits.get("max_concurrency") or 1)
-        local = LocalIdentify(interval=self.settings.identify_interval, max_concurrency=self.max_concurrency)
-        identify = self._identify or local.wait
-        self.shards = ShardClients(self, token=token, count=self.shard_count, identify=identify)
-        log.info(
-            "discord: %d shards (%s), identify concurrency %d",
-            self.shard_count,
-            "recommended by Discord" if count == "auto" else "DISCORD_SHARD_COUNT",
-            self.max_concurrency,
-        )
-        if self._managed:
-            return
-        for shard in range(self.shard_count):
-            await self.shards.add(shard)
-        await self.shards.wait_ready(deadline + self.shard_count * self.settings.identify_interval)
+        """The shard connections (``extensions.discord.shards.open_shards``): all of them, or, managed, none yet."""
+        self.shards = await open_shards(self, client, token, identify=self._identify, connect=not self._managed)
+        self.shard_count, self.max_concurrency = self.shards.count, self.shards.max_concurrency
 
     async def before_identify(self, shard_id: int | None, *, initial: bool) -> bool:
         """Wait for this shard's identify slot; False when this runtime does not space IDENTIFYs itself

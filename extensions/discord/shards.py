@@ -21,14 +21,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import aiohttp
+
 from core.errors import BotError, PlatformError
 
+from ._lib import discord
 from .client import BotClient, platform_error
 
 if TYPE_CHECKING:
     from .runtime import DiscordRuntime
 
-__all__ = ("LocalIdentify", "ShardClients")
+__all__ = ("LocalIdentify", "ShardClients", "open_shards")
 
 log = logging.getLogger("extensions.discord")
 
@@ -57,10 +60,14 @@ class LocalIdentify:
 class ShardClients:
     """The shards this process is connected to, by id."""
 
-    def __init__(self, runtime: DiscordRuntime, *, token: str, count: int, identify: Identify) -> None:
+    def __init__(
+        self, runtime: DiscordRuntime, *, token: str, count: int, identify: Identify, max_concurrency: int = 1
+    ) -> None:
         self.runtime = runtime
         self.count = count
         """Shards in all (``DISCORD_SHARD_COUNT`` or Discord's recommendation)."""
+        self.max_concurrency = max_concurrency
+        """IDENTIFYs Discord allows at the same time (``session_start_limit.max_concurrency``)."""
         self.identify = identify
         """Awaited before each IDENTIFY of a shard."""
         self._token = token
@@ -152,3 +159,39 @@ class ShardClients:
         if waiting:
             return f"shards {', '.join(map(str, waiting))} of {self.count} connecting"
         return True
+
+
+async def open_shards(
+    runtime: DiscordRuntime, client: BotClient, token: str, *, identify: Identify | None, connect: bool
+) -> ShardClients:
+    """Ask Discord (``GET /gateway/bot``) for the recommended shard count and the identify concurrency; with
+    ``connect``, connect every shard, one IDENTIFY per ``DISCORD_IDENTIFY_INTERVAL`` per bucket (``identify``,
+    else ``LocalIdentify``), and wait until they are ready."""
+    settings = runtime.settings
+    deadline = settings.connect_timeout
+    try:
+        async with asyncio.timeout(deadline):
+            recommended, _, limits = await client.http.get_bot_gateway()
+    except (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise platform_error(exc, "read the recommended shard count (GET /gateway/bot)") from exc
+    count = recommended if settings.shard_count == "auto" else settings.shard_count
+    concurrency = int(limits.get("max_concurrency") or 1)
+    local = LocalIdentify(interval=settings.identify_interval, max_concurrency=concurrency)
+    shards = ShardClients(
+        runtime, token=token, count=count, identify=identify or local.wait, max_concurrency=concurrency
+    )
+    log.info(
+        "discord: %d shards (%s), identify concurrency %d",
+        count,
+        "recommended by Discord" if settings.shard_count == "auto" else "DISCORD_SHARD_COUNT",
+        concurrency,
+    )
+    if connect:
+        try:
+            for shard in range(count):
+                await shards.add(shard)
+            await shards.wait_ready(deadline + count * settings.identify_interval)
+        except BaseException:
+            await shards.close()
+            raise
+    return shards

@@ -86,3 +86,30 @@ async def test_shards_carry_their_slice_of_the_servers(fake: FakeDiscord) -> Non
         for task in tasks:
             await asyncio.wait_for(task, 10)
     assert sorted(tuple(i["shard"]) for i in fake.identifies) == [(0, 4), (1, 4), (2, 4), (3, 4), (3, 4)]
+
+
+async def test_bots_run_connects_every_shard_itself(world: Any, start_bot: Any) -> None:
+    """Without a gateway to divide them (``bots run``), ``DISCORD_SHARD_COUNT=auto`` connects every shard the
+    fake recommends, one client each, and answers on all of them; /readyz-style readiness covers them all."""
+    from core import ScriptedModel
+
+    from .conftest import runtime_of, say
+
+    fake = world.fake
+    fake.recommended_shards = 3
+    rooms = [fake.text_channel(fake.guild(f"s{n}", shard=n, shard_count=3)) for n in range(3)]
+    agent = await start_bot(
+        ScriptedModel([say("hi")], repeat_last=True), shard_count="auto", identify_interval=0.05, reply_policy="always"
+    )
+    runtime = runtime_of(agent)
+    assert runtime.shards is not None and runtime.shards.held == [0, 1, 2] and runtime.ready() is True
+    for room in rooms:
+        await fake.say(room, "hello", author=world.alice)
+    for room in rooms:
+        await fake.wait_posted(room, 1)
+    await fake.say(world.dm, "and here?", author=world.alice)  # DMs arrive on shard 0
+    await fake.wait_posted(world.dm, 1)
+    assert sorted(tuple(i["shard"]) for i in fake.identifies) == [(0, 3), (1, 3), (2, 3)]
+    assert fake.overlaps == []
+    registered = [r for r in fake.requests if r.method == "PUT" and r.path.endswith("/commands")]
+    assert len(registered) == 1  # the slash commands registered once, by the runtime's REST client
