@@ -57,7 +57,7 @@ class PostgresServer:
     def _run(self, *args: str, timeout: float = 60.0) -> None:
         cmd = list(args)
         if self._as_root:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+            cmd = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", "postgres", "--", *cmd]
         done = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
         if done.returncode != 0:
             log = self.folder / "postgres.log"
