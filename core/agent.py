@@ -363,10 +363,13 @@ class Agent:
         await self.memory.delete(f"working:{cid}")
         await self.memory.delete(f"statelog:{cid}")
         if self.history is not None:  # the summary goes too; the history stays searchable (``forget`` erases it)
-            newest = await self.history.search(cid, limit=1)
-            old = await self.history.summary(cid)
-            upto = max(old.upto, newest[0].seq if newest else 0)
-            await self.history.set_summary(cid, Summary(text="", upto=upto), expected=old.upto)
+            try:
+                newest = await self.history.search(cid, limit=1)
+                old = await self.history.summary(cid)
+                upto = max(old.upto, newest[0].seq if newest else 0)
+                await self.history.set_summary(cid, Summary(text="", upto=upto), expected=old.upto)
+            except RunError as exc:
+                log.warning("reset of %s: the summary is kept (history store unavailable): %s", cid, exc)
 
     async def forget(self, context: Context, args: Any) -> None:
         """Erase everything about the instance ``args`` names (``/forget``): its memory, facts and state
