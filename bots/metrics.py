@@ -94,6 +94,10 @@ ATTACHMENTS = Counter(
 )
 ATTACHMENT_BYTES = Counter("bots_attachment_bytes", "Bytes of attachments downloaded from the platforms")
 TOKENS = Counter("bots_model_tokens", "Tokens the model read (input) and wrote (output)", ["direction"])
+MODEL_TOKENS = Counter(
+    "bots_usage_tokens", "Tokens by model (a conversation's /model included) and direction", ["model", "direction"]
+)
+MODEL_COST = Counter("bots_usage_cost_dollars", "Estimated cost in dollars by model (LLM_PRICES)", ["model"])
 PLATFORM_RATE_LIMITED = Counter(
     "bots_platform_rate_limited", "Requests a chat platform answered with 429 Too Many Requests", ["platform"]
 )
@@ -118,6 +122,7 @@ LEASE_EVENTS = ("claimed", "renewed", "lost", "released")
 KINDS = (
     "attachment",
     "attachment_bytes",
+    "cost_micros",
     "input_tokens",
     "lease_claimed",
     "lease_lost",
@@ -134,10 +139,11 @@ KINDS = (
     "reply_uncertain",
     "run_seconds",
 )
-"""What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``queue_depth`` takes the queue's
-name as ``context_id`` and the depth as value; ``rate_limited`` and ``reply_uncertain:<outcome>`` take a
-platform or context id; ``attachment:<kind>:<outcome>`` counts one attachment, ``attachment_bytes`` the bytes
-downloaded."""
+"""What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``input_tokens:<model>``,
+``output_tokens:<model>`` and ``cost_micros:<model>`` the model (totals by model, never by user);
+``queue_depth`` takes the queue's name as ``context_id`` and the depth as value; ``rate_limited`` and
+``reply_uncertain:<outcome>`` take a platform or context id; ``attachment:<kind>:<outcome>`` counts one
+attachment, ``attachment_bytes`` the bytes downloaded."""
 
 
 def platform_of(context_id: str) -> str:
@@ -220,6 +226,10 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         ATTACHMENT_BYTES.inc(max(0.0, value))
     elif base in ("input_tokens", "output_tokens"):
         TOKENS.labels(direction=base.removesuffix("_tokens")).inc(max(0.0, value))
+        if detail:
+            MODEL_TOKENS.labels(model=detail, direction=base.removesuffix("_tokens")).inc(max(0.0, value))
+    elif base == "cost_micros":
+        MODEL_COST.labels(model=detail or "model").inc(max(0.0, value) / 1_000_000)
     elif base == "message_received":
         MESSAGES_RECEIVED.labels(platform=platform_of(context_id)).inc(value)
     elif base == "message_ignored":

@@ -4,6 +4,7 @@ Nothing here imports a chat platform; ``extensions/`` brings those.
 """
 
 from .agent import Agent, create_agent
+from .conversation import ChatPolicy, ChatSetting, ChatSettings
 from .definitions import (
     Action,
     ActionContext,
@@ -46,6 +47,7 @@ from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
 from .parser import StreamParser
 from .prompt import Prompt, build_prompt
+from .usage import InMemoryUsage, Price, SQLiteUsage, UsageStore, UsageTotals
 
 __all__ = (
     "Action",
@@ -56,6 +58,9 @@ __all__ = (
     "Agent",
     "BackpressureError",
     "BotError",
+    "ChatPolicy",
+    "ChatSetting",
+    "ChatSettings",
     "ConfigError",
     "Context",
     "ContextState",
@@ -66,6 +71,7 @@ __all__ = (
     "ErrorLog",
     "Extension",
     "InMemoryStore",
+    "InMemoryUsage",
     "InProcessDispatcher",
     "Input",
     "InputContext",
@@ -82,16 +88,20 @@ __all__ = (
     "OutputContext",
     "OutputRef",
     "PlatformError",
+    "Price",
     "Prompt",
     "RunError",
     "RunEvent",
     "RunEventType",
     "SQLiteStore",
+    "SQLiteUsage",
     "ScriptedModel",
     "Service",
     "StreamParser",
     "TemplateError",
     "Thought",
+    "UsageStore",
+    "UsageTotals",
     "ValidationError",
     "WorkingMemory",
     "action",

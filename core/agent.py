@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .conversation import ChatPolicy, ChatSettingsStore
 from .definitions import (
     Action,
     Context,
@@ -36,6 +37,7 @@ from .statelog import StateLog
 from .summary import Summarizer, SummaryLock, SummaryPolicy
 from .tasks import TaskRunner
 from .trace import correlation_id
+from .usage import InMemoryUsage, Price, UsageStore
 
 __all__ = ("Agent", "create_agent")
 
@@ -76,6 +78,9 @@ class Agent:
         history: HistoryStore | None = None,
         summary: SummaryPolicy | None = None,
         summary_lock: SummaryLock | None = None,
+        chat_policy: ChatPolicy | None = None,
+        usage: UsageStore | None = None,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         self.model = model
         """The model every run uses."""
@@ -99,6 +104,12 @@ class Agent:
         """Use the short, tool-less prompt made for small local models."""
         self.media: MediaReader = media if media is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
+        self.chat_policy: ChatPolicy = chat_policy if chat_policy is not None else ChatPolicy()
+        """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
+        self.usage: UsageStore = usage if usage is not None else InMemoryUsage()
+        """Tokens and estimated cost per day, per user, conversation and model (``/stats``)."""
+        self.prices: dict[str, Price] = dict(prices or {})
+        """What each model costs (dollars per million tokens), by model name."""
         self.max_tokens = max_tokens
         """Upper bound on tokens per model call."""
         self.model_idle_timeout = model_idle_timeout
@@ -272,6 +283,7 @@ class Agent:
         await self.memory.close()
         if self.history is not None:
             await self.history.close()
+        await self.usage.close()
 
     @property
     def running(self) -> bool:
@@ -322,6 +334,7 @@ class Agent:
             memory=None,
             working_memory=working,
             state_log=StateLog.load(await self.memory.get(f"statelog:{cid}")),
+            chat=self.chat_policy.effective(cid, await self.chat_settings.get(cid)),
         )
         if self.history is not None:
             state.summary = (await self.history.summary(cid)).text
@@ -381,6 +394,11 @@ class Agent:
         await self.reset(context, args)
         if self.history is not None:
             await self.history.forget(cid)
+
+    @property
+    def chat_settings(self) -> ChatSettingsStore:
+        """Each conversation's settings (``/model``, ``/persona``, ``/language``), kept in the memory store."""
+        return ChatSettingsStore(self.memory)
 
     @property
     def sees_images(self) -> bool:

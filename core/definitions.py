@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .conversation import ChatSettings
 from .errors import DefinitionError
 from .logs import ActionCall, InputRef, OutputRef, WorkingMemory
 from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
@@ -78,6 +79,8 @@ class ContextState:
     """Per-run values handlers may share (for example the platform message being answered)."""
     summary: str = ""
     """The rolling summary of what left the working memory's window (with a history store)."""
+    chat: ChatSettings = field(default_factory=ChatSettings)
+    """This conversation's settings as the run uses them (``/model``, ``/persona``; operator pins applied)."""
     media: dict[str, Loaded] = field(default_factory=dict, repr=False)
     """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
     never saved: later runs see the attachments' descriptions."""

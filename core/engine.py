@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from .conversation import escape_persona
 from .definitions import Action, ContextState, Output, maybe_await
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
@@ -24,6 +25,7 @@ from .models.base import ImagePart, ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_compact_prompt, build_prompt, format_value, xml_attr
 from .turns import TURN_STOPS, TurnGuard, cut_turns
+from .usage import cost_micros, day_of, user_of
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -135,6 +137,8 @@ class Run:
         """Model calls made so far."""
         self.forget = False
         """Set by ``agent.reset`` during the run: its memory is not saved at the end."""
+        self.asker: str | None = None
+        """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
         self._joined = False
         self._first_input_ms: int | None = None
         self._replied = False
@@ -225,8 +229,7 @@ class Run:
                 except StopAsyncIteration:
                     usage = getattr(model, "last_usage", None)  # set by the provider as its stream ends
                     if usage is not None and usage is not usage_before:
-                        self.agent.observe("input_tokens", self.state.id, usage.input_tokens)
-                        self.agent.observe("output_tokens", self.state.id, usage.output_tokens)
+                        await self._account(request, usage.input_tokens, usage.output_tokens)
                     return
                 except TimeoutError as exc:
                     raise ModelError(
@@ -242,13 +245,38 @@ class Run:
             if aclose is not None:
                 await aclose()
 
+    def model_name(self, request: ModelRequest) -> str:
+        """The name of the model ``request`` is answered by (a conversation's ``/model`` or the configured one)."""
+        return request.model or str(getattr(self.agent.model, "model", "") or self.agent.model.name)
+
+    async def _account(self, request: ModelRequest, input_tokens: int, output_tokens: int) -> None:
+        """Report a call's tokens to the observers (``input_tokens:<model>``) and add them to the usage
+        counters of the user who asked, the conversation and the model; a failing store is logged."""
+        agent, state = self.agent, self.state
+        name = self.model_name(request)
+        cost = cost_micros(agent.prices.get(name), input_tokens, output_tokens)
+        agent.observe(f"input_tokens:{name}", state.id, input_tokens)
+        agent.observe(f"output_tokens:{name}", state.id, output_tokens)
+        if cost:
+            agent.observe(f"cost_micros:{name}", state.id, cost)
+        keys = [f"chat:{state.id}", f"model:{name}"]
+        if self.asker is not None:
+            keys.insert(0, f"user:{self.asker}")
+        try:
+            await agent.usage.add(
+                day=day_of(), keys=keys, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost
+            )
+        except Exception:
+            log.exception("could not count the usage of %s", state.id)
+
     async def _step(self) -> None:
         agent, state = self.agent, self.state
         actions, outputs = agent.available(state)
         updates = state.working_memory.unprocessed()
+        persona = escape_persona(state.chat.persona) if state.chat.persona else agent.persona
         if agent.compact_prompt:
             actions = []
-            prompt = build_compact_prompt(state=state, outputs=outputs, updates=updates, persona=agent.persona)
+            prompt = build_compact_prompt(state=state, outputs=outputs, updates=updates, persona=persona)
         else:
             prompt = build_prompt(
                 state=state,
@@ -256,10 +284,12 @@ class Run:
                 outputs=outputs,
                 updates=updates,
                 intro=agent.intro,
-                persona=agent.persona,
+                persona=persona,
             )
         for entry in updates:
             entry.processed = True
+            if isinstance(entry, InputRef):
+                self.asker = user_of(entry) or self.asker
         request = ModelRequest(
             system=prompt.system,
             prompt=prompt.prompt,
@@ -268,6 +298,7 @@ class Run:
             action_names=tuple(a.name for a in actions),
             max_items=1 if agent.compact_prompt else None,
             metadata={"context_id": state.id},
+            model=state.chat.model,
             images=self._images(prompt.prompt) if agent.sees_images else (),
             plain=agent.compact_prompt,
             turns=prompt.turns,

@@ -101,7 +101,7 @@ class AnthropicModel:
         if stop:
             options["stop_sequences"] = stop
         stream = await self._client.messages.create(
-            model=self.model,
+            model=request.model or self.model,
             max_tokens=request.max_tokens,
             messages=[{"role": "user", "content": _content(request)}],
             stream=True,

@@ -51,6 +51,9 @@ class ModelRequest:
     """The conversation as chat messages, ``("user" | "assistant", text)``, oldest first, the last one the user's;
     a chat provider sends them after ``system`` instead of ``prompt`` (the same conversation as a transcript), so
     the model's chat template marks where each turn ends. Empty: send ``prompt``."""
+    model: str | None = None
+    """The model name to ask the provider for instead of the configured one (a conversation's ``/model``);
+    providers serving one fixed model (local, scripted) ignore it."""
 
 
 def without_images(request: ModelRequest, note: str) -> ModelRequest:

@@ -136,7 +136,7 @@ class OpenAICompatModel:
         if request.stop:
             options["stop"] = list(request.stop[:_MAX_STOP])
         stream = await self._client.chat.completions.create(
-            model=self.model,
+            model=request.model or self.model,
             messages=messages,
             max_tokens=request.max_tokens,
             stream=True,

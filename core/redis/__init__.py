@@ -13,6 +13,7 @@ from .lock import PlatformLock
 from .memory import RedisMemoryStore
 from .shards import IdentifySlots, ShardLeases
 from .summary_lock import RedisSummaryLock
+from .usage import RedisUsage
 from .worker import QueueWorker
 
 __all__ = (
@@ -29,6 +30,7 @@ __all__ = (
     "RedisMemoryStore",
     "RedisReplyLedger",
     "RedisSummaryLock",
+    "RedisUsage",
     "ReplayModel",
     "ReplyLedger",
     "ReplySlot",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ConfigError, PlatformError
 from core.media import Attachment, kind_of
 
+from ..chat.i18n import LANGUAGE_NAMES
 from ._lib import app_commands, discord
 from .filters import MessageFacts
 
@@ -224,21 +225,54 @@ class BotClient(discord.Client):
                 log.warning("could not answer the failed interaction: %s", exc)
 
 
-def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., None]]:
-    """/reset and /forget (server members with Manage Messages by default; anyone in a DM) and /help."""
+def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., None] | app_commands.Group]:
+    """/reset and /forget (server members with Manage Messages by default; anyone in a DM), /help, and the
+    settings commands (/model, /persona, /language, /settings, /stats); those in BOT_DISABLED_COMMANDS are left
+    out."""
+    none = discord.AllowedMentions.none()
 
     async def reset(interaction: discord.Interaction) -> None:
         text = await runtime.reset_channel(interaction)
-        await interaction.response.send_message(text, allowed_mentions=discord.AllowedMentions.none())
+        await interaction.response.send_message(text, allowed_mentions=none)
 
     async def forget(interaction: discord.Interaction) -> None:
         text = await runtime.reset_channel(interaction, erase=True)
-        await interaction.response.send_message(text, allowed_mentions=discord.AllowedMentions.none())
+        await interaction.response.send_message(text, allowed_mentions=none)
 
     async def help(interaction: discord.Interaction) -> None:
-        await interaction.response.send_message(
-            runtime.settings.help_text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
-        )
+        await interaction.response.send_message(runtime.settings.help_text, ephemeral=True, allowed_mentions=none)
+
+    async def answer(interaction: discord.Interaction, command: str, arg: str | None = None) -> None:
+        reply = await runtime.settings_command(interaction, command, arg)
+        await interaction.response.send_message(reply.text, ephemeral=not reply.changed, allowed_mentions=none)
+
+    @app_commands.describe(name="The model to use in this channel (leave empty to see the choices)")
+    async def model(interaction: discord.Interaction, name: str | None = None) -> None:
+        await answer(interaction, "model", name)
+
+    async def model_names(interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=m, value=m) for m in runtime.model_choices(current)][:25]
+
+    @app_commands.describe(code="The language of the bot's own messages")
+    @app_commands.choices(code=[app_commands.Choice(name=n, value=c) for c, n in LANGUAGE_NAMES.items()])
+    async def language(interaction: discord.Interaction, code: str | None = None) -> None:
+        await answer(interaction, "language", code)
+
+    async def persona_show(interaction: discord.Interaction) -> None:
+        await answer(interaction, "persona", "show")
+
+    @app_commands.describe(text="Who the bot is in this channel, for example: You are a pirate. Answer in rhymes.")
+    async def persona_set(interaction: discord.Interaction, text: str) -> None:
+        await answer(interaction, "persona", f"set {text}")
+
+    async def persona_reset(interaction: discord.Interaction) -> None:
+        await answer(interaction, "persona", "reset")
+
+    async def settings(interaction: discord.Interaction) -> None:
+        await answer(interaction, "settings")
+
+    async def stats(interaction: discord.Interaction) -> None:
+        await answer(interaction, "stats")
 
     reset_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
@@ -250,8 +284,27 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
         callback=forget,
     )
     forget_command.default_permissions = reset_command.default_permissions  # the same people as /reset
-    return [
-        reset_command,
-        forget_command,
-        app_commands.Command(name="help", description="How to talk to the bot", callback=help),
-    ]
+    model_command: app_commands.Command[Any, ..., None] = app_commands.Command(
+        name="model", description="Show or choose the model of this channel", callback=model
+    )
+    model_command.autocomplete("name")(model_names)
+    persona = app_commands.Group(name="persona", description="The bot's persona in this channel")
+    persona.add_command(app_commands.Command(name="show", description="Show the persona", callback=persona_show))
+    persona.add_command(app_commands.Command(name="set", description="Give a new persona", callback=persona_set))
+    persona.add_command(
+        app_commands.Command(name="reset", description="Back to the bot's own persona", callback=persona_reset)
+    )
+    commands: dict[str, app_commands.Command[Any, ..., None] | app_commands.Group] = {
+        "reset": reset_command,
+        "forget": forget_command,
+        "help": app_commands.Command(name="help", description="How to talk to the bot", callback=help),
+        "model": model_command,
+        "persona": persona,
+        "language": app_commands.Command(
+            name="language", description="Show or choose the language of the bot's messages", callback=language
+        ),
+        "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
+        "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),
+    }
+    disabled = runtime.disabled_commands()
+    return [command for name, command in commands.items() if name not in disabled]

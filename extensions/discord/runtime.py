@@ -36,7 +36,9 @@ from core.errors import BackpressureError, BotError, ConfigError, PlatformError
 from core.logs import InputRef
 from core.media import Attachment
 
+from ..chat.commands import Answer, Caller, ChatCommands
 from ..chat.dedupe import RecentIds
+from ..chat.i18n import say
 from ..chat.ledger import ReplyRecord
 from ..chat.metrics import ChatMetrics, Ignored
 from ..chat.split import split_message
@@ -431,13 +433,10 @@ class DiscordRuntime:
                 if isinstance(exc, BackpressureError):
                     self.metrics.ignored(discord_channel, args, Ignored.BUSY)
 
-    async def reset_channel(self, interaction: discord.Interaction, *, erase: bool = False) -> str:
-        """``/reset``: forget the conversation of the interaction's channel, if the bot serves it; with
-        ``erase`` (``/forget``), delete its full history and summary too."""
-        agent, client, channel_id = self._agent, self.client, interaction.channel_id
-        if agent is None or client is None or client.user is None or channel_id is None:
-            return "I am not ready yet; try again in a moment."
-        channel = interaction.channel
+    def _serves(self, interaction: discord.Interaction) -> bool:
+        """True when the bot talks in the interaction's channel (filters and allowlists, any reply policy)."""
+        channel, channel_id = interaction.channel, interaction.channel_id
+        assert channel_id is not None
         facts = MessageFacts(
             author_id=interaction.user.id,
             author_is_bot=False,
@@ -448,7 +447,15 @@ class DiscordRuntime:
             mentioned=True,
         )
         verdict = decide(facts, self.settings, self.hops)
-        if verdict is not Verdict.ANSWER and verdict is not Verdict.POLICY:
+        return verdict is Verdict.ANSWER or verdict is Verdict.POLICY
+
+    async def reset_channel(self, interaction: discord.Interaction, *, erase: bool = False) -> str:
+        """``/reset``: forget the conversation of the interaction's channel, if the bot serves it; with
+        ``erase`` (``/forget``), delete its full history and summary too."""
+        agent, client, channel_id = self._agent, self.client, interaction.channel_id
+        if agent is None or client is None or client.user is None or channel_id is None:
+            return say("not_ready")
+        if not self._serves(interaction):
             return "I don't talk in this channel, so there is nothing to forget."
         args = {"channel_id": channel_id, "guild_id": interaction.guild_id}
         if erase:
@@ -456,6 +463,31 @@ class DiscordRuntime:
             return FORGET_DONE
         await agent.reset(discord_channel, args)
         return "Done: I forgot our conversation in this channel."
+
+    def disabled_commands(self) -> frozenset[str]:
+        """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
+        return self._agent.chat_policy.disabled_commands if self._agent is not None else frozenset()
+
+    def model_choices(self, typed: str) -> list[str]:
+        """The models of ``LLM_ALLOWED_MODELS`` that contain what the user typed so far (autocomplete)."""
+        allowed = self._agent.chat_policy.allowed_models if self._agent is not None else ()
+        return [m for m in allowed if typed.lower() in m.lower()]
+
+    async def settings_command(self, interaction: discord.Interaction, command: str, arg: str | None) -> Answer:
+        """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats`` in the interaction's channel. Server
+        members with Manage Server or Manage Channels (or ``BOT_ADMIN_USERS``) may change settings; in a DM,
+        its user."""
+        agent, channel_id = self._agent, interaction.channel_id
+        if agent is None or self.client is None or channel_id is None:
+            return Answer(text=say("not_ready"))
+        commands = ChatCommands(agent)
+        cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=interaction.guild_id))
+        if not self._serves(interaction):
+            return Answer(text=say("not_served", await commands.language(cid)))
+        permissions = interaction.permissions
+        manages = interaction.guild_id is None or permissions.manage_guild or permissions.manage_channels
+        caller = Caller(user=f"discord:{interaction.user.id}", manages_chat=manages)
+        return await commands.run(command, cid, caller, arg)
 
     async def fetch_attachment(self, attachment: Attachment) -> bytes:
         """The bytes of a file someone posted, from its attachment URL (Discord's CDN)."""

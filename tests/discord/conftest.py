@@ -79,12 +79,14 @@ async def start_bot(world: World) -> AsyncIterator[StartBot]:
     """``await start_bot(model, **settings)``: a started agent; stopped after the test."""
     agents: list[core.Agent] = []
 
-    async def start(model: core.Model, *, listen: bool = True, **overrides: Any) -> core.Agent:
+    async def start(
+        model: core.Model, *, listen: bool = True, agent_options: dict[str, Any] | None = None, **overrides: Any
+    ) -> core.Agent:
+        options: dict[str, Any] = {"memory": core.InMemoryStore(), "stop_timeout": 5.0, **(agent_options or {})}
         agent = core.create_agent(
             model=model,
             extensions=[discord_extension(settings_for(world.fake, **overrides), listen=listen)],
-            memory=core.InMemoryStore(),
-            stop_timeout=5.0,
+            **options,
         )
         await agent.start()
         agents.append(agent)

@@ -494,8 +494,21 @@ class FakeDiscord:
         await self.dispatch("MESSAGE_CREATE", data)
         return data
 
-    async def slash(self, name: str, channel_id: int, *, user: Json) -> int:
-        """``user`` runs the slash command ``/name`` in the channel; returns the interaction id."""
+    async def slash(
+        self,
+        name: str,
+        channel_id: int,
+        *,
+        user: Json,
+        options: list[Json] | None = None,
+        permissions: int | None = None,
+        autocomplete: bool = False,
+    ) -> int:
+        """``user`` runs the slash command ``/name`` in the channel; returns the interaction id. ``options`` are
+        the command's options as Discord sends them (``{"type": 3, "name": "text", "value": "..."}``; a
+        subcommand is ``{"type": 1, "name": "set", "options": [...]}``); ``permissions`` are the member's
+        permissions in the channel (default: all); ``autocomplete`` sends the autocomplete interaction for the
+        option marked ``"focused": True`` instead (its answer is in ``interaction_responses``)."""
         command = next((c for c in self.commands if c["name"] == name), None)
         if command is None:
             raise AssertionError(f"/{name} is not registered; registered: {[c['name'] for c in self.commands]}")
@@ -505,8 +518,8 @@ class FakeDiscord:
         data: Json = {
             "id": str(iid),
             "application_id": self.bot["id"],
-            "type": 2,
-            "data": {"id": command["id"], "name": name, "type": 1, "options": []},
+            "type": 4 if autocomplete else 2,
+            "data": {"id": command["id"], "name": name, "type": 1, "options": options or []},
             "channel_id": str(channel_id),
             "channel": channel,
             "token": f"interaction-token-{iid}",
@@ -522,6 +535,8 @@ class FakeDiscord:
             data["guild_id"] = str(guild_id)
             data["guild_locale"] = "en-US"
             data["member"] = self._member(user)
+            if permissions is not None:
+                data["member"]["permissions"] = str(permissions)
         else:
             data["user"] = user
         self._interaction_channels[iid] = channel_id

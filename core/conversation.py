@@ -1,0 +1,150 @@
+"""Settings of one conversation, changed from inside the chat (``/model``, ``/persona``, ``/language``).
+
+They are stored with the conversation, in the agent's memory store under ``settings:<context id>`` (SQLite in
+one process; in Redis ``<prefix>{<context id>}:mem:settings``, written at once, so every worker reads the change
+on its next run). ``/reset`` leaves them alone: it forgets what was said, not how the chat was set up.
+
+The operator's rules (``ChatPolicy``) decide what may be chosen: the models of ``LLM_ALLOWED_MODELS``, the
+length of a persona, the languages of the bot's own messages, and values pinned per conversation
+(``*_CHANNEL_SETTINGS``), which no command can change. ``effective`` merges the two for a run.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import MemoryStoreError
+
+__all__ = (
+    "ChatPolicy",
+    "ChatSetting",
+    "ChatSettings",
+    "ChatSettingsStore",
+    "escape_persona",
+)
+
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+class ChatSetting(enum.StrEnum):
+    """The settings a conversation can change."""
+
+    MODEL = "model"
+    """The model that answers (one of ``LLM_ALLOWED_MODELS``)."""
+    PERSONA = "persona"
+    """Who the bot is in this conversation (replaces ``BOT_PERSONA``)."""
+    LANGUAGE = "language"
+    """Language of the bot's own messages (errors, help, notices)."""
+    REPLY = "reply"
+    """When the bot answers in a group (the platform's reply policy: always, mention, off)."""
+
+
+class ChatSettings(BaseModel):
+    """What one conversation chose; ``None`` keeps the operator's default."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    model: str | None = None
+    """The model name sent to the provider (one of ``LLM_ALLOWED_MODELS``)."""
+    persona: str | None = None
+    """The persona given in the chat, as written (escaped when it enters the prompt)."""
+    language: str | None = None
+    """Language code of the bot's own messages (``en``, ``fr``)."""
+    reply: str | None = None
+    """Reply policy in a group (``always``, ``mention``, ``off``)."""
+
+    def get(self, setting: ChatSetting) -> str | None:
+        """The value of ``setting``."""
+        value: str | None = getattr(self, setting.value)
+        return value
+
+
+def escape_persona(text: str) -> str:
+    """A persona written in a chat, as it enters the system prompt: like any user text, it can neither open
+    nor close a protocol element (``&``, ``<``, ``>`` as entities)."""
+    return text.translate(_ESCAPES)
+
+
+@dataclass(kw_only=True)
+class ChatPolicy:
+    """The operator's rules for settings changed from the chat."""
+
+    allowed_models: tuple[str, ...] = ()
+    """Models a conversation may choose (``LLM_ALLOWED_MODELS``); empty: ``/model`` only shows the model."""
+    default_model: str = ""
+    """The model used when a conversation chose none (``LLM_MODEL``, for display)."""
+    persona_max_chars: int = 1000
+    """A longer persona is refused (``BOT_PERSONA_MAX_CHARS``)."""
+    languages: tuple[str, ...] = ("en", "fr")
+    """Languages of the bot's own messages a conversation may choose."""
+    default_language: str = "en"
+    """Language of the bot's own messages when a conversation chose none (``BOT_LANGUAGE``)."""
+    admin_users: frozenset[str] = frozenset()
+    """Platform-qualified user ids (``discord:123``, ``telegram:456``) who may change settings anywhere."""
+    disabled_commands: frozenset[str] = frozenset()
+    """Commands turned off entirely (``BOT_DISABLED_COMMANDS``: ``model``, ``persona``, ``stats``...)."""
+    pinned: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Values fixed per context id by the operator (``*_CHANNEL_SETTINGS``): no command changes them. An
+    empty value pins the operator's default."""
+
+    def pins_of(self, context_id: str) -> Mapping[str, str]:
+        """The values pinned in ``context_id``."""
+        return self.pinned.get(context_id, {})
+
+    def is_pinned(self, context_id: str, setting: ChatSetting) -> bool:
+        """True when the operator fixed ``setting`` in ``context_id``."""
+        return setting.value in self.pins_of(context_id)
+
+    def effective(self, context_id: str, chosen: ChatSettings) -> ChatSettings:
+        """What a run of ``context_id`` uses: the conversation's choices, the operator's pins over them, and
+        nothing the policy no longer allows (a model taken off ``LLM_ALLOWED_MODELS``, an unknown language)."""
+        values: dict[str, Any] = chosen.model_dump()
+        for name, value in self.pins_of(context_id).items():
+            values[name] = value or None
+        if values.get("model") is not None and values["model"] not in self.allowed_models:
+            values["model"] = None
+        if values.get("language") is not None and values["language"] not in self.languages:
+            values["language"] = None
+        persona = values.get("persona")
+        if persona is not None:
+            values["persona"] = persona[: self.persona_max_chars] or None
+        return ChatSettings(**values)
+
+
+class ChatSettingsStore:
+    """Reads and writes conversations' settings in a memory store (``settings:<context id>``)."""
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+        """The agent's memory store."""
+
+    @staticmethod
+    def key(context_id: str) -> str:
+        """The memory key of ``context_id``'s settings."""
+        return f"settings:{context_id}"
+
+    async def get(self, context_id: str) -> ChatSettings:
+        """What ``context_id`` chose (all ``None`` when nothing)."""
+        stored = await self.memory.get(self.key(context_id))
+        if not isinstance(stored, dict):
+            return ChatSettings()
+        try:
+            return ChatSettings.model_validate(stored)
+        except ValueError as exc:
+            raise MemoryStoreError(f"the stored settings of {context_id} are not valid: {exc}") from exc
+
+    async def change(self, context_id: str, **values: str | None) -> ChatSettings:
+        """Set (or, with ``None``, clear) some of ``context_id``'s settings; returns the new settings."""
+        current = await self.get(context_id)
+        updated = current.model_copy(update=values)
+        data = {k: v for k, v in updated.model_dump().items() if v is not None}
+        if data:
+            await self.memory.set(self.key(context_id), data)
+        else:
+            await self.memory.delete(self.key(context_id))
+        return updated

@@ -1,0 +1,239 @@
+"""Usage accounting: model tokens in and out and their estimated cost, per day, under keys.
+
+A model call's usage is added under several keys at once: ``user:<platform>:<id>`` (who asked),
+``chat:<context id>`` (the conversation) and ``model:<name>`` (for totals without user ids). Days are UTC
+dates (``2026-11-23``); stores keep ``USAGE_DAYS`` days. Costs are kept in millionths of a dollar (integers:
+totals add up exactly). The same counters serve ``/stats`` and the per-day limits of a deployment.
+
+Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a file next to the memory store),
+``core.redis.RedisUsage`` (every worker adds to the same counters, atomically).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from .errors import MemoryStoreError
+from .logs import InputRef
+
+__all__ = (
+    "USAGE_DAYS",
+    "InMemoryUsage",
+    "Price",
+    "SQLiteUsage",
+    "UsageStore",
+    "UsageTotals",
+    "cost_micros",
+    "day_of",
+    "last_days",
+    "user_of",
+)
+
+USAGE_DAYS = 90
+"""Days of usage kept."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Price:
+    """What a model costs, in dollars per million tokens."""
+
+    input: float = 0.0
+    """Dollars per million tokens read."""
+    output: float = 0.0
+    """Dollars per million tokens written."""
+
+
+@dataclass(kw_only=True)
+class UsageTotals:
+    """Tokens and cost added up."""
+
+    input_tokens: int = 0
+    """Tokens the model read."""
+    output_tokens: int = 0
+    """Tokens the model wrote."""
+    cost_micros: int = 0
+    """Estimated cost in millionths of a dollar."""
+
+    @property
+    def cost(self) -> float:
+        """Estimated cost in dollars."""
+        return self.cost_micros / 1_000_000
+
+    def add(self, other: UsageTotals) -> None:
+        """Add ``other`` to these totals."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost_micros += other.cost_micros
+
+
+def cost_micros(price: Price | None, input_tokens: int, output_tokens: int) -> int:
+    """The estimated cost of a call in millionths of a dollar (0 without a price)."""
+    if price is None:
+        return 0
+    return round(input_tokens * price.input + output_tokens * price.output)
+
+
+def day_of(when: dt.datetime | None = None) -> str:
+    """The UTC day of ``when`` (now by default) as ``YYYY-MM-DD``."""
+    moment = when if when is not None else dt.datetime.now(dt.UTC)
+    return moment.astimezone(dt.UTC).date().isoformat()
+
+
+def last_days(count: int, *, today: str | None = None) -> list[str]:
+    """The ``count`` days ending with ``today`` (UTC), newest first."""
+    end = dt.date.fromisoformat(today or day_of())
+    return [(end - dt.timedelta(days=n)).isoformat() for n in range(count)]
+
+
+def user_of(ref: InputRef) -> str | None:
+    """The platform-qualified id of who wrote ``ref`` (``discord:123``, ``telegram:456``), when its params
+    carry one (``user_id`` or ``author_id``)."""
+    user = ref.params.get("user_id") or ref.params.get("author_id")
+    if not user:
+        return None
+    return f"{ref.type.partition(':')[0]}:{user}"
+
+
+@runtime_checkable
+class UsageStore(Protocol):
+    """Counters of tokens and cost per day and key."""
+
+    async def add(self, *, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
+        """Add one call's usage (``cost`` in millionths of a dollar) under each of ``keys`` on ``day``."""
+        ...
+
+    async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
+        """The usage under ``key`` over ``days``."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+class InMemoryUsage:
+    """Usage counters in a dict (tests, and agents without a persistent store)."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str, str], UsageTotals] = {}
+        """Totals by ``(day, key)``."""
+
+    async def add(self, *, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
+        """Add one call's usage."""
+        for key in keys:
+            self.data.setdefault((day, key), UsageTotals()).add(
+                UsageTotals(input_tokens=input_tokens, output_tokens=output_tokens, cost_micros=cost)
+            )
+        oldest = last_days(USAGE_DAYS, today=day)[-1]
+        for stale in [k for k in self.data if k[0] < oldest]:
+            del self.data[stale]
+
+    async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
+        """The usage under ``key`` over ``days``."""
+        total = UsageTotals()
+        for day in days:
+            found = self.data.get((day, key))
+            if found is not None:
+                total.add(found)
+        return total
+
+    def by_prefix(self, prefix: str) -> Mapping[str, UsageTotals]:
+        """All-time totals of the keys starting with ``prefix`` (``model:``), by key."""
+        found: dict[str, UsageTotals] = {}
+        for (_, key), totals in self.data.items():
+            if key.startswith(prefix):
+                found.setdefault(key, UsageTotals()).add(totals)
+        return found
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class SQLiteUsage:
+    """Usage counters in a SQLite file (one row per day and key), the embedded default."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        """The database file."""
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._pruned = ""
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS usage (day TEXT NOT NULL, key TEXT NOT NULL, "
+                    "input INTEGER NOT NULL, output INTEGER NOT NULL, cost INTEGER NOT NULL, PRIMARY KEY (day, key))"
+                )
+            except (OSError, sqlite3.Error) as exc:
+                raise MemoryStoreError(
+                    f"cannot open the usage database at {self.path}: {exc}; check BOT_DATA_DIR points to a "
+                    "writable folder"
+                ) from exc
+            self._conn = conn
+        return self._conn
+
+    def _add(self, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
+        with self._lock:
+            try:
+                conn = self._connect()
+                with conn:
+                    conn.execute("BEGIN")
+                    conn.executemany(
+                        "INSERT INTO usage (day, key, input, output, cost) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT(day, key) DO UPDATE SET input = input + excluded.input, "
+                        "output = output + excluded.output, cost = cost + excluded.cost",
+                        [(day, key, input_tokens, output_tokens, cost) for key in keys],
+                    )
+                    if self._pruned != day:
+                        conn.execute("DELETE FROM usage WHERE day < ?", (last_days(USAGE_DAYS, today=day)[-1],))
+                        self._pruned = day
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"usage database {self.path}: {exc}") from exc
+
+    async def add(self, *, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
+        """Add one call's usage."""
+        await asyncio.to_thread(self._add, day, keys, input_tokens, output_tokens, cost)
+
+    def _totals(self, key: str, days: Sequence[str]) -> UsageTotals:
+        marks = ",".join("?" * len(days))
+        with self._lock:
+            try:
+                row = (
+                    self._connect()
+                    .execute(
+                        "SELECT COALESCE(SUM(input), 0), COALESCE(SUM(output), 0), COALESCE(SUM(cost), 0) "
+                        f"FROM usage WHERE key = ? AND day IN ({marks})",
+                        (key, *days),
+                    )
+                    .fetchone()
+                )
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"usage database {self.path}: {exc}") from exc
+        return UsageTotals(input_tokens=int(row[0]), output_tokens=int(row[1]), cost_micros=int(row[2]))
+
+    async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
+        """The usage under ``key`` over ``days``."""
+        return await asyncio.to_thread(self._totals, key, days)
+
+    async def close(self) -> None:
+        """Close the connection."""
+
+        def _close() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await asyncio.to_thread(_close)

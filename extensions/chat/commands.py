@@ -1,0 +1,216 @@
+"""The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
+``/settings`` and ``/stats``. The adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord
+as an ephemeral reply, Telegram as a message with an inline keyboard for the choices).
+
+Who may change what: a chat's admins (the adapter decides: Discord's Manage Server or Manage Channels,
+Telegram's chat administrators), the owner of a private chat, and ``BOT_ADMIN_USERS`` everywhere. Anyone may
+look (``/settings``, ``/model`` and ``/persona`` without a change, ``/stats`` for their own figures). A
+setting the operator pinned in a channel cannot be changed; a command in ``BOT_DISABLED_COMMANDS`` answers
+that it is off. Answers are in the chat's language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from core.conversation import ChatSetting, ChatSettings
+from core.usage import UsageTotals, last_days
+
+from .i18n import LANGUAGE_NAMES, say
+
+if TYPE_CHECKING:
+    from core.agent import Agent
+
+__all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands")
+
+COMMANDS = ("model", "persona", "language", "settings", "stats")
+"""The settings commands, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Caller:
+    """Who runs a command, as the adapter knows them."""
+
+    user: str
+    """Platform-qualified user id (``discord:123``, ``telegram:456``)."""
+    manages_chat: bool
+    """An admin of this chat (or the user of a private chat)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """What a command answers."""
+
+    text: str
+    """The message, in the chat's language."""
+    choices: list[tuple[str, str]] = field(default_factory=list)
+    """``(label, value)`` buttons to offer (Telegram's inline keyboard); a value is ``<setting>:<choice>``."""
+    changed: bool = False
+    """A setting was changed."""
+
+
+class ChatCommands:
+    """Serves the settings commands of one agent's conversations."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def may_change(self, caller: Caller) -> bool:
+        """True when ``caller`` may change this chat's settings."""
+        return caller.manages_chat or caller.user in self.agent.chat_policy.admin_users
+
+    def enabled(self, command: str) -> bool:
+        """False when the operator turned ``command`` off (``BOT_DISABLED_COMMANDS``)."""
+        return command not in self.agent.chat_policy.disabled_commands
+
+    async def effective(self, context_id: str) -> ChatSettings:
+        """The settings a run of ``context_id`` would use now."""
+        return self.agent.chat_policy.effective(context_id, await self.agent.chat_settings.get(context_id))
+
+    async def language(self, context_id: str) -> str:
+        """The language of the bot's own messages in ``context_id``."""
+        chosen = (await self.effective(context_id)).language
+        return chosen or self.agent.chat_policy.default_language
+
+    def _model_shown(self, settings: ChatSettings) -> str:
+        policy = self.agent.chat_policy
+        return settings.model or policy.default_model or str(getattr(self.agent.model, "name", "?"))
+
+    def _refusal(self, context_id: str, caller: Caller, setting: ChatSetting, lang: str) -> str | None:
+        what = say(f"setting.{setting.value}", lang)
+        if self.agent.chat_policy.is_pinned(context_id, setting):
+            return say("pinned", lang, setting=what)
+        if not self.may_change(caller):
+            return say("not_allowed", lang, setting=what)
+        return None
+
+    # -- the commands ----------------------------------------------------------------------------------
+
+    async def run(self, command: str, context_id: str, caller: Caller, arg: str | None = None) -> Answer:
+        """Answer ``/command arg`` in ``context_id``."""
+        lang = await self.language(context_id)
+        if command not in COMMANDS:
+            raise ValueError(f"unknown settings command {command!r}")
+        if not self.enabled(command):
+            return Answer(text=say("disabled", lang, command=command))
+        arg = arg.strip() if arg is not None else None
+        if command == "model":
+            return await self.model(context_id, caller, arg or None)
+        if command == "persona":
+            return await self.persona(context_id, caller, arg)
+        if command == "language":
+            return await self.set_language(context_id, caller, arg or None)
+        if command == "settings":
+            return await self.settings(context_id)
+        return await self.stats(context_id, caller)
+
+    async def model(self, context_id: str, caller: Caller, name: str | None) -> Answer:
+        """``/model``: show the model and the choices, or (an admin) choose one."""
+        lang = await self.language(context_id)
+        current = await self.effective(context_id)
+        allowed = self.agent.chat_policy.allowed_models
+        shown = self._model_shown(current)
+        if name is None:
+            if not allowed:
+                return Answer(text=say("model_only", lang, model=shown))
+            return Answer(
+                text=say("model_choose", lang, model=shown, choices=", ".join(allowed)),
+                choices=[(m, f"model:{m}") for m in allowed],
+            )
+        refusal = self._refusal(context_id, caller, ChatSetting.MODEL, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        if name not in allowed:
+            return Answer(text=say("model_unknown", lang, model=name, choices=", ".join(allowed) or shown))
+        await self.agent.chat_settings.change(context_id, model=name)
+        return Answer(text=say("model_set", lang, model=name), changed=True)
+
+    async def persona(self, context_id: str, caller: Caller, arg: str | None) -> Answer:
+        """``/persona`` (show), ``/persona reset``, ``/persona set <text>`` (or ``/persona <text>``)."""
+        lang = await self.language(context_id)
+        action, _, rest = (arg or "").partition(" ")
+        if action.lower() in ("", "show"):
+            current = (await self.effective(context_id)).persona
+            if current is None:
+                return Answer(text=say("persona_default", lang))
+            return Answer(text=say("persona_show", lang, persona=current))
+        refusal = self._refusal(context_id, caller, ChatSetting.PERSONA, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        if action.lower() == "reset":
+            await self.agent.chat_settings.change(context_id, persona=None)
+            return Answer(text=say("persona_reset", lang), changed=True)
+        text = rest.strip() if action.lower() == "set" else (arg or "").strip()
+        if not text:
+            return Answer(text=say("persona_empty", lang))
+        limit = self.agent.chat_policy.persona_max_chars
+        if len(text) > limit:
+            return Answer(text=say("persona_too_long", lang, length=len(text), limit=limit))
+        await self.agent.chat_settings.change(context_id, persona=text)
+        return Answer(text=say("persona_set", lang, length=len(text)), changed=True)
+
+    async def set_language(self, context_id: str, caller: Caller, code: str | None) -> Answer:
+        """``/language``: show the languages, or (an admin) choose one."""
+        lang = await self.language(context_id)
+        languages = self.agent.chat_policy.languages
+        choices = ", ".join(f"{c} ({LANGUAGE_NAMES.get(c, c)})" for c in languages)
+        if code is None:
+            return Answer(
+                text=say("language_now", lang, language=LANGUAGE_NAMES.get(lang, lang), choices=choices),
+                choices=[(LANGUAGE_NAMES.get(c, c), f"language:{c}") for c in languages],
+            )
+        refusal = self._refusal(context_id, caller, ChatSetting.LANGUAGE, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        code = code.lower()
+        if code not in languages:
+            return Answer(text=say("language_unknown", lang, language=code, choices=choices))
+        await self.agent.chat_settings.change(context_id, language=code)
+        return Answer(text=say("language_set", code), changed=True)
+
+    async def settings(self, context_id: str) -> Answer:
+        """``/settings``: every setting of the chat, the pinned ones marked."""
+        lang = await self.language(context_id)
+        current = await self.effective(context_id)
+        policy = self.agent.chat_policy
+
+        def mark(setting: ChatSetting) -> str:
+            return say("pinned_mark", lang) if policy.is_pinned(context_id, setting) else ""
+
+        persona = current.persona or say("settings_default_persona", lang)
+        if len(persona) > 200:
+            persona = persona[:199] + "…"
+        text = say(
+            "settings",
+            lang,
+            model=self._model_shown(current) + mark(ChatSetting.MODEL),
+            persona=persona + mark(ChatSetting.PERSONA),
+            language=LANGUAGE_NAMES.get(lang, lang) + mark(ChatSetting.LANGUAGE),
+        )
+        return Answer(text=text)
+
+    async def stats(self, context_id: str, caller: Caller) -> Answer:
+        """``/stats``: the caller's own usage and this chat's, today and over 30 days."""
+        lang = await self.language(context_id)
+        usage = self.agent.usage
+        today, month = last_days(1), last_days(30)
+        figures: dict[str, object] = {}
+        for prefix, key in (("user", f"user:{caller.user}"), ("chat", f"chat:{context_id}")):
+            for suffix, days in (("", today), ("_30", month)):
+                totals: UsageTotals = await usage.totals(key, days)
+                figures[f"{prefix}_in{suffix}"] = totals.input_tokens
+                figures[f"{prefix}_out{suffix}"] = totals.output_tokens
+                figures[f"{prefix}_cost{suffix}"] = f"{totals.cost:.4f}"
+        return Answer(text=say("stats", lang, **figures))
+
+    async def choose(self, context_id: str, caller: Caller, value: str) -> Answer:
+        """A choice offered by an ``Answer`` was picked (``model:<name>``, ``language:<code>``)."""
+        setting, _, choice = value.partition(":")
+        if setting == "model" and self.enabled("model"):
+            return await self.model(context_id, caller, choice)
+        if setting == "language" and self.enabled("language"):
+            return await self.set_language(context_id, caller, choice)
+        return Answer(text=say("command_failed", await self.language(context_id)))

@@ -1,0 +1,111 @@
+"""The bot's own messages (errors, notices, command answers) in each language a chat may choose.
+
+Every message has an English text; each other language gives all of them (a test checks the catalog is
+complete and the placeholders agree). ``say(key, language, **values)`` picks the chat's language and falls
+back to English. Texts an operator set in the environment (``DISCORD_ERROR_MESSAGE``, ``*_HELP_TEXT``) are
+the operator's words and are used as written, whatever the chat's language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ("LANGUAGE_NAMES", "MESSAGES", "say")
+
+LANGUAGE_NAMES: Mapping[str, str] = {"en": "English", "fr": "Français"}
+"""The languages of the bot's own messages, by code, in their own words."""
+
+_EN: dict[str, str] = {
+    "run_failed": "Sorry, something went wrong while I was answering. Please try again.",
+    "model_down": (
+        "Sorry, I can't answer right now: the language model is not responding. Please try again in a minute."
+    ),
+    "no_answer": "Sorry, I could not put an answer together for that. Please try again or rephrase it.",
+    "busy": "I'm answering too many messages right now. Please send that again in a minute.",
+    "reset_done": "Done: I forgot everything about this conversation.",
+    "not_ready": "I am not ready yet; try again in a moment.",
+    "not_served": "I don't talk in this channel, so there is nothing to change here.",
+    "command_failed": "Sorry, that did not work. Please try again.",
+    "disabled": "/{command} is turned off on this bot.",
+    "not_allowed": "Sorry, only this chat's admins can change the {setting} here.",
+    "pinned": "The operator fixed the {setting} of this chat, so it can't be changed from here.",
+    "setting.model": "model",
+    "setting.persona": "persona",
+    "setting.language": "language",
+    "model_now": "This chat uses the model {model}.",
+    "model_choose": "This chat uses the model {model}. Choose another one: {choices}",
+    "model_only": "This bot has one model: {model}.",
+    "model_set": "Done: this chat now uses {model}.",
+    "model_unknown": "{model} is not one of the models you can choose: {choices}",
+    "persona_show": "The persona of this chat:\n{persona}",
+    "persona_default": "This chat uses the bot's own persona.",
+    "persona_set": "Done: this chat has a new persona ({length} characters).",
+    "persona_reset": "Done: this chat is back to the bot's own persona.",
+    "persona_too_long": "That persona is too long: {length} characters, at most {limit}.",
+    "persona_empty": "Write the persona after the command, for example: /persona set You are a pirate.",
+    "language_now": "I write my messages in {language}. Choose another language: {choices}",
+    "language_set": "Done: I will write my messages in English.",
+    "language_unknown": "{language} is not a language I can write my messages in: {choices}",
+    "settings": "Settings of this chat\nModel: {model}\nPersona: {persona}\nLanguage: {language}",
+    "settings_default_persona": "the bot's own",
+    "pinned_mark": " (fixed by the operator)",
+    "stats": (
+        "Your usage today: {user_in} tokens in, {user_out} out, about ${user_cost}\n"
+        "Your last 30 days: {user_in_30} in, {user_out_30} out, about ${user_cost_30}\n"
+        "This chat today: {chat_in} in, {chat_out} out, about ${chat_cost}\n"
+        "This chat, last 30 days: {chat_in_30} in, {chat_out_30} out, about ${chat_cost_30}"
+    ),
+}
+
+_FR: dict[str, str] = {
+    "run_failed": "Désolé, un problème est survenu pendant ma réponse. Réessayez, s'il vous plaît.",
+    "model_down": (
+        "Désolé, je ne peux pas répondre pour l'instant : le modèle de langue ne répond pas. Réessayez dans une minute."
+    ),
+    "no_answer": "Désolé, je n'ai pas réussi à formuler une réponse. Réessayez ou reformulez, s'il vous plaît.",
+    "busy": "Je réponds à trop de messages en ce moment. Renvoyez-le dans une minute, s'il vous plaît.",
+    "reset_done": "C'est fait : j'ai tout oublié de cette conversation.",
+    "not_ready": "Je ne suis pas encore prêt ; réessayez dans un instant.",
+    "not_served": "Je ne parle pas dans ce salon, il n'y a donc rien à changer ici.",
+    "command_failed": "Désolé, cela n'a pas marché. Réessayez, s'il vous plaît.",
+    "disabled": "/{command} est désactivée sur ce bot.",
+    "not_allowed": "Désolé, seuls les administrateurs de ce chat peuvent changer ce réglage ({setting}) ici.",
+    "pinned": "L'opérateur a fixé ce réglage ({setting}) pour ce chat : il ne peut pas être changé d'ici.",
+    "setting.model": "modèle",
+    "setting.persona": "persona",
+    "setting.language": "langue",
+    "model_now": "Ce chat utilise le modèle {model}.",
+    "model_choose": "Ce chat utilise le modèle {model}. Choisissez-en un autre : {choices}",
+    "model_only": "Ce bot n'a qu'un modèle : {model}.",
+    "model_set": "C'est fait : ce chat utilise maintenant {model}.",
+    "model_unknown": "{model} ne fait pas partie des modèles proposés : {choices}",
+    "persona_show": "Le persona de ce chat :\n{persona}",
+    "persona_default": "Ce chat utilise le persona du bot.",
+    "persona_set": "C'est fait : ce chat a un nouveau persona ({length} caractères).",
+    "persona_reset": "C'est fait : ce chat reprend le persona du bot.",
+    "persona_too_long": "Ce persona est trop long : {length} caractères, au plus {limit}.",
+    "persona_empty": "Écrivez le persona après la commande, par exemple : /persona set Tu es un pirate.",
+    "language_now": "J'écris mes messages en {language}. Choisissez une autre langue : {choices}",
+    "language_set": "C'est fait : j'écrirai mes messages en français.",
+    "language_unknown": "{language} n'est pas une langue dans laquelle j'écris mes messages : {choices}",
+    "settings": "Réglages de ce chat\nModèle : {model}\nPersona : {persona}\nLangue : {language}",
+    "settings_default_persona": "celui du bot",
+    "pinned_mark": " (fixé par l'opérateur)",
+    "stats": (
+        "Votre usage aujourd'hui : {user_in} jetons en entrée, {user_out} en sortie, environ {user_cost} $\n"
+        "Vos 30 derniers jours : {user_in_30} en entrée, {user_out_30} en sortie, environ {user_cost_30} $\n"
+        "Ce chat aujourd'hui : {chat_in} en entrée, {chat_out} en sortie, environ {chat_cost} $\n"
+        "Ce chat, 30 derniers jours : {chat_in_30} en entrée, {chat_out_30} en sortie, environ {chat_cost_30} $"
+    ),
+}
+
+MESSAGES: Mapping[str, Mapping[str, str]] = {"en": _EN, "fr": _FR}
+"""Every message by language code, then by key."""
+
+
+def say(key: str, language: str | None = None, /, **values: object) -> str:
+    """The message ``key`` in ``language`` (English when the language or the message is missing), with
+    ``values`` filled in."""
+    catalog = MESSAGES.get(language or "en", _EN)
+    template = catalog.get(key) or _EN[key]
+    return template.format(**values) if values else template
