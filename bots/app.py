@@ -5,12 +5,26 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core import Agent, Dispatcher, Extension, MemoryStore, Model, SQLiteStore, create_agent, service
+from core import (
+    Agent,
+    ChatPolicy,
+    Dispatcher,
+    Extension,
+    MemoryStore,
+    Model,
+    Price,
+    SQLiteStore,
+    SQLiteUsage,
+    UsageStore,
+    create_agent,
+    service,
+)
 from core.errors import ConfigError, MemoryStoreError
 from core.history import RetentionSweeper
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
 from core.summary import SummaryLock, SummaryPolicy
+from extensions.chat.i18n import LANGUAGE_NAMES
 
 from .assistant import assistant_extension, persona_text
 from .config import check_settings, platforms
@@ -19,12 +33,14 @@ from .settings import Settings
 
 __all__ = (
     "build_agent",
+    "build_chat_policy",
     "build_extensions",
     "build_history",
     "build_media",
     "build_memory",
     "build_model_from_settings",
     "build_summary_policy",
+    "build_usage",
 )
 
 log = logging.getLogger("bots.app")
@@ -75,6 +91,11 @@ async def _open_history(opener: Any) -> None:
         log.warning("%s; conversations go on, their history is not kept until it answers", exc)
 
 
+def build_usage(settings: Settings) -> UsageStore:
+    """The embedded default: usage counters in SQLite under ``BOT_DATA_DIR``, next to the memory store."""
+    return SQLiteUsage(settings.bot.data_dir / "usage.sqlite3")
+
+
 def build_media(settings: Settings) -> MediaReader:
     """What the bot reads of attachments (``MEDIA_*``), and speech to text when ``STT_BASE_URL`` is set."""
     media, stt = settings.media, settings.stt
@@ -93,6 +114,18 @@ def build_media(settings: Settings) -> MediaReader:
         key = stt.api_key.get_secret_value().strip() if stt.api_key is not None else ""
         transcriber = OpenAITranscriber(base_url=base_url, model=stt.model, api_key=key or None, timeout=stt.timeout)
     return MediaReader(limits=limits, transcriber=transcriber, echo=stt.echo and transcriber is not None)
+
+
+def build_chat_policy(settings: Settings) -> ChatPolicy:
+    """The operator's rules for settings changed from the chat (``LLM_ALLOWED_MODELS``, ``BOT_LANGUAGE``...)."""
+    return ChatPolicy(
+        allowed_models=settings.llm.allowed_models,
+        default_model=settings.llm.model.strip(),
+        persona_max_chars=settings.bot.persona_max_chars,
+        languages=tuple(LANGUAGE_NAMES),
+        default_language=settings.bot.language,
+        disabled_commands=settings.bot.disabled_commands,
+    )
 
 
 def build_extensions(
@@ -137,6 +170,7 @@ def build_agent(
     listen: bool = True,
     model: Model | None = None,
     memory: MemoryStore | None = None,
+    usage: UsageStore | None = None,
     platforms: list[str] | None = None,
     tools: bool = True,
     history: HistoryStore | None = None,
@@ -158,6 +192,9 @@ def build_agent(
         model=chosen_model,
         extensions=build_extensions(settings, listen=listen, only=platforms, tools=tools, search=history is not None),
         memory=memory if memory is not None else build_memory(settings),
+        usage=usage if usage is not None else (build_usage(settings) if memory is None else None),
+        chat_policy=build_chat_policy(settings),
+        prices={name: Price(input=given, output=taken) for name, (given, taken) in settings.llm.prices.items()},
         dispatcher=dispatcher,
         persona=persona_text(settings.bot.name, settings.bot.persona),
         max_tokens=settings.llm.max_tokens,

@@ -189,10 +189,41 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
                 "DATABASE_URL is set but the postgres extra is not installed: run pip install '.[postgres]' "
                 "or unset DATABASE_URL"
             )
+    problems.extend(_chat_problems(settings))
     if settings.log.format not in ("text", "json"):
         problems.append(f"LOG_FORMAT={settings.log.format!r} is not text or json: set LOG_FORMAT=text or json")
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         problems.append(f"LOG_LEVEL={settings.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
+    return problems
+
+
+def _chat_problems(settings: Settings) -> list[str]:
+    """Settings changed from the chat: languages, commands, models a chat may choose."""
+    from extensions.chat.commands import COMMANDS
+    from extensions.chat.i18n import LANGUAGE_NAMES
+
+    problems: list[str] = []
+    if settings.bot.language not in LANGUAGE_NAMES:
+        problems.append(f"BOT_LANGUAGE={settings.bot.language!r} is not one of {', '.join(LANGUAGE_NAMES)}")
+    unknown = sorted(settings.bot.disabled_commands - {*COMMANDS, "reset"})
+    if unknown:
+        problems.append(
+            f"BOT_DISABLED_COMMANDS names {', '.join(unknown)}, which are not commands: use "
+            f"{', '.join((*COMMANDS, 'reset'))}"
+        )
+    if settings.llm.allowed_models and settings.llm.provider not in ("openai", "anthropic"):
+        problems.append(
+            f"LLM_ALLOWED_MODELS needs LLM_PROVIDER=openai or anthropic (the {settings.llm.provider} provider serves "
+            "one model): unset LLM_ALLOWED_MODELS or change LLM_PROVIDER"
+        )
+    for channel_settings, variable in (
+        (settings.discord.channel_settings, "DISCORD_CHANNEL_SETTINGS"),
+        (settings.telegram.channel_settings, "TELEGRAM_CHANNEL_SETTINGS"),
+    ):
+        for channel, pins in channel_settings.items():
+            model = pins.get("model")
+            if model and model not in settings.llm.allowed_models:
+                problems.append(f"{variable} pins model {model!r} in {channel}: add it to LLM_ALLOWED_MODELS")
     return problems
 
 

@@ -211,7 +211,7 @@ async def _listen(
 ) -> None:
     """One listening period of one platform's agent (Discord's shards leased meanwhile) until ``stopping`` is
     set, a lock is lost, or the platform fails for good (raised)."""
-    from core.redis import IdentifySlots, RedisDispatcher, RedisMemoryStore
+    from core.redis import IdentifySlots, RedisDispatcher, RedisMemoryStore, RedisUsage
 
     from .app import build_agent, build_history
 
@@ -220,6 +220,7 @@ async def _listen(
         dispatcher=RedisDispatcher(backend),
         memory=RedisMemoryStore(backend),
         history=build_history(settings, distributed=True),  # for /forget
+        usage=RedisUsage(backend),  # for /stats
         model=_no_model(),
         listen=True,
         tools=False,

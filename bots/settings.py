@@ -7,6 +7,7 @@ Variables are ``<GROUP>_<FIELD>``: ``LLM_PROVIDER``, ``DISCORD_TOKEN``, ``LOG_FO
 from __future__ import annotations
 
 import enum
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,12 +50,28 @@ class LlmProvider(enum.StrEnum):
 class BotSettings(BaseModel):
     """``BOT_*``: who the bot is and how it runs."""
 
+    @field_validator("disabled_commands", mode="before")
+    @classmethod
+    def _commands(cls, value: Any) -> Any:
+        names = _names(value)
+        return [str(n).lower().lstrip("/") for n in names] if isinstance(names, list) else names
+
     name: str = Field(default="Daydream", description="The bot's name, used in its persona")
     persona: str = Field(
         default="You are {name}, a friendly and concise assistant in a group chat. Answer in the language of the user.",
         description="The persona added to the system prompt ({name} is replaced)",
     )
     data_dir: Path = Field(default=Path("data"), description="Folder of the SQLite memory store (embedded mode)")
+    language: str = Field(
+        default="en", description="Language of the bot's own messages (en or fr); each chat may choose with /language"
+    )
+    persona_max_chars: int = Field(
+        default=1000, ge=10, le=20_000, description="A persona given with /persona set is at most this long"
+    )
+    disabled_commands: Annotated[frozenset[str], NoDecode] = Field(
+        default_factory=frozenset,
+        description="Chat commands turned off entirely, comma-separated: model, persona, language, settings, stats",
+    )
     max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
     summary_every: int = Field(
@@ -77,6 +94,16 @@ class BotSettings(BaseModel):
 
 class LlmSettings(BaseModel):
     """``LLM_*``: the model."""
+
+    @field_validator("allowed_models", mode="before")
+    @classmethod
+    def _allowed(cls, value: Any) -> Any:
+        return _names(value)
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _price_pairs(cls, value: Any) -> Any:
+        return _prices(value)
 
     provider: LlmProvider = Field(default=LlmProvider.LOCAL, description="local, openai, anthropic or scripted")
     model: str = Field(default="", description="Model name (provider default when empty)")
@@ -102,11 +129,50 @@ class LlmSettings(BaseModel):
         default=None,
         description="Short prompt without tools, for small models (empty: on for the local provider, off otherwise)",
     )
+    allowed_models: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="Models a chat may choose with /model, comma-separated names served by LLM_PROVIDER "
+        "(openai or anthropic); empty: /model only shows LLM_MODEL",
+    )
+    prices: Annotated[dict[str, tuple[float, float]], NoDecode] = Field(
+        default_factory=dict,
+        description="Dollars per million tokens (input/output) of each model, for the estimated cost in /stats and "
+        "/metrics, for example gpt-4o-mini=0.15/0.6,gpt-4o=2.5/10",
+    )
     vision: bool = Field(
         default=True,
         description="Send pictures to the model as images (openai, anthropic); false for a text-only model, "
         "which then reads a short note instead. The local model never sees images",
     )
+
+
+def _names(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        return json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
+    return value
+
+
+def _prices(value: Any) -> Any:
+    """``model=in/out,model=in/out`` or JSON (``{"model": [in, out]}``) -> ``{model: (in, out)}``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("{"):
+        return json.loads(text)
+    prices: dict[str, tuple[str, str]] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        name, sep, price = item.rpartition("=")
+        given, slash, taken = price.partition("/")
+        if not sep or not slash or not name.strip():
+            raise ValueError(
+                f"LLM_PRICES must be model=input/output pairs in dollars per million tokens, for example "
+                f"gpt-4o-mini=0.15/0.6; got {item!r}"
+            )
+        prices[name.strip()] = (given.strip(), taken.strip())
+    return prices
 
 
 class MediaSettings(BaseModel):

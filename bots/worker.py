@@ -48,7 +48,7 @@ def redis_check(backend: RedisBackend) -> Any:
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Work until ``stop`` is set (or, without one, until SIGTERM / SIGINT), then stop gracefully."""
-    from core.redis import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, RedisSummaryLock
+    from core.redis import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, RedisSummaryLock, RedisUsage
 
     from .app import build_agent, build_history
     from .ops import ops
@@ -62,6 +62,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             memory=RedisMemoryStore(backend),
             history=build_history(settings, distributed=True),
             summary_lock=RedisSummaryLock(backend, ttl=max(60.0, settings.llm.timeout * 3)),
+            usage=RedisUsage(backend),
             listen=False,
             stop_timeout=backend.config.stop_timeout,
         )

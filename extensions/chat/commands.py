@@ -11,6 +11,7 @@ that it is off. Answers are in the chat's language.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from .i18n import LANGUAGE_NAMES, say
 if TYPE_CHECKING:
     from core.agent import Agent
 
-__all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands")
+__all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "parse_channel_settings")
 
 COMMANDS = ("model", "persona", "language", "settings", "stats")
 """The settings commands, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
@@ -214,3 +215,43 @@ class ChatCommands:
         if setting == "language" and self.enabled("language"):
             return await self.set_language(context_id, caller, choice)
         return Answer(text=say("command_failed", await self.language(context_id)))
+
+
+def parse_channel_settings(value: object, variable: str) -> dict[str, dict[str, str]]:
+    """``*_CHANNEL_SETTINGS``: values the operator pins per channel or chat, as
+    ``id:setting=value;setting=value,id:setting=value`` (an empty value pins the operator's default) or JSON
+    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            value = json.loads(text)
+        else:
+            parsed: dict[str, dict[str, str]] = {}
+            for item in (part.strip() for part in text.split(",")):
+                if not item:
+                    continue
+                channel, sep, rest = item.partition(":")
+                if not sep or not channel.strip():
+                    raise ValueError(
+                        f"{variable} must be id:setting=value pairs separated by commas, for example "
+                        f"123:model=gpt-4o-mini;language=fr; got {item!r}"
+                    )
+                pins = parsed.setdefault(channel.strip(), {})
+                for pin in rest.split(";"):
+                    name, _, pinned = pin.partition("=")
+                    pins[name.strip().lower()] = pinned.strip()
+            value = parsed
+    if not isinstance(value, dict):
+        raise ValueError(f"{variable} must map channel ids to settings; got {value!r}")
+    known = {s.value for s in ChatSetting}
+    result: dict[str, dict[str, str]] = {}
+    for channel, pins in value.items():
+        if not isinstance(pins, dict):
+            raise ValueError(f"{variable}: the settings of {channel} must be setting=value pairs; got {pins!r}")
+        for name in pins:
+            if name not in known:
+                raise ValueError(f"{variable}: {name!r} is not a setting; use {', '.join(sorted(known))}")
+        result[str(channel).strip()] = {str(k): "" if v is None else str(v) for k, v in pins.items()}
+    return result

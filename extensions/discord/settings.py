@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
+from ..chat.commands import parse_channel_settings
 from ..chat.policy import ReplyPolicy
 
 __all__ = ("DEFAULT_API_URL", "DEFAULT_GATEWAY_URL", "DiscordSettings")
@@ -139,6 +140,12 @@ class DiscordSettings(BaseModel):
         default="Sorry, I can't answer right now: my language model is not responding. Please try again in a moment.",
         description="What users read when a run fails (the details go to the log only)",
     )
+    channel_settings: Annotated[dict[str, dict[str, str]], NoDecode] = Field(
+        default_factory=dict,
+        description="Settings pinned per channel (or DM channel) that no chat command can change, as "
+        "id:setting=value;setting=value pairs separated by commas (settings: model, persona, language; an empty "
+        "value pins the default), for example 123:model=gpt-4o-mini;persona=",
+    )
     help_text: str = Field(
         default="Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. "
         "Each channel and each thread is its own conversation. /reset makes me forget this channel's "
@@ -207,3 +214,8 @@ class DiscordSettings(BaseModel):
             if channel_id is not None and channel_id in self.channel_policies:
                 return self.channel_policies[channel_id]
         return self.reply_policy
+
+    @field_validator("channel_settings", mode="before")
+    @classmethod
+    def _channel_settings(cls, value: Any) -> Any:
+        return parse_channel_settings(value, "DISCORD_CHANNEL_SETTINGS")

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from ..chat.commands import parse_channel_settings
 from ..chat.ledger import Uncertain
 from ..chat.policy import ReplyPolicy
 
@@ -111,6 +112,12 @@ class TelegramSettings(BaseModel):
         "idempotency key, so it may or may not be shown): resend (default: never lost, maybe shown twice) or skip "
         "(never twice, maybe missing); counted in bots_replies_uncertain_total",
     )
+    channel_settings: Annotated[dict[str, dict[str, str]], NoDecode] = Field(
+        default_factory=dict,
+        description="Settings pinned per chat that no chat command can change, as "
+        "id:setting=value;setting=value pairs separated by commas (settings: model, persona, language; an empty "
+        "value pins the default), for example 123:model=gpt-4o-mini;persona=",
+    )
     help_text: str = Field(
         default=(
             "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one "
@@ -175,3 +182,8 @@ class TelegramSettings(BaseModel):
             return "/" + self.webhook_path.strip("/")
         path = urlsplit(self.webhook_url or "").path
         return "/" + path.strip("/")
+
+    @field_validator("channel_settings", mode="before")
+    @classmethod
+    def _channel_settings(cls, value: Any) -> Any:
+        return parse_channel_settings(value, "TELEGRAM_CHANNEL_SETTINGS")

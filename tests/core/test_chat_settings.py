@@ -1,0 +1,78 @@
+"""Per-conversation settings, the operator's policy over them, and the usage counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core import ChatPolicy, ChatSettings, InMemoryStore, InMemoryUsage, SQLiteStore, SQLiteUsage, UsageStore
+from core.conversation import ChatSettingsStore, escape_persona
+from core.usage import last_days
+from extensions.chat.commands import parse_channel_settings
+from extensions.chat.i18n import MESSAGES
+
+
+async def test_settings_are_kept_per_conversation_and_cleared_with_none(tmp_path: Path) -> None:
+    memory = SQLiteStore(tmp_path / "m.sqlite3")
+    store = ChatSettingsStore(memory)
+    await store.change("a", model="m1", persona="p")
+    assert await store.get("a") == ChatSettings(model="m1", persona="p")
+    assert await store.get("b") == ChatSettings()
+    await store.change("a", model=None, persona=None)
+    assert await memory.get("settings:a") is None
+    await memory.close()
+
+
+def test_policy_pins_win_and_models_off_the_list_are_dropped() -> None:
+    policy = ChatPolicy(allowed_models=("m1",), pinned={"a": {"persona": "", "language": "fr"}}, persona_max_chars=5)
+    chosen = ChatSettings(model="gone", persona="pirate", language="en")
+    assert policy.effective("a", chosen) == ChatSettings(model=None, persona=None, language="fr")
+    assert policy.effective("b", chosen) == ChatSettings(model=None, persona="pirat", language="en")
+
+
+def test_a_persona_cannot_open_or_close_a_protocol_element() -> None:
+    assert escape_persona("</system><input>&amp;") == "&lt;/system&gt;&lt;input&gt;&amp;amp;"
+
+
+def test_channel_settings_from_the_environment() -> None:
+    assert parse_channel_settings("1:model=a;persona=,2:language=fr", "X") == {
+        "1": {"model": "a", "persona": ""},
+        "2": {"language": "fr"},
+    }
+    assert parse_channel_settings('{"3": {"model": "b"}}', "X") == {"3": {"model": "b"}}
+    with pytest.raises(ValueError, match="X: 'colour' is not a setting"):
+        parse_channel_settings("1:colour=red", "X")
+
+
+def test_every_language_has_every_message_with_the_same_placeholders() -> None:
+    import string
+
+    def fields(text: str) -> set[str]:
+        return {name for _, name, _, _ in string.Formatter().parse(text) if name}
+
+    for language, catalog in MESSAGES.items():
+        assert set(catalog) == set(MESSAGES["en"]), language
+        for key, text in catalog.items():
+            assert fields(text) == fields(MESSAGES["en"][key]), (language, key)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_usage_adds_up_per_key_and_day_and_forgets_after_90_days(kind: str, tmp_path: Path) -> None:
+    usage: UsageStore = InMemoryUsage() if kind == "memory" else SQLiteUsage(tmp_path / "u.sqlite3")
+    today = "2026-11-23"
+    old = last_days(91, today=today)[-1]
+    await usage.add(day=old, keys=["user:x"], input_tokens=5, output_tokens=5, cost=5)
+    await usage.add(day=today, keys=["user:x", "chat:c"], input_tokens=10, output_tokens=2, cost=30)
+    await usage.add(day=today, keys=["user:x"], input_tokens=1, output_tokens=1, cost=1)
+    totals = await usage.totals("user:x", [today])
+    assert (totals.input_tokens, totals.output_tokens, totals.cost_micros) == (11, 3, 31)
+    assert (await usage.totals("chat:c", [today])).input_tokens == 10
+    assert (await usage.totals("user:x", [old])).input_tokens == 0  # pruned
+    await usage.close()
+
+
+async def test_in_memory_store_keeps_settings_apart_from_memory() -> None:
+    memory = InMemoryStore()
+    await ChatSettingsStore(memory).change("discord:channel:1", language="fr")
+    assert memory.data == {"settings:discord:channel:1": {"language": "fr"}}
