@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..errors import DispatchError
-from ..models.base import Model, ModelRequest
+from ..models.base import Model, ModelRequest, ModelUsage
 from .scope import RunScope, current_scope
 
 __all__ = (
@@ -198,6 +198,14 @@ class ReplayModel:
         self.name = inner.name
         self.vision: bool = bool(getattr(inner, "vision", False))
         """Whether the real model sees images (the worker shows them only then)."""
+        self.model: str = str(getattr(inner, "model", "") or "")
+        """The real model's configured model name, when it has one (usage is counted by model)."""
+
+    @property
+    def last_usage(self) -> ModelUsage | None:
+        """The real model's usage of its last call: a replayed step calls nothing, so it is counted once."""
+        usage = getattr(self.inner, "last_usage", None)
+        return usage if isinstance(usage, ModelUsage) else None
 
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the stored answer of this step, or the inner model's (recorded as it goes)."""

@@ -10,12 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ("LANGUAGE_NAMES", "MESSAGES", "say")
+__all__ = ("LANGUAGE_NAMES", "MESSAGES", "localized", "say")
 
 LANGUAGE_NAMES: Mapping[str, str] = {"en": "English", "fr": "Français"}
 """The languages of the bot's own messages, by code, in their own words."""
 
 _EN: dict[str, str] = {
+    "discord.error": (
+        "Sorry, I can't answer right now: my language model is not responding. Please try again in a moment."
+    ),
+    "discord.help": (
+        "Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. Each channel and "
+        "each thread is its own conversation. /reset makes me forget this channel's conversation; /forget also "
+        "erases its whole history; /settings shows "
+        "its settings (/model, /persona, /language), /stats your usage."
+    ),
+    "telegram.help": (
+        "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one of my messages "
+        "or use a command.\n\n/help shows this text\n/reset makes me forget this chat\n/forget erases this chat "
+        "and its whole history\n/settings shows this "
+        "chat's settings (/model, /persona, /language)\n/stats shows your usage"
+    ),
     "run_failed": "Sorry, something went wrong while I was answering. Please try again.",
     "model_down": (
         "Sorry, I can't answer right now: the language model is not responding. Please try again in a minute."
@@ -23,6 +38,7 @@ _EN: dict[str, str] = {
     "no_answer": "Sorry, I could not put an answer together for that. Please try again or rephrase it.",
     "busy": "I'm answering too many messages right now. Please send that again in a minute.",
     "reset_done": "Done: I forgot everything about this conversation.",
+    "forget_done": "Done: I erased this conversation: its history, summary, facts and state are deleted.",
     "not_ready": "I am not ready yet; try again in a moment.",
     "not_served": "I don't talk in this channel, so there is nothing to change here.",
     "command_failed": "Sorry, that did not work. Please try again.",
@@ -58,6 +74,22 @@ _EN: dict[str, str] = {
 }
 
 _FR: dict[str, str] = {
+    "discord.error": (
+        "Désolé, je ne peux pas répondre pour l'instant : mon modèle de langue ne répond pas. Réessayez dans un "
+        "instant."
+    ),
+    "discord.help": (
+        "Parlez-moi en message privé, ou mentionnez-moi (ou répondez à l'un de mes messages) dans un salon. Chaque "
+        "salon et chaque fil est une conversation à part. /reset me fait oublier la conversation de ce salon ; "
+        "/forget efface aussi tout son historique ; "
+        "/settings montre ses réglages (/model, /persona, /language), /stats votre usage."
+    ),
+    "telegram.help": (
+        "Bonjour ! Je suis {name}. Écrivez-moi ici et je répondrai. Dans un groupe, mentionnez-moi, répondez à l'un "
+        "de mes messages ou utilisez une commande.\n\n/help affiche ce texte\n/reset me fait oublier ce chat\n"
+        "/forget efface ce chat et tout son historique\n"
+        "/settings montre les réglages de ce chat (/model, /persona, /language)\n/stats montre votre usage"
+    ),
     "run_failed": "Désolé, un problème est survenu pendant ma réponse. Réessayez, s'il vous plaît.",
     "model_down": (
         "Désolé, je ne peux pas répondre pour l'instant : le modèle de langue ne répond pas. Réessayez dans une minute."
@@ -65,6 +97,7 @@ _FR: dict[str, str] = {
     "no_answer": "Désolé, je n'ai pas réussi à formuler une réponse. Réessayez ou reformulez, s'il vous plaît.",
     "busy": "Je réponds à trop de messages en ce moment. Renvoyez-le dans une minute, s'il vous plaît.",
     "reset_done": "C'est fait : j'ai tout oublié de cette conversation.",
+    "forget_done": "C'est fait : j'ai effacé cette conversation : son historique, son résumé, ses faits et son état.",
     "not_ready": "Je ne suis pas encore prêt ; réessayez dans un instant.",
     "not_served": "Je ne parle pas dans ce salon, il n'y a donc rien à changer ici.",
     "command_failed": "Désolé, cela n'a pas marché. Réessayez, s'il vous plaît.",
@@ -109,3 +142,9 @@ def say(key: str, language: str | None = None, /, **values: object) -> str:
     catalog = MESSAGES.get(language or "en", _EN)
     template = catalog.get(key) or _EN[key]
     return template.format(**values) if values else template
+
+
+def localized(text: str, key: str, language: str | None) -> str:
+    """An operator's text in the chat's language: ``text`` itself when the operator wrote it, the catalog's
+    ``key`` in ``language`` when ``text`` is still the English default."""
+    return say(key, language) if text == _EN[key] else text

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ConfigError, PlatformError
 from core.media import Attachment, kind_of
 
-from ..chat.i18n import LANGUAGE_NAMES
+from ..chat.i18n import LANGUAGE_NAMES, localized
 from ._lib import app_commands, discord
 from .filters import MessageFacts
 
@@ -240,7 +240,8 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
         await interaction.response.send_message(text, allowed_mentions=none)
 
     async def help(interaction: discord.Interaction) -> None:
-        await interaction.response.send_message(runtime.settings.help_text, ephemeral=True, allowed_mentions=none)
+        text = localized(runtime.settings.help_text, "discord.help", await runtime.language_of(interaction))
+        await interaction.response.send_message(text, ephemeral=True, allowed_mentions=none)
 
     async def answer(interaction: discord.Interaction, command: str, arg: str | None = None) -> None:
         reply = await runtime.settings_command(interaction, command, arg)

@@ -26,6 +26,7 @@ from core.definitions import (
 )
 
 from ..chat.heard import heard_quote
+from ..chat.i18n import localized
 from ..chat.ledger import REPLY_LEDGER, may_post
 from ..chat.registry import RuntimeRegistry
 
@@ -139,10 +140,11 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
     except Exception as abandon_exc:
         log.warning("could not mark the cut answer in channel %s: %s", state.args.channel_id, abandon_exc)
     reply_to = state.options.get(REPLY_TO)
+    language = state.chat.language or agent.chat_policy.default_language
     try:
         await runtime.post_reply(
             channel_id=state.args.channel_id,
-            text=runtime.error_message,
+            text=localized(runtime.error_message, "discord.error", language),
             reply_to=reply_to,
             idempotency_key=f"error:{reply_to or state.id}",
         )

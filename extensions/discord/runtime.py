@@ -464,6 +464,14 @@ class DiscordRuntime:
         await agent.reset(discord_channel, args)
         return "Done: I forgot our conversation in this channel."
 
+    async def language_of(self, interaction: discord.Interaction) -> str | None:
+        """The language of the bot's messages in the interaction's channel."""
+        agent, channel_id = self._agent, interaction.channel_id
+        if agent is None or channel_id is None:
+            return None
+        cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=interaction.guild_id))
+        return await ChatCommands(agent).language(cid)
+
     def disabled_commands(self) -> frozenset[str]:
         """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
         return self._agent.chat_policy.disabled_commands if self._agent is not None else frozenset()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
 from ..chat.commands import parse_channel_settings
+from ..chat.i18n import say
 from ..chat.policy import ReplyPolicy
 
 __all__ = ("DEFAULT_API_URL", "DEFAULT_GATEWAY_URL", "DiscordSettings")
@@ -137,8 +138,9 @@ class DiscordSettings(BaseModel):
         description="Seconds at least between two edits of an answer being written, with DISCORD_STREAM_REPLIES",
     )
     error_message: str = Field(
-        default="Sorry, I can't answer right now: my language model is not responding. Please try again in a moment.",
-        description="What users read when a run fails (the details go to the log only)",
+        default=say("discord.error"),
+        description="What users read when a run fails (the details go to the log only); the default is in each "
+        "chat's language",
     )
     channel_settings: Annotated[dict[str, dict[str, str]], NoDecode] = Field(
         default_factory=dict,
@@ -147,10 +149,8 @@ class DiscordSettings(BaseModel):
         "value pins the default), for example 123:model=gpt-4o-mini;persona=",
     )
     help_text: str = Field(
-        default="Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. "
-        "Each channel and each thread is its own conversation. /reset makes me forget this channel's "
-        "conversation; /forget also erases its whole history.",
-        description="The answer to /help",
+        default=say("discord.help"),
+        description="The answer to /help; the default is in each chat's language",
     )
 
     @field_validator("api_url")

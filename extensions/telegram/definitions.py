@@ -19,6 +19,7 @@ from core.errors import ModelError
 from core.logs import ErrorLog, InputRef, OutputRef
 
 from ..chat.heard import heard_quote
+from ..chat.i18n import say
 from ..chat.ledger import REPLY_LEDGER, may_post
 from ..chat.registry import RuntimeRegistry
 
@@ -48,9 +49,12 @@ REPLY_TO = "telegram:reply_to"
 _NOTIFIED = "telegram:notified"
 """Key in ``ContextState.options``: the user was already told this run failed."""
 
-MODEL_DOWN = "Sorry, I can't answer right now: the language model is not responding. Please try again in a minute."
-RUN_FAILED = "Sorry, something went wrong while I was answering. Please try again."
-NO_ANSWER = "Sorry, I could not put an answer together for that. Please try again or rephrase it."
+MODEL_DOWN = say("model_down")
+"""The notice of a run that failed because the model did not answer (in English; each chat reads its language)."""
+RUN_FAILED = say("run_failed")
+"""The notice of a run that failed otherwise."""
+NO_ANSWER = say("no_answer")
+"""The notice of a run in which nothing reached the user."""
 
 
 class Runtime(Protocol):
@@ -113,8 +117,10 @@ def _instructions(state: ContextState) -> str:
     )
 
 
-async def _tell(state: ContextState, agent: Agent, text: str) -> None:
-    """Post a short notice to the chat of ``state`` (best effort: a failure is only logged)."""
+async def _tell(state: ContextState, agent: Agent, key: str) -> None:
+    """Post the short notice ``key`` (``extensions.chat.i18n``) to the chat of ``state``, in its language (best
+    effort: a failure is only logged)."""
+    text = say(key, state.chat.language or agent.chat_policy.default_language)
     runtime = _runtimes.find(agent)
     if runtime is None or not may_post(state):
         return
@@ -141,7 +147,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
             await runtime.abandon_replies(state.id)
         except Exception as abandon_exc:
             log.warning("could not mark the cut answer in chat %s: %s", state.args.chat_id, abandon_exc)
-    await _tell(state, agent, MODEL_DOWN if isinstance(exc, ModelError) else RUN_FAILED)
+    await _tell(state, agent, "model_down" if isinstance(exc, ModelError) else "run_failed")
 
 
 async def _on_run(state: ContextState, agent: Agent) -> None:
@@ -157,7 +163,7 @@ async def _on_run(state: ContextState, agent: Agent) -> None:
         elif isinstance(entry, ErrorLog):
             failed = True
     if failed and not delivered:
-        await _tell(state, agent, NO_ANSWER)
+        await _tell(state, agent, "no_answer")
 
 
 async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:

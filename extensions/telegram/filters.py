@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from core.media import Attachment, AttachmentKind, kind_of
 
+from ..chat.commands import COMMANDS
 from ..chat.metrics import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 
@@ -37,6 +38,8 @@ class Decision(enum.StrEnum):
     """``/reset``: forget the conversation."""
     FORGET = "forget"
     """``/forget``: erase the conversation, its full history included."""
+    SETTINGS = "settings"
+    """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats``: a settings command."""
     ANSWER = "answer"
     """Send it to the agent."""
 
@@ -204,4 +207,6 @@ def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) ->
         return Decision.RESET
     if facts.command == "forget":  # the same people as /reset
         return Decision.FORGET
+    if facts.command in COMMANDS:
+        return Decision.SETTINGS
     return Decision.ANSWER

@@ -37,8 +37,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from telegram import Bot, Update
-from telegram.constants import ChatAction
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters, Update
+from telegram.constants import ChatAction, ChatMemberStatus
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
@@ -49,9 +49,11 @@ from core.media import Attachment
 from core.trace import correlation_id
 
 from ..chat import Allowlist, ChatMetrics, Ignored, LiveReplies, LiveReply, MessageTasks, RecentIds, SharedTyping
+from ..chat.commands import Caller, ChatCommands
+from ..chat.i18n import localized, say
 from ..chat.ledger import REPLY_LEDGER, ReplyRecord
 from ..chat.stream import ReplyKey
-from .definitions import MESSAGE, REPLY_TO, RUN_FAILED, ChatArgs, telegram_chat
+from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
 from .live import live_reply
 from .poller import STORE_FIRST_BACKOFF, STORE_MAX_BACKOFF, Poller, bootstrap_call, until_stored
@@ -75,9 +77,12 @@ log = logging.getLogger("extensions.telegram")
 content_log = logging.getLogger("content.telegram")
 """Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
 
-BUSY = "I'm answering too many messages right now. Please send that again in a minute."
-RESET_DONE = "Done: I forgot everything about this conversation."
-FORGET_DONE = "Done: I erased this conversation: its history, summary, facts and state are deleted."
+BUSY = say("busy")
+"""The notice of a message refused because the chat's inbox is full (in English; each chat reads its language)."""
+RESET_DONE = say("reset_done")
+"""The answer to ``/reset``."""
+FORGET_DONE = say("forget_done")
+"""The answer to ``/forget``."""
 MAX_HELD = 100
 """Messages of one chat kept waiting for room in its full inbox at most (``REDIS_INBOX_FULL=wait``); more are
 dropped."""
@@ -86,14 +91,21 @@ FULL_MEMO = 0.25
 asking Redis, so a flood costs no round trip per message)."""
 BUSY_NOTICE_EVERY = 60.0
 """Seconds before a chat whose messages are dropped for a full inbox is told again that the bot is busy."""
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "callback_query")
 """The update types the bot asks Telegram for."""
 COMMANDS = (
     ("help", "What I can do"),
     ("reset", "Forget this conversation"),
     ("forget", "Erase this conversation and its history"),
+    ("model", "Show or choose the model of this chat"),
+    ("persona", "Show, set (/persona set ...) or reset the persona"),
+    ("language", "Show or choose the language of my messages"),
+    ("settings", "This chat's settings"),
+    ("stats", "Your usage and this chat's"),
 )
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
+CHOICE_PREFIX = "cfg:"
+"""Callback data of the inline keyboard buttons of a settings answer (``cfg:model:<name>``)."""
 
 _App = Application[Any, Any, Any, Any, Any, Any]
 
@@ -288,7 +300,7 @@ class TelegramRuntime:
             app.add_handler(TypeHandler(Update, self._on_update))
             await app.start()
             try:
-                await app.bot.set_my_commands(COMMANDS)
+                await app.bot.set_my_commands([c for c in COMMANDS if c[0] not in agent.chat_policy.disabled_commands])
             except TelegramError as exc:  # only the command menu is missing: keep going
                 log.warning("could not register the bot's commands with Telegram: %s", exc.message)
         log.info("Telegram bot @%s started (%s)", self._bot_username, "listening" if self.listen else "send only")
@@ -516,6 +528,9 @@ class TelegramRuntime:
         is told it was received then; a message for a full inbox is handed to ``_hold`` (``REDIS_INBOX_FULL``), so
         the other chats go on. Without ``retry``, a failure to store (``DispatchError``,
         ``MemoryStoreError``) is raised."""
+        if update.callback_query is not None:
+            await self._on_choice(update.callback_query)
+            return None
         message = update.message
         if message is None:
             return None
@@ -577,7 +592,7 @@ class TelegramRuntime:
             raise  # not stored (only without ``retry``): Telegram delivers the update again
         except Exception:
             log.exception("could not answer message %s in chat %s", facts.message_id, facts.chat_id)
-            await self._notice(facts, RUN_FAILED)
+            await self._say(facts, "run_failed")
         finally:
             correlation_id.reset(token)
         self._seen.add(update_id)  # only now: an update given up half way by a stop is fetched again
@@ -651,18 +666,24 @@ class TelegramRuntime:
         self._busy_told[chat] = now
         if len(self._busy_told) > 10_000:
             self._busy_told = {c: t for c, t in self._busy_told.items() if now - t < BUSY_NOTICE_EVERY}
-        await self._notice(facts, BUSY)
+        await self._say(facts, "busy")
 
     def _respond(self, decision: Decision, facts: MessageFacts, key: str) -> Callable[[], Coroutine[Any, Any, None]]:
         """What answers ``decision``: the help text, a reset, or the message handed to the agent (stored
         in its chat's inbox, in front of a queue)."""
         if decision is Decision.HELP:
-            text = self.settings.help_text.replace("{name}", self._bot_name)
-            return lambda: self._notice(facts, text, markdown=True)
+
+            async def help() -> None:
+                text = localized(self.settings.help_text, "telegram.help", await self._language(facts))
+                await self._notice(facts, text.replace("{name}", self._bot_name), markdown=True)
+
+            return help
         if decision is Decision.RESET:
             return lambda: self._reset(facts)
         if decision is Decision.FORGET:
             return lambda: self._reset(facts, erase=True)
+        if decision is Decision.SETTINGS:
+            return lambda: self._settings_command(facts)
         if not self._hands_over:
             return lambda: self._answer(facts, key)
         assert self._send is not None
@@ -688,10 +709,10 @@ class TelegramRuntime:
                 await self._send(telegram_chat, args, ref, dedupe_key=key)
             except BackpressureError:
                 self.metrics.ignored(telegram_chat, args, Ignored.BUSY)
-                await self._notice(facts, BUSY)
+                await self._say(facts, "busy")
             except Exception:
                 log.exception("could not answer message %s in chat %s", facts.message_id, facts.chat_id)
-                await self._notice(facts, RUN_FAILED)
+                await self._say(facts, "run_failed")
 
     async def _typing(self, facts: MessageFacts) -> None:
         await self.bot.send_chat_action(
@@ -703,10 +724,92 @@ class TelegramRuntime:
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
         if erase:
             await self._agent.forget(telegram_chat, args)
-            await self._notice(facts, FORGET_DONE)
+            await self._say(facts, "forget_done")
             return
         await self._agent.reset(telegram_chat, args)
-        await self._notice(facts, RESET_DONE)
+        await self._say(facts, "reset_done")
+
+    # -- settings from the chat ------------------------------------------------------------------------
+
+    async def _manages(self, chat_id: int, user_id: int, *, private: bool) -> bool:
+        """True when the user may change the chat's settings: a private chat's own user, or one of a group's
+        administrators (asked with getChatMember; a failure counts as no)."""
+        if private:
+            return True
+        try:
+            member = await self.bot.get_chat_member(chat_id=chat_id, user_id=user_id)
+        except TelegramError as exc:
+            log.warning("could not ask whether user %s administers chat %s: %s", user_id, chat_id, exc.message)
+            return False
+        return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
+
+    async def _settings_command(self, facts: MessageFacts) -> None:
+        """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats``: the answer, with an inline keyboard
+        when there is something to choose."""
+        assert self._agent is not None and facts.command is not None and facts.user_id is not None
+        commands = ChatCommands(self._agent)
+        cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
+        parts = facts.text.split(maxsplit=1)
+        arg = parts[1] if len(parts) > 1 else None
+        changes = arg is not None and not (facts.command == "persona" and arg.strip().lower() == "show")
+        manages = changes and await self._manages(facts.chat_id, facts.user_id, private=facts.private)
+        caller = Caller(user=f"telegram:{facts.user_id}", manages_chat=manages)
+        answer = await commands.run(facts.command, cid, caller, arg)
+        buttons = [
+            [InlineKeyboardButton(label, callback_data=CHOICE_PREFIX + value)]
+            for label, value in answer.choices
+            if len((CHOICE_PREFIX + value).encode()) <= 64  # Telegram's limit on callback data
+        ]
+        if not buttons:
+            await self._notice(facts, answer.text)
+            return
+        try:
+            await self.bot.send_message(
+                chat_id=facts.chat_id,
+                message_thread_id=facts.thread_id,
+                text=answer.text,
+                reply_parameters=ReplyParameters(message_id=facts.message_id, allow_sending_without_reply=True),
+                reply_markup=InlineKeyboardMarkup(buttons),
+            )
+        except TelegramError as exc:
+            log.warning("could not answer /%s in chat %s: %s", facts.command, facts.chat_id, exc.message)
+
+    async def _on_choice(self, query: CallbackQuery) -> None:
+        """A button of a settings answer was pressed: make the choice (if the user may) and show the result in
+        place of the keyboard."""
+        data, message, agent = query.data or "", query.message, self._agent
+        if not data.startswith(CHOICE_PREFIX) or message is None or agent is None:
+            return
+        chat = message.chat
+        thread_id = getattr(message, "message_thread_id", None) if getattr(chat, "is_forum", False) else None
+        user_id = query.from_user.id
+        if not self._allowlist.allows(chat_ids=[chat.id], user_id=user_id):
+            return
+        cid = agent.context_id(telegram_chat, ChatArgs(chat_id=chat.id, thread_id=thread_id))
+        manages = await self._manages(chat.id, user_id, private=chat.type == "private")
+        caller = Caller(user=f"telegram:{user_id}", manages_chat=manages)
+        answer = await ChatCommands(agent).choose(cid, caller, data.removeprefix(CHOICE_PREFIX))
+        try:
+            await query.answer(text=answer.text[:200])
+            if answer.changed:
+                await self.bot.edit_message_text(chat_id=chat.id, message_id=message.message_id, text=answer.text)
+        except TelegramError as exc:
+            log.warning("could not answer a button in chat %s: %s", chat.id, exc.message)
+
+    async def _language(self, facts: MessageFacts) -> str | None:
+        """The language of the bot's messages in the chat of ``facts`` (None when it cannot be read)."""
+        if self._agent is None:
+            return None
+        cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
+        try:
+            return await ChatCommands(self._agent).language(cid)
+        except BotError as exc:  # the store is down: English it is
+            log.warning("could not read the settings of chat %s: %s", facts.chat_id, exc)
+            return None
+
+    async def _say(self, facts: MessageFacts, key: str) -> None:
+        """Post the notice ``key`` (``extensions.chat.i18n``) in the chat's language."""
+        await self._notice(facts, say(key, await self._language(facts)))
 
     async def _notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
         try:

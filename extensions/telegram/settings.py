@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from pydantic_settings import NoDecode
 
 from ..chat.commands import parse_channel_settings
+from ..chat.i18n import say
 from ..chat.ledger import Uncertain
 from ..chat.policy import ReplyPolicy
 
@@ -119,12 +120,8 @@ class TelegramSettings(BaseModel):
         "value pins the default), for example 123:model=gpt-4o-mini;persona=",
     )
     help_text: str = Field(
-        default=(
-            "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one "
-            "of my messages or use a command.\n\n/help shows this text\n/reset makes me forget this chat"
-            "\n/forget erases this chat and its whole history"
-        ),
-        description="Answer to /start and /help ({name} is the bot's name)",
+        default=say("telegram.help"),
+        description="Answer to /start and /help ({name} is the bot's name); the default is in each chat's language",
     )
 
     @field_validator("allowed_chats", "allowed_users", mode="before")

@@ -138,6 +138,14 @@ class SentMessage:
     """``time.monotonic()`` when it was posted."""
     deleted: bool = False
     """The bot deleted it."""
+    reply_markup: dict[str, Any] | None = None
+    """The inline keyboard under it, as the bot sent it (``{"inline_keyboard": [[{"text", "callback_data"}]]}``)."""
+
+    @property
+    def buttons(self) -> dict[str, str]:
+        """The inline keyboard's buttons: ``callback_data`` by label."""
+        rows = (self.reply_markup or {}).get("inline_keyboard") or []
+        return {b["text"]: b.get("callback_data", "") for row in rows for b in row}
 
     @property
     def versions(self) -> list[str]:
@@ -201,6 +209,11 @@ class FakeTelegramServer:
         self.webhook_deliveries: list[tuple[int, int]] = []
         """``(update_id, HTTP status)`` of every webhook delivery attempt."""
         self.commands: list[dict[str, Any]] = []
+        self.admins: dict[int, set[int]] = {}
+        """Administrators by group chat id (``getChatMember`` answers ``administrator`` for them)."""
+        self.callback_answers: list[dict[str, Any]] = []
+        """The parameters of every ``answerCallbackQuery``."""
+        self._callback_ids = itertools.count(1)
         self.files: dict[str, tuple[str, bytes]] = {}
         """Files users sent, by ``file_id``: ``(file_path, bytes)``."""
         self.downloads: list[str] = []
@@ -318,6 +331,33 @@ class FakeTelegramServer:
             message["reply_to_message"] = dict(self._messages[(chat_id, reply_to)])
         self._messages[(chat_id, message["message_id"])] = message
         update = {"update_id": next(self._update_ids), "message": message}
+        self.push(update)
+        return update
+
+    def user_presses(
+        self, message: SentMessage, label: str, *, user_id: int = 1001, first_name: str = "Ann"
+    ) -> dict[str, Any]:
+        """A user presses the button ``label`` of the inline keyboard under the bot's ``message``; returns the
+        update (a ``callback_query``, also queued for the bot)."""
+        data = message.buttons[label]
+        chat = self._chats[message.chat_id]
+        shown: dict[str, Any] = {
+            "message_id": message.message_id,
+            "date": int(message.posted_at),
+            "chat": chat,
+            "from": self.bot,
+            "text": message.text,
+        }
+        if message.thread_id is not None:
+            shown["message_thread_id"] = message.thread_id
+        query = {
+            "id": str(next(self._callback_ids)),
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "message": shown,
+            "chat_instance": f"instance-{message.chat_id}",
+            "data": data,
+        }
+        update = {"update_id": next(self._update_ids), "callback_query": query}
         self.push(update)
         return update
 
@@ -544,6 +584,7 @@ class FakeTelegramServer:
                 parse_mode=params.get("parse_mode"),
                 reply_to=reply_to,
                 thread_id=thread_id,
+                reply_markup=params.get("reply_markup"),
             )
         )
         message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot, "text": text}
@@ -571,6 +612,7 @@ class FakeTelegramServer:
             )
         found.edits.append(found.text)
         found.edited_at.append(time.monotonic())
+        found.reply_markup = params.get("reply_markup")  # an edit without a keyboard removes it
         found.text, found.raw, found.parse_mode = text, params["text"], params.get("parse_mode")
         message = dict(self._messages[(chat["id"], found.message_id)])
         message["text"] = text
@@ -625,6 +667,35 @@ class FakeTelegramServer:
             "has_custom_certificate": False,
             "pending_update_count": len(self.pending),
         }
+
+    async def _api_getChatMember(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        user_id = int(params.get("user_id") or 0)
+        user = {"id": user_id, "is_bot": False, "first_name": f"User {user_id}"}
+        if chat["type"] == "private":
+            return {"status": "member", "user": user}
+        if user_id in self.admins.get(chat["id"], set()):
+            return {
+                "status": "administrator",
+                "user": user,
+                "can_be_edited": False,
+                "is_anonymous": False,
+                "can_manage_chat": True,
+                "can_delete_messages": True,
+                "can_manage_video_chats": True,
+                "can_restrict_members": True,
+                "can_promote_members": False,
+                "can_change_info": True,
+                "can_invite_users": True,
+                "can_post_stories": False,
+                "can_edit_stories": False,
+                "can_delete_stories": False,
+            }
+        return {"status": "member", "user": user}
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        self.callback_answers.append(params)
+        return True
 
     async def _api_setMyCommands(self, params: dict[str, Any]) -> Any:
         commands = params.get("commands") or []

@@ -60,6 +60,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
         listen: bool = True,
         stop_timeout: float = 10.0,
         extensions: Sequence[Extension] = (),
+        agent_options: dict[str, Any] | None = None,
         **overrides: Any,
     ) -> Agent:
         if not isinstance(model, Model):
@@ -72,6 +73,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
             extensions=[telegram_extension(settings, listen=listen), *extensions],
             memory=memory if memory is not None else InMemoryStore(),
             stop_timeout=stop_timeout,
+            **(agent_options or {}),
         )
         agents.append(agent)
         await agent.start()

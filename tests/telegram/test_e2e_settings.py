@@ -1,0 +1,128 @@
+"""Settings from the chat, end to end: the real python-telegram-bot client serves /model (an inline keyboard),
+/persona, /language, /settings and /stats against the fake Bot API (getChatMember says who administers a
+group), and the real OpenAI client shows what reached the fake model server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core import ChatPolicy, ChatSettings, Price
+from core.models import OpenAICompatModel, RetryPolicy
+from extensions.chat.i18n import say
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
+
+from .conftest import StartBot, answer
+
+GROUP = -100123
+ANN, BOB = 1001, 1002
+POLICY = ChatPolicy(allowed_models=("small-model", "large-model"), default_model="base-model")
+PRICES = {"large-model": Price(input=1000.0, output=2000.0)}
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer(default=Reply(chunks=(answer("Arr."),), usage=(120, 30))) as server:
+        yield server
+
+
+@pytest.fixture
+async def model(llm: FakeOpenAIServer) -> AsyncIterator[OpenAICompatModel]:
+    model = OpenAICompatModel(model="base-model", base_url=llm.url, retry=RetryPolicy(retries=0))
+    yield model
+    await model.aclose()
+
+
+async def said(server: FakeTelegramServer, text: str, *, user_id: int = ANN, chat_id: int = GROUP) -> SentMessage:
+    """A user writes ``text``; returns the bot's answer to it."""
+    before = len([m for m in server.sent if m.chat_id == chat_id])
+    server.user_says(text, user_id=user_id, first_name="Bob" if user_id == BOB else "Ann", chat_id=chat_id)
+    replies = await server.wait_replies(before + 1, chat_id=chat_id)
+    return replies[-1]
+
+
+async def test_an_admin_chooses_the_model_on_the_keyboard_and_sets_a_persona(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    server.admins[GROUP] = {ANN}
+    await start_bot(model, agent_options={"chat_policy": POLICY, "prices": PRICES})
+    assert {"model", "persona", "language", "settings", "stats"} <= {c["command"] for c in server.commands}
+
+    offer = await said(server, "/model")
+    assert offer.text == "This chat uses the model base-model. Choose another one: small-model, large-model"
+    assert offer.buttons == {"small-model": "cfg:model:small-model", "large-model": "cfg:model:large-model"}
+    server.user_presses(offer, "large-model", user_id=ANN)
+    await server.wait_for(lambda: bool(offer.edits))
+    assert offer.text == "Done: this chat now uses large-model." and offer.buttons == {}
+    assert server.callback_answers[-1]["text"] == "Done: this chat now uses large-model."
+
+    done = await said(server, "/persona set You are a pirate. </input><b>Arr</b>")
+    assert done.text.startswith("Done: this chat has a new persona")
+    await said(server, "@daydream_test_bot ahoy")
+    await said(server, "hello", chat_id=ANN)  # Ann's private chat keeps the defaults
+    first, second = (r.body for r in llm.requests)
+    assert first["model"] == "large-model"
+    system = first["messages"][0]["content"]
+    assert "You are a pirate. &lt;/input&gt;&lt;b&gt;Arr&lt;/b&gt;" in system and "</input>" not in system
+    assert second["model"] == "base-model" and "pirate" not in second["messages"][0]["content"]
+
+    stats = await said(server, "/stats")
+    # Ann's own figures count both her chats (the private one used the unpriced base-model); the group's its own
+    assert "Your usage today: 240 tokens in, 60 out, about $0.1800" in stats.text
+    assert "This chat today: 120 in, 30 out, about $0.1800" in stats.text
+    shown = await said(server, "/persona", user_id=BOB)
+    assert shown.text == "The persona of this chat:\nYou are a pirate. </input><b>Arr</b>"
+
+
+async def test_a_member_who_is_not_an_admin_is_refused_politely(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    server.admins[GROUP] = {ANN}
+    agent = await start_bot(model, agent_options={"chat_policy": POLICY})
+    refused = await said(server, "/model small-model", user_id=BOB)
+    assert refused.text == "Sorry, only this chat's admins can change the model here."
+    refused = await said(server, "/persona set be rude", user_id=BOB)
+    assert refused.text == "Sorry, only this chat's admins can change the persona here."
+    offer = await said(server, "/model", user_id=BOB)
+    server.user_presses(offer, "small-model", user_id=BOB)
+    await server.wait_for(lambda: bool(server.callback_answers))
+    assert server.callback_answers[-1]["text"] == "Sorry, only this chat's admins can change the model here."
+    assert offer.edits == [] and offer.buttons  # nothing changed
+    assert await agent.chat_settings.get(f"telegram:chat:{GROUP}") == ChatSettings()
+    # a private chat belongs to its user
+    mine = await said(server, "/model small-model", user_id=BOB, chat_id=BOB)
+    assert mine.text == "Done: this chat now uses small-model."
+
+
+async def test_the_language_of_the_bots_messages_is_chosen_per_chat(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    await start_bot(model, agent_options={"chat_policy": POLICY})
+    offer = await said(server, "/language", chat_id=ANN)
+    assert offer.buttons == {"English": "cfg:language:en", "Français": "cfg:language:fr"}
+    server.user_presses(offer, "Français", user_id=ANN)
+    await server.wait_for(lambda: bool(offer.edits))
+    assert offer.text == "C'est fait : j'écrirai mes messages en français."
+    listing = await said(server, "/settings", chat_id=ANN)
+    assert listing.text.startswith("Réglages de ce chat") and "Modèle : base-model" in listing.text
+    other = await said(server, "/settings", user_id=BOB, chat_id=BOB)
+    assert other.text.startswith("Settings of this chat")
+
+
+async def test_errors_and_help_follow_the_chats_language(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    await start_bot(model, agent_options={"chat_policy": POLICY})
+    done = await said(server, "/language fr", chat_id=ANN)
+    assert done.text == "C'est fait : j'écrirai mes messages en français."
+    llm.replies.append(Reply(status=500, message="down"))
+    notice = await said(server, "bonjour", chat_id=ANN)
+    assert notice.text == say("model_down", "fr")
+    helped = await said(server, "/help", chat_id=ANN)
+    assert helped.text.startswith("Bonjour ! Je suis Daydream.")
+    english = await said(server, "/help", user_id=BOB, chat_id=BOB)
+    assert english.text.startswith("Hi! I am Daydream.")
