@@ -19,7 +19,7 @@ from .definitions import Action, ContextState, Output, maybe_await
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
-from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
+from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, new_id, now_ms
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
@@ -137,6 +137,8 @@ class Run:
         """Model calls made so far."""
         self.forget = False
         """Set by ``agent.reset`` during the run: its memory is not saved at the end."""
+        self.run_id = new_id()
+        """Names this run's model calls for the usage counters (a queued run uses its batch id instead)."""
         self.asker: str | None = None
         """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
         self._joined = False
@@ -262,9 +264,15 @@ class Run:
         keys = [f"chat:{state.id}", f"model:{name}"]
         if self.asker is not None:
             keys.insert(0, f"user:{self.asker}")
+        batch = state.options.get("batch_id") or self.run_id  # the same in every attempt at a queued batch
         try:
             await agent.usage.add(
-                day=day_of(), keys=keys, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost
+                day=day_of(),
+                keys=keys,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost=cost,
+                charge=f"{batch}:{self.steps}",
             )
         except Exception:
             log.exception("could not count the usage of %s", state.id)

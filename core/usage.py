@@ -105,8 +105,19 @@ def user_of(ref: InputRef) -> str | None:
 class UsageStore(Protocol):
     """Counters of tokens and cost per day and key."""
 
-    async def add(self, *, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
-        """Add one call's usage (``cost`` in millionths of a dollar) under each of ``keys`` on ``day``."""
+    async def add(
+        self,
+        *,
+        day: str,
+        keys: Sequence[str],
+        input_tokens: int,
+        output_tokens: int,
+        cost: int,
+        charge: str | None = None,
+    ) -> bool:
+        """Add one call's usage (``cost`` in millionths of a dollar) under each of ``keys`` on ``day``. With a
+        ``charge`` id (a queued run's batch and step) it is added once however often the call is repeated (a
+        batch run again after a crash); False when that id was added already."""
         ...
 
     async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
@@ -124,9 +135,26 @@ class InMemoryUsage:
     def __init__(self) -> None:
         self.data: dict[tuple[str, str], UsageTotals] = {}
         """Totals by ``(day, key)``."""
+        self.charged: dict[str, str] = {}
+        """Charge ids added (with their day), kept two days."""
 
-    async def add(self, *, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
-        """Add one call's usage."""
+    async def add(
+        self,
+        *,
+        day: str,
+        keys: Sequence[str],
+        input_tokens: int,
+        output_tokens: int,
+        cost: int,
+        charge: str | None = None,
+    ) -> bool:
+        """Add one call's usage (once per ``charge``)."""
+        if charge is not None:
+            if charge in self.charged:
+                return False
+            yesterday = last_days(2, today=day)[-1]
+            self.charged = {c: d for c, d in self.charged.items() if d >= yesterday}
+            self.charged[charge] = day
         for key in keys:
             self.data.setdefault((day, key), UsageTotals()).add(
                 UsageTotals(input_tokens=input_tokens, output_tokens=output_tokens, cost_micros=cost)
@@ -134,6 +162,7 @@ class InMemoryUsage:
         oldest = last_days(USAGE_DAYS, today=day)[-1]
         for stale in [k for k in self.data if k[0] < oldest]:
             del self.data[stale]
+        return True
 
     async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
         """The usage under ``key`` over ``days``."""
@@ -176,6 +205,7 @@ class SQLiteUsage:
                     "CREATE TABLE IF NOT EXISTS usage (day TEXT NOT NULL, key TEXT NOT NULL, "
                     "input INTEGER NOT NULL, output INTEGER NOT NULL, cost INTEGER NOT NULL, PRIMARY KEY (day, key))"
                 )
+                conn.execute("CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL)")
             except (OSError, sqlite3.Error) as exc:
                 raise MemoryStoreError(
                     f"cannot open the usage database at {self.path}: {exc}; check BOT_DATA_DIR points to a "
@@ -184,12 +214,18 @@ class SQLiteUsage:
             self._conn = conn
         return self._conn
 
-    def _add(self, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
+    def _add(
+        self, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int, charge: str | None
+    ) -> bool:
         with self._lock:
             try:
                 conn = self._connect()
                 with conn:
                     conn.execute("BEGIN")
+                    if charge is not None:
+                        added = conn.execute("INSERT OR IGNORE INTO charged (id, day) VALUES (?, ?)", (charge, day))
+                        if added.rowcount == 0:
+                            return False
                     conn.executemany(
                         "INSERT INTO usage (day, key, input, output, cost) VALUES (?, ?, ?, ?, ?) "
                         "ON CONFLICT(day, key) DO UPDATE SET input = input + excluded.input, "
@@ -198,13 +234,24 @@ class SQLiteUsage:
                     )
                     if self._pruned != day:
                         conn.execute("DELETE FROM usage WHERE day < ?", (last_days(USAGE_DAYS, today=day)[-1],))
+                        conn.execute("DELETE FROM charged WHERE day < ?", (last_days(2, today=day)[-1],))
                         self._pruned = day
+                return True
             except sqlite3.Error as exc:
                 raise MemoryStoreError(f"usage database {self.path}: {exc}") from exc
 
-    async def add(self, *, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int) -> None:
-        """Add one call's usage."""
-        await asyncio.to_thread(self._add, day, keys, input_tokens, output_tokens, cost)
+    async def add(
+        self,
+        *,
+        day: str,
+        keys: Sequence[str],
+        input_tokens: int,
+        output_tokens: int,
+        cost: int,
+        charge: str | None = None,
+    ) -> bool:
+        """Add one call's usage (once per ``charge``)."""
+        return await asyncio.to_thread(self._add, day, keys, input_tokens, output_tokens, cost, charge)
 
     def _totals(self, key: str, days: Sequence[str]) -> UsageTotals:
         marks = ",".join("?" * len(days))

@@ -64,7 +64,8 @@ async def test_usage_adds_up_per_key_and_day_and_forgets_after_90_days(kind: str
     old = last_days(91, today=today)[-1]
     await usage.add(day=old, keys=["user:x"], input_tokens=5, output_tokens=5, cost=5)
     await usage.add(day=today, keys=["user:x", "chat:c"], input_tokens=10, output_tokens=2, cost=30)
-    await usage.add(day=today, keys=["user:x"], input_tokens=1, output_tokens=1, cost=1)
+    assert await usage.add(day=today, keys=["user:x"], input_tokens=1, output_tokens=1, cost=1, charge="b1:1")
+    assert not await usage.add(day=today, keys=["user:x"], input_tokens=1, output_tokens=1, cost=1, charge="b1:1")
     totals = await usage.totals("user:x", [today])
     assert (totals.input_tokens, totals.output_tokens, totals.cost_micros) == (11, 3, 31)
     assert (await usage.totals("chat:c", [today])).input_tokens == 10
