@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .errors import MemoryStoreError
+from .escape import escape_text
 
 __all__ = (
     "ChatPolicy",
@@ -27,8 +28,6 @@ __all__ = (
     "ChatSettingsStore",
     "escape_persona",
 )
-
-_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 
 class ChatSetting(enum.StrEnum):
@@ -65,9 +64,9 @@ class ChatSettings(BaseModel):
 
 
 def escape_persona(text: str) -> str:
-    """A persona written in a chat, as it enters the system prompt: like any user text, it can neither open
-    nor close a protocol element (``&``, ``<``, ``>`` as entities)."""
-    return text.translate(_ESCAPES)
+    """A persona written in a chat, as it enters the system prompt: user text like any other, escaped by the
+    one trust boundary (``core.escape.escape_text``), so it can neither open nor close a protocol element."""
+    return escape_text(text)
 
 
 @dataclass(kw_only=True)
