@@ -6,7 +6,8 @@ on its next run). ``/reset`` leaves them alone: it forgets what was said, not ho
 
 The operator's rules (``ChatPolicy``) decide what may be chosen: the models of ``LLM_ALLOWED_MODELS``, the
 length of a persona, the languages of the bot's own messages, and values pinned per conversation
-(``*_CHANNEL_SETTINGS``), which no command can change. ``effective`` merges the two for a run.
+(``*_CHANNEL_SETTINGS``), which no command can change. (The reply policy stays the operator's:
+``DISCORD_CHANNEL_POLICIES``, ``TELEGRAM_REPLY_POLICY``.) ``effective`` merges the two for a run.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ class ChatSetting(enum.StrEnum):
     """Who the bot is in this conversation (replaces ``BOT_PERSONA``)."""
     LANGUAGE = "language"
     """Language of the bot's own messages (errors, help, notices)."""
-    REPLY = "reply"
-    """When the bot answers in a group (the platform's reply policy: always, mention, off)."""
 
 
 class ChatSettings(BaseModel):
@@ -54,8 +53,6 @@ class ChatSettings(BaseModel):
     """The persona given in the chat, as written (escaped when it enters the prompt)."""
     language: str | None = None
     """Language code of the bot's own messages (``en``, ``fr``)."""
-    reply: str | None = None
-    """Reply policy in a group (``always``, ``mention``, ``off``)."""
 
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""

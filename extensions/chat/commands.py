@@ -220,7 +220,7 @@ class ChatCommands:
 def parse_channel_settings(value: object, variable: str) -> dict[str, dict[str, str]]:
     """``*_CHANNEL_SETTINGS``: values the operator pins per channel or chat, as
     ``id:setting=value;setting=value,id:setting=value`` (an empty value pins the operator's default) or JSON
-    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply."""
+    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):
