@@ -21,7 +21,7 @@ from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, new_id, now_ms
 from .media.attachment import Attachment, image_marker
-from .models.base import ImagePart, ModelRequest
+from .models.base import ImagePart, ModelRequest, call_usage
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_compact_prompt, build_prompt, format_value, xml_attr
 from .turns import TURN_STOPS, TurnGuard, cut_turns
@@ -221,6 +221,7 @@ class Run:
         idle = self.agent.model_idle_timeout
         model = self.agent.model
         usage_before = getattr(model, "last_usage", None)
+        call_usage.set(None)
         stream = model.stream(request)
         it = aiter(stream)
         try:
@@ -229,8 +230,11 @@ class Run:
                     async with asyncio.timeout(idle):
                         chunk = await anext(it)
                 except StopAsyncIteration:
-                    usage = getattr(model, "last_usage", None)  # set by the provider as its stream ends
-                    if usage is not None and usage is not usage_before:
+                    usage = call_usage.get()  # reported by the provider as its stream ended, in this task
+                    if usage is None:  # a provider that only sets ``last_usage`` (shared by concurrent runs)
+                        usage = getattr(model, "last_usage", None)
+                        usage = None if usage is usage_before else usage
+                    if usage is not None:
                         await self._account(request, usage.input_tokens, usage.output_tokens)
                     return
                 except TimeoutError as exc:

@@ -4,7 +4,7 @@ The SDKs (``openai``, ``anthropic``, ``xllamacpp``) are imported only when a pro
 """
 
 from .anthropic_api import AnthropicModel
-from .base import ImagePart, Model, ModelRequest, ModelUsage, interleave, without_images
+from .base import ImagePart, Model, ModelRequest, ModelUsage, interleave, report_usage, without_images
 from .grammar import GrammarLimits, build_grammar, grammar_for
 from .local import LocalModel, default_model_path
 from .openai_compat import OpenAICompatModel
@@ -26,5 +26,6 @@ __all__ = (
     "default_model_path",
     "grammar_for",
     "interleave",
+    "report_usage",
     "without_images",
 )

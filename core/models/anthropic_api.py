@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage, interleave
+from .base import ModelRequest, ModelUsage, interleave, report_usage
 from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
 
 if TYPE_CHECKING:
@@ -119,6 +119,7 @@ class AnthropicModel:
                 elif event.type == "message_delta":
                     usage.output_tokens = event.usage.output_tokens or usage.output_tokens
         self.last_usage = usage
+        report_usage(usage)
         log.debug("%s used %d+%d tokens", self.name, usage.input_tokens, usage.output_tokens)
 
     def _classify(self, exc: Exception) -> Failure | None:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ("ImagePart", "Model", "ModelRequest", "ModelUsage", "interleave", "without_images")
+__all__ = (
+    "ImagePart",
+    "Model",
+    "ModelRequest",
+    "ModelUsage",
+    "call_usage",
+    "interleave",
+    "report_usage",
+    "without_images",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,3 +119,14 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the answer to ``request``."""
         ...
+
+
+call_usage: ContextVar[ModelUsage | None] = ContextVar("call_usage", default=None)
+"""The usage of the model call streaming in this task, as its provider reported it (``report_usage``). A
+provider's stream runs in the task that reads it, so concurrent runs never see each other's figures (a model's
+``last_usage`` attribute is shared by every run of the process)."""
+
+
+def report_usage(usage: ModelUsage) -> None:
+    """Called by a provider as its stream ends: the reader of the stream (the step loop) counts ``usage``."""
+    call_usage.set(usage)

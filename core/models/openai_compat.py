@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage, interleave, without_images
+from .base import ModelRequest, ModelUsage, interleave, report_usage, without_images
 from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
 
 if TYPE_CHECKING:
@@ -155,6 +155,7 @@ class OpenAICompatModel:
                         yield choice.delta.content
         if usage is not None:
             self.last_usage = usage
+            report_usage(usage)
             log.debug("%s used %d+%d tokens", self.name, usage.input_tokens, usage.output_tokens)
 
     def _classify(self, exc: Exception) -> Failure | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,3 +78,45 @@ async def test_in_memory_store_keeps_settings_apart_from_memory() -> None:
     memory = InMemoryStore()
     await ChatSettingsStore(memory).change("discord:channel:1", language="fr")
     assert memory.data == {"settings:discord:channel:1": {"language": "fr"}}
+
+
+async def test_concurrent_runs_count_their_own_usage_to_their_own_user() -> None:
+    """Two conversations answered at the same time by one model instance: each run counts the usage its own
+    call reported (``report_usage``), not the figures another run left on the shared model."""
+    import asyncio
+
+    from core import InputRef, ModelRequest, ModelUsage, context, create_agent, output
+    from core.models import report_usage
+    from core.usage import day_of
+
+    gate = asyncio.Event()
+
+    class Model:
+        name = "m"
+        last_usage: ModelUsage | None = None
+
+        async def stream(self, request: ModelRequest) -> Any:
+            slow = "slow" in request.prompt
+            if slow:
+                await gate.wait()  # finishes after the fast one
+            yield '<response><output type="o">ok</output></response>'
+            usage = ModelUsage(input_tokens=100 if slow else 1, output_tokens=10 if slow else 1)
+            self.last_usage = usage
+            report_usage(usage)
+            if not slow:
+                gate.set()
+
+    chat = context(type="chat", schema=str, key=lambda s: s)
+    agent = create_agent(
+        model=Model(), contexts=[chat], outputs=[output(type="o", handler=lambda data, ctx, agent: None)]
+    )
+
+    def said(text: str, user: str) -> InputRef:
+        return InputRef(type="chat:message", data=text, params={"user_id": user})
+
+    async with agent:
+        await asyncio.gather(agent.run(chat, "a", [said("slow", "1")]), agent.run(chat, "b", [said("fast", "2")]))
+    today = [day_of()]
+    slow, fast = await agent.usage.totals("user:chat:1", today), await agent.usage.totals("user:chat:2", today)
+    assert (slow.input_tokens, fast.input_tokens) == (100, 1)
+    assert (await agent.usage.totals("chat:chat:a", today)).output_tokens == 10
