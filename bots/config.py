@@ -205,11 +205,11 @@ def _chat_problems(settings: Settings) -> list[str]:
     problems: list[str] = []
     if settings.bot.language not in LANGUAGE_NAMES:
         problems.append(f"BOT_LANGUAGE={settings.bot.language!r} is not one of {', '.join(LANGUAGE_NAMES)}")
-    unknown = sorted(settings.bot.disabled_commands - {*COMMANDS, "reset"})
+    known = (*COMMANDS, "reset", "forget")
+    unknown = sorted(settings.bot.disabled_commands - set(known))
     if unknown:
         problems.append(
-            f"BOT_DISABLED_COMMANDS names {', '.join(unknown)}, which are not commands: use "
-            f"{', '.join((*COMMANDS, 'reset'))}"
+            f"BOT_DISABLED_COMMANDS names {', '.join(unknown)}, which are not commands: use {', '.join(known)}"
         )
     if settings.llm.allowed_models and settings.llm.provider not in ("openai", "anthropic"):
         problems.append(

@@ -70,7 +70,8 @@ class BotSettings(BaseModel):
     )
     disabled_commands: Annotated[frozenset[str], NoDecode] = Field(
         default_factory=frozenset,
-        description="Chat commands turned off entirely, comma-separated: model, persona, language, settings, stats",
+        description="Chat commands turned off entirely, comma-separated: model, persona, language, settings, stats, "
+        "reset, forget",
     )
     max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")

@@ -300,7 +300,7 @@ class TelegramRuntime:
             app.add_handler(TypeHandler(Update, self._on_update))
             await app.start()
             try:
-                await app.bot.set_my_commands([c for c in COMMANDS if c[0] not in agent.chat_policy.disabled_commands])
+                await app.bot.set_my_commands([c for c in COMMANDS if c[0] not in self._disabled()])
             except TelegramError as exc:  # only the command menu is missing: keep going
                 log.warning("could not register the bot's commands with Telegram: %s", exc.message)
         log.info("Telegram bot @%s started (%s)", self._bot_username, "listening" if self.listen else "send only")
@@ -678,6 +678,8 @@ class TelegramRuntime:
                 await self._notice(facts, text.replace("{name}", self._bot_name), markdown=True)
 
             return help
+        if facts.command in self._disabled() and decision in (Decision.RESET, Decision.FORGET):
+            return lambda: self._say(facts, "disabled", command=facts.command or "")
         if decision is Decision.RESET:
             return lambda: self._reset(facts)
         if decision is Decision.FORGET:
@@ -807,9 +809,13 @@ class TelegramRuntime:
             log.warning("could not read the settings of chat %s: %s", facts.chat_id, exc)
             return None
 
-    async def _say(self, facts: MessageFacts, key: str) -> None:
+    async def _say(self, facts: MessageFacts, key: str, **values: object) -> None:
         """Post the notice ``key`` (``extensions.chat.i18n``) in the chat's language."""
-        await self._notice(facts, say(key, await self._language(facts)))
+        await self._notice(facts, say(key, await self._language(facts), **values))
+
+    def _disabled(self) -> frozenset[str]:
+        """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
+        return self._agent.chat_policy.disabled_commands if self._agent is not None else frozenset()
 
     async def _notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
         try:

@@ -126,3 +126,16 @@ async def test_errors_and_help_follow_the_chats_language(
     assert helped.text.startswith("Bonjour ! Je suis Daydream.")
     english = await said(server, "/help", user_id=BOB, chat_id=BOB)
     assert english.text.startswith("Hi! I am Daydream.")
+
+
+async def test_commands_the_operator_turned_off(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    policy = ChatPolicy(allowed_models=("small-model",), disabled_commands=frozenset({"reset", "stats"}))
+    agent = await start_bot(model, agent_options={"chat_policy": policy})
+    menu = {c["command"] for c in server.commands}
+    assert "reset" not in menu and "stats" not in menu and "model" in menu
+    await said(server, "remember this", chat_id=ANN)
+    assert (await said(server, "/reset", chat_id=ANN)).text == "/reset is turned off on this bot."
+    assert (await said(server, "/stats", chat_id=ANN)).text == "/stats is turned off on this bot."
+    assert await agent.memory.get(f"working:telegram:chat:{ANN}")  # not forgotten
