@@ -21,6 +21,7 @@ from core import (
 )
 from core.errors import ConfigError, MemoryStoreError
 from core.history import RetentionSweeper
+from core.limits import LimitConfig, Limiter, LimitStore
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
 from core.summary import SummaryLock, SummaryPolicy
@@ -36,6 +37,7 @@ __all__ = (
     "build_chat_policy",
     "build_extensions",
     "build_history",
+    "build_limiter",
     "build_media",
     "build_memory",
     "build_model_from_settings",
@@ -128,6 +130,20 @@ def build_chat_policy(settings: Settings) -> ChatPolicy:
     )
 
 
+def build_limiter(settings: Settings, store: LimitStore | None = None) -> Limiter:
+    """The limits of ``BOT_*`` and the admin users, counted in ``store`` (this process's memory by default; a
+    worker passes Redis)."""
+    bot = settings.bot
+    config = LimitConfig(
+        messages_per_minute=bot.messages_per_minute,
+        tokens_per_day_user=bot.tokens_per_day_user,
+        tokens_per_day_conversation=bot.tokens_per_day_conversation,
+        max_input_chars=bot.max_input_chars,
+        admins=bot.admins,
+    )
+    return Limiter(config, store)
+
+
 def build_extensions(
     settings: Settings,
     *,
@@ -175,11 +191,13 @@ def build_agent(
     tools: bool = True,
     history: HistoryStore | None = None,
     summary_lock: SummaryLock | None = None,
+    limit_store: LimitStore | None = None,
     **options: Any,
 ) -> Agent:
     """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
     leaves the MCP servers out (a gateway only stores inputs). Without ``memory`` (embedded) and without
-    ``history``, the history is kept in SQLite next to the memory store."""
+    ``history``, the history is kept in SQLite next to the memory store. ``limit_store`` holds the counters of
+    the limits (``BOT_MESSAGES_PER_MINUTE``...; default: this process's memory)."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
@@ -206,6 +224,7 @@ def build_agent(
         history=history,
         summary=policy,
         summary_lock=summary_lock,
+        limiter=build_limiter(settings, limit_store),
         **options,
     )
     agent.services.append(service(name="model", stop=lambda _agent: close_model(chosen_model)))

@@ -162,6 +162,12 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
             "TELEGRAM_TOKEN is set but the telegram extra is not installed: run pip install '.[telegram]' "
             "or unset TELEGRAM_TOKEN"
         )
+    for admin in sorted(settings.bot.admins):
+        platform, _, uid = admin.partition(":")
+        if platform not in ("telegram", "discord", "cli") or not uid:
+            problems.append(
+                f"BOT_ADMIN_USERS: {admin!r} is not a platform-qualified user id; write telegram:123 or discord:456"
+            )
     if role == "gateway" and not enabled:
         problems.append("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
     if role in ("gateway", "worker"):

@@ -32,6 +32,7 @@ __all__ = (
     "GATEWAY_SHARD_HELD",
     "KINDS",
     "LEASE_EVENTS",
+    "LIMITED",
     "MESSAGES_ANSWERED",
     "MESSAGES_FAILED",
     "MESSAGES_IGNORED",
@@ -98,6 +99,12 @@ MODEL_TOKENS = Counter(
     "bots_usage_tokens", "Tokens by model (a conversation's /model included) and direction", ["model", "direction"]
 )
 MODEL_COST = Counter("bots_usage_cost_dollars", "Estimated cost in dollars by model (LLM_PRICES)", ["model"])
+LIMITED = Counter(
+    "bots_limited",
+    "Inputs refused by a limit (BOT_MESSAGES_PER_MINUTE, BOT_TOKENS_PER_DAY_*, BOT_MAX_INPUT_CHARS): the model did "
+    "not see them",
+    ["platform", "limit"],
+)
 PLATFORM_RATE_LIMITED = Counter(
     "bots_platform_rate_limited", "Requests a chat platform answered with 429 Too Many Requests", ["platform"]
 )
@@ -128,6 +135,7 @@ KINDS = (
     "lease_lost",
     "lease_released",
     "lease_renewed",
+    "limited",
     "message_ignored",
     "message_received",
     "model_seconds",
@@ -143,7 +151,8 @@ KINDS = (
 ``output_tokens:<model>`` and ``cost_micros:<model>`` the model (totals by model, never by user);
 ``queue_depth`` takes the queue's name as ``context_id`` and the depth as value; ``rate_limited`` and
 ``reply_uncertain:<outcome>`` take a platform or context id; ``attachment:<kind>:<outcome>`` counts one
-attachment, ``attachment_bytes`` the bytes downloaded."""
+attachment, ``attachment_bytes`` the bytes downloaded; ``limited:<limit>`` counts an input a limit refused
+(``core.limits.LimitKind``)."""
 
 
 def platform_of(context_id: str) -> str:
@@ -234,6 +243,8 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         MESSAGES_RECEIVED.labels(platform=platform_of(context_id)).inc(value)
     elif base == "message_ignored":
         MESSAGES_IGNORED.labels(platform=platform_of(context_id), reason=detail or "filtered").inc(value)
+    elif base == "limited":
+        LIMITED.labels(platform=platform_of(context_id), limit=detail or "unknown").inc(value)
     elif base == "rate_limited":
         PLATFORM_RATE_LIMITED.labels(platform=platform_of(context_id)).inc()
     elif base == "reply_uncertain":

@@ -91,6 +91,31 @@ class BotSettings(BaseModel):
         le=600,
         description="Seconds a stopping process (SIGTERM) lets answers in progress finish before it cancels them",
     )
+    admin_users: str = Field(
+        default="",
+        description="Comma-separated platform-qualified user ids (telegram:123, discord:456) that no limit applies "
+        "to and that may /reset any conversation",
+    )
+    messages_per_minute: int = Field(
+        default=0, ge=0, description="Messages one user may send per minute; more get one short notice (0: off)"
+    )
+    tokens_per_day_user: int = Field(
+        default=0, ge=0, description="Model tokens spent answering one user per UTC day (0: off)"
+    )
+    tokens_per_day_conversation: int = Field(
+        default=0, ge=0, description="Model tokens spent in one conversation per UTC day (0: off)"
+    )
+    max_input_chars: int = Field(
+        default=16_000,
+        ge=0,
+        description="Characters of one message the bot reads at most; longer ones are "
+        "refused with a short notice (0: off)",
+    )
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """``admin_users`` as a set."""
+        return frozenset(u.strip() for u in self.admin_users.split(",") if u.strip())
 
 
 class LlmSettings(BaseModel):

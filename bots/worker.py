@@ -48,7 +48,15 @@ def redis_check(backend: RedisBackend) -> Any:
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Work until ``stop`` is set (or, without one, until SIGTERM / SIGINT), then stop gracefully."""
-    from core.redis import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, RedisSummaryLock, RedisUsage
+    from core.redis import (
+        QueueWorker,
+        RedisBackend,
+        RedisDispatcher,
+        RedisLimitStore,
+        RedisMemoryStore,
+        RedisSummaryLock,
+        RedisUsage,
+    )
 
     from .app import build_agent, build_history
     from .ops import ops
@@ -63,6 +71,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             history=build_history(settings, distributed=True),
             summary_lock=RedisSummaryLock(backend, ttl=max(60.0, settings.llm.timeout * 3)),
             usage=RedisUsage(backend),
+            limit_store=RedisLimitStore(backend),
             listen=False,
             stop_timeout=backend.config.stop_timeout,
         )

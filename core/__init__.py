@@ -42,6 +42,7 @@ from .errors import (
 from .escape import escape_text, unescape_text
 from .events import RunEvent, RunEventType
 from .health import Degraded
+from .limits import InMemoryLimitStore, LimitConfig, Limiter
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
@@ -70,12 +71,15 @@ __all__ = (
     "Dispatcher",
     "ErrorLog",
     "Extension",
+    "InMemoryLimitStore",
     "InMemoryStore",
     "InMemoryUsage",
     "InProcessDispatcher",
     "Input",
     "InputContext",
     "InputRef",
+    "LimitConfig",
+    "Limiter",
     "Log",
     "MemoryStore",
     "MemoryStoreError",

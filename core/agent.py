@@ -28,6 +28,7 @@ from .engine import Run
 from .errors import DefinitionError, RunError
 from .events import RunEvent, RunEventType
 from .history import history_entries
+from .limits import Limiter
 from .logs import InputRef, Log, WorkingMemory
 from .media.reader import MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
@@ -74,6 +75,7 @@ class Agent:
         stop_timeout: float = 10.0,
         state_cache: int = 1024,
         compact_prompt: bool = False,
+        limiter: Limiter | None = None,
         media: MediaReader | None = None,
         history: HistoryStore | None = None,
         summary: SummaryPolicy | None = None,
@@ -101,6 +103,8 @@ class Agent:
         self.persona = persona
         """Who the bot is, added to the system prompt."""
         self.compact_prompt = compact_prompt
+        self.limiter = limiter
+        """Per-user and per-conversation limits checked before the model is called (None: no limits)."""
         """Use the short, tool-less prompt made for small local models."""
         self.media: MediaReader = media if media is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
@@ -622,6 +626,11 @@ class Agent:
             if not task.done():
                 await asyncio.shield(task)
             task.result()
+
+    def is_admin(self, user: str) -> bool:
+        """True for a platform-qualified user id (``telegram:123``) listed as an admin (``LimitConfig.admins``):
+        no limit applies to them and they may ``/reset`` any conversation."""
+        return self.limiter is not None and self.limiter.is_admin(user)
 
     def observe(self, kind: str, context_id: str, value: float = 1.0) -> None:
         """Report ``value`` of ``kind`` for ``context_id`` (or a platform name) to the observers; an observer

@@ -19,6 +19,8 @@ from .definitions import Action, ContextState, Output, maybe_await
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
+from .limits import Refusal
+from .limits import user_of as limit_user
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, new_id, now_ms
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
@@ -144,6 +146,10 @@ class Run:
         self._joined = False
         self._first_input_ms: int | None = None
         self._replied = False
+        self._run_id = new_id()
+        self._user = ""
+        """Who wrote the newest input the model is shown: the model's tokens are charged to them."""
+        self._notices = 0
 
     # -- inputs ----------------------------------------------------------------------------------------
 
@@ -224,6 +230,7 @@ class Run:
         call_usage.set(None)
         stream = model.stream(request)
         it = aiter(stream)
+        written = 0
         try:
             while True:
                 try:
@@ -236,6 +243,9 @@ class Run:
                         usage = None if usage is usage_before else usage
                     if usage is not None:
                         await self._account(request, usage.input_tokens, usage.output_tokens)
+                        await self._charge(usage.input_tokens, usage.output_tokens)
+                    else:  # the provider does not say: about 4 characters a token, for the limits
+                        await self._charge((len(request.system) + len(request.prompt)) // 4, written // 4)
                     return
                 except TimeoutError as exc:
                     raise ModelError(
@@ -245,6 +255,7 @@ class Run:
                     raise
                 except Exception as exc:
                     raise ModelError(f"model {self.agent.model.name!r} failed: {type(exc).__name__}: {exc}") from exc
+                written += len(chunk)
                 yield chunk
         finally:
             aclose = getattr(it, "aclose", None)
@@ -281,10 +292,83 @@ class Run:
         except Exception:
             log.exception("could not count the usage of %s", state.id)
 
+    async def _charge(self, tokens_in: int, tokens_out: int) -> None:
+        """Count a model call against the limits, once per batch and step (a batch run again after a crash
+        charges nothing twice)."""
+        limiter = self.agent.limiter
+        if limiter is None:
+            return
+        batch = self.state.options.get("batch_id") or self._run_id
+        try:
+            await limiter.charge(
+                charge_id=f"{batch}:{self.steps}",
+                user=self._user,
+                conversation=self.state.id,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+            )
+        except RunError as exc:  # the answer is on its way: a counter that failed must not stop it
+            log.warning("could not count the tokens of %s: %s", self.state.id, exc)
+
+    async def _admit(self, updates: list[Log]) -> list[Log]:
+        """The updates the model may see: an input over a limit is taken out of working memory (the model never
+        reads it) and its author told once per window. Admin users pass."""
+        limiter = self.agent.limiter
+        if limiter is None:
+            for entry in updates:
+                if isinstance(entry, InputRef):
+                    self._user = limit_user(entry) or self._user
+            return updates
+        admitted: list[Log] = []
+        for entry in updates:
+            if not isinstance(entry, InputRef):
+                admitted.append(entry)
+                continue
+            text = entry.text if entry.text is not None else format_value(entry.data)
+            refusal = await limiter.check(entry, conversation=self.state.id, text=text)
+            if refusal is None:
+                self._user = limit_user(entry) or self._user
+                admitted.append(entry)
+                continue
+            entry.processed = True
+            logs = self.state.working_memory.logs
+            if entry in logs:
+                logs.remove(entry)
+            self.agent.observe(f"limited:{refusal.kind.value}", self.state.id)
+            log.info("%s: an input of %s is over the %s limit", self.state.id, limit_user(entry), refusal.kind.value)
+            if await limiter.notice_due(refusal):
+                await self._notify(refusal)
+        return admitted
+
+    async def _notify(self, refusal: Refusal) -> None:
+        """Tell the user through the conversation's own output (in a queued run it follows the reply ledger)."""
+        _, outputs = self.agent.available(self.state)
+        own = [o for o in outputs if o.context is self.state.context] or outputs
+        if not own:
+            return
+        self._notices += 1
+        ref = OutputRef(type=own[0].type, content=refusal.notice, processed=True)
+        try:
+            await run_output(
+                agent=self.agent,
+                state=self.state,
+                output=own[0],
+                ref=ref,
+                slots=[],
+                timeout=self.agent.output_timeout,
+                step=self.steps,
+                index=-self._notices,
+            )
+        except Exception as exc:
+            log.warning("could not tell %s that a limit was reached: %s", self.state.id, exc)
+
     async def _step(self) -> None:
         agent, state = self.agent, self.state
         actions, outputs = agent.available(state)
-        updates = state.working_memory.unprocessed()
+        pending = state.working_memory.unprocessed()
+        updates = await self._admit(pending)
+        if pending and not updates:
+            return  # every new input was over a limit: the model is not called
         persona = escape_persona(state.chat.persona) if state.chat.persona else agent.persona
         if agent.compact_prompt:
             actions = []

@@ -9,6 +9,7 @@ from .config import QueueConfig, redact_url
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
 from .ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
+from .limits import RedisLimitStore
 from .lock import PlatformLock
 from .memory import RedisMemoryStore
 from .shards import IdentifySlots, ShardLeases
@@ -27,6 +28,7 @@ __all__ = (
     "QueueWorker",
     "RedisBackend",
     "RedisDispatcher",
+    "RedisLimitStore",
     "RedisMemoryStore",
     "RedisReplyLedger",
     "RedisSummaryLock",

@@ -1,0 +1,307 @@
+"""Per-user and per-conversation limits, checked before the model is called.
+
+Three limits (each off at 0): messages per minute per user, model tokens per day per user and per conversation, and
+the length of one input. The step loop asks ``Limiter.check`` about every new input before a step: a refused input is
+not shown to the model (it is dropped from working memory), and the user gets one short, polite answer per limit and
+window (``Refusal.notice``), saying when to try again. Admin users (``LimitConfig.admins``) are never refused.
+
+The counters live in a ``LimitStore``: ``InMemoryLimitStore`` in one process, ``core.redis.RedisLimitStore`` when
+workers share Redis. Both are idempotent where a crash could repeat work: a message counts once however many times
+its batch is run (it is counted by its id, and keeps its place in its window), and a model call's tokens are charged
+once (by ``charge_id``: the batch and the step), so a worker killed after either neither loses nor double-counts.
+
+Token usage is kept per UTC day, per user and per conversation, input and output apart (``Usage``), for 90 days
+(``USAGE_DAYS``): what a usage report reads.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from .logs import InputRef
+
+__all__ = (
+    "USAGE_DAYS",
+    "InMemoryLimitStore",
+    "LimitConfig",
+    "LimitKind",
+    "LimitStore",
+    "Limiter",
+    "Refusal",
+    "Usage",
+    "day_of",
+    "user_of",
+)
+
+USAGE_DAYS = 90
+"""How long the daily usage counters are kept."""
+_MINUTE_MS = 60_000
+
+
+class LimitKind(enum.StrEnum):
+    """Which limit refused an input (the ``limit`` label of the metric)."""
+
+    INPUT_LENGTH = "input_length"
+    """The message is longer than ``max_input_chars``."""
+    MESSAGES = "messages"
+    """The user sent more than ``messages_per_minute`` this minute."""
+    USER_TOKENS = "user_tokens"
+    """The user's model tokens today reached ``tokens_per_day_user``."""
+    CONVERSATION_TOKENS = "conversation_tokens"
+    """The conversation's model tokens today reached ``tokens_per_day_conversation``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitConfig:
+    """The limits (0: off)."""
+
+    messages_per_minute: int = 0
+    """Messages one user may send per minute (fixed one-minute windows)."""
+    tokens_per_day_user: int = 0
+    """Model tokens (input and output) spent answering one user per UTC day."""
+    tokens_per_day_conversation: int = 0
+    """Model tokens spent in one conversation per UTC day."""
+    max_input_chars: int = 0
+    """Characters of one input at most."""
+    message_window: int = 60
+    """Seconds of the window ``messages_per_minute`` counts in (a minute; tests take a longer one)."""
+    admins: frozenset[str] = frozenset()
+    """Platform-qualified user ids (``telegram:123``, ``discord:456``) that no limit applies to."""
+
+    @property
+    def active(self) -> bool:
+        """True when at least one limit is on."""
+        return bool(
+            self.messages_per_minute
+            or self.tokens_per_day_user
+            or self.tokens_per_day_conversation
+            or self.max_input_chars
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Usage:
+    """Model tokens spent on one day."""
+
+    input: int = 0
+    """Tokens the model read."""
+    output: int = 0
+    """Tokens the model wrote."""
+
+    @property
+    def total(self) -> int:
+        """Both directions."""
+        return self.input + self.output
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """Why an input is not answered, and what its author is told."""
+
+    kind: LimitKind
+    """The limit."""
+    notice: str
+    """The short answer for the user."""
+    notice_key: str
+    """Who is told once per window: the limit, the user or conversation, the window."""
+    until_ms: int
+    """When the window ends (ms since the epoch): no second notice before."""
+
+
+class LimitStore(Protocol):
+    """Where the counters are kept."""
+
+    async def count_message(self, *, user: str, message_id: str, minute: int, ttl_ms: int = 120_000) -> int:
+        """Record ``message_id`` of ``user`` in the window numbered ``minute`` (idempotent), kept ``ttl_ms``; return
+        its position (1-based) among the window's distinct messages, in the order they were first counted: the same
+        answer however often it is asked, so a batch run again decides as the first time."""
+        ...
+
+    async def usage(self, *, day: str, user: str, conversation: str) -> tuple[Usage, Usage]:
+        """``(user's usage, conversation's usage)`` on ``day`` (``YYYY-MM-DD``, UTC); an empty user gives zero."""
+        ...
+
+    async def charge(
+        self, *, charge_id: str, day: str, user: str, conversation: str, tokens_in: int, tokens_out: int
+    ) -> bool:
+        """Add the tokens of one model call to the user's and the conversation's usage of ``day``, once per
+        ``charge_id``; False when that id was charged already."""
+        ...
+
+    async def notice_due(self, *, key: str, until_ms: int) -> bool:
+        """True the first time ``key`` is asked before ``until_ms``; False again until then."""
+        ...
+
+
+@dataclass(kw_only=True)
+class InMemoryLimitStore:
+    """The counters of one process (lost when it stops)."""
+
+    messages: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
+    """Message ids and their positions by (user, window)."""
+    users: dict[tuple[str, str], Usage] = field(default_factory=dict)
+    """Usage by (day, user)."""
+    conversations: dict[tuple[str, str], Usage] = field(default_factory=dict)
+    """Usage by (day, conversation)."""
+    charged: dict[str, str] = field(default_factory=dict)
+    """Charge ids already counted, with their day (two days are kept)."""
+    notices: dict[str, int] = field(default_factory=dict)
+    """Notice keys and when they expire."""
+
+    async def count_message(self, *, user: str, message_id: str, minute: int, ttl_ms: int = 120_000) -> int:
+        """See ``LimitStore``."""
+        for key in [k for k in self.messages if k[1] < minute - 1]:
+            del self.messages[key]
+        ids = self.messages.setdefault((user, minute), {})
+        return ids.setdefault(message_id, len(ids) + 1)
+
+    async def usage(self, *, day: str, user: str, conversation: str) -> tuple[Usage, Usage]:
+        """See ``LimitStore``."""
+        return self.users.get((day, user), Usage()) if user else Usage(), self.conversations.get(
+            (day, conversation), Usage()
+        )
+
+    async def charge(
+        self, *, charge_id: str, day: str, user: str, conversation: str, tokens_in: int, tokens_out: int
+    ) -> bool:
+        """See ``LimitStore``."""
+        if charge_id in self.charged:
+            return False
+        if self.charged and day not in self.charged.values():  # a new day: forget what is older than yesterday
+            yesterday = day_of(now_ms() - 86_400_000)
+            self.charged = {k: d for k, d in self.charged.items() if d >= yesterday}
+            horizon = day_of(now_ms() - USAGE_DAYS * 86_400_000)
+            self.users = {k: u for k, u in self.users.items() if k[0] >= horizon}
+            self.conversations = {k: u for k, u in self.conversations.items() if k[0] >= horizon}
+        self.charged[charge_id] = day
+        targets = [(self.conversations, conversation)] + ([(self.users, user)] if user else [])
+        for table, who in targets:
+            old = table.get((day, who), Usage())
+            table[(day, who)] = Usage(input=old.input + tokens_in, output=old.output + tokens_out)
+        return True
+
+    async def notice_due(self, *, key: str, until_ms: int) -> bool:
+        """See ``LimitStore``."""
+        now = now_ms()
+        if self.notices.get(key, 0) > now:
+            return False
+        self.notices[key] = until_ms
+        return True
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+def day_of(ms: int) -> str:
+    """The UTC day of ``ms``: ``YYYY-MM-DD``."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+
+
+def _next_day_ms(ms: int) -> int:
+    day = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return int((day + timedelta(days=1)).timestamp() * 1000)
+
+
+def user_of(ref: InputRef) -> str:
+    """The platform-qualified id of who wrote ``ref`` (``telegram:123`` from ``telegram:message`` and its
+    ``user_id``; ``author_id`` for Discord); empty when the input names nobody."""
+    uid = ref.params.get("user_id") or ref.params.get("author_id") or ""
+    return f"{ref.type.partition(':')[0]}:{uid}" if uid else ""
+
+
+def _wait_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} seconds"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} minutes"
+    return f"{round(seconds / 3600)} hours"
+
+
+class Limiter:
+    """Applies a ``LimitConfig`` with the counters of a ``LimitStore``."""
+
+    def __init__(self, config: LimitConfig, store: LimitStore | None = None) -> None:
+        self.config = config
+        """The limits."""
+        self.store: LimitStore = store if store is not None else InMemoryLimitStore()
+        """The counters."""
+
+    def is_admin(self, user: str) -> bool:
+        """True for a user listed in ``BOT_ADMIN_USERS``."""
+        return bool(user) and user in self.config.admins
+
+    async def check(self, ref: InputRef, *, conversation: str, text: str) -> Refusal | None:
+        """Count ``ref`` and say whether it is over a limit (None: answer it). ``text`` is what the model would
+        read of it."""
+        cfg = self.config
+        user = user_of(ref)
+        if not cfg.active or self.is_admin(user):
+            return None
+        now = now_ms()
+        if cfg.max_input_chars and len(text) > cfg.max_input_chars:
+            return Refusal(
+                kind=LimitKind.INPUT_LENGTH,
+                notice=(
+                    f"Sorry, your message is too long for me ({len(text):,} characters; I read at most "
+                    f"{cfg.max_input_chars:,}). Please send a shorter one."
+                ),
+                notice_key=f"{LimitKind.INPUT_LENGTH}:{ref.id}",
+                until_ms=now + _MINUTE_MS,
+            )
+        if cfg.messages_per_minute and user:
+            window_ms = max(1, cfg.message_window) * 1000
+            minute = ref.timestamp // window_ms
+            position = await self.store.count_message(user=user, message_id=ref.id, minute=minute, ttl_ms=2 * window_ms)
+            if position > cfg.messages_per_minute:
+                until = (minute + 1) * window_ms
+                per = "a minute" if window_ms == _MINUTE_MS else f"in {_wait_text(window_ms / 1000)}"
+                return Refusal(
+                    kind=LimitKind.MESSAGES,
+                    notice=(
+                        f"You are sending messages faster than I can answer (at most {cfg.messages_per_minute} "
+                        f"{per}). Please try again in {_wait_text((until - now) / 1000)}."
+                    ),
+                    notice_key=f"{LimitKind.MESSAGES}:{user}:{minute}",
+                    until_ms=until,
+                )
+        if cfg.tokens_per_day_user or cfg.tokens_per_day_conversation:
+            day = day_of(now)
+            used_user, used_conversation = await self.store.usage(day=day, user=user, conversation=conversation)
+            until = _next_day_ms(now)
+            later = f"Please try again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
+            if cfg.tokens_per_day_user and user and used_user.total >= cfg.tokens_per_day_user:
+                return Refusal(
+                    kind=LimitKind.USER_TOKENS,
+                    notice=f"Sorry, you have used up what I can answer you today. {later}",
+                    notice_key=f"{LimitKind.USER_TOKENS}:{user}:{day}",
+                    until_ms=until,
+                )
+            if cfg.tokens_per_day_conversation and used_conversation.total >= cfg.tokens_per_day_conversation:
+                return Refusal(
+                    kind=LimitKind.CONVERSATION_TOKENS,
+                    notice=f"Sorry, this conversation has used up what I can answer today. {later}",
+                    notice_key=f"{LimitKind.CONVERSATION_TOKENS}:{conversation}:{day}",
+                    until_ms=until,
+                )
+        return None
+
+    async def notice_due(self, refusal: Refusal) -> bool:
+        """True when the user was not told about this limit in this window yet (then they are, now)."""
+        return await self.store.notice_due(key=refusal.notice_key, until_ms=refusal.until_ms)
+
+    async def charge(self, *, charge_id: str, user: str, conversation: str, tokens_in: int, tokens_out: int) -> bool:
+        """Add one model call's tokens to today's usage, once per ``charge_id``."""
+        return await self.store.charge(
+            charge_id=charge_id,
+            day=day_of(now_ms()),
+            user=user,
+            conversation=conversation,
+            tokens_in=max(0, tokens_in),
+            tokens_out=max(0, tokens_out),
+        )

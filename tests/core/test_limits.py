@@ -1,0 +1,125 @@
+"""Limits in one process: an input over a limit never reaches the model, its author is told once per window, admins
+pass, a model call's tokens are charged once per batch and step."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from core import (
+    InMemoryLimitStore,
+    LimitConfig,
+    Limiter,
+    ModelRequest,
+    ModelUsage,
+    ScriptedModel,
+    context,
+    create_agent,
+    output,
+)
+from core.limits import day_of, now_ms
+
+chat = context(type="chat", schema=str, key=lambda s: s)
+
+
+class CountingModel(ScriptedModel):
+    """Answers ``ok`` and reports 100 tokens read and 20 written per call."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda request: '<response><output type="say">ok</output></response>')
+        self.last_usage: ModelUsage | None = None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        async for chunk in super().stream(request):
+            yield chunk
+        self.last_usage = ModelUsage(input_tokens=100, output_tokens=20)
+
+
+def _agent(config: LimitConfig, store: InMemoryLimitStore | None = None) -> tuple[Any, CountingModel, list[str]]:
+    said: list[str] = []
+    model = CountingModel()
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        outputs=[output(type="say", handler=lambda data, ctx, agent: said.append(data), context=chat)],
+        limiter=Limiter(config, store),
+    )
+    seen: list[str] = []
+    agent.observers.append(lambda kind, cid, value: seen.append(kind) if kind.startswith("limited") else None)
+    agent.seen = seen
+    return agent, model, said
+
+
+def _msg(text: str, user: str = "7") -> dict[str, Any]:
+    return {"type": "telegram:message", "data": text, "params": {"user": "Ann", "user_id": user}}
+
+
+async def test_messages_per_minute_refuses_the_rest_with_one_notice() -> None:
+    agent, model, said = _agent(LimitConfig(messages_per_minute=2))
+    async with agent:
+        for i in range(5):
+            await agent.send(chat, "c", _msg(f"m{i}"))
+        await agent.send(chat, "c", _msg("another user", user="8"))
+    assert len(model.requests) == 3  # two of user 7, one of user 8
+    assert "m2" not in model.requests[-1].prompt and "m4" not in model.requests[-1].prompt  # never shown later
+    notices = [s for s in said if s != "ok"]
+    assert len(notices) == 1 and "at most 2 a minute" in notices[0] and "try again in" in notices[0]
+    assert agent.seen == ["limited:messages"] * 3
+
+
+async def test_tokens_per_day_per_user_and_per_conversation() -> None:
+    store = InMemoryLimitStore()
+    agent, model, said = _agent(LimitConfig(tokens_per_day_user=200, tokens_per_day_conversation=500), store)
+    async with agent:
+        await agent.send(chat, "c", _msg("one"))
+        await agent.send(chat, "c", _msg("two"))  # 120 tokens used: still under 200
+        await agent.send(chat, "c", _msg("three"))  # 240: over
+        await agent.send(chat, "c", _msg("four"))  # over again: no second notice today
+        assert len(model.requests) == 2
+        for user in ("8", "9"):  # the conversation reaches 480 with user 8 and 9's first messages... then 600
+            await agent.send(chat, "c", _msg("hi", user=user))
+            await agent.send(chat, "c", _msg("hi", user=user))
+    today = day_of(now_ms())
+    assert store.users[(today, "telegram:7")].total == 240
+    assert store.conversations[(today, "chat:c")].input == 500
+    assert len(model.requests) == 5
+    notices = [s for s in said if s != "ok"]
+    assert len(notices) == 2
+    assert "you have used up" in notices[0] and "midnight UTC" in notices[0]
+    assert "this conversation has used up" in notices[1]
+
+
+async def test_a_long_input_is_refused_and_admins_pass() -> None:
+    agent, model, said = _agent(
+        LimitConfig(max_input_chars=10, messages_per_minute=1, admins=frozenset({"telegram:1"}))
+    )
+    async with agent:
+        await agent.send(chat, "c", _msg("x" * 11))
+        assert model.requests == [] and "too long" in said[0] and "at most 10" in said[0]
+        for _ in range(3):
+            await agent.send(chat, "c", _msg("y" * 50, user="1"))
+    assert len(model.requests) == 3
+    assert agent.is_admin("telegram:1") and not agent.is_admin("telegram:7") and not agent.is_admin("")
+
+
+@pytest.mark.parametrize("batch", ["b1", None])
+async def test_a_charge_counts_once_per_id(batch: str | None) -> None:
+    store = InMemoryLimitStore()
+    limiter = Limiter(LimitConfig(), store)
+    for _ in range(2):
+        await limiter.charge(
+            charge_id=f"{batch}:1", user="telegram:7", conversation="chat:c", tokens_in=5, tokens_out=1
+        )
+    user, conversation = await store.usage(day=day_of(now_ms()), user="telegram:7", conversation="chat:c")
+    assert user.total == conversation.total == 6
+
+
+async def test_a_message_keeps_its_place_however_often_its_batch_runs() -> None:
+    store = InMemoryLimitStore()
+    assert await store.count_message(user="telegram:7", message_id="m1", minute=5) == 1
+    assert await store.count_message(user="telegram:7", message_id="m2", minute=5) == 2
+    for _ in range(3):  # m1's batch run again after others came: still the first
+        assert await store.count_message(user="telegram:7", message_id="m1", minute=5) == 1
+    assert await store.count_message(user="telegram:7", message_id="m3", minute=5) == 3

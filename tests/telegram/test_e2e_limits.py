@@ -1,0 +1,28 @@
+"""End to end through python-telegram-bot and the fake Bot API: a user over a limit gets one short notice per window,
+and the model is not asked."""
+
+from __future__ import annotations
+
+from core import LimitConfig, Limiter
+from tests.fakes.telegram_server import FakeTelegramServer
+
+from .conftest import StartBot, scripted
+
+
+async def test_over_the_limit_the_user_is_told_once_and_the_model_is_not_called(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    model = scripted("hello")
+    agent = await start_bot(model)
+    agent.limiter = Limiter(LimitConfig(messages_per_minute=2, message_window=86_400, max_input_chars=100))
+    for i in range(5):
+        server.user_says(f"message {i}")
+        await server.wait_replies(min(i + 1, 3))
+    server.user_says("x" * 101)
+    replies = await server.wait_replies(4)  # in order: messages 3 and 4 were decided before it
+    texts = [r.text for r in replies]
+    assert texts[:2] == ["hello", "hello"]
+    assert "at most 2 in 24 hours" in texts[2] and "try again in" in texts[2]  # once, not for messages 3 and 4
+    assert "too long" in texts[3]
+    assert len(model.requests) == 2
+    assert all(r.reply_to is not None for r in replies)  # each notice answers the message it is about
