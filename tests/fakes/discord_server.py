@@ -578,9 +578,11 @@ class FakeDiscord:
         session.seq += 1
         payload = {"op": 0, "t": event, "s": session.seq, "d": data}
         session.events.append(payload)
-        if session.ws is not None and not session.ws.closed:
+        try:
+            if session.ws is None or session.ws.closed:
+                raise ConnectionResetError("no connection")
             await session.ws.send_str(json.dumps(payload))
-        else:
+        except ConnectionResetError:  # the connection is going away (a gateway killed): kept for a RESUME
             self.undelivered += 1
 
     async def drop_gateway(self, *, code: int = 4000) -> None:
