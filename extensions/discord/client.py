@@ -226,7 +226,8 @@ class BotClient(discord.Client):
 
 
 def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., None] | app_commands.Group]:
-    """/reset and /forget (server members with Manage Messages by default; anyone in a DM), /help, and the
+    """/reset and /forget (offered to everyone; the runtime lets through members with Manage Messages, admin users
+    of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the
     settings commands (/model, /persona, /language, /settings, /stats); those in BOT_DISABLED_COMMANDS are left
     out."""
     none = discord.AllowedMentions.none()
@@ -278,13 +279,11 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
     reset_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
     )
-    reset_command.default_permissions = discord.Permissions(manage_messages=True)
     forget_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="forget",
         description="Erase the bot's conversation in this channel: history, summary, facts and state",
         callback=forget,
     )
-    forget_command.default_permissions = reset_command.default_permissions  # the same people as /reset
     model_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="model", description="Show or choose the model of this channel", callback=model
     )

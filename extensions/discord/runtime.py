@@ -66,6 +66,9 @@ content_log = logging.getLogger("content.discord")
 FORGET_DONE = "Done: I erased this channel's conversation: its history, summary, facts and state are deleted."
 """What ``/forget`` answers."""
 
+RESET_REFUSED = "Only members who may manage messages here can make me forget this conversation."
+"""The answer to a /reset by a server member without Manage Messages (and not in ``BOT_ADMIN_USERS``)."""
+
 MESSAGE_LIMIT = 2000
 """Characters Discord accepts in one message."""
 
@@ -457,6 +460,15 @@ class DiscordRuntime:
             return say("not_ready")
         if not self._serves(interaction):
             return "I don't talk in this channel, so there is nothing to forget."
+        if not (
+            interaction.guild_id is None  # a DM
+            or agent.is_admin(f"discord:{interaction.user.id}")
+            or interaction.permissions.manage_messages
+        ):
+            log.info(
+                "discord: /%s by user %s in %s refused", "forget" if erase else "reset", interaction.user.id, channel_id
+            )
+            return RESET_REFUSED
         args = {"channel_id": channel_id, "guild_id": interaction.guild_id}
         if erase:
             await agent.forget(discord_channel, args)

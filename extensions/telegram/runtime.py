@@ -83,6 +83,8 @@ RESET_DONE = say("reset_done")
 """The answer to ``/reset``."""
 FORGET_DONE = say("forget_done")
 """The answer to ``/forget``."""
+RESET_REFUSED = "Only an administrator of this group can make me forget this conversation."
+"""The answer to ``/reset`` or ``/forget`` by a group member who is not a chat administrator nor an admin user."""
 MAX_HELD = 100
 """Messages of one chat kept waiting for room in its full inbox at most (``REDIS_INBOX_FULL=wait``); more are
 dropped."""
@@ -722,7 +724,13 @@ class TelegramRuntime:
         )
 
     async def _reset(self, facts: MessageFacts, *, erase: bool = False) -> None:
+        """``/reset`` (``/forget`` with ``erase``): anyone in a private chat; in a group, a chat administrator or
+        an admin user (``BOT_ADMIN_USERS``)."""
         assert self._agent is not None
+        if not await self._may_reset(facts):
+            log.info("chat %s: /reset by user %s refused (not an administrator)", facts.chat_id, facts.user_id)
+            await self._notice(facts, RESET_REFUSED)
+            return
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
         if erase:
             await self._agent.forget(telegram_chat, args)
@@ -816,6 +824,20 @@ class TelegramRuntime:
     def _disabled(self) -> frozenset[str]:
         """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
         return self._agent.chat_policy.disabled_commands if self._agent is not None else frozenset()
+
+    async def _may_reset(self, facts: MessageFacts) -> bool:
+        assert self._agent is not None
+        if facts.private or self._agent.is_admin(f"telegram:{facts.user_id}"):
+            return True
+        if facts.user_id is None:
+            return False
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                member = await self.bot.get_chat_member(chat_id=facts.chat_id, user_id=facts.user_id)
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("chat %s: could not ask who administers it (%s); /reset refused", facts.chat_id, exc)
+            return False
+        return member.status in ("creator", "administrator")
 
     async def _notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
         try:
