@@ -127,6 +127,7 @@ def build_chat_policy(settings: Settings) -> ChatPolicy:
         languages=tuple(LANGUAGE_NAMES),
         default_language=settings.bot.language,
         disabled_commands=settings.bot.disabled_commands,
+        admin_users=settings.bot.admins,
     )
 
 

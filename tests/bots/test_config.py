@@ -229,3 +229,21 @@ def test_bots_config_explains_how_the_platforms_spread_over_gateways(monkeypatch
     monkeypatch.setenv("DISCORD_SHARD_COUNT", "0")
     with pytest.raises(ConfigError, match="DISCORD_SHARD_COUNT"):
         load_settings()
+
+
+def test_admin_users_may_change_any_chat_s_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bots.app import build_chat_policy
+    from extensions.chat.commands import Caller, ChatCommands
+
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.setenv("BOT_ADMIN_USERS", "telegram:42, discord:7")
+    policy = build_chat_policy(load_settings())
+    assert policy.admin_users == {"telegram:42", "discord:7"}
+
+    class _Agent:
+        chat_policy = policy
+
+    commands = ChatCommands(_Agent())  # type: ignore[arg-type]
+    assert commands.may_change(Caller(user="telegram:42", manages_chat=False))
+    assert commands.may_change(Caller(user="discord:7", manages_chat=False))
+    assert not commands.may_change(Caller(user="telegram:43", manages_chat=False))
