@@ -6,9 +6,11 @@ Keys (prefix ``bots:``)::
                                                  they were first counted (kept 2 windows)
     bots:limits:charged:<charge id>     string   a model call already charged (2 days)
     bots:limits:notice:<key>            string   the user was told about a limit; expires with the window
-    bots:usage:<day>:user:<user>        hash     in, out: model tokens spent answering the user that UTC day
-    bots:usage:<day>:conv:<context id>  hash     in, out: model tokens spent in the conversation that day
-                                                 (both kept 90 days: what a usage report reads)
+    bots:limits:usage:<day>:user:<user>        hash  in, out: model tokens spent answering the user that UTC day
+    bots:limits:usage:<day>:conv:<context id>  hash  in, out: model tokens spent in the conversation that day
+                                                     (both kept 90 days; apart from ``bots:usage:``, the /stats
+                                                     counters of ``core.redis.RedisUsage``, which count the same
+                                                     calls: sharing the keys counted each call twice)
 
 Every write is one script, so a worker killed between two calls leaves no half-counted message or charge, and a batch
 run again (after a crash) counts its messages and charges its model calls once: a message keeps the place it was first
@@ -62,7 +64,7 @@ class RedisLimitStore:
 
     def usage_key(self, *, day: str, kind: str, who: str) -> str:
         """The hash of ``who``'s usage on ``day``; ``kind`` is ``user`` or ``conv``."""
-        return f"{self._prefix}usage:{day}:{kind}:{who}"
+        return f"{self._prefix}limits:usage:{day}:{kind}:{who}"
 
     async def count_message(self, *, user: str, message_id: str, minute: int, ttl_ms: int = 120_000) -> int:
         """See ``core.limits.LimitStore``."""

@@ -182,9 +182,9 @@ async def test_messages_per_minute_hold_across_two_workers_and_a_kill(
     # the killed worker's call was not charged, the survivor's once (a call is charged as its stream ends, just
     # after its reply went out: wait until every batch is acknowledged)
     await wait_until(lambda: _settled(client), timeout=30, what="every batch acknowledged")
-    day = next(iter(await client.keys("bots:usage:*:user:telegram:7"))).split(":")[2]
-    assert await client.hgetall(f"bots:usage:{day}:user:telegram:7") == {"in": "300", "out": "30"}
-    assert await client.hgetall(f"bots:usage:{day}:conv:telegram:chat:{chats[0]}") == {"in": "100", "out": "10"}
+    day = next(iter(await client.keys("bots:limits:usage:*:user:telegram:7"))).split(":")[3]
+    assert await client.hgetall(f"bots:limits:usage:{day}:user:telegram:7") == {"in": "300", "out": "30"}
+    assert await client.hgetall(f"bots:limits:usage:{day}:conv:telegram:chat:{chats[0]}") == {"in": "100", "out": "10"}
 
 
 async def test_a_charge_is_counted_once_per_id_in_redis(redis_server: RedisServer, client: Any) -> None:
@@ -203,7 +203,7 @@ async def test_a_charge_is_counted_once_per_id_in_redis(redis_server: RedisServe
         places = [await store.count_message(user="u", message_id=m, minute=1) for m in ("a", "b", "a", "c", "b")]
         assert places == [1, 2, 1, 3, 2]
         assert await store.notice_due(key="k", until_ms=2**41) and not await store.notice_due(key="k", until_ms=2**41)
-        assert 0 < await client.ttl("bots:usage:2026-01-02:user:telegram:7") <= 90 * 86_400
+        assert 0 < await client.ttl("bots:limits:usage:2026-01-02:user:telegram:7") <= 90 * 86_400
     finally:
         await backend.close()
 
