@@ -195,11 +195,12 @@ class StreamParser:
         if self._held:
             text = self._held + text
             self._held = ""
-        if hold:
-            cut = _entity_tail(text)
-            text, self._held = text[:cut], text[cut:]
-        if text:
+        if "&" in text:  # the common case, no entity at all, skips both steps
+            if hold:
+                cut = _entity_tail(text)
+                text, self._held = text[:cut], text[cut:]
             text = unescape_text(text)
+        if text:
             self._parts.append(text)
             events.append(TagText(name=self._open.name, text=text, index=self._open.index))
 
