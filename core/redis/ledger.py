@@ -66,6 +66,9 @@ class ReplySlot:
 
     pending_text: str = ""
     """The text the ``pending`` part was posted with."""
+    shown: list[str] = field(default_factory=list)
+    """What each posted part showed when it was recorded (``content`` is the whole text received so far: a
+    streamed reply's first message shows only its beginning)."""
 
     @property
     def uncertain(self) -> bool:
@@ -81,6 +84,21 @@ class ReplySlot:
         """The nonce of part ``index`` of a reply split into several messages."""
         return f"{self.nonce}{index:03d}"[:25]
 
+    @classmethod
+    def load(cls, key: str, dumped: str) -> ReplySlot:
+        """The slot ``key`` as an earlier attempt stored it (``dump``)."""
+        data = json.loads(dumped)
+        return cls(
+            key=key,
+            output_type=data["type"],
+            content=data["content"],
+            message_ids=list(data["ids"]),
+            done=bool(data["done"]),
+            pending=data.get("p"),
+            pending_text=data.get("pt", ""),
+            shown=list(data.get("sh", ())),
+        )
+
     def dump(self) -> str:
         data: dict[str, object] = {
             "type": self.output_type,
@@ -88,6 +106,8 @@ class ReplySlot:
             "ids": self.message_ids,
             "done": self.done,
         }
+        if self.shown:
+            data["sh"] = self.shown
         if self.pending is not None:
             data["p"] = self.pending
             data["pt"] = self.pending_text
@@ -158,12 +178,7 @@ class RedisReplyLedger:
             scope.lease.lost = True
             raise LeaseLostError(f"lease on {scope.keys.cid} lost: reply not posted (another worker answers)")
         if result[0] == "exists":
-            stored = json.loads(result[1])
-            slot.content = stored["content"]
-            slot.message_ids = list(stored["ids"])
-            slot.done = bool(stored["done"])
-            slot.pending = stored.get("p")
-            slot.pending_text = stored.get("pt", "")
+            return ReplySlot.load(slot.key, result[1])
         return slot
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:

@@ -92,6 +92,8 @@ class ReplyRecord:
         """The platform ids of the reply's messages, as last recorded (an earlier attempt's, once begun)."""
         self.content = ""
         """The text those messages were recorded with."""
+        self.shown: list[str] = []
+        """What each of those messages showed when it was last recorded (an edit after that is not recorded)."""
         self.uncertain = uncertain
         """Record the intent before each post and resolve an uncertain one this way (None: the platform
         dedupes posts itself, as Discord does with the nonce: no intent is recorded)."""
@@ -147,6 +149,7 @@ class ReplyRecord:
         self.done = self.done or slot.done
         self.message_ids = list(slot.message_ids)
         self.content = slot.content
+        self.shown = list(slot.shown)
         self._posts = max(self._posts, len(self.message_ids))
         log.info(
             "reply %s was %s by an earlier attempt (%d messages)",
@@ -198,14 +201,17 @@ class ReplyRecord:
         self._posts += 1
         return key
 
-    async def note(self, handles: Sequence[Any], *, text: str, done: bool) -> None:
-        """Record the reply's messages as they are now (``done``: the final text is shown in all of them)."""
+    async def note(self, handles: Sequence[Any], shown: Sequence[str], *, text: str, done: bool) -> None:
+        """Record the reply's messages as they are now: their handles, what each shows, and the text received
+        so far (``done``: the final text is shown in all of them)."""
         self.message_ids = [UNKNOWN_ID if h is None else str(h) for h in handles]
+        self.shown = list(shown)
         self.content = text
         self.done = done
         for slot in (self._live, self._final):
             if slot is not None:
                 slot.pending = None
                 slot.message_ids = list(self.message_ids)
+                slot.shown = list(self.shown)
                 slot.content = text
                 await self.ledger.posted(slot, None, done=done)

@@ -202,7 +202,7 @@ class LiveReply:
         self.handles.append(handle)
         self.shown.append(chunk)
         if self.record is not None:
-            await self.record.note(self.handles, text=self.text, done=False)
+            await self.record.note(self.handles, self.shown, text=self.text, done=False)
 
     async def _intend(self, index: int, chunk: str) -> None:
         """In a queued run: record that message ``index`` is about to be posted showing ``chunk``."""
@@ -215,9 +215,14 @@ class LiveReply:
         record = self.record
         if record is None or self.handles or not (record.message_ids or record.pending is not None):
             return
-        shown = await self._split(record.content) if record.content.strip() else []
         self.handles = [None if i == UNKNOWN_ID else self.parse_handle(i) for i in record.message_ids]
-        self.shown = [shown[i] if i < len(shown) else "" for i in range(len(self.handles))]
+        # What a message with an id shows is not taken from the record: the crash may have cut an edit off, and
+        # editing it again is harmless (an edit to the same text is no error). Only a message taken as shown
+        # without its id, which cannot be edited, keeps the text recorded for it.
+        shown = record.shown
+        if len(shown) != len(self.handles):  # (recorded before the texts were recorded one by one)
+            shown = await self._split(record.content) if record.content.strip() else []
+        self.shown = [shown[i] if handle is None and i < len(shown) else "" for i, handle in enumerate(self.handles)]
         if record.resolve_uncertain() is Uncertain.SKIP:  # the post in doubt is taken as shown, id unknown
             self.handles.append(None)
             self.shown.append(record.pending_text)
@@ -283,7 +288,7 @@ class LiveReply:
             del self.handles[len(chunks) :], self.shown[len(chunks) :]
             await self._delete(stale)
         if self.record is not None:
-            await self.record.note(self.handles, text=final_text, done=True)
+            await self.record.note(self.handles, self.shown, text=final_text, done=True)
         return list(self.handles)
 
     async def abandon(self, note: str = " …") -> None:
@@ -303,7 +308,7 @@ class LiveReply:
         stale, self.handles, self.shown = self.handles, [], []
         await self._delete(stale)
         if stale and self.record is not None:
-            await self.record.note([], text="", done=False)
+            await self.record.note([], [], text="", done=False)
 
     async def _delete(self, handles: list[Any]) -> None:
         for handle in handles:

@@ -45,16 +45,7 @@ class MemoryLedger:
             slot = ReplySlot(key=f"batch:1.{n}", output_type=output_type, content=content)
             self.entries[n] = slot.dump()
             return slot
-        data = json.loads(stored)
-        return ReplySlot(
-            key=f"batch:1.{n}",
-            output_type=data["type"],
-            content=data["content"],
-            message_ids=data["ids"],
-            done=data["done"],
-            pending=data.get("p"),
-            pending_text=data.get("pt", ""),
-        )
+        return ReplySlot.load(f"batch:1.{n}", stored)
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:
         if message_id is not None:

@@ -69,6 +69,28 @@ async def test_a_message_an_earlier_attempt_showed_is_finished_not_posted_again(
     assert all(e["done"] and e["ids"] == [str(shown)] for e in ledger.stored())
 
 
+async def test_a_first_message_recorded_with_the_whole_answer_is_still_edited_to_it(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    """The crash the fleet test found: the worker showed the first words, recorded the message with the text it
+    had received so far (the whole answer, which it went on to store as complete) and died before the final
+    edit. The retry must not take that text for what the message shows. (It replays the stored answer, all at
+    once: no live update comes before the final text.)"""
+    server.chat(CHAT)
+    agent = await start_bot(ScriptedModel([answer(ANSWER)], chunk_size=1000), listen=False, stream_interval=0.05)
+    ledger = MemoryLedger()
+    first = await ledger.begin("telegram:message", ANSWER[:12])
+    [shown] = await get_runtime(agent).post_reply(chat_id=CHAT, thread_id=None, text=ANSWER[:12], reply_to=7)
+    first.content, first.shown = ANSWER, [ANSWER[:12]]
+    await ledger.posted(first, str(shown), done=False)
+    await ledger.begin("telegram:message", ANSWER)  # the answer complete, the final edit not made
+
+    await answer_batch(agent, ledger.attempt())
+    [reply] = server.sent
+    assert reply.message_id == shown and reply.text == SHOWN
+    assert all(e["done"] and e["sh"] == [ANSWER] for e in ledger.stored())
+
+
 async def test_a_worker_that_lost_the_conversation_tells_nobody_its_run_failed(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
