@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.errors import DispatchError
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from core.definitions import ContextState
     from core.redis.ledger import ReplyLedger, ReplySlot
 
-__all__ = ("REPLY_LEDGER", "UNKNOWN_ID", "ReplyRecord", "Uncertain", "may_post")
+__all__ = ("REPLY_LEDGER", "UNKNOWN_ID", "ReplyRecord", "Uncertain", "may_post", "post_once")
 
 log = logging.getLogger("extensions.chat")
 
@@ -66,6 +66,30 @@ def may_post(state: ContextState) -> bool:
     the conversation over). For what does not go through a ``ReplyRecord``, such as a failure notice."""
     ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
     return ledger is None or ledger.valid
+
+
+async def post_once(state: ContextState, what: str, text: str, post: Callable[[], Awaitable[Sequence[Any]]]) -> bool:
+    """Post something that is not an answer (the quote of a voice message) at most once per batch, for
+    platforms without an idempotency key (Telegram). In a queued run it takes a ledger entry as a reply does:
+    a batch run again after a crash finds it posted, or in doubt (its intent recorded, its outcome not), and
+    posts nothing, since a notice shown twice is worse than one missing. ``post`` returns the posted messages'
+    ids. Returns whether it posted. Raises what ``post`` raises, and the ledger's ``DispatchError`` once this
+    worker no longer answers the batch."""
+    ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
+    if ledger is None:
+        await post()
+        return True
+    slot = await ledger.begin(what, text)
+    if slot.done or slot.pending is not None:
+        log.info("%s %s was posted (or tried) by an earlier attempt: not posted again", what, slot.key)
+        return False
+    slot.pending, slot.pending_text = 0, text
+    await ledger.posted(slot, None, done=False)
+    ids = await post()
+    slot.pending = None
+    slot.message_ids = [str(i) for i in ids]
+    await ledger.posted(slot, None, done=True)
+    return True
 
 
 class ReplyRecord:

@@ -20,7 +20,7 @@ from core.logs import ErrorLog, InputRef, OutputRef
 
 from ..chat.heard import heard_quote
 from ..chat.i18n import say
-from ..chat.ledger import REPLY_LEDGER, may_post
+from ..chat.ledger import REPLY_LEDGER, may_post, post_once
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ async def _on_run(state: ContextState, agent: Agent) -> None:
 
 async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
     """Remember which message the run answers, so replies thread under it; with ``STT_ECHO=true``, quote
-    what was heard in a voice message first."""
+    what was heard in a voice message first (once per batch: a retried batch does not quote twice)."""
     message_id = ctx.input_ref.params.get("message_id", "")
     if message_id.isdigit():
         ctx.state.options[REPLY_TO] = int(message_id)
@@ -178,12 +178,17 @@ async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
         return
     args: ChatArgs = ctx.state.args
     try:
-        await runtime.post_reply(
-            chat_id=args.chat_id,
-            thread_id=args.thread_id,
-            text=quote,
-            reply_to=int(message_id) if message_id.isdigit() else None,
-            markdown=False,
+        await post_once(
+            ctx.state,
+            "telegram:heard",
+            quote,
+            lambda: runtime.post_reply(
+                chat_id=args.chat_id,
+                thread_id=args.thread_id,
+                text=quote,
+                reply_to=int(message_id) if message_id.isdigit() else None,
+                markdown=False,
+            ),
         )
     except Exception as exc:
         log.warning("could not quote the voice message in chat %s: %s", args.chat_id, exc)

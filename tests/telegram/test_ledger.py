@@ -11,9 +11,11 @@ import pytest
 from core import Agent, ScriptedModel
 from core.errors import ModelError
 from core.logs import InputRef
+from core.media import Attachment, AttachmentKind, OpenAITranscriber
 from extensions.chat.ledger import REPLY_LEDGER, Uncertain
 from extensions.telegram import ChatArgs, get_runtime, telegram_chat
 from tests.discord.test_ledger import MemoryLedger
+from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import StartBot, answer
@@ -156,3 +158,27 @@ async def test_with_skip_a_post_that_showed_only_the_first_words_is_followed_by_
     [reply] = server.sent  # (the first words, if Telegram got them, stay above it: they cannot be edited)
     assert reply.text == SHOWN and len(server.calls_of("sendMessage")) == 1
     assert all(e["done"] for e in ledger.stored())
+
+
+async def test_a_voice_message_is_quoted_once_however_often_its_batch_runs(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    server.chat(CHAT)
+    server.files["voice-1"] = ("voices/file_1.oga", b"OggS" + bytes(30))
+    agent = await start_bot(ScriptedModel([answer("Noted.")], repeat_last=True), listen=False, stream_replies=False)
+    voice = Attachment(kind=AttachmentKind.AUDIO, name="voice.ogg", mime="audio/ogg", source="telegram", ref="voice-1")
+    ref = InputRef(
+        type="telegram:message", data="", params={"user": "Ann", "user_id": "1", "message_id": "7"}, attachments=[voice]
+    )
+    ledger = MemoryLedger()
+    async with FakeOpenAIServer() as stt_server:
+        stt_server.transcript = "remind me to call mum"
+        stt = agent.media.transcriber = OpenAITranscriber(base_url=stt_server.url)
+        agent.media.echo = True
+        try:
+            for _ in range(2):  # the batch, then the batch again (the ack was lost)
+                inputs = [ref.model_copy(deep=True)]
+                await agent.run(telegram_chat, ChatArgs(chat_id=CHAT), inputs, options={REPLY_LEDGER: ledger.attempt()})
+        finally:
+            await stt.aclose()
+    assert [m.text for m in server.sent] == ['🎤 "remind me to call mum"', "Noted."]
