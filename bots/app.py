@@ -132,8 +132,8 @@ def build_chat_policy(settings: Settings) -> ChatPolicy:
 
 
 def build_limiter(settings: Settings, store: LimitStore | None = None) -> Limiter:
-    """The limits of ``BOT_*`` and the admin users, counted in ``store`` (this process's memory by default; a
-    worker passes Redis)."""
+    """The limits of ``BOT_*`` and the admin users; messages are counted in ``store`` (this process's memory by
+    default; a worker passes Redis), tokens are read from the agent's usage store."""
     bot = settings.bot
     config = LimitConfig(
         messages_per_minute=bot.messages_per_minute,
@@ -197,8 +197,9 @@ def build_agent(
 ) -> Agent:
     """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
     leaves the MCP servers out (a gateway only stores inputs). Without ``memory`` (embedded) and without
-    ``history``, the history is kept in SQLite next to the memory store. ``limit_store`` holds the counters of
-    the limits (``BOT_MESSAGES_PER_MINUTE``...; default: this process's memory)."""
+    ``history``, the history is kept in SQLite next to the memory store. ``limit_store`` holds the message
+    counts of the limits (``BOT_MESSAGES_PER_MINUTE``; default: this process's memory); the per-day token limits
+    read ``usage``."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))

@@ -103,15 +103,16 @@ class Agent:
         self.persona = persona
         """Who the bot is, added to the system prompt."""
         self.compact_prompt = compact_prompt
-        self.limiter = limiter
-        """Per-user and per-conversation limits checked before the model is called (None: no limits)."""
         """Use the short, tool-less prompt made for small local models."""
+        self.limiter = limiter
+        """Per-user and per-conversation limits checked before the model is called (None: no limits); the token
+        limits read ``usage``."""
         self.media: MediaReader = media if media is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
         self.chat_policy: ChatPolicy = chat_policy if chat_policy is not None else ChatPolicy()
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
         self.usage: UsageStore = usage if usage is not None else InMemoryUsage()
-        """Tokens and estimated cost per day, per user, conversation and model (``/stats``)."""
+        """Tokens and estimated cost per day, per user, conversation and model (``/stats`` and the token limits)."""
         self.prices: dict[str, Price] = dict(prices or {})
         """What each model costs (dollars per million tokens), by model name."""
         self.max_tokens = max_tokens

@@ -20,7 +20,6 @@ from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .limits import Refusal
-from .limits import user_of as limit_user
 from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, new_id, now_ms
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
@@ -146,9 +145,6 @@ class Run:
         self._joined = False
         self._first_input_ms: int | None = None
         self._replied = False
-        self._run_id = new_id()
-        self._user = ""
-        """Who wrote the newest input the model is shown: the model's tokens are charged to them."""
         self._notices = 0
 
     # -- inputs ----------------------------------------------------------------------------------------
@@ -243,9 +239,9 @@ class Run:
                         usage = None if usage is usage_before else usage
                     if usage is not None:
                         await self._account(request, usage.input_tokens, usage.output_tokens)
-                        await self._charge(usage.input_tokens, usage.output_tokens)
-                    else:  # the provider does not say: about 4 characters a token, for the limits
-                        await self._charge((len(request.system) + len(request.prompt)) // 4, written // 4)
+                    else:  # the provider does not say: about 4 characters a token, for the limits and /stats
+                        tokens_in = (len(request.system) + len(request.prompt)) // 4
+                        await self._account(request, tokens_in, written // 4, estimated=True)
                     return
                 except TimeoutError as exc:
                     raise ModelError(
@@ -266,16 +262,22 @@ class Run:
         """The name of the model ``request`` is answered by (a conversation's ``/model`` or the configured one)."""
         return request.model or str(getattr(self.agent.model, "model", "") or self.agent.model.name)
 
-    async def _account(self, request: ModelRequest, input_tokens: int, output_tokens: int) -> None:
-        """Report a call's tokens to the observers (``input_tokens:<model>``) and add them to the usage
-        counters of the user who asked, the conversation and the model; a failing store is logged."""
+    async def _account(
+        self, request: ModelRequest, input_tokens: int, output_tokens: int, *, estimated: bool = False
+    ) -> None:
+        """Add a call's tokens to the usage counters of the user who asked, the conversation and the model (what
+        ``/stats`` shows and the per-day token limits read), once per batch and step: a batch run again after a
+        crash charges nothing twice. Tokens the provider reported also go to the observers
+        (``input_tokens:<model>``), ``estimated`` ones do not. A failing store is logged: the answer is on its
+        way."""
         agent, state = self.agent, self.state
         name = self.model_name(request)
         cost = cost_micros(agent.prices.get(name), input_tokens, output_tokens)
-        agent.observe(f"input_tokens:{name}", state.id, input_tokens)
-        agent.observe(f"output_tokens:{name}", state.id, output_tokens)
-        if cost:
-            agent.observe(f"cost_micros:{name}", state.id, cost)
+        if not estimated:
+            agent.observe(f"input_tokens:{name}", state.id, input_tokens)
+            agent.observe(f"output_tokens:{name}", state.id, output_tokens)
+            if cost:
+                agent.observe(f"cost_micros:{name}", state.id, cost)
         keys = [f"chat:{state.id}", f"model:{name}"]
         if self.asker is not None:
             keys.insert(0, f"user:{self.asker}")
@@ -292,32 +294,11 @@ class Run:
         except Exception:
             log.exception("could not count the usage of %s", state.id)
 
-    async def _charge(self, tokens_in: int, tokens_out: int) -> None:
-        """Count a model call against the limits, once per batch and step (a batch run again after a crash
-        charges nothing twice)."""
-        limiter = self.agent.limiter
-        if limiter is None:
-            return
-        batch = self.state.options.get("batch_id") or self._run_id
-        try:
-            await limiter.charge(
-                charge_id=f"{batch}:{self.steps}",
-                user=self._user,
-                conversation=self.state.id,
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-            )
-        except RunError as exc:  # the answer is on its way: a counter that failed must not stop it
-            log.warning("could not count the tokens of %s: %s", self.state.id, exc)
-
     async def _admit(self, updates: list[Log]) -> list[Log]:
         """The updates the model may see: an input over a limit is taken out of working memory (the model never
         reads it) and its author told once per window. Admin users pass."""
         limiter = self.agent.limiter
         if limiter is None:
-            for entry in updates:
-                if isinstance(entry, InputRef):
-                    self._user = limit_user(entry) or self._user
             return updates
         admitted: list[Log] = []
         for entry in updates:
@@ -325,9 +306,8 @@ class Run:
                 admitted.append(entry)
                 continue
             text = entry.text if entry.text is not None else format_value(entry.data)
-            refusal = await limiter.check(entry, conversation=self.state.id, text=text)
+            refusal = await limiter.check(entry, conversation=self.state.id, text=text, usage=self.agent.usage)
             if refusal is None:
-                self._user = limit_user(entry) or self._user
                 admitted.append(entry)
                 continue
             entry.processed = True
@@ -335,7 +315,7 @@ class Run:
             if entry in logs:
                 logs.remove(entry)
             self.agent.observe(f"limited:{refusal.kind.value}", self.state.id)
-            log.info("%s: an input of %s is over the %s limit", self.state.id, limit_user(entry), refusal.kind.value)
+            log.info("%s: an input of %s is over the %s limit", self.state.id, user_of(entry), refusal.kind.value)
             if await limiter.notice_due(refusal):
                 await self._notify(refusal)
         return admitted

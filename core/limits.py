@@ -5,40 +5,36 @@ the length of one input. The step loop asks ``Limiter.check`` about every new in
 not shown to the model (it is dropped from working memory), and the user gets one short, polite answer per limit and
 window (``Refusal.notice``), saying when to try again. Admin users (``LimitConfig.admins``) are never refused.
 
-The counters live in a ``LimitStore``: ``InMemoryLimitStore`` in one process, ``core.redis.RedisLimitStore`` when
-workers share Redis. Both are idempotent where a crash could repeat work: a message counts once however many times
-its batch is run (it is counted by its id, and keeps its place in its window), and a model call's tokens are charged
-once (by ``charge_id``: the batch and the step), so a worker killed after either neither loses nor double-counts.
+The tokens are not counted here: the limits read today's totals of the agent's ``core.usage.UsageStore`` (the
+counters ``/stats`` shows, under ``user:<platform:id>`` and ``chat:<context id>``), which adds each model call once
+by its charge id (the batch and the step), so a batch run again after a crash charges nothing twice. In Redis mode
+that store is shared by every worker, so the limits hold across the fleet.
 
-Token usage is kept per UTC day, per user and per conversation, input and output apart (``Usage``), for 90 days
-(``USAGE_DAYS``): what a usage report reads.
+The rest lives in a ``LimitStore``: the messages of each window and the notices already given; ``InMemoryLimitStore``
+in one process, ``core.redis.RedisLimitStore`` when workers share Redis. A message counts once however many times its
+batch is run (it is counted by its id, and keeps its place in its window), so a worker killed after counting it
+neither loses nor double-counts it.
 """
 
 from __future__ import annotations
 
 import enum
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from .logs import InputRef
+from .logs import InputRef, now_ms
+from .usage import UsageStore, day_of, user_of
 
 __all__ = (
-    "USAGE_DAYS",
     "InMemoryLimitStore",
     "LimitConfig",
     "LimitKind",
     "LimitStore",
     "Limiter",
     "Refusal",
-    "Usage",
-    "day_of",
-    "user_of",
 )
 
-USAGE_DAYS = 90
-"""How long the daily usage counters are kept."""
 _MINUTE_MS = 60_000
 
 
@@ -84,21 +80,6 @@ class LimitConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Usage:
-    """Model tokens spent on one day."""
-
-    input: int = 0
-    """Tokens the model read."""
-    output: int = 0
-    """Tokens the model wrote."""
-
-    @property
-    def total(self) -> int:
-        """Both directions."""
-        return self.input + self.output
-
-
-@dataclass(frozen=True, kw_only=True)
 class Refusal:
     """Why an input is not answered, and what its author is told."""
 
@@ -113,23 +94,12 @@ class Refusal:
 
 
 class LimitStore(Protocol):
-    """Where the counters are kept."""
+    """Where the message counts and the notices given are kept (the tokens are the agent's ``UsageStore``)."""
 
     async def count_message(self, *, user: str, message_id: str, minute: int, ttl_ms: int = 120_000) -> int:
         """Record ``message_id`` of ``user`` in the window numbered ``minute`` (idempotent), kept ``ttl_ms``; return
         its position (1-based) among the window's distinct messages, in the order they were first counted: the same
         answer however often it is asked, so a batch run again decides as the first time."""
-        ...
-
-    async def usage(self, *, day: str, user: str, conversation: str) -> tuple[Usage, Usage]:
-        """``(user's usage, conversation's usage)`` on ``day`` (``YYYY-MM-DD``, UTC); an empty user gives zero."""
-        ...
-
-    async def charge(
-        self, *, charge_id: str, day: str, user: str, conversation: str, tokens_in: int, tokens_out: int
-    ) -> bool:
-        """Add the tokens of one model call to the user's and the conversation's usage of ``day``, once per
-        ``charge_id``; False when that id was charged already."""
         ...
 
     async def notice_due(self, *, key: str, until_ms: int) -> bool:
@@ -143,12 +113,6 @@ class InMemoryLimitStore:
 
     messages: dict[tuple[str, int], dict[str, int]] = field(default_factory=dict)
     """Message ids and their positions by (user, window)."""
-    users: dict[tuple[str, str], Usage] = field(default_factory=dict)
-    """Usage by (day, user)."""
-    conversations: dict[tuple[str, str], Usage] = field(default_factory=dict)
-    """Usage by (day, conversation)."""
-    charged: dict[str, str] = field(default_factory=dict)
-    """Charge ids already counted, with their day (two days are kept)."""
     notices: dict[str, int] = field(default_factory=dict)
     """Notice keys and when they expire."""
 
@@ -159,31 +123,6 @@ class InMemoryLimitStore:
         ids = self.messages.setdefault((user, minute), {})
         return ids.setdefault(message_id, len(ids) + 1)
 
-    async def usage(self, *, day: str, user: str, conversation: str) -> tuple[Usage, Usage]:
-        """See ``LimitStore``."""
-        return self.users.get((day, user), Usage()) if user else Usage(), self.conversations.get(
-            (day, conversation), Usage()
-        )
-
-    async def charge(
-        self, *, charge_id: str, day: str, user: str, conversation: str, tokens_in: int, tokens_out: int
-    ) -> bool:
-        """See ``LimitStore``."""
-        if charge_id in self.charged:
-            return False
-        if self.charged and day not in self.charged.values():  # a new day: forget what is older than yesterday
-            yesterday = day_of(now_ms() - 86_400_000)
-            self.charged = {k: d for k, d in self.charged.items() if d >= yesterday}
-            horizon = day_of(now_ms() - USAGE_DAYS * 86_400_000)
-            self.users = {k: u for k, u in self.users.items() if k[0] >= horizon}
-            self.conversations = {k: u for k, u in self.conversations.items() if k[0] >= horizon}
-        self.charged[charge_id] = day
-        targets = [(self.conversations, conversation)] + ([(self.users, user)] if user else [])
-        for table, who in targets:
-            old = table.get((day, who), Usage())
-            table[(day, who)] = Usage(input=old.input + tokens_in, output=old.output + tokens_out)
-        return True
-
     async def notice_due(self, *, key: str, until_ms: int) -> bool:
         """See ``LimitStore``."""
         now = now_ms()
@@ -193,26 +132,9 @@ class InMemoryLimitStore:
         return True
 
 
-def now_ms() -> int:
-    """Milliseconds since the epoch."""
-    return int(time.time() * 1000)
-
-
-def day_of(ms: int) -> str:
-    """The UTC day of ``ms``: ``YYYY-MM-DD``."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
-
-
 def _next_day_ms(ms: int) -> int:
     day = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     return int((day + timedelta(days=1)).timestamp() * 1000)
-
-
-def user_of(ref: InputRef) -> str:
-    """The platform-qualified id of who wrote ``ref`` (``telegram:123`` from ``telegram:message`` and its
-    ``user_id``; ``author_id`` for Discord); empty when the input names nobody."""
-    uid = ref.params.get("user_id") or ref.params.get("author_id") or ""
-    return f"{ref.type.partition(':')[0]}:{uid}" if uid else ""
 
 
 def _wait_text(seconds: float) -> str:
@@ -224,21 +146,22 @@ def _wait_text(seconds: float) -> str:
 
 
 class Limiter:
-    """Applies a ``LimitConfig`` with the counters of a ``LimitStore``."""
+    """Applies a ``LimitConfig`` with the message counts of a ``LimitStore`` and the tokens of a ``UsageStore``."""
 
     def __init__(self, config: LimitConfig, store: LimitStore | None = None) -> None:
         self.config = config
         """The limits."""
         self.store: LimitStore = store if store is not None else InMemoryLimitStore()
-        """The counters."""
+        """The message counts and the notices given."""
 
-    def is_admin(self, user: str) -> bool:
+    def is_admin(self, user: str | None) -> bool:
         """True for a user listed in ``BOT_ADMIN_USERS``."""
         return bool(user) and user in self.config.admins
 
-    async def check(self, ref: InputRef, *, conversation: str, text: str) -> Refusal | None:
+    async def check(self, ref: InputRef, *, conversation: str, text: str, usage: UsageStore) -> Refusal | None:
         """Count ``ref`` and say whether it is over a limit (None: answer it). ``text`` is what the model would
-        read of it."""
+        read of it; the day's tokens are read from ``usage`` (the agent's counters: ``user:<platform:id>`` and
+        ``chat:<conversation>``)."""
         cfg = self.config
         user = user_of(ref)
         if not cfg.active or self.is_admin(user):
@@ -272,36 +195,28 @@ class Limiter:
                 )
         if cfg.tokens_per_day_user or cfg.tokens_per_day_conversation:
             day = day_of(now)
-            used_user, used_conversation = await self.store.usage(day=day, user=user, conversation=conversation)
             until = _next_day_ms(now)
             later = f"Please try again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
-            if cfg.tokens_per_day_user and user and used_user.total >= cfg.tokens_per_day_user:
-                return Refusal(
-                    kind=LimitKind.USER_TOKENS,
-                    notice=f"Sorry, you have used up what I can answer you today. {later}",
-                    notice_key=f"{LimitKind.USER_TOKENS}:{user}:{day}",
-                    until_ms=until,
-                )
-            if cfg.tokens_per_day_conversation and used_conversation.total >= cfg.tokens_per_day_conversation:
-                return Refusal(
-                    kind=LimitKind.CONVERSATION_TOKENS,
-                    notice=f"Sorry, this conversation has used up what I can answer today. {later}",
-                    notice_key=f"{LimitKind.CONVERSATION_TOKENS}:{conversation}:{day}",
-                    until_ms=until,
-                )
+            if cfg.tokens_per_day_user and user:
+                used = await usage.totals(f"user:{user}", [day])
+                if used.tokens >= cfg.tokens_per_day_user:
+                    return Refusal(
+                        kind=LimitKind.USER_TOKENS,
+                        notice=f"Sorry, you have used up what I can answer you today. {later}",
+                        notice_key=f"{LimitKind.USER_TOKENS}:{user}:{day}",
+                        until_ms=until,
+                    )
+            if cfg.tokens_per_day_conversation:
+                used = await usage.totals(f"chat:{conversation}", [day])
+                if used.tokens >= cfg.tokens_per_day_conversation:
+                    return Refusal(
+                        kind=LimitKind.CONVERSATION_TOKENS,
+                        notice=f"Sorry, this conversation has used up what I can answer today. {later}",
+                        notice_key=f"{LimitKind.CONVERSATION_TOKENS}:{conversation}:{day}",
+                        until_ms=until,
+                    )
         return None
 
     async def notice_due(self, refusal: Refusal) -> bool:
         """True when the user was not told about this limit in this window yet (then they are, now)."""
         return await self.store.notice_due(key=refusal.notice_key, until_ms=refusal.until_ms)
-
-    async def charge(self, *, charge_id: str, user: str, conversation: str, tokens_in: int, tokens_out: int) -> bool:
-        """Add one model call's tokens to today's usage, once per ``charge_id``."""
-        return await self.store.charge(
-            charge_id=charge_id,
-            day=day_of(now_ms()),
-            user=user,
-            conversation=conversation,
-            tokens_in=max(0, tokens_in),
-            tokens_out=max(0, tokens_out),
-        )

@@ -3,7 +3,8 @@
 A model call's usage is added under several keys at once: ``user:<platform>:<id>`` (who asked),
 ``chat:<context id>`` (the conversation) and ``model:<name>`` (for totals without user ids). Days are UTC
 dates (``2026-11-23``); stores keep ``USAGE_DAYS`` days. Costs are kept in millionths of a dollar (integers:
-totals add up exactly). The same counters serve ``/stats`` and the per-day limits of a deployment.
+totals add up exactly). The same counters serve ``/stats`` and the per-day token limits (``core.limits``), which
+read ``user:`` and ``chat:`` of today.
 
 Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a file next to the memory store),
 ``core.redis.RedisUsage`` (every worker adds to the same counters, atomically).
@@ -62,6 +63,11 @@ class UsageTotals:
     """Estimated cost in millionths of a dollar."""
 
     @property
+    def tokens(self) -> int:
+        """Tokens read and written."""
+        return self.input_tokens + self.output_tokens
+
+    @property
     def cost(self) -> float:
         """Estimated cost in dollars."""
         return self.cost_micros / 1_000_000
@@ -80,10 +86,10 @@ def cost_micros(price: Price | None, input_tokens: int, output_tokens: int) -> i
     return round(input_tokens * price.input + output_tokens * price.output)
 
 
-def day_of(when: dt.datetime | None = None) -> str:
-    """The UTC day of ``when`` (now by default) as ``YYYY-MM-DD``."""
-    moment = when if when is not None else dt.datetime.now(dt.UTC)
-    return moment.astimezone(dt.UTC).date().isoformat()
+def day_of(ms: int | None = None) -> str:
+    """The UTC day of ``ms`` (milliseconds since the epoch; now by default) as ``YYYY-MM-DD``."""
+    moment = dt.datetime.now(dt.UTC) if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return moment.date().isoformat()
 
 
 def last_days(count: int, *, today: str | None = None) -> list[str]:

@@ -1,5 +1,5 @@
 """Limits in one process: an input over a limit never reaches the model, its author is told once per window, admins
-pass, a model call's tokens are charged once per batch and step."""
+pass; the token limits read the agent's usage counters, where a model call is charged once per batch and step."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from core import (
     InMemoryLimitStore,
+    InputRef,
     LimitConfig,
     Limiter,
     ModelRequest,
@@ -19,7 +20,7 @@ from core import (
     create_agent,
     output,
 )
-from core.limits import day_of, now_ms
+from core.usage import day_of
 
 chat = context(type="chat", schema=str, key=lambda s: s)
 
@@ -37,9 +38,11 @@ class CountingModel(ScriptedModel):
         self.last_usage = ModelUsage(input_tokens=100, output_tokens=20)
 
 
-def _agent(config: LimitConfig, store: InMemoryLimitStore | None = None) -> tuple[Any, CountingModel, list[str]]:
+def _agent(
+    config: LimitConfig, store: InMemoryLimitStore | None = None, model: ScriptedModel | None = None
+) -> tuple[Any, ScriptedModel, list[str]]:
     said: list[str] = []
-    model = CountingModel()
+    model = model if model is not None else CountingModel()
     agent = create_agent(
         model=model,
         contexts=[chat],
@@ -70,8 +73,7 @@ async def test_messages_per_minute_refuses_the_rest_with_one_notice() -> None:
 
 
 async def test_tokens_per_day_per_user_and_per_conversation() -> None:
-    store = InMemoryLimitStore()
-    agent, model, said = _agent(LimitConfig(tokens_per_day_user=200, tokens_per_day_conversation=500), store)
+    agent, model, said = _agent(LimitConfig(tokens_per_day_user=200, tokens_per_day_conversation=500))
     async with agent:
         await agent.send(chat, "c", _msg("one"))
         await agent.send(chat, "c", _msg("two"))  # 120 tokens used: still under 200
@@ -81,9 +83,9 @@ async def test_tokens_per_day_per_user_and_per_conversation() -> None:
         for user in ("8", "9"):  # the conversation reaches 480 with user 8 and 9's first messages... then 600
             await agent.send(chat, "c", _msg("hi", user=user))
             await agent.send(chat, "c", _msg("hi", user=user))
-    today = day_of(now_ms())
-    assert store.users[(today, "telegram:7")].total == 240
-    assert store.conversations[(today, "chat:c")].input == 500
+    today = [day_of()]  # the limits read the counters /stats shows
+    assert (await agent.usage.totals("user:telegram:7", today)).tokens == 240
+    assert (await agent.usage.totals("chat:chat:c", today)).input_tokens == 500  # the context chat:c
     assert len(model.requests) == 5
     notices = [s for s in said if s != "ok"]
     assert len(notices) == 2
@@ -105,15 +107,32 @@ async def test_a_long_input_is_refused_and_admins_pass() -> None:
 
 
 @pytest.mark.parametrize("batch", ["b1", None])
-async def test_a_charge_counts_once_per_id(batch: str | None) -> None:
-    store = InMemoryLimitStore()
-    limiter = Limiter(LimitConfig(), store)
-    for _ in range(2):
-        await limiter.charge(
-            charge_id=f"{batch}:1", user="telegram:7", conversation="chat:c", tokens_in=5, tokens_out=1
-        )
-    user, conversation = await store.usage(day=day_of(now_ms()), user="telegram:7", conversation="chat:c")
-    assert user.total == conversation.total == 6
+async def test_a_charge_counts_once_per_batch_and_step(batch: str | None) -> None:
+    """A queued batch run again (after a crash) charges its model calls nothing more; runs without a batch are
+    separate calls, each charged."""
+    agent, model, _ = _agent(LimitConfig(tokens_per_day_user=1000))
+    options = {"batch_id": batch} if batch else None
+    async with agent:
+        for _ in range(2):
+            ref = InputRef.model_validate(_msg("one") | {"id": "m1"})
+            await agent.run(chat, "c", [ref], options=options)
+    assert len(model.requests) == 2
+    used = await agent.usage.totals("user:telegram:7", [day_of()])
+    assert used.tokens == (120 if batch else 240)
+
+
+async def test_a_model_that_reports_no_usage_is_charged_about_4_characters_a_token() -> None:
+    reply = '<response><output type="say">ok</output></response>'
+    model = ScriptedModel(lambda request: reply)
+    agent, _, said = _agent(LimitConfig(tokens_per_day_conversation=50), model=model)
+    async with agent:
+        await agent.send(chat, "c", _msg("one"))
+        await agent.send(chat, "c", _msg("two"))
+    request = model.requests[0]
+    used = await agent.usage.totals("chat:chat:c", [day_of()])
+    assert used.input_tokens == (len(request.system) + len(request.prompt)) // 4 >= 50
+    assert used.output_tokens == len(reply) // 4
+    assert len(model.requests) == 1 and "this conversation has used up" in said[-1]
 
 
 async def test_a_message_keeps_its_place_however_often_its_batch_runs() -> None:

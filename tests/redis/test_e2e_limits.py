@@ -58,7 +58,15 @@ class Counting:
 
 async def _work(args: argparse.Namespace) -> None:
     from core import LimitConfig, Limiter, create_agent
-    from core.redis import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisLimitStore, RedisMemoryStore
+    from core.redis import (
+        QueueConfig,
+        QueueWorker,
+        RedisBackend,
+        RedisDispatcher,
+        RedisLimitStore,
+        RedisMemoryStore,
+        RedisUsage,
+    )
     from extensions.telegram import TelegramSettings, telegram_extension
 
     backend = RedisBackend(QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0))
@@ -71,6 +79,7 @@ async def _work(args: argparse.Namespace) -> None:
         ],
         dispatcher=RedisDispatcher(backend),
         memory=RedisMemoryStore(backend),
+        usage=RedisUsage(backend),  # what the token limits read: shared by the workers, as in bots worker
         limiter=Limiter(  # a day's window: the test never straddles two
             LimitConfig(messages_per_minute=PER_MINUTE, message_window=86_400), RedisLimitStore(backend)
         ),
@@ -182,30 +191,45 @@ async def test_messages_per_minute_hold_across_two_workers_and_a_kill(
     # the killed worker's call was not charged, the survivor's once (a call is charged as its stream ends, just
     # after its reply went out: wait until every batch is acknowledged)
     await wait_until(lambda: _settled(client), timeout=30, what="every batch acknowledged")
-    day = next(iter(await client.keys("bots:limits:usage:*:user:telegram:7"))).split(":")[3]
-    assert await client.hgetall(f"bots:limits:usage:{day}:user:telegram:7") == {"in": "300", "out": "30"}
-    assert await client.hgetall(f"bots:limits:usage:{day}:conv:telegram:chat:{chats[0]}") == {"in": "100", "out": "10"}
+    day = next(iter(await client.keys("bots:usage:*:user:telegram:7"))).split(":")[2]
+    assert await client.hgetall(f"bots:usage:{day}:user:telegram:7") == {"in": "300", "out": "30", "cost": "0"}
+    chat = await client.hgetall(f"bots:usage:{day}:chat:telegram:chat:{chats[0]}")
+    assert chat == {"in": "100", "out": "10", "cost": "0"}
 
 
-async def test_a_charge_is_counted_once_per_id_in_redis(redis_server: RedisServer, client: Any) -> None:
-    from core.redis import RedisBackend, RedisLimitStore
+async def test_token_limits_read_the_shared_usage_counters_and_a_charge_counts_once(
+    redis_server: RedisServer, client: Any
+) -> None:
+    from core import InputRef, LimitConfig, Limiter
+    from core.limits import LimitKind
+    from core.redis import RedisBackend, RedisLimitStore, RedisUsage
+    from core.usage import day_of
 
     from .conftest import queue_config
 
-    backend = RedisBackend(queue_config(redis_server))
-    store = RedisLimitStore(backend)
+    one, two = RedisBackend(queue_config(redis_server)), RedisBackend(queue_config(redis_server))  # two workers
+    store = RedisLimitStore(one)
+    limiter = Limiter(LimitConfig(tokens_per_day_user=7, tokens_per_day_conversation=12), store)
+    ref = InputRef.model_validate({"type": "telegram:message", "data": "hi", "params": {"user_id": "7"}})
     try:
-        for _ in range(3):  # a batch run again after a crash charges the same ids
-            await store.charge(
-                charge_id="b1:1", day="2026-01-02", user="telegram:7", conversation="c", tokens_in=5, tokens_out=1
+        day = day_of()
+        for _ in range(3):  # a batch run again after a crash charges the same id, on whichever worker
+            await RedisUsage(two).add(
+                day=day, keys=["user:telegram:7", "chat:c"], input_tokens=5, output_tokens=1, cost=0, charge="b1:1"
             )
-        assert [u.total for u in await store.usage(day="2026-01-02", user="telegram:7", conversation="c")] == [6, 6]
+        assert await limiter.check(ref, conversation="c", text="hi", usage=RedisUsage(one)) is None  # 6 < 7
+        await RedisUsage(two).add(
+            day=day, keys=["user:telegram:7", "chat:c"], input_tokens=1, output_tokens=0, cost=0, charge="b1:2"
+        )
+        refusal = await limiter.check(ref, conversation="c", text="hi", usage=RedisUsage(one))
+        assert refusal is not None and refusal.kind == LimitKind.USER_TOKENS
         places = [await store.count_message(user="u", message_id=m, minute=1) for m in ("a", "b", "a", "c", "b")]
         assert places == [1, 2, 1, 3, 2]
         assert await store.notice_due(key="k", until_ms=2**41) and not await store.notice_due(key="k", until_ms=2**41)
-        assert 0 < await client.ttl("bots:limits:usage:2026-01-02:user:telegram:7") <= 90 * 86_400
+        assert await client.keys("bots:limits:usage:*") == []  # the limits keep no token counters of their own
     finally:
-        await backend.close()
+        await one.close()
+        await two.close()
 
 
 if __name__ == "__main__":
