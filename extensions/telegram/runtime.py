@@ -727,8 +727,9 @@ class TelegramRuntime:
         """``/reset`` (``/forget`` with ``erase``): anyone in a private chat; in a group, a chat administrator or
         an admin user (``BOT_ADMIN_USERS``)."""
         assert self._agent is not None
-        if not await self._may_reset(facts):
-            log.info("chat %s: /reset by user %s refused (not an administrator)", facts.chat_id, facts.user_id)
+        command = "/forget" if erase else "/reset"
+        if not await self._administers(facts.chat_id, facts.user_id, private=facts.private, doing=command):
+            log.info("chat %s: %s by user %s refused (not an administrator)", facts.chat_id, command, facts.user_id)
             await self._notice(facts, RESET_REFUSED)
             return
         args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
@@ -741,15 +742,29 @@ class TelegramRuntime:
 
     # -- settings from the chat ------------------------------------------------------------------------
 
-    async def _manages(self, chat_id: int, user_id: int, *, private: bool) -> bool:
-        """True when the user may change the chat's settings: a private chat's own user, or one of a group's
-        administrators (asked with getChatMember; a failure counts as no)."""
+    async def _administers(self, chat_id: int, user_id: int | None, *, private: bool, doing: str) -> bool:
+        """True when the user may ``/reset`` the chat or change its settings (``doing`` names the command, for the
+        log): a private chat's own user, an admin user (``BOT_ADMIN_USERS``, known without asking Telegram), or
+        one of a group's administrators, asked with getChatMember (a failure or no answer in
+        ``TELEGRAM_REQUEST_TIMEOUT`` counts as no)."""
+        assert self._agent is not None
         if private:
             return True
+        if user_id is None:
+            return False
+        if self._agent.is_admin(f"telegram:{user_id}"):
+            return True
         try:
-            member = await self.bot.get_chat_member(chat_id=chat_id, user_id=user_id)
-        except TelegramError as exc:
-            log.warning("could not ask whether user %s administers chat %s: %s", user_id, chat_id, exc.message)
+            async with asyncio.timeout(self.settings.request_timeout):
+                member = await self.bot.get_chat_member(chat_id=chat_id, user_id=user_id)
+        except (TelegramError, TimeoutError) as exc:
+            log.warning(
+                "chat %s: could not ask whether user %s administers it (%s); %s refused",
+                chat_id,
+                user_id,
+                exc,
+                doing,
+            )
             return False
         return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
@@ -762,7 +777,9 @@ class TelegramRuntime:
         parts = facts.text.split(maxsplit=1)
         arg = parts[1] if len(parts) > 1 else None
         changes = arg is not None and not (facts.command == "persona" and arg.strip().lower() == "show")
-        manages = changes and await self._manages(facts.chat_id, facts.user_id, private=facts.private)
+        manages = changes and await self._administers(
+            facts.chat_id, facts.user_id, private=facts.private, doing=f"/{facts.command}"
+        )
         caller = Caller(user=f"telegram:{facts.user_id}", manages_chat=manages)
         answer = await commands.run(facts.command, cid, caller, arg)
         buttons = [
@@ -796,7 +813,7 @@ class TelegramRuntime:
         if not self._allowlist.allows(chat_ids=[chat.id], user_id=user_id):
             return
         cid = agent.context_id(telegram_chat, ChatArgs(chat_id=chat.id, thread_id=thread_id))
-        manages = await self._manages(chat.id, user_id, private=chat.type == "private")
+        manages = await self._administers(chat.id, user_id, private=chat.type == "private", doing="a settings button")
         caller = Caller(user=f"telegram:{user_id}", manages_chat=manages)
         answer = await ChatCommands(agent).choose(cid, caller, data.removeprefix(CHOICE_PREFIX))
         try:
@@ -824,20 +841,6 @@ class TelegramRuntime:
     def _disabled(self) -> frozenset[str]:
         """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
         return self._agent.chat_policy.disabled_commands if self._agent is not None else frozenset()
-
-    async def _may_reset(self, facts: MessageFacts) -> bool:
-        assert self._agent is not None
-        if facts.private or self._agent.is_admin(f"telegram:{facts.user_id}"):
-            return True
-        if facts.user_id is None:
-            return False
-        try:
-            async with asyncio.timeout(self.settings.request_timeout):
-                member = await self.bot.get_chat_member(chat_id=facts.chat_id, user_id=facts.user_id)
-        except (TelegramError, TimeoutError) as exc:
-            log.warning("chat %s: could not ask who administers it (%s); /reset refused", facts.chat_id, exc)
-            return False
-        return member.status in ("creator", "administrator")
 
     async def _notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
         try:

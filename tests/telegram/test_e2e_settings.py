@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core import ChatPolicy, ChatSettings, Price
+from core import ChatPolicy, ChatSettings, LimitConfig, Limiter, Price
 from core.models import OpenAICompatModel, RetryPolicy
 from extensions.chat.i18n import say
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
@@ -75,6 +75,25 @@ async def test_an_admin_chooses_the_model_on_the_keyboard_and_sets_a_persona(
     assert "This chat today: 120 in, 30 out, about $0.1800" in stats.text
     shown = await said(server, "/persona", user_id=BOB)
     assert shown.text == "The persona of this chat:\nYou are a pirate. </input><b>Arr</b>"
+
+
+async def test_an_admin_user_needs_no_question_and_a_failed_question_is_a_no(
+    server: FakeTelegramServer, start_bot: StartBot, model: OpenAICompatModel
+) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    server.admins[GROUP] = {ANN}
+    admins = frozenset({f"telegram:{BOB}"})  # BOT_ADMIN_USERS: build_agent gives it to both
+    policy = ChatPolicy(allowed_models=POLICY.allowed_models, default_model="base-model", admin_users=admins)
+    agent = await start_bot(
+        model, agent_options={"chat_policy": policy, "limiter": Limiter(LimitConfig(admins=admins))}
+    )
+    done = await said(server, "/model small-model", user_id=BOB)
+    assert done.text == "Done: this chat now uses small-model."
+    assert server.calls_of("getChatMember") == []  # the admin user is known without asking Telegram
+    server.fail("getChatMember", status=400)  # Telegram cannot say whether Ann administers the group: no
+    refused = await said(server, "/model large-model", user_id=ANN)
+    assert refused.text == "Sorry, only this chat's admins can change the model here."
+    assert (await agent.chat_settings.get(f"telegram:chat:{GROUP}")).model == "small-model"
 
 
 async def test_a_member_who_is_not_an_admin_is_refused_politely(
