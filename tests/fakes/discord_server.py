@@ -13,7 +13,8 @@ their ACKs, dispatches (MESSAGE_CREATE, THREAD_CREATE, INTERACTION_CREATE) with 
 (replaying what was missed, then RESUMED). ``refuse_intents=True`` closes an IDENTIFY that asks for the
 Message Content intent with 4014, as Discord does when the intent is not enabled in the developer portal.
 
-Messages the bot posts are dispatched back to it as MESSAGE_CREATE, as Discord does.
+Messages the bot posts are dispatched back to it as MESSAGE_CREATE, as Discord does. Start it with ``start()`` and
+``close()``, or ``async with FakeDiscord() as fake:``.
 
 Shards: IDENTIFY may carry ``shard: [id, count]``; a session then receives READY and the dispatches of the
 servers with ``(guild_id >> 22) % count == id`` only (DMs go to shard 0), as Discord splits them.
@@ -35,7 +36,7 @@ import re
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 from aiohttp import WSMsgType, web
 
@@ -219,6 +220,13 @@ class FakeDiscord:
             await ws.close(code=1001)
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @property
     def api_url(self) -> str:

@@ -1,13 +1,14 @@
 """A fake Telegram Bot API server on 127.0.0.1 that the real python-telegram-bot client talks to.
 
-Point the bot at it with ``base_url=server.base_url`` (or ``TELEGRAM_API_URL=server.api_url``). It speaks
-what the adapter uses: ``getMe``, ``getUpdates`` (long poll with offset confirmation, woken at once when a
-message is injected), ``sendMessage``, ``editMessageText`` (keeping every version, refusing an edit that
-changes nothing with "message is not modified"), ``deleteMessage``, ``sendMessageDraft`` (private chats
-only), ``sendChatAction``, ``setWebhook`` (then it posts updates to the webhook with the secret header,
-retrying until answered 2xx), ``deleteWebhook``, ``getWebhookInfo``, ``setMyCommands``, ``getFile`` (then the file's download at
-``/file/bot<token>/<path>``, counted in ``downloads``). Calls to anything else are answered 404 and recorded in
-``unknown_calls`` so tests can assert there are none.
+Start it with ``start()`` and ``close()``, or ``async with FakeTelegramServer() as fake:``. Point the bot at it
+with ``base_url=server.base_url`` (or ``TELEGRAM_API_URL=server.api_url``). It speaks what the adapter uses:
+``getMe``, ``getUpdates`` (long poll with offset confirmation, woken at once when a message is injected),
+``sendMessage``, ``editMessageText`` (keeping every version, refusing an edit that changes nothing with "message is
+not modified"), ``deleteMessage``, ``sendMessageDraft`` (private chats only), ``sendChatAction``, ``setWebhook``
+(then it posts updates to the webhook with the secret header, retrying until answered 2xx), ``deleteWebhook``,
+``getWebhookInfo``, ``setMyCommands``, ``getFile`` (then the file's download at ``/file/bot<token>/<path>``,
+counted in ``downloads``). Calls to anything else are answered 404 and recorded in ``unknown_calls`` so tests can
+assert there are none.
 
 Like Telegram it decodes PTB's form bodies, adds ``bot_command`` and ``mention`` entities to user messages,
 parses HTML (unknown or unclosed tags are "can't parse entities"), trims the text, enforces 4,096 UTF-16 code
@@ -25,7 +26,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 from aiohttp import web
@@ -259,6 +260,13 @@ class FakeTelegramServer:
             await self._session.close()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @property
     def api_url(self) -> str:

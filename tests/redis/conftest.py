@@ -1,4 +1,5 @@
-"""Fixtures of the queue tests: a real redis-server per test, worker processes, the probe bot."""
+"""Fixtures of the queue tests: a real redis-server per test, worker processes, the probe bot, the fake
+Telegram Bot API and the fake Discord."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import redis.asyncio
 
 from core import Agent, ScriptedModel, create_agent
 from core.redis import QueueConfig, RedisBackend, RedisDispatcher, RedisMemoryStore
+from tests.fakes.discord_server import FakeDiscord
+from tests.fakes.telegram_server import FakeTelegramServer
 
 from .probe import ChatArgs, answer, chat, probe_extension
 from .server import RedisServer
@@ -41,6 +44,22 @@ async def client(redis_server: RedisServer) -> AsyncIterator[Any]:
         yield c
     finally:
         await c.aclose()
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegramServer]:
+    """A started fake Bot API; the test fails if a bot called a method the fake does not know."""
+    async with FakeTelegramServer() as fake:
+        yield fake
+    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
+
+
+@pytest.fixture
+async def discord() -> AsyncIterator[FakeDiscord]:
+    """A started fake Discord; the test fails if a bot called a route the fake does not know."""
+    async with FakeDiscord() as fake:
+        yield fake
+    assert fake.unhandled == [], fake.unhandled
 
 
 def queue_config(server: RedisServer, **overrides: Any) -> QueueConfig:

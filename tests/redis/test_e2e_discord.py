@@ -3,49 +3,22 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.fakes.discord_server import FakeDiscord
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
-from .test_e2e_telegram import SCRIPTED, Processes
-
-
-@pytest.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    fake = FakeDiscord()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unhandled == [], fake.unhandled
+from .test_e2e_telegram import SCRIPTED
 
 
 async def test_gateway_and_two_workers_answer_direct_messages_once(
     redis_server: RedisServer, discord: FakeDiscord, tmp_path: Path, client: Any
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
-        DISCORD_TOKEN="fake-token",
-        DISCORD_API_URL=discord.api_url,
-        DISCORD_GATEWAY_URL=discord.gateway_url,
-        DISCORD_GUILD_READY_TIMEOUT="0.05",
-        DISCORD_SYNC_COMMANDS="false",
-        LLM_PROVIDER="scripted",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
-    )
-    deployment = Processes(tmp_path, env)
-    try:
+    env = deployment_env(redis_server, tmp_path, discord=discord, LLM_PROVIDER="scripted")
+    async with Processes(tmp_path, env) as deployment:
         await deployment.start("worker")
         await deployment.start("worker")
         gateway = await deployment.start("gateway")
@@ -58,8 +31,6 @@ async def test_gateway_and_two_workers_answer_direct_messages_once(
                 await discord.say(dm, f"hello {round_}", author=user)
             for dm in dms:
                 await discord.wait_posted(dm, round_ + 1, timeout=60)
-    finally:
-        await deployment.stop_all()
     for dm in dms:
         posted = discord.posted_in(dm)
         assert len(posted) == 2 and all(m["content"].startswith(SCRIPTED) for m in posted)

@@ -7,10 +7,8 @@ shard connected twice at the same time."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +17,19 @@ import pytest
 from tests.fakes.discord_server import FakeDiscord, shard_of
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
-from .test_e2e_telegram import SCRIPTED, Processes
+from .test_e2e_telegram import SCRIPTED
 
 SHARDS = 8
 
 
 @pytest.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    fake = FakeDiscord()
-    fake.recommended_shards = SHARDS
-    fake.max_concurrency = 2
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unhandled == [], fake.unhandled
+def discord(discord: FakeDiscord) -> FakeDiscord:
+    """The fake Discord recommending ``SHARDS`` shards, two identifies at a time."""
+    discord.recommended_shards = SHARDS
+    discord.max_concurrency = 2
+    return discord
 
 
 async def holders(client: Any) -> dict[int, int]:
@@ -67,22 +61,15 @@ async def test_gateways_share_the_shards_take_over_and_rebalance(
     channels = [discord.text_channel(discord.guild(f"server {n}", shard=n, shard_count=SHARDS)) for n in range(SHARDS)]
     assert [shard_of(int(discord.channels[c]["guild_id"]), SHARDS) for c in channels] == list(range(SHARDS))
     people = [discord.user(f"user{n}") for n in range(SHARDS)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        discord=discord,
         REDIS_LEASE_SECONDS="1",
-        DISCORD_TOKEN="fake-token",
-        DISCORD_API_URL=discord.api_url,
-        DISCORD_GATEWAY_URL=discord.gateway_url,
-        DISCORD_GUILD_READY_TIMEOUT="0.05",
-        DISCORD_SYNC_COMMANDS="false",
         DISCORD_REPLY_POLICY="always",
         DISCORD_SHARD_COUNT="auto",
         DISCORD_IDENTIFY_INTERVAL="0.05",
         LLM_PROVIDER="scripted",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
     )
     deployment = Processes(tmp_path, env)
 
@@ -92,7 +79,7 @@ async def test_gateways_share_the_shards_take_over_and_rebalance(
         for channel in channels:
             await discord.wait_posted(channel, round_, timeout=60)
 
-    try:
+    async with deployment:
         await deployment.start("worker")
         await deployment.start("worker")
         gateways = [await deployment.start("gateway") for _ in range(3)]
@@ -113,8 +100,6 @@ async def test_gateways_share_the_shards_take_over_and_rebalance(
         await wait_until(lambda: settled(discord, client, pids, 3), timeout=60, what="the rebalance")
         assert fourth.pid in (await holders(client)).values()
         await ask_everyone(3)
-    finally:
-        await deployment.stop_all()
     for channel in channels:
         posted = discord.posted_in(channel)
         assert len(posted) == 3 and all(m["content"].startswith(SCRIPTED) for m in posted), posted

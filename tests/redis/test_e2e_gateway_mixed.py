@@ -4,63 +4,37 @@ polls Telegram (the other stands by for Telegram only), and messages on both pla
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
 from .test_e2e_discord_shards import holders
-from .test_e2e_telegram import SCRIPTED, Processes
-
-
-@pytest.fixture
-async def platforms() -> AsyncIterator[tuple[FakeDiscord, FakeTelegramServer]]:
-    discord, telegram = FakeDiscord(), FakeTelegramServer()
-    await discord.start()
-    await telegram.start()
-    try:
-        yield discord, telegram
-    finally:
-        await discord.close()
-        await telegram.close()
-    assert discord.unhandled == [] and telegram.unknown_calls == []
+from .test_e2e_telegram import SCRIPTED
 
 
 async def test_telegram_standby_still_holds_discord_shards(
-    redis_server: RedisServer, platforms: tuple[FakeDiscord, FakeTelegramServer], tmp_path: Path, client: Any
+    redis_server: RedisServer, discord: FakeDiscord, telegram: FakeTelegramServer, tmp_path: Path, client: Any
 ) -> None:
-    discord, telegram = platforms
     channels = [discord.text_channel(discord.guild(f"s{n}", shard=n, shard_count=2)) for n in range(2)]
     alice = discord.user("alice")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        discord=discord,
+        telegram=telegram,
         REDIS_LEASE_SECONDS="3",  # slack for a loaded machine: the processes start their platforms at once
-        DISCORD_TOKEN="fake-token",
-        DISCORD_API_URL=discord.api_url,
-        DISCORD_GATEWAY_URL=discord.gateway_url,
-        DISCORD_GUILD_READY_TIMEOUT="0.05",
-        DISCORD_SYNC_COMMANDS="false",
         DISCORD_REPLY_POLICY="always",
         DISCORD_SHARD_COUNT="2",
         DISCORD_IDENTIFY_INTERVAL="0.05",
-        TELEGRAM_TOKEN=telegram.token,
-        TELEGRAM_API_URL=telegram.api_url,
         TELEGRAM_POLL_TIMEOUT="1",
         LLM_PROVIDER="scripted",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
     )
-    deployment = Processes(tmp_path, env)
-    try:
+    async with Processes(tmp_path, env) as deployment:
         await deployment.start("worker")
         gateways = [await deployment.start("gateway") for _ in range(2)]
 
@@ -82,8 +56,6 @@ async def test_telegram_standby_still_holds_discord_shards(
             await discord.wait_posted(channel, 1, timeout=60)
         [reply] = await telegram.wait_replies(1, timeout=60)
         assert reply.text.startswith(SCRIPTED)
-    finally:
-        await deployment.stop_all()
     assert all(discord.posted_in(c)[0]["content"].startswith(SCRIPTED) for c in channels)
     assert discord.overlaps == []
     assert all(proc.returncode == 0 for _, proc in deployment.procs)

@@ -98,17 +98,6 @@ def test_the_chat_adapters_find_the_queue_s_ledger() -> None:
 # -- Discord ---------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def discord() -> AsyncIterator[FakeDiscord]:
-    fake = FakeDiscord()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unhandled == [], fake.unhandled
-
-
 def discord_settings(fake: FakeDiscord, **overrides: Any) -> DiscordSettings:
     values: dict[str, Any] = {
         "token": "fake-token",
@@ -180,17 +169,6 @@ async def test_discord_the_worker_shows_typing_while_the_model_works(
 
 
 # -- Telegram --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
 
 
 def telegram_settings(fake: FakeTelegramServer, **overrides: Any) -> TelegramSettings:

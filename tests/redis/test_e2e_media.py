@@ -7,7 +7,6 @@ or the fake Discord, and the fake OpenAI-compatible server."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,21 +18,11 @@ from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
-from .test_e2e_telegram import Processes
 
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 16
 ANSWER = '<response><output type="telegram:message">Got it.</output></response>'
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture
@@ -46,12 +35,11 @@ async def llm() -> AsyncIterator[FakeOpenAIServer]:
 async def test_the_gateway_stores_references_and_the_worker_reads_them(
     redis_server: RedisServer, telegram: FakeTelegramServer, llm: FakeOpenAIServer, client: Any, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        telegram=telegram,
         REDIS_LEASE_SECONDS="1",
-        TELEGRAM_TOKEN=telegram.token,
-        TELEGRAM_API_URL=telegram.api_url,
         TELEGRAM_POLL_TIMEOUT="1",
         TELEGRAM_STREAM_REPLIES="false",
         LLM_PROVIDER="openai",
@@ -60,11 +48,8 @@ async def test_the_gateway_stores_references_and_the_worker_reads_them(
         LLM_RETRIES="0",
         STT_BASE_URL=llm.url,
         STT_MODEL="whisper-test",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        HTTP_PORT="0",
     )
-    procs = Processes(tmp_path, env)
-    try:
+    async with Processes(tmp_path, env) as procs:
         await procs.start("gateway")
         photo = telegram.user_sends("photo", JPEG, caption="is this ripe?", user_id=4001)
         telegram.user_sends("voice", b"OggS" + bytes(500), user_id=4002)
@@ -95,8 +80,6 @@ async def test_the_gateway_stores_references_and_the_worker_reads_them(
 
         await procs.start("worker")
         replies = await telegram.wait_replies(3, timeout=60)
-    finally:
-        await procs.stop_all()
     assert sorted(r.chat_id for r in replies) == [4001, 4002, 4003] and {r.text for r in replies} == {"Got it."}
     chats = [r for r in llm.requests if r.path.endswith("/chat/completions")]
     seen = {json.dumps(r.body["messages"][1]["content"]) for r in chats}
@@ -108,31 +91,21 @@ async def test_the_gateway_stores_references_and_the_worker_reads_them(
 
 
 async def test_a_discord_worker_fetches_an_image_the_gateway_only_referenced(
-    redis_server: RedisServer, llm: FakeOpenAIServer, tmp_path: Path
+    redis_server: RedisServer, discord: FakeDiscord, llm: FakeOpenAIServer, tmp_path: Path
 ) -> None:
-    discord = FakeDiscord()
-    await discord.start()
     llm.default = Reply(chunks=('<response><output type="discord:message">A red square.</output></response>',))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
-        DISCORD_TOKEN="fake-token",
-        DISCORD_API_URL=discord.api_url,
-        DISCORD_GATEWAY_URL=discord.gateway_url,
-        DISCORD_GUILD_READY_TIMEOUT="0.05",
-        DISCORD_SYNC_COMMANDS="false",
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        discord=discord,
         DISCORD_STREAM_REPLIES="false",
         LLM_PROVIDER="openai",
         LLM_BASE_URL=llm.url,
         LLM_MODEL="vision-model",
         LLM_RETRIES="0",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
     )
-    procs = Processes(tmp_path, env)
     png = b"\x89PNG\r\n\x1a\n" + bytes(1000)
-    try:
+    async with Processes(tmp_path, env) as procs:
         await procs.start("worker")
         gateway = await procs.start("gateway")
         user = discord.user("ann")
@@ -141,9 +114,6 @@ async def test_a_discord_worker_fetches_an_image_the_gateway_only_referenced(
         await discord.wait_until(lambda: discord.shards_connected() == {0}, timeout=60)  # its one shard
         await discord.say(dm, "what colour?", author=user, files=[("square.png", "image/png", png)])
         [reply] = await discord.wait_posted(dm, timeout=60)
-    finally:
-        await procs.stop_all()
-        await discord.close()
     assert reply["content"] == "A red square."
     assert len(discord.downloads) == 1
     [chat] = [r for r in llm.requests if r.path.endswith("/chat/completions")]

@@ -6,7 +6,6 @@ used by the very next run, whichever worker takes it, and /stats adds up what th
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,21 +18,12 @@ from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
 from tests.telegram.conftest import answer
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
-from .test_e2e_telegram import Processes, settled
+from .test_e2e_telegram import settled
 
 GROUP = -100777
 ANN = 1001
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture
@@ -46,12 +36,11 @@ async def llm() -> AsyncIterator[FakeOpenAIServer]:
 async def deployment(
     redis_server: RedisServer, telegram: FakeTelegramServer, llm: FakeOpenAIServer, tmp_path: Path
 ) -> AsyncIterator[Processes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        telegram=telegram,
         REDIS_LEASE_SECONDS="5",
-        TELEGRAM_TOKEN=telegram.token,
-        TELEGRAM_API_URL=telegram.api_url,
         TELEGRAM_POLL_TIMEOUT="1",
         LLM_PROVIDER="openai",
         LLM_BASE_URL=llm.url,
@@ -59,16 +48,9 @@ async def deployment(
         LLM_RETRIES="0",
         LLM_ALLOWED_MODELS="small-model,large-model",
         LLM_PRICES="large-model=1000/2000",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
     )
-    procs = Processes(tmp_path, env)
-    try:
+    async with Processes(tmp_path, env) as procs:
         yield procs
-    finally:
-        await procs.stop_all()
-    assert telegram.unknown_calls == [], [c.method for c in telegram.unknown_calls]
 
 
 async def said(telegram: FakeTelegramServer, text: str) -> SentMessage:

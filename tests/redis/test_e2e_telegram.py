@@ -6,11 +6,8 @@ the gateway is killed before storing them (Telegram hands them out again: the of
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,76 +18,26 @@ from core.redis.keys import Keys
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
 
 SCRIPTED = "Hello! I am up and running"
-
-
-class Processes:
-    """``bots <role>`` processes with the environment of one deployment."""
-
-    def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        self.folder = folder
-        self.env = env
-        self.procs: list[tuple[str, asyncio.subprocess.Process]] = []
-
-    async def start(self, role: str) -> asyncio.subprocess.Process:
-        log = self.folder / f"{role}-{len(self.procs)}.log"
-        with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bots.cli", role, cwd=self.folder, env=self.env, stdout=out, stderr=out
-            )
-        self.procs.append((str(log), proc))
-        return proc
-
-    def log_of(self, proc: asyncio.subprocess.Process) -> str:
-        return next(Path(log).read_text() for log, p in self.procs if p is proc)
-
-    async def stop_all(self) -> None:
-        for _, proc in self.procs:
-            if proc.returncode is None:
-                proc.terminate()
-        for _, proc in self.procs:
-            try:
-                async with asyncio.timeout(30):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture
 async def deployment(
     redis_server: RedisServer, telegram: FakeTelegramServer, tmp_path: Path
 ) -> AsyncIterator[Processes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        telegram=telegram,
         REDIS_LEASE_SECONDS="1",
-        TELEGRAM_TOKEN=telegram.token,
-        TELEGRAM_API_URL=telegram.api_url,
         TELEGRAM_POLL_TIMEOUT="1",
         LLM_PROVIDER="scripted",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
     )
-    procs = Processes(tmp_path, env)
-    try:
+    async with Processes(tmp_path, env) as procs:
         yield procs
-    finally:
-        await procs.stop_all()
-    assert telegram.unknown_calls == [], [c.method for c in telegram.unknown_calls]
 
 
 async def test_gateway_and_two_workers_answer_every_user_once(

@@ -71,17 +71,6 @@ def settings_for(telegram: FakeTelegramServer, **overrides: Any) -> TelegramSett
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
-
-
-@pytest.fixture
 async def start_gateway(redis_server: RedisServer, telegram: FakeTelegramServer) -> AsyncIterator[Start]:
     """``await start_gateway(**queue_config)``: an agent that listens to Telegram and stores in Redis."""
     started: list[tuple[Agent, RedisBackend]] = []

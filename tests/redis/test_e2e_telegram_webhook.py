@@ -31,17 +31,6 @@ Start = Callable[[], Any]
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
-
-
-@pytest.fixture
 def hook_url() -> str:
     return f"http://127.0.0.1:{free_port()}/telegram/hook"
 

@@ -5,34 +5,20 @@ nothing (the balancer answers 502 for it, Telegram delivers the update again, th
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.fakes.load_balancer import RoundRobin
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.telegram.conftest import free_port
 
 from .conftest import wait_until
+from .deployment import Processes, deployment_env
 from .server import RedisServer
-from .test_e2e_telegram import Processes, answered_once
+from .test_e2e_telegram import answered_once
 
 PATH = "/telegram/hook"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
 
 
 async def inbox_total(client: Any) -> int:
@@ -45,20 +31,16 @@ async def test_two_gateways_store_every_webhook_update_once(
     ports = [free_port(), free_port()]
     balancer = RoundRobin([f"http://127.0.0.1:{port}" for port in ports])
     await balancer.start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISCORD_", "TELEGRAM_", "REDIS_", "LLM_", "BOT_"))}
-    env.update(
-        REDIS_URL=redis_server.url,
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        telegram=telegram,
         REDIS_LEASE_SECONDS="1",
-        TELEGRAM_TOKEN=telegram.token,
-        TELEGRAM_API_URL=telegram.api_url,
         TELEGRAM_MODE="webhook",
         TELEGRAM_WEBHOOK_URL=balancer.url + PATH,
         TELEGRAM_WEBHOOK_LISTEN="127.0.0.1",
         TELEGRAM_WEBHOOK_SECRET="webhook-secret-for-tests",
         LLM_PROVIDER="scripted",
-        BOT_DATA_DIR=str(tmp_path / "data"),
-        LOG_LEVEL="INFO",
-        HTTP_PORT="0",
     )
     deployment = Processes(tmp_path, env)
     try:
