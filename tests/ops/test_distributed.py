@@ -84,12 +84,8 @@ class Process:
 
 @pytest.fixture
 async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
+    async with FakeTelegramServer() as fake:
         yield fake
-    finally:
-        await fake.close()
 
 
 @pytest.fixture

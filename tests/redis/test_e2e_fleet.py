@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
@@ -32,8 +31,10 @@ import pytest
 
 from tests.fakes.telegram_server import FakeTelegramServer
 
-from .conftest import ROOT, wait_until
+from .conftest import wait_until
+from .deployment import deployment_env
 from .server import RedisServer, free_port
+from .worker_process import Spawned, kill, run, serve, worker_arguments
 
 _UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
@@ -68,8 +69,7 @@ class Echo:
 
 
 async def _work(args: argparse.Namespace) -> None:
-    from core import create_agent
-    from core.redis import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+    from core.redis import QueueConfig, RedisBackend
     from extensions.chat import Uncertain
     from extensions.telegram import TelegramSettings, telegram_extension
 
@@ -82,68 +82,44 @@ async def _work(args: argparse.Namespace) -> None:
         rate_limit=0,
         uncertain_replies=Uncertain(args.uncertain),
     )
-    agent = create_agent(
-        model=Echo(),
-        extensions=[telegram_extension(settings, listen=False)],
-        dispatcher=RedisDispatcher(backend),
-        memory=RedisMemoryStore(backend),
-    )
-    try:
-        await QueueWorker(agent, backend).run()
-    finally:
-        await backend.close()
+    await serve(backend, model=Echo(), extensions=[telegram_extension(settings, listen=False)])
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--url", required=True)
-    p.add_argument("--api-url", required=True)
-    p.add_argument("--token", required=True)
+    p = worker_arguments()
     p.add_argument("--uncertain", default="resend")
     p.add_argument("--stream", action="store_true")
-    import logging
-
-    logging.basicConfig(level="WARNING", format="%(asctime)s %(process)d %(name)s %(message)s")
-    asyncio.run(_work(p.parse_args()))
+    run(_work, p, level="WARNING")
 
 
 # -- the test --------------------------------------------------------------------------------------------
 
 
-class Fleet:
+class Fleet(Spawned):
     """The gateway and worker processes of one test."""
 
-    def __init__(self, folder: Path, redis_url: str, telegram: FakeTelegramServer) -> None:
-        self.folder = folder
-        self.redis_url = redis_url
+    def __init__(self, folder: Path, redis_server: RedisServer, telegram: FakeTelegramServer) -> None:
+        super().__init__(folder)
+        self.redis_server = redis_server
         self.telegram = telegram
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        with (self.folder / f"{name}-{len(self.procs)}.log").open("wb") as log:
-            proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self.procs.append(proc)
-        return proc
 
     def worker(self, token: str, *extra: str) -> subprocess.Popen[bytes]:
         self.telegram.tokens.add(token)
-        args = [sys.executable, "-m", "tests.redis.test_e2e_fleet", "--url", self.redis_url]
-        return self._start("worker", [*args, "--api-url", self.telegram.api_url, "--token", token, *extra])
+        args = [sys.executable, "-m", "tests.redis.test_e2e_fleet", "--url", self.redis_server.url]
+        return self.spawn("worker", [*args, "--api-url", self.telegram.api_url, "--token", token, *extra])
 
     def gateway(self) -> subprocess.Popen[bytes]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "REDIS_", "DISCORD_", "LLM_"))}
-        env.update(
-            TELEGRAM_TOKEN=self.telegram.token,
-            TELEGRAM_API_URL=self.telegram.api_url,
+        env = deployment_env(
+            self.redis_server,
+            self.folder,
+            telegram=self.telegram,
             TELEGRAM_POLL_TIMEOUT="5",
-            REDIS_URL=self.redis_url,
             REDIS_LEASE_SECONDS=str(LEASE),
             LLM_PROVIDER="scripted",
-            BOT_DATA_DIR=str(self.folder / "data"),
             HTTP_PORT=str(free_port()),
             LOG_LEVEL="WARNING",
         )
-        return self._start("gateway", [sys.executable, "-m", "bots.cli", "gateway"], env)
+        return self.spawn("gateway", [sys.executable, "-m", "bots.cli", "gateway"], env=env)
 
     def check(self) -> None:
         """Fail at once, with its log, if a process that should run has exited."""
@@ -151,23 +127,6 @@ class Fleet:
             if proc.poll() is not None and proc.returncode != -signal.SIGKILL:
                 logs = sorted(self.folder.glob(f"*-{i}.log"))
                 raise AssertionError(f"process {i} exited with {proc.returncode}:\n{logs[0].read_text()[-3000:]}")
-
-    def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
-def kill(proc: subprocess.Popen[bytes]) -> float:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return time.monotonic()
 
 
 @dataclass(kw_only=True)
@@ -228,14 +187,10 @@ def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float, a
 
 
 @pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    fake.post_delay = 0.02
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
+def telegram(telegram: FakeTelegramServer) -> FakeTelegramServer:
+    """The fake Bot API, answering a post 20 ms after making the message."""
+    telegram.post_delay = 0.02
+    return telegram
 
 
 @pytest.fixture
@@ -256,7 +211,7 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
     fleets: list[Fleet],
     uncertain: str,
 ) -> None:
-    fleet = Fleet(tmp_path, redis_server.url, telegram)
+    fleet = Fleet(tmp_path, redis_server, telegram)
     fleets.append(fleet)
     victim_token, other_token = (f"{telegram.token.split(':')[0]}:worker-{n}" for n in ("a", "b"))
     gateway = fleet.gateway()

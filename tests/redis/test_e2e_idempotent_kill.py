@@ -37,9 +37,10 @@ import pytest
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
 
-from .conftest import ROOT, wait_until
+from .conftest import wait_until
 from .server import RedisServer
 from .test_e2e_idempotent import discord_settings, front, telegram_settings
+from .worker_process import Spawned, kill, run, serve, worker_arguments
 
 _UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
@@ -83,8 +84,7 @@ class Echo:
 
 
 async def _work(args: argparse.Namespace) -> None:
-    from core import create_agent
-    from core.redis import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+    from core.redis import QueueConfig, RedisBackend
 
     backend = RedisBackend(QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0))
     if args.platform == "discord":
@@ -108,49 +108,34 @@ async def _work(args: argparse.Namespace) -> None:
             listen=False,
         )
         output_type = "telegram:message"
-    agent = create_agent(
-        model=Echo(output_type, args.marks, hang=args.hang),
-        extensions=[extension],
-        dispatcher=RedisDispatcher(backend),
-        memory=RedisMemoryStore(backend),
-    )
-    try:
-        await QueueWorker(agent, backend).run()
-    finally:
-        await backend.close()
+    await serve(backend, model=Echo(output_type, args.marks, hang=args.hang), extensions=[extension])
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = worker_arguments()
     p.add_argument("--platform", choices=("discord", "telegram"), required=True)
-    p.add_argument("--url", required=True)
-    p.add_argument("--api-url", required=True)
-    p.add_argument("--token", default="")
     p.add_argument("--marks", type=Path, required=True)
     p.add_argument("--stream", action="store_true")
     p.add_argument("--hang", action="store_true")
-    import logging
-
-    logging.basicConfig(level="INFO", format="%(process)d %(name)s %(message)s")
-    asyncio.run(_work(p.parse_args()))
+    run(_work, p, level="INFO")
 
 
 # -- the tests -------------------------------------------------------------------------------------------
 
 
-class Workers:
+class Workers(Spawned):
+    """Workers of ``module`` (this one), each with the ``common`` arguments and the model's marks."""
+
+    module = "tests.redis.test_e2e_idempotent_kill"
+
     def __init__(self, folder: Path, *common: str) -> None:
-        self.folder = folder
+        super().__init__(folder)
         self.common = common
         self.marks = folder / "model.marks"
-        self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, *extra: str) -> subprocess.Popen[bytes]:
-        args = [sys.executable, "-m", "tests.redis.test_e2e_idempotent_kill", *self.common, "--marks", str(self.marks)]
-        with (self.folder / f"worker-{len(self.procs)}.log").open("wb") as log:
-            proc = subprocess.Popen([*args, *extra], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        self.procs.append(proc)
-        return proc
+        args = [sys.executable, "-m", self.module, *self.common, "--marks", str(self.marks)]
+        return self.spawn("worker", [*args, *extra])
 
     def check(self, proc: subprocess.Popen[bytes]) -> None:
         """Fail at once, with its log, if ``proc`` exited."""
@@ -165,17 +150,6 @@ class Workers:
             return []
         lines = [json.loads(line) for line in self.marks.read_text().splitlines()]
         return sorted(line["text"] for line in lines if line["pid"] == proc.pid)
-
-    def stop_all(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def said(message: str) -> str:
@@ -196,12 +170,6 @@ async def ledgers(client: Any) -> dict[str, list[dict[str, Any]]]:
 async def settled(client: Any) -> bool:
     """Every batch acknowledged (nothing taken and unanswered, no ledger left)."""
     return not await client.keys("bots:{*}:batch") and not await client.keys("bots:{*}:ledger:*")
-
-
-def kill(proc: subprocess.Popen[bytes]) -> float:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return time.monotonic()
 
 
 class HoldingDiscord(FakeDiscord):
@@ -225,13 +193,11 @@ class HoldingDiscord(FakeDiscord):
 
 @pytest.fixture
 async def discord() -> AsyncIterator[HoldingDiscord]:
-    fake = HoldingDiscord()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        await fake.close()
+    async with HoldingDiscord() as fake:
+        try:
+            yield fake
+        finally:
+            fake.release.set()
     assert fake.unhandled == [], fake.unhandled
 
 
@@ -301,17 +267,6 @@ def discord_extension_for(fake: FakeDiscord) -> Any:
     from extensions.discord import discord_extension
 
     return discord_extension(discord_settings(fake))
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "posted"])
