@@ -23,7 +23,8 @@ from tests.fakes.telegram_server import FakeTelegramServer
 from .conftest import wait_until
 from .server import RedisServer
 from .test_e2e_idempotent import front, telegram_settings
-from .test_e2e_idempotent_kill import Workers, kill
+from .test_e2e_idempotent_kill import Workers
+from .worker_process import kill, run, serve, worker_arguments
 
 _UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
@@ -57,63 +58,34 @@ class Counting:
 
 
 async def _work(args: argparse.Namespace) -> None:
-    from core import LimitConfig, Limiter, create_agent
-    from core.redis import (
-        QueueConfig,
-        QueueWorker,
-        RedisBackend,
-        RedisDispatcher,
-        RedisLimitStore,
-        RedisMemoryStore,
-        RedisUsage,
-    )
+    from core import LimitConfig, Limiter
+    from core.redis import QueueConfig, RedisBackend, RedisLimitStore, RedisUsage
     from extensions.telegram import TelegramSettings, telegram_extension
 
     backend = RedisBackend(QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0))
-    agent = create_agent(
+    await serve(
+        backend,
         model=Counting(args.marks),
         extensions=[  # replies posted whole: what a killed worker showed of a streamed one is tested elsewhere
             telegram_extension(
                 TelegramSettings(token=args.token, api_url=args.api_url, stream_replies=False), listen=False
             )
         ],
-        dispatcher=RedisDispatcher(backend),
-        memory=RedisMemoryStore(backend),
         usage=RedisUsage(backend),  # what the token limits read: shared by the workers, as in bots worker
         limiter=Limiter(  # a day's window: the test never straddles two
             LimitConfig(messages_per_minute=PER_MINUTE, message_window=86_400), RedisLimitStore(backend)
         ),
     )
-    try:
-        await QueueWorker(agent, backend).run()
-    finally:
-        await backend.close()
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--url", required=True)
-    p.add_argument("--api-url", required=True)
-    p.add_argument("--token", required=True)
+    p = worker_arguments()
     p.add_argument("--marks", type=Path, required=True)
-    import logging
-
-    logging.basicConfig(level="INFO", format="%(process)d %(name)s %(message)s")
-    asyncio.run(_work(p.parse_args()))
+    run(_work, p, level="INFO")
 
 
 class LimitWorkers(Workers):
-    def start(self, *extra: str) -> Any:
-        import subprocess
-        import sys
-
-        from .conftest import ROOT
-
-        args = [sys.executable, "-m", "tests.redis.test_e2e_limits", *self.common, "--marks", str(self.marks)]
-        with (self.folder / f"worker-{len(self.procs)}.log").open("wb") as log:
-            proc = subprocess.Popen([*args, *extra], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        self.procs.append(proc)
-        return proc
+    module = "tests.redis.test_e2e_limits"
 
     def texts(self) -> list[str]:
         if not self.marks.exists():
@@ -132,17 +104,6 @@ def _refused(procs: LimitWorkers) -> bool:
     """Some worker logged that m4's author is over the limit (m4 was decided without the model)."""
     logs = "".join(p.read_text() for p in procs.folder.glob("worker-*.log"))
     return logs.count("over the messages limit") >= 2
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    fake = FakeTelegramServer()
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.close()
-    assert fake.unknown_calls == [], [c.method for c in fake.unknown_calls]
 
 
 @pytest.fixture
