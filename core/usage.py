@@ -143,6 +143,8 @@ class InMemoryUsage:
         """Totals by ``(day, key)``."""
         self.charged: dict[str, str] = {}
         """Charge ids added (with their day), kept two days."""
+        self._pruned = ""
+        """The day old counters and charge ids were last dropped (once a day, not at every call)."""
 
     async def add(
         self,
@@ -155,20 +157,26 @@ class InMemoryUsage:
         charge: str | None = None,
     ) -> bool:
         """Add one call's usage (once per ``charge``)."""
+        if day != self._pruned:
+            self._prune(day)
         if charge is not None:
             if charge in self.charged:
                 return False
-            yesterday = last_days(2, today=day)[-1]
-            self.charged = {c: d for c, d in self.charged.items() if d >= yesterday}
             self.charged[charge] = day
         for key in keys:
             self.data.setdefault((day, key), UsageTotals()).add(
                 UsageTotals(input_tokens=input_tokens, output_tokens=output_tokens, cost_micros=cost)
             )
+        return True
+
+    def _prune(self, day: str) -> None:
+        """Drop the counters older than ``USAGE_DAYS`` and the charge ids older than yesterday."""
+        self._pruned = day
+        yesterday = last_days(2, today=day)[-1]
+        self.charged = {c: d for c, d in self.charged.items() if d >= yesterday}
         oldest = last_days(USAGE_DAYS, today=day)[-1]
         for stale in [k for k in self.data if k[0] < oldest]:
             del self.data[stale]
-        return True
 
     async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
         """The usage under ``key`` over ``days``."""
