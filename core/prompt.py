@@ -7,6 +7,7 @@ Building a prompt reads only that window, so it costs the same after 10 or 100,0
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -98,7 +99,9 @@ def format_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+@functools.lru_cache(maxsize=4096)
 def _iso(ms: int) -> str:
+    """A timestamp as the prompt shows it (cached: a prompt shows the same entries again at every step)."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
 
 
