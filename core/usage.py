@@ -12,17 +12,15 @@ Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a fil
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .errors import MemoryStoreError
 from .logs import InputRef
+from .memory.sqlite import SQLiteFile
 
 __all__ = (
     "USAGE_DAYS",
@@ -199,60 +197,50 @@ class InMemoryUsage:
         """Nothing to release."""
 
 
-class SQLiteUsage:
+class SQLiteUsage(SQLiteFile):
     """Usage counters in a SQLite file (one row per day and key), the embedded default."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        """The database file."""
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        self._pruned = ""
+    what = "the usage database"
+    schema = """
+CREATE TABLE IF NOT EXISTS usage (
+    day TEXT NOT NULL, key TEXT NOT NULL, input INTEGER NOT NULL, output INTEGER NOT NULL, cost INTEGER NOT NULL,
+    PRIMARY KEY (day, key)
+);
+CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL);
+"""
 
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS usage (day TEXT NOT NULL, key TEXT NOT NULL, "
-                    "input INTEGER NOT NULL, output INTEGER NOT NULL, cost INTEGER NOT NULL, PRIMARY KEY (day, key))"
-                )
-                conn.execute("CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL)")
-            except (OSError, sqlite3.Error) as exc:
-                raise MemoryStoreError(
-                    f"cannot open the usage database at {self.path}: {exc}; check BOT_DATA_DIR points to a "
-                    "writable folder"
-                ) from exc
-            self._conn = conn
-        return self._conn
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self._pruned = ""
+        """The day old counters and charge ids were last dropped."""
 
     def _add(
-        self, day: str, keys: Sequence[str], input_tokens: int, output_tokens: int, cost: int, charge: str | None
+        self,
+        conn: sqlite3.Connection,
+        day: str,
+        keys: Sequence[str],
+        input_tokens: int,
+        output_tokens: int,
+        cost: int,
+        charge: str | None,
     ) -> bool:
-        with self._lock:
-            try:
-                conn = self._connect()
-                with conn:
-                    conn.execute("BEGIN")
-                    if charge is not None:
-                        added = conn.execute("INSERT OR IGNORE INTO charged (id, day) VALUES (?, ?)", (charge, day))
-                        if added.rowcount == 0:
-                            return False
-                    conn.executemany(
-                        "INSERT INTO usage (day, key, input, output, cost) VALUES (?, ?, ?, ?, ?) "
-                        "ON CONFLICT(day, key) DO UPDATE SET input = input + excluded.input, "
-                        "output = output + excluded.output, cost = cost + excluded.cost",
-                        [(day, key, input_tokens, output_tokens, cost) for key in keys],
-                    )
-                    if self._pruned != day:
-                        conn.execute("DELETE FROM usage WHERE day < ?", (last_days(USAGE_DAYS, today=day)[-1],))
-                        conn.execute("DELETE FROM charged WHERE day < ?", (last_days(2, today=day)[-1],))
-                        self._pruned = day
-                return True
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"usage database {self.path}: {exc}") from exc
+        with conn:
+            conn.execute("BEGIN")
+            if charge is not None:
+                added = conn.execute("INSERT OR IGNORE INTO charged (id, day) VALUES (?, ?)", (charge, day))
+                if added.rowcount == 0:
+                    return False
+            conn.executemany(
+                "INSERT INTO usage (day, key, input, output, cost) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(day, key) DO UPDATE SET input = input + excluded.input, "
+                "output = output + excluded.output, cost = cost + excluded.cost",
+                [(day, key, input_tokens, output_tokens, cost) for key in keys],
+            )
+            if self._pruned != day:
+                conn.execute("DELETE FROM usage WHERE day < ?", (last_days(USAGE_DAYS, today=day)[-1],))
+                conn.execute("DELETE FROM charged WHERE day < ?", (last_days(2, today=day)[-1],))
+                self._pruned = day
+        return True
 
     async def add(
         self,
@@ -265,36 +253,16 @@ class SQLiteUsage:
         charge: str | None = None,
     ) -> bool:
         """Add one call's usage (once per ``charge``)."""
-        return await asyncio.to_thread(self._add, day, keys, input_tokens, output_tokens, cost, charge)
-
-    def _totals(self, key: str, days: Sequence[str]) -> UsageTotals:
-        marks = ",".join("?" * len(days))
-        with self._lock:
-            try:
-                row = (
-                    self._connect()
-                    .execute(
-                        "SELECT COALESCE(SUM(input), 0), COALESCE(SUM(output), 0), COALESCE(SUM(cost), 0) "
-                        f"FROM usage WHERE key = ? AND day IN ({marks})",
-                        (key, *days),
-                    )
-                    .fetchone()
-                )
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"usage database {self.path}: {exc}") from exc
-        return UsageTotals(input_tokens=int(row[0]), output_tokens=int(row[1]), cost_micros=int(row[2]))
+        return await self._do(lambda conn: self._add(conn, day, keys, input_tokens, output_tokens, cost, charge))
 
     async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
         """The usage under ``key`` over ``days``."""
-        return await asyncio.to_thread(self._totals, key, days)
-
-    async def close(self) -> None:
-        """Close the connection."""
-
-        def _close() -> None:
-            with self._lock:
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-
-        await asyncio.to_thread(_close)
+        marks = ",".join("?" * len(days))
+        row = await self._do(
+            lambda conn: conn.execute(
+                "SELECT COALESCE(SUM(input), 0), COALESCE(SUM(output), 0), COALESCE(SUM(cost), 0) "
+                f"FROM usage WHERE key = ? AND day IN ({marks})",
+                (key, *days),
+            ).fetchone()
+        )
+        return UsageTotals(input_tokens=int(row[0]), output_tokens=int(row[1]), cost_micros=int(row[2]))

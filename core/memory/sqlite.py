@@ -9,16 +9,28 @@ import asyncio
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import MemoryStoreError
 
-__all__ = ("SQLiteStore",)
+__all__ = ("SQLiteFile", "SQLiteStore")
+
+T = TypeVar("T")
 
 
-class SQLiteStore:
-    """Key-value memory in one SQLite file (WAL mode)."""
+class SQLiteFile:
+    """One SQLite file (WAL mode) behind one connection serialised by a lock; sqlite3 blocks, so ``_do`` runs the
+    work in a worker thread. A subclass names what the file holds (``what``, for errors) and creates its tables
+    (``schema``), the first time the file is used."""
+
+    what = "the SQLite file"
+    """How errors name the file."""
+    schema = ""
+    """The SQL script that creates the tables if they are missing."""
+    needs = ""
+    """What the file needs of SQLite beyond the basics, said when it cannot be opened."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -33,39 +45,25 @@ class SQLiteStore:
                 conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                conn.executescript(self.schema)
             except (OSError, sqlite3.Error) as exc:
                 raise MemoryStoreError(
-                    f"cannot open the SQLite memory store at {self.path}: {exc}; "
-                    "check BOT_DATA_DIR points to a writable folder"
+                    f"cannot open {self.what} at {self.path}: {exc}; check BOT_DATA_DIR points to a writable "
+                    f"folder{self.needs}"
                 ) from exc
             self._conn = conn
         return self._conn
 
-    def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             try:
-                return self._connect().execute(sql, params).fetchall()
+                return work(self._connect())
             except sqlite3.Error as exc:
-                raise MemoryStoreError(f"SQLite memory store {self.path}: {exc}") from exc
+                raise MemoryStoreError(f"{self.what} {self.path}: {exc}") from exc
 
-    async def get(self, key: str) -> Any | None:
-        """The value under ``key``, or None."""
-        rows = await asyncio.to_thread(self._run, "SELECT value FROM kv WHERE key = ?", (key,))
-        return json.loads(rows[0][0]) if rows else None
-
-    async def set(self, key: str, value: Any) -> None:
-        """Store ``value`` (JSON) under ``key``."""
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        await asyncio.to_thread(
-            self._run,
-            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, text),
-        )
-
-    async def delete(self, key: str) -> None:
-        """Remove ``key`` if present."""
-        await asyncio.to_thread(self._run, "DELETE FROM kv WHERE key = ?", (key,))
+    async def _do(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` with the connection, in a worker thread."""
+        return await asyncio.to_thread(self._locked, work)
 
     async def close(self) -> None:
         """Close the connection."""
@@ -77,3 +75,30 @@ class SQLiteStore:
                     self._conn = None
 
         await asyncio.to_thread(_close)
+
+
+class SQLiteStore(SQLiteFile):
+    """Key-value memory in one SQLite file (WAL mode)."""
+
+    what = "the SQLite memory store"
+    schema = "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+    async def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        return await self._do(lambda conn: conn.execute(sql, params).fetchall())
+
+    async def get(self, key: str) -> Any | None:
+        """The value under ``key``, or None."""
+        rows = await self._run("SELECT value FROM kv WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    async def set(self, key: str, value: Any) -> None:
+        """Store ``value`` (JSON) under ``key``."""
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        await self._run(
+            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, text),
+        )
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` if present."""
+        await self._run("DELETE FROM kv WHERE key = ?", (key,))

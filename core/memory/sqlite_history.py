@@ -7,20 +7,15 @@ first and stop at the limit, so a common word costs the same as a rare one.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
-from ..errors import MemoryStoreError
 from ..logs import now_ms
 from .history import HistoryEntry, Summary, query_words
+from .sqlite import SQLiteFile
 
 __all__ = ("SQLiteHistory",)
-
-T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (
@@ -62,40 +57,12 @@ def _entry(row: tuple[Any, ...]) -> HistoryEntry:
     return HistoryEntry(seq=row[0], id=row[1], ts=row[2], role=row[3], who=row[4], text=row[5])
 
 
-class SQLiteHistory:
+class SQLiteHistory(SQLiteFile):
     """Every conversation's messages and summary in one SQLite file (WAL mode)."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        """The database file."""
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(SCHEMA)
-            except (OSError, sqlite3.Error) as exc:
-                raise MemoryStoreError(
-                    f"cannot open the SQLite history at {self.path}: {exc}; "
-                    "check BOT_DATA_DIR points to a writable folder (SQLite needs FTS5)"
-                ) from exc
-            self._conn = conn
-        return self._conn
-
-    def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
-            try:
-                return work(self._connect())
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"SQLite history {self.path}: {exc}") from exc
-
-    async def _do(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._locked, work)
+    what = "the SQLite history"
+    schema = SCHEMA
+    needs = " (SQLite needs FTS5)"
 
     async def append(self, cid: str, entries: Sequence[HistoryEntry]) -> None:
         """Store ``entries`` (ids already stored are skipped), in one transaction."""
@@ -228,14 +195,3 @@ class SQLiteHistory:
             total += n
             if n < PRUNE_CHUNK:
                 return total
-
-    async def close(self) -> None:
-        """Close the connection."""
-
-        def _close() -> None:
-            with self._lock:
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-
-        await asyncio.to_thread(_close)
