@@ -629,9 +629,10 @@ class Agent:
             task.result()
 
     def is_admin(self, user: str) -> bool:
-        """True for a platform-qualified user id (``telegram:123``) listed as an admin (``LimitConfig.admins``):
-        no limit applies to them and they may ``/reset`` any conversation."""
-        return self.limiter is not None and self.limiter.is_admin(user)
+        """True for a platform-qualified user id (``telegram:123``) listed as an admin (``BOT_ADMIN_USERS``, given
+        to the limits and to the chat policy): no limit applies to them, they may ``/reset`` any conversation and
+        change its settings."""
+        return user in self.chat_policy.admin_users or (self.limiter is not None and self.limiter.is_admin(user))
 
     def observe(self, kind: str, context_id: str, value: float = 1.0) -> None:
         """Report ``value`` of ``kind`` for ``context_id`` (or a platform name) to the observers; an observer

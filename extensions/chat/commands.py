@@ -61,7 +61,7 @@ class ChatCommands:
 
     def may_change(self, caller: Caller) -> bool:
         """True when ``caller`` may change this chat's settings."""
-        return caller.manages_chat or caller.user in self.agent.chat_policy.admin_users
+        return caller.manages_chat or self.agent.is_admin(caller.user)
 
     def enabled(self, command: str) -> bool:
         """False when the operator turned ``command`` off (``BOT_DISABLED_COMMANDS``)."""

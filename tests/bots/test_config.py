@@ -231,19 +231,19 @@ def test_bots_config_explains_how_the_platforms_spread_over_gateways(monkeypatch
         load_settings()
 
 
-def test_admin_users_may_change_any_chat_s_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bots.app import build_chat_policy
+def test_admin_users_may_change_any_chat_s_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from bots.app import build_agent
+    from core.memory import InMemoryStore
     from extensions.chat.commands import Caller, ChatCommands
 
     monkeypatch.setenv("LLM_PROVIDER", "scripted")
     monkeypatch.setenv("BOT_ADMIN_USERS", "telegram:42, discord:7")
-    policy = build_chat_policy(load_settings())
-    assert policy.admin_users == {"telegram:42", "discord:7"}
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path))
+    agent = build_agent(load_settings(), memory=InMemoryStore(), listen=False)
+    assert agent.chat_policy.admin_users == {"telegram:42", "discord:7"}
+    assert agent.is_admin("telegram:42") and not agent.is_admin("telegram:43")
 
-    class _Agent:
-        chat_policy = policy
-
-    commands = ChatCommands(_Agent())  # type: ignore[arg-type]
+    commands = ChatCommands(agent)
     assert commands.may_change(Caller(user="telegram:42", manages_chat=False))
     assert commands.may_change(Caller(user="discord:7", manages_chat=False))
     assert not commands.may_change(Caller(user="telegram:43", manages_chat=False))
