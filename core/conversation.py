@@ -6,8 +6,9 @@ on its next run). ``/reset`` leaves them alone: it forgets what was said, not ho
 
 The operator's rules (``ChatPolicy``) decide what may be chosen: the models of ``LLM_ALLOWED_MODELS``, the
 length of a persona, the languages of the bot's own messages, and values pinned per conversation
-(``*_CHANNEL_SETTINGS``), which no command can change. (The reply policy stays the operator's:
-``DISCORD_CHANNEL_POLICIES``, ``TELEGRAM_REPLY_POLICY``.) ``effective`` merges the two for a run.
+(``*_CHANNEL_SETTINGS``), which no command can change. A group's reply policy (``/reply``: every message, or
+only when the bot is mentioned) overrides the operator's (``DISCORD_REPLY_POLICY``, ``DISCORD_CHANNEL_POLICIES``,
+``TELEGRAM_REPLY_POLICY``) in that conversation. ``effective`` merges the two for a run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .errors import MemoryStoreError
 from .escape import escape_text
 
 __all__ = (
+    "REPLY_CHOICES",
     "ChatPolicy",
     "ChatSetting",
     "ChatSettings",
@@ -40,6 +42,13 @@ class ChatSetting(enum.StrEnum):
     """Who the bot is in this conversation (replaces ``BOT_PERSONA``)."""
     LANGUAGE = "language"
     """Language of the bot's own messages (errors, help, notices)."""
+    REPLY = "reply"
+    """When the bot answers in a group or server channel (``always`` or ``mention``; private chats always)."""
+
+
+REPLY_CHOICES = ("always", "mention")
+"""The reply policies a conversation may choose (the operator's ``off`` is not one: a group could not turn the
+bot back on, since commands would be ignored too)."""
 
 
 class ChatSettings(BaseModel):
@@ -53,6 +62,8 @@ class ChatSettings(BaseModel):
     """The persona given in the chat, as written (escaped when it enters the prompt)."""
     language: str | None = None
     """Language code of the bot's own messages (``en``, ``fr``)."""
+    reply: str | None = None
+    """When the bot answers in a group (one of ``REPLY_CHOICES``); None keeps the operator's policy."""
 
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""
@@ -106,6 +117,8 @@ class ChatPolicy:
             values["model"] = None
         if values.get("language") is not None and values["language"] not in self.languages:
             values["language"] = None
+        if values.get("reply") is not None and values["reply"] not in REPLY_CHOICES:
+            values["reply"] = None
         persona = values.get("persona")
         if persona is not None:
             values["persona"] = persona[: self.persona_max_chars] or None

@@ -1,5 +1,5 @@
 """The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
-``/settings`` and ``/stats``. The adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord
+``/reply``, ``/settings`` and ``/stats``. The adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord
 as an ephemeral reply, Telegram as a message with an inline keyboard for the choices).
 
 Who may change what: a chat's admins (the adapter decides: Discord's Manage Server or Manage Channels,
@@ -15,17 +15,18 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from core.conversation import ChatSetting, ChatSettings
+from core.conversation import REPLY_CHOICES, ChatSetting, ChatSettings
 from core.usage import UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
+from .policy import ReplyPolicy
 
 if TYPE_CHECKING:
     from core.agent import Agent
 
 __all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "parse_channel_settings")
 
-COMMANDS = ("model", "persona", "language", "settings", "stats")
+COMMANDS = ("model", "persona", "language", "reply", "settings", "stats")
 """The settings commands, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
 
 
@@ -76,6 +77,14 @@ class ChatCommands:
         chosen = (await self.effective(context_id)).language
         return chosen or self.agent.chat_policy.default_language
 
+    async def reply_policy(self, context_id: str, default: ReplyPolicy) -> ReplyPolicy:
+        """When the bot answers in the group ``context_id``: the policy the group chose (``/reply``) over the
+        operator's ``default``, unless the operator turned the bot off in groups (``off`` stays off)."""
+        if default is ReplyPolicy.OFF:
+            return default
+        chosen = (await self.effective(context_id)).reply
+        return ReplyPolicy(chosen) if chosen is not None else default
+
     def _model_shown(self, settings: ChatSettings) -> str:
         policy = self.agent.chat_policy
         return settings.model or policy.default_model or str(getattr(self.agent.model, "name", "?"))
@@ -104,6 +113,8 @@ class ChatCommands:
             return await self.persona(context_id, caller, arg)
         if command == "language":
             return await self.set_language(context_id, caller, arg or None)
+        if command == "reply":
+            return await self.reply(context_id, caller, arg or None)
         if command == "settings":
             return await self.settings(context_id)
         return await self.stats(context_id, caller)
@@ -172,6 +183,26 @@ class ChatCommands:
         await self.agent.chat_settings.change(context_id, language=code)
         return Answer(text=say("language_set", code), changed=True)
 
+    async def reply(self, context_id: str, caller: Caller, policy: str | None) -> Answer:
+        """``/reply``: when the bot answers in this group (every message, or when mentioned), or (an admin)
+        choose; ``/reply default`` goes back to the operator's policy. Private chats are always answered."""
+        lang = await self.language(context_id)
+        choices = ", ".join((*REPLY_CHOICES, "default"))
+        if policy is None:
+            current = (await self.effective(context_id)).reply
+            return Answer(
+                text=say("reply_now", lang, policy=say(f"reply.{current or 'default'}", lang), choices=choices),
+                choices=[(say(f"reply.{c}", lang), f"reply:{c}") for c in (*REPLY_CHOICES, "default")],
+            )
+        refusal = self._refusal(context_id, caller, ChatSetting.REPLY, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        policy = policy.lower()
+        if policy not in (*REPLY_CHOICES, "default"):
+            return Answer(text=say("reply_unknown", lang, policy=policy, choices=choices))
+        await self.agent.chat_settings.change(context_id, reply=None if policy == "default" else policy)
+        return Answer(text=say("reply_set", lang, policy=say(f"reply.{policy}", lang)), changed=True)
+
     async def settings(self, context_id: str) -> Answer:
         """``/settings``: every setting of the chat, the pinned ones marked."""
         lang = await self.language(context_id)
@@ -190,6 +221,7 @@ class ChatCommands:
             model=self._model_shown(current) + mark(ChatSetting.MODEL),
             persona=persona + mark(ChatSetting.PERSONA),
             language=LANGUAGE_NAMES.get(lang, lang) + mark(ChatSetting.LANGUAGE),
+            reply=say(f"reply.{current.reply or 'default'}", lang) + mark(ChatSetting.REPLY),
         )
         return Answer(text=text)
 
@@ -214,13 +246,15 @@ class ChatCommands:
             return await self.model(context_id, caller, choice)
         if setting == "language" and self.enabled("language"):
             return await self.set_language(context_id, caller, choice)
+        if setting == "reply" and self.enabled("reply"):
+            return await self.reply(context_id, caller, choice)
         return Answer(text=say("command_failed", await self.language(context_id)))
 
 
 def parse_channel_settings(value: object, variable: str) -> dict[str, dict[str, str]]:
     """``*_CHANNEL_SETTINGS``: values the operator pins per channel or chat, as
     ``id:setting=value;setting=value,id:setting=value`` (an empty value pins the operator's default) or JSON
-    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language."""
+    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):

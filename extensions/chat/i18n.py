@@ -23,13 +23,13 @@ _EN: dict[str, str] = {
         "Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. Each channel and "
         "each thread is its own conversation. /reset makes me forget this channel's conversation; /forget also "
         "erases its whole history; /settings shows "
-        "its settings (/model, /persona, /language), /stats your usage."
+        "its settings (/model, /persona, /language, /reply), /stats your usage."
     ),
     "telegram.help": (
         "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one of my messages "
         "or use a command.\n\n/help shows this text\n/reset makes me forget this chat\n/forget erases this chat "
         "and its whole history\n/settings shows this "
-        "chat's settings (/model, /persona, /language)\n/stats shows your usage"
+        "chat's settings (/model, /persona, /language, /reply)\n/stats shows your usage"
     ),
     "run_failed": "Sorry, something went wrong while I was answering. Please try again.",
     "model_down": (
@@ -48,6 +48,7 @@ _EN: dict[str, str] = {
     "setting.model": "model",
     "setting.persona": "persona",
     "setting.language": "language",
+    "setting.reply": "reply policy",
     "model_now": "This chat uses the model {model}.",
     "model_choose": "This chat uses the model {model}. Choose another one: {choices}",
     "model_only": "This bot has one model: {model}.",
@@ -62,7 +63,15 @@ _EN: dict[str, str] = {
     "language_now": "I write my messages in {language}. Choose another language: {choices}",
     "language_set": "Done: I will write my messages in English.",
     "language_unknown": "{language} is not a language I can write my messages in: {choices}",
-    "settings": "Settings of this chat\nModel: {model}\nPersona: {persona}\nLanguage: {language}",
+    "reply_now": "In this chat I answer {policy}. Choose: {choices}",
+    "reply_set": "Done: in this chat I now answer {policy}.",
+    "reply_unknown": "{policy} is not a choice here: {choices}",
+    "reply.always": "every message",
+    "reply.mention": "when I am mentioned, replied to or given a command",
+    "reply.default": "as the bot is set up (the operator's default)",
+    "settings": (
+        "Settings of this chat\nModel: {model}\nPersona: {persona}\nLanguage: {language}\nIn groups I answer: {reply}"
+    ),
     "settings_default_persona": "the bot's own",
     "pinned_mark": " (fixed by the operator)",
     "stats": (
@@ -82,13 +91,13 @@ _FR: dict[str, str] = {
         "Parlez-moi en message privé, ou mentionnez-moi (ou répondez à l'un de mes messages) dans un salon. Chaque "
         "salon et chaque fil est une conversation à part. /reset me fait oublier la conversation de ce salon ; "
         "/forget efface aussi tout son historique ; "
-        "/settings montre ses réglages (/model, /persona, /language), /stats votre usage."
+        "/settings montre ses réglages (/model, /persona, /language, /reply), /stats votre usage."
     ),
     "telegram.help": (
         "Bonjour ! Je suis {name}. Écrivez-moi ici et je répondrai. Dans un groupe, mentionnez-moi, répondez à l'un "
         "de mes messages ou utilisez une commande.\n\n/help affiche ce texte\n/reset me fait oublier ce chat\n"
         "/forget efface ce chat et tout son historique\n"
-        "/settings montre les réglages de ce chat (/model, /persona, /language)\n/stats montre votre usage"
+        "/settings montre les réglages de ce chat (/model, /persona, /language, /reply)\n/stats montre votre usage"
     ),
     "run_failed": "Désolé, un problème est survenu pendant ma réponse. Réessayez, s'il vous plaît.",
     "model_down": (
@@ -107,6 +116,7 @@ _FR: dict[str, str] = {
     "setting.model": "modèle",
     "setting.persona": "persona",
     "setting.language": "langue",
+    "setting.reply": "règle de réponse",
     "model_now": "Ce chat utilise le modèle {model}.",
     "model_choose": "Ce chat utilise le modèle {model}. Choisissez-en un autre : {choices}",
     "model_only": "Ce bot n'a qu'un modèle : {model}.",
@@ -121,7 +131,16 @@ _FR: dict[str, str] = {
     "language_now": "J'écris mes messages en {language}. Choisissez une autre langue : {choices}",
     "language_set": "C'est fait : j'écrirai mes messages en français.",
     "language_unknown": "{language} n'est pas une langue dans laquelle j'écris mes messages : {choices}",
-    "settings": "Réglages de ce chat\nModèle : {model}\nPersona : {persona}\nLangue : {language}",
+    "reply_now": "Dans ce chat je réponds {policy}. Choisissez : {choices}",
+    "reply_set": "C'est fait : dans ce chat je réponds maintenant {policy}.",
+    "reply_unknown": "{policy} n'est pas un choix possible ici : {choices}",
+    "reply.always": "à chaque message",
+    "reply.mention": "quand on me mentionne, me répond ou me donne une commande",
+    "reply.default": "comme le bot est configuré (le réglage de l'opérateur)",
+    "settings": (
+        "Réglages de ce chat\nModèle : {model}\nPersona : {persona}\nLangue : {language}\n"
+        "Dans les groupes je réponds : {reply}"
+    ),
     "settings_default_persona": "celui du bot",
     "pinned_mark": " (fixé par l'opérateur)",
     "stats": (

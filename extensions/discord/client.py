@@ -228,7 +228,7 @@ class BotClient(discord.Client):
 def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., None] | app_commands.Group]:
     """/reset and /forget (offered to everyone; the runtime lets through members with Manage Messages, admin users
     of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the
-    settings commands (/model, /persona, /language, /settings, /stats); those in BOT_DISABLED_COMMANDS are left
+    settings commands (/model, /persona, /language, /reply, /settings, /stats); those in BOT_DISABLED_COMMANDS are left
     out."""
     none = discord.AllowedMentions.none()
 
@@ -259,6 +259,17 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
     @app_commands.choices(code=[app_commands.Choice(name=n, value=c) for c, n in LANGUAGE_NAMES.items()])
     async def language(interaction: discord.Interaction, code: str | None = None) -> None:
         await answer(interaction, "language", code)
+
+    @app_commands.describe(policy="When the bot answers in this channel (leave empty to see it)")
+    @app_commands.choices(
+        policy=[
+            app_commands.Choice(name="every message", value="always"),
+            app_commands.Choice(name="when mentioned or replied to", value="mention"),
+            app_commands.Choice(name="the bot's default", value="default"),
+        ]
+    )
+    async def reply(interaction: discord.Interaction, policy: str | None = None) -> None:
+        await answer(interaction, "reply", policy)
 
     async def persona_show(interaction: discord.Interaction) -> None:
         await answer(interaction, "persona", "show")
@@ -302,6 +313,9 @@ def _commands(runtime: DiscordRuntime) -> list[app_commands.Command[Any, ..., No
         "persona": persona,
         "language": app_commands.Command(
             name="language", description="Show or choose the language of the bot's messages", callback=language
+        ),
+        "reply": app_commands.Command(
+            name="reply", description="Show or choose when the bot answers in this channel", callback=reply
         ),
         "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
         "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..chat.metrics import Ignored
-from ..chat.policy import Allowlist, should_reply
+from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 from .settings import DiscordSettings
 
 __all__ = ("BotHops", "MessageFacts", "Verdict", "decide")
@@ -88,8 +88,11 @@ class BotHops:
             self._counts.popitem(last=False)
 
 
-def decide(facts: MessageFacts, settings: DiscordSettings, hops: BotHops) -> Verdict:
-    """Whether to answer ``facts``'s message; updates ``hops`` for messages that count."""
+def decide(
+    facts: MessageFacts, settings: DiscordSettings, hops: BotHops, *, policy: ReplyPolicy | None = None
+) -> Verdict:
+    """Whether to answer ``facts``'s message; updates ``hops`` for messages that count. ``policy``: the reply policy
+    of the channel when it chose one (``/reply``), else the operator's (``settings.policy_for``)."""
     if facts.own:
         return Verdict.OWN
     if facts.author_is_bot and not settings.allow_bots:
@@ -107,7 +110,8 @@ def decide(facts: MessageFacts, settings: DiscordSettings, hops: BotHops) -> Ver
             return Verdict.CHANNEL_NOT_ALLOWED
     if not Allowlist.of(users=settings.allowed_users).allows(chat_ids=(), user_id=facts.author_id):
         return Verdict.USER_NOT_ALLOWED
-    policy = settings.policy_for(facts.channel_id, facts.parent_id)
+    if policy is None:
+        policy = settings.policy_for(facts.channel_id, facts.parent_id)
     if not should_reply(policy, private=private, mentioned=facts.mentioned, replied_to_bot=facts.replied_to_bot):
         return Verdict.POLICY
     if facts.author_is_bot:

@@ -41,6 +41,7 @@ from ..chat.dedupe import RecentIds
 from ..chat.i18n import say
 from ..chat.ledger import ReplyRecord
 from ..chat.metrics import ChatMetrics, Ignored
+from ..chat.policy import ReplyPolicy, should_reply
 from ..chat.split import split_message
 from ..chat.stream import LiveReplies, LiveReply, ReplyKey
 from ..chat.tasks import MessageTasks
@@ -152,6 +153,9 @@ class DiscordRuntime:
         self._open = asyncio.Event()
         self._tasks = MessageTasks(log)
         self._seen = RecentIds()
+        self._channel_turns: dict[int, tuple[asyncio.Lock, int]] = {}
+        """Per server channel, a lock held while a message's reply policy is read and the message handed over,
+        with the number of messages holding or waiting for it: messages keep their order."""
         self._gateway: asyncio.Task[None] | None = None
         self._managed = False
         self._identify: Callable[[int], Awaitable[None]] | None = None
@@ -394,6 +398,16 @@ class DiscordRuntime:
             self.metrics.ignored(discord_channel, args, Ignored.DUPLICATE)
             return
         verdict = decide(facts, self.settings, self.hops)
+        chosen = self._agent is not None and facts.guild_id is not None and not facts.author_is_bot
+        if chosen and verdict in (Verdict.ANSWER, Verdict.POLICY):  # the channel may have its own (``/reply``)
+            self._tasks.spawn(
+                self._answer_if_chosen(
+                    message, facts, args, message_text(message, client.user), attachments_of(message)
+                ),
+                name=f"discord:message:{message.id}",
+                correlation=f"discord:{message.id}",
+            )
+            return
         self.verdicts[verdict] += 1
         if verdict.ignored is not None:
             log.debug("discord: not answering message %s in %s: %s", message.id, facts.channel_id, verdict.value)
@@ -435,6 +449,46 @@ class DiscordRuntime:
                 log.warning("discord: message %s in %s was not taken: %s", message.id, facts.channel_id, exc)
                 if isinstance(exc, BackpressureError):
                     self.metrics.ignored(discord_channel, args, Ignored.BUSY)
+
+    async def _answer_if_chosen(
+        self, message: discord.Message, facts: MessageFacts, args: ChannelArgs, text: str, attachments: list[Attachment]
+    ) -> None:
+        """A person's message in a server channel: answer it if the channel's reply policy (its own choice,
+        ``/reply``, over the operator's) says so. The channel's policy reads are taken in turn, and each message goes
+        on to be handed over before the next read ends, so the messages keep their order."""
+        lock, holders = self._channel_turns.get(facts.channel_id, (asyncio.Lock(), 0))
+        self._channel_turns[facts.channel_id] = (lock, holders + 1)
+        try:
+            async with lock:
+                policy = await self._reply_policy(facts, args)
+        finally:
+            lock, holders = self._channel_turns[facts.channel_id]
+            if holders <= 1:
+                del self._channel_turns[facts.channel_id]
+            else:
+                self._channel_turns[facts.channel_id] = (lock, holders - 1)
+        addressed = should_reply(policy, private=False, mentioned=facts.mentioned, replied_to_bot=facts.replied_to_bot)
+        verdict = Verdict.ANSWER if addressed else Verdict.POLICY
+        self.verdicts[verdict] += 1
+        if verdict.ignored is not None:
+            self.metrics.ignored(discord_channel, args, verdict.ignored)
+        elif not text and not attachments:
+            self.metrics.ignored(discord_channel, args, Ignored.EMPTY)
+        else:
+            await self._answer(message, facts, args, text, attachments)
+
+    async def _reply_policy(self, facts: MessageFacts, args: ChannelArgs) -> ReplyPolicy:
+        """When the bot answers in the server channel of ``facts``: its own choice (``/reply``) over
+        ``DISCORD_REPLY_POLICY`` and ``DISCORD_CHANNEL_POLICIES`` (read from the store at each message, so a change
+        applies at once)."""
+        default = self.settings.policy_for(facts.channel_id, facts.parent_id)
+        if self._agent is None:
+            return default
+        try:
+            return await ChatCommands(self._agent).reply_policy(self._agent.context_id(discord_channel, args), default)
+        except BotError as exc:  # the store is down: the operator's policy
+            log.warning("discord: could not read the settings of channel %s: %s", facts.channel_id, exc)
+            return default
 
     def _serves(self, interaction: discord.Interaction) -> bool:
         """True when the bot talks in the interaction's channel (filters and allowlists, any reply policy)."""

@@ -145,7 +145,7 @@ class DiscordSettings(BaseModel):
     channel_settings: Annotated[dict[str, dict[str, str]], NoDecode] = Field(
         default_factory=dict,
         description="Settings pinned per channel (or DM channel) that no chat command can change, as "
-        "id:setting=value;setting=value pairs separated by commas (settings: model, persona, language; an empty "
+        "id:setting=value;setting=value pairs separated by commas (settings: model, persona, language, reply; an empty "
         "value pins the default), for example 123:model=gpt-4o-mini;persona=",
     )
     help_text: str = Field(

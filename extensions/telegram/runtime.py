@@ -48,7 +48,17 @@ from core.logs import InputRef
 from core.media import Attachment
 from core.trace import correlation_id
 
-from ..chat import Allowlist, ChatMetrics, Ignored, LiveReplies, LiveReply, MessageTasks, RecentIds, SharedTyping
+from ..chat import (
+    Allowlist,
+    ChatMetrics,
+    Ignored,
+    LiveReplies,
+    LiveReply,
+    MessageTasks,
+    RecentIds,
+    ReplyPolicy,
+    SharedTyping,
+)
 from ..chat.commands import Caller, ChatCommands
 from ..chat.i18n import localized, say
 from ..chat.ledger import REPLY_LEDGER, ReplyRecord
@@ -102,6 +112,7 @@ COMMANDS = (
     ("model", "Show or choose the model of this chat"),
     ("persona", "Show, set (/persona set ...) or reset the persona"),
     ("language", "Show or choose the language of my messages"),
+    ("reply", "Show or choose when I answer in this group"),
     ("settings", "This chat's settings"),
     ("stats", "Your usage and this chat's"),
 )
@@ -547,11 +558,12 @@ class TelegramRuntime:
         queued = self._hands_over
         if not queued:
             self._seen.add(update_id)
-        reason = ignore_reason(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
+        policy = await self._reply_policy(facts)
+        reason = ignore_reason(facts, policy=policy, allowlist=self._allowlist)
         if reason is not None:
             self.metrics.ignored(telegram_chat, args, reason)
             return None
-        decision = decide(facts, policy=self.settings.reply_policy, allowlist=self._allowlist)
+        decision = decide(facts, policy=policy, allowlist=self._allowlist)
         content_log.info("chat %s message %s from %s: %s", facts.chat_id, facts.message_id, facts.user_id, facts.text)
         log.info(
             "chat %s%s: %s from user %s (message %s, %d characters)",
@@ -822,6 +834,19 @@ class TelegramRuntime:
                 await self.bot.edit_message_text(chat_id=chat.id, message_id=message.message_id, text=answer.text)
         except TelegramError as exc:
             log.warning("could not answer a button in chat %s: %s", chat.id, exc.message)
+
+    async def _reply_policy(self, facts: MessageFacts) -> ReplyPolicy:
+        """When the bot answers in the group of ``facts``: its own choice (``/reply``) over
+        ``TELEGRAM_REPLY_POLICY`` (read from the store at each message, so a change applies at once)."""
+        default = self.settings.reply_policy
+        if facts.private or self._agent is None or facts.from_bot:
+            return default
+        cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
+        try:
+            return await ChatCommands(self._agent).reply_policy(cid, default)
+        except BotError as exc:  # the store is down: the operator's policy
+            log.warning("could not read the settings of chat %s: %s", facts.chat_id, exc)
+            return default
 
     async def _language(self, facts: MessageFacts) -> str | None:
         """The language of the bot's messages in the chat of ``facts`` (None when it cannot be read)."""

@@ -7,7 +7,17 @@ from typing import Any
 
 import pytest
 
-from core import ChatPolicy, ChatSettings, InMemoryStore, InMemoryUsage, SQLiteStore, SQLiteUsage, UsageStore
+from core import (
+    ChatPolicy,
+    ChatSettings,
+    InMemoryStore,
+    InMemoryUsage,
+    ScriptedModel,
+    SQLiteStore,
+    SQLiteUsage,
+    UsageStore,
+    create_agent,
+)
 from core.conversation import ChatSettingsStore, escape_persona
 from core.usage import last_days
 from extensions.chat.commands import parse_channel_settings
@@ -30,6 +40,23 @@ def test_policy_pins_win_and_models_off_the_list_are_dropped() -> None:
     chosen = ChatSettings(model="gone", persona="pirate", language="en")
     assert policy.effective("a", chosen) == ChatSettings(model=None, persona=None, language="fr")
     assert policy.effective("b", chosen) == ChatSettings(model=None, persona="pirat", language="en")
+
+
+async def test_a_group_s_reply_policy_overrides_the_operator_s_unless_pinned_or_off() -> None:
+    from extensions.chat import ReplyPolicy
+    from extensions.chat.commands import ChatCommands
+
+    policy = ChatPolicy(pinned={"pinned": {"reply": "mention"}})
+    agent = create_agent(model=ScriptedModel([]), chat_policy=policy)
+    commands = ChatCommands(agent)
+    for cid in ("chosen", "pinned"):
+        await agent.chat_settings.change(cid, reply="always")
+    await agent.chat_settings.change("odd", reply="sometimes")  # stored by hand: not a choice, ignored
+    assert await commands.reply_policy("chosen", ReplyPolicy.MENTION) is ReplyPolicy.ALWAYS
+    assert await commands.reply_policy("pinned", ReplyPolicy.ALWAYS) is ReplyPolicy.MENTION
+    assert await commands.reply_policy("odd", ReplyPolicy.MENTION) is ReplyPolicy.MENTION
+    assert await commands.reply_policy("other", ReplyPolicy.MENTION) is ReplyPolicy.MENTION
+    assert await commands.reply_policy("chosen", ReplyPolicy.OFF) is ReplyPolicy.OFF  # the operator's off stays
 
 
 def test_a_persona_cannot_open_or_close_a_protocol_element() -> None:

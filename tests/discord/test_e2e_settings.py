@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import core
 from core import ChatPolicy, Price
 from core.models import OpenAICompatModel, RetryPolicy
 from tests.fakes.discord_server import Json
@@ -138,3 +139,31 @@ async def test_language_pins_and_disabled_commands(
     assert answer == "C'est fait : j'écrirai mes messages en français."
     listing = await run(world, "settings", world.general, world.bob)
     assert listing.startswith("Réglages de ce chat") and "(fixé par l'opérateur)" in listing
+
+
+async def test_a_channel_admin_chooses_when_the_bot_answers_and_other_channels_keep_the_operators_policy(
+    world: World, start_bot: StartBot
+) -> None:
+    model = core.ScriptedModel([say("Arr.")], repeat_last=True)
+    await start_bot(model, agent_options={"chat_policy": POLICY})  # DISCORD_REPLY_POLICY=mention
+    other = world.fake.text_channel(world.guild, "random")
+    refused = await run(
+        world, "reply", world.general, world.bob, permissions=MEMBER, options=[option("policy", "always")]
+    )
+    assert refused == "Sorry, only this chat's admins can change the reply policy here."
+    assert (await run(world, "reply", world.general, world.alice)).startswith("In this chat I answer as the bot is")
+    done = await run(world, "reply", world.general, world.alice, options=[option("policy", "always")])
+    assert done == "Done: in this chat I now answer every message."
+
+    await world.fake.say(world.general, "no mention here", author=world.bob)
+    await world.fake.wait_posted(world.general)  # answered without a mention
+    await world.fake.say(other, "no mention there", author=world.bob)
+    await world.fake.say(other, "and with one", author=world.bob, mention_bot=True)
+    await world.fake.wait_posted(other)
+    assert len(world.fake.posted_in(other)) == 1 and len(model.requests) == 2
+
+    await run(world, "reply", world.general, world.alice, options=[option("policy", "mention")])
+    await world.fake.say(world.general, "not answered now", author=world.bob)
+    await world.fake.say(world.general, "but this is", author=world.bob, mention_bot=True)
+    await world.fake.wait_until(lambda: len(world.fake.posted_in(world.general)) == 2)
+    assert len(model.requests) == 3 and "not answered now" not in model.requests[-1].prompt

@@ -158,3 +158,34 @@ async def test_commands_the_operator_turned_off(
     assert (await said(server, "/reset", chat_id=ANN)).text == "/reset is turned off on this bot."
     assert (await said(server, "/stats", chat_id=ANN)).text == "/stats is turned off on this bot."
     assert await agent.memory.get(f"working:telegram:chat:{ANN}")  # not forgotten
+
+
+async def test_a_group_admin_chooses_when_the_bot_answers_and_other_groups_keep_the_operators_policy(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    other = -100456
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    server.chat(other, kind="supergroup", title="Others")
+    server.admins[GROUP] = {ANN}
+    await start_bot(["Arr."], agent_options={"chat_policy": POLICY})  # TELEGRAM_REPLY_POLICY=mention
+    assert "reply" in {c["command"] for c in server.commands}
+
+    refused = await said(server, "/reply always", user_id=BOB)
+    assert refused.text == "Sorry, only this chat's admins can change the reply policy here."
+    offer = await said(server, "/reply")
+    assert offer.text.startswith("In this chat I answer as the bot is set up")
+    server.user_presses(offer, "every message", user_id=ANN)
+    await server.wait_for(lambda: bool(offer.edits))
+    assert offer.text == "Done: in this chat I now answer every message."
+
+    assert (await said(server, "no mention here")).text == "Arr."  # answered without a mention
+    server.user_says("no mention there", user_id=BOB, first_name="Bob", chat_id=other)
+    assert (await said(server, "@daydream_test_bot and here?", user_id=BOB, chat_id=other)).text == "Arr."
+    assert len([m for m in server.sent if m.chat_id == other]) == 1  # only the mention was answered there
+    assert "In groups I answer: every message" in (await said(server, "/settings")).text
+
+    assert (await said(server, "/reply default")).text.startswith("Done: in this chat I now answer as the bot")
+    before = len(server.sent)
+    server.user_says("ignored again", user_id=ANN, first_name="Ann", chat_id=GROUP)
+    assert (await said(server, "@daydream_test_bot still there?")).text == "Arr."
+    assert len(server.sent) == before + 1  # the message without a mention was not answered
