@@ -101,3 +101,7 @@ async def test_a_change_made_through_the_gateway_is_used_by_the_next_run_on_any_
     assert lines == [(str(120 * calls), str(30 * calls))] * 4 and 3 <= calls <= len(llm.requests)
     if calls == 3:
         assert "Your usage today: 360 tokens in, 90 out, about $0.3600" in stats
+
+    # the gateway reads the group's reply policy from Redis at each message: a change applies at once
+    assert (await said(telegram, "/reply always")).text == "Done: in this chat I now answer every message."
+    assert (await said(telegram, "no mention needed now")).text == "Arr."
