@@ -77,13 +77,17 @@ class ChatCommands:
         chosen = (await self.effective(context_id)).language
         return chosen or self.agent.chat_policy.default_language
 
-    async def reply_policy(self, context_id: str, default: ReplyPolicy) -> ReplyPolicy:
-        """When the bot answers in the group ``context_id``: the policy the group chose (``/reply``) over the
-        operator's ``default``, unless the operator turned the bot off in groups (``off`` stays off)."""
+    async def reply_policy(self, default: ReplyPolicy, *context_ids: str) -> ReplyPolicy:
+        """When the bot answers in a group: the policy the first of ``context_ids`` that chose one chose
+        (``/reply``; a Discord thread, then its channel) over the operator's ``default``, unless the operator
+        turned the bot off in groups (``off`` stays off)."""
         if default is ReplyPolicy.OFF:
             return default
-        chosen = (await self.effective(context_id)).reply
-        return ReplyPolicy(chosen) if chosen is not None else default
+        for context_id in context_ids:
+            chosen = (await self.effective(context_id)).reply
+            if chosen is not None:
+                return ReplyPolicy(chosen)
+        return default
 
     def _model_shown(self, settings: ChatSettings) -> str:
         policy = self.agent.chat_policy

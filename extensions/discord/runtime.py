@@ -478,14 +478,21 @@ class DiscordRuntime:
             await self._answer(message, facts, args, text, attachments)
 
     async def _reply_policy(self, facts: MessageFacts, args: ChannelArgs) -> ReplyPolicy:
-        """When the bot answers in the server channel of ``facts``: its own choice (``/reply``) over
-        ``DISCORD_REPLY_POLICY`` and ``DISCORD_CHANNEL_POLICIES`` (read from the store at each message, so a change
-        applies at once)."""
+        """When the bot answers in the server channel of ``facts``: its own choice (``/reply``), a thread's parent
+        channel's choice, then ``DISCORD_CHANNEL_POLICIES`` and ``DISCORD_REPLY_POLICY`` (read from the store at each
+        message, so a change applies at once)."""
+        agent = self._agent
         default = self.settings.policy_for(facts.channel_id, facts.parent_id)
-        if self._agent is None:
+        if agent is None:
             return default
+        channels = [
+            args,
+            *([ChannelArgs(channel_id=facts.parent_id, guild_id=facts.guild_id)] if facts.parent_id else []),
+        ]
         try:
-            return await ChatCommands(self._agent).reply_policy(self._agent.context_id(discord_channel, args), default)
+            return await ChatCommands(agent).reply_policy(
+                default, *(agent.context_id(discord_channel, a) for a in channels)
+            )
         except BotError as exc:  # the store is down: the operator's policy
             log.warning("discord: could not read the settings of channel %s: %s", facts.channel_id, exc)
             return default

@@ -52,11 +52,14 @@ async def test_a_group_s_reply_policy_overrides_the_operator_s_unless_pinned_or_
     for cid in ("chosen", "pinned"):
         await agent.chat_settings.change(cid, reply="always")
     await agent.chat_settings.change("odd", reply="sometimes")  # stored by hand: not a choice, ignored
-    assert await commands.reply_policy("chosen", ReplyPolicy.MENTION) is ReplyPolicy.ALWAYS
-    assert await commands.reply_policy("pinned", ReplyPolicy.ALWAYS) is ReplyPolicy.MENTION
-    assert await commands.reply_policy("odd", ReplyPolicy.MENTION) is ReplyPolicy.MENTION
-    assert await commands.reply_policy("other", ReplyPolicy.MENTION) is ReplyPolicy.MENTION
-    assert await commands.reply_policy("chosen", ReplyPolicy.OFF) is ReplyPolicy.OFF  # the operator's off stays
+    assert await commands.reply_policy(ReplyPolicy.MENTION, "chosen") is ReplyPolicy.ALWAYS
+    assert await commands.reply_policy(ReplyPolicy.ALWAYS, "pinned") is ReplyPolicy.MENTION
+    assert await commands.reply_policy(ReplyPolicy.MENTION, "odd") is ReplyPolicy.MENTION
+    assert await commands.reply_policy(ReplyPolicy.MENTION, "other") is ReplyPolicy.MENTION
+    assert await commands.reply_policy(ReplyPolicy.OFF, "chosen") is ReplyPolicy.OFF  # the operator's off stays
+    assert (
+        await commands.reply_policy(ReplyPolicy.MENTION, "other", "chosen") is ReplyPolicy.ALWAYS
+    )  # a thread's parent
 
 
 def test_a_persona_cannot_open_or_close_a_protocol_element() -> None:

@@ -157,13 +157,16 @@ async def test_a_channel_admin_chooses_when_the_bot_answers_and_other_channels_k
 
     await world.fake.say(world.general, "no mention here", author=world.bob)
     await world.fake.wait_posted(world.general)  # answered without a mention
+    thread = await world.fake.thread(world.general)
+    await world.fake.say(thread, "nor in its thread", author=world.bob)
+    await world.fake.wait_posted(thread)  # a thread follows its channel's choice
     await world.fake.say(other, "no mention there", author=world.bob)
     await world.fake.say(other, "and with one", author=world.bob, mention_bot=True)
     await world.fake.wait_posted(other)
-    assert len(world.fake.posted_in(other)) == 1 and len(model.requests) == 2
+    assert len(world.fake.posted_in(other)) == 1 and len(model.requests) == 3
 
     await run(world, "reply", world.general, world.alice, options=[option("policy", "mention")])
     await world.fake.say(world.general, "not answered now", author=world.bob)
     await world.fake.say(world.general, "but this is", author=world.bob, mention_bot=True)
     await world.fake.wait_until(lambda: len(world.fake.posted_in(world.general)) == 2)
-    assert len(model.requests) == 3 and "not answered now" not in model.requests[-1].prompt
+    assert len(model.requests) == 4 and "not answered now" not in model.requests[-1].prompt
