@@ -197,22 +197,28 @@ class Limiter:
             day = day_of(now)
             until = _next_day_ms(now)
             later = f"Please try again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
-            if cfg.tokens_per_day_user and user:
-                used = await usage.totals(f"user:{user}", [day])
-                if used.tokens >= cfg.tokens_per_day_user:
+            budgets = (
+                (
+                    LimitKind.USER_TOKENS,
+                    cfg.tokens_per_day_user if user else 0,
+                    "user",
+                    user,
+                    "you have used up what I can answer you",
+                ),
+                (
+                    LimitKind.CONVERSATION_TOKENS,
+                    cfg.tokens_per_day_conversation,
+                    "chat",
+                    conversation,
+                    "this conversation has used up what I can answer",
+                ),
+            )
+            for kind, limit, prefix, who, spent in budgets:
+                if limit and (await usage.totals(f"{prefix}:{who}", [day])).tokens >= limit:
                     return Refusal(
-                        kind=LimitKind.USER_TOKENS,
-                        notice=f"Sorry, you have used up what I can answer you today. {later}",
-                        notice_key=f"{LimitKind.USER_TOKENS}:{user}:{day}",
-                        until_ms=until,
-                    )
-            if cfg.tokens_per_day_conversation:
-                used = await usage.totals(f"chat:{conversation}", [day])
-                if used.tokens >= cfg.tokens_per_day_conversation:
-                    return Refusal(
-                        kind=LimitKind.CONVERSATION_TOKENS,
-                        notice=f"Sorry, this conversation has used up what I can answer today. {later}",
-                        notice_key=f"{LimitKind.CONVERSATION_TOKENS}:{conversation}:{day}",
+                        kind=kind,
+                        notice=f"Sorry, {spent} today. {later}",
+                        notice_key=f"{kind}:{who}:{day}",
                         until_ms=until,
                     )
         return None
