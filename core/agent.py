@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .conversation import ChatPolicy, ChatSettingsStore
+from .conversation import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
     Context,
@@ -339,7 +339,7 @@ class Agent:
             memory=None,
             working_memory=working,
             state_log=StateLog.load(await self.memory.get(f"statelog:{cid}")),
-            chat=self.chat_policy.effective(cid, await self.chat_settings.get(cid)),
+            chat=await self.chat_of(cid, self.settings_parents(context, args)),
         )
         if self.history is not None:
             state.summary = (await self.history.summary(cid)).text
@@ -627,6 +627,20 @@ class Agent:
             if not task.done():
                 await asyncio.shield(task)
             task.result()
+
+    def settings_parents(self, context: Context, args: Any) -> tuple[str, ...]:
+        """The ids of the conversations whose chat settings the one of ``context`` and ``args`` starts from
+        (``Context.settings_from``: a Discord thread, its channel), nearest first."""
+        if context.settings_from is None:
+            return ()
+        parent = context.settings_from(args)
+        return () if parent is None else (self.context_id(context, parent),)
+
+    async def chat_of(self, context_id: str, parents: Sequence[str] = ()) -> ChatSettings:
+        """The settings a run of ``context_id`` uses: its choices over its ``parents``' choices, under the operator's
+        rules and pins (``ChatPolicy.effective``)."""
+        chosen = await self.chat_settings.chosen(context_id, parents)
+        return self.chat_policy.effective(context_id, chosen, parents)
 
     def is_admin(self, user: str) -> bool:
         """True for a platform-qualified user id (``telegram:123``) listed as an admin (``BOT_ADMIN_USERS``, given

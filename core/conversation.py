@@ -14,7 +14,7 @@ only when the bot is mentioned) overrides the operator's (``DISCORD_REPLY_POLICY
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,11 @@ class ChatSettings(BaseModel):
         value: str | None = getattr(self, setting.value)
         return value
 
+    def over(self, parent: ChatSettings) -> ChatSettings:
+        """These choices, and ``parent``'s where this conversation chose nothing (a thread over its channel)."""
+        mine = self.model_dump()
+        return ChatSettings(**{k: mine[k] if mine[k] is not None else v for k, v in parent.model_dump().items()})
+
 
 def escape_persona(text: str) -> str:
     """A persona written in a chat, as it enters the system prompt: user text like any other, escaped by the
@@ -99,19 +104,23 @@ class ChatPolicy:
     """Values fixed per context id by the operator (``*_CHANNEL_SETTINGS``): no command changes them. An
     empty value pins the operator's default."""
 
-    def pins_of(self, context_id: str) -> Mapping[str, str]:
-        """The values pinned in ``context_id``."""
-        return self.pinned.get(context_id, {})
+    def pins_of(self, context_id: str, parents: Sequence[str] = ()) -> Mapping[str, str]:
+        """The values pinned in ``context_id``, and in the conversations it takes its settings from (``parents``,
+        nearest first: a thread's channel), where it has no pin of its own."""
+        pins: dict[str, str] = {}
+        for cid in (*reversed(parents), context_id):
+            pins.update(self.pinned.get(cid, {}))
+        return pins
 
-    def is_pinned(self, context_id: str, setting: ChatSetting) -> bool:
-        """True when the operator fixed ``setting`` in ``context_id``."""
-        return setting.value in self.pins_of(context_id)
+    def is_pinned(self, context_id: str, setting: ChatSetting, parents: Sequence[str] = ()) -> bool:
+        """True when the operator fixed ``setting`` in ``context_id`` (or in one of its ``parents``)."""
+        return setting.value in self.pins_of(context_id, parents)
 
-    def effective(self, context_id: str, chosen: ChatSettings) -> ChatSettings:
+    def effective(self, context_id: str, chosen: ChatSettings, parents: Sequence[str] = ()) -> ChatSettings:
         """What a run of ``context_id`` uses: the conversation's choices, the operator's pins over them, and
         nothing the policy no longer allows (a model taken off ``LLM_ALLOWED_MODELS``, an unknown language)."""
         values: dict[str, Any] = chosen.model_dump()
-        for name, value in self.pins_of(context_id).items():
+        for name, value in self.pins_of(context_id, parents).items():
             values[name] = value or None
         if values.get("model") is not None and values["model"] not in self.allowed_models:
             values["model"] = None
@@ -146,6 +155,13 @@ class ChatSettingsStore:
             return ChatSettings.model_validate(stored)
         except ValueError as exc:
             raise MemoryStoreError(f"the stored settings of {context_id} are not valid: {exc}") from exc
+
+    async def chosen(self, context_id: str, parents: Sequence[str] = ()) -> ChatSettings:
+        """What ``context_id`` chose, over what its ``parents`` chose (nearest first) where it chose nothing."""
+        settings = await self.get(context_id)
+        for parent in parents:
+            settings = settings.over(await self.get(parent))
+        return settings
 
     async def change(self, context_id: str, **values: str | None) -> ChatSettings:
         """Set (or, with ``None``, clear) some of ``context_id``'s settings; returns the new settings."""

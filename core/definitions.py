@@ -291,6 +291,9 @@ class Context:
     """Load the persistent memory yourself instead of the agent's memory store."""
     save: Callable[[ContextState, Agent], Any] | None = None
     """Save the persistent memory yourself instead of the agent's memory store."""
+    settings_from: Callable[[Any], Any | None] | None = None
+    """The arguments of the conversation whose chat settings (its choices and the operator's pins) this one starts
+    from, or None (a Discord thread: its channel). What this conversation chose itself wins."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -486,6 +489,7 @@ def context(
     should_continue: Callable[[ContextState, Agent], bool] | None = None,
     load: Callable[[str, Agent], Any] | None = None,
     save: Callable[[ContextState, Agent], Any] | None = None,
+    settings_from: Callable[[Any], Any | None] | None = None,
 ) -> Context:
     """Define a context; ``schema`` validates the arguments and ``key(args)`` names the instance."""
     _check_name(type, "context type")
@@ -500,6 +504,7 @@ def context(
         ("should_continue", should_continue),
         ("load", load),
         ("save", save),
+        ("settings_from", settings_from),
     ):
         _check_callable(fn, f"context {type!r}: {attr}")
     if max_steps < 1 or max_working_memory < 0 or keep_logs < max_working_memory:
@@ -529,6 +534,7 @@ def context(
         should_continue=should_continue,
         load=load,
         save=save,
+        settings_from=settings_from,
     )
 
 

@@ -12,6 +12,7 @@ that it is off. Answers are in the chat's language.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -55,8 +56,11 @@ class Answer:
 class ChatCommands:
     """Serves the settings commands of one agent's conversations."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, parents: Sequence[str] = ()) -> None:
         self.agent = agent
+        self.parents = tuple(parents)
+        """The conversations whose settings the one commanded starts from (a Discord thread's channel): their
+        choices show through where it chose nothing, and their pins hold in it too."""
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -70,24 +74,20 @@ class ChatCommands:
 
     async def effective(self, context_id: str) -> ChatSettings:
         """The settings a run of ``context_id`` would use now."""
-        return self.agent.chat_policy.effective(context_id, await self.agent.chat_settings.get(context_id))
+        return await self.agent.chat_of(context_id, self.parents)
 
     async def language(self, context_id: str) -> str:
         """The language of the bot's own messages in ``context_id``."""
         chosen = (await self.effective(context_id)).language
         return chosen or self.agent.chat_policy.default_language
 
-    async def reply_policy(self, default: ReplyPolicy, *context_ids: str) -> ReplyPolicy:
-        """When the bot answers in a group: the policy the first of ``context_ids`` that chose one chose
-        (``/reply``; a Discord thread, then its channel) over the operator's ``default``, unless the operator
-        turned the bot off in groups (``off`` stays off)."""
+    async def reply_policy(self, context_id: str, default: ReplyPolicy) -> ReplyPolicy:
+        """When the bot answers in the group ``context_id``: the policy it chose (``/reply``, or its parent's) over
+        the operator's ``default``, unless the operator turned the bot off in groups (``off`` stays off)."""
         if default is ReplyPolicy.OFF:
             return default
-        for context_id in context_ids:
-            chosen = (await self.effective(context_id)).reply
-            if chosen is not None:
-                return ReplyPolicy(chosen)
-        return default
+        chosen = (await self.effective(context_id)).reply
+        return ReplyPolicy(chosen) if chosen is not None else default
 
     def _model_shown(self, settings: ChatSettings) -> str:
         policy = self.agent.chat_policy
@@ -95,7 +95,7 @@ class ChatCommands:
 
     def _refusal(self, context_id: str, caller: Caller, setting: ChatSetting, lang: str) -> str | None:
         what = say(f"setting.{setting.value}", lang)
-        if self.agent.chat_policy.is_pinned(context_id, setting):
+        if self.agent.chat_policy.is_pinned(context_id, setting, self.parents):
             return say("pinned", lang, setting=what)
         if not self.may_change(caller):
             return say("not_allowed", lang, setting=what)
@@ -214,7 +214,7 @@ class ChatCommands:
         policy = self.agent.chat_policy
 
         def mark(setting: ChatSetting) -> str:
-            return say("pinned_mark", lang) if policy.is_pinned(context_id, setting) else ""
+            return say("pinned_mark", lang) if policy.is_pinned(context_id, setting, self.parents) else ""
 
         persona = current.persona or say("settings_default_persona", lang)
         if len(persona) > 200:

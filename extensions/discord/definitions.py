@@ -106,6 +106,9 @@ class ChannelArgs(pydantic.BaseModel):
 
     channel_id: int = pydantic.Field(description="The channel, thread or DM channel id")
     guild_id: int | None = pydantic.Field(default=None, description="The server id; None in a DM")
+    parent_id: int | None = pydantic.Field(
+        default=None, description="The channel of a thread, whose chat settings the thread starts from"
+    )
 
 
 class ReactArgs(pydantic.BaseModel):
@@ -166,8 +169,12 @@ discord_channel = context(
     instructions=_instructions,
     while_running=_while_running,
     on_error=_on_error,
+    settings_from=lambda args: (
+        ChannelArgs(channel_id=args.parent_id, guild_id=args.guild_id) if args.parent_id is not None else None
+    ),
 )
-"""The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel)."""
+"""The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel; a thread starts
+from its channel's chat settings)."""
 
 
 async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:

@@ -391,7 +391,7 @@ class DiscordRuntime:
         if client is None or client.user is None or message.is_system():
             return
         facts = facts_of(message, client.user)
-        args = ChannelArgs(channel_id=facts.channel_id, guild_id=facts.guild_id)
+        args = ChannelArgs(channel_id=facts.channel_id, guild_id=facts.guild_id, parent_id=facts.parent_id)
         self.metrics.received(discord_channel, args)
         if not self._seen.add(str(message.id)):
             log.info("discord: message %s was delivered twice; answering it once", message.id)
@@ -478,21 +478,16 @@ class DiscordRuntime:
             await self._answer(message, facts, args, text, attachments)
 
     async def _reply_policy(self, facts: MessageFacts, args: ChannelArgs) -> ReplyPolicy:
-        """When the bot answers in the server channel of ``facts``: its own choice (``/reply``), a thread's parent
-        channel's choice, then ``DISCORD_CHANNEL_POLICIES`` and ``DISCORD_REPLY_POLICY`` (read from the store at each
-        message, so a change applies at once)."""
+        """When the bot answers in the server channel of ``facts``: its own choice (``/reply``; a thread's channel's
+        where the thread chose nothing) over ``DISCORD_CHANNEL_POLICIES`` and ``DISCORD_REPLY_POLICY`` (read from the
+        store at each message, so a change applies at once)."""
         agent = self._agent
         default = self.settings.policy_for(facts.channel_id, facts.parent_id)
         if agent is None:
             return default
-        channels = [
-            args,
-            *([ChannelArgs(channel_id=facts.parent_id, guild_id=facts.guild_id)] if facts.parent_id else []),
-        ]
         try:
-            return await ChatCommands(agent).reply_policy(
-                default, *(agent.context_id(discord_channel, a) for a in channels)
-            )
+            commands, cid = self._commands(agent, args)
+            return await commands.reply_policy(cid, default)
         except BotError as exc:  # the store is down: the operator's policy
             log.warning("discord: could not read the settings of channel %s: %s", facts.channel_id, exc)
             return default
@@ -542,8 +537,23 @@ class DiscordRuntime:
         agent, channel_id = self._agent, interaction.channel_id
         if agent is None or channel_id is None:
             return None
-        cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=interaction.guild_id))
-        return await ChatCommands(agent).language(cid)
+        commands, cid = self._commands(agent, self._args_of(interaction))
+        return await commands.language(cid)
+
+    @staticmethod
+    def _args_of(interaction: discord.Interaction) -> ChannelArgs:
+        """The conversation of an interaction's channel (a thread's with its channel)."""
+        channel, channel_id = interaction.channel, interaction.channel_id
+        assert channel_id is not None
+        parent = channel.parent_id if isinstance(channel, discord.Thread) else None
+        return ChannelArgs(channel_id=channel_id, guild_id=interaction.guild_id, parent_id=parent)
+
+    @staticmethod
+    def _commands(agent: Agent, args: ChannelArgs) -> tuple[ChatCommands, str]:
+        """The settings commands of the conversation of ``args`` (with the channel a thread starts from), and its
+        context id."""
+        parents = agent.settings_parents(discord_channel, args)
+        return ChatCommands(agent, parents), agent.context_id(discord_channel, args)
 
     def disabled_commands(self) -> frozenset[str]:
         """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
@@ -561,8 +571,7 @@ class DiscordRuntime:
         agent, channel_id = self._agent, interaction.channel_id
         if agent is None or self.client is None or channel_id is None:
             return Answer(text=say("not_ready"))
-        commands = ChatCommands(agent)
-        cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=interaction.guild_id))
+        commands, cid = self._commands(agent, self._args_of(interaction))
         if not self._serves(interaction):
             return Answer(text=say("not_served", await commands.language(cid)))
         permissions = interaction.permissions

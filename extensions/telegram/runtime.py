@@ -843,7 +843,7 @@ class TelegramRuntime:
             return default
         cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
         try:
-            return await ChatCommands(self._agent).reply_policy(default, cid)
+            return await ChatCommands(self._agent).reply_policy(cid, default)
         except BotError as exc:  # the store is down: the operator's policy
             log.warning("could not read the settings of chat %s: %s", facts.chat_id, exc)
             return default

@@ -18,7 +18,7 @@ from core import (
     UsageStore,
     create_agent,
 )
-from core.conversation import ChatSettingsStore, escape_persona
+from core.conversation import ChatSetting, ChatSettingsStore, escape_persona
 from core.usage import last_days
 from extensions.chat.commands import parse_channel_settings
 from extensions.chat.i18n import MESSAGES
@@ -52,14 +52,25 @@ async def test_a_group_s_reply_policy_overrides_the_operator_s_unless_pinned_or_
     for cid in ("chosen", "pinned"):
         await agent.chat_settings.change(cid, reply="always")
     await agent.chat_settings.change("odd", reply="sometimes")  # stored by hand: not a choice, ignored
-    assert await commands.reply_policy(ReplyPolicy.MENTION, "chosen") is ReplyPolicy.ALWAYS
-    assert await commands.reply_policy(ReplyPolicy.ALWAYS, "pinned") is ReplyPolicy.MENTION
-    assert await commands.reply_policy(ReplyPolicy.MENTION, "odd") is ReplyPolicy.MENTION
-    assert await commands.reply_policy(ReplyPolicy.MENTION, "other") is ReplyPolicy.MENTION
-    assert await commands.reply_policy(ReplyPolicy.OFF, "chosen") is ReplyPolicy.OFF  # the operator's off stays
-    assert (
-        await commands.reply_policy(ReplyPolicy.MENTION, "other", "chosen") is ReplyPolicy.ALWAYS
-    )  # a thread's parent
+    assert await commands.reply_policy("chosen", ReplyPolicy.MENTION) is ReplyPolicy.ALWAYS
+    assert await commands.reply_policy("pinned", ReplyPolicy.ALWAYS) is ReplyPolicy.MENTION
+    assert await commands.reply_policy("odd", ReplyPolicy.MENTION) is ReplyPolicy.MENTION
+    assert await commands.reply_policy("other", ReplyPolicy.MENTION) is ReplyPolicy.MENTION
+    assert await commands.reply_policy("chosen", ReplyPolicy.OFF) is ReplyPolicy.OFF  # the operator's off stays
+
+
+async def test_a_conversation_starts_from_its_parent_s_choices_and_pins() -> None:
+    policy = ChatPolicy(allowed_models=("m1", "m2"), pinned={"channel": {"model": "m1"}, "thread": {"language": "en"}})
+    agent = create_agent(model=ScriptedModel([]), chat_policy=policy)
+    await agent.chat_settings.change("channel", persona="pirate", language="fr", reply="always")
+    await agent.chat_settings.change("thread", reply="mention", model="m2")
+    assert await agent.chat_of("thread", ("channel",)) == ChatSettings(
+        model="m1", persona="pirate", language="en", reply="mention"
+    )  # the channel's pin over the thread's choice; the thread's own pin over the channel's choice
+    assert await agent.chat_of("thread") == ChatSettings(model="m2", language="en", reply="mention")
+    assert policy.is_pinned("thread", ChatSetting.MODEL, ("channel",)) and not policy.is_pinned(
+        "thread", ChatSetting.MODEL
+    )
 
 
 def test_a_persona_cannot_open_or_close_a_protocol_element() -> None:

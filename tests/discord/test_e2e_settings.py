@@ -170,3 +170,26 @@ async def test_a_channel_admin_chooses_when_the_bot_answers_and_other_channels_k
     await world.fake.say(world.general, "but this is", author=world.bob, mention_bot=True)
     await world.fake.wait_until(lambda: len(world.fake.posted_in(world.general)) == 2)
     assert len(model.requests) == 4 and "not answered now" not in model.requests[-1].prompt
+
+
+async def test_a_thread_starts_from_its_channel_s_settings_and_pins(
+    world: World, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    pinned = ChatPolicy(
+        allowed_models=POLICY.allowed_models,
+        default_model="base-model",
+        pinned={f"discord:channel:{world.general}": {"model": "small-model"}},
+    )
+    await start_bot(model, agent_options={"chat_policy": pinned})
+    set_persona = [{"type": 1, "name": "set", "options": [option("text", "You are a pirate.")]}]
+    assert (await run(world, "persona", world.general, world.alice, options=set_persona)).startswith("Done")
+    thread = await world.fake.thread(world.general)
+
+    await world.fake.say(thread, "ahoy", author=world.bob, mention_bot=True)
+    await world.fake.wait_posted(thread)
+    [request] = llm.requests
+    assert request.body["model"] == "small-model" and "You are a pirate." in request.body["messages"][0]["content"]
+    refused = await run(world, "model", thread, world.alice, options=[option("name", "large-model")])
+    assert refused == "The operator fixed the model of this chat, so it can't be changed from here."
+    shown = await run(world, "settings", thread, world.bob, permissions=MEMBER)
+    assert "Persona: You are a pirate." in shown and "small-model (fixed by the operator)" in shown
