@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.conversation import REPLY_CHOICES, ChatSetting, ChatSettings
 from core.usage import UsageTotals, last_days
@@ -24,6 +24,7 @@ from .policy import ReplyPolicy
 
 if TYPE_CHECKING:
     from core.agent import Agent
+    from core.definitions import Context
 
 __all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "parse_channel_settings")
 
@@ -61,6 +62,12 @@ class ChatCommands:
         self.parents = tuple(parents)
         """The conversations whose settings the one commanded starts from (a Discord thread's channel): their
         choices show through where it chose nothing, and their pins hold in it too."""
+
+    @classmethod
+    def of(cls, agent: Agent, context: Context, args: Any) -> tuple[ChatCommands, str]:
+        """The settings commands of the conversation of ``context`` and ``args`` (with the conversations it takes
+        its settings from, ``Context.settings_from``), and its context id."""
+        return cls(agent, agent.settings_parents(context, args)), agent.context_id(context, args)
 
     # -- helpers ---------------------------------------------------------------------------------------
 

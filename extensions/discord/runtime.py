@@ -486,7 +486,7 @@ class DiscordRuntime:
         if agent is None:
             return default
         try:
-            commands, cid = self._commands(agent, args)
+            commands, cid = ChatCommands.of(agent, discord_channel, args)
             return await commands.reply_policy(cid, default)
         except BotError as exc:  # the store is down: the operator's policy
             log.warning("discord: could not read the settings of channel %s: %s", facts.channel_id, exc)
@@ -537,7 +537,7 @@ class DiscordRuntime:
         agent, channel_id = self._agent, interaction.channel_id
         if agent is None or channel_id is None:
             return None
-        commands, cid = self._commands(agent, self._args_of(interaction))
+        commands, cid = ChatCommands.of(agent, discord_channel, self._args_of(interaction))
         return await commands.language(cid)
 
     @staticmethod
@@ -547,13 +547,6 @@ class DiscordRuntime:
         assert channel_id is not None
         parent = channel.parent_id if isinstance(channel, discord.Thread) else None
         return ChannelArgs(channel_id=channel_id, guild_id=interaction.guild_id, parent_id=parent)
-
-    @staticmethod
-    def _commands(agent: Agent, args: ChannelArgs) -> tuple[ChatCommands, str]:
-        """The settings commands of the conversation of ``args`` (with the channel a thread starts from), and its
-        context id."""
-        parents = agent.settings_parents(discord_channel, args)
-        return ChatCommands(agent, parents), agent.context_id(discord_channel, args)
 
     def disabled_commands(self) -> frozenset[str]:
         """The commands the operator turned off (``BOT_DISABLED_COMMANDS``)."""
@@ -571,7 +564,7 @@ class DiscordRuntime:
         agent, channel_id = self._agent, interaction.channel_id
         if agent is None or self.client is None or channel_id is None:
             return Answer(text=say("not_ready"))
-        commands, cid = self._commands(agent, self._args_of(interaction))
+        commands, cid = ChatCommands.of(agent, discord_channel, self._args_of(interaction))
         if not self._serves(interaction):
             return Answer(text=say("not_served", await commands.language(cid)))
         permissions = interaction.permissions

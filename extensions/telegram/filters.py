@@ -16,6 +16,7 @@ from core.media import Attachment, AttachmentKind, kind_of
 from ..chat.commands import COMMANDS
 from ..chat.metrics import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
+from .definitions import ChatArgs
 
 if TYPE_CHECKING:
     from telegram import Message
@@ -76,6 +77,11 @@ class MessageFacts:
     """The text, or the caption of a photo or document."""
     attachments: tuple[Attachment, ...] = ()
     """The photo, voice message, audio, document or video it carries (references, not bytes)."""
+
+    @property
+    def args(self) -> ChatArgs:
+        """The conversation the message belongs to."""
+        return ChatArgs(chat_id=self.chat_id, thread_id=self.thread_id)
 
     @classmethod
     def of(cls, message: Message, *, bot_id: int, bot_username: str) -> MessageFacts:

@@ -548,7 +548,7 @@ class TelegramRuntime:
         if message is None:
             return None
         facts = MessageFacts.of(message, bot_id=self._bot_id, bot_username=self._bot_username)
-        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        args = facts.args
         self.metrics.received(telegram_chat, args)
         update_id = str(update.update_id)
         if update_id in self._seen:
@@ -670,7 +670,7 @@ class TelegramRuntime:
 
     async def _drop_busy(self, facts: MessageFacts, *, key: str) -> None:
         """Drop a message for a full inbox; tell its chat the bot is busy (once per ``BUSY_NOTICE_EVERY``)."""
-        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        args = facts.args
         self.metrics.ignored(telegram_chat, args, Ignored.BUSY)
         self._seen.add(key.removeprefix("telegram:"))
         log.warning("message %s in chat %s dropped: the chat's inbox is full", facts.message_id, facts.chat_id)
@@ -703,7 +703,7 @@ class TelegramRuntime:
         if not self._hands_over:
             return lambda: self._answer(facts, key)
         assert self._send is not None
-        send, args, ref = self._send, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id), _input_of(facts)
+        send, args, ref = self._send, facts.args, _input_of(facts)
 
         async def store() -> None:
             await send(telegram_chat, args, ref, dedupe_key=key)  # returns once stored (or a redelivery dropped)
@@ -717,7 +717,7 @@ class TelegramRuntime:
     async def _answer(self, facts: MessageFacts, key: str) -> None:
         """Hand the message to the agent, with "typing..." shown until the run is over."""
         assert self._send is not None
-        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        args = facts.args
         ref = _input_of(facts)
         typing = self._typing_loops.hold((facts.chat_id, facts.thread_id), lambda: self._typing(facts))
         async with self._slots, typing:
@@ -744,7 +744,7 @@ class TelegramRuntime:
             log.info("chat %s: %s by user %s refused (not an administrator)", facts.chat_id, command, facts.user_id)
             await self._notice(facts, RESET_REFUSED)
             return
-        args = ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id)
+        args = facts.args
         if erase:
             await self._agent.forget(telegram_chat, args)
             await self._say(facts, "forget_done")
@@ -784,8 +784,7 @@ class TelegramRuntime:
         """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats``: the answer, with an inline keyboard
         when there is something to choose."""
         assert self._agent is not None and facts.command is not None and facts.user_id is not None
-        commands = ChatCommands(self._agent)
-        cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
+        commands, cid = ChatCommands.of(self._agent, telegram_chat, facts.args)
         parts = facts.text.split(maxsplit=1)
         arg = parts[1] if len(parts) > 1 else None
         changes = arg is not None and not (facts.command == "persona" and arg.strip().lower() == "show")
@@ -824,10 +823,10 @@ class TelegramRuntime:
         user_id = query.from_user.id
         if not self._allowlist.allows(chat_ids=[chat.id], user_id=user_id):
             return
-        cid = agent.context_id(telegram_chat, ChatArgs(chat_id=chat.id, thread_id=thread_id))
+        commands, cid = ChatCommands.of(agent, telegram_chat, ChatArgs(chat_id=chat.id, thread_id=thread_id))
         manages = await self._administers(chat.id, user_id, private=chat.type == "private", doing="a settings button")
         caller = Caller(user=f"telegram:{user_id}", manages_chat=manages)
-        answer = await ChatCommands(agent).choose(cid, caller, data.removeprefix(CHOICE_PREFIX))
+        answer = await commands.choose(cid, caller, data.removeprefix(CHOICE_PREFIX))
         try:
             await query.answer(text=answer.text[:200])
             if answer.changed:
@@ -841,9 +840,9 @@ class TelegramRuntime:
         default = self.settings.reply_policy
         if facts.private or self._agent is None or facts.from_bot:
             return default
-        cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
         try:
-            return await ChatCommands(self._agent).reply_policy(cid, default)
+            commands, cid = ChatCommands.of(self._agent, telegram_chat, facts.args)
+            return await commands.reply_policy(cid, default)
         except BotError as exc:  # the store is down: the operator's policy
             log.warning("could not read the settings of chat %s: %s", facts.chat_id, exc)
             return default
@@ -852,9 +851,9 @@ class TelegramRuntime:
         """The language of the bot's messages in the chat of ``facts`` (None when it cannot be read)."""
         if self._agent is None:
             return None
-        cid = self._agent.context_id(telegram_chat, ChatArgs(chat_id=facts.chat_id, thread_id=facts.thread_id))
         try:
-            return await ChatCommands(self._agent).language(cid)
+            commands, cid = ChatCommands.of(self._agent, telegram_chat, facts.args)
+            return await commands.language(cid)
         except BotError as exc:  # the store is down: English it is
             log.warning("could not read the settings of chat %s: %s", facts.chat_id, exc)
             return None

@@ -189,3 +189,17 @@ async def test_a_group_admin_chooses_when_the_bot_answers_and_other_groups_keep_
     server.user_says("ignored again", user_id=ANN, first_name="Ann", chat_id=GROUP)
     assert (await said(server, "@daydream_test_bot still there?")).text == "Arr."
     assert len(server.sent) == before + 1  # the message without a mention was not answered
+
+
+async def test_a_forum_topic_starts_from_its_group_s_settings(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew", forum=True)
+    server.admins[GROUP] = {ANN}
+    await start_bot(model, agent_options={"chat_policy": POLICY})
+    assert (await said(server, "/model large-model")).text == "Done: this chat now uses large-model."
+    before = len(server.sent)
+    server.user_says("@daydream_test_bot ahoy", user_id=BOB, first_name="Bob", chat_id=GROUP, thread_id=7)
+    [reply] = (await server.wait_replies(before + 1, chat_id=GROUP))[before:]
+    assert reply.text == "Arr." and reply.thread_id == 7
+    assert llm.requests[-1].body["model"] == "large-model"  # the group's choice holds in its topics
