@@ -76,6 +76,10 @@ class ChatSettings(BaseModel):
         return ChatSettings(**{k: mine[k] if mine[k] is not None else v for k, v in parent.model_dump().items()})
 
 
+_NOTHING = ChatSettings()
+"""The settings of a conversation that chose nothing."""
+
+
 def escape_persona(text: str) -> str:
     """A persona written in a chat, as it enters the system prompt: user text like any other, escaped by the
     one trust boundary (``core.escape.escape_text``), so it can neither open nor close a protocol element."""
@@ -119,8 +123,11 @@ class ChatPolicy:
     def effective(self, context_id: str, chosen: ChatSettings, parents: Sequence[str] = ()) -> ChatSettings:
         """What a run of ``context_id`` uses: the conversation's choices, the operator's pins over them, and
         nothing the policy no longer allows (a model taken off ``LLM_ALLOWED_MODELS``, an unknown language)."""
+        pins = self.pins_of(context_id, parents) if self.pinned else {}
+        if not pins and chosen == _NOTHING:  # most conversations: nothing chosen, nothing pinned
+            return chosen
         values: dict[str, Any] = chosen.model_dump()
-        for name, value in self.pins_of(context_id, parents).items():
+        for name, value in pins.items():
             values[name] = value or None
         if values.get("model") is not None and values["model"] not in self.allowed_models:
             values["model"] = None

@@ -20,7 +20,7 @@ from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .limits import Refusal
-from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, new_id, now_ms
+from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
@@ -138,8 +138,6 @@ class Run:
         """Model calls made so far."""
         self.forget = False
         """Set by ``agent.reset`` during the run: its memory is not saved at the end."""
-        self.run_id = new_id()
-        """Names this run's model calls for the usage counters (a queued run uses its batch id instead)."""
         self.asker: str | None = None
         """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
         self._joined = False
@@ -281,7 +279,8 @@ class Run:
         keys = [f"chat:{state.id}", f"model:{name}"]
         if self.asker is not None:
             keys.insert(0, f"user:{self.asker}")
-        batch = state.options.get("batch_id") or self.run_id  # the same in every attempt at a queued batch
+        batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
+        # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
         try:
             await agent.usage.add(
                 day=day_of(),
@@ -289,7 +288,7 @@ class Run:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 cost=cost,
-                charge=f"{batch}:{self.steps}",
+                charge=f"{batch}:{self.steps}" if batch else None,
             )
         except Exception:
             log.exception("could not count the usage of %s", state.id)

@@ -162,9 +162,12 @@ class InMemoryUsage:
                 return False
             self.charged[charge] = day
         for key in keys:
-            self.data.setdefault((day, key), UsageTotals()).add(
-                UsageTotals(input_tokens=input_tokens, output_tokens=output_tokens, cost_micros=cost)
-            )
+            totals = self.data.get((day, key))
+            if totals is None:
+                totals = self.data[(day, key)] = UsageTotals()
+            totals.input_tokens += input_tokens
+            totals.output_tokens += output_tokens
+            totals.cost_micros += cost
         return True
 
     def _prune(self, day: str) -> None:
