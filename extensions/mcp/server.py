@@ -36,6 +36,21 @@ __all__ = ("McpServer", "ServerState")
 
 log = logging.getLogger("extensions.mcp")
 
+
+class _OneLine(logging.Filter):
+    """Drops the tracebacks the SDK's transports log for what a server sent them (a line that is not JSON-RPC on
+    stdout, an unreadable response): the operator gets our one line naming the server, and what the server wrote
+    (which may be anything it holds) stays out of the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+for _name in ("mcp.client.stdio", "mcp.client.streamable_http"):
+    logging.getLogger(_name).addFilter(_OneLine())
+
 CLIENT_INFO = Implementation(name="daydreams-bots", version="0.1.0")
 FIRST_RETRY = 1.0
 """Seconds before the first new attempt after a failure; doubled after each failure."""

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
+
+import pytest
 
 from extensions.mcp import McpSettings, mcp_toolset
 from extensions.mcp.server import ServerState
@@ -44,3 +48,18 @@ async def test_a_server_that_dies_between_calls_is_found_and_reconnected() -> No
             assert await web.call("echo", {"text": "again"}) == {"result": "echo: again"}
     finally:
         await toolset.stop()
+
+
+async def test_a_server_that_writes_garbage_is_reported_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """What the server wrote may be anything it holds: no traceback of the SDK carries it into the log."""
+    script = "import os, sys; print(os.environ['TOKEN']); sys.stdout.flush(); sys.stdin.read()"
+    noisy_server = {"name": "noisy", "command": sys.executable, "args": ["-c", script], "env": {"TOKEN": "secret-ish"}}
+    settings = McpSettings(servers=[noisy_server], connect_timeout=2, retry_max=1)
+    caplog.set_level(logging.DEBUG)
+    async with mcp_toolset(settings) as toolset:
+        noisy = toolset.server("noisy")
+        await until(lambda: any(r.name == "mcp.client.stdio" for r in caplog.records))
+        assert not noisy.up
+    sdk = [r for r in caplog.records if r.name.startswith("mcp.")]
+    assert sdk and all(r.exc_info is None for r in sdk)
+    assert "secret-ish" not in caplog.text and "Traceback" not in caplog.text
