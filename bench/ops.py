@@ -84,7 +84,10 @@ def _process_lifecycle(rounds: int = 5) -> tuple[list[float], list[float]]:
         port = _free_port()
         with tempfile.TemporaryDirectory() as folder:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("BOT_", "LLM_", "HTTP_", "LOG_"))}
-            env.update(LLM_PROVIDER="scripted", HTTP_PORT=str(port), BOT_DATA_DIR=str(Path(folder) / "data"))
+            # LOG_LEVEL=INFO: the terminal chat keeps INFO lines (and so "ready:") out of the conversation otherwise
+            env.update(
+                LLM_PROVIDER="scripted", HTTP_PORT=str(port), BOT_DATA_DIR=str(Path(folder) / "data"), LOG_LEVEL="INFO"
+            )
             started = time.perf_counter()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bots.cli", "run"],
