@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,43 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio  # noqa: E402
 
 from tests.fakes.discord_server import FakeDiscord  # noqa: E402
+from tests.redis.server import RedisServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Redis:
-    """A throwaway redis-server."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
-             "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    async def client(self) -> Any:
-        client = redis.asyncio.Redis.from_url(self.url, decode_responses=True)
-        for _ in range(200):
-            try:
-                await client.ping()
-                return client
-            except redis.exceptions.ConnectionError:
-                await asyncio.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 async def _wait(predicate: Any, *, timeout: float, what: str, every: float = 0.02) -> None:
@@ -112,13 +76,14 @@ class Deployment:
             for c in range(args.channels)
         ]
         self.people = [self.fake.user(f"user{n}") for n in range(16)]
-        self.redis = Redis(folder)
+        self.redis = RedisServer(folder / "redis", fsync="everysec")
         self.client: Any = None
         self.gateways: list[subprocess.Popen[bytes]] = []
 
     async def __aenter__(self) -> Deployment:
         await self.fake.start()
-        self.client = await self.redis.client()
+        self.redis.start()
+        self.client = redis.asyncio.Redis.from_url(self.redis.url, decode_responses=True)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -88,6 +88,9 @@ class Agent:
         """The model every run uses."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
         """Where context memory and working memory are kept."""
+        self.chat_settings = ChatSettingsStore(self.memory)
+        """Each conversation's settings (``/model``, ``/persona``, ``/language``, ``/reply``), kept in the memory
+        store."""
         self.dispatcher: Dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
         """How ``send`` reaches ``run``."""
         self.history: HistoryStore | None = history
@@ -399,11 +402,6 @@ class Agent:
         await self.reset(context, args)
         if self.history is not None:
             await self.history.forget(cid)
-
-    @property
-    def chat_settings(self) -> ChatSettingsStore:
-        """Each conversation's settings (``/model``, ``/persona``, ``/language``), kept in the memory store."""
-        return ChatSettingsStore(self.memory)
 
     @property
     def sees_images(self) -> bool:

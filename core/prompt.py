@@ -262,9 +262,7 @@ Reply to the last message directly, in one or two short sentences, in the same l
 def _compact_text(log: InputRef, *, indent: str = "") -> str:
     """The text of an input, escaped (nobody can write a tag or a chat template's token), its later lines
     indented by ``indent``, and a stand-in line (ours, on one line) for each attachment, never the bytes."""
-    text = escape_text(log.text if log.text is not None else format_value(log.data))
-    if indent:
-        text = text.replace("\n", "\n" + indent)
+    text = _line_text(log.text if log.text is not None else format_value(log.data), indent=indent)
     for attachment in log.attachments:
         said = " (transcribed above)" if attachment.text else f" ({attachment.note})" if attachment.note else ""
         text = f"{text}\n[{' '.join(escape_text(describe(attachment) + said).split())}]".strip()
@@ -277,10 +275,11 @@ def _speaker(log: InputRef) -> str:
     return " ".join(escape_text(who).replace(":", " ").split())
 
 
-def _line_text(text: str) -> str:
+def _line_text(text: str, *, indent: str = "  ") -> str:
     """Message text for one line of the compact prompt: escaped, and its later lines indented, so that nobody can
     start a line of their own (``you: ...``) inside a message."""
-    return escape_text(text).replace("\n", "\n  ")
+    text = escape_text(text)
+    return text.replace("\n", "\n" + indent) if indent else text
 
 
 def _compact_line(log: Log) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ("HistoryEntry", "HistoryStore", "Summary", "excerpt", "query_words")
+__all__ = ("FOREVER", "HistoryEntry", "HistoryStore", "Summary", "excerpt", "query_words", "time_range")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +101,15 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def query_words(words: str, *, most: int = 8) -> list[str]:
     """The searchable words of a query (letters and digits, lower case, at most ``most``)."""
     return [w.lower() for w in _WORD.findall(words)][:most]
+
+
+FOREVER = 2**62
+"""A bound past any timestamp, for a time range left open."""
+
+
+def time_range(since: int | None, until: int | None) -> tuple[int, int]:
+    """``(low, high)`` of a search's time range (milliseconds), an open end made ``-FOREVER`` or ``FOREVER``."""
+    return (since if since is not None else -FOREVER, until if until is not None else FOREVER)
 
 
 def excerpt(text: str, words: Sequence[str], *, width: int = 200) -> str:

@@ -18,7 +18,7 @@ import psycopg
 
 from ..errors import MemoryStoreError
 from ..logs import now_ms
-from .history import HistoryEntry, Summary, query_words
+from .history import HistoryEntry, Summary, query_words, time_range
 
 __all__ = ("MIGRATIONS", "PostgresHistory")
 
@@ -165,8 +165,7 @@ class PostgresHistory:
     ) -> list[HistoryEntry]:
         """The newest entries of ``cid`` with every word of ``words`` (whole words, any case), within the range."""
         terms = query_words(words)
-        low = since if since is not None else -(2**62)
-        high = until if until is not None else 2**62
+        low, high = time_range(since, until)
         if terms:
             query = " & ".join(terms)  # whole words, as in SQLite
             rows = await self._rows(

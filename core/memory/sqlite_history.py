@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..logs import now_ms
-from .history import HistoryEntry, Summary, query_words
+from .history import FOREVER, HistoryEntry, Summary, query_words, time_range
 from .sqlite import SQLiteFile
 
 __all__ = ("SQLiteHistory",)
@@ -84,14 +84,13 @@ class SQLiteHistory(SQLiteFile):
     ) -> list[HistoryEntry]:
         """The newest entries of ``cid`` with every word of ``words`` (whole words, any case), within the range."""
         terms = query_words(words)
-        low = since if since is not None else -(2**62)
-        high = until if until is not None else 2**62
+        low, high = time_range(since, until)
         ranged = since is not None or until is not None
         if terms:
             match = " ".join(f'"{t}"' for t in terms)  # whole words: a short prefix would merge thousands
 
             def work(conn: sqlite3.Connection) -> list[Any]:
-                first, last = -(2**62), 2**62
+                first, last = -FOREVER, FOREVER
                 if ranged:  # the arrivals of that time, from the (cid, ts) index: the full-text walk skips the rest
                     first, last = conn.execute(
                         "SELECT coalesce(min(seq), 0), coalesce(max(seq), -1) FROM history "

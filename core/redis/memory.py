@@ -40,7 +40,7 @@ class RedisMemoryStore:
         if scope is not None and scope.backend is self.backend and rkey in scope.staged:
             text = scope.staged[rkey]
         elif scope is not None and scope.backend is self.backend and rkey in scope.loaded:
-            text = scope.loaded[rkey]  # read with the batch, under the lease: nobody else wrote it since
+            text = scope.loaded[rkey]  # read with the batch (under the lease, so no other run wrote it since)
         else:
             try:
                 text = await self.backend.run(lambda: self.backend.client.get(rkey), what=f"reading {key}")

@@ -7,7 +7,6 @@ import base64
 
 import core
 from core.media import OpenAITranscriber
-from core.models import OpenAICompatModel, RetryPolicy
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 from .conftest import StartBot, World, say
@@ -19,7 +18,7 @@ async def test_an_image_attachment_in_a_channel_reaches_the_model_as_an_image_pa
     world: World, start_bot: StartBot
 ) -> None:
     async with FakeOpenAIServer(default=Reply(chunks=(say("A chart going up."),))) as llm:
-        model = OpenAICompatModel(model="vision-model", base_url=llm.url, retry=RetryPolicy(retries=0))
+        model = llm.model("vision-model")
         try:
             await start_bot(model)
             asked = await world.fake.say(

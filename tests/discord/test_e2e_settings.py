@@ -10,7 +10,7 @@ import pytest
 
 import core
 from core import ChatPolicy, Price
-from core.models import OpenAICompatModel, RetryPolicy
+from core.models import OpenAICompatModel
 from tests.fakes.discord_server import Json
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
@@ -27,7 +27,7 @@ async def llm() -> AsyncIterator[FakeOpenAIServer]:
 
 @pytest.fixture
 async def model(llm: FakeOpenAIServer) -> AsyncIterator[OpenAICompatModel]:
-    model = OpenAICompatModel(model="base-model", base_url=llm.url, retry=RetryPolicy(retries=0))
+    model = llm.model("base-model")
     yield model
     await model.aclose()
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
+from core.models import OpenAICompatModel, RetryPolicy
+
 __all__ = ("FakeModelServer", "FakeOpenAIServer", "Recorded", "Reply")
 
 
@@ -132,6 +134,11 @@ class FakeOpenAIServer(FakeModelServer):
     """What every transcription answers."""
     transcription_status = 200
     """An error status for transcriptions instead (500: the server fails)."""
+
+    def model(self, name: str) -> OpenAICompatModel:
+        """The bot's OpenAI-compatible provider for model ``name``, pointed at this server, without retries (close
+        it with ``aclose``)."""
+        return OpenAICompatModel(model=name, base_url=self.url, retry=RetryPolicy(retries=0))
 
     async def _transcribe(self, request: web.Request) -> web.Response:
         form = await request.post()

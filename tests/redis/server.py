@@ -25,9 +25,12 @@ def free_port() -> int:
 class RedisServer:
     """``redis-server`` on 127.0.0.1:<free port> with ``appendonly yes`` in ``folder``."""
 
-    def __init__(self, folder: Path, *, port: int | None = None) -> None:
+    def __init__(self, folder: Path, *, port: int | None = None, fsync: str = "always") -> None:
         self.folder = folder
         self.port = port or free_port()
+        self.fsync = fsync
+        """``appendfsync``: ``always`` (a kill loses nothing acknowledged) or ``everysec`` (as deploy/ runs it,
+        for the benchmarks)."""
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -43,7 +46,7 @@ class RedisServer:
                 "--bind", "127.0.0.1",
                 "--dir", str(self.folder),
                 "--appendonly", "yes",
-                "--appendfsync", "always",
+                "--appendfsync", self.fsync,
                 "--save", "",
                 "--maxmemory-policy", "noeviction",
                 "--protected-mode", "no",

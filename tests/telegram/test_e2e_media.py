@@ -10,7 +10,7 @@ import pytest
 
 from core import ScriptedModel
 from core.media import OpenAITranscriber
-from core.models import LocalModel, OpenAICompatModel, RetryPolicy
+from core.models import LocalModel, OpenAICompatModel
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -26,7 +26,7 @@ async def llm() -> AsyncIterator[FakeOpenAIServer]:
 
 
 def openai_model(llm: FakeOpenAIServer) -> OpenAICompatModel:
-    return OpenAICompatModel(model="vision-model", base_url=llm.url, retry=RetryPolicy(retries=0))
+    return llm.model("vision-model")
 
 
 async def test_a_photo_in_a_private_chat_reaches_the_model_as_an_image_part(

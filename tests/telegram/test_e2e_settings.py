@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core import ChatPolicy, ChatSettings, LimitConfig, Limiter, Price
-from core.models import OpenAICompatModel, RetryPolicy
+from core.models import OpenAICompatModel
 from extensions.chat.i18n import say
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
@@ -30,7 +30,7 @@ async def llm() -> AsyncIterator[FakeOpenAIServer]:
 
 @pytest.fixture
 async def model(llm: FakeOpenAIServer) -> AsyncIterator[OpenAICompatModel]:
-    model = OpenAICompatModel(model="base-model", base_url=llm.url, retry=RetryPolicy(retries=0))
+    model = llm.model("base-model")
     yield model
     await model.aclose()
 
