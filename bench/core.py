@@ -26,7 +26,7 @@ from core import (  # noqa: E402
     output,
 )
 from core.definitions import ContextState  # noqa: E402
-from core.logs import OutputRef  # noqa: E402
+from core.entries import OutputRef  # noqa: E402
 from core.prompt import build_prompt  # noqa: E402
 
 REPLY = '<response><reasoning>greet</reasoning><output type="m">Hello there, nice to meet you!</output></response>'

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio  # noqa: E402
 
 from tests.fakes.discord_server import FakeDiscord  # noqa: E402
-from tests.redis.server import RedisServer  # noqa: E402
+from tests.fleet.server import RedisServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -32,10 +32,10 @@ sys.path[0] = str(
 )  # the repository root (not bench/: its queue.py would shadow the stdlib)
 
 import core  # noqa: E402
-from core.redis import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore  # noqa: E402
+from core.fleet import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore  # noqa: E402
 from extensions.telegram import TelegramSettings, telegram_extension  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegramServer  # noqa: E402
-from tests.redis.server import RedisServer  # noqa: E402
+from tests.fleet.server import RedisServer  # noqa: E402
 
 FLOODED = 9000
 TALKERS = range(9100, 9110)

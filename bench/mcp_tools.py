@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from mcp import Client  # noqa: E402
 
 from core import ModelRequest, ScriptedModel, action, create_agent  # noqa: E402
-from extensions.cli import cli_extension, cli_session  # noqa: E402
 from extensions.mcp import McpSettings, mcp_toolset  # noqa: E402
+from extensions.terminal import cli_extension, cli_session  # noqa: E402
 from tests.mcp.support import http_server, stdio_config  # noqa: E402
 
 CALLS = 400

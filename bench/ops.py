@@ -26,7 +26,7 @@ import aiohttp  # noqa: E402
 
 from bots.ops import Ops, serve  # noqa: E402
 from core import ScriptedModel, create_agent  # noqa: E402
-from extensions.cli import cli_extension, cli_session  # noqa: E402
+from extensions.terminal import cli_extension, cli_session  # noqa: E402
 
 REPLY = '<response><reasoning>greet</reasoning><output type="cli:message">Hello there, nice to meet you!</output></response>'
 RUNS = 2000

@@ -34,7 +34,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from bots.app import build_agent  # noqa: E402
 from bots.settings import Settings  # noqa: E402
 from core import Agent, InMemoryStore, Model, ModelRequest, RunEventType, ScriptedModel  # noqa: E402
-from extensions.cli import cli_session  # noqa: E402
+from extensions.terminal import cli_session  # noqa: E402
 
 __all__ = ("CASES", "Case", "check", "main")
 

@@ -37,8 +37,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import redis.asyncio  # noqa: E402
 
 from core import Agent, OutputContext, ScriptedModel, context, create_agent, output  # noqa: E402
-from core.models.base import ModelRequest  # noqa: E402
-from core.redis import (  # noqa: E402
+from core.fleet import (  # noqa: E402
     REPLY_LEDGER,
     QueueConfig,
     QueueWorker,
@@ -46,6 +45,7 @@ from core.redis import (  # noqa: E402
     RedisDispatcher,
     RedisMemoryStore,
 )
+from core.models.base import ModelRequest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
@@ -100,7 +100,7 @@ async def run_worker(args: argparse.Namespace) -> None:
     )
     worker = QueueWorker(agent, backend)
     if args.poll_only:  # what arq alone does: look at the queue every poll_delay seconds
-        from core.redis.worker import _WakeWorker
+        from core.fleet.arq_worker import _WakeWorker
 
         async def poll(self: Any, free: int) -> list[str]:
             popped = await self.backend.client.zpopmin(self.queue_name, free)

@@ -20,10 +20,10 @@ from core import (
     service,
 )
 from core.errors import ConfigError, MemoryStoreError
-from core.history import RetentionSweeper
 from core.limits import LimitConfig, Limiter, LimitStore
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
+from core.memory.recording import RetentionSweeper
 from core.summary import SummaryLock, SummaryPolicy
 from extensions.chat.i18n import LANGUAGE_NAMES
 
@@ -172,7 +172,7 @@ def build_extensions(
 
             extensions.append(telegram_extension(settings.telegram, listen=listen))
         elif name == "cli":
-            from extensions.cli import cli_extension
+            from extensions.terminal import cli_extension
 
             extensions.append(cli_extension())
         else:

@@ -228,7 +228,7 @@ async def _endpoints(settings: Settings) -> AsyncIterator[None]:
 
 
 async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
-    from extensions.cli import chat
+    from extensions.terminal import chat
 
     from .app import build_agent
     from .ops import ops

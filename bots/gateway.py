@@ -4,11 +4,11 @@ their conversation's Redis inbox; ``bots worker`` processes answer them.
 Run as many gateways as the ingest needs; they share the work through Redis:
 
 - Discord: the ``DISCORD_SHARD_COUNT`` shards (gateway connections) are divided among the gateways by
-  leases (``core.redis.ShardLeases``, ``<prefix>shards:discord:<hash of the token>:<count>:...``): each holds
+  leases (``core.fleet.ShardLeases``, ``<prefix>shards:discord:<hash of the token>:<count>:...``): each holds
   a fair share, a dead gateway's shards are taken over within ``REDIS_LEASE_SECONDS`` (at least
   ``MIN_LOCK_TTL``) plus an identify slot, a new one takes its share from the others, and a shard is never
   connected by two of them. IDENTIFYs are spaced across all of them (``DISCORD_IDENTIFY_INTERVAL`` per
-  concurrency bucket, ``core.redis.IdentifySlots``).
+  concurrency bucket, ``core.fleet.IdentifySlots``).
 - Telegram webhooks: every gateway serves the webhook (put them behind one load balancer at
   ``TELEGRAM_WEBHOOK_URL``); each answers 200 only once the update is stored.
 - Telegram long polling: getUpdates allows one poller, so one gateway polls and the others stand by on a lease
@@ -41,7 +41,7 @@ from .worker import queue_config, redis_check
 
 if TYPE_CHECKING:
     from core import Agent
-    from core.redis import IdentifySlots, PlatformLock, RedisBackend
+    from core.fleet import IdentifySlots, PlatformLock, RedisBackend
     from extensions.discord.runtime import DiscordRuntime
 
 __all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway", "shard_lease_name", "token_digest")
@@ -147,7 +147,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     own agent: Discord's shards are shared with the other gateways at once, while Telegram long polling stands
     by as long as another gateway holds its lease (and stands by again at once if the lease is lost). A
     platform that fails for good (a token refused) ends the gateway with that error."""
-    from core.redis import RedisBackend
+    from core.fleet import RedisBackend
 
     chosen = platforms(settings)
     if not chosen:
@@ -181,7 +181,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
 async def _serve(settings: Settings, backend: RedisBackend, stopping: asyncio.Event, platform: str) -> None:
     """Serve one platform until ``stopping`` is set: take its lease if it needs one (Telegram polling), listen,
     stand by again whenever the lease is lost."""
-    from core.redis import PlatformLock
+    from core.fleet import PlatformLock
 
     while not stopping.is_set():
         ttl = max(MIN_LOCK_TTL, backend.config.lease_seconds)
@@ -211,7 +211,7 @@ async def _listen(
 ) -> None:
     """One listening period of one platform's agent (Discord's shards leased meanwhile) until ``stopping`` is
     set, a lock is lost, or the platform fails for good (raised)."""
-    from core.redis import IdentifySlots, RedisDispatcher, RedisMemoryStore, RedisUsage
+    from core.fleet import IdentifySlots, RedisDispatcher, RedisMemoryStore, RedisUsage
 
     from .app import build_agent, build_history
 
@@ -278,7 +278,7 @@ async def _lease_shards(
     """Divide the Discord shards with the other gateways (a task: cancel it to give every shard back); return
     once this gateway took its first share and those shards are ready (bounded by DISCORD_CONNECT_TIMEOUT). A
     fatal error on the way (a token refused) is reported with ``agent.fail``."""
-    from core.redis import ShardLeases
+    from core.fleet import ShardLeases
     from extensions.discord import get_runtime
 
     from .metrics import set_shards

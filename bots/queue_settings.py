@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, SecretStr
 
 if TYPE_CHECKING:
-    from core.redis import QueueConfig
+    from core.fleet import QueueConfig
 
 __all__ = ("RedisSettings",)
 
@@ -72,8 +72,8 @@ class RedisSettings(BaseModel):
     )
 
     def to_config(self) -> QueueConfig:
-        """The queue layer's configuration (imports ``core.redis``: needs the redis extra)."""
-        from core.redis import QueueConfig
+        """The queue layer's configuration (imports ``core.fleet``: needs the redis extra)."""
+        from core.fleet import QueueConfig
 
         return QueueConfig(
             url=self.url,

@@ -17,7 +17,7 @@ from core.errors import ConfigError
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from core.redis import QueueConfig, RedisBackend
+    from core.fleet import QueueConfig, RedisBackend
 
 __all__ = ("queue_config", "redis_check", "run_worker")
 
@@ -48,7 +48,7 @@ def redis_check(backend: RedisBackend) -> Any:
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Work until ``stop`` is set (or, without one, until SIGTERM / SIGINT), then stop gracefully."""
-    from core.redis import (
+    from core.fleet import (
         QueueWorker,
         RedisBackend,
         RedisDispatcher,

@@ -4,7 +4,7 @@ Nothing here imports a chat platform; ``extensions/`` brings those.
 """
 
 from .agent import Agent, create_agent
-from .conversation import ChatPolicy, ChatSetting, ChatSettings
+from .chat_settings import ChatPolicy, ChatSetting, ChatSettings
 from .definitions import (
     Action,
     ActionContext,
@@ -24,6 +24,7 @@ from .definitions import (
     service,
 )
 from .dispatch import Dispatcher, InProcessDispatcher
+from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
 from .errors import (
     ActionError,
     BackpressureError,
@@ -43,7 +44,6 @@ from .escape import escape_text, unescape_text
 from .events import RunEvent, RunEventType
 from .health import Degraded
 from .limits import InMemoryLimitStore, LimitConfig, Limiter
-from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
 from .parser import StreamParser

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .conversation import ChatPolicy, ChatSettings, ChatSettingsStore
+from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
     Context,
@@ -25,18 +25,18 @@ from .definitions import (
 )
 from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
+from .entries import InputRef, Log, WorkingMemory
 from .errors import DefinitionError, RunError
 from .events import RunEvent, RunEventType
-from .history import history_entries
 from .limits import Limiter
-from .logs import InputRef, Log, WorkingMemory
 from .media.reader import MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
+from .memory.recording import history_entries
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
 from .statelog import StateLog
 from .summary import Summarizer, SummaryLock, SummaryPolicy
-from .tasks import TaskRunner
+from .task_runner import TaskRunner
 from .trace import correlation_id
 from .usage import InMemoryUsage, Price, UsageStore
 

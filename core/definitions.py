@@ -13,9 +13,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .conversation import ChatSettings
+from .chat_settings import ChatSettings
+from .entries import ActionCall, InputRef, OutputRef, WorkingMemory
 from .errors import DefinitionError
-from .logs import ActionCall, InputRef, OutputRef, WorkingMemory
 from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
 from .media.reader import IMAGE_TYPES
 from .schema import Schema, as_schema

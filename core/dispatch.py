@@ -2,7 +2,7 @@
 
 The in-process dispatcher (the embedded default) calls ``agent.run`` directly: one run at a time per
 context, inputs that arrive meanwhile join the running one, different contexts in parallel. The Redis
-dispatcher (``core.redis``) puts the input in the context's inbox instead, and workers run it.
+dispatcher (``core.fleet``) puts the input in the context's inbox instead, and workers run it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .definitions import Context
-from .logs import InputRef, Log
+from .entries import InputRef, Log
 
 if TYPE_CHECKING:
     from .agent import Agent

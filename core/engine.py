@@ -14,13 +14,13 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from .conversation import escape_persona
+from .chat_settings import escape_persona
 from .definitions import Action, ContextState, Output, maybe_await
+from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .handlers import CallSlot, declared_output_path, run_action, run_output
 from .limits import Refusal
-from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text

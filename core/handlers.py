@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .definitions import Action, ActionContext, ContextState, Output, OutputContext, maybe_await
+from .entries import ActionCall, OutputRef
 from .errors import ActionError, TemplateError, ValidationError
-from .logs import ActionCall, OutputRef
 from .media.attachment import Attachment
 from .prompt import format_value
 from .statelog import MARK, Method, find_refs, parse_path

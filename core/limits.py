@@ -11,7 +11,7 @@ by its charge id (the batch and the step), so a batch run again after a crash ch
 that store is shared by every worker, so the limits hold across the fleet.
 
 The rest lives in a ``LimitStore``: the messages of each window and the notices already given; ``InMemoryLimitStore``
-in one process, ``core.redis.RedisLimitStore`` when workers share Redis. A message counts once however many times its
+in one process, ``core.fleet.RedisLimitStore`` when workers share Redis. A message counts once however many times its
 batch is run (it is counted by its id, and keeps its place in its window), so a worker killed after counting it
 neither loses nor double-counts it.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from .logs import InputRef, now_ms
+from .entries import InputRef, now_ms
 from .usage import UsageStore, day_of, user_of
 
 __all__ = (

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .definitions import Action, ContextState, Output
+from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
 from .escape import escape_attr, escape_text
-from .logs import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
 from .media.attachment import Loaded, describe, format_attachments
 
 __all__ = (

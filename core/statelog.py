@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import pydantic
 
+from .entries import now_ms
 from .errors import ValidationError
-from .logs import now_ms
 
 __all__ = (
     "MARK",

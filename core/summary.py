@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
+from .entries import now_ms
 from .errors import RunError
-from .logs import now_ms
 from .memory.history import HistoryEntry, HistoryStore, Summary
 from .models.base import Model, ModelRequest
 

@@ -7,7 +7,7 @@ totals add up exactly). The same counters serve ``/stats`` and the per-day token
 read ``user:`` and ``chat:`` of today.
 
 Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a file next to the memory store),
-``core.redis.RedisUsage`` (every worker adds to the same counters, atomically).
+``core.fleet.RedisUsage`` (every worker adds to the same counters, atomically).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .logs import InputRef
+from .entries import InputRef
 from .memory.sqlite import SQLiteFile
 
 __all__ = (

@@ -7,7 +7,15 @@ import inspect
 
 import pytest
 
-PACKAGES = ["core", "core.media", "core.memory", "core.models", "extensions.chat", "extensions.cli", "extensions.mcp"]
+PACKAGES = [
+    "core",
+    "core.media",
+    "core.memory",
+    "core.models",
+    "extensions.chat",
+    "extensions.terminal",
+    "extensions.mcp",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from ..entries import now_ms
 from ..errors import MemoryStoreError
-from ..logs import now_ms
 from .history import HistoryEntry, Summary, query_words, time_range
 
 __all__ = ("MIGRATIONS", "PostgresHistory")

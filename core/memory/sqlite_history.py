@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ..logs import now_ms
+from ..entries import now_ms
 from .history import FOREVER, HistoryEntry, Summary, query_words, time_range
 from .sqlite import SQLiteFile
 

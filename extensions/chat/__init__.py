@@ -3,10 +3,10 @@ what was heard in a voice message,
 live (streamed) replies, replies posted exactly once in a queued run, the tasks messages are answered in,
 what they report to the metrics, and which runtime serves which agent."""
 
+from .counters import ChatMetrics, Ignored
 from .dedupe import RecentIds
+from .exactly_once import ReplyRecord, Uncertain
 from .heard import heard_quote
-from .ledger import ReplyRecord, Uncertain
-from .metrics import ChatMetrics, Ignored
 from .policy import Allowlist, ReplyPolicy, should_reply
 from .registry import RuntimeRegistry
 from .split import split_message

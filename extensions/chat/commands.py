@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.conversation import REPLY_CHOICES, ChatSetting, ChatSettings
+from core.chat_settings import REPLY_CHOICES, ChatSetting, ChatSettings
 from core.usage import UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.logs import InputRef
+from core.entries import InputRef
 
 __all__ = ("heard_quote",)
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from core.events import RunEvent, RunEventType
 
-from .ledger import UNKNOWN_ID, ReplyRecord, Uncertain
+from .exactly_once import UNKNOWN_ID, ReplyRecord, Uncertain
 
 __all__ = ("LiveReplies", "LiveReply", "MessageSink", "ReplyKey")
 

@@ -25,15 +25,15 @@ from core.definitions import (
     output,
 )
 
+from ..chat.exactly_once import REPLY_LEDGER, may_post
 from ..chat.heard import heard_quote
 from ..chat.i18n import localized
-from ..chat.ledger import REPLY_LEDGER, may_post
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
-    from core.redis.ledger import ReplyLedger
+    from core.fleet.reply_ledger import ReplyLedger
 
 __all__ = (
     "REPLY_TO",

@@ -6,7 +6,7 @@ import enum
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..chat.metrics import Ignored
+from ..chat.counters import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 from .settings import DiscordSettings
 

@@ -3,7 +3,7 @@
 ``start``/``stop`` are the extension's service; ``subscribe`` is called by the ``discord:message`` input
 when the agent is ready to take inputs. Every post carries an idempotency key that becomes the message
 nonce (``enforce_nonce``), so a retried post is not shown twice. In a queued run (``bots worker``) a reply
-follows the run's ledger (``extensions.chat.ledger``) and its nonces come from the ledger's stable keys, the
+follows the run's ledger (``extensions.chat.exactly_once``) and its nonces come from the ledger's stable keys, the
 same in every attempt at the batch: a batch run again after a crash posts nothing that was posted, and
 "typing..." is shown by the worker for as long as it runs the channel. With ``DISCORD_STREAM_REPLIES`` an answer
 is shown while it is written: posted when its first words arrive, edited at most once per
@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import yarl
 
+from core.entries import InputRef
 from core.errors import BackpressureError, BotError, ConfigError, PlatformError
-from core.logs import InputRef
 from core.media import Attachment
 
 from ..chat.commands import Answer, Caller, ChatCommands
+from ..chat.counters import ChatMetrics, Ignored
 from ..chat.dedupe import RecentIds
+from ..chat.exactly_once import ReplyRecord
 from ..chat.i18n import say
-from ..chat.ledger import ReplyRecord
-from ..chat.metrics import ChatMetrics, Ignored
 from ..chat.policy import ReplyPolicy, should_reply
 from ..chat.split import split_message
 from ..chat.stream import LiveReplies, LiveReply, ReplyKey
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
     from core.events import RunEvent
-    from core.redis.ledger import ReplyLedger
+    from core.fleet.reply_ledger import ReplyLedger
 
 __all__ = ("MESSAGE_LIMIT", "DiscordRuntime", "nonce_for")
 
@@ -676,7 +676,7 @@ class DiscordRuntime:
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
         ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
-        exactly once across attempts at the batch (``extensions.chat.ledger``). Returns its messages' ids."""
+        exactly once across attempts at the batch (``extensions.chat.exactly_once``). Returns its messages' ids."""
         reply = self.live.take(key) if self.live is not None else None
         content_log.info("channel %s reply: %s", channel_id, text)
         if reply is None and ledger is not None:  # posted at once, following the ledger as a live reply does

@@ -1,7 +1,7 @@
 """The gateway connections of the shards one process holds: one discord.py client per shard.
 
 With ``DISCORD_SHARD_COUNT`` above 1 (or ``auto``) the bot's servers are split over that many gateway
-connections. ``bots gateway`` processes divide them through Redis leases (``core.redis.shards``) and add or
+connections. ``bots gateway`` processes divide them through Redis leases (``core.fleet.shard_leases``) and add or
 remove single shards as they take or give them back; ``bots run`` holds them all. Each shard is its own
 ``BotClient(shard_id=n, shard_count=count)``: discord.py's ``AutoShardedClient`` fixes its shard set when it
 connects, so taking one more shard (a gateway died) or giving one back (a gateway joined) would mean

@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pydantic
 
 from core.definitions import ContextState, InputContext, OutputContext, context, input, output
+from core.entries import ErrorLog, InputRef, OutputRef
 from core.errors import ModelError
-from core.logs import ErrorLog, InputRef, OutputRef
 
+from ..chat.exactly_once import REPLY_LEDGER, may_post, post_once
 from ..chat.heard import heard_quote
 from ..chat.i18n import say
-from ..chat.ledger import REPLY_LEDGER, may_post, post_once
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
-    from core.redis.ledger import ReplyLedger
+    from core.fleet.reply_ledger import ReplyLedger
 
 __all__ = (
     "MESSAGE",

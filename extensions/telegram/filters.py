@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from core.media import Attachment, AttachmentKind, kind_of
 
 from ..chat.commands import COMMANDS
-from ..chat.metrics import Ignored
+from ..chat.counters import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 from .definitions import ChatArgs
 

@@ -13,7 +13,7 @@ import secrets
 
 from telegram import Bot
 
-from ..chat.ledger import ReplyRecord
+from ..chat.exactly_once import ReplyRecord
 from ..chat.stream import LiveReply
 from .render import render_html, split_markdown, visible_text
 from .reply import delete_message, edit_piece, post_piece, send_draft
@@ -74,7 +74,7 @@ def live_reply(
     record: ReplyRecord | None = None,
 ) -> LiveReply:
     """A live reply into one chat; drafts only where Telegram offers them (private chats). With a queued
-    run's ``record`` it follows the run's ledger (``extensions.chat.ledger``)."""
+    run's ``record`` it follows the run's ledger (``extensions.chat.exactly_once``)."""
     sink = TelegramSink(bot, chat_id=chat_id, thread_id=thread_id, reply_to=reply_to)
     return LiveReply(
         sink=sink,

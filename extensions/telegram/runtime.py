@@ -43,8 +43,8 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
+from core.entries import InputRef
 from core.errors import BackpressureError, BotError, ConfigError, DispatchError, MemoryStoreError, PlatformError
-from core.logs import InputRef
 from core.media import Attachment
 from core.trace import correlation_id
 
@@ -60,8 +60,8 @@ from ..chat import (
     SharedTyping,
 )
 from ..chat.commands import Caller, ChatCommands
+from ..chat.exactly_once import REPLY_LEDGER, ReplyRecord
 from ..chat.i18n import localized, say
-from ..chat.ledger import REPLY_LEDGER, ReplyRecord
 from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from core.agent import Agent
     from core.definitions import Send
     from core.events import RunEvent
-    from core.redis.ledger import ReplyLedger
+    from core.fleet.reply_ledger import ReplyLedger
 
 __all__ = ("TelegramRuntime",)
 
@@ -921,7 +921,7 @@ class TelegramRuntime:
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
         ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
-        exactly once across attempts at the batch (``extensions.chat.ledger``). Returns its messages' ids."""
+        exactly once across attempts at the batch (``extensions.chat.exactly_once``). Returns its messages' ids."""
         reply = self.live.take(key) if self.live is not None else None
         if reply is None and ledger is not None:  # posted at once, following the ledger as a live reply does
             reply = live_reply(

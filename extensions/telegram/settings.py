@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field, SecretStr, field_validator, model_validat
 from pydantic_settings import NoDecode
 
 from ..chat.commands import parse_channel_settings
+from ..chat.exactly_once import Uncertain
 from ..chat.i18n import say
-from ..chat.ledger import Uncertain
 from ..chat.policy import ReplyPolicy
 
 __all__ = ("TelegramMode", "TelegramSettings")

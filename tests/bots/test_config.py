@@ -141,7 +141,7 @@ def test_safe_url() -> None:
 
 
 async def test_connectivity_is_checked_only_where_redis_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.redis.server import free_port
+    from tests.fleet.server import free_port
 
     monkeypatch.setenv("LLM_PROVIDER", "scripted")
     assert await check_connectivity(load_settings(), role="config") == []  # REDIS_URL at its default: not used
@@ -157,7 +157,7 @@ async def test_connectivity_is_checked_only_where_redis_is_needed(monkeypatch: p
 
 async def test_a_redis_url_that_does_not_answer_is_one_line_naming_redis_url(tmp_path: Path) -> None:
     from bots.config import _ping_redis
-    from tests.redis.server import RedisServer, free_port
+    from tests.fleet.server import RedisServer, free_port
 
     port = free_port()
     problem = await _ping_redis(f"redis://:hunter2@127.0.0.1:{port}/0", timeout=1.0)

@@ -18,7 +18,7 @@ from core import (
     UsageStore,
     create_agent,
 )
-from core.conversation import ChatSetting, ChatSettingsStore, escape_persona
+from core.chat_settings import ChatSetting, ChatSettingsStore, escape_persona
 from core.usage import last_days
 from extensions.chat.commands import parse_channel_settings
 from extensions.chat.i18n import MESSAGES

@@ -10,12 +10,12 @@ import pytest
 
 from core import InMemoryStore, ScriptedModel, context, create_agent, output
 from core.definitions import ContextState
-from core.logs import InputRef, Log, OutputRef, WorkingMemory
+from core.entries import InputRef, Log, OutputRef, WorkingMemory
 from core.models import LocalModel, ModelRequest
 from core.models.grammar import build_grammar
 from core.prompt import build_compact_prompt
 from core.turns import TURN_STOPS, TurnGuard, cut_turns
-from extensions.cli import chat, cli_extension
+from extensions.terminal import chat, cli_extension
 
 INVENTED = "Paris is the capital of France.\nuser: and Italy?\nyou: Rome.\nuser: thanks"
 

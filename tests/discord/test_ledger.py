@@ -1,6 +1,6 @@
 """Replies in a queued run follow the run's reply ledger, seen from Discord: a worker (REST only, the real
 discord.py client against the fake Discord) runs the same batch twice with an in-memory ledger standing in for
-the Redis one, as a redelivered batch would. ``tests/redis/test_e2e_idempotent*.py`` does it with Redis."""
+the Redis one, as a redelivered batch would. ``tests/fleet/test_e2e_idempotent*.py`` does it with Redis."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 import core
+from core.entries import InputRef
 from core.errors import ModelError
-from core.logs import InputRef
-from core.redis.ledger import ReplySlot
-from extensions.chat.ledger import REPLY_LEDGER
+from core.fleet.reply_ledger import ReplySlot
+from extensions.chat.exactly_once import REPLY_LEDGER
 from extensions.discord import ChannelArgs, discord_channel
 
 from .conftest import StartBot, World, runtime_of, say

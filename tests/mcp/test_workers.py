@@ -13,9 +13,9 @@ import aiohttp
 from extensions.telegram.definitions import MESSAGE
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fleet.server import RedisServer
 from tests.mcp.support import stdio_config
 from tests.ops.test_distributed import DEADLINE, Process, env_for, processes, redis_server, telegram
-from tests.redis.server import RedisServer
 
 __all__ = ("processes", "redis_server", "telegram")  # fixtures used here
 

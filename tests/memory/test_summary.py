@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from core import ModelError, ModelRequest
-from core.history import RetentionSweeper
-from core.logs import now_ms
+from core.entries import now_ms
 from core.memory import HistoryEntry, SQLiteHistory, Summary
+from core.memory.recording import RetentionSweeper
 from core.summary import LocalSummaryLock
 
 from .long_chat import FACT, brain, chat, long_chat_agent, message_text

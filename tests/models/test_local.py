@@ -91,7 +91,7 @@ async def test_a_prompt_longer_than_the_context_names_llm_context_size(local_mod
 
 
 async def test_the_embedded_model_answers_a_photo_from_its_stand_in_text(local_model: LocalModel) -> None:
-    from core.logs import InputRef
+    from core.entries import InputRef
     from core.media import Attachment, AttachmentKind
 
     requests: list[ModelRequest] = []

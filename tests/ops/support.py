@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from core import Agent, ModelRequest, ModelUsage, ScriptedModel, create_agent
-from extensions.cli import cli_extension
+from extensions.terminal import cli_extension
 
 __all__ = ("REPLY", "CountingModel", "make_agent", "sample")
 

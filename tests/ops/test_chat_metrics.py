@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bots.ops import Ops
 from extensions.chat import ChatMetrics, Ignored
-from extensions.cli import cli_session
+from extensions.terminal import cli_session
 
 from .support import make_agent, sample
 

@@ -20,7 +20,7 @@ from bots.cli import stop_bound
 from bots.models import SCRIPTED_REPLY
 from bots.settings import Settings
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.redis.server import RedisServer, free_port
+from tests.fleet.server import RedisServer, free_port
 
 GROUPS = tuple(f"{name.upper()}_" for name in Settings.model_fields)
 DEADLINE = 60.0

@@ -16,7 +16,7 @@ from bots import metrics
 from bots.ops import Ops, model_check, serve
 from core import ScriptedModel
 from core.errors import ConfigError
-from extensions.cli import cli_session
+from extensions.terminal import cli_session
 
 from .support import REPLY, CountingModel, make_agent, sample
 

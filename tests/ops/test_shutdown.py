@@ -10,7 +10,7 @@ import pytest
 
 from bots.cli import _bounded, _Stop
 from core import ScriptedModel
-from extensions.cli import cli_session
+from extensions.terminal import cli_session
 
 from .support import REPLY, make_agent
 

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bots.ops import Ops, serve
 from core import Price
 from core.usage import day_of
-from extensions.cli import cli_session
+from extensions.terminal import cli_session
 
 from .support import REPLY, CountingModel, make_agent, sample
 from .test_endpoints import get

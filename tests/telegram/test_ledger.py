@@ -1,6 +1,6 @@
 """Replies in a queued run follow the run's reply ledger, seen from Telegram: a worker (send only, the real
 python-telegram-bot client against the fake Bot API) runs the same batch twice with an in-memory ledger standing
-in for the Redis one, as a redelivered batch would. ``tests/redis/test_e2e_idempotent*.py`` does it with Redis."""
+in for the Redis one, as a redelivered batch would. ``tests/fleet/test_e2e_idempotent*.py`` does it with Redis."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from core import Agent, ScriptedModel
+from core.entries import InputRef
 from core.errors import ModelError
-from core.logs import InputRef
 from core.media import Attachment, AttachmentKind, OpenAITranscriber
-from extensions.chat.ledger import REPLY_LEDGER, Uncertain
+from extensions.chat.exactly_once import REPLY_LEDGER, Uncertain
 from extensions.telegram import ChatArgs, get_runtime, telegram_chat
 from tests.discord.test_ledger import MemoryLedger
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -1,0 +1,41 @@
+"""The Redis + arq dispatcher: per-context inboxes, one run per context across any number of
+workers, leases with fencing tokens, crash redelivery, idempotent replies, and a Redis memory store.
+
+Needs the ``redis`` extra (``arq``, ``redis``); nothing outside this package imports them.
+"""
+
+from .arq_worker import QueueWorker
+from .backend import RedisBackend
+from .dispatcher import RedisDispatcher
+from .drain import Drainer, DrainStats
+from .limit_store import RedisLimitStore
+from .lock import PlatformLock
+from .memory_store import RedisMemoryStore
+from .options import QueueConfig, redact_url
+from .reply_ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
+from .shard_leases import IdentifySlots, ShardLeases
+from .summary_lock import RedisSummaryLock
+from .usage_store import RedisUsage
+
+__all__ = (
+    "REPLY_LEDGER",
+    "DrainStats",
+    "Drainer",
+    "IdentifySlots",
+    "LeaseLostError",
+    "PlatformLock",
+    "QueueConfig",
+    "QueueWorker",
+    "RedisBackend",
+    "RedisDispatcher",
+    "RedisLimitStore",
+    "RedisMemoryStore",
+    "RedisReplyLedger",
+    "RedisSummaryLock",
+    "RedisUsage",
+    "ReplayModel",
+    "ReplyLedger",
+    "ReplySlot",
+    "ShardLeases",
+    "redact_url",
+)

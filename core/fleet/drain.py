@@ -1,0 +1,359 @@
+"""The drain job: what a worker does for one context it was given.
+
+claim (take the lease only if this job is the scheduled one) and take a batch (an unacknowledged one
+first: crash redelivery), in one script -> ``agent.run`` -> fenced ack together with the memory writes
+and the next take, again in one script -> ... -> release when the inbox is empty, or hand off after
+``handoff_batches`` so a busy channel cannot hold a worker slot. A renewal task keeps the lease; losing
+it cancels the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..entries import InputRef
+from ..errors import DispatchError
+from .backend import RedisBackend
+from .reply_ledger import REPLY_LEDGER, RedisReplyLedger
+from .scope import Lease, RunScope
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ("MEMORY_KINDS", "DrainStats", "Drainer")
+
+log = logging.getLogger("core.fleet.drain")
+
+MEMORY_KINDS = ("context", "working", "statelog", "settings")
+"""The memory-store kinds ``agent.load_state`` reads: fetched with each batch, in the same script (the chat's
+settings too: written by the gateway's commands, read at the start of each batch as a separate read would be)."""
+
+
+@dataclass(kw_only=True)
+class DrainStats:
+    """Counters of one worker process."""
+
+    jobs: int = 0
+    """Drain jobs started."""
+    batches: int = 0
+    """Batches acknowledged."""
+    inputs: int = 0
+    """Inputs in acknowledged batches."""
+    redelivered: int = 0
+    """Batches run again after an earlier attempt did not finish."""
+    lost: int = 0
+    """Leases lost (this worker was too slow, paused or cut off; another worker took over)."""
+    failed: int = 0
+    """Runs that raised (their batch is delivered again, up to ``max_attempts``)."""
+    dead: int = 0
+    """Batches moved to the dead-letter list."""
+
+
+class Drainer:
+    """Runs drain jobs for ``agent`` (one per context at a time, cluster-wide)."""
+
+    def __init__(self, agent: Agent, backend: RedisBackend) -> None:
+        self.agent = agent
+        """The agent whose contexts are run."""
+        self.backend = backend
+        """The connection."""
+        self.config = backend.config
+        self.stopping = False
+        """Set when the worker stops: running jobs hand their context back after the current batch."""
+        self.stats = DrainStats()
+        """Counters."""
+        self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
+        self.cleaned: set[str] = set()
+        """Drain jobs that ended with their arq keys already dropped by our scripts (the worker skips
+        arq's own clean-up round trip for them)."""
+
+    # -- the job ---------------------------------------------------------------------------------------
+
+    async def drain(self, ctx: dict[str, Any], cid: str) -> str:
+        """The arq job function. Returns what happened: ``released``, ``handed_off``, ``lost``,
+        ``stale`` (another job is responsible now) or ``held`` (another worker runs this job)."""
+        job_id = str(ctx["job_id"])
+        self.stats.jobs += 1
+        lease = Lease(
+            cid=cid,
+            token="",
+            job_id=job_id,
+            owner=f"{job_id}#{uuid.uuid4().hex[:12]}",
+            seconds=self.config.lease_seconds,
+        )
+        lease.on_lost = lambda: self._lose(lease)
+        first = await self.claim(lease)
+        if first[0] in ("stale", "held"):
+            log.debug("drain job %s for %s: %s", job_id, cid, first[0])
+            self.cleaned.add(job_id)
+            return str(first[0])
+        me = asyncio.current_task()
+        assert me is not None
+        previous = self._local.get(cid)
+        self._local[cid] = (me, lease)
+        try:
+            if previous is not None and not previous[0].done():
+                previous[1].lost = True  # a job of ours that lost the lease is still winding down
+                self.agent.cancel_run(cid)
+                await asyncio.wait({previous[0]})
+            status = await self._batches(lease, first)
+            if status in ("released", "handed_off"):
+                self.cleaned.add(job_id)
+            return status
+        finally:
+            lease.ended = True
+            if self._local.get(cid, (None,))[0] is me:
+                del self._local[cid]
+
+    async def claim(self, lease: Lease) -> list[Any]:
+        """Claim the context for ``lease.job_id`` and take its first batch (one script)."""
+        result = await self._step(lease, None, "take")
+        if result[0] not in ("stale", "held"):
+            lease.token = str(result[1])
+        return result
+
+    async def renew_forever(self) -> None:
+        """Renew the leases of every context running here, all in one round trip, every
+        ``renew_interval`` seconds; a lease that cannot be renewed is lost and its run cancelled.
+        ``QueueWorker`` runs this next to the arq loop."""
+        while True:
+            await asyncio.sleep(self.config.renew_interval)
+            await self.renew_once()
+
+    async def renew_once(self) -> None:
+        """One round of renewals."""
+        leases = [lease for _, lease in self._local.values() if not lease.lost and not lease.ended and lease.token]
+        if not leases:
+            return
+        b = self.backend
+        sent = time.monotonic()
+
+        async def renew_all() -> list[Any]:
+            pipe = b.client.pipeline(transaction=False)
+            for lease in leases:
+                ck = b.keys.context(lease.cid)
+                await b.renew(
+                    keys=[ck.lease, b.keys.active], args=[lease.token, self.config.lease_ms, lease.cid], client=pipe
+                )
+            results: list[Any] = await pipe.execute()
+            return results
+
+        deadline = min(lease.deadline for lease in leases)
+        try:
+            results = await b.run(renew_all, what="renewing leases", retry_for=max(0.0, deadline - sent))
+        except DispatchError as exc:
+            now = time.monotonic()
+            for lease in leases:
+                if now >= lease.deadline and not lease.ended:
+                    log.warning("cannot renew the lease on %s: %s", lease.cid, exc)
+                    self._lose(lease)
+            return
+        for lease, ok in zip(leases, results, strict=True):
+            if ok:
+                lease.extended(sent)
+            elif not lease.ended:  # (a lease released while this renewal was on its way is not lost)
+                self._lose(lease)
+
+    def _lose(self, lease: Lease) -> None:
+        if lease.lost:
+            return
+        lease.lost = True
+        self.stats.lost += 1
+        log.warning("lease on %s lost: cancelling its run; another worker takes the batch over", lease.cid)
+        holder = self._local.get(lease.cid)
+        if holder is not None and holder[1] is lease:
+            self.agent.cancel_run(lease.cid)
+
+    # -- batches ---------------------------------------------------------------------------------------
+
+    async def _batches(self, lease: Lease, result: list[Any]) -> str:
+        done = 0
+        while True:
+            status = str(result[0])
+            if status == "stale":
+                self._lose(lease)
+                return "lost"
+            if result[5]:
+                self.stats.dead += 1
+                log.error(
+                    "batch %s of %s failed %d times: moved to %s",
+                    result[5],
+                    lease.cid,
+                    self.config.max_attempts,
+                    self.backend.keys.dead,
+                )
+            if status != "batch":
+                return status
+            scope = RunScope(
+                backend=self.backend,
+                keys=self.backend.keys.context(lease.cid),
+                lease=lease,
+                batch_id=str(result[2]),
+                attempt=int(result[3]),
+            )
+            for kind, value in zip(MEMORY_KINDS, result[7:], strict=False):
+                scope.loaded[scope.keys.memory(kind)] = value
+            entries = json.loads(result[4])
+            if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
+                self.stats.redelivered += 1
+                scope.cache = await self._ledger(scope)
+            try:
+                ok = await self._run(scope, entries)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                await self._close(scope, acknowledged=False)
+                if lease.lost and task is not None and not task.cancelling():
+                    return "lost"  # the renewer cancelled the run
+                self.agent.cancel_run(lease.cid)
+                await self._hand_back(lease)
+                raise
+            if lease.lost:
+                await self._close(scope, acknowledged=False)
+                return "lost"
+            acked: RunScope | None = None
+            if ok:
+                acked = scope
+                done += 1
+            else:
+                self.stats.failed += 1
+                await self._close(scope, acknowledged=False)  # the batch comes again: it must know what was posted
+                await asyncio.sleep(min(1.0, 0.1 * scope.attempt))
+            handoff = acked is not None and (done >= self.config.handoff_batches or self.stopping)
+            try:
+                result = await self._step(lease, acked, "handoff" if handoff else "take")
+            except DispatchError as exc:
+                log.warning("giving %s up: %s", lease.cid, exc)
+                if acked is not None:
+                    await self._close(acked, acknowledged=False)
+                self._lose(lease)
+                return "lost"
+            if acked is not None:
+                await self._close(acked, acknowledged=result[0] != "stale")
+                if result[0] != "stale":
+                    self.stats.batches += 1
+                    self.stats.inputs += len(entries)
+
+    async def _ledger(self, scope: RunScope) -> dict[str, str]:
+        client = self.backend.client
+        cache: dict[str, str] = await self.backend.run(
+            lambda: client.hgetall(scope.ledger_key), what=f"reading the ledger of {scope.keys.cid}"
+        )
+        return cache
+
+    async def _run(self, scope: RunScope, entries: list[dict[str, Any]]) -> bool:
+        last = entries[-1]
+        context = self.agent.contexts.get(last["c"])
+        if context is None:
+            log.error(
+                "context type %r of %s is not defined in this worker: run the same bot version in gateway and workers",
+                last["c"],
+                scope.keys.cid,
+            )
+            return False
+        try:
+            args = context.schema.validate(last["a"])
+            inputs = [InputRef.model_validate(entry["i"]) for entry in entries]
+        except Exception:
+            log.exception("undecodable batch %s of %s", scope.batch_id, scope.keys.cid)
+            return False
+        options = {
+            "batch_id": f"{scope.keys.cid}#{scope.batch_id}",
+            "attempt": scope.attempt,
+            "enqueued_at": [entry.get("t") for entry in entries],
+            REPLY_LEDGER: RedisReplyLedger(scope),
+        }
+        token = scope.enter()
+        try:
+            await self.agent.run(context, args, inputs, options=options)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("run of %s (batch %s, attempt %d) failed", scope.keys.cid, scope.batch_id, scope.attempt)
+            return False
+        finally:
+            RunScope.exit(token)
+        return True
+
+    async def _step(self, lease: Lease, acked: RunScope | None, mode: str) -> list[Any]:
+        b, cfg = self.backend, self.config
+        keys = b.keys
+        ck = keys.context(lease.cid)
+        if mode == "take":  # schedules nothing: no new job needed
+            job_id, job_key, payload = "", ck.base + "nojob", ""
+        else:
+            job_id, job_key, payload = b.new_job(lease.cid)
+        writes = list(acked.staged.items()) if acked is not None else []
+        reads = [ck.memory(kind) for kind in MEMORY_KINDS] if mode == "take" else []
+        args: list[Any] = [
+            lease.token,
+            lease.cid,
+            acked.batch_id if acked is not None else "",
+            mode,
+            cfg.batch_size,
+            cfg.lease_ms,
+            cfg.max_attempts,
+            job_id,
+            payload,
+            b.job_ttl_ms,
+            cfg.claim_check_ms,
+            lease.job_id,
+            lease.owner,
+            len(writes),
+            len(reads),
+        ]
+        for _, value in writes:
+            args.extend(("s", value) if value is not None else ("d", ""))
+        sent = time.monotonic()
+        result: list[Any] = await b.call(
+            b.step,
+            [
+                ck.lease,
+                ck.batch,
+                ck.inbox,
+                ck.meta,
+                keys.queue,
+                keys.active,
+                keys.dead,
+                acked.ledger_key if acked is not None else ck.ledger("-"),
+                job_key,
+                keys.arq_job(lease.job_id),
+                keys.arq_retry(lease.job_id),
+                *(key for key, _ in writes),
+                *reads,
+            ],
+            args,
+            what=f"{'acknowledging and ' if acked else ''}taking a batch of {lease.cid}",
+            retry_for=max(0.0, lease.deadline - sent) if lease.token else None,
+        )
+        if result[0] == "batch":
+            lease.extended(sent)
+        elif lease.token and result[0] in ("released", "handed_off"):
+            lease.ended = True  # the lease is gone with it: nothing to renew any more
+        return result
+
+    async def _close(self, scope: RunScope, *, acknowledged: bool) -> None:
+        """End an attempt; if it was not acknowledged, write its posted marks (best effort)."""
+        try:
+            async with asyncio.timeout(self.config.op_timeout):
+                await asyncio.shield(scope.close(acknowledged=acknowledged))
+        except (DispatchError, TimeoutError, asyncio.CancelledError) as exc:
+            log.warning("could not record posted replies of %s (%s): a retry may post them again", scope.keys.cid, exc)
+
+    async def _hand_back(self, lease: Lease) -> None:
+        """The worker is stopping and cancelled the run: give the context (and its unacknowledged
+        batch) back to the queue at once instead of waiting for the lease to expire."""
+        if lease.lost:
+            return
+        try:
+            async with asyncio.timeout(self.config.op_timeout):
+                await asyncio.shield(self._step(lease, None, "handback"))
+        except (DispatchError, TimeoutError, asyncio.CancelledError) as exc:
+            log.warning("could not hand %s back (%s); it is taken over when its lease expires", lease.cid, exc)
+        else:
+            log.info("handed %s back to the queue", lease.cid)

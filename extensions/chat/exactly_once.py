@@ -1,0 +1,241 @@
+"""Replies posted exactly once when a queue runs the conversation, written once for both chat adapters.
+
+A queued run (``core.fleet``) offers a reply ledger in ``state.options["reply_ledger"]``: a reply is stored,
+keyed by the batch it answers, before anything of it is shown, and each message posted for it is recorded.
+A batch run again after a crash finds what the earlier attempt did: a reply that was delivered is skipped,
+messages that were posted are reused (edited to the final text) instead of posted again, and the model's
+answer is replayed instead of asked for again. ``ReplyRecord`` is that protocol for one reply; ``LiveReply``
+(``stream.py``) follows it whenever it has a record, so both the streamed and the posted-at-once delivery of
+both adapters go through it. Outside a queued run (the embedded mode) there is no ledger and no record.
+
+A streamed reply takes two ledger entries: the first (``open``) before its first message is shown, where its
+messages are recorded while it is written, so a crash in the middle leaves them to the next attempt; the
+second (``close``) when the answer is complete, which also stores the model's answer up to the end of this
+reply, so a retried batch replays it. A reply posted at once takes only the second. Every attempt at a batch
+takes the same entries in the same order (the ledger numbers them), given the same settings.
+
+On Discord each message also carries a nonce derived from the entry's stable key (with ``enforce_nonce``),
+which closes the one window the ledger leaves: a crash after a post and before its record was written.
+Telegram has no such key, so there the record also writes the intent to post a message before the request
+(``intend``), and its id the moment the answer arrives: after a crash, a post whose intent is recorded and
+whose answer is not is the one case left uncertain (it may or may not be shown). ``Uncertain`` says what to
+do then: post it again (a possible duplicate) or take it as shown (a possible gap).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from core.errors import DispatchError
+
+if TYPE_CHECKING:
+    from core.definitions import ContextState
+    from core.fleet.reply_ledger import ReplyLedger, ReplySlot
+
+__all__ = ("REPLY_LEDGER", "UNKNOWN_ID", "ReplyRecord", "Uncertain", "may_post", "post_once")
+
+log = logging.getLogger("extensions.chat")
+
+REPLY_LEDGER = "reply_ledger"
+"""The ``state.options`` key of a queued run's ledger (``core.fleet.REPLY_LEDGER``; ``core.fleet`` itself
+needs the ``redis`` extra, so the name is repeated here and a test keeps the two equal)."""
+
+
+UNKNOWN_ID = "?"
+"""The recorded id of a message taken as shown without its id (``Uncertain.SKIP``): never edited or deleted."""
+
+
+class Uncertain(enum.StrEnum):
+    """What a retried batch does with a post an earlier attempt sent and died before hearing back about
+    (``TELEGRAM_UNCERTAIN_REPLIES``)."""
+
+    RESEND = "resend"
+    """Post it again: nothing is lost; if the first request did reach the platform, it is shown twice."""
+    SKIP = "skip"
+    """Take it as shown: nothing is shown twice; if the first request never reached the platform, that
+    message is missing. (A post that showed only the first words of an answer being streamed is not left
+    as the answer: the final text is posted after it, since that post cannot be edited without its id.)"""
+
+
+def may_post(state: ContextState) -> bool:
+    """Whether a run may still write to its conversation: always in the embedded mode; in a queued run only
+    while the worker holds the conversation (a worker whose lease is lost leaves notices to the one that took
+    the conversation over). For what does not go through a ``ReplyRecord``, such as a failure notice."""
+    ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
+    return ledger is None or ledger.valid
+
+
+async def post_once(state: ContextState, what: str, text: str, post: Callable[[], Awaitable[Sequence[Any]]]) -> bool:
+    """Post something that is not an answer (the quote of a voice message) at most once per batch, for
+    platforms without an idempotency key (Telegram). In a queued run it takes a ledger entry as a reply does:
+    a batch run again after a crash finds it posted, or in doubt (its intent recorded, its outcome not), and
+    posts nothing, since a notice shown twice is worse than one missing. ``post`` returns the posted messages'
+    ids. Returns whether it posted. Raises what ``post`` raises, and the ledger's ``DispatchError`` once this
+    worker no longer answers the batch."""
+    ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
+    if ledger is None:
+        await post()
+        return True
+    slot = await ledger.begin(what, text)
+    if slot.done or slot.pending is not None:
+        log.info("%s %s was posted (or tried) by an earlier attempt: not posted again", what, slot.key)
+        return False
+    slot.pending, slot.pending_text = 0, text
+    await ledger.posted(slot, None, done=False)
+    ids = await post()
+    slot.pending = None
+    slot.message_ids = [str(i) for i in ids]
+    await ledger.posted(slot, None, done=True)
+    return True
+
+
+class ReplyRecord:
+    """One reply's entries in the ledger of the batch being answered."""
+
+    def __init__(
+        self,
+        ledger: ReplyLedger,
+        output_type: str,
+        *,
+        streamed: bool,
+        uncertain: Uncertain | None = None,
+        on_uncertain: Callable[[Uncertain], None] | None = None,
+    ) -> None:
+        self.ledger = ledger
+        """The run's ledger."""
+        self.output_type = output_type
+        """The output being delivered (``discord:message``)."""
+        self.streamed = streamed
+        """The adapter streams replies: the reply takes an entry before it is shown (``open``)."""
+        self.done = False
+        """An attempt (this one or an earlier one) delivered the whole reply: show nothing more."""
+        self.message_ids: list[str] = []
+        """The platform ids of the reply's messages, as last recorded (an earlier attempt's, once begun)."""
+        self.content = ""
+        """The text those messages were recorded with."""
+        self.shown: list[str] = []
+        """What each of those messages showed when it was last recorded (an edit after that is not recorded)."""
+        self.uncertain = uncertain
+        """Record the intent before each post and resolve an uncertain one this way (None: the platform
+        dedupes posts itself, as Discord does with the nonce: no intent is recorded)."""
+        self.on_uncertain = on_uncertain
+        """Told each time an uncertain post is resolved (for the metrics)."""
+        self.pending: int | None = None
+        """The message an earlier attempt sent a post for and did not hear back about (its index), until
+        ``resolve_uncertain`` takes it."""
+        self.pending_text = ""
+        """The text that post carried."""
+        self._live: ReplySlot | None = None
+        self._final: ReplySlot | None = None
+        self._posts = 0
+
+    @classmethod
+    def of(cls, state: ContextState, output_type: str, *, streamed: bool) -> ReplyRecord | None:
+        """The record for a reply in the run of ``state``; None outside a queued run."""
+        ledger = state.options.get(REPLY_LEDGER)
+        return None if ledger is None else cls(ledger, output_type, streamed=streamed)
+
+    @property
+    def opened(self) -> bool:
+        """The reply has its first entry (nothing may be shown before)."""
+        return self._live is not None or self._final is not None
+
+    async def open(self, text: str) -> None:
+        """Before anything of a streamed reply is shown: take (or find) its first entry. Raises the ledger's
+        ``DispatchError`` (``LeaseLostError``) when this worker no longer answers the batch: show nothing."""
+        if self.opened:
+            return
+        if not self.streamed:
+            await self.close(text)
+            return
+        self._live = await self.ledger.begin(self.output_type, text)
+        self._absorb(self._live)
+
+    async def close(self, text: str) -> None:
+        """The answer is complete: take (or find) its last entry, storing ``text`` with it."""
+        if self._final is not None:
+            return
+        if self.streamed and self._live is None:
+            await self.open(text)
+        self._final = await self.ledger.begin(self.output_type, text)
+        self._absorb(self._final)
+
+    def _absorb(self, slot: ReplySlot) -> None:
+        """Take over what an earlier attempt recorded in ``slot``."""
+        if not (slot.done or slot.message_ids or slot.uncertain):
+            return
+        if slot.uncertain and not slot.done and self.uncertain is not None:
+            self.pending = slot.pending
+            self.pending_text = slot.pending_text
+        self.done = self.done or slot.done
+        self.message_ids = list(slot.message_ids)
+        self.content = slot.content
+        self.shown = list(slot.shown)
+        self._posts = max(self._posts, len(self.message_ids))
+        log.info(
+            "reply %s was %s by an earlier attempt (%d messages)",
+            slot.key,
+            "delivered" if slot.done else "begun",
+            len(slot.message_ids),
+        )
+
+    def resolve_uncertain(self) -> Uncertain | None:
+        """Once: how to treat the post an earlier attempt left uncertain (None if there is none)."""
+        if self.pending is None or self.done or self.uncertain is None:
+            return None
+        self.pending = None
+        if self.on_uncertain is not None:
+            self.on_uncertain(self.uncertain)
+        log.warning(
+            "an earlier attempt sent a post for a reply and died before it heard back: %s",
+            "posting it again (it may be shown twice)" if self.uncertain is Uncertain.RESEND else "taking it as shown",
+        )
+        return self.uncertain
+
+    async def intend(self, index: int, text: str) -> None:
+        """Before posting message ``index`` of the reply (showing ``text``): record the intent (written at
+        once), so a crash before the answer is recorded leaves the post marked uncertain rather than unsent."""
+        if self.uncertain is None:
+            return
+        for slot in (self._live, self._final):
+            if slot is not None:
+                slot.pending = index
+                slot.pending_text = text
+                await self.ledger.posted(slot, None, done=False)
+
+    def check(self) -> None:
+        """Before each post, edit or delete: raise ``DispatchError`` once this worker may no longer show
+        anything for the batch (its lease is lost or may have expired; the worker that took the conversation
+        over answers it). Beginning an entry is checked by the ledger itself, in Redis."""
+        if not self.ledger.valid:
+            raise DispatchError(
+                "this worker no longer answers the conversation (its lease was lost or may have expired): "
+                "the reply is left to the worker that took it over"
+            )
+
+    def next_key(self) -> str:
+        """A key for the next message posted, the same in every attempt at the batch (Discord's nonce)."""
+        slot = self._live or self._final
+        if slot is None:
+            raise RuntimeError("ReplyRecord.next_key() before open() or close(): nothing may be posted yet")
+        key = slot.part_nonce(self._posts)
+        self._posts += 1
+        return key
+
+    async def note(self, handles: Sequence[Any], shown: Sequence[str], *, text: str, done: bool) -> None:
+        """Record the reply's messages as they are now: their handles, what each shows, and the text received
+        so far (``done``: the final text is shown in all of them)."""
+        self.message_ids = [UNKNOWN_ID if h is None else str(h) for h in handles]
+        self.shown = list(shown)
+        self.content = text
+        self.done = done
+        for slot in (self._live, self._final):
+            if slot is not None:
+                slot.pending = None
+                slot.message_ids = list(self.message_ids)
+                slot.shown = list(self.shown)
+                slot.content = text
+                await self.ledger.posted(slot, None, done=done)

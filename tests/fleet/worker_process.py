@@ -1,0 +1,89 @@
+"""Queue worker processes that a test module runs from itself (``python -m tests.fleet.<test module>``), so
+that a test can kill one with ``kill -9``: the process side (``worker_arguments``, ``run``, ``serve``) and the
+test side (``Spawned``, ``kill``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from core import create_agent
+from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+
+from .conftest import ROOT
+
+__all__ = ("Spawned", "kill", "run", "serve", "worker_arguments")
+
+# -- in the worker process -------------------------------------------------------------------------------
+
+
+def worker_arguments() -> argparse.ArgumentParser:
+    """The arguments every such worker takes (a module adds its own): ``--url`` of the redis-server,
+    ``--api-url`` and ``--token`` of the fake platform."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", required=True)
+    p.add_argument("--api-url", required=True)
+    p.add_argument("--token", default="")
+    return p
+
+
+def run(work: Callable[[argparse.Namespace], Awaitable[None]], parser: argparse.ArgumentParser, *, level: str) -> None:
+    """Log at ``level`` to stderr, each line with its time and pid, and run ``work`` with the arguments."""
+    logging.basicConfig(level=level, format="%(asctime)s %(process)d %(name)s %(message)s")
+    asyncio.run(work(parser.parse_args()))
+
+
+async def serve(backend: RedisBackend, **agent: Any) -> None:
+    """Run ``create_agent(**agent)`` (Redis its dispatcher and memory) as a queue worker on ``backend`` until
+    it is stopped (SIGTERM); ``backend`` is closed after."""
+    worker = QueueWorker(
+        create_agent(dispatcher=RedisDispatcher(backend), memory=RedisMemoryStore(backend), **agent), backend
+    )
+    try:
+        await worker.run()
+    finally:
+        await backend.close()
+
+
+# -- in the test -----------------------------------------------------------------------------------------
+
+
+class Spawned:
+    """The processes a test started from the repository's root, each writing its output to
+    ``<name>-<n>.log`` in ``folder`` (``n``: its place among them all)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, name: str, args: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        with (self.folder / f"{name}-{len(self.procs)}.log").open("wb") as log:
+            proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        """SIGTERM to those still running; SIGKILL to any still there 20 s later."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def kill(proc: subprocess.Popen[bytes]) -> float:
+    """``kill -9`` ``proc`` and wait for it; returns when (``time.monotonic()``)."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return time.monotonic()

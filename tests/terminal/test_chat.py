@@ -1,0 +1,39 @@
+"""The terminal chat prints replies as they stream, handles commands, and survives model errors."""
+
+from __future__ import annotations
+
+from core import InMemoryStore, ModelError, ScriptedModel, create_agent
+from extensions.terminal import chat, cli_extension
+
+
+def _io(lines: list[str]) -> tuple[object, list[str]]:
+    queue = list(lines)
+    written: list[str] = []
+
+    async def read_line() -> str | None:
+        return queue.pop(0) if queue else None
+
+    return read_line, written
+
+
+async def test_chat_streams_replies_and_handles_commands() -> None:
+    model = ScriptedModel(
+        [
+            '<response><reasoning>hi</reasoning><output type="cli:message">Hello, Ada!</output></response>',
+            ModelError("provider down"),
+            '<response><output type="cli:message">Back again.</output></response>',
+        ],
+        chunk_size=3,
+    )
+    agent = create_agent(model=model, extensions=[cli_extension()], memory=InMemoryStore())
+    read_line, written = _io(["hi", "", "/help", "are you there?", "/reset", "still?", "/quit", "never read"])
+    async with agent:
+        await chat(agent, read_line=read_line, write=written.append, bot_name="bot")  # type: ignore[arg-type]
+    out = "".join(written)
+    assert "bot> Hello, Ada!\n" in out
+    assert written.count("Hello, Ada!") == 0, "the reply arrived in pieces, as it streamed"
+    assert "[error] provider down" in out
+    assert "(conversation forgotten)" in out
+    assert "bot> Back again." in out
+    assert len(model.requests) == 3
+    assert "are you there?" not in model.requests[2].prompt, "/reset forgot the conversation"
