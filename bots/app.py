@@ -229,19 +229,19 @@ def build_agent(
         limiter=build_limiter(settings, limit_store),
         **options,
     )
-    agent.services.append(service(name="model", stop=lambda _agent: close_model(chosen_model)))
+    agent.add_service(service(name="model", stop=lambda _agent: close_model(chosen_model)))
     summary_model = policy.model
     if summary_model is not None:
-        agent.services.append(service(name="summary-model", stop=lambda _agent: close_model(summary_model)))
+        agent.add_service(service(name="summary-model", stop=lambda _agent: close_model(summary_model)))
     opener = getattr(history, "start", None)
     if opener is not None:  # PostgreSQL: migrations at start (a database down is reported, not fatal)
-        agent.services.append(service(name="history", start=lambda _agent: _open_history(opener)))
+        agent.add_service(service(name="history", start=lambda _agent: _open_history(opener)))
     if history is not None and settings.bot.history_retention_days > 0:
         sweeper = RetentionSweeper(history, days=settings.bot.history_retention_days)
-        agent.services.append(service(name="history-retention", start=sweeper.start, stop=sweeper.stop))
+        agent.add_service(service(name="history-retention", start=sweeper.start, stop=sweeper.stop))
     transcriber = media.transcriber
     if isinstance(transcriber, OpenAITranscriber):
-        agent.services.append(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
+        agent.add_service(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
         ctx.max_working_memory = min(settings.bot.history, ctx.keep_logs)

@@ -242,7 +242,7 @@ async def _listen(
         def manage(agent: Agent) -> None:  # the runtime is bound at install, before the services start
             cast("DiscordRuntime", get_runtime(agent)).manage_shards(identify=identify)
 
-        agent.services.insert(0, service(name="discord-shard-leases", start=manage))
+        agent.add_service(service(name="discord-shard-leases", start=manage), first=True)
     ops.attach(agent, check_model=False)
     failure: BaseException | None = None
     shards: asyncio.Task[None] | None = None

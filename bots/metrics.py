@@ -3,8 +3,8 @@
 Everything is registered on prometheus-client's default registry, next to its process and GC collectors.
 Three ways to count:
 
-- the agent's own hooks: ``Ops.attach(agent)`` (``bots.ops``) adds ``observe`` to ``agent.observers`` and a
-  ``RunTracker`` to ``agent.event_listeners``, which count runs, model calls, replies and tokens;
+- the agent's own hooks: ``Ops.attach(agent)`` (``bots.ops``) adds ``observe`` with ``agent.add_observer`` and a
+  ``RunTracker`` with ``agent.add_event_listener``, which count runs, model calls, replies and tokens;
 - extensions report through the agent, so they never import ``bots``: ``agent.observe(kind, context_id,
   value)`` with a kind of ``KINDS`` (``agent.observe("message_received", "discord:channel:42")``); the
   chat adapters do it through ``extensions.chat.ChatMetrics``, whose ``Ignored`` lists the reasons;
@@ -269,7 +269,7 @@ class RunTracker:
         self._failed: set[str] = set()
 
     def __call__(self, kind: str, context_id: str, value: float) -> None:
-        """The observer: ``agent.observers.append(tracker)``."""
+        """The observer: ``agent.add_observer(tracker)``."""
         if kind == "output":
             self._replied.add(context_id)
         elif kind == "run_seconds":
@@ -292,8 +292,8 @@ class RunTracker:
     def install(self, agent: Agent) -> None:
         """Hook into ``agent``'s observers and event listeners."""
         self.model = self.model or getattr(agent.model, "name", "") or "model"
-        agent.observers.append(self)
-        agent.event_listeners.append(self.on_event)
+        agent.add_observer(self)
+        agent.add_event_listener(self.on_event)
         for platform in {platform_of(t) for t in agent.contexts}:  # series at 0, so rate() works from the start
             for metric in (MESSAGES_RECEIVED, MESSAGES_ANSWERED, MESSAGES_FAILED, RUN_SECONDS, REPLY_SECONDS):
                 metric.labels(platform=platform)

@@ -29,7 +29,7 @@ from .entries import InputRef, Log, WorkingMemory
 from .errors import DefinitionError, RunError
 from .events import RunEvent, RunEventType
 from .limits import Limiter
-from .media.reader import MediaReader, attachment_outcome
+from .media.reader import Fetcher, MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .memory.recording import history_entries
 from .models.base import Model
@@ -126,7 +126,7 @@ class Agent:
         """Seconds an output handler may take."""
         self.stop_timeout = stop_timeout
         """Seconds ``stop()`` waits for running runs before cancelling them."""
-        self.state_cache = 0 if getattr(self.dispatcher, "distributed", False) else state_cache
+        self.state_cache = 0 if self.dispatcher.distributed else state_cache
         """How many contexts' working memories stay loaded between runs (0 when other processes share the
         memory store, as Redis workers do)."""
         self._wm_cache: OrderedDict[str, WorkingMemory] = OrderedDict()
@@ -320,6 +320,71 @@ class Agent:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    # -- what extensions register ---------------------------------------------------------------------
+    # The declared surface an extension, a service or a dispatcher uses to plug into the agent: each call
+    # returns a function that takes the registration back. Nothing outside core mutates the containers.
+
+    @property
+    def distributed(self) -> bool:
+        """True when a queue shared with other processes runs the contexts (``Dispatcher.distributed``)."""
+        return self.dispatcher.distributed
+
+    def add_readiness(self, name: str, check: Callable[[], Any]) -> Callable[[], None]:
+        """Register the readiness check ``name`` (``/readyz``): it returns (or awaits to) ``True``/``None``
+        when ready, ``False`` or a reason string when not, or raises; a ``Degraded`` reason is reported while
+        the process stays ready. A second check of the same name replaces the first."""
+        self.readiness[name] = check
+
+        def remove() -> None:
+            if self.readiness.get(name) is check:
+                del self.readiness[name]
+
+        return remove
+
+    def add_observer(self, observer: Observer) -> Callable[[], None]:
+        """Have ``observer(kind, context_id, value)`` see what the agent measures (metrics)."""
+        if observer not in self.observers:
+            self.observers.append(observer)
+        return lambda: _discard(self.observers, observer)
+
+    def add_event_listener(self, listener: Callable[[RunEvent], Any]) -> Callable[[], None]:
+        """Have ``listener`` see the events of every run in this process (live replies, metrics)."""
+        if listener not in self.event_listeners:
+            self.event_listeners.append(listener)
+        return lambda: _discard(self.event_listeners, listener)
+
+    def add_action_source(self, source: Callable[[ContextState], Iterable[Action]]) -> Callable[[], None]:
+        """Offer the actions ``source`` gives at each step (tools that come and go, such as an MCP server's);
+        a name already taken by a fixed action is skipped."""
+        if source not in self.action_sources:
+            self.action_sources.append(source)
+        return lambda: _discard(self.action_sources, source)
+
+    def add_media_fetcher(self, source: str, fetch: Fetcher) -> Callable[[], None]:
+        """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch`` when a run reads
+        them; a worker reads what a gateway only referenced."""
+        self.media.fetchers[source] = fetch
+
+        def remove() -> None:
+            if self.media.fetchers.get(source) is fetch:
+                del self.media.fetchers[source]
+
+        return remove
+
+    def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:
+        """Start ``svc`` with the agent (before the others when ``first``) and stop it in reverse order.
+        Services added after ``start()`` are only stopped."""
+        if first:
+            self.services.insert(0, svc)
+        else:
+            self.services.append(svc)
+        return lambda: _discard(self.services, svc)
+
+    def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:
+        """Hold chat settings of ``context_id`` (and the conversations that take their settings from it) at
+        the operator's values: the chat cannot change them (``ChatPolicy.pinned``)."""
+        self.chat_policy.pinned.setdefault(context_id, {}).update(pins)
 
     # -- memory ----------------------------------------------------------------------------------------
 
@@ -679,3 +744,8 @@ class _Pending:
 create_agent = Agent
 """Build an agent (the seed's ``createAgent``): the same keyword arguments as ``Agent``. Call
 ``await agent.start()`` (or use ``async with agent:``) before sending to it."""
+
+
+def _discard(items: list[Any], item: Any) -> None:
+    with contextlib.suppress(ValueError):
+        items.remove(item)

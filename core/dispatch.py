@@ -22,6 +22,10 @@ __all__ = ("Dispatcher", "InProcessDispatcher")
 class Dispatcher(Protocol):
     """Takes inputs from ``agent.send`` and gets them run."""
 
+    distributed: bool
+    """True when a queue shared with other processes runs the contexts: no state is cached between runs,
+    and the platform adapters hand inputs over rather than answer them in this process."""
+
     async def start(self, agent: Agent) -> None:
         """Prepare (connect, start background work)."""
         ...
@@ -40,6 +44,8 @@ class Dispatcher(Protocol):
 
 class InProcessDispatcher:
     """Runs inputs in this process (one run per context; different contexts in parallel)."""
+
+    distributed = False
 
     def __init__(self, *, dedupe_size: int = 10_000) -> None:
         self._agent: Agent | None = None

@@ -66,7 +66,7 @@ def discord_extension(settings: DiscordSettings, *, listen: bool = True) -> Exte
     def install(agent: Agent) -> None:
         bind_runtime(agent, runtime)
         for channel, pins in settings.channel_settings.items():  # DISCORD_CHANNEL_SETTINGS
-            agent.chat_policy.pinned.setdefault(f"discord:channel:{channel}", {}).update(pins)
+            agent.pin_settings(f"discord:channel:{channel}", pins)
 
     return extension(
         name="discord",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,7 @@ class McpToolset:
         """The ``MCP_*`` settings."""
         self.servers = [McpServer(config, settings) for config in settings.enabled]
         """One per enabled server, in the configured order."""
+        self._unregister: list[Callable[[], None]] = []
 
     def server(self, name: str) -> McpServer:
         """The server called ``name``."""
@@ -61,8 +63,7 @@ class McpToolset:
         """The extension to give ``create_agent``."""
 
         def install(agent: Agent) -> None:
-            if self.actions not in agent.action_sources:
-                agent.action_sources.append(self.actions)
+            agent.add_action_source(self.actions)
 
         return extension(name="mcp", install=install, services=[service(name="mcp", start=self.start, stop=self.stop)])
 
@@ -71,7 +72,7 @@ class McpToolset:
         tools of the servers that came up are offered from the first message; the others keep trying."""
         for server in self.servers:
             if agent is not None:
-                agent.readiness[f"mcp:{server.name}"] = server.readiness
+                self._unregister.append(agent.add_readiness(f"mcp:{server.name}", server.readiness))
             server.start()
         if self.servers:
             async with asyncio.TaskGroup() as tg:
@@ -85,9 +86,8 @@ class McpToolset:
         async with asyncio.TaskGroup() as tg:
             for server in self.servers:
                 tg.create_task(server.stop())
-        if agent is not None:
-            for server in self.servers:
-                agent.readiness.pop(f"mcp:{server.name}", None)
+        while self._unregister:
+            self._unregister.pop()()
 
     async def probe(self) -> list[ServerReport]:
         """Start every server once, see whether it answers initialize, and stop it (``bots config``)."""

@@ -63,7 +63,7 @@ def telegram_extension(settings: TelegramSettings, *, listen: bool = True) -> Ex
     def install(agent: Agent) -> None:
         bind_runtime(agent, runtime)
         for channel, pins in settings.channel_settings.items():  # TELEGRAM_CHANNEL_SETTINGS
-            agent.chat_policy.pinned.setdefault(f"telegram:chat:{channel}", {}).update(pins)
+            agent.pin_settings(f"telegram:chat:{channel}", pins)
 
     return extension(
         name="telegram",
