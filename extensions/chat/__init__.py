@@ -1,8 +1,9 @@
 """What both chat adapters need, written once: splitting, reply rules, dedupe, typing indicators, the quote of
-what was heard in a voice message,
+what was heard in a voice message, a full inbox (the message waits, the chat is told the bot is busy),
 live (streamed) replies, replies posted exactly once in a queued run, the tasks messages are answered in,
 what they report to the metrics, and which runtime serves which agent."""
 
+from .backpressure import Backpressure, Incoming
 from .counters import ChatMetrics, Ignored
 from .dedupe import RecentIds
 from .exactly_once import ReplyRecord, Uncertain
@@ -16,8 +17,10 @@ from .typing_indicator import SharedTyping, keep_typing
 
 __all__ = (
     "Allowlist",
+    "Backpressure",
     "ChatMetrics",
     "Ignored",
+    "Incoming",
     "LiveReplies",
     "LiveReply",
     "MessageSink",

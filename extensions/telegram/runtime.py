@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +58,7 @@ from ..chat import (
     ReplyPolicy,
     SharedTyping,
 )
+from ..chat.backpressure import Backpressure, Incoming
 from ..chat.commands import Caller, ChatCommands
 from ..chat.exactly_once import REPLY_LEDGER, ReplyRecord
 from ..chat.i18n import localized, say
@@ -66,7 +66,7 @@ from ..chat.stream import ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
 from .live import live_reply
-from .poller import STORE_FIRST_BACKOFF, STORE_MAX_BACKOFF, Poller, bootstrap_call, until_stored
+from .poller import Poller, bootstrap_call, until_stored
 from .reply import post_reply
 from .settings import TelegramMode, TelegramSettings
 from .webhook import WEBHOOK_DEADLINE, WebhookServer
@@ -95,14 +95,6 @@ FORGET_DONE = say("forget_done")
 """The answer to ``/forget``."""
 RESET_REFUSED = "Only an administrator of this group can make me forget this conversation."
 """The answer to ``/reset`` or ``/forget`` by a group member who is not a chat administrator nor an admin user."""
-MAX_HELD = 100
-"""Messages of one chat kept waiting for room in its full inbox at most (``REDIS_INBOX_FULL=wait``); more are
-dropped."""
-FULL_MEMO = 0.25
-"""Seconds a chat found with a full inbox is taken as still full (``REDIS_INBOX_FULL=drop``: dropped without
-asking Redis, so a flood costs no round trip per message)."""
-BUSY_NOTICE_EVERY = 60.0
-"""Seconds before a chat whose messages are dropped for a full inbox is told again that the bot is busy."""
 ALLOWED_UPDATES = ("message", "callback_query")
 """The update types the bot asks Telegram for."""
 COMMANDS = (
@@ -205,11 +197,8 @@ class TelegramRuntime:
         self._bot_name = ""
         self._queued = False
         self._poller: Poller | None = None
-        self._held: dict[tuple[int, int | None], asyncio.Task[None]] = {}
-        self._full_wait = 0.0
-        self._full_at: dict[tuple[int, int | None], float] = {}
-        self._held_count: dict[tuple[int, int | None], int] = {}
-        self._busy_told: dict[tuple[int, int | None], float] = {}
+        self.backpressure = Backpressure(tasks=self._tasks)
+        """Messages for a full inbox, waiting for room, and the busy notices (in front of a queue)."""
         self._webhook: WebhookServer | None = None
         self.webhook_deadline = WEBHOOK_DEADLINE
         """Seconds the gateway's webhook server may take to store an update before answering 503."""
@@ -538,9 +527,9 @@ class TelegramRuntime:
         """The one place that decides what gets answered. Embedded: answer in an owned task, returned (the
         poller confirms the update once it ends). In front of a queue (``Poller``, ``WebhookServer``): return
         None only once the update is handled (stored in Redis, answered here, or dropped on purpose): Telegram
-        is told it was received then; a message for a full inbox is handed to ``_hold`` (``REDIS_INBOX_FULL``), so
-        the other chats go on. Without ``retry``, a failure to store (``DispatchError``,
-        ``MemoryStoreError``) is raised."""
+        is told it was received then; a message for a full inbox is kept waiting or dropped with the busy
+        notice by ``extensions.chat.backpressure`` (``REDIS_INBOX_FULL``), so the other chats go on. Without
+        ``retry``, a failure to store (``DispatchError``, ``MemoryStoreError``, a full inbox) is raised."""
         if update.callback_query is not None:
             await self._on_choice(update.callback_query)
             return None
@@ -579,29 +568,21 @@ class TelegramRuntime:
             return self._spawn(self._respond(decision, facts, key)(), name=f"{key}:{decision.value}", key=key)
         work = self._respond(decision, facts, key)
         what = f"message {facts.message_id} in chat {facts.chat_id}"
-        chat = (facts.chat_id, facts.thread_id)
-        ahead = self._held.get(chat)
-        if retry and ahead is not None:  # an earlier message of the chat waits for room: this one goes after it
-            self._hold(work, facts, key=key, after=ahead, wait=self._full_wait, what=what)
-            return None
-        if retry and self._full_wait == 0 and time.monotonic() - self._full_at.get(chat, -FULL_MEMO) < FULL_MEMO:
-            self._hold(work, facts, key=key, after=None, wait=0, what=what)
-            return None  # full a moment ago: drop
         token = correlation_id.set(key)
         try:
             if retry:
-                await until_stored(work, what=what, full=False)
-            else:
-                await work()
-        except BackpressureError as exc:
-            if not retry:
-                raise  # not stored: Telegram delivers the update again
-            self._full_wait = exc.wait
-            self._full_at[chat] = time.monotonic()
-            if len(self._full_at) > 10_000:
-                self._full_at = {c: t for c, t in self._full_at.items() if time.monotonic() - t < FULL_MEMO}
-            self._hold(work, facts, key=key, after=None, wait=exc.wait, what=what)
-            return None
+                incoming = Incoming(
+                    chat=(facts.chat_id, facts.thread_id),
+                    key=key,
+                    what=what,
+                    store=work,
+                    tell_busy=lambda: self._say(facts, "busy"),
+                    on_dropped=lambda: self.metrics.ignored(telegram_chat, args, Ignored.BUSY),
+                    on_handled=lambda: self._seen.add(update_id),
+                )
+                await until_stored(lambda: self.backpressure.submit(incoming), what=what, full=False)
+                return None  # marked seen once stored or dropped (``on_handled``)
+            await work()
         except (DispatchError, MemoryStoreError):
             raise  # not stored (only without ``retry``): Telegram delivers the update again
         except Exception:
@@ -611,76 +592,6 @@ class TelegramRuntime:
             correlation_id.reset(token)
         self._seen.add(update_id)  # only now: an update given up half way by a stop is fetched again
         return None
-
-    def _hold(
-        self,
-        work: Callable[[], Awaitable[None]],
-        facts: MessageFacts,
-        *,
-        key: str,
-        after: asyncio.Task[None] | None,
-        wait: float,
-        what: str,
-    ) -> None:
-        """A message for a full inbox (``REDIS_INBOX_FULL``), taken off the poller's hands (its update is
-        confirmed: Telegram hands out the 100 oldest unconfirmed updates, and a flood would fill them, hiding
-        the other chats' messages): kept in a task and tried again for up to ``wait`` seconds, after the chat's
-        earlier message still waiting, then dropped with one "busy" notice to the chat. Dropped at once with
-        ``wait`` 0, or when ``MAX_HELD`` messages of the chat wait already. What waits lives in this process
-        only: if it dies, those extra messages of a flooded chat are lost (nothing of the other chats)."""
-        chat = (facts.chat_id, facts.thread_id)
-        if wait <= 0 or self._held_count.get(chat, 0) >= MAX_HELD:
-            self._spawn(self._drop_busy(facts, key=key), name=f"{key}:busy", key=key)
-            return
-        deadline = time.monotonic() + wait
-
-        async def held() -> None:
-            try:
-                if after is not None:
-                    await asyncio.wait({after})
-                delay = STORE_FIRST_BACKOFF
-                while True:
-                    try:
-                        await work()
-                    except BackpressureError:
-                        if time.monotonic() >= deadline:
-                            await self._drop_busy(facts, key=key)
-                            return
-                    except (DispatchError, MemoryStoreError) as exc:  # Redis is away: no deadline for that
-                        log.debug("%s still not stored: %s", what, exc)
-                    else:
-                        self._seen.add(key.removeprefix("telegram:"))
-                        return
-                    await asyncio.sleep(max(0.0, min(delay, deadline - time.monotonic())))
-                    delay = min(delay * 2, STORE_MAX_BACKOFF)
-            except asyncio.CancelledError:
-                log.warning("%s, kept for a full inbox, was not stored before the listener stopped: lost", what)
-                raise
-            finally:
-                left = self._held_count.get(chat, 1) - 1
-                if left > 0:
-                    self._held_count[chat] = left
-                else:
-                    self._held_count.pop(chat, None)
-
-        self._held_count[chat] = self._held_count.get(chat, 0) + 1
-        task = self._spawn(held(), name=f"{key}:held", key=key)
-        self._held[chat] = task
-        task.add_done_callback(lambda t: self._held.pop(chat, None) if self._held.get(chat) is t else None)
-
-    async def _drop_busy(self, facts: MessageFacts, *, key: str) -> None:
-        """Drop a message for a full inbox; tell its chat the bot is busy (once per ``BUSY_NOTICE_EVERY``)."""
-        args = facts.args
-        self.metrics.ignored(telegram_chat, args, Ignored.BUSY)
-        self._seen.add(key.removeprefix("telegram:"))
-        log.warning("message %s in chat %s dropped: the chat's inbox is full", facts.message_id, facts.chat_id)
-        chat, now = (facts.chat_id, facts.thread_id), time.monotonic()
-        if now - self._busy_told.get(chat, -BUSY_NOTICE_EVERY) < BUSY_NOTICE_EVERY:
-            return
-        self._busy_told[chat] = now
-        if len(self._busy_told) > 10_000:
-            self._busy_told = {c: t for c, t in self._busy_told.items() if now - t < BUSY_NOTICE_EVERY}
-        await self._say(facts, "busy")
 
     def _respond(self, decision: Decision, facts: MessageFacts, key: str) -> Callable[[], Coroutine[Any, Any, None]]:
         """What answers ``decision``: the help text, a reset, or the message handed to the agent (stored

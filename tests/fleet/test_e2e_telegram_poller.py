@@ -161,7 +161,7 @@ async def test_a_message_for_a_full_inbox_waits_for_room_while_other_chats_go_on
     first = telegram.user_says("one", user_id=200)
     await wait_until(lambda: client.llen(inbox), what="the first message stored")
     second = telegram.user_says("two", user_id=200)
-    await wait_until(lambda: runtime._held_count.get((200, None)) == 1, what="the second message kept")
+    await wait_until(lambda: runtime.backpressure.waiting((200, None)) == 1, what="the second message kept")
     third = telegram.user_says("three", user_id=200)  # behind the second, in order
     other = telegram.user_says("meanwhile", user_id=201)  # another chat is not held up
     others = Keys("bots:").context("telegram:chat:201").inbox
