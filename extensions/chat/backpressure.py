@@ -104,6 +104,9 @@ class Incoming:
     """Called when it is dropped for a full inbox (count ``Ignored.BUSY``)."""
     on_handled: Callable[[], object] = _nothing
     """Called once it is stored or dropped (the adapter may now take a redelivery of it as a duplicate)."""
+    tell_failed: Callable[[], Awaitable[None]] | None = None
+    """Tells its chat its answer failed (``say("run_failed", language)``); only ``ChatAdapter.run_here`` uses it
+    (added after the first version of this module; optional, so nothing that built an ``Incoming`` changes)."""
 
 
 class Backpressure:

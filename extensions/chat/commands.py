@@ -23,7 +23,7 @@ from .i18n import LANGUAGE_NAMES, say
 from .policy import ReplyPolicy
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
     from core.definitions import Context
 
 __all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "parse_channel_settings")
@@ -57,14 +57,14 @@ class Answer:
 class ChatCommands:
     """Serves the settings commands of one agent's conversations."""
 
-    def __init__(self, agent: Agent, parents: Sequence[str] = ()) -> None:
+    def __init__(self, agent: Host, parents: Sequence[str] = ()) -> None:
         self.agent = agent
         self.parents = tuple(parents)
         """The conversations whose settings the one commanded starts from (a Discord thread's channel): their
         choices show through where it chose nothing, and their pins hold in it too."""
 
     @classmethod
-    def of(cls, agent: Agent, context: Context, args: Any) -> tuple[ChatCommands, str]:
+    def of(cls, agent: Host, context: Context, args: Any) -> tuple[ChatCommands, str]:
         """The settings commands of the conversation of ``context`` and ``args`` (with the conversations it takes
         its settings from, ``Context.settings_from``), and its context id."""
         return cls(agent, agent.settings_parents(context, args)), agent.context_id(context, args)

@@ -13,7 +13,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
     from core.definitions import Context
 
 __all__ = ("ChatMetrics", "Ignored")
@@ -49,9 +49,9 @@ class ChatMetrics:
     def __init__(self, platform: str) -> None:
         self.platform = platform
         """The platform label (``discord``, ``telegram``)."""
-        self._agent: Agent | None = None
+        self._agent: Host | None = None
 
-    def bind(self, agent: Agent) -> None:
+    def bind(self, agent: Host) -> None:
         """Report to ``agent``'s observers from now on."""
         self._agent = agent
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import weakref
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from core import Agent
 from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from core import Host
 
 __all__ = ("RuntimeRegistry",)
 
@@ -19,17 +21,17 @@ class RuntimeRegistry(Generic[R]):
     def __init__(self, *, platform: str, extension: str) -> None:
         self._platform = platform
         self._extension = extension
-        self._runtimes: weakref.WeakKeyDictionary[Agent, R] = weakref.WeakKeyDictionary()
+        self._runtimes: weakref.WeakKeyDictionary[Host, R] = weakref.WeakKeyDictionary()
 
-    def bind(self, agent: Agent, runtime: R) -> None:
+    def bind(self, agent: Host, runtime: R) -> None:
         """Make ``runtime`` the platform side of ``agent`` (the extension's install hook does this)."""
         self._runtimes[agent] = runtime
 
-    def find(self, agent: Agent) -> R | None:
+    def find(self, agent: Host) -> R | None:
         """The runtime of ``agent``, or None."""
         return self._runtimes.get(agent)
 
-    def get(self, agent: Agent) -> R:
+    def get(self, agent: Host) -> R:
         """The runtime of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
         runtime = self._runtimes.get(agent)
         if runtime is None:
