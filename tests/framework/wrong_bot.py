@@ -1,0 +1,37 @@
+"""A bot file with four mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
+
+Each mistake is on the line marked ``# mistake: <name>``. The file is only type-checked, never run.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from core import ActionContext, Host, OutputContext, action, context, output
+
+
+class Weather(BaseModel):
+    city: str
+
+
+class Forecast(BaseModel):
+    city: str
+    days: int
+
+
+class ChatArgs(BaseModel):
+    chat_id: int
+
+
+async def forecast(args: Forecast, ctx: ActionContext, agent: Host) -> str:
+    return f"{args.days} days of sun in {args.city}"
+
+
+def say(data: int, ctx: OutputContext, agent: Host) -> None:
+    print(data + 1)
+
+
+weather = action(name="weather", schema=Weather, handler=forecast)  # mistake: handler-for-another-schema
+sky = action(name="sky", schema=Weather, handler=lambda args, ctx, agent: args.citty)  # mistake: misspelled-attribute
+message = output(type="chat:message", schema=str, handler=say)  # mistake: int-for-string-content
+chat = context(type="chat", schema=ChatArgs, key=lambda args: args.channel)  # mistake: key-reads-a-missing-field
