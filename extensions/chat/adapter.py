@@ -1,5 +1,8 @@
 """The shape of a chat adapter, written once: receive, decide, run, post. Each platform fills it in.
 
+(Changed since its first commit: ``typing(chat, send)`` is now ``hold_typing(chat, send)``, so a platform keeps
+its own ``typing(...)`` with its own arguments.)
+
 A platform package (``extensions.telegram``, ``extensions.discord``) subclasses ``ChatAdapter`` and keeps only
 what is its own: its client library, how messages arrive, its filters and commands, how a message is posted. The
 path of one message, and what each step finds here:
@@ -15,7 +18,7 @@ path of one message, and what each step finds here:
    Either runs in a task ``spawn`` gives it, owned by ``tasks``, with the message's correlation id.
 4. **post**: the output handler calls ``deliver``: the answer shown while it was written (``live``) gets its
    final text, or, in a queued run, it follows the run's ledger (``record``), or it is posted at once.
-   ``typing`` keeps "typing..." alive for as long as a run answers a conversation, in any process.
+   ``hold_typing`` keeps "typing..." alive for as long as a run answers a conversation, in any process.
 
 Lifecycle (the extension's service, ``service(start=adapter.start, stop=adapter.stop)``)::
 
@@ -244,7 +247,7 @@ class ChatAdapter(abc.ABC):
 
     # -- post ------------------------------------------------------------------------------------------
 
-    def typing(
+    def hold_typing(
         self, chat: Hashable, send: Callable[[], Awaitable[object]]
     ) -> contextlib.AbstractAsyncContextManager[None]:
         """Keep "typing..." alive in ``chat`` while the block lasts (``send`` shows it once): one loop per chat

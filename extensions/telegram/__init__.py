@@ -23,7 +23,7 @@ from .definitions import (
 from .settings import TelegramMode, TelegramSettings
 
 if typing.TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
 
     from .runtime import TelegramRuntime
 
@@ -60,7 +60,7 @@ def telegram_extension(settings: TelegramSettings, *, listen: bool = True) -> Ex
     polling, no webhook server; replies, typing and error notices still work."""
     runtime = telegram_runtime(settings, listen=listen)
 
-    def install(agent: Agent) -> None:
+    def install(agent: Host) -> None:
         bind_runtime(agent, runtime)
         for channel, pins in settings.channel_settings.items():  # TELEGRAM_CHANNEL_SETTINGS
             agent.pin_settings(f"telegram:chat:{channel}", pins)

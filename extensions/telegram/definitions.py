@@ -24,7 +24,7 @@ from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -64,7 +64,7 @@ class Runtime(Protocol):
         self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
     ) -> list[int]: ...
 
-    async def subscribe(self, send: Send, agent: Agent) -> Any: ...
+    async def subscribe(self, send: Send, agent: Host) -> Any: ...
 
     async def deliver(
         self,
@@ -85,12 +85,12 @@ class Runtime(Protocol):
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Telegram", extension="telegram_extension")
 
 
-def bind_runtime(agent: Agent, runtime: Runtime) -> None:
+def bind_runtime(agent: Host, runtime: Runtime) -> None:
     """Make ``runtime`` the Telegram side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
 
-def get_runtime(agent: Agent) -> Runtime:
+def get_runtime(agent: Host) -> Runtime:
     """The Telegram side of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
     return _runtimes.get(agent)
 
@@ -117,7 +117,7 @@ def _instructions(state: ContextState) -> str:
     )
 
 
-async def _tell(state: ContextState, agent: Agent, key: str) -> None:
+async def _tell(state: ContextState, agent: Host, key: str) -> None:
     """Post the short notice ``key`` (``extensions.chat.i18n``) to the chat of ``state``, in its language (best
     effort: a failure is only logged)."""
     text = say(key, state.chat.language or agent.chat_policy.default_language)
@@ -138,7 +138,7 @@ async def _tell(state: ContextState, agent: Agent, key: str) -> None:
         log.warning("could not tell chat %s that no answer is coming: %s", args.chat_id, exc)
 
 
-async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
+async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
     """A failed run (the model is down) still gets a short, clear answer; an answer it was writing is
     marked as cut."""
     runtime = _runtimes.find(agent)
@@ -150,7 +150,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
     await _tell(state, agent, "model_down" if isinstance(exc, ModelError) else "run_failed")
 
 
-async def _on_run(state: ContextState, agent: Agent) -> None:
+async def _on_run(state: ContextState, agent: Host) -> None:
     """When the model kept getting it wrong and nothing reached the user, say so instead of staying silent."""
     if state.options.get(_NOTIFIED) or REPLY_TO not in state.options:
         return
@@ -166,7 +166,7 @@ async def _on_run(state: ContextState, agent: Agent) -> None:
         await _tell(state, agent, "no_answer")
 
 
-async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     """Remember which message the run answers, so replies thread under it; with ``STT_ECHO=true``, quote
     what was heard in a voice message first (once per batch: a retried batch does not quote twice)."""
     message_id = ctx.input_ref.params.get("message_id", "")
@@ -194,12 +194,12 @@ async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
         log.warning("could not quote the voice message in chat %s: %s", args.chat_id, exc)
 
 
-async def _subscribe(send: Send, agent: Agent) -> Any:
+async def _subscribe(send: Send, agent: Host) -> Any:
     """Start receiving messages (when the runtime listens); returns its unsubscribe function."""
     return await get_runtime(agent).subscribe(send, agent)
 
 
-async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
+async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
     """Post the reply to the conversation's chat (and topic), as a reply to the message being answered; an
     answer shown while it was written gets its final text instead. In a queued run the reply follows the
     run's ledger: posted exactly once."""
@@ -214,7 +214,7 @@ async def _post(text: str, ctx: OutputContext, agent: Agent) -> None:
     )
 
 
-def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
+def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the chat for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.find(agent)
     args: ChatArgs = state.args

@@ -1,0 +1,140 @@
+"""What the bot writes in a Telegram chat: answers (posted, or finished after being shown while written), notices in
+the chat's language, and "typing...".
+
+Every message goes through ``reply.post_reply`` (rendered, split, threaded under the message it answers) or, for an
+answer shown while it is written, through a live reply (``live.live_reply``). In a queued run an answer follows the
+run's ledger: posted exactly once across attempts at the batch (``extensions.chat.exactly_once``), a post left
+uncertain by a crash resolved by ``TELEGRAM_UNCERTAIN_REPLIES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from telegram import Bot
+from telegram.constants import ChatAction
+
+from core.errors import PlatformError
+
+from ..chat.adapter import ChatAdapter
+from ..chat.exactly_once import REPLY_LEDGER
+from ..chat.i18n import say
+from ..chat.stream import LiveReply, ReplyKey
+from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
+from .filters import MessageFacts
+from .live import live_reply
+from .reply import post_reply
+from .settings import TelegramSettings
+
+if TYPE_CHECKING:
+    from core.events import RunEvent
+    from core.fleet.reply_ledger import ReplyLedger
+
+__all__ = ("Posting",)
+
+log = logging.getLogger("extensions.telegram")
+content_log = logging.getLogger("content.telegram")
+"""Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
+
+
+class Posting:
+    """Writes in the chats of one bot: ``bot()`` gives the bot once started (a ``PlatformError`` before)."""
+
+    def __init__(self, adapter: ChatAdapter, settings: TelegramSettings, *, bot: Callable[[], Bot]) -> None:
+        self.adapter = adapter
+        """The live replies, the ledger records, the chats' languages and the typing loops."""
+        self.settings = settings
+        self.bot = bot
+
+    async def post_reply(
+        self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
+    ) -> list[int]:
+        """Post ``text`` (Markdown unless ``markdown=False``) to the chat; the one way this bot writes."""
+        return await post_reply(
+            self.bot(), chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown
+        )
+
+    async def notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
+        """Post ``text`` as a reply to the message of ``facts`` (best effort: a failure is only logged)."""
+        try:
+            await self.post_reply(
+                chat_id=facts.chat_id,
+                thread_id=facts.thread_id,
+                text=text,
+                reply_to=facts.message_id,
+                markdown=markdown,
+            )
+        except PlatformError as exc:
+            log.warning("could not answer in chat %s: %s", facts.chat_id, exc)
+
+    async def say(self, facts: MessageFacts, key: str, **values: object) -> None:
+        """Post the notice ``key`` (``extensions.chat.i18n``) in the chat's language."""
+        await self.notice(facts, say(key, await self.adapter.language(telegram_chat, facts.args), **values))
+
+    def start_live(self, event: RunEvent) -> LiveReply | None:
+        """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
+        agent = self.adapter.agent
+        state = agent.state_of(event.context_id) if agent is not None else None
+        if state is None or state.context is not telegram_chat or not self.adapter.connected:
+            return None
+        args: ChatArgs = state.args
+        return live_reply(
+            self.bot(),
+            chat_id=args.chat_id,
+            thread_id=args.thread_id,
+            reply_to=state.options.get(REPLY_TO),
+            interval=self.settings.stream_interval,
+            drafts=self.settings.stream_drafts,
+            record=self.adapter.record(
+                state.options.get(REPLY_LEDGER), MESSAGE, streamed=True, uncertain=self.settings.uncertain_replies
+            ),
+        )
+
+    async def deliver(
+        self,
+        *,
+        key: ReplyKey,
+        chat_id: int,
+        thread_id: int | None,
+        text: str,
+        reply_to: int | None,
+        ledger: ReplyLedger | None = None,
+    ) -> list[int]:
+        """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
+        ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
+        exactly once across attempts at the batch. Returns its messages' ids."""
+        live = self.adapter.live
+
+        def following(ledger: ReplyLedger) -> LiveReply:  # posted at once, following the ledger as a live reply does
+            return live_reply(
+                self.bot(),
+                chat_id=chat_id,
+                thread_id=thread_id,
+                reply_to=reply_to,
+                interval=self.settings.stream_interval,
+                drafts=False,
+                record=self.adapter.record(
+                    ledger, MESSAGE, streamed=live is not None, uncertain=self.settings.uncertain_replies
+                ),
+            )
+
+        if ledger is not None or (live is not None and live.get(key) is not None):
+            content_log.info("chat %s reply: %s", chat_id, text)  # (``post_reply`` says it otherwise)
+        return await self.adapter.deliver_with(
+            key,
+            text,
+            ledger=ledger,
+            live_reply=following,
+            post=lambda: self.post_reply(chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to),
+        )
+
+    def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
+        """Keep "typing..." alive in the chat while the block lasts: one loop per chat however many hold it
+        (the listener while it hands a message over, the run while it answers, here or in a worker)."""
+        return self.adapter.hold_typing((chat_id, thread_id), lambda: self._send_typing(chat_id, thread_id))
+
+    async def _send_typing(self, chat_id: int, thread_id: int | None) -> None:
+        await self.bot().send_chat_action(chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id)
