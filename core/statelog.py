@@ -7,35 +7,66 @@ for each leaf under that path: ``set`` stops the walk; ``merge`` and ``push`` ar
 the start, then replayed oldest to newest. Objects are written leaf by leaf, so a write to ``†state.user``
 with only ``status`` hides only ``status``. The log is append-only; ``compact`` folds it into snapshot
 ``set`` entries without changing any resolved value.
+
+References and output paths are written in one small grammar:
+
+- a *path* is ``†`` then dot-separated names: ``†state.user.name``;
+- a string that is exactly one path takes the value as it is (a number stays a number); paths inside longer
+  text (``"Hello †state.user.name!"``) are replaced by their text (JSON for anything but a string);
+- an *expression* is paths joined by ``&&`` and ``||`` (``&&`` binds tighter, no parentheses), written as a
+  whole string. In a reference, ``†a || †b`` is the first operand that has a value (written and not null)
+  and ``†a && †b`` is the last operand when every one has a value, none otherwise. In an output path,
+  ``†a && †b`` writes the result to both paths, and ``†a || †b`` writes it to the first alternative whose
+  every path is still empty (``†draft || †final``: the first result fills the draft, the second the final);
+  when every alternative already holds a value nothing is written and the call reports an error, so no
+  value is ever overwritten by surprise.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import pydantic
 
 from .entries import now_ms
-from .errors import ValidationError
+from .errors import TemplateError, ValidationError
 
 __all__ = (
     "MARK",
+    "Expr",
+    "Lookup",
     "Method",
+    "Path",
     "StateEntry",
     "StateLog",
+    "choose_targets",
+    "evaluate",
     "find_refs",
+    "parse_expr",
     "parse_path",
+    "path_text",
+    "substitute",
 )
 
 MARK = "†"
 """The mark that starts a state path."""
 Method = Literal["set", "merge", "push"]
 Path = tuple[str, ...]
+"""A state path as names: ``("state", "user", "name")``."""
+Expr = tuple[tuple[Path, ...], ...]
+"""An expression: alternatives (``||``) of paths that go together (``&&``). A single path is ``((path,),)``."""
+Lookup = Callable[[Path], tuple[bool, Any]]
+"""Reads one path: ``(found, value)`` (``StateLog.resolve``)."""
 
-_PATH = re.compile(r"^†([A-Za-z_][\w-]*)((?:\.[A-Za-z_0-9][\w-]*)*)$")
+_NAMES = r"([A-Za-z_][\w-]*)((?:\.[A-Za-z_0-9][\w-]*)*)"
+_PATH = re.compile(rf"^†{_NAMES}$")
+_IN_TEXT = re.compile(rf"†{_NAMES}")
+_OR = re.compile(r"\s*\|\|\s*")
+_AND = re.compile(r"\s*&&\s*")
 _MISSING: Any = object()
 
 
@@ -49,21 +80,132 @@ def parse_path(text: str) -> Path:
     return (m.group(1), *[p for p in m.group(2).split(".") if p])
 
 
+def path_text(path: Path) -> str:
+    """``("state", "user")`` -> ``†state.user``."""
+    return MARK + ".".join(path)
+
+
+def parse_expr(text: str) -> Expr:
+    """``†a && †b || †c`` -> ``(((a,), (b,)), ((c,),))``; a single path is an expression of one operand.
+
+    Raises ``ValidationError`` when ``text`` is not paths joined by ``&&`` and ``||``."""
+    if not isinstance(text, str) or not text.strip().startswith(MARK):
+        raise ValidationError(f"{text!r} is not a state path or expression: write †state.x, †a || †b or †a && †b")
+    try:
+        return tuple(tuple(parse_path(p) for p in _AND.split(alt.strip())) for alt in _OR.split(text.strip()))
+    except ValidationError:
+        raise ValidationError(
+            f"{text!r} is not a state path or expression: write † then dot-separated names, joined by || "
+            "(the first that has a value) or && (all of them), for example †state.a || †state.b"
+        ) from None
+
+
+def _whole(text: str) -> Expr | None:
+    """The expression ``text`` is as a whole, or None when it is text (maybe with paths inside)."""
+    stripped = text.strip()
+    if not stripped.startswith(MARK):
+        return None
+    try:
+        return parse_expr(stripped)
+    except ValidationError:
+        return None
+
+
+def _operands(expr: Expr) -> Iterator[Path]:
+    for alt in expr:
+        yield from alt
+
+
 def find_refs(value: Any) -> Iterator[Path]:
-    """Every ``†path`` string in ``value`` (whole strings only)."""
+    """Every path ``value`` refers to: whole-string paths and expressions, and paths inside longer text.
+    ``_outputPath`` is where a result goes, not a reference, and is skipped."""
     if isinstance(value, str):
-        if value.startswith(MARK):
-            try:
-                yield parse_path(value)
-            except ValidationError:
-                return
+        if MARK not in value:
+            return
+        expr = _whole(value)
+        if expr is not None:
+            yield from _operands(expr)
+            return
+        for m in _IN_TEXT.finditer(value):
+            yield (m.group(1), *[p for p in m.group(2).split(".") if p])
     elif isinstance(value, dict):
         for k, v in value.items():
-            if k not in ("_outputPath",):
+            if k != "_outputPath":
                 yield from find_refs(v)
     elif isinstance(value, list):
         for v in value:
             yield from find_refs(v)
+
+
+def _has_value(found: bool, value: Any) -> bool:
+    return found and value is not None
+
+
+def evaluate(expr: Expr, lookup: Lookup) -> tuple[bool, Any]:
+    """``(found, value)`` of a reference: one path as it is; for ``||``, the first alternative that has a
+    value; for ``&&``, the last operand when every operand has a value."""
+    if len(expr) == 1 and len(expr[0]) == 1:
+        return lookup(expr[0][0])
+    for alt in expr:
+        value: Any = None
+        for path in alt:
+            found, value = lookup(path)
+            if not _has_value(found, value):
+                break
+        else:
+            return True, value
+    return False, None
+
+
+def choose_targets(expr: Expr, lookup: Lookup) -> tuple[Path, ...] | None:
+    """Where an output path writes: every path of its one alternative (``†a && †b``), or the paths of the
+    first alternative that is still empty (``†a || †b``); None when every alternative holds a value."""
+    if len(expr) == 1:
+        return expr[0]
+    for alt in expr:
+        if not any(_has_value(*lookup(path)) for path in alt):
+            return alt
+    return None
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def substitute(value: Any, lookup: Lookup) -> Any:
+    """Replace the references in ``value`` (a string, or lists and dicts of them; ``_outputPath`` stays).
+
+    A whole-string reference or expression takes the value as it is; paths inside longer text are replaced
+    by their text. Raises ``TemplateError`` naming the reference that has no value."""
+    if isinstance(value, str):
+        if MARK not in value:
+            return value
+        expr = _whole(value)
+        if expr is not None:
+            found, result = evaluate(expr, lookup)
+            if not found:
+                raise TemplateError(_no_value(value.strip(), expr))
+            return result
+
+        def one(m: re.Match[str]) -> str:
+            path = (m.group(1), *[p for p in m.group(2).split(".") if p])
+            found, result = lookup(path)
+            if not found:
+                raise TemplateError(_no_value(m.group(0), ((path,),)))
+            return _as_text(result)
+
+        return _IN_TEXT.sub(one, value)
+    if isinstance(value, dict):
+        return {k: v if k == "_outputPath" else substitute(v, lookup) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, lookup) for v in value]
+    return value
+
+
+def _no_value(written: str, expr: Expr) -> str:
+    if len(expr) == 1 and len(expr[0]) == 1:
+        return f"{written} has no value"
+    return f"{written} has no value: none of its alternatives has every path written"
 
 
 class StateEntry(pydantic.BaseModel):
