@@ -96,7 +96,7 @@ async def _exchange(agent: Agent, session: str, text: str, *, write: Callable[[s
                 write(event.content)
                 continue
             shown = streamed.pop(index, None)
-            if event.content is None:  # refused (bad template, schema); the model gets another try
+            if event.error is not None:  # refused (bad template, schema); the model gets another try
                 if shown is not None:
                     write("  [not delivered]\n")
                 continue
