@@ -203,11 +203,11 @@ class ChatAdapter(abc.ABC):
         ``default``."""
         if self._agent is None:
             return default
+        commands, cid = ChatCommands.of(self._agent, context, args)
         try:
-            commands, cid = ChatCommands.of(self._agent, context, args)
             return await commands.reply_policy(cid, default)
         except BotError as exc:
-            self.log.warning("could not read the settings of %s: %s", args, exc)
+            self.log.warning("could not read the settings of %s: %s", cid, exc)
             return default
 
     async def language(self, context: Context, args: Any) -> str | None:
@@ -215,11 +215,11 @@ class ChatAdapter(abc.ABC):
         English then)."""
         if self._agent is None:
             return None
+        commands, cid = ChatCommands.of(self._agent, context, args)
         try:
-            commands, cid = ChatCommands.of(self._agent, context, args)
             return await commands.language(cid)
         except BotError as exc:
-            self.log.warning("could not read the settings of %s: %s", args, exc)
+            self.log.warning("could not read the settings of %s: %s", cid, exc)
             return None
 
     def disabled_commands(self) -> frozenset[str]:

@@ -327,7 +327,7 @@ class LiveReplies:
     """The live replies of one adapter: run events start and feed them, output handlers ``take`` and finish them.
 
     ``start(event)`` builds the reply for the first text of an output of ``output_type`` (None: do not
-    stream that one). Register ``on_event`` in ``agent.event_listeners``.
+    stream that one). Register ``on_event`` with ``agent.add_event_listener``.
     """
 
     def __init__(self, *, output_type: str, start: Callable[[RunEvent], LiveReply | None]) -> None:
