@@ -4,18 +4,22 @@ response, or a value of the context's memory (``{{memory.topic}}``).
 A string that is exactly one template takes the referenced value as it is (a number stays a number);
 templates inside longer text are replaced by their text. A template that cannot be resolved raises
 ``TemplateError``, which the step loop turns into an error the model sees.
+
+``TemplateStream`` does the same to a text that arrives in pieces (an output's deltas): text passes at once, a
+template is held from its ``{{`` until its ``}}`` and then replaced by its value's text, so a delta never
+carries ``{{calls[0].x}}``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .errors import TemplateError
 
-__all__ = ("call_refs", "has_templates", "resolve")
+__all__ = ("TemplateStream", "call_refs", "has_templates", "resolve")
 
 _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*(?:\[\d+\]|\[\"[^\"\]]*\"\]|\.[A-Za-z_]\w*)*)\s*\}\}")
 _STEP = re.compile(r"\[(\d+)\]|\[\"([^\"\]]*)\"\]|\.([A-Za-z_]\w*)")
@@ -96,3 +100,60 @@ def resolve(value: Any, scope: Mapping[str, Any]) -> Any:
     if isinstance(value, list):
         return [resolve(v, scope) for v in value]
     return value
+
+
+class TemplateStream:
+    """An incremental resolver of templates in streamed text: ``await feed(piece) -> text``, then
+    ``await close() -> text``.
+
+    ``lookup(expr)`` gives the value of ``{{expr}}`` (waiting for the call it names, if it must); a template it
+    cannot resolve is left out of the stream (the output then fails as a whole, and says why). What only
+    looked like the start of a template (``{{`` with no ``}}`` within ``limit`` characters, or text between
+    braces that is not a template) passes as it was written, as ``resolve`` leaves it."""
+
+    __slots__ = ("_held", "limit", "lookup")
+
+    def __init__(self, lookup: Callable[[str], Awaitable[Any]], *, limit: int = 200) -> None:
+        self.lookup = lookup
+        self.limit = limit
+        """At most this many characters are held waiting for a ``}}``."""
+        self._held = ""
+
+    async def feed(self, piece: str) -> str:
+        """The text that can be shown now (templates resolved); the rest is held."""
+        text = self._held + piece
+        out: list[str] = []
+        while True:
+            start = text.find("{{")
+            if start < 0:
+                keep = 1 if text.endswith("{") else 0  # maybe the first half of a {{
+                out.append(text[: len(text) - keep])
+                self._held = text[len(text) - keep :]
+                break
+            out.append(text[:start])
+            end = text.find("}}", start + 2)
+            if end < 0:
+                if len(text) - start > self.limit:  # too long for a template: it was text
+                    out.append("{{")
+                    text = text[start + 2 :]
+                    continue
+                self._held = text[start:]
+                break
+            written = text[start : end + 2]
+            out.append(await self._value(written))
+            text = text[end + 2 :]
+        return "".join(out)
+
+    async def close(self) -> str:
+        """What is still held, as it was written (an unclosed ``{{`` is text)."""
+        held, self._held = self._held, ""
+        return held
+
+    async def _value(self, written: str) -> str:
+        m = _TEMPLATE.fullmatch(written)
+        if m is None:
+            return written
+        try:
+            return _as_text(await self.lookup(m.group(1)))
+        except TemplateError:
+            return ""
