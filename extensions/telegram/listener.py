@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from telegram import Update
@@ -46,14 +47,16 @@ content_log = logging.getLogger("content.telegram")
 """Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
 class BotIdentity:
     """Who the bot is (from ``getMe``): mentions and commands addressed to it are recognised by these."""
 
-    def __init__(self, *, id: int, username: str, name: str) -> None:
-        self.id = id
-        self.username = username
-        self.name = name
-        """The bot's first name (in the help text)."""
+    id: int
+    """The bot's user id (a reply to one of its messages is addressed to it)."""
+    username: str
+    """Its username, without the ``@`` (``@name`` mentions, ``/command@name``)."""
+    name: str
+    """Its first name (in the help text)."""
 
 
 def input_of(facts: MessageFacts) -> InputRef:
