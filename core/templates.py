@@ -121,6 +121,8 @@ class TemplateStream:
 
     async def feed(self, piece: str) -> str:
         """The text that can be shown now (templates resolved); the rest is held."""
+        if not self._held and "{" not in piece:
+            return piece
         text = self._held + piece
         out: list[str] = []
         while True:
