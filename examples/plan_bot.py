@@ -5,8 +5,6 @@ city, ``_instances``), each writing into its own workspace, and their results ar
 ``†state.trip.forecasts``; ``pack`` reads that path, so it waits for all three, although it is written first; the
 reply waits for ``pack`` through ``{{calls[0].summary}}``. Run it with ``python examples/plan_bot.py``.
 
-Instancing and references to values written later in the response are not built yet (issue 22): today the calls
-fail and their errors are printed (tests/framework/test_examples.py expects it to work).
 """
 
 from __future__ import annotations
