@@ -201,14 +201,15 @@ def _missing_note(calls: Sequence[CallSlot], mine: CallSlot | None, missing: Seq
         failed = [s for s in calls if s is not mine and s.may_write(path) and s.error is not None]
         writers = [s for s in calls if s is not mine and s.may_write(path)]
         if failed:
-            notes.append(f"{path_text(path)}: the call that writes it ({failed[0].name}) failed: {failed[0].error}")
+            note = f"the call that writes it ({failed[0].name}) failed: {failed[0].error}"
         elif writers:
-            notes.append(f"{path_text(path)}: {writers[0].name} wrote its result elsewhere")
+            note = f"{writers[0].name} wrote its result elsewhere"
         else:
-            notes.append(
-                f"{path_text(path)}: nothing wrote it before, and no call of this response writes it "
+            note = (
+                "nothing wrote it before, and no call of this response writes it "
                 "(give a call _outputPath to write it first)"
             )
+        notes.append(note if len(missing) == 1 else f"{path_text(path)}: {note}")
     return "; ".join(notes)
 
 
