@@ -32,8 +32,8 @@ class RedisSettings(BaseModel):
     inbox_full: Literal["wait", "drop"] = Field(
         default="wait",
         description="A message for a full inbox: wait (kept and tried again for REDIS_INBOX_WAIT seconds, then "
-        "dropped) or drop (at once); the chat is told once that the bot is busy, other chats go on (Telegram "
-        "long polling)",
+        "dropped) or drop (at once); the chat is told once that the bot is busy, other chats go on (Discord, "
+        "Telegram long polling)",
     )
     inbox_wait: float = Field(
         default=30.0, ge=0, le=3600, description="Seconds a message for a full inbox is kept with REDIS_INBOX_FULL=wait"

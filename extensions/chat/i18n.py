@@ -41,6 +41,8 @@ _EN: dict[str, str] = {
     "forget_done": "Done: I erased this conversation: its history, summary, facts and state are deleted.",
     "not_ready": "I am not ready yet; try again in a moment.",
     "not_served": "I don't talk in this channel, so there is nothing to change here.",
+    "nothing_to_forget": "I don't talk in this channel, so there is nothing to forget.",
+    "discord.reset_refused": "Only members who may manage messages here can make me forget this conversation.",
     "command_failed": "Sorry, that did not work. Please try again.",
     "disabled": "/{command} is turned off on this bot.",
     "not_allowed": "Sorry, only this chat's admins can change the {setting} here.",
@@ -109,6 +111,10 @@ _FR: dict[str, str] = {
     "forget_done": "C'est fait : j'ai effacé cette conversation : son historique, son résumé, ses faits et son état.",
     "not_ready": "Je ne suis pas encore prêt ; réessayez dans un instant.",
     "not_served": "Je ne parle pas dans ce salon, il n'y a donc rien à changer ici.",
+    "nothing_to_forget": "Je ne parle pas dans ce salon, il n'y a donc rien à oublier.",
+    "discord.reset_refused": (
+        "Seuls les membres qui peuvent gérer les messages ici peuvent me faire oublier cette conversation."
+    ),
     "command_failed": "Désolé, cela n'a pas marché. Réessayez, s'il vous plaît.",
     "disabled": "/{command} est désactivée sur ce bot.",
     "not_allowed": "Désolé, seuls les administrateurs de ce chat peuvent changer ce réglage ({setting}) ici.",

@@ -26,7 +26,7 @@ from .definitions import (
 from .settings import DiscordSettings
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
 
     from .runtime import DiscordRuntime
 
@@ -63,7 +63,7 @@ def discord_extension(settings: DiscordSettings, *, listen: bool = True) -> Exte
     message listener, no slash-command registration; replies and reactions still work."""
     runtime = discord_runtime(settings, listen=listen)
 
-    def install(agent: Agent) -> None:
+    def install(agent: Host) -> None:
         bind_runtime(agent, runtime)
         for channel, pins in settings.channel_settings.items():  # DISCORD_CHANNEL_SETTINGS
             agent.pin_settings(f"discord:channel:{channel}", pins)

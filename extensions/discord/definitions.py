@@ -31,7 +31,7 @@ from ..chat.i18n import localized
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -78,7 +78,7 @@ class Runtime(Protocol):
 
     async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None: ...
 
-    def subscribe(self, send: Send, agent: Agent) -> Any: ...
+    def subscribe(self, send: Send, agent: Host) -> Any: ...
 
     async def wait_closed(self) -> None: ...
 
@@ -89,12 +89,12 @@ class Runtime(Protocol):
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Discord", extension="discord_extension")
 
 
-def bind_runtime(agent: Agent, runtime: Runtime) -> None:
+def bind_runtime(agent: Host, runtime: Runtime) -> None:
     """Make ``runtime`` the Discord side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
 
-def get_runtime(agent: Agent) -> Runtime:
+def get_runtime(agent: Host) -> Runtime:
     """The Discord side of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
     return _runtimes.get(agent)
 
@@ -132,7 +132,7 @@ def _instructions(state: ContextState) -> str:
     )
 
 
-async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
+async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
     """A failed run still gets a short answer, so the user is not left waiting; an answer it was writing is
     marked as cut. (Not by a queue worker that lost the conversation: the one that took it over answers.)"""
     runtime = _runtimes.find(agent)
@@ -155,7 +155,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Agent) -> None:
         log.warning("could not tell channel %s that the run failed: %s", state.args.channel_id, post_exc)
 
 
-def _while_running(state: ContextState, agent: Agent) -> AbstractAsyncContextManager[Any]:
+def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the channel for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.find(agent)
     return runtime.typing(state.args.channel_id) if runtime is not None else contextlib.nullcontext()
@@ -177,7 +177,7 @@ discord_channel = context(
 from its channel's chat settings)."""
 
 
-async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
+async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     """Remember which message the run answers; with ``STT_ECHO=true``, quote what was heard in a voice
     message first (its nonce comes from the message id, so a retried batch does not quote twice)."""
     message_id = ctx.input_ref.params.get("message_id")
@@ -198,7 +198,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Agent) -> None:
         log.warning("could not quote the voice message in channel %s: %s", ctx.state.args.channel_id, exc)
 
 
-async def _subscribe(send: Send, agent: Agent) -> Any:
+async def _subscribe(send: Send, agent: Host) -> Any:
     return get_runtime(agent).subscribe(send, agent)
 
 
@@ -212,7 +212,7 @@ discord_message_input = input(
 """A message someone wrote to the bot; params carry ``author``, ``author_id`` and ``message_id``."""
 
 
-async def _post(data: str, ctx: OutputContext, agent: Agent) -> None:
+async def _post(data: str, ctx: OutputContext, agent: Host) -> None:
     """Post the answer as a reply to the message being answered; an answer shown while it was written gets
     its final text instead. In a queued run the reply follows the run's ledger: posted exactly once."""
     state = ctx.state
@@ -240,7 +240,7 @@ discord_message_output = output(
 """The ``discord:message`` output: the reply, split at 2,000 characters, never pinging anyone."""
 
 
-async def _react(args: ReactArgs, ctx: _ActionContext, agent: Agent) -> dict[str, Any]:
+async def _react(args: ReactArgs, ctx: _ActionContext, agent: Host) -> dict[str, Any]:
     state = ctx.state
     target = args.message_id or state.options.get(REPLY_TO)
     if target is None:

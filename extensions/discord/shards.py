@@ -6,7 +6,7 @@ remove single shards as they take or give them back; ``bots run`` holds them all
 ``BotClient(shard_id=n, shard_count=count)``: discord.py's ``AutoShardedClient`` fixes its shard set when it
 connects, so taking one more shard (a gateway died) or giving one back (a gateway joined) would mean
 closing and identifying every other shard of the process again, losing their events meanwhile. REST (replies,
-typing, slash-command registration) goes through the runtime's own client, which never connects.
+typing, slash-command registration) goes through the bot's main client, which never connects.
 
 Every IDENTIFY waits for a slot first (``identify``): across processes a Redis-held slot per concurrency
 bucket (``IdentifySlots``), in one process ``LocalIdentify``.
@@ -21,21 +21,23 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-import aiohttp
-
 from core.errors import BotError, PlatformError
 
 from ._lib import discord
-from .client import BotClient, platform_error
+from .platform_errors import NETWORK_ERRORS, platform_error
 
 if TYPE_CHECKING:
-    from .runtime import DiscordRuntime
+    from .settings import DiscordSettings
 
-__all__ = ("LocalIdentify", "ShardClients", "open_shards")
+__all__ = ("Identify", "LocalIdentify", "NewClient", "ShardClients", "open_shards")
 
 log = logging.getLogger("extensions.discord")
 
 Identify = Callable[[int], Awaitable[None]]
+"""Awaited before a shard's IDENTIFY: returns once the shard may identify."""
+
+NewClient = Callable[..., discord.Client]
+"""Builds a discord.py client of the bot; ``shard_id`` and ``shard_count`` for one shard's connection."""
 
 
 class LocalIdentify:
@@ -61,9 +63,22 @@ class ShardClients:
     """The shards this process is connected to, by id."""
 
     def __init__(
-        self, runtime: DiscordRuntime, *, token: str, count: int, identify: Identify, max_concurrency: int = 1
+        self,
+        *,
+        new_client: NewClient,
+        failed: Callable[[BotError], None],
+        connect_timeout: float,
+        token: str,
+        count: int,
+        identify: Identify,
+        max_concurrency: int = 1,
     ) -> None:
-        self.runtime = runtime
+        self.new_client = new_client
+        """Builds a shard's client."""
+        self.failed = failed
+        """Told when a shard's connection ends for good (the bot cannot go on)."""
+        self.connect_timeout = connect_timeout
+        """Seconds a shard's login may take (``DISCORD_CONNECT_TIMEOUT``)."""
         self.count = count
         """Shards in all (``DISCORD_SHARD_COUNT`` or Discord's recommendation)."""
         self.max_concurrency = max_concurrency
@@ -71,7 +86,7 @@ class ShardClients:
         self.identify = identify
         """Awaited before each IDENTIFY of a shard."""
         self._token = token
-        self._clients: dict[int, BotClient] = {}
+        self._clients: dict[int, discord.Client] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     @property
@@ -83,10 +98,9 @@ class ShardClients:
         """Log in a client for ``shard`` and start connecting it (it identifies once its slot comes)."""
         if shard in self._clients:
             return
-        runtime = self.runtime
-        client = runtime.new_client(shard_id=shard, shard_count=self.count)
+        client = self.new_client(shard_id=shard, shard_count=self.count)
         try:
-            async with asyncio.timeout(runtime.settings.connect_timeout):
+            async with asyncio.timeout(self.connect_timeout):
                 await client.login(self._token)
         except BaseException as exc:
             with contextlib.suppress(Exception):
@@ -100,7 +114,7 @@ class ShardClients:
         task.add_done_callback(lambda t: self._ended(shard, t))
         log.info("discord: shard %d of %d connecting", shard, self.count)
 
-    async def _run(self, client: BotClient, shard: int) -> None:
+    async def _run(self, client: discord.Client, shard: int) -> None:
         try:
             await client.connect(reconnect=True)
         except Exception as exc:
@@ -115,7 +129,7 @@ class ShardClients:
         if error is None:
             detail = f"{type(exc).__name__}: {exc}" if exc is not None else "discord.py did not reconnect"
             error = PlatformError(f"the Discord gateway connection of shard {shard} ended ({detail})")
-        self.runtime.gateway_failed(error)
+        self.failed(error)
 
     async def remove(self, shard: int) -> None:
         """Close ``shard``'s connection; return once it is closed."""
@@ -162,23 +176,35 @@ class ShardClients:
 
 
 async def open_shards(
-    runtime: DiscordRuntime, client: BotClient, token: str, *, identify: Identify | None, connect: bool
+    settings: DiscordSettings,
+    client: discord.Client,
+    token: str,
+    *,
+    new_client: NewClient,
+    failed: Callable[[BotError], None],
+    identify: Identify | None,
+    connect: bool,
 ) -> ShardClients:
     """Ask Discord (``GET /gateway/bot``) for the recommended shard count and the identify concurrency; with
     ``connect``, connect every shard, one IDENTIFY per ``DISCORD_IDENTIFY_INTERVAL`` per bucket (``identify``,
     else ``LocalIdentify``), and wait until they are ready."""
-    settings = runtime.settings
     deadline = settings.connect_timeout
     try:
         async with asyncio.timeout(deadline):
             recommended, _, limits = await client.http.get_bot_gateway()
-    except (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+    except NETWORK_ERRORS as exc:
         raise platform_error(exc, "read the recommended shard count (GET /gateway/bot)") from exc
     count = recommended if settings.shard_count == "auto" else settings.shard_count
     concurrency = int(limits.get("max_concurrency") or 1)
     local = LocalIdentify(interval=settings.identify_interval, max_concurrency=concurrency)
     shards = ShardClients(
-        runtime, token=token, count=count, identify=identify or local.wait, max_concurrency=concurrency
+        new_client=new_client,
+        failed=failed,
+        connect_timeout=deadline,
+        token=token,
+        count=count,
+        identify=identify or local.wait,
+        max_concurrency=concurrency,
     )
     log.info(
         "discord: %d shards (%s), identify concurrency %d",

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import core
-from extensions.discord.runtime import RESET_REFUSED
+from extensions.discord.slash_commands import RESET_REFUSED
 
 from .conftest import StartBot, World, answers, runtime_of
 

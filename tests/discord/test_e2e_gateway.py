@@ -12,7 +12,7 @@ import core
 from core.errors import ConfigError
 from core.memory import SQLiteHistory
 from extensions.discord import DiscordSettings, discord_channel, discord_extension
-from extensions.discord.runtime import FORGET_DONE
+from extensions.discord.slash_commands import FORGET_DONE
 
 from .conftest import StartBot, World, answers, runtime_of, say, settings_for
 
@@ -138,6 +138,9 @@ class _GatedModel:
     """Answers at once, except a prompt containing "slow" waits until ``release`` is set."""
 
     name = "gated"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self) -> None:
         self.release = asyncio.Event()

@@ -10,7 +10,7 @@ import pytest
 import core
 from core.errors import ModelError
 from extensions.discord._lib import discord
-from extensions.discord.runtime import nonce_for
+from extensions.discord.posting import nonce_for
 
 from .conftest import StartBot, World, barrier, runtime_of, say
 
@@ -19,6 +19,9 @@ class _Gate:
     """Answers "ok"; a prompt with "first" in its updates waits for ``release``."""
 
     name = "gate"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self) -> None:
         self.entered = asyncio.Event()

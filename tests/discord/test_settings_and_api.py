@@ -15,8 +15,8 @@ from core.errors import ConfigError, PlatformError
 from extensions.chat import ReplyPolicy
 from extensions.discord import DiscordSettings, definitions
 from extensions.discord._lib import discord
-from extensions.discord.client import INTENT_HELP, platform_error
-from extensions.discord.runtime import nonce_for
+from extensions.discord.platform_errors import INTENT_HELP, platform_error
+from extensions.discord.posting import nonce_for
 
 
 def test_env_lists_and_policies(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,118 @@
+"""What Discord delivers, read as plain facts: a message (or a slash command's interaction) as the filter's
+``MessageFacts`` and the conversation's ``ChannelArgs``, its text as the model reads it, its files as references."""
+
+from __future__ import annotations
+
+from core.media import Attachment, kind_of
+
+from ._lib import discord
+from .definitions import ChannelArgs
+from .filters import MessageFacts
+
+__all__ = (
+    "args_of",
+    "attachments_of",
+    "facts_of",
+    "interaction_args",
+    "interaction_facts",
+    "message_params",
+    "message_text",
+)
+
+
+def _author_is_bot(message: discord.Message) -> bool:
+    return bool(message.author.bot or message.webhook_id is not None)
+
+
+def facts_of(message: discord.Message, me: discord.ClientUser) -> MessageFacts:
+    """The filter's view of ``message``."""
+    channel = message.channel
+    guild = message.guild
+    guild_id = guild.id if guild is not None else getattr(channel, "guild_id", None)
+    parent_id = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
+    mentioned = me.id in message.raw_mentions
+    if not mentioned and guild is not None and guild.me is not None and message.raw_role_mentions:
+        own_roles = {role.id for role in guild.me.roles if role.is_bot_managed()}
+        mentioned = bool(own_roles.intersection(message.raw_role_mentions))
+    replied_to_bot = False
+    reference = message.reference
+    if reference is not None:
+        resolved = reference.resolved or reference.cached_message
+        replied_to_bot = isinstance(resolved, discord.Message) and resolved.author.id == me.id
+    return MessageFacts(
+        author_id=message.author.id,
+        author_is_bot=_author_is_bot(message),
+        own=message.author.id == me.id,
+        channel_id=channel.id,
+        parent_id=parent_id,
+        guild_id=guild_id,
+        mentioned=mentioned,
+        replied_to_bot=replied_to_bot,
+    )
+
+
+def args_of(facts: MessageFacts) -> ChannelArgs:
+    """The conversation of a message (a thread's with its channel)."""
+    return ChannelArgs(channel_id=facts.channel_id, guild_id=facts.guild_id, parent_id=facts.parent_id)
+
+
+def interaction_facts(interaction: discord.Interaction) -> MessageFacts:
+    """A slash command read as a message by a person that addresses the bot, for the filter's allowlists."""
+    channel, channel_id = interaction.channel, interaction.channel_id
+    assert channel_id is not None
+    return MessageFacts(
+        author_id=interaction.user.id,
+        author_is_bot=False,
+        own=False,
+        channel_id=channel_id,
+        parent_id=getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None,
+        guild_id=interaction.guild_id,
+        mentioned=True,
+    )
+
+
+def interaction_args(interaction: discord.Interaction) -> ChannelArgs:
+    """The conversation of an interaction's channel (a thread's with its channel)."""
+    return args_of(interaction_facts(interaction))
+
+
+def message_text(message: discord.Message, me: discord.ClientUser) -> str:
+    """What the model reads: mentions shown as names (``@Ann``, ``#general``), the bot's own mention
+    removed (attachments travel apart, see ``attachments_of``)."""
+    text = message.clean_content
+    if me.id in message.raw_mentions:
+        own = message.guild.get_member(me.id) if message.guild is not None else None
+        named = own or discord.utils.get(message.mentions, id=me.id)
+        if named is not None:
+            text = text.replace(f"@{named.display_name}", "")
+    return text.strip()
+
+
+def attachments_of(message: discord.Message) -> list[Attachment]:
+    """The files of ``message`` as references (their CDN URL), fetched by whoever runs the channel."""
+    found = []
+    for item in message.attachments:
+        mime = (item.content_type or "").split(";")[0].strip()
+        found.append(
+            Attachment(
+                kind=kind_of(name=item.filename, mime=mime),
+                name=item.filename,
+                mime=mime,
+                size=item.size,
+                source="discord",
+                ref=item.url,
+            )
+        )
+    return found
+
+
+def message_params(message: discord.Message) -> dict[str, str]:
+    """The input's attributes: who wrote it and which message it is."""
+    params = {
+        "author": message.author.display_name,
+        "author_id": str(message.author.id),
+        "message_id": str(message.id),
+    }
+    if _author_is_bot(message):
+        params["author_is_bot"] = "true"
+    return params

@@ -1,0 +1,270 @@
+"""Posting in Discord over REST: replies split at 2,000 characters with idempotent nonces, answers shown while
+they are written (live edits), notices, "typing...", reactions, and downloading what people attached.
+
+Every post carries an idempotency key that becomes the message nonce (``enforce_nonce``), so a retried post is
+not shown twice. In a queued run (``bots worker``) a reply follows the run's ledger (``extensions.chat.exactly_once``)
+and its nonces come from the ledger's stable keys, the same in every attempt at the batch: a batch run again after a
+crash posts nothing that was posted. With ``DISCORD_STREAM_REPLIES`` an answer is shown while it is written: posted
+when its first words arrive, edited at most once per ``DISCORD_STREAM_INTERVAL``, continued in a new message past
+2,000 characters, and finished by the output handler with the exact final text (``deliver``); the
+platform-independent part is ``extensions.chat.stream``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING
+
+from core.errors import PlatformError
+from core.media import Attachment
+
+from ..chat.adapter import ChatAdapter
+from ..chat.exactly_once import REPLY_LEDGER, ReplyRecord
+from ..chat.split import split_message
+from ..chat.stream import LiveReply, ReplyKey
+from ._lib import discord
+from .definitions import REPLY_TO, discord_channel
+from .platform_errors import NETWORK_ERRORS, platform_error
+from .settings import DiscordSettings
+
+if TYPE_CHECKING:
+    from core.events import RunEvent
+    from core.fleet.reply_ledger import ReplyLedger
+
+__all__ = ("MESSAGE", "MESSAGE_LIMIT", "Poster", "nonce_for")
+
+log = logging.getLogger("extensions.discord")
+content_log = logging.getLogger("content.discord")
+"""Message text, silent unless the operator opts in (``LOG_CONTENT``)."""
+
+MESSAGE = "discord:message"
+"""The output the bot answers with."""
+MESSAGE_LIMIT = 2000
+"""Characters Discord accepts in one message."""
+
+
+def nonce_for(idempotency_key: str, index: int) -> str:
+    """The message nonce of chunk ``index`` of the reply keyed ``idempotency_key`` (Discord allows 25 chars)."""
+    return hashlib.blake2b(f"{idempotency_key}#{index}".encode(), digest_size=12).hexdigest()
+
+
+def _split(text: str) -> list[str]:
+    return split_message(text, MESSAGE_LIMIT)
+
+
+class _Sink:
+    """Posts, edits and deletes the messages of one answer being written in one channel."""
+
+    def __init__(
+        self,
+        poster: Poster,
+        *,
+        channel_id: int,
+        reply_to: int | None,
+        key: str,
+        record: ReplyRecord | None = None,
+    ) -> None:
+        self.poster = poster
+        self.channel_id = channel_id
+        self.reply_to = reply_to
+        self.key = key
+        self.record = record
+        self.posts = 0
+
+    async def post(self, text: str, *, index: int) -> int:
+        self.posts += 1  # every post its own nonce (a repost after a failed edit is a new message)
+        if self.record is None:
+            return await self.poster.send_message(
+                channel_id=self.channel_id,
+                text=text,
+                reply_to=self.reply_to if index == 0 else None,
+                nonce=nonce_for(self.key, self.posts - 1),
+            )
+        message = await self.poster.send(
+            channel_id=self.channel_id,
+            text=text,
+            reply_to=self.reply_to if index == 0 else None,
+            nonce=self.record.next_key(),  # the same in every attempt at the batch
+        )
+        if message.content.strip() != text.strip():  # the nonce's message, posted by an earlier attempt
+            await self.edit(message.id, text)
+        return message.id
+
+    async def edit(self, handle: int, text: str) -> None:
+        await self.poster.edit_message(channel_id=self.channel_id, message_id=handle, text=text)
+
+    async def delete(self, handle: int) -> None:
+        await self.poster.delete_message(channel_id=self.channel_id, message_id=handle)
+
+
+class Poster:
+    """Everything the bot writes in Discord, through the REST client ``client()`` gives (None before the login
+    and after the stop); live replies, the ledger and "typing..." are the ``adapter``'s (``extensions.chat``)."""
+
+    def __init__(
+        self, adapter: ChatAdapter, settings: DiscordSettings, *, client: Callable[[], discord.Client | None]
+    ) -> None:
+        self.adapter = adapter
+        """The shared part of the adapter: live replies, the reply ledger, typing loops."""
+        self.settings = settings
+        """The ``DISCORD_*`` settings."""
+        self._client = client
+
+    def _require_client(self) -> discord.Client:
+        client = self._client()
+        if client is None:
+            raise PlatformError("the Discord client is not running: call await agent.start() first")
+        return client
+
+    async def post_reply(self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str) -> list[int]:
+        """Post ``text`` to the channel, split at 2,000 characters (code fences re-opened), the first chunk
+        as a reply to ``reply_to``; no mention pings. Chunk ``i`` carries the nonce ``nonce_for(key, i)``
+        with ``enforce_nonce``, so posting again with the same key does not duplicate. Returns the ids."""
+        ids: list[int] = []
+        for index, chunk in enumerate(split_message(text, MESSAGE_LIMIT)):
+            ids.append(
+                await self.send_message(
+                    channel_id=channel_id,
+                    text=chunk,
+                    reply_to=reply_to if index == 0 else None,
+                    nonce=nonce_for(idempotency_key, index),
+                )
+            )
+        return ids
+
+    async def notice(self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str) -> None:
+        """Post one of the bot's own notices (busy...); a failure is logged, never raised."""
+        try:
+            await self.post_reply(channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key)
+        except PlatformError as exc:
+            log.warning("discord: could not post a notice in channel %s: %s", channel_id, exc)
+
+    async def send_message(self, *, channel_id: int, text: str, reply_to: int | None, nonce: str) -> int:
+        """Post one message (at most 2,000 characters) with ``nonce`` enforced, as a reply to ``reply_to``
+        if given; no mention pings. Returns its id."""
+        message = await self.send(channel_id=channel_id, text=text, reply_to=reply_to, nonce=nonce)
+        return message.id
+
+    async def send(self, *, channel_id: int, text: str, reply_to: int | None, nonce: str) -> discord.Message:
+        """``send_message``, returning the message Discord answered with: with a nonce Discord saw before
+        (``enforce_nonce``), the message posted then, whatever it shows."""
+        client = self._require_client()
+        channel = client.get_partial_messageable(channel_id)
+        reference = None
+        if reply_to is not None:
+            reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                sent = await channel.send(
+                    text,
+                    nonce=nonce,
+                    reference=reference,  # type: ignore[arg-type]
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"post a message in channel {channel_id}") from exc
+        return sent
+
+    async def edit_message(self, *, channel_id: int, message_id: int, text: str) -> None:
+        """Replace the text of one of the bot's messages; no mention pings."""
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                await message.edit(content=text, allowed_mentions=discord.AllowedMentions.none())
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"edit message {message_id} in channel {channel_id}") from exc
+
+    async def delete_message(self, *, channel_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages."""
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                await message.delete()
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"delete message {message_id} in channel {channel_id}") from exc
+
+    async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None:
+        """React to a message with ``emoji`` (unicode, or ``<:name:id>`` for a server emoji)."""
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                await message.add_reaction(emoji)
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"react with {emoji!r} to message {message_id}") from exc
+
+    async def fetch_attachment(self, attachment: Attachment) -> bytes:
+        """The bytes of a file someone posted, from its attachment URL (Discord's CDN)."""
+        client = self._require_client()
+        try:
+            return await client.http.get_from_cdn(attachment.ref)
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"download the attachment {attachment.name!r}") from exc
+
+    def typing(self, channel_id: int) -> AbstractAsyncContextManager[None]:
+        """Keep "typing..." alive in the channel while the block lasts: one loop per channel however many hold
+        it (the listener while it hands a message over, the run while it answers, here or in a worker)."""
+        return self.adapter.typing_loops.hold(channel_id, lambda: self._send_typing(channel_id))
+
+    async def _send_typing(self, channel_id: int) -> None:
+        await self._require_client().get_partial_messageable(channel_id).typing()
+
+    # -- answers shown while they are written ----------------------------------------------------------
+
+    def start_live(self, event: RunEvent) -> LiveReply | None:
+        """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
+        agent = self.adapter.agent
+        state = agent.state_of(event.context_id) if agent is not None else None
+        if state is None or state.context is not discord_channel or self._client() is None:
+            return None
+        reply_to = state.options.get(REPLY_TO)
+        # stable for one answer to one message (in a queued run the ledger's keys are used instead)
+        key = f"live:{event.context_id}:{reply_to or uuid.uuid4().hex}:{event.step}:{event.output_index}"
+        record = self.adapter.record(state.options.get(REPLY_LEDGER), MESSAGE, streamed=True)
+        return self._live_reply(channel_id=state.args.channel_id, reply_to=reply_to, key=key, record=record)
+
+    def _live_reply(self, *, channel_id: int, reply_to: int | None, key: str, record: ReplyRecord | None) -> LiveReply:
+        sink = _Sink(self, channel_id=channel_id, reply_to=reply_to, key=key, record=record)
+        return LiveReply(sink=sink, split=_split, interval=self.settings.stream_interval, record=record)
+
+    async def deliver(
+        self,
+        *,
+        key: ReplyKey,
+        channel_id: int,
+        text: str,
+        reply_to: int | None,
+        idempotency_key: str,
+        ledger: ReplyLedger | None = None,
+    ) -> list[int]:
+        """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
+        ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
+        exactly once across attempts at the batch (``extensions.chat.exactly_once``). Returns its messages' ids."""
+        streamed = self.adapter.live is not None
+
+        def following(ledger: ReplyLedger) -> LiveReply:  # posted at once, following the ledger as a live reply does
+            record = self.adapter.record(ledger, MESSAGE, streamed=streamed)
+            return self._live_reply(channel_id=channel_id, reply_to=reply_to, key=idempotency_key, record=record)
+
+        content_log.info("channel %s reply: %s", channel_id, text)
+        ids = await self.adapter.deliver_with(
+            key,
+            text,
+            ledger=ledger,
+            live_reply=following,
+            post=lambda: self.post_reply(
+                channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
+            ),
+        )
+        log.info(
+            "discord: channel %s: replied to message %s (%d characters in %d messages)",
+            channel_id,
+            reply_to,
+            len(text),
+            len(ids),
+        )
+        return ids
