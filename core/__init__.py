@@ -48,6 +48,7 @@ from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
 from .parser import StreamParser
 from .prompt import Prompt, build_prompt
+from .state_access import data_input, read_state, write_state
 from .usage import InMemoryUsage, Price, SQLiteUsage, UsageStore, UsageTotals
 
 __all__ = (
@@ -112,10 +113,13 @@ __all__ = (
     "build_prompt",
     "context",
     "create_agent",
+    "data_input",
     "escape_text",
     "extension",
     "input",
     "output",
+    "read_state",
     "service",
     "unescape_text",
+    "write_state",
 )

@@ -4,51 +4,43 @@ message the model sees in its next step."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .dataflow import CallSlot, run_instances, wait_for_calls
 from .definitions import Action, ActionContext, ContextState, Output, OutputContext, maybe_await
 from .entries import ActionCall, OutputRef
 from .errors import ActionError, TemplateError, ValidationError
 from .media.attachment import Attachment
 from .prompt import format_value
-from .statelog import MARK, Method, find_refs, parse_path
-from .templates import call_refs, resolve
+from .references import call_keys, declared_targets, output_target, prepare_call, save_result, saved_note
+from .templates import TemplateStream, call_refs, resolve
 
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ("CallSlot", "parse_arguments", "run_action", "run_output")
+__all__ = (
+    "CallSlot",
+    "declared_targets",
+    "delivered_text",
+    "output_stream",
+    "parse_arguments",
+    "run_action",
+    "run_output",
+    "template_lookup",
+)
 
 log = logging.getLogger("core.handlers")
 
 
-class CallSlot:
-    """The future result of one action call within a response, for ``{{calls[n]}}`` templates."""
-
-    __slots__ = ("error", "future", "name", "writes")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.error: str | None = None
-        self.writes: tuple[str, ...] | None = None
-        """The state path this call will write (its ``_outputPath``), known when the call starts."""
-
-    def set(self, value: Any) -> None:
-        if not self.future.done():
-            self.future.set_result(value)
-
-    def fail(self, message: str) -> None:
-        self.error = message
-        if not self.future.done():
-            self.future.set_result(None)
-
-
-async def _scope(value: Any, slots: Sequence[CallSlot], *, upto: int, state: ContextState) -> dict[str, Any]:
-    """Wait for the calls ``value`` refers to, then return the template scope."""
+async def _scope(
+    value: Any, slots: Sequence[CallSlot], *, upto: int, state: ContextState, me: CallSlot | None = None
+) -> dict[str, Any]:
+    """Wait for the calls ``value`` refers to (``me``: the call that asks, to find cycles), then return the
+    template scope."""
     refs = call_refs(value)
     for n in sorted(refs):
         if n >= upto:
@@ -59,11 +51,35 @@ async def _scope(value: Any, slots: Sequence[CallSlot], *, upto: int, state: Con
                 else f"{{{{calls[{n}]}}}} refers to a call, but no action was called before this point"
             )
         slot = slots[n]
-        await slot.future
+        await wait_for_calls(me, [slot])
         if slot.error is not None:
             raise TemplateError(f"{{{{calls[{n}]}}}} ({slot.name}) failed: {slot.error}")
     results = [s.future.result() if s.future.done() and s.error is None else None for s in slots[:upto]]
     return {"calls": results, "memory": state.memory if state.memory is not None else {}}
+
+
+def template_lookup(slots: Sequence[CallSlot], state: ContextState) -> Callable[[str], Awaitable[Any]]:
+    """``lookup(expr)``: the value of ``{{expr}}`` for an output of this response, once the call it names is
+    done (for ``TemplateStream``)."""
+
+    async def lookup(expr: str) -> Any:
+        text = "{{" + expr + "}}"
+        return resolve(text, await _scope(text, slots, upto=len(slots), state=state))
+
+    return lookup
+
+
+def output_stream(slots: Sequence[CallSlot], state: ContextState) -> TemplateStream:
+    """Resolves the templates of one output's deltas as they stream (the step loop makes one per output)."""
+    return TemplateStream(template_lookup(slots, state))
+
+
+async def delivered_text(content: str, slots: Sequence[CallSlot], state: ContextState) -> str:
+    """An output's whole text with its templates resolved: the content of its final run event."""
+    if "{{" not in content:
+        return content.strip()
+    stream = output_stream(slots, state)
+    return (await stream.feed(content) + await stream.close()).strip()
 
 
 def parse_arguments(action: Action, content: str) -> Any:
@@ -94,26 +110,20 @@ async def run_action(
     """Validate and run one call. Returns ``(result, text, attachments)`` (the pictures the handler showed
     with ``ctx.show_image``); raises a ``RunError`` the caller reports."""
     raw = parse_arguments(action, call.content)
+    mine = slots[index] if index < len(slots) else None
+    if mine is not None and not mine.targets:
+        mine.targets = declared_targets(action.schema, call.content)
     if call_refs(raw) or "{{" in call.content:
-        scope = await _scope(raw, slots, upto=index, state=state)
+        scope = await _scope(raw, slots, upto=index, state=state, me=mine)
         raw = resolve(raw, scope)
-    method: Method = "set"
-    if isinstance(raw, dict):
-        given = raw.pop("_outputMethod", "set")
-        if given not in ("set", "merge", "push"):
-            raise ValidationError(f"_outputMethod must be set, merge or push, not {given!r}")
-        method = given
-        if not declares_output_path(action) and "_outputPath" in raw:
-            raise ValidationError(
-                f"action {action.name!r} takes no _outputPath: its result cannot be saved to the state"
-            )
-        raw = await _resolve_state_refs(raw, slots[:index], state)
-    args = action.schema.validate(raw)
-    call.data = action.schema.dump(args)
-    output_path = _output_path(action, args)
+    prepared = await prepare_call(action.name, action.schema, raw, calls=slots, index=index, log=state.state_log)
+    copies = [action.schema.validate(r) for r in prepared.copies]
+    dumped = [action.schema.dump(a) for a in copies]
+    call.data = dumped if prepared.instanced else dumped[0]
+    target = output_target(action.schema, prepared, dumped[0])
     ctx = ActionContext(state=state, call=call, agent=agent)
 
-    async def invoke() -> Any:
+    async def invoke(args: Any, ctx: ActionContext) -> Any:
         attempts = action.retry + 1
         for attempt in range(attempts):
             try:
@@ -137,94 +147,63 @@ async def run_action(
                 raise ActionError(f"{action.name!r} raised {type(err).__name__}: {err}") from err
         raise AssertionError("unreachable")
 
-    result = await agent.tasks.run(invoke, queue=action.queue, key=f"action:{action.name}", limit=action.concurrency)
-    if action.returns is not None:
-        try:
-            result = action.returns.validate(result)
-        except ValidationError as exc:
-            raise ActionError(f"{action.name!r} returned a value that breaks its returns schema: {exc}") from exc
-        result = action.returns.dump(result)
-    elif hasattr(result, "model_dump"):
-        result = result.model_dump(mode="json")
-    text = action.format(result) if action.format is not None else None
-    if output_path is not None:
-        state.state_log.append(output_path, result, method=method, call={"name": action.name, "arguments": call.data})
+    async def run_one(args: Any, ctx: ActionContext) -> Any:
+        job = functools.partial(invoke, args, ctx)
+        result = await agent.tasks.run(job, queue=action.queue, key=f"action:{action.name}", limit=action.concurrency)
+        if action.returns is not None:
+            try:
+                result = action.returns.validate(result)
+            except ValidationError as exc:
+                raise ActionError(f"{action.name!r} returned a value that breaks its returns schema: {exc}") from exc
+            return action.returns.dump(result)
+        return result.model_dump(mode="json") if hasattr(result, "model_dump") else result
+
+    if prepared.instanced:
+        result, text = await _run_copies(action, copies, run_one, ctx)
+    else:
+        result = await run_one(copies[0], ctx)
+        text = action.format(result) if action.format is not None else None
+    if target is not None:
+        paths = save_result(state.state_log, target, result, call={"name": action.name, "arguments": call.data})
         if text is None:
-            text = f"{format_value(result)} (saved to {MARK}{'.'.join(output_path)})"
+            text = f"{format_value(result)} {saved_note(paths)}"
     return result, text, ctx.attachments
 
 
+async def _run_copies(
+    action: Action,
+    copies: Sequence[Any],
+    run_one: Callable[[Any, ActionContext], Awaitable[Any]],
+    ctx: ActionContext,
+) -> tuple[list[Any], str | None]:
+    """Run an instanced call's copies in parallel, each in its own workspace; the result is the list of
+    the copies' results in order (``{"error": ...}`` for a copy that failed)."""
+    contexts = [ActionContext(state=ctx.state, call=ctx.call, agent=ctx.agent) for _ in copies]
+    outcomes = await run_instances(copies, lambda i, args: run_one(args, contexts[i]), ctx.state.state_log)
+    for each in contexts:
+        ctx.attachments.extend(each.attachments)
+    if all(error is not None for _, error in outcomes):
+        errors = "; ".join(f"copy {i}: {error}" for i, (_, error) in enumerate(outcomes))
+        raise ActionError(f"every copy of {action.name!r} failed: {errors}")
+    results = [result if error is None else {"error": error} for result, error in outcomes]
+    if action.format is None:
+        return results, None
+    lines = [
+        f"[{i}] {action.format(result) if error is None else f'error: {error}'}"
+        for i, (result, error) in enumerate(outcomes)
+    ]
+    return results, "\n".join(lines)
+
+
 def declares_output_path(action: Action) -> bool:
-    """True when the action's schema has an ``_outputPath`` property (a fixed or a flexible path)."""
-    props = action.schema.json_schema.get("properties")
-    return isinstance(props, dict) and "_outputPath" in props
+    """True when the action's schema declares ``_outputPath`` (a fixed or a flexible path)."""
+    return call_keys(action.schema).path
 
 
 def declared_output_path(action: Action, content: str) -> tuple[str, ...] | None:
-    """The path a call will write, read before it runs (for calls later in the response that wait on it)."""
-    if not declares_output_path(action):
-        return None
-    text: Any = None
-    try:
-        raw = json.loads(content) if content.strip() else {}
-        text = raw.get("_outputPath") if isinstance(raw, dict) else None
-    except json.JSONDecodeError:
-        return None
-    if text is None:
-        prop = action.schema.json_schema["properties"]["_outputPath"]
-        text = prop.get("const", prop.get("default"))
-    try:
-        return parse_path(text) if isinstance(text, str) else None
-    except ValidationError:
-        return None
-
-
-def _output_path(action: Action, args: Any) -> tuple[str, ...] | None:
-    if isinstance(args, dict):
-        value = args.get("_outputPath")
-    elif declares_output_path(action):
-        value = action.schema.adapter.dump_python(args, by_alias=True).get("_outputPath")
-    else:
-        value = None
-    return parse_path(value) if isinstance(value, str) and value else None
-
-
-def _related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    return a[: len(b)] == b or b[: len(a)] == a
-
-
-async def _resolve_state_refs(raw: dict[str, Any], earlier: Sequence[CallSlot], state: ContextState) -> Any:
-    """Replace ``†path`` strings by their values; wait for earlier calls of this response that write them."""
-    refs = list(find_refs(raw))
-    if not refs:
-        return raw
-    for ref in refs:
-        for slot in earlier:
-            if slot.writes is not None and _related(slot.writes, ref):
-                await slot.future
-    values: dict[tuple[str, ...], Any] = {}
-    for ref in refs:
-        found, value = state.state_log.resolve(ref)
-        if not found:
-            raise TemplateError(
-                f"{MARK}{'.'.join(ref)} has no value: nothing wrote it before, and no earlier call of this "
-                "response writes it (use _outputPath on a call to write it first)"
-            )
-        values[ref] = value
-
-    def swap(value: Any) -> Any:
-        if isinstance(value, str) and value.startswith(MARK):
-            try:
-                return values.get(parse_path(value), value)
-            except ValidationError:
-                return value
-        if isinstance(value, dict):
-            return {k: v if k == "_outputPath" else swap(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [swap(v) for v in value]
-        return value
-
-    return swap(raw)
+    """The first path a call will write, read before it runs (``declared_targets`` gives them all)."""
+    targets = declared_targets(action.schema, content)
+    return targets[0] if targets else None
 
 
 async def run_output(
