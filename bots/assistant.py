@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
 
-from core import ActionContext, Agent, Extension, action, extension
+from core import ActionContext, Extension, Host, action, extension
 from core.memory.history import excerpt, query_words
 
 __all__ = ("assistant_extension", "persona_text")
@@ -56,7 +56,7 @@ def _ms(text: str, *, end: bool, name: str) -> int | None:
     return int(moment.timestamp() * 1000)
 
 
-async def _search_history(args: SearchArgs, ctx: ActionContext, agent: Agent) -> dict[str, Any]:
+async def _search_history(args: SearchArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
     history = agent.history
     if history is None:
         raise ValueError("this bot keeps no history to search")
@@ -84,7 +84,7 @@ def _facts(ctx: ActionContext) -> list[str]:
     return facts
 
 
-def _remember(args: RememberArgs, ctx: ActionContext, agent: Agent) -> dict[str, Any]:
+def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
     facts = _facts(ctx)
     fact = args.fact.strip()
     if fact not in facts:
@@ -93,11 +93,11 @@ def _remember(args: RememberArgs, ctx: ActionContext, agent: Agent) -> dict[str,
     return {"remembered": fact, "facts": len(facts)}
 
 
-def _recall(args: dict[str, Any], ctx: ActionContext, agent: Agent) -> dict[str, Any]:
+def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, Any]:
     return {"facts": list(_facts(ctx))}
 
 
-def _current_time(args: TimeArgs, ctx: ActionContext, agent: Agent) -> dict[str, str]:
+def _current_time(args: TimeArgs, ctx: ActionContext, agent: Host) -> dict[str, str]:
     try:
         zone = ZoneInfo(args.timezone)
     except (ZoneInfoNotFoundError, ValueError) as exc:

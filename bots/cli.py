@@ -38,7 +38,7 @@ from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Agent
 
 __all__ = (
     "COMMANDS",

@@ -40,7 +40,7 @@ from .settings import Settings
 from .worker import queue_config, redis_check
 
 if TYPE_CHECKING:
-    from core import Agent
+    from core import Agent, Host
     from core.fleet import IdentifySlots, PlatformLock, RedisBackend
     from extensions.discord.runtime import DiscordRuntime
 
@@ -239,7 +239,7 @@ async def _listen(
         )
         identify = slots.wait
 
-        def manage(agent: Agent) -> None:  # the runtime is bound at install, before the services start
+        def manage(agent: Host) -> None:  # the runtime is bound at install, before the services start
             cast("DiscordRuntime", get_runtime(agent)).manage_shards(identify=identify)
 
         agent.add_service(service(name="discord-shard-leases", start=manage), first=True)

@@ -23,7 +23,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from core.events import RunEvent, RunEventType
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
 
 __all__ = (
     "ATTACHMENTS",
@@ -284,14 +284,14 @@ class RunTracker:
         observe(kind, context_id, value, model=self.model)
 
     def on_event(self, event: RunEvent) -> None:
-        """The event listener: ``agent.event_listeners.append(tracker.on_event)``."""
+        """The event listener: ``agent.add_event_listener(tracker.on_event)``."""
         if event.type is RunEventType.ERROR and event.context_id not in self._failed:
             self._failed.add(event.context_id)
             message_failed(platform_of(event.context_id))
 
-    def install(self, agent: Agent) -> None:
+    def install(self, agent: Host) -> None:
         """Hook into ``agent``'s observers and event listeners."""
-        self.model = self.model or getattr(agent.model, "name", "") or "model"
+        self.model = self.model or agent.model.name or "model"
         agent.add_observer(self)
         agent.add_event_listener(self.on_event)
         for platform in {platform_of(t) for t in agent.contexts}:  # series at 0, so rate() works from the start

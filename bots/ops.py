@@ -5,8 +5,8 @@ process's registry. What makes a process ready:
 
 - every agent given to ``ops.attach(agent)`` is running (between ``start()`` and ``stop()``, and no service
   reported a fatal error with ``agent.fail``), its model is reachable (``model_check``) and every check in
-  its ``agent.readiness`` passes: the chat adapters register theirs there at start (``discord``: the
-  gateway is connected and ready; ``telegram``: updates arrive by polling or webhook);
+  its ``agent.readiness_checks`` passes: the chat adapters register theirs with ``agent.add_readiness`` at
+  start (``discord``: the gateway is connected and ready; ``telegram``: updates arrive by polling or webhook);
 - every check added with ``ops.add_check(name, check)`` passes (the queue adds ``redis``).
 
 ``/readyz`` also shows ``info`` entries added with ``ops.add_info`` (a gateway's Discord shards).
@@ -38,7 +38,7 @@ from core.health import Degraded
 from .metrics import RunTracker
 
 if TYPE_CHECKING:
-    from core.agent import Agent
+    from core import Host
 
 __all__ = ("CheckResult", "Ops", "model_check", "ops", "serve")
 
@@ -75,8 +75,8 @@ class Ops:
         """Process-wide readiness checks by name."""
         self.samplers: dict[str, Sampler] = {}
         """Gauge refreshers run before ``/metrics`` renders."""
-        self.agents: list[Agent] = []
-        """Agents whose state, model and ``readiness`` checks count."""
+        self.agents: list[Host] = []
+        """Agents whose state, model and readiness checks count."""
         self.info: dict[str, Callable[[], Any]] = {}
         """What ``/readyz`` shows besides the checks, by name (``discord_shards``: the shards this process holds)."""
         self.started = time.monotonic()
@@ -105,7 +105,7 @@ class Ops:
         """Add (or replace) a gauge refresher, such as one reading the queue depth from Redis."""
         self.samplers[name] = sampler
 
-    def attach(self, agent: Agent, *, check_model: bool = True) -> None:
+    def attach(self, agent: Host, *, check_model: bool = True) -> None:
         """Count ``agent``'s runs, model calls, replies and tokens, and make its readiness this process's."""
         if any(a is agent for a in self.agents):
             return
@@ -114,7 +114,7 @@ class Ops:
         if check_model:
             self._model_checks[id(agent)] = model_check(agent.model)
 
-    def detach(self, agent: Agent) -> None:
+    def detach(self, agent: Host) -> None:
         """Stop counting ``agent`` in readiness (its metrics hooks stay)."""
         self.agents = [a for a in self.agents if a is not agent]
         self._model_checks.pop(id(agent), None)
@@ -137,7 +137,7 @@ class Ops:
             model = self._model_checks.get(id(agent))
             if model is not None:
                 checks["model"] = model
-            checks.update(agent.readiness)
+            checks.update(agent.readiness_checks)
         checks.update(self.checks)
         return checks
 
@@ -206,7 +206,7 @@ class Ops:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def _agent_running(agent: Agent) -> Check:
+def _agent_running(agent: Host) -> Check:
     def check() -> bool | str:
         if agent.failure is not None:
             return f"failed: {agent.failure}"

@@ -43,6 +43,7 @@ from .errors import (
 from .escape import escape_text, unescape_text
 from .events import RunEvent, RunEventType
 from .health import Degraded
+from .host import Host, Runner
 from .limits import InMemoryLimitStore, LimitConfig, Limiter
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
@@ -72,6 +73,7 @@ __all__ = (
     "Dispatcher",
     "ErrorLog",
     "Extension",
+    "Host",
     "InMemoryLimitStore",
     "InMemoryStore",
     "InMemoryUsage",
@@ -98,6 +100,7 @@ __all__ = (
     "RunError",
     "RunEvent",
     "RunEventType",
+    "Runner",
     "SQLiteStore",
     "SQLiteUsage",
     "ScriptedModel",

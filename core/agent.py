@@ -9,6 +9,7 @@ import copy
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
@@ -28,12 +29,14 @@ from .engine import Run
 from .entries import InputRef, Log, WorkingMemory
 from .errors import DefinitionError, RunError
 from .events import RunEvent, RunEventType
+from .host import Check, Observer
 from .limits import Limiter
 from .media.reader import Fetcher, MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .memory.recording import history_entries
 from .models.base import Model
 from .prompt import DEFAULT_INTRO
+from .run_deps import RunDeps
 from .statelog import StateLog
 from .summary import Summarizer, SummaryLock, SummaryPolicy
 from .task_runner import TaskRunner
@@ -44,15 +47,12 @@ __all__ = ("Agent", "create_agent")
 
 log = logging.getLogger("core.agent")
 
-Observer = Callable[[str, str, float], Any]
-"""``observer(kind, context_id, value)``: hooks for metrics. The agent reports ``model_seconds``, ``output``,
-``run_seconds``, ``reply_seconds``, ``input_tokens``, ``output_tokens``, ``attachment:<kind>:<outcome>`` and
-``attachment_bytes``; extensions and queues report more
-through ``Agent.observe`` (``bots.metrics`` lists the kinds it counts)."""
-
 
 class Agent:
-    """Holds the definitions and runs contexts. Build it with ``create_agent``."""
+    """Holds the definitions and runs contexts. Build it with ``create_agent``.
+
+    Handlers, hooks and extensions see it as a ``core.host.Host``, dispatchers and queue workers as a
+    ``core.host.Runner``, and each run of the step loop as its ``RunDeps``."""
 
     def __init__(
         self,
@@ -84,6 +84,11 @@ class Agent:
         usage: UsageStore | None = None,
         prices: Mapping[str, Price] | None = None,
     ) -> None:
+        if not isinstance(model, Model):
+            raise DefinitionError(
+                f"create_agent(model=...): {type(model).__name__} is not a model; a model has the attributes name, "
+                "model, vision and last_usage and a stream(request) method (core.Model; ScriptedModel shows them)"
+            )
         self.model = model
         """The model every run uses."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
@@ -138,7 +143,7 @@ class Agent:
         """Metric hooks."""
         self.event_listeners: list[Callable[[RunEvent], Any]] = []
         """Listeners that see the events of every run."""
-        self.readiness: dict[str, Callable[[], Any]] = {}
+        self.readiness: dict[str, Check] = {}
         """Readiness checks by name (``/readyz``), registered by extensions and services: each returns (or
         awaits to) ``True``/``None`` when ready, ``False`` or a reason string when not, or raises; a
         ``Degraded`` reason is reported while the process stays ready."""
@@ -330,7 +335,12 @@ class Agent:
         """True when a queue shared with other processes runs the contexts (``Dispatcher.distributed``)."""
         return self.dispatcher.distributed
 
-    def add_readiness(self, name: str, check: Callable[[], Any]) -> Callable[[], None]:
+    @property
+    def readiness_checks(self) -> Mapping[str, Check]:
+        """The readiness checks registered so far, by name: a read-only view (``add_readiness`` changes it)."""
+        return MappingProxyType(self.readiness)
+
+    def add_readiness(self, name: str, check: Check) -> Callable[[], None]:
         """Register the readiness check ``name`` (``/readyz``): it returns (or awaits to) ``True``/``None``
         when ready, ``False`` or a reason string when not, or raises; a ``Degraded`` reason is reported while
         the process stays ready. A second check of the same name replaces the first."""
@@ -472,7 +482,29 @@ class Agent:
     def sees_images(self) -> bool:
         """True when the model is given images: it declares ``vision`` and the full prompt is used (the
         compact prompt of small local models is text only)."""
-        return bool(getattr(self.model, "vision", False)) and not self.compact_prompt
+        return self.model.vision and not self.compact_prompt
+
+    def run_deps(self) -> RunDeps:
+        """What a run of the step loop reads, as the agent is configured now (each run takes its own)."""
+        return RunDeps(
+            host=self,
+            model=self.model,
+            max_tokens=self.max_tokens,
+            model_idle_timeout=self.model_idle_timeout,
+            output_timeout=self.output_timeout,
+            intro=self.intro,
+            persona=self.persona,
+            compact_prompt=self.compact_prompt,
+            sees_images=self.sees_images,
+            limiter=self.limiter,
+            usage=self.usage,
+            prices=self.prices,
+            tasks=self.tasks,
+            available=self.available,
+            observe=self.observe,
+            observe_model=self.observe_model,
+            observe_output=self.observe_output,
+        )
 
     # -- sending and running ---------------------------------------------------------------------------
 
@@ -594,7 +626,7 @@ class Agent:
         try:
             state = await self.load_state(context, args)
             state.options.update(pending.options)
-            run = Run(self, state, finished=future)
+            run = Run(self.run_deps(), state, finished=future)
             while pending.inputs:  # inputs keep arriving while earlier ones are prepared
                 ref = pending.inputs.pop(0)
                 await self._prepare_input(state, ref)

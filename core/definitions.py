@@ -22,7 +22,7 @@ from .schema import Schema, as_schema
 from .statelog import StateLog
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .host import Host
 
 __all__ = (
     "Action",
@@ -45,7 +45,7 @@ __all__ = (
 )
 
 Send = Callable[..., Awaitable[Any]]
-"""What an input's ``subscribe`` receives: ``await send(context, args, data, ...)`` (``Agent.send``)."""
+"""What an input's ``subscribe`` receives: ``await send(context, args, data, ...)`` (``Host.send``)."""
 
 _NAME = re.compile(r"^[A-Za-z_][\w:.\-]*$")
 
@@ -94,7 +94,7 @@ class ActionContext:
     """The context instance the action runs in."""
     call: ActionCall
     """The call being answered."""
-    agent: Agent
+    agent: Host
     """The agent."""
     attachments: list[Attachment] = field(default_factory=list)
     """Pictures shown to the model with the result (``show_image``)."""
@@ -131,7 +131,7 @@ class OutputContext:
     """The context instance the output belongs to."""
     output_ref: OutputRef
     """The output's log entry; its ``params`` are the tag's attributes as text."""
-    agent: Agent
+    agent: Host
     """The agent."""
     attributes: Any = None
     """The validated attributes (the ``attributes`` model), or the raw dict when there is no schema."""
@@ -154,7 +154,7 @@ class InputContext:
     """The context instance the input goes to."""
     input_ref: InputRef
     """The input's log entry."""
-    agent: Agent
+    agent: Host
     """The agent."""
 
 
@@ -170,7 +170,7 @@ class Action:
     """When and how to use it, shown to the model."""
     schema: Schema
     """The arguments' schema."""
-    handler: Callable[[Any, ActionContext, Agent], Any]
+    handler: Callable[[Any, ActionContext, Host], Any]
     """``handler(args, ctx, agent)``, plain or async; its return value is the result."""
     returns: Schema | None = None
     """The result's schema, shown to the model and used to validate the result."""
@@ -178,7 +178,7 @@ class Action:
     """Example calls shown to the model."""
     enabled: Callable[[ContextState], bool] | None = None
     """Offer the action only when this returns true for the context instance."""
-    install: Callable[[Agent], Any] | None = None
+    install: Callable[[Host], Any] | None = None
     """Run once when the agent starts."""
     context: Context | None = None
     """Offer the action only in this context."""
@@ -192,7 +192,7 @@ class Action:
     """Seconds before a call is abandoned with a timeout error result."""
     format: Callable[[Any], str] | None = None
     """How the result is shown to the model (default: JSON)."""
-    on_error: Callable[[Exception, ActionContext, Agent], Any] | None = None
+    on_error: Callable[[Exception, ActionContext, Host], Any] | None = None
     """Called when the handler fails for good; a non-None return value becomes the result."""
 
 
@@ -210,13 +210,13 @@ class Output:
     """The content's schema (default ``str``)."""
     attributes: Schema | None = None
     """The schema of the tag's attributes, if it takes any."""
-    handler: Callable[[Any, OutputContext, Agent], Any] | None = None
+    handler: Callable[[Any, OutputContext, Host], Any] | None = None
     """``handler(data, ctx, agent)``, plain or async; may return a dict that updates the log entry."""
     format: Callable[[OutputRef], str] | None = None
     """How the output is shown to the model in working memory."""
     examples: Sequence[str] = ()
     """Example tags shown to the model."""
-    install: Callable[[Agent], Any] | None = None
+    install: Callable[[Host], Any] | None = None
     """Run once when the agent starts."""
     enabled: Callable[[ContextState], bool] | None = None
     """Offer the output only when this returns true for the context instance."""
@@ -232,11 +232,11 @@ class Input:
     """Unique type, shown to the model as ``<input type="...">``."""
     schema: Schema
     """The data's schema."""
-    handler: Callable[[Any, InputContext, Agent], Any] | None = None
+    handler: Callable[[Any, InputContext, Host], Any] | None = None
     """``handler(data, ctx, agent)`` may transform the data before it is logged."""
-    subscribe: Callable[[Send, Agent], Any] | None = None
+    subscribe: Callable[[Send, Host], Any] | None = None
     """``subscribe(send, agent)`` starts listening and returns an unsubscribe callable (or awaitable)."""
-    install: Callable[[Agent], Any] | None = None
+    install: Callable[[Host], Any] | None = None
     """Run once when the agent starts."""
     format: Callable[[InputRef], str] | None = None
     """How the input is shown to the model."""
@@ -276,20 +276,20 @@ class Context:
     """Outputs offered only in this context."""
     inputs: Sequence[Input] = ()
     """Inputs that feed this context."""
-    on_run: Callable[[ContextState, Agent], Any] | None = None
+    on_run: Callable[[ContextState, Host], Any] | None = None
     """Called when a run finishes (before memory is saved)."""
-    while_running: Callable[[ContextState, Agent], AbstractAsyncContextManager[Any]] | None = None
+    while_running: Callable[[ContextState, Host], AbstractAsyncContextManager[Any]] | None = None
     """An async context manager entered when a run starts (its memory loaded) and exited when the run
     ends, however it ends: for what lasts exactly as long as the run (a typing indicator)."""
-    on_step: Callable[[ContextState, Agent], Any] | None = None
+    on_step: Callable[[ContextState, Host], Any] | None = None
     """Called after every step."""
-    on_error: Callable[[Exception, ContextState, Agent], Any] | None = None
+    on_error: Callable[[Exception, ContextState, Host], Any] | None = None
     """Called when a run fails; the error is also logged."""
-    should_continue: Callable[[ContextState, Agent], bool] | None = None
+    should_continue: Callable[[ContextState, Host], bool] | None = None
     """Keep stepping even with nothing left to process while this returns true (bounded by max_steps)."""
-    load: Callable[[str, Agent], Any] | None = None
+    load: Callable[[str, Host], Any] | None = None
     """Load the persistent memory yourself instead of the agent's memory store."""
-    save: Callable[[ContextState, Agent], Any] | None = None
+    save: Callable[[ContextState, Host], Any] | None = None
     """Save the persistent memory yourself instead of the agent's memory store."""
     settings_from: Callable[[Any], Any | None] | None = None
     """The arguments of the conversation whose chat settings (its choices and the operator's pins) this one starts
@@ -302,9 +302,9 @@ class Service:
 
     name: str
     """For logs and errors."""
-    start: Callable[[Agent], Any] | None = None
+    start: Callable[[Host], Any] | None = None
     """Called by ``agent.start()``."""
-    stop: Callable[[Agent], Any] | None = None
+    stop: Callable[[Host], Any] | None = None
     """Called by ``agent.stop()``, in reverse order of start."""
 
 
@@ -314,7 +314,7 @@ class Extension:
 
     name: str
     """Unique name."""
-    install: Callable[[Agent], Any] | None = None
+    install: Callable[[Host], Any] | None = None
     """Run once when the agent starts, before services start."""
     contexts: Sequence[Context] = ()
     """Contexts the extension brings."""
@@ -343,21 +343,21 @@ def _check_callable(value: Any, what: str) -> None:
 def action(
     *,
     name: str,
-    handler: Callable[[Any, ActionContext, Agent], Any],
+    handler: Callable[[Any, ActionContext, Host], Any],
     description: str = "",
     instructions: str = "",
     schema: Any = None,
     returns: Any = None,
     examples: Sequence[str] = (),
     enabled: Callable[[ContextState], bool] | None = None,
-    install: Callable[[Agent], Any] | None = None,
+    install: Callable[[Host], Any] | None = None,
     context: Context | None = None,
     retry: int = 0,
     queue: str = "main",
     concurrency: int | None = None,
     timeout: float = 60.0,
     format: Callable[[Any], str] | None = None,
-    on_error: Callable[[Exception, ActionContext, Agent], Any] | None = None,
+    on_error: Callable[[Exception, ActionContext, Host], Any] | None = None,
 ) -> Action:
     """Define an action; ``schema`` is a pydantic model or type for the arguments (default: no arguments)."""
     _check_name(name, "action name")
@@ -391,14 +391,14 @@ def action(
 def output(
     *,
     type: str,
-    handler: Callable[[Any, OutputContext, Agent], Any] | None = None,
+    handler: Callable[[Any, OutputContext, Host], Any] | None = None,
     description: str = "",
     instructions: str = "",
     schema: Any = str,
     attributes: Any = None,
     format: Callable[[OutputRef], str] | None = None,
     examples: Sequence[str] = (),
-    install: Callable[[Agent], Any] | None = None,
+    install: Callable[[Host], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context | None = None,
 ) -> Output:
@@ -430,9 +430,9 @@ def input(
     *,
     type: str,
     schema: Any = str,
-    handler: Callable[[Any, InputContext, Agent], Any] | None = None,
-    subscribe: Callable[[Send, Agent], Any] | None = None,
-    install: Callable[[Agent], Any] | None = None,
+    handler: Callable[[Any, InputContext, Host], Any] | None = None,
+    subscribe: Callable[[Send, Host], Any] | None = None,
+    install: Callable[[Host], Any] | None = None,
     format: Callable[[InputRef], str] | None = None,
     context: Context | None = None,
 ) -> Input:
@@ -482,13 +482,13 @@ def context(
     actions: Sequence[Action] = (),
     outputs: Sequence[Output] = (),
     inputs: Sequence[Input] = (),
-    on_run: Callable[[ContextState, Agent], Any] | None = None,
-    while_running: Callable[[ContextState, Agent], AbstractAsyncContextManager[Any]] | None = None,
-    on_step: Callable[[ContextState, Agent], Any] | None = None,
-    on_error: Callable[[Exception, ContextState, Agent], Any] | None = None,
-    should_continue: Callable[[ContextState, Agent], bool] | None = None,
-    load: Callable[[str, Agent], Any] | None = None,
-    save: Callable[[ContextState, Agent], Any] | None = None,
+    on_run: Callable[[ContextState, Host], Any] | None = None,
+    while_running: Callable[[ContextState, Host], AbstractAsyncContextManager[Any]] | None = None,
+    on_step: Callable[[ContextState, Host], Any] | None = None,
+    on_error: Callable[[Exception, ContextState, Host], Any] | None = None,
+    should_continue: Callable[[ContextState, Host], bool] | None = None,
+    load: Callable[[str, Host], Any] | None = None,
+    save: Callable[[ContextState, Host], Any] | None = None,
     settings_from: Callable[[Any], Any | None] | None = None,
 ) -> Context:
     """Define a context; ``schema`` validates the arguments and ``key(args)`` names the instance."""
@@ -541,8 +541,8 @@ def context(
 def service(
     *,
     name: str,
-    start: Callable[[Agent], Any] | None = None,
-    stop: Callable[[Agent], Any] | None = None,
+    start: Callable[[Host], Any] | None = None,
+    stop: Callable[[Host], Any] | None = None,
 ) -> Service:
     """Define a service started and stopped with the agent."""
     _check_callable(start, f"service {name!r}: start")
@@ -553,7 +553,7 @@ def service(
 def extension(
     *,
     name: str,
-    install: Callable[[Agent], Any] | None = None,
+    install: Callable[[Host], Any] | None = None,
     contexts: Sequence[Context] = (),
     inputs: Sequence[Input] = (),
     outputs: Sequence[Output] = (),

@@ -13,7 +13,7 @@ from .definitions import Context
 from .entries import InputRef, Log
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .host import Runner
 
 __all__ = ("Dispatcher", "InProcessDispatcher")
 
@@ -26,7 +26,7 @@ class Dispatcher(Protocol):
     """True when a queue shared with other processes runs the contexts: no state is cached between runs,
     and the platform adapters hand inputs over rather than answer them in this process."""
 
-    async def start(self, agent: Agent) -> None:
+    async def start(self, agent: Runner) -> None:
         """Prepare (connect, start background work)."""
         ...
 
@@ -48,11 +48,11 @@ class InProcessDispatcher:
     distributed = False
 
     def __init__(self, *, dedupe_size: int = 10_000) -> None:
-        self._agent: Agent | None = None
+        self._agent: Runner | None = None
         self._seen: dict[str, None] = {}
         self._dedupe_size = dedupe_size
 
-    async def start(self, agent: Agent) -> None:
+    async def start(self, agent: Runner) -> None:
         """Remember the agent."""
         self._agent = agent
 

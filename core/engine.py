@@ -29,7 +29,7 @@ from .turns import TURN_STOPS, TurnGuard, cut_turns
 from .usage import cost_micros, day_of, user_of
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .run_deps import RunDeps
 
 __all__ = ("Run",)
 
@@ -123,8 +123,9 @@ async def _wrapped(chunks: AsyncIterator[str], output_type: str, step: _Step) ->
 class Run:
     """One run of one context instance. Inputs that arrive while it runs join it."""
 
-    def __init__(self, agent: Agent, state: ContextState, *, finished: asyncio.Future[list[Log]]) -> None:
-        self.agent = agent
+    def __init__(self, deps: RunDeps, state: ContextState, *, finished: asyncio.Future[list[Log]]) -> None:
+        self.deps = deps
+        """What the run needs from the agent (``Agent.run_deps``)."""
         self.state = state
         self.finished = finished
         """Resolved with the chain once the run is over and its memory saved."""
@@ -173,7 +174,7 @@ class Run:
                 self.emitter.step = self.steps
                 await self._step()
                 if ctx.on_step is not None:
-                    await maybe_await(ctx.on_step(self.state, self.agent))
+                    await maybe_await(ctx.on_step(self.state, self.deps.host))
                 if self._joined:
                     since_input = 0
                 pending = self.state.working_memory.unprocessed()
@@ -185,7 +186,7 @@ class Run:
                     not pending
                     and ctx.should_continue is not None
                     and since_input < ctx.max_steps
-                    and ctx.should_continue(self.state, self.agent)
+                    and ctx.should_continue(self.state, self.deps.host)
                 ):
                     continue
                 if any(isinstance(p, InputRef) for p in pending) and self.steps < HARD_STEP_CAP:
@@ -212,15 +213,15 @@ class Run:
         handler = self.state.context.on_error
         if handler is not None:
             try:
-                await maybe_await(handler(exc, self.state, self.agent))
+                await maybe_await(handler(exc, self.state, self.deps.host))
             except Exception:
                 log.exception("on_error of context %s raised", self.state.context.type)
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         """The model's chunks, with a deadline on each; library errors become ``ModelError``."""
-        idle = self.agent.model_idle_timeout
-        model = self.agent.model
-        usage_before = getattr(model, "last_usage", None)
+        idle = self.deps.model_idle_timeout
+        model = self.deps.model
+        usage_before = model.last_usage
         call_usage.set(None)
         stream = model.stream(request)
         it = aiter(stream)
@@ -233,7 +234,7 @@ class Run:
                 except StopAsyncIteration:
                     usage = call_usage.get()  # reported by the provider as its stream ended, in this task
                     if usage is None:  # a provider that only sets ``last_usage`` (shared by concurrent runs)
-                        usage = getattr(model, "last_usage", None)
+                        usage = model.last_usage
                         usage = None if usage is usage_before else usage
                     if usage is not None:
                         await self._account(request, usage.input_tokens, usage.output_tokens)
@@ -248,7 +249,7 @@ class Run:
                 except (RunError, asyncio.CancelledError):
                     raise
                 except Exception as exc:
-                    raise ModelError(f"model {self.agent.model.name!r} failed: {type(exc).__name__}: {exc}") from exc
+                    raise ModelError(f"model {model.name!r} failed: {type(exc).__name__}: {exc}") from exc
                 written += len(chunk)
                 yield chunk
         finally:
@@ -258,7 +259,7 @@ class Run:
 
     def model_name(self, request: ModelRequest) -> str:
         """The name of the model ``request`` is answered by (a conversation's ``/model`` or the configured one)."""
-        return request.model or str(getattr(self.agent.model, "model", "") or self.agent.model.name)
+        return request.model or self.deps.model.model or self.deps.model.name
 
     async def _account(
         self, request: ModelRequest, input_tokens: int, output_tokens: int, *, estimated: bool = False
@@ -268,21 +269,21 @@ class Run:
         crash charges nothing twice. Tokens the provider reported also go to the observers
         (``input_tokens:<model>``), ``estimated`` ones do not. A failing store is logged: the answer is on its
         way."""
-        agent, state = self.agent, self.state
+        deps, state = self.deps, self.state
         name = self.model_name(request)
-        cost = cost_micros(agent.prices.get(name), input_tokens, output_tokens)
+        cost = cost_micros(deps.prices.get(name), input_tokens, output_tokens)
         if not estimated:
-            agent.observe(f"input_tokens:{name}", state.id, input_tokens)
-            agent.observe(f"output_tokens:{name}", state.id, output_tokens)
+            deps.observe(f"input_tokens:{name}", state.id, input_tokens)
+            deps.observe(f"output_tokens:{name}", state.id, output_tokens)
             if cost:
-                agent.observe(f"cost_micros:{name}", state.id, cost)
+                deps.observe(f"cost_micros:{name}", state.id, cost)
         keys = [f"chat:{state.id}", f"model:{name}"]
         if self.asker is not None:
             keys.insert(0, f"user:{self.asker}")
         batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
         # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
         try:
-            await agent.usage.add(
+            await deps.usage.add(
                 day=day_of(),
                 keys=keys,
                 input_tokens=input_tokens,
@@ -296,7 +297,7 @@ class Run:
     async def _admit(self, updates: list[Log]) -> list[Log]:
         """The updates the model may see: an input over a limit is taken out of working memory (the model never
         reads it) and its author told once per window. Admin users pass."""
-        limiter = self.agent.limiter
+        limiter = self.deps.limiter
         if limiter is None:
             return updates
         admitted: list[Log] = []
@@ -305,7 +306,7 @@ class Run:
                 admitted.append(entry)
                 continue
             text = entry.text if entry.text is not None else format_value(entry.data)
-            refusal = await limiter.check(entry, conversation=self.state.id, text=text, usage=self.agent.usage)
+            refusal = await limiter.check(entry, conversation=self.state.id, text=text, usage=self.deps.usage)
             if refusal is None:
                 admitted.append(entry)
                 continue
@@ -313,7 +314,7 @@ class Run:
             logs = self.state.working_memory.logs
             if entry in logs:
                 logs.remove(entry)
-            self.agent.observe(f"limited:{refusal.kind.value}", self.state.id)
+            self.deps.observe(f"limited:{refusal.kind.value}", self.state.id, 1.0)
             log.info("%s: an input of %s is over the %s limit", self.state.id, user_of(entry), refusal.kind.value)
             if await limiter.notice_due(refusal):
                 await self._notify(refusal)
@@ -321,7 +322,7 @@ class Run:
 
     async def _notify(self, refusal: Refusal) -> None:
         """Tell the user through the conversation's own output (in a queued run it follows the reply ledger)."""
-        _, outputs = self.agent.available(self.state)
+        _, outputs = self.deps.available(self.state)
         own = [o for o in outputs if o.context is self.state.context] or outputs
         if not own:
             return
@@ -329,12 +330,12 @@ class Run:
         ref = OutputRef(type=own[0].type, content=refusal.notice, processed=True)
         try:
             await run_output(
-                agent=self.agent,
+                host=self.deps.host,
                 state=self.state,
                 output=own[0],
                 ref=ref,
                 slots=[],
-                timeout=self.agent.output_timeout,
+                timeout=self.deps.output_timeout,
                 step=self.steps,
                 index=-self._notices,
             )
@@ -342,14 +343,14 @@ class Run:
             log.warning("could not tell %s that a limit was reached: %s", self.state.id, exc)
 
     async def _step(self) -> None:
-        agent, state = self.agent, self.state
-        actions, outputs = agent.available(state)
+        deps, state = self.deps, self.state
+        actions, outputs = deps.available(state)
         pending = state.working_memory.unprocessed()
         updates = await self._admit(pending)
         if pending and not updates:
             return  # every new input was over a limit: the model is not called
-        persona = escape_persona(state.chat.persona) if state.chat.persona else agent.persona
-        if agent.compact_prompt:
+        persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona
+        if deps.compact_prompt:
             actions = []
             prompt = build_compact_prompt(state=state, outputs=outputs, updates=updates, persona=persona)
         else:
@@ -358,7 +359,7 @@ class Run:
                 actions=actions,
                 outputs=outputs,
                 updates=updates,
-                intro=agent.intro,
+                intro=deps.intro,
                 persona=persona,
             )
         for entry in updates:
@@ -368,16 +369,16 @@ class Run:
         request = ModelRequest(
             system=prompt.system,
             prompt=prompt.prompt,
-            max_tokens=min(agent.max_tokens, COMPACT_MAX_TOKENS) if agent.compact_prompt else agent.max_tokens,
+            max_tokens=min(deps.max_tokens, COMPACT_MAX_TOKENS) if deps.compact_prompt else deps.max_tokens,
             output_types=tuple(o.type for o in outputs),
             action_names=tuple(a.name for a in actions),
-            max_items=1 if agent.compact_prompt else None,
+            max_items=1 if deps.compact_prompt else None,
             metadata={"context_id": state.id},
             model=state.chat.model,
-            images=self._images(prompt.prompt) if agent.sees_images else (),
-            plain=agent.compact_prompt,
+            images=self._images(prompt.prompt) if deps.sees_images else (),
+            plain=deps.compact_prompt,
             turns=prompt.turns,
-            stop=TURN_STOPS if agent.compact_prompt else ("</response>",),
+            stop=TURN_STOPS if deps.compact_prompt else ("</response>",),
         )
         parser = StreamParser()
         started = time.perf_counter()
@@ -406,7 +407,7 @@ class Run:
                 failure = exc
         if failure is not None:
             raise failure
-        agent.observe_model(state.id, time.perf_counter() - started)
+        deps.observe_model(state.id, time.perf_counter() - started)
         stray = "".join(step.stray_text).strip()
         if step.produced == 0 and stray:
             self._error(
@@ -491,7 +492,13 @@ class Run:
     async def _call(self, action: Action, call: ActionCall, slot: CallSlot, step: _Step, index: int) -> None:
         try:
             result, text, attachments = await run_action(
-                agent=self.agent, state=self.state, action=action, call=call, slots=step.slots, index=index
+                host=self.deps.host,
+                tasks=self.deps.tasks,
+                state=self.state,
+                action=action,
+                call=call,
+                slots=step.slots,
+                index=index,
             )
         except RunError as exc:
             self._finish_call(call, slot, error=str(exc))
@@ -542,12 +549,12 @@ class Run:
             return
         try:
             await run_output(
-                agent=self.agent,
+                host=self.deps.host,
                 state=self.state,
                 output=output,
                 ref=ref,
                 slots=step.slots,
-                timeout=self.agent.output_timeout,
+                timeout=self.deps.output_timeout,
                 step=self.steps,
                 index=event.index,
             )
@@ -558,10 +565,10 @@ class Run:
             self._error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
             self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True)
             return
-        self.agent.observe_output(self.state.id, type_)
+        self.deps.observe_output(self.state.id, type_)
         if not self._replied and self._first_input_ms is not None:
             self._replied = True
-            self.agent.observe("reply_seconds", self.state.id, max(0, now_ms() - self._first_input_ms) / 1000)
+            self.deps.observe("reply_seconds", self.state.id, max(0, now_ms() - self._first_input_ms) / 1000)
         self.emitter.emit(
             RunEventType.OUTPUT_TEXT,
             format_value(ref.data) if ref.data is not None else ref.content,

@@ -20,7 +20,8 @@ from .references import call_keys, declared_targets, output_target, prepare_call
 from .templates import TemplateStream, call_refs, resolve
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .host import Host
+    from .task_runner import TaskRunner
 
 __all__ = (
     "CallSlot",
@@ -100,15 +101,17 @@ def parse_arguments(action: Action, content: str) -> Any:
 
 async def run_action(
     *,
-    agent: Agent,
+    host: Host,
+    tasks: TaskRunner,
     state: ContextState,
     action: Action,
     call: ActionCall,
     slots: Sequence[CallSlot],
     index: int,
 ) -> tuple[Any, str | None, list[Attachment]]:
-    """Validate and run one call. Returns ``(result, text, attachments)`` (the pictures the handler showed
-    with ``ctx.show_image``); raises a ``RunError`` the caller reports."""
+    """Validate and run one call in ``tasks``; its handler receives ``host``. Returns ``(result, text,
+    attachments)`` (the pictures the handler showed with ``ctx.show_image``); raises a ``RunError`` the caller
+    reports."""
     raw = parse_arguments(action, call.content)
     mine = slots[index] if index < len(slots) else None
     if mine is not None and not mine.targets:
@@ -121,14 +124,14 @@ async def run_action(
     dumped = [action.schema.dump(a) for a in copies]
     call.data = dumped if prepared.instanced else dumped[0]
     target = output_target(action.schema, prepared, dumped[0])
-    ctx = ActionContext(state=state, call=call, agent=agent)
+    ctx = ActionContext(state=state, call=call, agent=host)
 
     async def invoke(args: Any, ctx: ActionContext) -> Any:
         attempts = action.retry + 1
         for attempt in range(attempts):
             try:
                 async with asyncio.timeout(action.timeout):
-                    return await maybe_await(action.handler(args, ctx, agent))
+                    return await maybe_await(action.handler(args, ctx, host))
             except TimeoutError as exc:
                 err: Exception = ActionError(f"{action.name!r} timed out after {action.timeout:g}s")
                 err.__cause__ = exc
@@ -139,7 +142,7 @@ async def run_action(
                 err = exc
             if attempt + 1 == attempts:
                 if action.on_error is not None:
-                    replacement = await maybe_await(action.on_error(err, ctx, agent))
+                    replacement = await maybe_await(action.on_error(err, ctx, host))
                     if replacement is not None:
                         return replacement
                 if isinstance(err, ActionError):
@@ -149,7 +152,7 @@ async def run_action(
 
     async def run_one(args: Any, ctx: ActionContext) -> Any:
         job = functools.partial(invoke, args, ctx)
-        result = await agent.tasks.run(job, queue=action.queue, key=f"action:{action.name}", limit=action.concurrency)
+        result = await tasks.run(job, queue=action.queue, key=f"action:{action.name}", limit=action.concurrency)
         if action.returns is not None:
             try:
                 result = action.returns.validate(result)
@@ -208,7 +211,7 @@ def declared_output_path(action: Action, content: str) -> tuple[str, ...] | None
 
 async def run_output(
     *,
-    agent: Agent,
+    host: Host,
     state: ContextState,
     output: Output,
     ref: OutputRef,
@@ -217,7 +220,8 @@ async def run_output(
     step: int = 0,
     index: int = -1,
 ) -> None:
-    """Resolve templates, validate and run one output's handler; raises a ``RunError`` on failure."""
+    """Resolve templates, validate and run one output's handler (it receives ``host``); raises a ``RunError``
+    on failure."""
     content: Any = ref.content
     params: dict[str, Any] = dict(ref.params)
     if "{{" in content or any("{{" in v for v in params.values()):
@@ -238,10 +242,10 @@ async def run_output(
     ref.data = output.schema.dump(data)
     if output.handler is None:
         return
-    ctx = OutputContext(state=state, output_ref=ref, agent=agent, attributes=ctx_attrs, step=step, index=index)
+    ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=ctx_attrs, step=step, index=index)
     try:
         async with asyncio.timeout(timeout):
-            update = await maybe_await(output.handler(data, ctx, agent))
+            update = await maybe_await(output.handler(data, ctx, host))
     except TimeoutError as exc:
         raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
     if isinstance(update, dict):

@@ -25,7 +25,7 @@ from .memory.history import HistoryEntry, HistoryStore, Summary
 from .models.base import Model, ModelRequest
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .host import Host
 
 __all__ = ("LocalSummaryLock", "Summarizer", "SummaryLock", "SummaryPolicy", "summary_prompt")
 
@@ -119,7 +119,7 @@ class Summarizer:
     """Folds history into summaries in the background, owned by the agent (stopped with it)."""
 
     def __init__(
-        self, agent: Agent, history: HistoryStore, policy: SummaryPolicy, *, lock: SummaryLock | None = None
+        self, agent: Host, history: HistoryStore, policy: SummaryPolicy, *, lock: SummaryLock | None = None
     ) -> None:
         self.agent = agent
         """Whose model writes the summaries (unless the policy names one)."""

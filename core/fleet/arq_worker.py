@@ -29,7 +29,7 @@ from .drain import Drainer, DrainStats
 from .reply_ledger import ReplayModel
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..host import Runner
 
 __all__ = ("QueueWorker",)
 
@@ -173,7 +173,7 @@ class QueueWorker:
     cancels the rest and hands their contexts back to the queue (their batches are redelivered).
     """
 
-    def __init__(self, agent: Agent, backend: RedisBackend | None = None) -> None:
+    def __init__(self, agent: Runner, backend: RedisBackend | None = None) -> None:
         if backend is None:
             if not isinstance(agent.dispatcher, RedisDispatcher):
                 raise DispatchError(

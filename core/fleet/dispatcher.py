@@ -19,7 +19,7 @@ from .backend import RedisBackend
 from .options import QueueConfig
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..host import Runner
 
 __all__ = ("IngestResult", "RedisDispatcher", "encode_entry")
 
@@ -53,14 +53,14 @@ class RedisDispatcher:
         self.backend = RedisBackend(backend) if isinstance(backend, QueueConfig) else backend
         """The connection (shared with the memory store and the worker)."""
         self._owns_backend = owns
-        self._agent: Agent | None = None
+        self._agent: Runner | None = None
 
     @property
     def config(self) -> QueueConfig:
         """The queue settings."""
         return self.backend.config
 
-    async def start(self, agent: Agent) -> None:
+    async def start(self, agent: Runner) -> None:
         """Remember the agent and check that Redis answers (``DispatchError`` naming REDIS_URL if not)."""
         self._agent = agent
         await self.backend.ping()

@@ -24,7 +24,7 @@ from .reply_ledger import REPLY_LEDGER, RedisReplyLedger
 from .scope import Lease, RunScope
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..host import Runner
 
 __all__ = ("MEMORY_KINDS", "DrainStats", "Drainer")
 
@@ -58,7 +58,7 @@ class DrainStats:
 class Drainer:
     """Runs drain jobs for ``agent`` (one per context at a time, cluster-wide)."""
 
-    def __init__(self, agent: Agent, backend: RedisBackend) -> None:
+    def __init__(self, agent: Runner, backend: RedisBackend) -> None:
         self.agent = agent
         """The agent whose contexts are run."""
         self.backend = backend

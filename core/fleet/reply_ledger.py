@@ -211,16 +211,15 @@ class ReplayModel:
         self.inner = inner
         """The real model."""
         self.name = inner.name
-        self.vision: bool = bool(getattr(inner, "vision", False))
+        self.vision: bool = inner.vision
         """Whether the real model sees images (the worker shows them only then)."""
-        self.model: str = str(getattr(inner, "model", "") or "")
+        self.model: str = inner.model
         """The real model's configured model name, when it has one (usage is counted by model)."""
 
     @property
     def last_usage(self) -> ModelUsage | None:
         """The real model's usage of its last call: a replayed step calls nothing, so it is counted once."""
-        usage = getattr(self.inner, "last_usage", None)
-        return usage if isinstance(usage, ModelUsage) else None
+        return self.inner.last_usage
 
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the stored answer of this step, or the inner model's (recorded as it goes)."""

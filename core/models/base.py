@@ -6,13 +6,14 @@ import dataclasses
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = (
     "ImagePart",
     "Model",
     "ModelRequest",
     "ModelUsage",
+    "ToolSpec",
     "call_usage",
     "interleave",
     "report_usage",
@@ -30,6 +31,18 @@ class ImagePart:
     """``image/jpeg``, ``image/png``, ``image/gif`` or ``image/webp``."""
     data: bytes = field(repr=False)
     """The image file."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """An action offered to a model that calls tools in its own chat format (the compact prompt)."""
+
+    name: str
+    """The action's name; a call comes back as ``<action_call name="...">``."""
+    description: str
+    """What it does and when to use it."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """The JSON Schema of its arguments (an object)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +73,11 @@ class ModelRequest:
     turns: tuple[tuple[str, str], ...] = ()
     """The conversation as chat messages, ``("user" | "assistant", text)``, oldest first, the last one the user's;
     a chat provider sends them after ``system`` instead of ``prompt`` (the same conversation as a transcript), so
-    the model's chat template marks where each turn ends. Empty: send ``prompt``."""
+    the model's chat template marks where each turn ends. Empty: send ``prompt``. With ``tools``, two more roles:
+    ``("tool_call", '{"name": ..., "arguments": {...}}')`` (the model called a tool) and ``("tool", result)``."""
+    tools: tuple[ToolSpec, ...] = ()
+    """Actions the model may call in its own tool-call format (a plain request of a model that declares
+    ``tools = True``); the call comes back as ``<response><action_call name="...">{json}</action_call></response>``."""
     model: str | None = None
     """The model name to ask the provider for instead of the configured one (a conversation's ``/model``);
     providers serving one fixed model (local, scripted) ignore it."""
@@ -107,14 +124,34 @@ class ModelUsage:
 
 @runtime_checkable
 class Model(Protocol):
-    """A text generator. ``stream`` yields chunks of the answer as they are produced.
+    """A text generator. ``stream`` yields chunks of the answer as they are produced; ``name``, ``model``,
+    ``vision`` and ``last_usage`` are plain attributes in every provider.
 
     Implementations raise ``ModelError`` (or ``ModelAuthError``) for failures, never a library's own
     exception type.
     """
 
-    name: str
-    """For logs and errors. A model that accepts images also sets ``vision = True`` (default: text only)."""
+    @property
+    def name(self) -> str:
+        """For logs and errors (``openai:gpt-4o``)."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The provider's name of the model it asks for (``gpt-4o``): usage and prices are counted under it;
+        empty for a model with no such name (usage is then counted under ``name``)."""
+        ...
+
+    @property
+    def vision(self) -> bool:
+        """True when the model accepts images: requests then carry the images their prompt refers to."""
+        ...
+
+    @property
+    def last_usage(self) -> ModelUsage | None:
+        """The usage of its last call, for a provider that does not ``report_usage`` (None: not known; the step
+        loop then estimates it). Shared by every run of the process, so ``report_usage`` is preferred."""
+        ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the answer to ``request``."""

@@ -144,6 +144,8 @@ class LocalModel:
 
     vision = False
     """Text only: attachments reach it as stand-in text."""
+    model = ""
+    """No provider model name: usage is counted under ``name``."""
 
     def __init__(
         self,

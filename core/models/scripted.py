@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from ..errors import ModelError
-from .base import ModelRequest
+from .base import ModelRequest, ModelUsage
 
 __all__ = ("ScriptedModel",)
 
@@ -21,6 +21,10 @@ class ScriptedModel:
     """
 
     name = "scripted"
+    model = ""
+    """No provider model name: usage is counted under ``name``."""
+    last_usage: ModelUsage | None = None
+    """Never known: the step loop estimates a scripted answer's tokens."""
 
     def __init__(
         self,

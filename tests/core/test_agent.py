@@ -199,6 +199,9 @@ class Gate:
     """A model that waits for a signal before answering, and counts parallel calls."""
 
     name = "gate"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self) -> None:
         self.requests: list[ModelRequest] = []
@@ -281,6 +284,9 @@ async def test_a_model_that_never_stops_erring_is_bounded_by_max_steps() -> None
 async def test_a_silent_model_times_out() -> None:
     class Silent:
         name = "silent"
+        model = ""
+        vision = False
+        last_usage = None
 
         async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
             await asyncio.sleep(30)

@@ -134,6 +134,8 @@ async def test_concurrent_runs_count_their_own_usage_to_their_own_user() -> None
 
     class Model:
         name = "m"
+        model = ""
+        vision = False
         last_usage: ModelUsage | None = None
 
         async def stream(self, request: ModelRequest) -> Any:

@@ -68,6 +68,9 @@ class Stream:
     """A model that streams a plain reply in small chunks and records whether the stream was closed early."""
 
     name = "stream"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self, text: str) -> None:
         self.text = text

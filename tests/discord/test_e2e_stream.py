@@ -109,6 +109,9 @@ class FailsMidway:
     """Writes the start of an answer slowly, then the model connection breaks."""
 
     name = "fails-midway"
+    model = ""
+    vision = False
+    last_usage = None
 
     async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
         for chunk in ('<response><output type="discord:message">', "The answer st", "arts like this and"):

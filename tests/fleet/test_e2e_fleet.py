@@ -55,6 +55,9 @@ class Echo:
     """Answers ``echo: <the messages of the batch>`` as one streamed output, in about ``MODEL_SECONDS``."""
 
     name = "echo"
+    model = ""
+    vision = False
+    last_usage = None
 
     async def stream(self, request: Any) -> AsyncIterator[str]:
         found = _UPDATES.search(request.prompt)

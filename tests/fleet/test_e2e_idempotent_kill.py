@@ -59,6 +59,9 @@ class Echo:
     a while for each few characters."""
 
     name = "echo"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self, output_type: str, marks: Path, *, hang: bool) -> None:
         self.output_type = output_type

@@ -37,6 +37,8 @@ class Counting:
     ``hang`` it stops in the middle (the worker is killed there); ``marks`` records every call."""
 
     name = "counting"
+    model = ""
+    vision = False
 
     def __init__(self, marks: Path) -> None:
         self.marks = marks

@@ -28,6 +28,9 @@ class Recording:
     def __init__(self, inner: Model) -> None:
         self.inner = inner
         self.name = inner.name
+        self.model = ""
+        self.vision = False
+        self.last_usage = None
         self.texts: list[str] = []
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:

@@ -98,6 +98,8 @@ async def test_the_embedded_model_answers_a_photo_from_its_stand_in_text(local_m
 
     class Seen:
         name = local_model.name
+        model = ""
+        last_usage = None
         vision = local_model.vision
 
         def stream(self, request: ModelRequest) -> Any:

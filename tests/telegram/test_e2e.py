@@ -26,6 +26,9 @@ class GatedModel:
     """Answers ``reply`` once ``gate(request)`` returns: lets a test hold a run open without sleeping."""
 
     name = "gated"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self, reply: str, gate: Callable[[ModelRequest], Awaitable[None]]) -> None:
         self.reply = reply

@@ -162,6 +162,9 @@ class FailsMidway:
     """Writes the start of an answer slowly, then the model connection breaks."""
 
     name = "fails-midway"
+    model = ""
+    vision = False
+    last_usage = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         for chunk in ('<response><output type="telegram:message">', "The answer st", "arts like this and"):

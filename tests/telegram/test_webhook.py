@@ -19,6 +19,9 @@ class WaitsForTheWebhookAnswer:
     """A model that answers only once Telegram (the fake) got its 200: proof the webhook answers before the run."""
 
     name = "waits-for-200"
+    model = ""
+    vision = False
+    last_usage = None
 
     def __init__(self, server: FakeTelegramServer) -> None:
         self.server = server

@@ -1,0 +1,62 @@
+"""What the step loop needs from the agent, handed to each run as one object (``Agent.run_deps``).
+
+A run reads only this: the model and its limits, the prompt's parts, the limits and the usage counters, the
+definitions offered in a context, the observers, and the host handlers receive. The agent builds it when a run
+starts, so a setting changed between runs (``agent.limiter = ...``) applies to the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .definitions import Action, ContextState, Output
+    from .host import Host
+    from .limits import Limiter
+    from .models.base import Model
+    from .task_runner import TaskRunner
+    from .usage import Price, UsageStore
+
+__all__ = ("RunDeps",)
+
+
+@dataclass(kw_only=True, slots=True)
+class RunDeps:
+    """The agent as one run of the step loop sees it."""
+
+    host: Host
+    """The agent as handlers and context hooks receive it (their last argument)."""
+    model: Model
+    """The model the run calls."""
+    max_tokens: int
+    """Upper bound on tokens per model call."""
+    model_idle_timeout: float
+    """Seconds the model may stay silent before the call fails."""
+    output_timeout: float
+    """Seconds an output handler may take."""
+    intro: str
+    """The first section of the system prompt."""
+    persona: str
+    """Who the bot is (a conversation's ``/persona`` replaces it)."""
+    compact_prompt: bool
+    """Use the short, tool-less prompt made for small local models."""
+    sees_images: bool
+    """The model is shown the images the prompt refers to."""
+    limiter: Limiter | None
+    """Limits checked before the model is called (None: no limits)."""
+    usage: UsageStore
+    """Where each call's tokens are counted."""
+    prices: Mapping[str, Price]
+    """What each model costs, by model name."""
+    tasks: TaskRunner
+    """Where action handlers run."""
+    available: Callable[[ContextState], tuple[list[Action], list[Output]]]
+    """The actions and outputs offered in a context instance, asked at each step."""
+    observe: Callable[[str, str, float], None]
+    """``observe(kind, context_id, value)``: report a measure to the observers (one that raises is logged)."""
+    observe_model: Callable[[str, float], None]
+    """``observe_model(context_id, seconds)``: report a model call's duration."""
+    observe_output: Callable[[str, str], None]
+    """``observe_output(context_id, output_type)``: report a delivered output."""
