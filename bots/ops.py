@@ -34,6 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 
 from core.errors import ConfigError
 from core.health import Degraded
+from core.models.base import HoldsWeights, SelfChecking, ServedOverHttp
 
 from .metrics import RunTracker
 
@@ -220,21 +221,20 @@ def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
     its weights are loaded or loadable; an HTTP model is when its server answers ``GET <base_url>/models``
     (any HTTP status: 401 still proves the server is there; no key is sent). The answer is kept for
     ``cache_seconds`` so probes do not hammer the provider."""
-    own: Check | None = getattr(model, "ready", None)
-    if callable(own):
-        return own
-    if hasattr(model, "loaded") and hasattr(model, "model_path"):
+    if isinstance(model, SelfChecking):
+        return model.ready
+    if isinstance(model, HoldsWeights):
+        weights = model
 
         def local() -> bool | str:
-            if model.loaded or model.model_path.is_file():
+            if weights.loaded or weights.model_path.is_file():
                 return True
-            return f"model file {model.model_path} is missing: check LLM_MODEL_PATH"
+            return f"model file {weights.model_path} is missing: check LLM_MODEL_PATH"
 
         return local
-    base_url = getattr(model, "base_url", None)
-    if not isinstance(base_url, str) or not base_url:
+    if not isinstance(model, ServedOverHttp) or not model.base_url:
         return lambda: True
-    url = base_url.rstrip("/") + "/models"
+    url = model.base_url.rstrip("/") + "/models"
     cached: list[tuple[float, bool | str]] = []
 
     async def remote() -> bool | str:

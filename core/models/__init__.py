@@ -4,7 +4,18 @@ The SDKs (``openai``, ``anthropic``, ``xllamacpp``) are imported only when a pro
 """
 
 from .anthropic_api import AnthropicModel
-from .base import ImagePart, Model, ModelRequest, ModelUsage, interleave, report_usage, without_images
+from .base import (
+    HoldsWeights,
+    ImagePart,
+    Model,
+    ModelRequest,
+    ModelUsage,
+    SelfChecking,
+    ServedOverHttp,
+    interleave,
+    report_usage,
+    without_images,
+)
 from .grammar import GrammarLimits, build_grammar, grammar_for
 from .local import LocalModel, default_model_path
 from .openai_compat import OpenAICompatModel
@@ -14,6 +25,7 @@ from .scripted import ScriptedModel
 __all__ = (
     "AnthropicModel",
     "GrammarLimits",
+    "HoldsWeights",
     "ImagePart",
     "LocalModel",
     "Model",
@@ -22,6 +34,8 @@ __all__ = (
     "OpenAICompatModel",
     "RetryPolicy",
     "ScriptedModel",
+    "SelfChecking",
+    "ServedOverHttp",
     "build_grammar",
     "default_model_path",
     "grammar_for",

@@ -6,13 +6,17 @@ import dataclasses
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = (
+    "HoldsWeights",
     "ImagePart",
     "Model",
     "ModelRequest",
     "ModelUsage",
+    "SelfChecking",
+    "ServedOverHttp",
     "ToolSpec",
     "call_usage",
     "interleave",
@@ -155,6 +159,40 @@ class Model(Protocol):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the answer to ``request``."""
+        ...
+
+
+@runtime_checkable
+class SelfChecking(Protocol):
+    """A model that answers ``/readyz`` itself (the embedded model: its weights are loaded or loadable)."""
+
+    def ready(self) -> Any:
+        """``True``/``None`` when it can answer, ``False`` or a reason string when not; plain or async."""
+        ...
+
+
+@runtime_checkable
+class HoldsWeights(Protocol):
+    """A model run in this process from a weights file: ready once loaded, or while the file is there."""
+
+    @property
+    def loaded(self) -> bool:
+        """True once the weights are in memory."""
+        ...
+
+    @property
+    def model_path(self) -> Path:
+        """The weights file."""
+        ...
+
+
+@runtime_checkable
+class ServedOverHttp(Protocol):
+    """A model behind an HTTP server: ready while ``GET <base_url>/models`` answers."""
+
+    @property
+    def base_url(self) -> str:
+        """The server's API root (``https://api.openai.com/v1``)."""
         ...
 
 
