@@ -15,16 +15,18 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from .chat_settings import escape_persona
+from .dataflow import CallSlot, ResponseCalls
 from .definitions import Action, ContextState, Output, maybe_await
 from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, now_ms
 from .errors import ModelError, RunError
 from .events import EventEmitter, RunEventType
-from .handlers import CallSlot, declared_output_path, run_action, run_output
+from .handlers import declared_targets, delivered_text, output_stream, run_action, run_output
 from .limits import Refusal
 from .media.attachment import Attachment, image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_compact_prompt, build_prompt, format_value, xml_attr
+from .templates import TemplateStream
 from .turns import TURN_STOPS, TurnGuard, cut_turns
 from .usage import cost_micros, day_of, user_of
 
@@ -55,6 +57,7 @@ class _Step:
         "slots",
         "speakers",
         "stray_text",
+        "streams",
         "tasks",
     )
 
@@ -74,7 +77,10 @@ class _Step:
         self.guards: dict[int, TurnGuard] = {}
         self.outputs = outputs
         self.tasks = tasks
-        self.slots: list[CallSlot] = []
+        self.slots = ResponseCalls()
+        """The calls of the response as the model writes them; closed once it has ended."""
+        self.streams: dict[int, TemplateStream] = {}
+        """Resolves the templates of each output's deltas, by element index."""
         self.produced = 0
         self.stray_text: list[str] = []
         self.output_types: dict[int, str] = {}
@@ -405,6 +411,8 @@ class Run:
                     await self._on_event(event, step)
             except Exception as exc:  # raised after the calls already started have finished
                 failure = exc
+            finally:
+                step.slots.close()  # no call can follow: a reference nothing writes stops waiting
         if failure is not None:
             raise failure
         deps.observe_model(state.id, time.perf_counter() - started)
@@ -437,6 +445,11 @@ class Run:
             elif event.name == "output":
                 guard = step.guards.get(event.index)
                 text = guard.feed(event.text) if guard is not None else event.text
+                stream = step.streams.get(event.index)
+                if stream is None and "{" in text:  # a template may start here: resolve it before it is shown
+                    stream = step.streams[event.index] = output_stream(step.slots, self.state)
+                if text and stream is not None:
+                    text = await stream.feed(text)
                 if text:
                     self.emitter.emit(
                         RunEventType.OUTPUT_TEXT,
@@ -476,7 +489,7 @@ class Run:
         step.slots.append(slot)
         action = step.actions.get(name)
         if action is not None:
-            slot.writes = declared_output_path(action, event.content)
+            slot.targets = declared_targets(action.schema, event.content)
         self.emitter.emit(RunEventType.TOOL_CALL, {"id": call.id, "name": name, "arguments": event.content.strip()})
         if action is None:
             available = ", ".join(sorted(step.actions)) or "none"
@@ -535,6 +548,9 @@ class Run:
         attrs.pop("name", None)
         guard = step.guards.pop(event.index, None)
         rest = guard.close() if guard is not None else ""
+        stream = step.streams.pop(event.index, None)
+        if stream is not None:
+            rest = await stream.feed(rest) + await stream.close()
         if rest:  # held back while it could have been the start of an invented turn
             self.emitter.emit(RunEventType.OUTPUT_TEXT, rest, output_type=type_, output_index=event.index)
         content = cut_turns(event.content, step.speakers) if guard is not None else event.content
@@ -545,7 +561,7 @@ class Run:
             available = ", ".join(sorted(step.outputs)) or "none"
             ref.error = f"unknown output type {type_!r}; available outputs: {available}"
             self._error(ref.error, source="output")
-            self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_index=event.index, final=True)
+            self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_index=event.index, final=True, error=ref.error)
             return
         try:
             await run_output(
@@ -563,7 +579,9 @@ class Run:
                 log.warning("output %s handler raised", type_, exc_info=True)
             ref.error = str(exc) or type(exc).__name__
             self._error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
-            self.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True)
+            self.emitter.emit(
+                RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True, error=ref.error
+            )
             return
         self.deps.observe_output(self.state.id, type_)
         if not self._replied and self._first_input_ms is not None:
@@ -571,7 +589,7 @@ class Run:
             self.deps.observe("reply_seconds", self.state.id, max(0, now_ms() - self._first_input_ms) / 1000)
         self.emitter.emit(
             RunEventType.OUTPUT_TEXT,
-            format_value(ref.data) if ref.data is not None else ref.content,
+            await delivered_text(ref.content, step.slots, self.state),
             output_type=type_,
             output_index=event.index,
             final=True,

@@ -16,7 +16,7 @@ from .entries import ActionCall, OutputRef
 from .errors import ActionError, TemplateError, ValidationError
 from .media.attachment import Attachment
 from .prompt import format_value
-from .references import call_keys, declared_targets, output_target, prepare_call, save_result, saved_note
+from .references import declared_targets, output_target, prepare_call, save_result, saved_note
 from .templates import TemplateStream, call_refs, resolve
 
 if TYPE_CHECKING:
@@ -196,17 +196,6 @@ async def _run_copies(
         for i, (result, error) in enumerate(outcomes)
     ]
     return results, "\n".join(lines)
-
-
-def declares_output_path(action: Action) -> bool:
-    """True when the action's schema declares ``_outputPath`` (a fixed or a flexible path)."""
-    return call_keys(action.schema).path
-
-
-def declared_output_path(action: Action, content: str) -> tuple[str, ...] | None:
-    """The first path a call will write, read before it runs (``declared_targets`` gives them all)."""
-    targets = declared_targets(action.schema, content)
-    return targets[0] if targets else None
 
 
 async def run_output(

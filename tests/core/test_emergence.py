@@ -210,10 +210,6 @@ async def test_a_reference_to_a_value_a_later_call_writes_waits_for_it_when_pars
     assert ("echo", "sunny", None) in results(chain)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine wiring: _Step.slots must be a ResponseCalls, closed once the response is parsed (see report)",
-)
 async def test_a_deferred_reference_waits_even_when_the_writer_is_not_parsed_yet() -> None:
     agent, _ = build([DEFERRED, R("")], chunk_size=8, delay=0.001)
     chain, _ = await run(agent)
