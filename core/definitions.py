@@ -11,7 +11,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .chat_settings import ChatSettings
 from .entries import ActionCall, InputRef, OutputRef, WorkingMemory
@@ -194,6 +194,9 @@ class Action:
     """How the result is shown to the model (default: JSON)."""
     on_error: Callable[[Exception, ActionContext, Host], Any] | None = None
     """Called when the handler fails for good; a non-None return value becomes the result."""
+    fire_and_forget: bool | Literal["without_output_path"] = False
+    """``True``: a call is not waited for (it runs to completion in the task runner, its result is not shown
+    to the model); ``"without_output_path"``: only a call that writes no ``_outputPath`` is not waited for."""
 
 
 @dataclass(kw_only=True, eq=False)
@@ -358,6 +361,7 @@ def action(
     timeout: float = 60.0,
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, Host], Any] | None = None,
+    fire_and_forget: bool | Literal["without_output_path"] = False,
 ) -> Action:
     """Define an action; ``schema`` is a pydantic model or type for the arguments (default: no arguments)."""
     _check_name(name, "action name")
@@ -368,6 +372,8 @@ def action(
         _check_callable(fn, f"action {name!r}: {attr}")
     if retry < 0 or timeout <= 0 or (concurrency is not None and concurrency < 1):
         raise DefinitionError(f"action {name!r}: retry >= 0, timeout > 0 and concurrency >= 1 are required")
+    if fire_and_forget not in (True, False, "without_output_path"):
+        raise DefinitionError(f"action {name!r}: fire_and_forget is True, False or 'without_output_path'")
     return Action(
         name=name,
         description=description,
@@ -385,6 +391,7 @@ def action(
         timeout=timeout,
         format=format,
         on_error=on_error,
+        fire_and_forget=fire_and_forget,
     )
 
 
