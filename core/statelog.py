@@ -67,7 +67,6 @@ _PATH = re.compile(rf"^†{_NAMES}$")
 _IN_TEXT = re.compile(rf"†{_NAMES}")
 _OR = re.compile(r"\s*\|\|\s*")
 _AND = re.compile(r"\s*&&\s*")
-_MISSING: Any = object()
 
 
 def parse_path(text: str) -> Path:

@@ -20,10 +20,6 @@ class TaskRunner:
         self._queues = {name: asyncio.Semaphore(limit) for name, limit in (queues or {}).items()}
         self._keys: dict[str, asyncio.Semaphore] = {}
 
-    def set_queue(self, name: str, limit: int) -> None:
-        """Configure (or replace) the limit of queue ``name``."""
-        self._queues[name] = asyncio.Semaphore(limit)
-
     async def run(
         self,
         fn: Callable[[], Awaitable[T]],

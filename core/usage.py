@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -187,14 +187,6 @@ class InMemoryUsage:
             if found is not None:
                 total.add(found)
         return total
-
-    def by_prefix(self, prefix: str) -> Mapping[str, UsageTotals]:
-        """All-time totals of the keys starting with ``prefix`` (``model:``), by key."""
-        found: dict[str, UsageTotals] = {}
-        for (_, key), totals in self.data.items():
-            if key.startswith(prefix):
-                found.setdefault(key, UsageTotals()).add(totals)
-        return found
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 __all__ = ("ContextKeys", "Keys")
 
 ARQ_JOB_PREFIX = "arq:job:"
-ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
 ARQ_RETRY_PREFIX = "arq:retry:"
 
 
