@@ -36,7 +36,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import redis.asyncio  # noqa: E402
 
-from core import Agent, OutputContext, ScriptedModel, context, create_agent, output  # noqa: E402
+from core import Host, OutputContext, ScriptedModel, context, create_agent, output  # noqa: E402
 from core.fleet import (  # noqa: E402
     REPLY_LEDGER,
     QueueConfig,
@@ -70,7 +70,7 @@ def bench_bot(url: str) -> tuple[Any, Any]:
     """The bench context and its reply output, which 'posts' into a Redis list through the ledger."""
     client = redis.asyncio.Redis.from_url(url, decode_responses=True)
 
-    async def deliver(data: str, ctx: OutputContext, agent: Agent) -> None:
+    async def deliver(data: str, ctx: OutputContext, agent: Host) -> None:
         ledger = ctx.state.options.get(REPLY_LEDGER)
         slot = await ledger.begin("bench:reply", data) if ledger is not None else None
         if slot is not None and slot.done:
