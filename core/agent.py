@@ -249,14 +249,20 @@ class Agent:
         for ext in self.extensions:
             if ext.install is not None:
                 await maybe_await(ext.install(self))
-        installers = [
-            *(a.install for a in self.actions),
-            *(o.install for o in self.outputs),
-            *(i.install for i in self.inputs.values()),
-        ]
-        for install in installers:
-            if install is not None:
-                await maybe_await(install(self))
+        contexts = self.contexts.values()
+        definitions: dict[int, Action | Output | Input] = {}  # each once, though offered in several places
+        everything: tuple[Action | Output | Input, ...] = (
+            *self.actions,
+            *(a for c in contexts for a in c.actions),
+            *self.outputs,
+            *(o for c in contexts for o in c.outputs),
+            *self.inputs.values(),
+        )
+        for d in everything:
+            definitions.setdefault(id(d), d)
+        for definition in definitions.values():
+            if definition.install is not None:
+                await maybe_await(definition.install(self))
         for svc in self.services:
             if svc.start is not None:
                 await maybe_await(svc.start(self))

@@ -206,8 +206,9 @@ class Run:
         return self.chain
 
     async def _fail(self, exc: Exception) -> None:
-        if isinstance(exc, RunError):
-            log.warning("run of %s failed: %s", self.state.id, exc)
+        if isinstance(exc, RunError):  # with the author's traceback when their code raised (a render)
+            author = exc.__cause__ is not None and not isinstance(exc, ModelError)
+            log.warning("run of %s failed: %s", self.state.id, exc, exc_info=exc if author else None)
         else:
             log.exception("run of %s failed unexpectedly", self.state.id)
         entry = ErrorLog(

@@ -17,6 +17,7 @@ from typing import Any
 
 from .definitions import Action, ContextState, Output
 from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
+from .errors import RunError
 from .escape import escape_attr, escape_text
 from .media.attachment import Loaded, describe, format_attachments
 
@@ -191,7 +192,12 @@ def _context_block(state: ContextState) -> str:
     if instructions:
         parts.append(f"<instructions>{instructions}</instructions>")
     if ctx.render is not None:  # the author's markup: it escapes what it shows with ``escape_text``
-        parts.append(str(ctx.render(state)))
+        try:
+            parts.append(str(ctx.render(state)))
+        except Exception as exc:  # the author's code: say whose it is
+            raise RunError(
+                f"the render function of context {ctx.type!r} raised {type(exc).__name__}: {exc}; fix that render"
+            ) from exc
     elif state.memory:
         parts.append(f"<memory>{escape_text(format_value(state.memory))}</memory>")
     if state.summary:  # the model wrote it from what people said: escaped like them

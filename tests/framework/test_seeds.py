@@ -231,7 +231,6 @@ async def test_install_runs_once_when_the_agent_starts() -> None:
     assert sorted(installed) == ["action", "output"]
 
 
-@gap("install() never runs for actions and outputs given through context(actions=..., outputs=...)")
 async def test_install_runs_for_context_actions_and_outputs() -> None:
     installed: list[str] = []
     own = context(
@@ -957,7 +956,6 @@ def test_a_json_schema_dict_where_a_model_is_expected_gets_our_error() -> None:
     assert "'lookup'" in message and "schema" in message and "external_schema" in message
 
 
-@gap("an exception in a context's render is reported without naming the context")
 async def test_an_error_in_render_names_the_context() -> None:
     def render(state: Any) -> str:
         raise KeyError("lines")
