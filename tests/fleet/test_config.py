@@ -94,5 +94,16 @@ def test_the_public_api_is_complete_and_importable() -> None:
         and name != "annotations"
     }
     assert public <= set(exported), public - set(exported)
-    for module in ("backend", "config", "dispatcher", "drain", "keys", "ledger", "lock", "memory", "scope", "worker"):
+    for module in (
+        "arq_worker",
+        "backend",
+        "dispatcher",
+        "drain",
+        "keys",
+        "lock",
+        "memory_store",
+        "options",
+        "reply_ledger",
+        "scope",
+    ):
         importlib.import_module(f"core.fleet.{module}")
