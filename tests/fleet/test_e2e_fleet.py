@@ -218,8 +218,8 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
     fleets.append(fleet)
     victim_token, other_token = (f"{telegram.token.split(':')[0]}:worker-{n}" for n in ("a", "b"))
     gateway = fleet.gateway()
-    victim = fleet.arq_worker(victim_token, "--uncertain", uncertain, "--stream")
-    fleet.arq_worker(other_token, "--uncertain", uncertain, "--stream")
+    victim = fleet.worker(victim_token, "--uncertain", uncertain, "--stream")
+    fleet.worker(other_token, "--uncertain", uncertain, "--stream")
     await telegram.wait_for(lambda: len(telegram.calls_of("getUpdates")) > 0, timeout=60)
     killed_at, at_kill = float("inf"), 0
     for m in range(MESSAGES):
