@@ -35,7 +35,7 @@ from .media.reader import Fetcher, MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .memory.recording import history_entries
 from .models.base import Model
-from .prompt import DEFAULT_INTRO
+from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLATE, PromptTemplate
 from .run_deps import RunDeps
 from .statelog import StateLog
 from .summary import Summarizer, SummaryLock, SummaryPolicy
@@ -67,6 +67,10 @@ class Agent:
         memory: MemoryStore | None = None,
         dispatcher: Dispatcher | None = None,
         intro: str = DEFAULT_INTRO,
+        instructions: str = INSTRUCTIONS,
+        response: str = RESPONSE_FORMAT,
+        footer: str = FOOTER,
+        template: str = TEMPLATE,
         persona: str = "",
         max_tokens: int = 1024,
         model_idle_timeout: float = 60.0,
@@ -106,8 +110,10 @@ class Agent:
             else None
         )
         """Folds what leaves the prompt's window into each conversation's summary, after its runs."""
-        self.intro = intro
-        """The first section of the system prompt."""
+        self.prompt = PromptTemplate(
+            template=template, intro=intro, instructions=instructions, response=response, footer=footer
+        )
+        """The prompt's sections and how they are arranged (``core.prompt.PromptTemplate``)."""
         self.persona = persona
         """Who the bot is, added to the system prompt."""
         self.compact_prompt = compact_prompt
@@ -498,7 +504,7 @@ class Agent:
             max_tokens=self.max_tokens,
             model_idle_timeout=self.model_idle_timeout,
             output_timeout=self.output_timeout,
-            intro=self.intro,
+            prompt=self.prompt,
             persona=self.persona,
             compact_prompt=self.compact_prompt,
             sees_images=self.sees_images,

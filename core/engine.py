@@ -366,7 +366,7 @@ class Run:
                 actions=actions,
                 outputs=outputs,
                 updates=updates,
-                intro=deps.intro,
+                template=deps.prompt,
                 persona=persona,
             )
         for entry in updates:

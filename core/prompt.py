@@ -1,8 +1,13 @@
 """Prompt building: the sections and XML of the Prompting seed.
 
-The system part (intro, instructions, response format, footer) is the same on every step; the prompt part
-holds the available actions and outputs, the contexts, a bounded window of working memory and the updates.
-Building a prompt reads only that window, so it costs the same after 10 or 100,000 messages.
+The template (``PromptTemplate``) arranges the sections the seed names: ``{{intro}}``, ``{{instructions}}``,
+``{{content}}``, ``{{response}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is); a bot author may
+replace any of them and the template itself (``create_agent(template=..., instructions=...)``). What comes
+before ``{{content}}`` is the system part, the same on every step; the content (the available actions and
+outputs, the contexts, a bounded window of working memory and the updates) and what follows it are the
+prompt part. The default template has no ``{{content}}``: every section is in the system part, and the
+content is the whole prompt part. Building a prompt reads only the window, so it costs the same after 10 or
+100,000 messages.
 """
 
 from __future__ import annotations
@@ -17,13 +22,19 @@ from typing import Any
 
 from .definitions import Action, ContextState, Output
 from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
-from .errors import RunError
+from .errors import DefinitionError, RunError
 from .escape import escape_attr, escape_text
 from .media.attachment import Loaded, describe, format_attachments
 
 __all__ = (
     "DEFAULT_INTRO",
+    "DEFAULT_TEMPLATE",
+    "FOOTER",
+    "INSTRUCTIONS",
+    "RESPONSE_FORMAT",
+    "TEMPLATE",
     "Prompt",
+    "PromptTemplate",
     "build_compact_prompt",
     "build_prompt",
     "format_action",
@@ -67,6 +78,94 @@ Answer with exactly this structure and nothing else:
   <state> in <contexts> shows what is saved."""
 
 FOOTER = "Keep answers useful and concise. Never invent action results."
+
+TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{response}}\n\n{{footer}}"
+"""The default template: every section in the system part, the content as the prompt part."""
+
+SECTIONS = ("intro", "persona", "instructions", "content", "response", "footer")
+"""The placeholders a template may use."""
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptTemplate:
+    """The static parts of the prompt and how they are arranged (the seed's ``mainPrompt``); every field may be
+    replaced (``create_agent(intro=..., instructions=..., response=..., footer=..., template=...)``).
+
+    A section left empty takes its paragraph with it: in the default template, no persona leaves no blank
+    lines. A template without ``{{persona}}`` leaves the persona out, a conversation's ``/persona`` too."""
+
+    template: str = TEMPLATE
+    """Where the sections go: ``{{intro}}``, ``{{persona}}``, ``{{instructions}}``, ``{{content}}``,
+    ``{{response}}``, ``{{footer}}``. Before ``{{content}}`` is the system part; the content and what follows
+    it are the prompt part (without ``{{content}}``, the content is the whole prompt part)."""
+    intro: str = DEFAULT_INTRO
+    """What the agent is and does."""
+    instructions: str = INSTRUCTIONS
+    """How to handle the updates, step by step."""
+    response: str = RESPONSE_FORMAT
+    """The structure of the expected ``<response>``."""
+    footer: str = FOOTER
+    """Final reminders."""
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("template", self.template),
+            ("intro", self.intro),
+            ("instructions", self.instructions),
+            ("response", self.response),
+            ("footer", self.footer),
+        ):
+            if not isinstance(value, str):
+                raise DefinitionError(f"create_agent({name}=...) must be a string, got {type(value).__name__}")
+        found = _PLACEHOLDER.findall(self.template)
+        unknown = sorted({name for name in found if name not in SECTIONS})
+        if unknown:
+            known = ", ".join("{{" + name + "}}" for name in SECTIONS)
+            raise DefinitionError(
+                f"create_agent(template=...): unknown placeholder {', '.join('{{' + n + '}}' for n in unknown)}; "
+                f"a template may use {known}"
+            )
+        if found.count("content") > 1:
+            raise DefinitionError("create_agent(template=...): {{content}} may appear once")
+
+    def render(self, *, persona: str = "", content: str) -> tuple[str, str]:
+        """``(system, prompt)``: the template with its sections and ``content`` in place."""
+        system, after = _arrange(self, persona)
+        return system, "\n\n".join(p for p in (content, after) if p)
+
+
+DEFAULT_TEMPLATE = PromptTemplate()
+"""The prompt as the framework writes it."""
+
+
+@functools.lru_cache(maxsize=256)
+def _arrange(template: PromptTemplate, persona: str) -> tuple[str, str]:
+    """The template's text before and after ``{{content}}``, its sections in place (once per persona)."""
+    values = {
+        "intro": template.intro,
+        "persona": persona,
+        "instructions": template.instructions,
+        "response": template.response,
+        "footer": template.footer,
+    }
+    before, _, after = _PLACEHOLDER.sub(
+        lambda m: "\x00" if m.group(1) == "content" else m.group(0), template.template
+    ).partition("\x00")
+    return _fill(before, values), _fill(after, values)
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    """``text`` with each placeholder replaced by its value (inserted as it is, never read again); a paragraph
+    that is only an empty section is left out."""
+    paragraphs = []
+    for paragraph in text.split("\n\n"):
+        alone = _PLACEHOLDER.fullmatch(paragraph.strip())
+        if alone is not None and not values[alone.group(1)]:
+            continue
+        paragraphs.append(_PLACEHOLDER.sub(lambda m: values[m.group(1)], paragraph))
+    return "\n\n".join(paragraphs).strip("\n")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,11 +337,11 @@ def build_prompt(
     actions: Sequence[Action],
     outputs: Sequence[Output],
     updates: Sequence[Log],
-    intro: str = DEFAULT_INTRO,
+    template: PromptTemplate = DEFAULT_TEMPLATE,
     persona: str = "",
 ) -> Prompt:
-    """Build the prompt for one step of a run of ``state``."""
-    system = "\n\n".join(p for p in (intro, persona, INSTRUCTIONS, RESPONSE_FORMAT, FOOTER) if p)
+    """Build the prompt for one step of a run of ``state``: ``template``'s sections (``persona`` in its place)
+    around the content."""
     ctx = state.context
     memory = window(
         state.working_memory.logs,
@@ -257,7 +356,8 @@ def build_prompt(
         "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
         "<updates>\n" + "\n".join(format_log(u, media=state.media) for u in updates) + "\n</updates>",
     ]
-    return Prompt(system=system, prompt="\n\n".join(sections))
+    system, prompt = template.render(persona=persona, content="\n\n".join(sections))
+    return Prompt(system=system, prompt=prompt)
 
 
 COMPACT_RULES = """\

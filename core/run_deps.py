@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .host import Host
     from .limits import Limiter
     from .models.base import Model
+    from .prompt import PromptTemplate
     from .task_runner import TaskRunner
     from .usage import Price, UsageStore
 
@@ -36,8 +37,8 @@ class RunDeps:
     """Seconds the model may stay silent before the call fails."""
     output_timeout: float
     """Seconds an output handler may take."""
-    intro: str
-    """The first section of the system prompt."""
+    prompt: PromptTemplate
+    """The prompt's sections and how they are arranged."""
     persona: str
     """Who the bot is (a conversation's ``/persona`` replaces it)."""
     compact_prompt: bool
