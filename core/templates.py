@@ -1,5 +1,6 @@
 """``{{calls[0].x}}`` templates: a call or an output may use the result of an earlier call of the same
-response, or a value of the context's memory (``{{memory.topic}}``).
+response, or a value of the context's memory, the seed's short-term memory (``{{shortTermMemory.topic}}``, or
+``{{memory.topic}}``).
 
 A string that is exactly one template takes the referenced value as it is (a number stays a number);
 templates inside longer text are replaced by their text. A template that cannot be resolved raises
@@ -25,6 +26,8 @@ _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*(?:\[\d+\]|\[\"[^\"\]]*\"\]|\.[A-Za
 _STEP = re.compile(r"\[(\d+)\]|\[\"([^\"\]]*)\"\]|\.([A-Za-z_]\w*)")
 _ROOT = re.compile(r"[A-Za-z_]\w*")
 _CALL_INDEX = re.compile(r"\{\{\s*calls\[(\d+)\]")
+ALIASES = {"shortTermMemory": "memory"}
+"""Other names of a scope's values: the seed calls the context's memory ``shortTermMemory``."""
 
 
 def has_templates(value: Any) -> bool:
@@ -53,10 +56,11 @@ def _lookup(expr: str, scope: Mapping[str, Any]) -> Any:
     root = _ROOT.match(expr)
     assert root is not None
     name = root.group(0)
-    if name not in scope:
-        known = ", ".join(sorted(scope)) or "none"
+    key = name if name in scope else ALIASES.get(name, name)
+    if key not in scope:
+        known = ", ".join(sorted([*scope, *(alias for alias, of in ALIASES.items() if of in scope)])) or "none"
         raise TemplateError(f"{{{{{expr}}}}}: unknown name {name!r} (known: {known})")
-    value = scope[name]
+    value = scope[key]
     walked = name
     for m in _STEP.finditer(expr, root.end()):
         index, quoted, attr = m.groups()

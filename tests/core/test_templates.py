@@ -32,6 +32,13 @@ def test_unresolvable_templates_raise(text: str, message: str) -> None:
         resolve(text, {"calls": [{"x": 1}], "memory": {}})
 
 
+def test_the_memory_is_also_the_seed_s_short_term_memory() -> None:
+    scope = {"calls": [], "memory": {"topic": "tea"}}
+    assert resolve("{{shortTermMemory.topic}} = {{memory.topic}}", scope) == "tea = tea"
+    with pytest.raises(TemplateError, match="known: calls, memory, shortTermMemory"):
+        resolve("{{nothing}}", scope)
+
+
 def test_refs_and_detection() -> None:
     assert call_refs({"a": "{{calls[2].x}} and {{calls[0].y}}", "b": ["{{calls[1]}}"]}) == {0, 1, 2}
     assert has_templates(["x", {"y": "{{memory.a}}"}])

@@ -460,7 +460,6 @@ async def test_templates_read_the_context_memory() -> None:
     assert sent == ["We talked about tea"]
 
 
-@gap("the {{...}} engine knows the short-term memory as 'memory', not as the seed's 'shortTermMemory'")
 async def test_templates_read_the_short_term_memory_under_the_seed_s_name() -> None:
     remember = context(type="mem", schema=str, create=lambda state: {"topic": "tea"})
     sent: list[str] = []
