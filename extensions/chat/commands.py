@@ -98,7 +98,7 @@ class ChatCommands:
 
     def _model_shown(self, settings: ChatSettings) -> str:
         policy = self.agent.chat_policy
-        return settings.model or policy.default_model or str(getattr(self.agent.model, "name", "?"))
+        return settings.model or policy.default_model or str(self.agent.model.name)
 
     def _refusal(self, context_id: str, caller: Caller, setting: ChatSetting, lang: str) -> str | None:
         what = say(f"setting.{setting.value}", lang)
