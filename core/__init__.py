@@ -49,6 +49,7 @@ from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
 from .parser import StreamParser
 from .prompt import Prompt, build_prompt
+from .schema import external_schema
 from .state_access import data_input, read_state, write_state
 from .usage import InMemoryUsage, Price, SQLiteUsage, UsageStore, UsageTotals
 
@@ -119,6 +120,7 @@ __all__ = (
     "data_input",
     "escape_text",
     "extension",
+    "external_schema",
     "input",
     "output",
     "read_state",

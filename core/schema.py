@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import pydantic
+from pydantic_core import SchemaError
 
 from .errors import DefinitionError, ValidationError
 
@@ -78,6 +80,17 @@ _cache: dict[Any, Schema] = {}
 _OBJECT: pydantic.TypeAdapter[dict[str, Any]] = pydantic.TypeAdapter(dict[str, Any])
 
 
+def _first_line(exc: Exception) -> str:
+    """pydantic's message without its links and advice."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _preview(value: Mapping[Any, Any]) -> str:
+    """The start of a dict, for an error message."""
+    text = repr(dict(value))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def external_schema(json_schema: dict[str, Any]) -> Schema:
     """A schema that shows ``json_schema`` (written elsewhere: an MCP server's tool) to the model as it is,
     and only checks that a value is a JSON object; whoever owns the schema validates the rest."""
@@ -90,6 +103,12 @@ def as_schema(tp: Any, *, what: str) -> Schema:
     """Build (once per type) the ``Schema`` of ``tp``; ``what`` names the definition for error messages."""
     if isinstance(tp, Schema):
         return tp
+    if isinstance(tp, Mapping):  # a JSON Schema, or a value where a type was meant
+        raise DefinitionError(
+            f"{what}: got a dict ({_preview(tp)}) where a pydantic model or a type is expected; pass a model "
+            "(class Args(BaseModel): ...), or wrap a JSON Schema written elsewhere in external_schema({...}) "
+            "(from core import external_schema) to show it to the model as it is"
+        )
     try:
         cached = _cache.get(tp)
     except TypeError:  # unhashable annotation
@@ -99,8 +118,10 @@ def as_schema(tp: Any, *, what: str) -> Schema:
     try:
         schema = Schema(tp=tp, adapter=pydantic.TypeAdapter(tp))
         schema.json_schema  # noqa: B018 - fail at definition time, not in the middle of a run
-    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
-        raise DefinitionError(f"{what}: cannot build a schema from {tp!r}: {exc}") from exc
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, SchemaError, TypeError) as exc:
+        raise DefinitionError(
+            f"{what}: cannot build a schema from {tp!r} (pass a pydantic model or a type): {_first_line(exc)}"
+        ) from exc
     with contextlib.suppress(TypeError):
         _cache[tp] = schema
     return schema
