@@ -31,6 +31,7 @@ from .config import (
     check_settings,
     load_settings,
     platforms,
+    redis_report,
     scaling_notes,
     settings_table,
 )
@@ -316,7 +317,12 @@ def _config(settings: Settings) -> int:
         for note in notes:
             print(f"  {note}")
     problems = check_settings(settings, role="config")
-    problems += asyncio.run(check_connectivity(settings, role="config"))
+    redis_lines, redis_problems = asyncio.run(redis_report(settings, role="config"))
+    if redis_lines:
+        print("\nredis:")
+        for line in redis_lines:
+            print(f"  {line}")
+    problems += redis_problems
     servers, mcp_problems = asyncio.run(check_mcp_servers(settings))
     if servers:
         print("\nMCP servers:")

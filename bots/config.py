@@ -5,7 +5,8 @@ Three layers, each reporting every problem it finds at once:
 1. ``load_settings``: values that do not parse or are out of range (``LLM_MAX_TOKENS=lots``);
 2. ``check_settings``: combinations that cannot work (a token set but its extra missing, a provider
    without its key, a worker without Redis);
-3. ``check_connectivity``: what answers on the network (the Redis URL), for the roles that need it.
+3. ``check_connectivity``: what answers on the network (the Redis URL, or the sentinels and the primary
+   they name), for the roles that need it; ``redis_report`` also says which primary was found.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = (
     "env_name",
     "load_settings",
     "platforms",
+    "redis_report",
     "safe_url",
     "scaling_notes",
     "settings_table",
@@ -178,6 +180,11 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
             problems.append(f"bots {role} needs Redis: set REDIS_URL (for example redis://localhost:6379/0)")
         elif urllib.parse.urlsplit(url).scheme not in ("redis", "rediss", "unix"):
             problems.append(f"REDIS_URL={safe_url(url)!r} is not a Redis URL: use redis://host:6379/0")
+        elif settings.redis.sentinels and urllib.parse.urlsplit(url).scheme == "unix":
+            problems.append(
+                "REDIS_SENTINELS is set but REDIS_URL is a unix socket: the sentinels name a host and port; use "
+                "redis://any-host/0 (only its database and credentials count) or unset REDIS_SENTINELS"
+            )
     if role != "gateway":
         problems.extend(_model_problems(settings))
         if settings.mcp.enabled and not _has("mcp"):
@@ -273,14 +280,148 @@ def _model_problems(settings: Settings) -> list[str]:
 async def check_connectivity(settings: Settings, *, role: str = "run", timeout: float = 3.0) -> list[str]:
     """What must answer on the network for ``role`` and does not, one line each: ``REDIS_URL`` for a
     gateway or a worker, and for ``config`` when REDIS_URL was set (the embedded mode needs no Redis)."""
+    _, problems = await redis_report(settings, role=role, timeout=timeout)
+    return problems
+
+
+async def redis_report(
+    settings: Settings, *, role: str = "config", timeout: float = 3.0
+) -> tuple[list[str], list[str]]:
+    """``(lines, problems)`` about Redis for a process of ``role``: the server (or the primary the sentinels
+    name, and how many of them agree), its role and replicas, one problem line per thing that would not work
+    (secrets masked). Nothing for the roles without Redis, nor for ``config`` when neither REDIS_URL nor
+    REDIS_SENTINELS was set (the embedded mode needs no Redis)."""
     url = _redis_url(settings)
     if url is None or not _has("redis") or role not in ("gateway", "worker", "config"):
-        return []
-    if role == "config" and "url" not in settings.redis.model_fields_set:
-        return []
+        return [], []
+    if role == "config" and not {"url", "sentinels"} & settings.redis.model_fields_set:
+        return [], []
     password = settings.redis.password.get_secret_value() if settings.redis.password is not None else None
-    problem = await _ping_redis(url, timeout=timeout, password=password)
-    return [problem] if problem else []
+    if not settings.redis.sentinels:
+        problem = await _ping_redis(url, timeout=timeout, password=password)
+        if problem:
+            return [], [problem]
+        return await _describe_server(url, settings, timeout=timeout, sentinels=False)
+    return await _ask_sentinels(settings, timeout=timeout)
+
+
+async def _describe_server(
+    url: str, settings: Settings, *, timeout: float, sentinels: bool
+) -> tuple[list[str], list[str]]:
+    """The server at ``url`` (REDIS_URL, or the primary the sentinels named): it answers, its role, its
+    replicas."""
+    import redis.asyncio as aioredis
+    import redis.exceptions
+
+    r = settings.redis
+    where = safe_url(url)
+    client = aioredis.Redis.from_url(
+        url,
+        password=r.password.get_secret_value() if r.password is not None else None,
+        socket_connect_timeout=timeout,
+        socket_timeout=timeout,
+        decode_responses=True,
+    )
+    try:
+        async with asyncio.timeout(timeout + 0.5):
+            await client.ping()
+            try:
+                info = await client.info("replication")
+            except redis.exceptions.ResponseError as exc:  # INFO refused by an ACL: the PING was enough
+                return [f"{where} answers (INFO replication refused: {str(exc)[:60]})"], []
+    except redis.exceptions.AuthenticationError:
+        return [], [f"Redis at {where} refused the password: fix REDIS_PASSWORD or the password in REDIS_URL"]
+    except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
+        reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc).split("\n")[0][:100]
+        fix = "check the sentinels' view (SENTINEL MASTERS)" if sentinels else "start Redis there or fix REDIS_URL"
+        return [], [f"Redis at {where} does not answer ({reason}): {fix}"]
+    finally:
+        await client.aclose()
+    return _replication_lines(where, info, settings, sentinels=sentinels)
+
+
+def _replication_lines(
+    where: str, info: dict[str, Any], settings: Settings, *, sentinels: bool
+) -> tuple[list[str], list[str]]:
+    role = str(info.get("role", "?"))
+    replicas = int(info.get("connected_slaves", 0))
+    wanted = settings.redis.min_replicas
+    lines = [f"{where}: role {role}, {replicas} replica{'s' if replicas != 1 else ''} connected"]
+    problems = []
+    if role != "master":
+        fix = "the sentinels named a replica: check their state" if sentinels else "point REDIS_URL to the primary"
+        problems.append(f"Redis at {where} is a {role}: it refuses writes; {fix} (or set REDIS_SENTINELS)")
+    if replicas < wanted:
+        problems.append(
+            f"REDIS_MIN_REPLICAS={wanted} but the primary has {replicas} replicas connected: every acknowledgement "
+            "would be held; add replicas or lower REDIS_MIN_REPLICAS"
+        )
+    return lines, problems
+
+
+async def _ask_sentinels(settings: Settings, *, timeout: float) -> tuple[list[str], list[str]]:
+    """Ask each of REDIS_SENTINELS where the primary of REDIS_SENTINEL_MASTER is, then that primary."""
+    import redis.asyncio as aioredis
+    import redis.exceptions
+
+    from .queue_settings import parse_sentinels
+
+    r = settings.redis
+    name = r.sentinel_master
+    sentinel_password = r.sentinel_password.get_secret_value() if r.sentinel_password is not None else None
+    lines: list[str] = []
+    named: dict[tuple[str, int], int] = {}
+    others: set[str] = set()
+    answered = 0
+    for host, port in parse_sentinels(r.sentinels):
+        client: Any = aioredis.Redis(  # (its SENTINEL commands are untyped)
+            host=host,
+            port=port,
+            password=sentinel_password,
+            socket_connect_timeout=timeout,
+            socket_timeout=timeout,
+            decode_responses=True,
+        )
+        try:
+            async with asyncio.timeout(timeout + 0.5):
+                address = await client.sentinel_get_master_addr_by_name(name)
+                if address is None:
+                    others.update((await client.sentinel_masters()).keys())
+            answered += 1
+        except redis.exceptions.AuthenticationError:
+            lines.append(f"sentinel {host}:{port} refused the password: fix REDIS_SENTINEL_PASSWORD")
+            continue
+        except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
+            reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc).split("\n")[0][:80]
+            lines.append(f"sentinel {host}:{port} does not answer ({reason})")
+            continue
+        finally:
+            await client.aclose()
+        if address is None:
+            lines.append(f"sentinel {host}:{port} monitors no primary named {name!r}")
+        else:
+            key = (str(address[0]), int(address[1]))
+            named[key] = named.get(key, 0) + 1
+    total = len(parse_sentinels(r.sentinels))
+    if not named:
+        if not answered:
+            return lines, [f"REDIS_SENTINELS={r.sentinels!r}: no sentinel answers; start them or fix REDIS_SENTINELS"]
+        known = f" (they monitor: {', '.join(sorted(others))})" if others else ""
+        return lines, [f"REDIS_SENTINEL_MASTER={name!r}: the sentinels monitor no primary by that name{known}"]
+    (host, port), votes = max(named.items(), key=lambda item: item[1])
+    lines.insert(0, f"primary {host}:{port}, named by {votes} of {total} sentinels (REDIS_SENTINEL_MASTER={name!r})")
+    problems: list[str] = []
+    if len(named) > 1:
+        problems.append(
+            "the sentinels disagree on the primary ("
+            + ", ".join(f"{h}:{p} by {n}" for (h, p), n in sorted(named.items()))
+            + "): a failover may be under way; run bots config again"
+        )
+    parts = urllib.parse.urlsplit(r.url)
+    auth = parts.netloc.rpartition("@")[0]
+    primary_url = f"{parts.scheme}://{auth + '@' if auth else ''}{host}:{port}{parts.path or '/0'}"
+    found, more = await _describe_server(primary_url, settings, timeout=timeout, sentinels=True)
+    return lines + found, problems + more
 
 
 async def check_mcp_servers(settings: Settings) -> tuple[list[str], list[str]]:

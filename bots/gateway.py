@@ -160,6 +160,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
             loop.add_signal_handler(sig, stopping.set)
     backend = RedisBackend(queue_config(settings), client_name="bots-gateway")
     ops.add_check("redis", redis_check(backend))
+    ops.add_info("redis", backend.state)
     try:
         await backend.run(backend.client.ping, what="connecting")
         for platform in chosen:  # imported now, not while another platform's leases need renewing
@@ -172,6 +173,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
             raise group.exceptions[0] from None
     finally:
         ops.remove_check("redis")
+        ops.remove_info("redis")
         if own_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)

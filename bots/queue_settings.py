@@ -9,12 +9,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 if TYPE_CHECKING:
     from core.fleet import QueueConfig
 
-__all__ = ("RedisSettings",)
+__all__ = ("RedisSettings", "parse_sentinels")
+
+
+def parse_sentinels(text: str) -> tuple[tuple[str, int], ...]:
+    """``host:port,host:port`` (``REDIS_SENTINELS``; the port defaults to 26379, an IPv6 host goes in
+    brackets) as ``((host, port), ...)``; raises ``ValueError`` naming the variable."""
+    found: list[tuple[str, int]] = []
+    for item in text.replace(";", ",").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, port = item, "26379"
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":") or port
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"REDIS_SENTINELS: {item!r} is not host:port; write for example sentinel-1:26379")
+        found.append((host, int(port)))
+    return tuple(found)
 
 
 class RedisSettings(BaseModel):
@@ -25,6 +45,33 @@ class RedisSettings(BaseModel):
         description="Redis for the queue and memory of gateway and workers (redis:// or rediss://)",
     )
     password: SecretStr | None = Field(default=None, description="Redis password, if not in REDIS_URL (secret)")
+    sentinels: str = Field(
+        default="",
+        description="Redis Sentinels as host:port,host:port: every process asks them where the primary is and "
+        "follows a failover (REDIS_URL then gives only the scheme, the database and the credentials); empty: "
+        "REDIS_URL is the server",
+    )
+    sentinel_master: str = Field(
+        default="mymaster", min_length=1, description="The name the sentinels monitor the primary under"
+    )
+    sentinel_password: SecretStr | None = Field(
+        default=None, description="The sentinels' own password, if they have one (secret)"
+    )
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="Replicas a write must reach (WAIT) before an acknowledgement relying on it leaves: a Telegram "
+        "update confirmed, a webhook's 200, a batch acknowledged, a post recorded; 0: no wait (a failover may "
+        "lose the last second)",
+    )
+    replica_timeout: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds a write waits for REDIS_MIN_REPLICAS replicas; fewer: the acknowledgement is held and "
+        "the write tried again, as while Redis is down",
+    )
     prefix: str = Field(default="bots:", min_length=1, description="Prefix of every key (several bots, one Redis)")
     inbox_cap: int = Field(
         default=1000, ge=1, description="Inputs waiting per conversation at most; more are refused until it drains"
@@ -71,6 +118,12 @@ class RedisSettings(BaseModel):
         default=10.0, ge=0, description="Seconds a Redis call is retried while Redis restarts, before failing"
     )
 
+    @field_validator("sentinels")
+    @classmethod
+    def _sentinels(cls, value: str) -> str:
+        parse_sentinels(value)  # a ValueError naming REDIS_SENTINELS
+        return value.strip()
+
     def to_config(self) -> QueueConfig:
         """The queue layer's configuration (imports ``core.fleet``: needs the redis extra)."""
         from core.fleet import QueueConfig
@@ -78,6 +131,13 @@ class RedisSettings(BaseModel):
         return QueueConfig(
             url=self.url,
             password=self.password.get_secret_value() if self.password is not None else None,
+            sentinels=parse_sentinels(self.sentinels),
+            sentinel_master=self.sentinel_master,
+            sentinel_password=(
+                self.sentinel_password.get_secret_value() if self.sentinel_password is not None else None
+            ),
+            min_replicas=self.min_replicas,
+            replica_timeout=self.replica_timeout,
             prefix=self.prefix,
             inbox_cap=self.inbox_cap,
             inbox_full=self.inbox_full,

@@ -33,17 +33,36 @@ def queue_config(settings: Settings) -> QueueConfig:
 
 
 def redis_check(backend: RedisBackend) -> Any:
-    """A readiness check: Redis answers a PING."""
+    """A readiness check: Redis answers a PING (the primary, with sentinels) and, with REDIS_MIN_REPLICAS,
+    has that many replicas connected. Not ready meanwhile, saying for how many seconds the calls have been
+    failing (a failover takes the sentinels' down-after-milliseconds plus the promotion); once both hold,
+    the outage is over."""
 
     async def check() -> bool | str:
+        cfg = backend.config
+        info: dict[str, Any] | None = None
         try:
-            async with asyncio.timeout(backend.config.op_timeout):
+            async with asyncio.timeout(cfg.op_timeout):
                 await backend.client.ping()
+                if backend.confirms:
+                    info = await backend.client.info("replication")
         except Exception as exc:
-            return f"redis at {backend.config.shown_url} does not answer ({type(exc).__name__})"
+            return f"redis at {cfg.shown_url} does not answer ({type(exc).__name__}){_degraded(backend)}"
+        replicas = int(info.get("connected_slaves", 0)) if info is not None else cfg.min_replicas
+        if replicas < cfg.min_replicas:
+            return (
+                f"redis primary {backend.primary} has {replicas} replicas connected, REDIS_MIN_REPLICAS="
+                f"{cfg.min_replicas}: acknowledgements are held{_degraded(backend)}"
+            )
+        backend.answered()
         return True
 
     return check
+
+
+def _degraded(backend: RedisBackend) -> str:
+    seconds = backend.degraded_for
+    return f"; degraded for {seconds:.1f}s ({backend.failure})" if seconds else ""
 
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
@@ -78,6 +97,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         worker = QueueWorker(agent, backend)
         ops.attach(agent)
         ops.add_check("redis", redis_check(backend))
+        ops.add_info("redis", backend.state)
         failure: BaseException | None = None
         try:
             async with asyncio.TaskGroup() as tg:
@@ -95,6 +115,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                     waiter.cancel()
         finally:
             ops.remove_check("redis")
+            ops.remove_info("redis")
             ops.detach(agent)
         log.info("worker stopped: %s", worker.describe())
         if failure is not None:

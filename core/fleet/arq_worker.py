@@ -23,7 +23,7 @@ from arq.connections import ArqRedis
 from arq.utils import timestamp_ms
 
 from ..errors import DispatchError
-from .backend import DRAIN_FUNCTION, RETRYABLE, RedisBackend, describe
+from .backend import DRAIN_FUNCTION, RETRYABLE, RedisBackend, close_client, describe
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
 from .reply_ledger import ReplayModel
@@ -156,6 +156,7 @@ class _WakeWorker(arq.worker.Worker):
             await self.heart_beat()
         except _POLL_ERRORS as exc:
             now = time.monotonic()
+            self.backend.failed(exc)
             if self._failing_since is None:
                 self._failing_since = now
                 log.warning("redis unavailable (%s); retrying until it is back", describe(exc))
@@ -164,6 +165,7 @@ class _WakeWorker(arq.worker.Worker):
         if self._failing_since is not None:
             log.warning("redis is back after %.1fs", time.monotonic() - self._failing_since)
             self._failing_since = None
+            self.backend.answered()
 
 
 class QueueWorker:
@@ -211,14 +213,7 @@ class QueueWorker:
         signals = (signal.SIGTERM, signal.SIGINT) if handle_signals else ()
         for sig in signals:
             loop.add_signal_handler(sig, self._stop.set)
-        pool = ArqRedis.from_url(
-            cfg.url,
-            password=cfg.password,
-            socket_connect_timeout=cfg.connect_timeout,
-            socket_timeout=cfg.op_timeout,
-            health_check_interval=30,
-            client_name="bots-worker",
-        )
+        pool: ArqRedis = self.backend.arq_pool()  # REDIS_URL, or the primary the sentinels name
         try:
             await self.backend.run(self.backend.client.ping, what="connecting", retry_for=cfg.retry_seconds)
             async with self.agent:
@@ -247,7 +242,7 @@ class QueueWorker:
             for sig in signals:
                 loop.remove_signal_handler(sig)
             with contextlib.suppress(Exception):
-                await pool.aclose()
+                await close_client(pool)
 
     async def _shutdown(self, worker: _WakeWorker) -> None:
         cfg = self.backend.config

@@ -1,9 +1,18 @@
 """The connection to Redis: one pool, the registered scripts, and the translation of redis-py errors
-into ``DispatchError`` (naming ``REDIS_URL``), with retries while Redis restarts."""
+into ``DispatchError`` (naming ``REDIS_URL``), with retries while Redis restarts or fails over.
+
+With ``REDIS_SENTINELS`` the pool asks the sentinels where the primary is, at each new connection: after a
+failover the connections to the old primary fail (refused, or ``READONLY`` once it is a replica), the call is
+retried, and the next connection goes to the promoted replica. A write an acknowledgement relies on can be
+confirmed on ``REDIS_MIN_REPLICAS`` replicas (``call(..., confirm=True)``: the script and a ``WAIT`` in one
+round trip); when fewer confirm it within ``REDIS_REPLICA_TIMEOUT``, the call fails as if Redis were down.
+The seconds Redis has been failing (unreachable, no primary, replicas behind) are kept for readiness.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -19,7 +28,7 @@ from . import scripts
 from .keys import Keys
 from .options import QueueConfig
 
-__all__ = ("RETRYABLE", "RedisBackend", "describe")
+__all__ = ("RETRYABLE", "RedisBackend", "ReplicasBehind", "close_client", "describe", "make_client")
 
 log = logging.getLogger("core.fleet")
 
@@ -35,10 +44,53 @@ DRAIN_FUNCTION = "drain"
 """The name of the arq job function that drains one context."""
 
 
+class ReplicasBehind(Exception):
+    """Fewer replicas than ``REDIS_MIN_REPLICAS`` confirmed a write within ``REDIS_REPLICA_TIMEOUT``."""
+
+
 def describe(exc: BaseException) -> str:
     """A short text for a redis-py error (never contains the password)."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def make_client(config: QueueConfig, *, redis_class: Any = None, decode_responses: bool = True, **options: Any) -> Any:
+    """A redis-py asyncio client of ``redis_class`` (``redis.asyncio.Redis`` by default; arq's ``ArqRedis``
+    for its worker) for ``config``: from ``REDIS_URL``, or, with ``REDIS_SENTINELS``, on a pool that asks
+    the sentinels for the primary of ``REDIS_SENTINEL_MASTER`` (the URL then gives the scheme, the database
+    and the credentials). ``options`` go to every connection (``client_name``, timeouts)."""
+    cls = redis_class or redis.asyncio.Redis
+    options.setdefault("socket_connect_timeout", config.connect_timeout)
+    if not config.sentinels:
+        return cls.from_url(config.url, password=config.password, decode_responses=decode_responses, **options)
+    from redis.asyncio.connection import SSLConnection, parse_url
+    from redis.asyncio.sentinel import Sentinel
+
+    given = parse_url(config.url)
+    kwargs: dict[str, Any] = {k: v for k, v in given.items() if k not in ("host", "port", "path", "connection_class")}
+    if given.get("connection_class") is SSLConnection:
+        kwargs["ssl"] = True
+    if config.password is not None:
+        kwargs["password"] = config.password
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_connect_timeout": config.connect_timeout,
+        "socket_timeout": config.connect_timeout,
+    }
+    if config.sentinel_password is not None:
+        sentinel_kwargs["password"] = config.sentinel_password
+    factory: Any = Sentinel  # (untyped in redis-py)
+    sentinel = factory(list(config.sentinels), sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(
+        config.sentinel_master, redis_class=cls, decode_responses=decode_responses, **kwargs, **options
+    )
+
+
+async def close_client(client: Any) -> None:
+    """Close a client of ``make_client``: its pool, and its connections to the sentinels."""
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    await client.aclose()
+    for sentinel in getattr(manager, "sentinels", ()):
+        await sentinel.aclose()
 
 
 class RedisBackend:
@@ -52,14 +104,9 @@ class RedisBackend:
         """The queue settings."""
         self.keys = Keys(config.prefix)
         """Key names."""
-        self.client: Any = redis.asyncio.Redis.from_url(
-            config.url,
-            password=config.password,
-            decode_responses=True,
-            socket_connect_timeout=config.connect_timeout,
-            health_check_interval=30,
-            client_name=client_name,
-        )
+        self.client_name = client_name
+        """What this process calls itself on its connections (``CLIENT LIST``)."""
+        self.client: Any = make_client(config, health_check_interval=30, client_name=client_name)
         """The redis-py client (``decode_responses=True``). No socket timeout: every call has its own
         deadline (``run``), which costs less than redis-py's timer per read."""
         register = self.client.register_script
@@ -74,15 +121,97 @@ class RedisBackend:
         self.shard_take = register(scripts.SHARD_TAKE)
         self.shard_renew = register(scripts.SHARD_RENEW)
         self._closed = False
+        self.failing_since: float | None = None
+        """``time.monotonic()`` of the first failure of the current outage (None while Redis answers)."""
+        self.failure = ""
+        """What the last failure was (no secrets)."""
+        self.outages = 0
+        """Outages ended so far (Redis failed, then answered again)."""
+        self.last_outage = 0.0
+        """Seconds the last ended outage lasted."""
+        self.degraded_total = 0.0
+        """Seconds of every ended outage together."""
+
+    # -- health ----------------------------------------------------------------------------------------
+
+    def failed(self, exc: BaseException) -> None:
+        """A call failed for a reason that goes away (Redis unreachable, no primary, replicas behind)."""
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+            log.warning("redis at %s unavailable: %s", self.config.shown_url, describe(exc))
+        self.failure = describe(exc)
+
+    def answered(self) -> None:
+        """A call succeeded: an outage in progress is over."""
+        if self.failing_since is None:
+            return
+        lasted = time.monotonic() - self.failing_since
+        self.failing_since = None
+        self.outages += 1
+        self.last_outage = lasted
+        self.degraded_total += lasted
+        log.warning("redis answers again after %.1fs (primary %s)", lasted, self.primary or self.config.shown_url)
+
+    @property
+    def degraded_for(self) -> float:
+        """Seconds the current outage has lasted (0 while Redis answers)."""
+        return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
+
+    @property
+    def primary(self) -> str:
+        """``host:port`` of the server the pool connects to (with sentinels: the primary they named last;
+        empty before the first connection)."""
+        pool = self.client.connection_pool
+        address = getattr(pool, "master_address", None)
+        if address is not None:
+            return f"{address[0]}:{address[1]}"
+        if self.config.sentinels:
+            return ""
+        kwargs = pool.connection_kwargs
+        return kwargs.get("path") or f"{kwargs.get('host', '')}:{kwargs.get('port', '')}"
+
+    def state(self) -> dict[str, Any]:
+        """What readiness shows about Redis (``info.redis``)."""
+        return {
+            "primary": self.primary,
+            "degraded_seconds": round(self.degraded_for, 3),
+            "failure": self.failure if self.failing_since is not None else "",
+            "outages": self.outages,
+            "last_outage_seconds": round(self.last_outage, 3),
+            "min_replicas": self.config.min_replicas,
+        }
+
+    def arq_pool(self) -> Any:
+        """arq's ``ArqRedis`` on the same Redis (or the same sentinels) for the worker's arq parts."""
+        from arq.connections import ArqRedis
+
+        return make_client(
+            self.config,
+            redis_class=ArqRedis,
+            decode_responses=False,
+            socket_timeout=self.config.op_timeout,
+            health_check_interval=30,
+            client_name=self.client_name,
+        )
 
     # -- calls -----------------------------------------------------------------------------------------
 
     def error(self, what: str, exc: BaseException) -> DispatchError:
         """The ``DispatchError`` for a failed call: what failed, and what to check."""
+        if isinstance(exc, ReplicasBehind):
+            return DispatchError(
+                f"Redis at {self.config.shown_url}: {exc} while {what}; the acknowledgement waits. Check the "
+                "replicas (INFO replication), or lower REDIS_MIN_REPLICAS / raise REDIS_REPLICA_TIMEOUT"
+            )
         return DispatchError(
             f"Redis at {self.config.shown_url} failed while {what} ({describe(exc)}); check that Redis is "
-            "running and REDIS_URL (and REDIS_PASSWORD) point to it"
+            f"running and {self.config.settings_hint} point to it"
         )
+
+    @property
+    def confirms(self) -> bool:
+        """Whether writes an acknowledgement relies on wait for replicas (``REDIS_MIN_REPLICAS`` > 0)."""
+        return self.config.min_replicas > 0
 
     async def call(
         self,
@@ -92,26 +221,69 @@ class RedisBackend:
         *,
         what: str,
         retry_for: float | None = None,
+        confirm: bool = False,
+        rerun: bool = True,
     ) -> Any:
         """Run a registered script with a deadline per attempt; retry connection errors for
-        ``retry_for`` seconds (default ``retry_seconds``), then raise ``DispatchError``."""
-        return await self.run(lambda: script(keys=keys, args=args), what=what, retry_for=retry_for)
+        ``retry_for`` seconds (default ``retry_seconds``), then raise ``DispatchError``.
 
-    async def run(self, fn: Any, *, what: str, retry_for: float | None = None) -> Any:
-        """``await fn()`` with the same deadline, retry and translation as ``call``."""
+        ``confirm``: the write must reach ``REDIS_MIN_REPLICAS`` replicas (a ``WAIT`` right after the script,
+        on its connection) before this returns; when fewer confirm it in time, the script is run again like
+        after a connection error (the scripts that confirm write something on every run, so the ``WAIT``
+        covers the earlier write too), or, with ``rerun=False`` (a script that must not run twice), the
+        call fails with ``DispatchError`` at once."""
+        if not (confirm and self.confirms):
+            return await self.run(lambda: script(keys=keys, args=args), what=what, retry_for=retry_for)
+        wanted = self.config.min_replicas
+        timeout_ms = max(1, int(self.config.replica_timeout * 1000))
+
+        async def confirmed() -> Any:
+            pipe = self.client.pipeline(transaction=False)
+            await script(keys=keys, args=args, client=pipe)
+            pipe.execute_command("WAIT", wanted, timeout_ms)
+            result, acked = await pipe.execute()
+            if int(acked) < wanted:
+                raise ReplicasBehind(
+                    f"{acked} of REDIS_MIN_REPLICAS={wanted} replicas confirmed a write within "
+                    f"{self.config.replica_timeout:g}s (REDIS_REPLICA_TIMEOUT)"
+                )
+            return result
+
+        return await self.run(confirmed, what=what, retry_for=retry_for, rerun=rerun, extra=self.config.replica_timeout)
+
+    async def run(
+        self, fn: Any, *, what: str, retry_for: float | None = None, rerun: bool = True, extra: float = 0.0
+    ) -> Any:
+        """``await fn()`` with the same deadline, retry and translation as ``call`` (``extra``: seconds
+        added to each attempt's deadline)."""
         budget = self.config.retry_seconds if retry_for is None else retry_for
         give_up = time.monotonic() + budget
         delay = 0.05
         while True:
             try:
-                async with asyncio.timeout(self.config.op_timeout + self.config.connect_timeout):
-                    return await fn()
+                async with asyncio.timeout(self.config.op_timeout + self.config.connect_timeout + extra):
+                    result = await fn()
+            except ReplicasBehind as exc:
+                self.failed(exc)
+                if not rerun or self._closed or time.monotonic() + delay > give_up:
+                    raise self.error(what, exc) from exc
+                log.debug("replicas behind while %s (%s); retrying in %.2fs", what, exc, delay)
             except RETRYABLE as exc:
+                self.failed(exc)
                 if self._closed or time.monotonic() + delay > give_up:
                     raise self.error(what, exc) from exc
                 log.debug("redis unavailable while %s (%s); retrying in %.2fs", what, describe(exc), delay)
+            except redis.exceptions.ReadOnlyError as exc:  # a primary demoted behind the same address
+                self.failed(exc)
+                with contextlib.suppress(Exception):
+                    await self.client.connection_pool.disconnect()
+                if self._closed or time.monotonic() + delay > give_up:
+                    raise self.error(what, exc) from exc
             except redis.exceptions.RedisError as exc:
                 raise self.error(what, exc) from exc
+            else:
+                self.answered()
+                return result
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 
@@ -134,12 +306,17 @@ class RedisBackend:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def ping(self) -> None:
-        """Check Redis answers; raises ``DispatchError`` naming ``REDIS_URL`` if not."""
+        """Check Redis answers; raises ``DispatchError`` naming ``REDIS_URL`` (or the sentinels) if not."""
         await self.run(self.client.ping, what="connecting", retry_for=0)
+
+    async def replicas(self) -> int:
+        """Replicas connected to the primary now (``INFO replication``); raises ``DispatchError``."""
+        info = await self.run(lambda: self.client.info("replication"), what="reading INFO replication", retry_for=0)
+        return int(info.get("connected_slaves", 0))
 
     async def close(self) -> None:
         """Close the pool (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        await self.client.aclose()
+        await close_client(self.client)

@@ -100,8 +100,10 @@ class RedisDispatcher:
                 payload,
                 b.job_ttl_ms,
                 self.config.claim_check_ms,
+                "1" if b.confirms else "0",
             ],
             what=f"storing an input for {cid}",
+            confirm=True,  # a platform is told it was stored (Telegram's offset, a webhook's 200)
         )
         return result
 

@@ -139,7 +139,7 @@ class Drainer:
             for lease in leases:
                 ck = b.keys.context(lease.cid)
                 await b.renew(
-                    keys=[ck.lease, b.keys.active], args=[lease.token, self.config.lease_ms, lease.cid], client=pipe
+                    keys=[ck.lease, b.keys.active], args=[lease.fence, self.config.lease_ms, lease.cid], client=pipe
                 )
             results: list[Any] = await pipe.execute()
             return results
@@ -291,7 +291,7 @@ class Drainer:
         writes = list(acked.staged.items()) if acked is not None else []
         reads = [ck.memory(kind) for kind in MEMORY_KINDS] if mode == "take" else []
         args: list[Any] = [
-            lease.token,
+            lease.fence,
             lease.cid,
             acked.batch_id if acked is not None else "",
             mode,
@@ -330,6 +330,8 @@ class Drainer:
             args,
             what=f"{'acknowledging and ' if acked else ''}taking a batch of {lease.cid}",
             retry_for=max(0.0, lease.deadline - sent) if lease.token else None,
+            confirm=acked is not None,  # the replies of the batch were posted: the ack must survive a failover
+            rerun=False,  # (run again, an ack already made is refused as stale: the context is given up)
         )
         if result[0] == "batch":
             lease.extended(sent)

@@ -66,6 +66,20 @@ class QueueConfig:
     conversation is told once that the bot is busy, and the other conversations go on."""
     inbox_wait: float = 30.0
     """Seconds a message for a full inbox is kept before it is dropped, with ``inbox_full="wait"``."""
+    sentinels: tuple[tuple[str, int], ...] = ()
+    """Redis Sentinels to ask where the primary is (``REDIS_SENTINELS``); empty: ``url`` is the server.
+    With sentinels, ``url`` gives only the scheme (``rediss://``: TLS), the database and the credentials."""
+    sentinel_master: str = "mymaster"
+    """The name the sentinels monitor the primary under (``REDIS_SENTINEL_MASTER``)."""
+    sentinel_password: str | None = None
+    """The sentinels' own password (``REDIS_SENTINEL_PASSWORD``), if they have one."""
+    min_replicas: int = 0
+    """Replicas a write must reach before an acknowledgement that relies on it leaves the system (a
+    Telegram update confirmed, a webhook's 200, a batch acknowledged, a post recorded): ``WAIT`` after it.
+    0: no wait (a failover may lose the last writes the old primary acknowledged)."""
+    replica_timeout: float = 1.0
+    """Seconds one ``WAIT`` gives the replicas; when fewer answer, the write counts as failed (retried like
+    a write while Redis is down, and the acknowledgement held meanwhile)."""
 
     def __post_init__(self) -> None:
         checks = (
@@ -80,6 +94,9 @@ class QueueConfig:
             (self.stop_timeout >= 0, "REDIS_STOP_TIMEOUT must not be negative"),
             (self.inbox_full in ("wait", "drop"), "REDIS_INBOX_FULL must be wait or drop"),
             (self.inbox_wait >= 0, "REDIS_INBOX_WAIT must not be negative"),
+            (self.min_replicas >= 0, "REDIS_MIN_REPLICAS must not be negative"),
+            (self.replica_timeout > 0, "REDIS_REPLICA_TIMEOUT must be positive"),
+            (bool(self.sentinel_master.strip()), "REDIS_SENTINEL_MASTER must not be empty"),
         )
         for ok, message in checks:
             if not ok:
@@ -114,5 +131,16 @@ class QueueConfig:
 
     @property
     def shown_url(self) -> str:
-        """The URL with any password masked."""
+        """Where Redis is, for logs and errors: the URL with any password masked, or the sentinels and the
+        primary's name."""
+        if self.sentinels:
+            where = ",".join(f"{host}:{port}" for host, port in self.sentinels)
+            return f"sentinels {where} (primary {self.sentinel_master!r})"
         return redact_url(self.url)
+
+    @property
+    def settings_hint(self) -> str:
+        """The variables to check when Redis does not answer."""
+        if self.sentinels:
+            return "REDIS_SENTINELS, REDIS_SENTINEL_MASTER (and REDIS_SENTINEL_PASSWORD, REDIS_PASSWORD)"
+        return "REDIS_URL (and REDIS_PASSWORD)"

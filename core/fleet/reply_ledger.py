@@ -162,7 +162,7 @@ class RedisReplyLedger:
             b.begin_reply,
             [scope.keys.lease, scope.ledger_key],
             [
-                scope.lease.token,
+                scope.lease.fence,
                 field_name,
                 slot.dump(),
                 f"m{scope.step}",
@@ -172,6 +172,7 @@ class RedisReplyLedger:
             ],
             what=f"storing a reply for {scope.keys.cid}",
             retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
+            confirm=True,
         )
         scope.marks.clear()
         if result[0] == "stale":
@@ -251,7 +252,7 @@ class ReplayModel:
             await b.call(
                 b.store_model,
                 [scope.keys.lease, scope.ledger_key],
-                [scope.lease.token, f"m{scope.step}", text, int(b.config.ledger_ttl * 1000)],
+                [scope.lease.fence, f"m{scope.step}", text, int(b.config.ledger_ttl * 1000)],
                 what=f"storing a model answer for {scope.keys.cid}",
                 retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
             )

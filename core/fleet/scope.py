@@ -57,6 +57,11 @@ class Lease:
     on_lost: Callable[[], None] | None = field(default=None, repr=False)
     """Told when the holder gives the lease up itself (``give_up``): the drain job cancels the run."""
 
+    @property
+    def fence(self) -> str:
+        """What the fenced scripts check: ``<token>|<owner>``, the whole lease value."""
+        return f"{self.token}|{self.owner}" if self.owner and self.token else self.token
+
     def extended(self, sent_at: float) -> None:
         """A renewal (or claim) sent at ``sent_at`` succeeded."""
         margin = min(0.5, self.seconds * 0.1)
@@ -143,7 +148,9 @@ class RunScope:
         b = self.backend
         sent = dict(self.marks)
         pairs = [item for pair in sent.items() for item in pair]
-        await b.call(b.mark_posted, [self.ledger_key], pairs, what=f"marking replies of {self.keys.cid} as posted")
+        await b.call(
+            b.mark_posted, [self.ledger_key], pairs, what=f"marking replies of {self.keys.cid} as posted", confirm=True
+        )
         for name, value in sent.items():
             if self.marks.get(name) == value:
                 del self.marks[name]

@@ -1,8 +1,14 @@
 """The Lua scripts: each step of a context's life is one atomic script.
 
 Every script that changes a context checks the fencing token first (``fenced``): a worker whose lease
-expired (crashed, paused, cut off) finds a newer token and its writes are refused. Times come from the
-Redis server clock (``TIME``), so workers' clocks do not matter.
+expired (crashed, paused, cut off) finds a newer token and its writes are refused. The token a worker
+sends is ``<counter>|<owner>``, the whole lease value: after a failover that lost the last writes, the
+counter may be handed out again, to another claim, whose owner differs. Times come from the Redis server
+clock (``TIME``), so workers' clocks do not matter.
+
+A script whose write an acknowledgement relies on (``INGEST``, ``BEGIN_REPLY``, ``MARK_POSTED``) writes
+something on every run, even when it finds its work done (a redelivery, a reply stored by an earlier run):
+run again after a ``WAIT`` that too few replicas answered, its own write carries the earlier one to them.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ end
 local function ms(x) return string.format('%d', x) end
 local function fenced(lease_key, token)
   local cur = redis.call('GET', lease_key)
-  return cur and string.sub(cur, 1, #token + 1) == token .. '|'
+  return cur and (cur == token or string.sub(cur, 1, #token + 1) == token .. '|')
 end
 -- make job_id the context's drain job: it enters arq's queue, where idle workers block on BZMPOP
 local function schedule(meta, queue, active, job_key, job_id, payload, job_ttl, cid, check_ms, now)
@@ -43,9 +49,12 @@ INGEST = (
     _COMMON
     + """
 -- KEYS: inbox meta dedupe queue active new_job_key
--- ARGV: entry cap dedupe_ttl_ms cid new_job_id payload job_ttl_ms check_ms
+-- ARGV: entry cap dedupe_ttl_ms cid new_job_id payload job_ttl_ms check_ms confirming
 local use_dedupe = ARGV[3] ~= '0'
-if use_dedupe and redis.call('EXISTS', KEYS[3]) == 1 then return 'dup' end
+if use_dedupe and redis.call('EXISTS', KEYS[3]) == 1 then
+  if ARGV[9] == '1' then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end  -- a write for the WAIT to carry
+  return 'dup'
+end
 if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 'full' end
 if use_dedupe then redis.call('SET', KEYS[3], '1', 'PX', ARGV[3]) end
 redis.call('RPUSH', KEYS[1], ARGV[1])
@@ -105,6 +114,8 @@ if token == '' then
   end
 elseif not fenced(KEYS[1], token) then
   return {'stale'}
+else
+  token = string.match(token, '^[^|]*')
 end
 if ARGV[3] ~= '' then
   local cur = redis.call('HGET', KEYS[2], 'id')
@@ -219,7 +230,10 @@ if #ARGV > 6 and redis.call('EXISTS', KEYS[2]) == 1 then
 end
 if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
 local cur = redis.call('HGET', KEYS[2], ARGV[2])
-if cur then return {'exists', cur} end
+if cur then
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])  -- a write for a WAIT to carry (see the module's docstring)
+  return {'exists', cur}
+end
 if redis.call('HGET', KEYS[2], ARGV[4] .. ':done') ~= '1' then
   redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
 end

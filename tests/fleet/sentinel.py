@@ -1,0 +1,223 @@
+"""A Redis Sentinel topology for tests, on loopback: a primary, a replica of it, and three sentinels
+(``redis-server --sentinel``), each on a free port in its own folder; ``kill_primary`` kills the primary with
+``kill -9`` and waits for the sentinels to promote the replica, ``rejoin`` starts the killed one again as a
+replica of the new primary."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from .server import REDIS_SERVER, RedisServer, free_port
+
+__all__ = ("MASTER", "SentinelTopology", "ask")
+
+MASTER = "bots"
+"""The name the sentinels monitor the primary under (``REDIS_SENTINEL_MASTER``)."""
+
+
+def ask(port: int, *words: str, password: str = "", timeout: float = 1.0) -> str:
+    """Send one inline command to 127.0.0.1:``port`` (after ``AUTH password``) and return the raw answer
+    (empty when nobody answers)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            if password:
+                s.sendall(f"AUTH {password}\r\n".encode())
+                s.recv(64)
+            s.sendall((" ".join(words) + "\r\n").encode())
+            chunks = []
+            s.settimeout(timeout)
+            while True:
+                data = s.recv(65536)
+                chunks.append(data)
+                text = b"".join(chunks)
+                if not data or _complete(text):
+                    return text.decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _complete(raw: bytes) -> bool:
+    """Whether ``raw`` holds one whole RESP reply (simple, error, integer, bulk or a flat array of bulks)."""
+    if not raw.endswith(b"\r\n"):
+        return False
+    kind = raw[:1]
+    if kind in (b"+", b"-", b":"):
+        return True
+    lines = raw.split(b"\r\n")
+    if kind == b"$":
+        size = int(lines[0][1:])
+        return size < 0 or len(lines) >= 3
+    if kind == b"*":
+        count = int(lines[0][1:])
+        return count <= 0 or len(lines) >= 2 * count + 2
+    return True
+
+
+class SentinelTopology:
+    """Two ``redis-server`` (``servers[0]`` the primary at the start) and three sentinels watching them."""
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 3000,
+        fsync: str = "always",
+        password: str = "",
+    ) -> None:
+        self.folder = folder
+        self.password = password
+        """The servers' password (``requirepass``, and ``masterauth`` for replication), if any."""
+        self.down_after_ms = down_after_ms
+        """How long the sentinels wait without an answer before they call a server down."""
+        self.failover_timeout_ms = failover_timeout_ms
+        """How long one failover attempt may take before the sentinels try again."""
+        self.servers = [RedisServer(folder / f"redis-{n}", fsync=fsync) for n in range(2)]
+        self.sentinel_ports = [free_port() for _ in range(3)]
+        self._sentinels: list[subprocess.Popen[bytes] | None] = [None, None, None]
+
+    @property
+    def sentinels(self) -> str:
+        """``REDIS_SENTINELS``."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+
+    @property
+    def url(self) -> str:
+        """``REDIS_URL`` next to the sentinels: only its database and password count (the host is the sentinels'
+        answer)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:6379/0"
+
+    def ask(self, server: RedisServer, *words: str) -> str:
+        """``ask`` a server of the topology (with its password)."""
+        return ask(server.port, *words, password=self.password)
+
+    def env(self, *, min_replicas: int = 0) -> dict[str, str]:
+        """The ``REDIS_*`` variables of a process using this topology."""
+        return {
+            "REDIS_URL": self.url,
+            "REDIS_SENTINELS": self.sentinels,
+            "REDIS_SENTINEL_MASTER": MASTER,
+            "REDIS_MIN_REPLICAS": str(min_replicas),
+        }
+
+    def start(self, *, timeout: float = 20.0) -> None:
+        primary, replica = self.servers
+        for server in self.servers:
+            self._start_server(server)
+        self.ask(replica, "REPLICAOF", "127.0.0.1", str(primary.port))
+        self._wait(lambda: self.replicas_of(primary) >= 1, timeout, "the replica to sync")
+        for n in range(3):
+            self._start_sentinel(n)
+        self._wait(lambda: all(self.known_primary(n) == primary.port for n in range(3)), timeout, "the sentinels")
+        self._wait(lambda: all(self._peers(n) >= 2 for n in range(3)), timeout, "the sentinels to find each other")
+
+    def _start_server(self, server: RedisServer) -> None:
+        server.start()
+        ask(server.port, "CONFIG", "SET", "repl-diskless-sync-delay", "0")  # a resync starts at once
+        if self.password:
+            ask(server.port, "CONFIG", "SET", "masterauth", self.password)
+            ask(server.port, "CONFIG", "SET", "requirepass", self.password)
+
+    def _start_sentinel(self, n: int) -> None:
+        folder = self.folder / f"sentinel-{n}"
+        folder.mkdir(parents=True, exist_ok=True)
+        conf = folder / "sentinel.conf"
+        port = self.sentinel_ports[n]
+        conf.write_text(
+            "\n".join(
+                [
+                    f"port {port}",
+                    "bind 127.0.0.1",
+                    "protected-mode no",
+                    f"dir {folder}",
+                    f"logfile {folder / 'sentinel.log'}",
+                    f"sentinel monitor {MASTER} 127.0.0.1 {self.servers[0].port} 2",
+                    f"sentinel down-after-milliseconds {MASTER} {self.down_after_ms}",
+                    f"sentinel failover-timeout {MASTER} {self.failover_timeout_ms}",
+                    f"sentinel parallel-syncs {MASTER} 1",
+                    f"sentinel auth-pass {MASTER} {self.password}" if self.password else "",
+                    "",
+                ]
+            )
+        )
+        self._sentinels[n] = subprocess.Popen(
+            [REDIS_SERVER, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self._wait(lambda: ask(port, "PING").startswith("+PONG"), 10.0, f"sentinel {n}")
+
+    def _peers(self, n: int) -> int:
+        answer = ask(self.sentinel_ports[n], "SENTINEL", "MASTER", MASTER)
+        lines = answer.split("\r\n")
+        for i, line in enumerate(lines):
+            if line == "num-other-sentinels" and i + 2 < len(lines):
+                return int(lines[i + 2])
+        return 0
+
+    def known_primary(self, n: int = 0) -> int | None:
+        """The primary's port as sentinel ``n`` knows it."""
+        answer = ask(self.sentinel_ports[n], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)
+        parts = [p for p in answer.split("\r\n") if p and not p.startswith(("*", "$"))]
+        return int(parts[1]) if len(parts) == 2 else None
+
+    def replicas_of(self, server: RedisServer) -> int:
+        """Replicas connected to ``server`` (``connected_slaves`` of its INFO)."""
+        for line in self.ask(server, "INFO", "replication").split("\r\n"):
+            if line.startswith("connected_slaves:"):
+                return int(line.split(":")[1])
+        return 0
+
+    @property
+    def primary(self) -> RedisServer:
+        """The server the sentinels call the primary now."""
+        port = self.known_primary()
+        return next(s for s in self.servers if s.port == port)
+
+    def kill_primary(self) -> tuple[RedisServer, float]:
+        """``kill -9`` the primary; returns it and when (``time.monotonic()``)."""
+        victim = self.primary
+        victim.stop(sig=signal.SIGKILL)
+        return victim, time.monotonic()
+
+    def wait_promoted(self, victim: RedisServer, *, timeout: float = 30.0) -> RedisServer:
+        """Wait until every sentinel names another primary than ``victim`` and it answers as one."""
+
+        def promoted() -> bool:
+            ports = {self.known_primary(n) for n in range(3)}
+            if len(ports) != 1 or victim.port in ports or None in ports:
+                return False
+            port = ports.pop()
+            return "role:master" in ask(port, "INFO", "replication", password=self.password)
+
+        self._wait(promoted, timeout, "a replica to be promoted")
+        return self.primary
+
+    def rejoin(self, server: RedisServer, *, timeout: float = 30.0) -> None:
+        """Start the killed ``server`` again (its AOF) as a replica of the new primary, and wait for it to sync."""
+        primary = self.primary
+        self._start_server(server)
+        self.ask(server, "REPLICAOF", "127.0.0.1", str(primary.port))
+        self._wait(lambda: "master_link_status:up" in self.ask(server, "INFO", "replication"), timeout, "the resync")
+
+    def stop(self) -> None:
+        for proc in self._sentinels:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(10)
+        for server in self.servers:
+            server.stop(sig=signal.SIGKILL)
+
+    @staticmethod
+    def _wait(ok: object, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ok():  # type: ignore[operator]
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,193 @@
+"""Redis Sentinel and writes confirmed on replicas, on a real topology (a primary, a replica, three sentinels):
+the queue follows a failover with nothing it confirmed lost, an acknowledgement waits for REDIS_MIN_REPLICAS,
+readiness says how long Redis has been failing, a claim lost in the failover cannot let its old holder write,
+and ``bots config`` names the primary the sentinels found."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from bots.config import load_settings, redis_report
+from bots.worker import redis_check
+from core.errors import DispatchError
+from core.fleet import QueueConfig, RedisBackend, RedisDispatcher
+from core.fleet.scope import Lease
+
+from .sentinel import MASTER, SentinelTopology, ask
+from .server import RedisServer
+
+CID = "probe:chat:c1"
+INBOX = "bots:{probe:chat:c1}:inbox"
+
+
+@pytest.fixture
+def topology(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SentinelTopology]:
+    t = SentinelTopology(tmp_path, password=getattr(request, "param", ""))
+    try:
+        t.start()
+        yield t
+    finally:
+        t.stop()
+
+
+def config(topology: SentinelTopology, **overrides: Any) -> QueueConfig:
+    base: dict[str, Any] = {
+        "url": topology.url,
+        "sentinels": tuple(("127.0.0.1", port) for port in topology.sentinel_ports),
+        "sentinel_master": MASTER,
+        "lease_seconds": 1.0,
+        "retry_seconds": 30.0,
+    }
+    base.update(overrides)
+    return QueueConfig(**base)
+
+
+@pytest.fixture
+async def backend(topology: SentinelTopology) -> AsyncIterator[RedisBackend]:
+    b = RedisBackend(config(topology, min_replicas=1))
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+def stored(server: RedisServer) -> list[int]:
+    """The inbox as ``server`` holds it (asked directly, not through the sentinels)."""
+    answer = ask(server.port, "LRANGE", INBOX, "0", "-1")
+    return [json.loads(line)["n"] for line in answer.split("\r\n") if line.startswith("{")]
+
+
+async def test_the_queue_follows_a_failover_and_keeps_every_input_it_confirmed(
+    topology: SentinelTopology, backend: RedisBackend
+) -> None:
+    dispatcher = RedisDispatcher(backend)
+    ready = redis_check(backend)
+    assert await ready() is True
+    first = topology.primary
+    assert await dispatcher.ingest(CID, json.dumps({"n": 0}), dedupe_key="u0") == "scheduled"
+    assert backend.primary == f"127.0.0.1:{first.port}"
+
+    confirmed: list[int] = [0]
+    seen_degraded: list[str] = []
+
+    async def ingest() -> None:
+        for n in range(1, 120):
+            await dispatcher.ingest(CID, json.dumps({"n": n}), dedupe_key=f"u{n}")
+            confirmed.append(n)  # what a platform would now be told was stored
+            await asyncio.sleep(0.01)
+
+    async def failover() -> None:
+        await asyncio.sleep(0.3)
+        victim, _ = await asyncio.to_thread(topology.kill_primary)
+        while backend.failing_since is None:
+            await asyncio.sleep(0.01)
+        seen_degraded.append(str(await ready()))
+        await asyncio.to_thread(topology.wait_promoted, victim)
+        await asyncio.to_thread(topology.rejoin, victim)
+
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(ingest())
+        tg.create_task(failover())
+
+    second = topology.primary
+    assert second.port != first.port and backend.primary == f"127.0.0.1:{second.port}"
+    assert stored(second) == confirmed == list(range(120))  # every input once, in order, none lost
+    assert "degraded for" in seen_degraded[0] and "does not answer" in seen_degraded[0]
+    state = backend.state()
+    assert state["outages"] >= 1 and state["last_outage_seconds"] > 0 and state["degraded_seconds"] == 0
+    assert await ready() is True
+
+
+async def test_an_acknowledgement_waits_for_a_replica(topology: SentinelTopology, backend: RedisBackend) -> None:
+    primary, replica = topology.primary, next(s for s in topology.servers if s is not topology.primary)
+    hurried = RedisBackend(config(topology, min_replicas=1, retry_seconds=0.5, replica_timeout=0.2))
+    unconfirmed = RedisBackend(config(topology, min_replicas=0, retry_seconds=0.5))
+    try:
+        replica.stop(sig=signal.SIGKILL)
+        with pytest.raises(DispatchError, match="0 of REDIS_MIN_REPLICAS=1 replicas confirmed"):
+            await RedisDispatcher(hurried).ingest(CID, json.dumps({"n": 1}), dedupe_key="u1")
+        assert stored(primary) == [1]  # on the primary only: the platform is not told it was stored
+        assert hurried.failing_since is not None
+        problem = str(await redis_check(hurried)())
+        assert "0 replicas connected, REDIS_MIN_REPLICAS=1: acknowledgements are held; degraded for" in problem
+
+        # REDIS_MIN_REPLICAS=0: today's behaviour, no wait
+        assert await RedisDispatcher(unconfirmed).ingest(CID, json.dumps({"n": 2}), dedupe_key="u2") == "queued"
+
+        # the replica is back: the platform delivers the update again, it is a duplicate, and confirmed now
+        await asyncio.to_thread(topology.rejoin, replica)
+        assert await RedisDispatcher(hurried).ingest(CID, json.dumps({"n": 1}), dedupe_key="u1") == "dup"
+        assert stored(replica) == [1, 2]
+        assert await redis_check(hurried)() is True and hurried.failing_since is None
+    finally:
+        await hurried.close()
+        await unconfirmed.close()
+
+
+async def test_a_claim_lost_in_a_failover_cannot_let_its_old_holder_write(redis_server: RedisServer) -> None:
+    """The promoted replica may not have the last claim: the fence counter is handed out again, to another
+    worker. The old holder's writes carry its own claim (``<counter>|<owner>``), so they are refused."""
+    from core.fleet import Drainer
+    from core.fleet.reply_ledger import RedisReplyLedger
+    from core.fleet.scope import RunScope
+
+    backend = RedisBackend(QueueConfig(url=redis_server.url, lease_seconds=5.0))
+    try:
+        await RedisDispatcher(backend).ingest(CID, json.dumps({"c": "probe:chat", "a": {}, "i": {}, "t": 0}))
+        client = backend.client
+        meta, lease_key = "bots:{probe:chat:c1}:meta", "bots:{probe:chat:c1}:lease"
+        job = await client.hget(meta, "sched")
+        drainer = Drainer(cast("Any", None), backend)  # only its scripts are used here
+        old = Lease(cid=CID, token="", job_id=job, owner=f"{job}#old", seconds=5.0)
+        assert (await drainer.claim(old))[0] == "batch"
+
+        # the failover: the promoted replica never got the claim (lease gone, counter back, job scheduled)
+        await client.delete(lease_key)
+        await client.hincrby(meta, "fence", -1)
+        new = Lease(cid=CID, token="", job_id=job, owner=f"{job}#new", seconds=5.0)
+        new_result = await drainer.claim(new)
+        assert new_result[0] == "batch" and new.token == old.token  # the same counter, another claim
+
+        scope = RunScope(backend=backend, keys=backend.keys.context(CID), lease=old, batch_id="1", attempt=1)
+        with pytest.raises(DispatchError, match="lost"):
+            await RedisReplyLedger(scope).begin("probe:reply", "from the old holder")
+        assert (await drainer._step(old, None, "take"))[0] == "stale"
+        assert await client.get(lease_key) == f"{new.token}|{new.owner}"
+    finally:
+        await backend.close()
+
+
+@pytest.mark.parametrize("topology", ["hunter2"], indirect=True)
+async def test_bots_config_names_the_primary_the_sentinels_found(
+    topology: SentinelTopology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in topology.env(min_replicas=1).items():
+        monkeypatch.setenv(name, value)
+    first = topology.primary
+    lines, problems = await redis_report(load_settings(), role="config", timeout=2.0)
+    assert problems == []
+    assert lines[0] == f"primary 127.0.0.1:{first.port}, named by 3 of 3 sentinels (REDIS_SENTINEL_MASTER='bots')"
+    assert lines[1] == f"redis://:********@127.0.0.1:{first.port}/0: role master, 1 replica connected"
+    assert "hunter2" not in "".join(lines)
+
+    victim, _ = await asyncio.to_thread(topology.kill_primary)
+    second = await asyncio.to_thread(topology.wait_promoted, victim)
+    lines, problems = await redis_report(load_settings(), role="config", timeout=2.0)
+    assert lines[0].startswith(f"primary 127.0.0.1:{second.port}, named by 3 of 3")
+    assert problems == [
+        "REDIS_MIN_REPLICAS=1 but the primary has 0 replicas connected: every acknowledgement would be held; add "
+        "replicas or lower REDIS_MIN_REPLICAS"
+    ]
+
+    monkeypatch.setenv("REDIS_SENTINEL_MASTER", "other")
+    _, problems = await redis_report(load_settings(), role="config", timeout=2.0)
+    assert problems == [
+        "REDIS_SENTINEL_MASTER='other': the sentinels monitor no primary by that name (they monitor: bots)"
+    ]
