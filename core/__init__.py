@@ -24,7 +24,17 @@ from .definitions import (
     service,
 )
 from .dispatch import Dispatcher, InProcessDispatcher
-from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought, WorkingMemory
+from .entries import (
+    ActionCall,
+    ActionResult,
+    ErrorLog,
+    InputRef,
+    Log,
+    OutputRef,
+    OutputRefResponse,
+    Thought,
+    WorkingMemory,
+)
 from .errors import (
     ActionError,
     BackpressureError,
@@ -95,6 +105,7 @@ __all__ = (
     "Output",
     "OutputContext",
     "OutputRef",
+    "OutputRefResponse",
     "PlatformError",
     "Price",
     "Prompt",

@@ -136,7 +136,7 @@ class Agent:
         self.output_timeout = output_timeout
         """Seconds an output handler may take."""
         self.stop_timeout = stop_timeout
-        """Seconds ``stop()`` waits for running runs before cancelling them."""
+        """Seconds ``stop()`` waits for running runs, then for fire-and-forget calls, before cancelling them."""
         self.state_cache = 0 if self.dispatcher.distributed else state_cache
         """How many contexts' working memories stay loaded between runs (0 when other processes share the
         memory store, as Redis workers do)."""
@@ -297,6 +297,7 @@ class Agent:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        await self.tasks.close(self.stop_timeout)  # fire-and-forget calls: finished, or cancelled
         for svc in reversed(self.services):
             if svc.stop is not None:
                 try:

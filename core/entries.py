@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -18,6 +20,7 @@ __all__ = (
     "InputRef",
     "Log",
     "OutputRef",
+    "OutputRefResponse",
     "Thought",
     "WorkingMemory",
     "new_id",
@@ -83,6 +86,19 @@ class OutputRef(_Base):
     """Why the output was refused or failed, if it was."""
     text: str | None = None
     """How the output is shown to the model, when the output's ``format`` gave one."""
+
+
+@dataclass(kw_only=True, slots=True)
+class OutputRefResponse:
+    """What an output handler may return (or a list of them, one log entry each) to change the output's log
+    entry: the first updates the entry, each further one adds an entry of the same output after it."""
+
+    data: Any = None
+    """The entry's data (what working memory and the history show); None keeps the validated content."""
+    params: Mapping[str, Any] | None = None
+    """The entry's attributes, replacing the tag's (values become strings); None keeps them."""
+    processed: bool = True
+    """False keeps the entry in the next step's updates, so the model sees it again (and is called again)."""
 
 
 class ActionCall(_Base):

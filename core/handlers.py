@@ -8,15 +8,17 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .call_format import xml_arguments
 from .dataflow import CallSlot, run_instances, wait_for_calls
 from .definitions import Action, ActionContext, ContextState, Output, OutputContext, maybe_await
-from .entries import ActionCall, OutputRef
+from .entries import ActionCall, OutputRef, OutputRefResponse
 from .errors import ActionError, TemplateError, ValidationError
 from .media.attachment import Attachment
 from .prompt import format_value
-from .references import declared_targets, output_target, prepare_call, save_result, saved_note
+from .references import Target, declared_targets, output_target, prepare_call, save_result, saved_note
 from .templates import TemplateStream, call_refs, resolve
 
 if TYPE_CHECKING:
@@ -25,11 +27,13 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CallSlot",
+    "CheckedCall",
     "declared_targets",
     "delivered_text",
     "output_stream",
     "parse_arguments",
-    "run_action",
+    "perform_action",
+    "prepare_action",
     "run_output",
     "template_lookup",
 )
@@ -84,10 +88,12 @@ async def delivered_text(content: str, slots: Sequence[CallSlot], state: Context
 
 
 def parse_arguments(action: Action, content: str) -> Any:
-    """The JSON arguments of a call (an empty body means no arguments)."""
+    """The JSON arguments of a call (an empty body means no arguments), or its XML ones (``call_format``)."""
     text = content.strip()
     if action.schema.is_text:
         return content
+    if action.call_format == "xml":
+        return xml_arguments(action.name, content, action.schema)
     if not text:
         return {}
     try:
@@ -99,19 +105,33 @@ def parse_arguments(action: Action, content: str) -> Any:
         ) from exc
 
 
-async def run_action(
+@dataclass(kw_only=True, slots=True)
+class CheckedCall:
+    """A call whose arguments are resolved and validated: what is left is to run its handler."""
+
+    action: Action
+    """The action called."""
+    copies: list[Any]
+    """The validated arguments, one per copy (one unless the call is instanced)."""
+    instanced: bool
+    """The call runs as copies (``_instances``)."""
+    target: Target | None
+    """Where its result is saved in the state log, if anywhere."""
+    ctx: ActionContext
+    """What the handler receives as ``ctx``."""
+
+
+async def prepare_action(
     *,
     host: Host,
-    tasks: TaskRunner,
     state: ContextState,
     action: Action,
     call: ActionCall,
     slots: Sequence[CallSlot],
     index: int,
-) -> tuple[Any, str | None, list[Attachment]]:
-    """Validate and run one call in ``tasks``; its handler receives ``host``. Returns ``(result, text,
-    attachments)`` (the pictures the handler showed with ``ctx.show_image``); raises a ``RunError`` the caller
-    reports."""
+) -> CheckedCall:
+    """Parse, resolve (templates and references, waiting for the calls they read) and validate one call's
+    arguments; raises a ``RunError`` the caller reports."""
     raw = parse_arguments(action, call.content)
     mine = slots[index] if index < len(slots) else None
     if mine is not None and not mine.targets:
@@ -123,8 +143,23 @@ async def run_action(
     copies = [action.schema.validate(r) for r in prepared.copies]
     dumped = [action.schema.dump(a) for a in copies]
     call.data = dumped if prepared.instanced else dumped[0]
-    target = output_target(action.schema, prepared, dumped[0])
-    ctx = ActionContext(state=state, call=call, agent=host)
+    return CheckedCall(
+        action=action,
+        copies=copies,
+        instanced=prepared.instanced,
+        target=output_target(action.schema, prepared, dumped[0]),
+        ctx=ActionContext(state=state, call=call, agent=host),
+    )
+
+
+async def perform_action(
+    prepared: CheckedCall, *, host: Host, tasks: TaskRunner
+) -> tuple[Any, str | None, list[Attachment]]:
+    """Run a prepared call's handler in ``tasks`` (it receives ``host``) and save its result where its output
+    path says. Returns ``(result, text, attachments)`` (the pictures the handler showed with
+    ``ctx.show_image``); raises a ``RunError`` the caller reports."""
+    action, ctx = prepared.action, prepared.ctx
+    state, call = ctx.state, ctx.call
 
     async def invoke(args: Any, ctx: ActionContext) -> Any:
         attempts = action.retry + 1
@@ -162,12 +197,14 @@ async def run_action(
         return result.model_dump(mode="json") if hasattr(result, "model_dump") else result
 
     if prepared.instanced:
-        result, text = await _run_copies(action, copies, run_one, ctx)
+        result, text = await _run_copies(action, prepared.copies, run_one, ctx)
     else:
-        result = await run_one(copies[0], ctx)
+        result = await run_one(prepared.copies[0], ctx)
         text = action.format(result) if action.format is not None else None
-    if target is not None:
-        paths = save_result(state.state_log, target, result, call={"name": action.name, "arguments": call.data})
+    if prepared.target is not None:
+        paths = save_result(
+            state.state_log, prepared.target, result, call={"name": action.name, "arguments": call.data}
+        )
         if text is None:
             text = f"{format_value(result)} {saved_note(paths)}"
     return result, text, ctx.attachments
@@ -208,9 +245,10 @@ async def run_output(
     timeout: float,
     step: int = 0,
     index: int = -1,
-) -> None:
-    """Resolve templates, validate and run one output's handler (it receives ``host``); raises a ``RunError``
-    on failure."""
+) -> list[OutputRef]:
+    """Resolve templates, validate and run one output's handler (it receives ``host``), and apply what it
+    returned to ``ref``; returns the further log entries it asked for (a list of ``OutputRefResponse``).
+    Raises a ``RunError`` on failure."""
     content: Any = ref.content
     params: dict[str, Any] = dict(ref.params)
     if "{{" in content or any("{{" in v for v in params.values()):
@@ -229,18 +267,49 @@ async def run_output(
     else:
         ctx_attrs = params
     ref.data = output.schema.dump(data)
-    if output.handler is None:
-        return
-    ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=ctx_attrs, step=step, index=index)
-    try:
-        async with asyncio.timeout(timeout):
-            update = await maybe_await(output.handler(data, ctx, host))
-    except TimeoutError as exc:
-        raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
+    added: list[OutputRef] = []
+    if output.handler is not None:
+        ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=ctx_attrs, step=step, index=index)
+        try:
+            async with asyncio.timeout(timeout):
+                update = await maybe_await(output.handler(data, ctx, host))
+        except TimeoutError as exc:
+            raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
+        added = _apply(update, ref)
+    if output.format is not None:
+        for entry in (ref, *added):
+            entry.text = output.format(entry)
+    return added
+
+
+def _apply(update: Any, ref: OutputRef) -> list[OutputRef]:
+    """Apply what an output handler returned to its log entry: an ``OutputRefResponse``, a list of them (each
+    after the first adds an entry of its own, returned), or a dict with ``data``/``params``/``processed``.
+    Anything else leaves the entry as it is."""
+    if isinstance(update, OutputRefResponse):
+        _update(ref, update)
+        return []
+    if isinstance(update, list) and update and all(isinstance(u, OutputRefResponse) for u in update):
+        _update(ref, update[0])
+        added = []
+        for more in update[1:]:
+            entry = OutputRef(type=ref.type, params=dict(ref.params), data=ref.data, processed=True)
+            _update(entry, more)
+            added.append(entry)
+        return added
     if isinstance(update, dict):
         if "data" in update:
             ref.data = update["data"]
         if "params" in update and isinstance(update["params"], dict):
             ref.params = {k: str(v) for k, v in update["params"].items()}
-    if output.format is not None:
-        ref.text = output.format(ref)
+        if isinstance(update.get("processed"), bool):
+            ref.processed = update["processed"]
+    return []
+
+
+def _update(ref: OutputRef, response: OutputRefResponse) -> None:
+    if response.data is not None:
+        ref.data = response.data
+    if response.params is not None:
+        ref.params = {k: str(v) for k, v in response.params.items()}
+    ref.processed = response.processed

@@ -1,14 +1,18 @@
-"""The task runner: action handlers run in named queues with concurrency limits."""
+"""The task runner: action handlers run in named queues with concurrency limits; the ones nobody waits for
+(fire-and-forget calls) are owned here until they finish or the agent stops."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 __all__ = ("TaskRunner",)
 
 T = TypeVar("T")
+
+log = logging.getLogger("core.task_runner")
 
 
 class TaskRunner:
@@ -19,6 +23,7 @@ class TaskRunner:
         """Limit of a queue that was not configured."""
         self._queues = {name: asyncio.Semaphore(limit) for name, limit in (queues or {}).items()}
         self._keys: dict[str, asyncio.Semaphore] = {}
+        self._background: set[asyncio.Task[Any]] = set()
 
     async def run(
         self,
@@ -40,3 +45,31 @@ class TaskRunner:
                 key_sem = self._keys[key] = asyncio.Semaphore(limit)
             async with key_sem:
                 return await fn()
+
+    def spawn(self, job: Coroutine[Any, Any, Any], *, name: str) -> None:
+        """Run ``job`` without anyone waiting for it (a fire-and-forget call): the runner owns the task until
+        it ends, logs what it raises, and ``close`` waits for it or cancels it."""
+        task = asyncio.create_task(job, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._ended)
+
+    @property
+    def pending(self) -> int:
+        """Jobs started with ``spawn`` that have not ended yet."""
+        return len(self._background)
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background job %s failed", task.get_name(), exc_info=task.exception())
+
+    async def close(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the jobs started with ``spawn``, then cancel the rest and wait
+        for them to end (the agent is stopping: no job outlives it)."""
+        if not self._background:
+            return
+        _, late = await asyncio.wait(set(self._background), timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)

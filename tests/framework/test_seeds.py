@@ -150,7 +150,6 @@ async def test_an_output_handler_may_return_a_dict_that_updates_the_log_entry() 
     assert ref.params == {"channelId": "42", "sent": "1"}
 
 
-@gap("no declared OutputRefResponse type an output handler may return")
 async def test_an_output_handler_may_return_an_output_ref_response() -> None:
     from core import OutputRefResponse
 
@@ -164,7 +163,6 @@ async def test_an_output_handler_may_return_an_output_ref_response() -> None:
     assert ref.data == {"content": "Hi", "channelId": "42"} and ref.processed
 
 
-@gap("an output handler cannot return a list of OutputRefResponse (one log entry each)")
 async def test_an_output_handler_may_return_a_list_of_responses() -> None:
     from core import OutputRefResponse
 
@@ -177,7 +175,6 @@ async def test_an_output_handler_may_return_a_list_of_responses() -> None:
     assert [c.data for c in chain if isinstance(c, OutputRef)] == ["one", "two"]
 
 
-@gap("processed=False from an output handler does not keep the output in the next step's updates")
 async def test_processed_false_keeps_the_output_in_the_updates() -> None:
     from core import OutputRefResponse
 
@@ -211,7 +208,6 @@ async def test_format_is_how_an_output_is_shown_in_working_memory() -> None:
     assert "Sent to ada: Hello" in section(model.requests[1].prompt, "working-memory")
 
 
-@gap("format is skipped for an output without a handler")
 async def test_format_applies_to_an_output_without_a_handler() -> None:
     say = output(type="m", format=lambda ref: f"Sent to {ref.params.get('to')}: {ref.data}")
     agent, model = bot([R('<output type="m" to="ada">Hello</output>'), R("")], outputs=(say,))
@@ -258,7 +254,6 @@ async def test_enabled_and_context_decide_where_an_output_is_offered() -> None:
     assert '"gated"' in offered[1]
 
 
-@gap("the OutputRef is only created when the tag closes, not when it opens (getOrCreateRef)")
 async def test_the_output_log_entry_exists_while_its_tag_streams() -> None:
     seen: list[bool] = []
     agent, _ = bot([R('<output type="chat:message">a long answer, streamed</output>')], chunk_size=4)
@@ -534,7 +529,6 @@ async def test_actions_run_in_the_task_runner_within_their_concurrency() -> None
     assert running[1] == 1
 
 
-@gap("no fire-and-forget action: every call is waited for before the run goes on (action(fire_and_forget=True))")
 async def test_a_fire_and_forget_action_is_not_waited_for() -> None:
     release = asyncio.Event()
     finished: list[str] = []
@@ -715,7 +709,6 @@ async def test_a_call_without_an_output_path_saves_nothing() -> None:
     assert "a thought" in section(model.requests[1].prompt, "updates")
 
 
-@gap("a call without an output path is never fire-and-forget (action(fire_and_forget='without_output_path'))")
 async def test_a_call_without_an_output_path_may_be_fire_and_forget() -> None:
     release = asyncio.Event()
     done: list[Any] = []
@@ -924,7 +917,6 @@ async def test_the_final_event_is_the_delivered_text_whatever_the_handler_return
 # -- Issue 22, beyond the seeds ------------------------------------------------------------------------------
 
 
-@gap("no loop guard: a repeated call and a repeated reply go on until max_steps")
 async def test_a_model_repeating_itself_gets_one_reply_to_the_user_and_the_run_ends() -> None:
     sent: list[str] = []
     remember = action(name="remember", schema=dict[str, str], handler=lambda args, ctx, agent: "ok")

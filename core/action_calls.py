@@ -1,0 +1,125 @@
+"""Action calls of a run: each starts as its tag closes and runs in the step's task group (the step waits for
+it), is refused when it repeats a call that already succeeded (the loop guard), or, fire-and-forget, runs on in
+the task runner once its arguments are valid, without anyone waiting for it."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .dataflow import CallSlot
+from .entries import ActionCall, ActionResult
+from .errors import RunError
+from .events import RunEventType
+from .handlers import CheckedCall, declared_targets, perform_action, prepare_action
+from .parser import TagEnd
+
+if TYPE_CHECKING:
+    from .definitions import Action
+    from .engine import Run
+    from .media.attachment import Attachment
+    from .step import Step
+
+__all__ = ("start_call",)
+
+log = logging.getLogger("core.engine")
+
+
+def start_call(run: Run, step: Step, event: TagEnd) -> None:
+    """The tag of a call closed: log it and start it (or refuse it, with an error result the model reads)."""
+    name = event.attrs.get("name", "")
+    params = {k: v for k, v in event.attrs.items() if k != "name"}
+    call = ActionCall(name=name, content=event.content, params=params, processed=True)
+    run.record(call)
+    index = len(step.calls)
+    slot = CallSlot(name)
+    step.calls.append(slot)
+    action = step.actions.get(name)
+    if action is not None:
+        slot.targets = declared_targets(action.schema, event.content)
+    run.emitter.emit(RunEventType.TOOL_CALL, {"id": call.id, "name": name, "arguments": event.content.strip()})
+    if action is None:
+        available = ", ".join(sorted(step.actions)) or "none"
+        message = (
+            f"unknown action {name!r}; available actions: {available}"
+            if name
+            else f'<action_call> needs a name attribute: <action_call name="..."> (available: {available})'
+        )
+        _finish(run, call, slot, error=message)
+        return
+    if run.loop_guard.repeated_call(name, event.content, step=run.steps):
+        step.repeats += 1
+        _finish(
+            run,
+            call,
+            slot,
+            error=(
+                f"{name!r} was already called with these arguments in this run and its result is above, so it was "
+                "not run again; use that result instead of calling it again"
+            ),
+        )
+        return
+    step.tasks.create_task(_call(run, action, call, slot, step, index))
+
+
+def _forgotten(checked: CheckedCall) -> bool:
+    """True when nobody waits for this call: its action is fire-and-forget, or is so for a call that saves
+    nothing and this one saves nothing."""
+    mode = checked.action.fire_and_forget
+    return mode is True or (mode == "without_output_path" and checked.target is None)
+
+
+async def _call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
+    deps = run.deps
+    try:
+        checked = await prepare_action(
+            host=deps.host, state=run.state, action=action, call=call, slots=step.calls, index=index
+        )
+        if _forgotten(checked):
+            slot.fail(f"{action.name!r} is not waited for (fire-and-forget): its result is not available")
+            run.loop_guard.call_done(action.name, call.content, step=run.steps)
+            deps.tasks.spawn(_unwaited(run, checked), name=f"action:{action.name}:{call.id}")
+            return
+        result, text, attachments = await perform_action(checked, host=deps.host, tasks=deps.tasks)
+    except RunError as exc:
+        _finish(run, call, slot, error=str(exc))
+    except Exception as exc:  # a bug in our own code must not block the context either
+        log.exception("action %s failed inside the framework", action.name)
+        _finish(run, call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
+    else:
+        slot.set(result)
+        run.loop_guard.call_done(action.name, call.content, step=run.steps)
+        _finish(run, call, slot, result=result, text=text, attachments=attachments)
+
+
+async def _unwaited(run: Run, checked: CheckedCall) -> None:
+    """A fire-and-forget call's handler, run to its end in the task runner (the run may be over by then: its
+    result is logged here, not shown to the model)."""
+    name = checked.action.name
+    try:
+        await perform_action(checked, host=run.deps.host, tasks=run.deps.tasks)
+    except RunError as exc:
+        log.warning("%s: fire-and-forget call of %s failed: %s", run.state.id, name, exc)
+    else:
+        log.debug("%s: fire-and-forget call of %s done", run.state.id, name)
+
+
+def _finish(
+    run: Run,
+    call: ActionCall,
+    slot: CallSlot,
+    *,
+    result: Any = None,
+    text: str | None = None,
+    error: str | None = None,
+    attachments: list[Attachment] | None = None,
+) -> None:
+    if error is not None:
+        slot.fail(error)
+    entry = ActionResult(
+        call_id=call.id, name=call.name, data=result, error=error, text=text, attachments=attachments or []
+    )
+    run.record(entry)
+    content = {"id": call.id, "name": call.name}
+    content.update({"error": error} if error is not None else {"result": result})
+    run.emitter.emit(RunEventType.TOOL_CALL_RESULT, content)

@@ -1,0 +1,166 @@
+"""Output delivery: an output's log entry from the moment its tag opens, its text streamed as run events
+(turns a small model invents cut off, templates resolved, a repeated reply held back), and, once the tag closes,
+its handler run and the outcome logged, with every failure an error the model reads."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from .entries import OutputRef
+from .errors import RunError
+from .events import RunEventType
+from .handlers import delivered_text, output_stream, run_output
+from .limits import Refusal
+from .parser import TagEnd, TagStart, TagText
+from .step import OpenOutput, Step
+from .turns import TurnGuard, cut_turns
+
+if TYPE_CHECKING:
+    from .engine import Run
+
+__all__ = ("abandon_outputs", "close_output", "notify", "open_output", "output_text")
+
+log = logging.getLogger("core.engine")
+
+
+def open_output(run: Run, step: Step, event: TagStart) -> None:
+    """The tag of an output opened: its log entry goes into working memory now, and grows as it streams."""
+    attrs = dict(event.attrs)
+    type_ = attrs.pop("type", None) or attrs.pop("name", None) or ""
+    attrs.pop("name", None)
+    ref = OutputRef(type=type_, params=attrs, processed=True)
+    run.record(ref)
+    step.open[event.index] = OpenOutput(ref, turns=TurnGuard(step.speakers) if step.guarded else None)
+
+
+async def output_text(run: Run, step: Step, event: TagText) -> None:
+    """A piece of an output's text: added to its log entry and streamed to the listeners."""
+    out = step.open.get(event.index)
+    if out is None:
+        return
+    out.ref.content += event.text
+    text = out.turns.feed(event.text) if out.turns is not None else event.text
+    if out.templates is None and "{" in text:  # a template may start here: resolve it before it is shown
+        out.templates = output_stream(step.calls, run.state)
+    if text and out.templates is not None:
+        text = await out.templates.feed(text)
+    if text:
+        _show(run, out, text, event.index)
+
+
+def _show(run: Run, out: OpenOutput, text: str, index: int, *, final: bool = False) -> None:
+    """Stream ``text`` unless, with what came before it, it may still be a reply already delivered (then it is
+    held until the text differs, or the output closes)."""
+    if not out.checked:
+        if not run.loop_guard.has_replies:
+            out.checked = True
+        else:
+            out.held.append(text)
+            if not final and run.loop_guard.could_repeat(out.ref.type, "".join(out.held)):
+                return
+            out.checked = True
+            text = "".join(out.held)
+            out.held.clear()
+    if text:
+        run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=out.ref.type, output_index=index)
+
+
+async def close_output(run: Run, step: Step, event: TagEnd) -> None:
+    """The tag of an output closed: validate it, refuse a repeat, run its handler, tell the listeners."""
+    out = step.open.pop(event.index, None)
+    if out is None:  # the parser opens every tag it closes; this is a safety net
+        open_output(run, step, TagStart(name=event.name, attrs=event.attrs, index=event.index))
+        out = step.open.pop(event.index)
+    ref, type_ = out.ref, out.ref.type
+    rest = out.turns.close() if out.turns is not None else ""
+    if out.templates is not None:
+        rest = await out.templates.feed(rest) + await out.templates.close()
+    content = cut_turns(event.content, step.speakers) if out.turns is not None else event.content
+    ref.content = content.strip()
+    output = step.outputs.get(type_)
+    if output is None:
+        if rest:
+            _show(run, out, rest, event.index, final=True)
+        available = ", ".join(sorted(step.outputs)) or "none"
+        ref.error = f"unknown output type {type_!r}; available outputs: {available}"
+        run.error(ref.error, source="output")
+        run.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_index=event.index, final=True, error=ref.error)
+        return
+    try:
+        text = await delivered_text(ref.content, step.calls, run.state)
+        if run.loop_guard.repeated_reply(type_, text):
+            step.repeats += 1
+            ref.error = (
+                f"this {type_!r} repeats one you already sent in this run word for word, so it was not sent again; "
+                "do not repeat a reply: answer something new or end your response"
+            )
+            run.error(ref.error, source=f"output:{type_}")
+            run.emitter.emit(
+                RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True, error=ref.error
+            )
+            return
+        _show(run, out, rest, event.index, final=True)
+        added = await run_output(
+            host=run.deps.host,
+            state=run.state,
+            output=output,
+            ref=ref,
+            slots=step.calls,
+            timeout=run.deps.output_timeout,
+            step=run.steps,
+            index=event.index,
+        )
+    except Exception as exc:
+        if not isinstance(exc, RunError):
+            log.warning("output %s handler raised", type_, exc_info=True)
+        ref.error = str(exc) or type(exc).__name__
+        run.error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
+        run.emitter.emit(
+            RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True, error=ref.error
+        )
+        return
+    for entry in added:
+        run.record(entry)
+    run.loop_guard.replied(type_, text)
+    run.delivered(type_)
+    run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=type_, output_index=event.index, final=True)
+
+
+def abandon_outputs(run: Run, step: Step) -> None:
+    """The response broke off (the model failed) while outputs were open: their entries say they were not
+    delivered."""
+    for index, out in step.open.items():
+        out.ref.error = "the answer broke off before this output was complete; it was not delivered"
+        run.emitter.emit(
+            RunEventType.OUTPUT_TEXT,
+            None,
+            output_type=out.ref.type,
+            output_index=index,
+            final=True,
+            error=out.ref.error,
+        )
+    step.open.clear()
+
+
+async def notify(run: Run, refusal: Refusal, *, index: int) -> None:
+    """Tell the user a limit was reached, through the conversation's own output (in a queued run it follows the
+    reply ledger); ``index`` is a negative element index no response uses."""
+    _, outputs = run.deps.available(run.state)
+    own = [o for o in outputs if o.context is run.state.context] or outputs
+    if not own:
+        return
+    ref = OutputRef(type=own[0].type, content=refusal.notice, processed=True)
+    try:
+        await run_output(
+            host=run.deps.host,
+            state=run.state,
+            output=own[0],
+            ref=ref,
+            slots=[],
+            timeout=run.deps.output_timeout,
+            step=run.steps,
+            index=index,
+        )
+    except Exception as exc:
+        log.warning("could not tell %s that a limit was reached: %s", run.state.id, exc)

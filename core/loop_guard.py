@@ -1,0 +1,77 @@
+"""The loop guard: what a run already did is not done again.
+
+A model, small ones especially, may answer every step with the same call and the same reply. Within one run:
+
+- a call of an action with the same arguments as a call of an earlier step that succeeded is refused back to
+  the model as an error result (not run): its result is already in front of the model. Calls repeated within one
+  response run (the model asked for several on purpose), and a call that failed may be tried again;
+- an output with the same type and text as one already delivered is refused back to the model as an error (not
+  delivered), and its text is not streamed to listeners while it may still turn out to be that repeat;
+- a step that adds nothing new, every call and output of it refused as a repeat, ends the run (see
+  ``Run.execute``).
+
+So the user never gets the same reply twice for one message. The guard keeps one key per successful call and the
+text of each delivered output: a few entries a run.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ("LoopGuard",)
+
+
+def _arguments_key(content: str) -> str:
+    """The arguments as written, with formatting that does not change them taken away (JSON key order and
+    spacing)."""
+    text = content.strip()
+    if text[:1] in "{[":
+        try:
+            return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+        except ValueError:
+            pass
+    return " ".join(text.split())
+
+
+class LoopGuard:
+    """What one run has done: the calls that succeeded (by step) and the replies delivered (by output type)."""
+
+    __slots__ = ("_calls", "_replies")
+
+    def __init__(self) -> None:
+        self._calls: dict[tuple[str, str], int] = {}
+        self._replies: dict[str, set[str]] = {}
+
+    def repeated_call(self, name: str, content: str, *, step: int) -> bool:
+        """True when a call of ``name`` with these arguments succeeded in an earlier step of the run."""
+        if not self._calls:
+            return False
+        done = self._calls.get((name, _arguments_key(content)))
+        return done is not None and done < step
+
+    def call_done(self, name: str, content: str, *, step: int) -> None:
+        """Note a call that succeeded (or was started without waiting for it) in ``step``."""
+        self._calls.setdefault((name, _arguments_key(content)), step)
+
+    def repeated_reply(self, output_type: str, text: str) -> bool:
+        """True when an output of ``output_type`` with ``text`` was already delivered in the run."""
+        replies = self._replies.get(output_type)
+        return replies is not None and text.strip() in replies
+
+    def could_repeat(self, output_type: str, shown: str) -> bool:
+        """True while the text an output has streamed so far (``shown``) is the start of a reply already
+        delivered: its deltas are held back until it differs."""
+        replies = self._replies.get(output_type)
+        if not replies:
+            return False
+        start = shown.lstrip()
+        return any(reply.startswith(start) for reply in replies)
+
+    def replied(self, output_type: str, text: str) -> None:
+        """Note a delivered output."""
+        self._replies.setdefault(output_type, set()).add(text.strip())
+
+    @property
+    def has_replies(self) -> bool:
+        """True once an output was delivered in the run (only then can a reply be a repeat)."""
+        return bool(self._replies)

@@ -1,0 +1,168 @@
+"""One model call of a run: the request's stream with a deadline on each chunk, the tokens it cost counted to
+whoever asked, and the plain-text answer of a small model read as a response."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from .errors import ModelError, RunError
+from .media.attachment import image_marker
+from .models.base import ImagePart, ModelRequest, call_usage
+from .prompt import xml_attr
+from .turns import TurnGuard
+from .usage import cost_micros, day_of
+
+if TYPE_CHECKING:
+    from .definitions import ContextState
+    from .run_deps import RunDeps
+
+__all__ = ("Charge", "as_response", "charge_usage", "images_in", "model_name", "stream_model")
+
+log = logging.getLogger("core.engine")
+
+Charge = Callable[[int, int, bool], Awaitable[None]]
+"""``charge(input_tokens, output_tokens, estimated)``: count what a call cost, once its stream has ended."""
+
+
+async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) -> AsyncGenerator[str, None]:
+    """The model's chunks, with a deadline on each; library errors become ``ModelError``. When the stream
+    ends, its tokens go to ``charge`` (as the provider reported them, else estimated from the text)."""
+    idle = deps.model_idle_timeout
+    model = deps.model
+    usage_before = model.last_usage
+    call_usage.set(None)
+    stream = model.stream(request)
+    it = aiter(stream)
+    written = 0
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(idle):
+                    chunk = await anext(it)
+            except StopAsyncIteration:
+                usage = call_usage.get()  # reported by the provider as its stream ended, in this task
+                if usage is None:  # a provider that only sets ``last_usage`` (shared by concurrent runs)
+                    usage = model.last_usage
+                    usage = None if usage is usage_before else usage
+                if usage is not None:
+                    await charge(usage.input_tokens, usage.output_tokens, False)
+                else:  # the provider does not say: about 4 characters a token, for the limits and /stats
+                    await charge((len(request.system) + len(request.prompt)) // 4, written // 4, True)
+                return
+            except TimeoutError as exc:
+                raise ModelError(
+                    f"the model sent nothing for {idle:g}s; check the model server or raise LLM_TIMEOUT"
+                ) from exc
+            except (RunError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                raise ModelError(f"model {model.name!r} failed: {type(exc).__name__}: {exc}") from exc
+            written += len(chunk)
+            yield chunk
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def model_name(deps: RunDeps, request: ModelRequest) -> str:
+    """The name of the model ``request`` is answered by (a conversation's ``/model`` or the configured one)."""
+    return request.model or deps.model.model or deps.model.name
+
+
+async def charge_usage(
+    deps: RunDeps,
+    state: ContextState,
+    request: ModelRequest,
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    estimated: bool,
+    asker: str | None,
+    step: int,
+) -> None:
+    """Add a call's tokens to the usage counters of the user who asked (``asker``), the conversation and the
+    model (what ``/stats`` shows and the per-day token limits read), once per batch and step: a batch run again
+    after a crash charges nothing twice. Tokens the provider reported also go to the observers
+    (``input_tokens:<model>``), ``estimated`` ones do not. A failing store is logged: the answer is on its
+    way."""
+    name = model_name(deps, request)
+    cost = cost_micros(deps.prices.get(name), input_tokens, output_tokens)
+    if not estimated:
+        deps.observe(f"input_tokens:{name}", state.id, input_tokens)
+        deps.observe(f"output_tokens:{name}", state.id, output_tokens)
+        if cost:
+            deps.observe(f"cost_micros:{name}", state.id, cost)
+    keys = [f"chat:{state.id}", f"model:{name}"]
+    if asker is not None:
+        keys.insert(0, f"user:{asker}")
+    batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
+    # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
+    try:
+        await deps.usage.add(
+            day=day_of(),
+            keys=keys,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=cost,
+            charge=f"{batch}:{step}" if batch else None,
+        )
+    except Exception:
+        log.exception("could not count the usage of %s", state.id)
+
+
+async def as_response(
+    chunks: AsyncGenerator[str, None], output_type: str, speakers: tuple[str, ...]
+) -> AsyncIterator[str]:
+    """A plain-text answer (the compact prompt) as a response with one output of ``output_type``, ended where the
+    model starts a turn nobody wrote (one of ``speakers``; the stream is then closed, which stops the
+    generation). An answer that starts with ``<`` is the response format already and passes as it is."""
+    try:
+        async for text in _wrapped(chunks, output_type, speakers):
+            yield text
+    finally:
+        await chunks.aclose()
+
+
+async def _wrapped(chunks: AsyncIterator[str], output_type: str, speakers: tuple[str, ...]) -> AsyncIterator[str]:
+    guard = TurnGuard(speakers)
+    head = ""
+    plain: bool | None = None
+    async for chunk in chunks:
+        if plain is None:
+            head += chunk
+            if not head.strip():
+                continue
+            plain = not head.lstrip().startswith("<")
+            if not plain:
+                yield head
+                continue
+            yield f'<response><output type="{xml_attr(output_type)}">'
+            chunk = head
+        if not plain:
+            yield chunk
+            continue
+        text = guard.feed(chunk)
+        if text:
+            yield text
+        if guard.cut:
+            break
+    if plain is None and head:
+        yield head
+    elif plain:
+        yield guard.close() + "</output></response>"
+
+
+def images_in(state: ContextState, prompt: str) -> tuple[ImagePart, ...]:
+    """The images this run fetched that the prompt shows (an input may have left the window)."""
+    images = []
+    for loaded in state.media.values():
+        if loaded.data is None:
+            continue
+        marker = image_marker(loaded.attachment)
+        if marker in prompt:
+            images.append(ImagePart(marker=marker, mime=loaded.attachment.mime or "image/jpeg", data=loaded.data))
+    return tuple(images)
