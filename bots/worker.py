@@ -54,7 +54,7 @@ def redis_check(backend: RedisBackend) -> Any:
                 f"redis primary {backend.primary} has {replicas} replicas connected, REDIS_MIN_REPLICAS="
                 f"{cfg.min_replicas}: acknowledgements are held{_degraded(backend)}"
             )
-        backend.answered()
+        backend.answered(confirmed=True)
         return True
 
     return check

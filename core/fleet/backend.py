@@ -114,6 +114,7 @@ class RedisBackend:
         self.renew = register(scripts.RENEW)
         self.step = register(scripts.STEP)
         self.rescue = register(scripts.RESCUE)
+        self.confirm_ack = register(scripts.CONFIRM_ACK)
         self.begin_reply = register(scripts.BEGIN_REPLY)
         self.store_model = register(scripts.STORE_MODEL)
         self.mark_posted = register(scripts.MARK_POSTED)
@@ -131,6 +132,7 @@ class RedisBackend:
         """Seconds the last ended outage lasted."""
         self.degraded_total = 0.0
         """Seconds of every ended outage together."""
+        self._behind_only = False
 
     # -- health ----------------------------------------------------------------------------------------
 
@@ -140,10 +142,12 @@ class RedisBackend:
             self.failing_since = time.monotonic()
             log.warning("redis at %s unavailable: %s", self.config.shown_url, describe(exc))
         self.failure = describe(exc)
+        self._behind_only = isinstance(exc, ReplicasBehind)
 
-    def answered(self) -> None:
-        """A call succeeded: an outage in progress is over."""
-        if self.failing_since is None:
+    def answered(self, *, confirmed: bool = False) -> None:
+        """A call succeeded: an outage in progress is over (one where only the replicas were behind ends with
+        a write they ``confirmed``)."""
+        if self.failing_since is None or (self._behind_only and not confirmed):
             return
         lasted = time.monotonic() - self.failing_since
         self.failing_since = None
@@ -222,7 +226,6 @@ class RedisBackend:
         what: str,
         retry_for: float | None = None,
         confirm: bool = False,
-        rerun: bool = True,
     ) -> Any:
         """Run a registered script with a deadline per attempt; retry connection errors for
         ``retry_for`` seconds (default ``retry_seconds``), then raise ``DispatchError``.
@@ -230,32 +233,61 @@ class RedisBackend:
         ``confirm``: the write must reach ``REDIS_MIN_REPLICAS`` replicas (a ``WAIT`` right after the script,
         on its connection) before this returns; when fewer confirm it in time, the script is run again like
         after a connection error (the scripts that confirm write something on every run, so the ``WAIT``
-        covers the earlier write too), or, with ``rerun=False`` (a script that must not run twice), the
-        call fails with ``DispatchError`` at once."""
+        covers the earlier write too)."""
         if not (confirm and self.confirms):
             return await self.run(lambda: script(keys=keys, args=args), what=what, retry_for=retry_for)
-        wanted = self.config.min_replicas
-        timeout_ms = max(1, int(self.config.replica_timeout * 1000))
 
         async def confirmed() -> Any:
-            pipe = self.client.pipeline(transaction=False)
-            await script(keys=keys, args=args, client=pipe)
-            pipe.execute_command("WAIT", wanted, timeout_ms)
-            result, acked = await pipe.execute()
-            if int(acked) < wanted:
-                raise ReplicasBehind(
-                    f"{acked} of REDIS_MIN_REPLICAS={wanted} replicas confirmed a write within "
-                    f"{self.config.replica_timeout:g}s (REDIS_REPLICA_TIMEOUT)"
-                )
+            result, acked = await self._with_wait(script, keys, args)
+            if acked < self.config.min_replicas:
+                raise self._behind(acked)
             return result
 
-        return await self.run(confirmed, what=what, retry_for=retry_for, rerun=rerun, extra=self.config.replica_timeout)
+        return await self.run(
+            confirmed, what=what, retry_for=retry_for, extra=self.config.replica_timeout, confirmed=True
+        )
+
+    async def call_once(
+        self, script: Any, keys: Sequence[str], args: Sequence[Any], *, what: str, retry_for: float | None = None
+    ) -> tuple[Any, bool]:
+        """``call`` for a script whose write must reach the replicas but that must not run again once it ran
+        (a batch's acknowledgement): ``(result, confirmed)``, the ``WAIT`` in the same round trip. When fewer
+        replicas confirmed in time, the caller checks that its write is still there and confirms it then
+        (``call`` with a script that writes, ``confirm=True``)."""
+        if not self.confirms:
+            return await self.run(lambda: script(keys=keys, args=args), what=what, retry_for=retry_for), True
+        result, acked = await self.run(
+            lambda: self._with_wait(script, keys, args),
+            what=what,
+            retry_for=retry_for,
+            extra=self.config.replica_timeout,
+        )
+        if acked < self.config.min_replicas:
+            self.failed(self._behind(acked))
+            return result, False
+        self.answered(confirmed=True)
+        return result, True
+
+    async def _with_wait(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, int]:
+        """The script then ``WAIT`` on the same connection (one round trip): its result and the replicas that
+        confirmed the connection's writes so far."""
+        pipe = self.client.pipeline(transaction=False)
+        await script(keys=keys, args=args, client=pipe)
+        pipe.execute_command("WAIT", self.config.min_replicas, max(1, int(self.config.replica_timeout * 1000)))
+        result, acked = await pipe.execute()
+        return result, int(acked)
+
+    def _behind(self, acked: int) -> ReplicasBehind:
+        return ReplicasBehind(
+            f"{acked} of REDIS_MIN_REPLICAS={self.config.min_replicas} replicas confirmed a write within "
+            f"{self.config.replica_timeout:g}s (REDIS_REPLICA_TIMEOUT)"
+        )
 
     async def run(
-        self, fn: Any, *, what: str, retry_for: float | None = None, rerun: bool = True, extra: float = 0.0
+        self, fn: Any, *, what: str, retry_for: float | None = None, extra: float = 0.0, confirmed: bool = False
     ) -> Any:
         """``await fn()`` with the same deadline, retry and translation as ``call`` (``extra``: seconds
-        added to each attempt's deadline)."""
+        added to each attempt's deadline; ``confirmed``: a success means the replicas confirmed)."""
         budget = self.config.retry_seconds if retry_for is None else retry_for
         give_up = time.monotonic() + budget
         delay = 0.05
@@ -265,7 +297,7 @@ class RedisBackend:
                     result = await fn()
             except ReplicasBehind as exc:
                 self.failed(exc)
-                if not rerun or self._closed or time.monotonic() + delay > give_up:
+                if self._closed or time.monotonic() + delay > give_up:
                     raise self.error(what, exc) from exc
                 log.debug("replicas behind while %s (%s); retrying in %.2fs", what, exc, delay)
             except RETRYABLE as exc:
@@ -282,7 +314,7 @@ class RedisBackend:
             except redis.exceptions.RedisError as exc:
                 raise self.error(what, exc) from exc
             else:
-                self.answered()
+                self.answered(confirmed=confirmed)
                 return result
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)

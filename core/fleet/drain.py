@@ -310,34 +310,55 @@ class Drainer:
         for _, value in writes:
             args.extend(("s", value) if value is not None else ("d", ""))
         sent = time.monotonic()
-        result: list[Any] = await b.call(
-            b.step,
-            [
-                ck.lease,
-                ck.batch,
-                ck.inbox,
-                ck.meta,
-                keys.queue,
-                keys.active,
-                keys.dead,
-                acked.ledger_key if acked is not None else ck.ledger("-"),
-                job_key,
-                keys.arq_job(lease.job_id),
-                keys.arq_retry(lease.job_id),
-                *(key for key, _ in writes),
-                *reads,
-            ],
-            args,
-            what=f"{'acknowledging and ' if acked else ''}taking a batch of {lease.cid}",
-            retry_for=max(0.0, lease.deadline - sent) if lease.token else None,
-            confirm=acked is not None,  # the replies of the batch were posted: the ack must survive a failover
-            rerun=False,  # (run again, an ack already made is refused as stale: the context is given up)
-        )
+        step_keys = [
+            ck.lease,
+            ck.batch,
+            ck.inbox,
+            ck.meta,
+            keys.queue,
+            keys.active,
+            keys.dead,
+            acked.ledger_key if acked is not None else ck.ledger("-"),
+            job_key,
+            keys.arq_job(lease.job_id),
+            keys.arq_retry(lease.job_id),
+            *(key for key, _ in writes),
+            *reads,
+        ]
+        what = f"{'acknowledging and ' if acked else ''}taking a batch of {lease.cid}"
+        retry_for = max(0.0, lease.deadline - sent) if lease.token else None
+        result: list[Any]
+        if acked is None:
+            result = await b.call(b.step, step_keys, args, what=what, retry_for=retry_for)
+        else:  # the batch's replies were posted: its acknowledgement must survive a failover
+            result, confirmed = await b.call_once(b.step, step_keys, args, what=what, retry_for=retry_for)
+            if not confirmed and result[0] != "stale":
+                await self._confirm_ack(lease, acked)
         if result[0] == "batch":
             lease.extended(sent)
         elif lease.token and result[0] in ("released", "handed_off"):
             lease.ended = True  # the lease is gone with it: nothing to renew any more
         return result
+
+    async def _confirm_ack(self, lease: Lease, acked: RunScope) -> None:
+        """Hold on after an acknowledgement too few replicas confirmed: as long as it is on the primary (a
+        failover may have lost it), write and ``WAIT`` again, for up to ``REDIS_RETRY_SECONDS``. Raises
+        ``DispatchError`` when the replicas do not come back in time or the acknowledgement was lost (the
+        caller then gives the context up, writing what was posted into the batch's ledger if it is there)."""
+        b = self.backend
+        ck = b.keys.context(lease.cid)
+        there = await b.call(
+            b.confirm_ack,
+            [ck.batch, ck.meta],
+            [acked.batch_id],
+            what=f"confirming the acknowledgement of {lease.cid} on the replicas",
+            confirm=True,
+        )
+        if not there:
+            raise DispatchError(
+                f"the acknowledgement of batch {acked.batch_id} of {lease.cid} was lost in a Redis failover: the "
+                "batch is run again (what was posted is recorded, so nothing is posted twice)"
+            )
 
     async def _close(self, scope: RunScope, *, acknowledged: bool) -> None:
         """End an attempt; if it was not acknowledged, write its posted marks (best effort)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 __all__ = (
     "BEGIN_REPLY",
+    "CONFIRM_ACK",
     "INGEST",
     "MARK_POSTED",
     "RELEASE_LOCK",
@@ -183,6 +184,16 @@ schedule(KEYS[4], KEYS[5], KEYS[6], KEYS[9], ARGV[8], ARGV[9], ARGV[10], cid, to
 return {'handed_off', token, '', 0, '', '', '0'}
 """
 )
+
+CONFIRM_ACK = """
+-- KEYS: batch meta      ARGV: acked_batch_id
+-- after an acknowledgement too few replicas confirmed in time: is it on the primary we reach now (the
+-- batch held is no longer the one acknowledged; a failover may have lost it)? If so, write, so that the
+-- WAIT after this carries the acknowledgement to the replicas too. 0: the acknowledgement is not here.
+if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], 'acked', ARGV[1])
+return 1
+"""
 
 RESCUE = (
     _COMMON

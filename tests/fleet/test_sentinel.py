@@ -191,3 +191,41 @@ async def test_bots_config_names_the_primary_the_sentinels_found(
     assert problems == [
         "REDIS_SENTINEL_MASTER='other': the sentinels monitor no primary by that name (they monitor: bots)"
     ]
+
+
+async def test_a_batch_acknowledgement_is_held_until_a_replica_confirms_it(topology: SentinelTopology) -> None:
+    from core.fleet import Drainer
+    from core.fleet.scope import RunScope
+
+    backend = RedisBackend(config(topology, min_replicas=1, replica_timeout=0.2, lease_seconds=10.0))
+    primary, replica = topology.primary, next(s for s in topology.servers if s is not topology.primary)
+    try:
+        dispatcher = RedisDispatcher(backend)
+        entry = json.dumps({"c": "probe:chat", "a": {}, "i": {}, "t": 0})
+        await dispatcher.ingest(CID, entry, dedupe_key="u1")
+        drainer = Drainer(cast("Any", None), backend)
+        job = await backend.client.hget("bots:{probe:chat:c1}:meta", "sched")
+        lease = Lease(cid=CID, token="", job_id=job, owner=f"{job}#w", seconds=10.0)
+        first = await drainer.claim(lease)
+        await dispatcher.ingest(CID, entry, dedupe_key="u2")
+        acked = RunScope(backend=backend, keys=backend.keys.context(CID), lease=lease, batch_id=first[2], attempt=1)
+
+        replica.stop(sig=signal.SIGKILL)
+        step = asyncio.create_task(drainer._step(lease, acked, "take"))
+        while backend.failing_since is None:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        assert not step.done()  # acknowledged on the primary, and held there until a replica has it
+        assert topology.ask(primary, "HGET", "bots:{probe:chat:c1}:batch", "id").split("\r\n")[1] == "2"
+        await asyncio.to_thread(topology.rejoin, replica)
+        second = await step
+        assert second[0] == "batch" and second[2] == "2"
+        assert topology.ask(replica, "HGET", "bots:{probe:chat:c1}:meta", "acked").split("\r\n")[1] == first[2]
+        assert backend.failing_since is None
+
+        # a failover lost the acknowledgement (the batch is still the one acknowledged): given up, run again
+        stale = RunScope(backend=backend, keys=backend.keys.context(CID), lease=lease, batch_id="2", attempt=1)
+        with pytest.raises(DispatchError, match="lost in a Redis failover"):
+            await drainer._confirm_ack(lease, stale)
+    finally:
+        await backend.close()
