@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .server import REDIS_SERVER, RedisServer, free_port
@@ -192,7 +193,7 @@ class SentinelTopology:
             if len(ports) != 1 or victim.port in ports or None in ports:
                 return False
             port = ports.pop()
-            return "role:master" in ask(port, "INFO", "replication", password=self.password)
+            return port is not None and "role:master" in ask(port, "INFO", "replication", password=self.password)
 
         self._wait(promoted, timeout, "a replica to be promoted")
         return self.primary
@@ -214,10 +215,10 @@ class SentinelTopology:
             server.stop(sig=signal.SIGKILL)
 
     @staticmethod
-    def _wait(ok: object, timeout: float, what: str) -> None:
+    def _wait(ok: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if ok():  # type: ignore[operator]
+            if ok():
                 return
             time.sleep(0.02)
         raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
