@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .call_format import CallFormat
 from .chat_settings import ChatSettings
 from .entries import ActionCall, InputRef, OutputRef, WorkingMemory
 from .errors import DefinitionError
@@ -176,6 +177,9 @@ class Action:
     """The result's schema, shown to the model and used to validate the result."""
     examples: Sequence[str] = ()
     """Example calls shown to the model."""
+    call_format: CallFormat = "json"
+    """How the model writes the arguments: a JSON object, or ``"xml"``, one element per argument
+    (``<city>Paris</city>``; ``core/call_format.py``)."""
     enabled: Callable[[ContextState], bool] | None = None
     """Offer the action only when this returns true for the context instance."""
     install: Callable[[Host], Any] | None = None
@@ -352,6 +356,7 @@ def action(
     schema: Any = None,
     returns: Any = None,
     examples: Sequence[str] = (),
+    call_format: CallFormat = "json",
     enabled: Callable[[ContextState], bool] | None = None,
     install: Callable[[Host], Any] | None = None,
     context: Context | None = None,
@@ -372,6 +377,8 @@ def action(
         _check_callable(fn, f"action {name!r}: {attr}")
     if retry < 0 or timeout <= 0 or (concurrency is not None and concurrency < 1):
         raise DefinitionError(f"action {name!r}: retry >= 0, timeout > 0 and concurrency >= 1 are required")
+    if call_format not in ("json", "xml"):
+        raise DefinitionError(f"action {name!r}: call_format is 'json' or 'xml', got {call_format!r}")
     if fire_and_forget not in (True, False, "without_output_path"):
         raise DefinitionError(f"action {name!r}: fire_and_forget is True, False or 'without_output_path'")
     return Action(
@@ -382,6 +389,7 @@ def action(
         handler=handler,
         returns=None if returns is None else as_schema(returns, what=f"action {name!r} returns"),
         examples=tuple(examples),
+        call_format=call_format,
         enabled=enabled,
         install=install,
         context=context,

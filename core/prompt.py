@@ -79,6 +79,12 @@ Answer with exactly this structure and nothing else:
 
 FOOTER = "Keep answers useful and concise. Never invent action results."
 
+XML_CALL_FORMAT = (
+    "xml: write the arguments as XML elements, one per argument (&lt;city&gt;Paris&lt;/city&gt;), not as JSON; "
+    "an object's fields are elements inside its element, a list repeats its element"
+)
+"""What an action that takes XML arguments tells the model (``call_format="xml"``)."""
+
 TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{response}}\n\n{{footer}}"
 """The default template: every section in the system part, the content as the prompt part."""
 
@@ -219,6 +225,8 @@ def format_action(action: Action) -> str:
     if action.instructions:
         parts.append(f"<instructions>{action.instructions}</instructions>")
     parts.append(f"<schema>{escape_text(action.schema.json_schema_text)}</schema>")
+    if action.call_format == "xml":
+        parts.append(f"<call_format>{XML_CALL_FORMAT}</call_format>")
     if action.returns is not None:
         parts.append(f"<returns>{escape_text(action.returns.json_schema_text)}</returns>")
     if action.examples:

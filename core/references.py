@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import pydantic_core
 
+from .call_format import xml_arguments
 from .dataflow import CallSlot, Workspace, current_workspace, instances, settle
 from .errors import ActionError, TemplateError, ValidationError
 from .schema import Schema
@@ -284,8 +285,9 @@ def declared_targets(schema: Schema, content: str) -> tuple[Path, ...]:
         return ()
     written: Any = None
     try:
-        raw = json.loads(content) if content.strip() else {}
-    except json.JSONDecodeError:
+        text = content.strip()
+        raw = xml_arguments("", text, schema) if text.startswith("<") else json.loads(text) if text else {}
+    except (json.JSONDecodeError, ValidationError):
         return ()
     if isinstance(raw, dict):
         written = raw.get("_outputPath")

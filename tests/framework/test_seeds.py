@@ -433,7 +433,6 @@ async def test_the_response_structure_is_parsed_into_thought_call_and_output() -
     assert isinstance(thought, Thought) and thought.content == "I need the weather first."
 
 
-@gap("action arguments are JSON only: no callFormat='xml' (action(call_format='xml'))")
 async def test_an_action_may_take_its_arguments_as_xml() -> None:
     weather = action(
         name="getWeather", schema=Weather, call_format="xml", handler=lambda args, ctx, agent: f"sunny in {args.city}"
