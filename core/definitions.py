@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .call_format import CallFormat
 from .chat_settings import ChatSettings
-from .entries import ActionCall, InputRef, OutputRef, WorkingMemory
+from .entries import ActionCall, EventRef, InputRef, Log, OutputRef, WorkingMemory
 from .errors import DefinitionError
 from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
 from .media.reader import IMAGE_TYPES
@@ -85,6 +85,20 @@ class ContextState:
     media: dict[str, Loaded] = field(default_factory=dict, repr=False)
     """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
     never saved: later runs see the attachments' descriptions."""
+    record: Callable[[Log], None] | None = field(default=None, repr=False)
+    """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
+    straight into working memory."""
+
+    def emit(self, name: str, data: Any = None, *, processed: bool = False, source: str = "") -> EventRef:
+        """Record that ``name`` happened (the seed's ``EventRef``): the model sees it in working memory, and
+        in the next step's updates unless ``processed`` (an unprocessed event asks for another step)."""
+        _check_name(name, "event name")
+        event = EventRef(name=name, data=data, processed=processed, source=source)
+        if self.record is not None:
+            self.record(event)
+        else:
+            self.working_memory.push(event)
+        return event
 
 
 @dataclass(kw_only=True, eq=False)
@@ -104,6 +118,10 @@ class ActionContext:
     def memory(self) -> Any:
         """The context instance's persistent memory."""
         return self.state.memory
+
+    def emit(self, name: str, data: Any = None, *, processed: bool = False) -> EventRef:
+        """Record an event in the context (``ContextState.emit``), its source this action."""
+        return self.state.emit(name, data, processed=processed, source=f"action:{self.call.name}")
 
     def show_image(self, data: bytes, *, mime: str, name: str = "") -> Attachment:
         """Show the model a picture with this call's result (an MCP tool's screenshot). A model that sees
@@ -145,6 +163,10 @@ class OutputContext:
     def memory(self) -> Any:
         """The context instance's persistent memory."""
         return self.state.memory
+
+    def emit(self, name: str, data: Any = None, *, processed: bool = False) -> EventRef:
+        """Record an event in the context (``ContextState.emit``), its source this output."""
+        return self.state.emit(name, data, processed=processed, source=f"output:{self.output_ref.type}")
 
 
 @dataclass(kw_only=True, eq=False)

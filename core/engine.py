@@ -68,6 +68,7 @@ class Run:
         """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
         self.loop_guard = LoopGuard()
         """What the run already did, so it is not done again (``core.loop_guard``)."""
+        state.record = self.record  # what the context records (state.emit) joins this run's chain
         self._joined = False
         self._first_input_ms: int | None = None
         self._replied = False

@@ -17,6 +17,7 @@ __all__ = (
     "ActionCall",
     "ActionResult",
     "ErrorLog",
+    "EventRef",
     "InputRef",
     "Log",
     "OutputRef",
@@ -151,8 +152,21 @@ class ErrorLog(_Base):
     """What produced the error: ``output:cli:message``, ``action:remember``, ``model``."""
 
 
+class EventRef(_Base):
+    """Something that happened, recorded by the context (``state.emit``, ``ctx.emit`` in a handler): the seed's
+    ``EventRef``, shown to the model in working memory (and in the next step's updates unless ``processed``)."""
+
+    kind: Literal["event"] = "event"
+    name: str
+    """What happened, for example ``fact_saved``."""
+    data: Any = None
+    """Its details (JSON-compatible)."""
+    source: str = ""
+    """Who recorded it: ``action:remember``, ``output:chat:message``, or empty for the context itself."""
+
+
 Log = Annotated[
-    InputRef | OutputRef | ActionCall | ActionResult | Thought | ErrorLog,
+    InputRef | OutputRef | ActionCall | ActionResult | Thought | ErrorLog | EventRef,
     pydantic.Field(discriminator="kind"),
 ]
 """One entry of working memory."""

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .definitions import Action, ContextState, Output
-from .entries import ActionCall, ActionResult, ErrorLog, InputRef, Log, OutputRef, Thought
+from .entries import ActionCall, ActionResult, ErrorLog, EventRef, InputRef, Log, OutputRef, Thought
 from .errors import DefinitionError, RunError
 from .escape import escape_attr, escape_text
 from .media.attachment import Loaded, describe, format_attachments
@@ -286,6 +286,10 @@ def format_log(log: Log, *, media: Mapping[str, Loaded] | None = None) -> str:
         )
     if isinstance(log, Thought):
         return f'<thought timestamp="{ts}">{escape_text(log.content)}</thought>'
+    if isinstance(log, EventRef):
+        source = f' source="{xml_attr(log.source)}"' if log.source else ""
+        body = "" if log.data is None else escape_text(format_value(log.data))
+        return f'<event name="{xml_attr(log.name)}"{source} timestamp="{ts}">{body}</event>'
     assert isinstance(log, ErrorLog)
     return f'<error source="{xml_attr(log.source)}" timestamp="{ts}">{escape_text(log.message)}</error>'
 

@@ -395,7 +395,6 @@ async def test_working_memory_shows_the_processed_logs_of_earlier_steps() -> Non
     assert '<action_result name="lookupUser"' in section(model.requests[1].prompt, "updates")
 
 
-@gap("no EventRef log kind: a context cannot record an event (ctx.emit) shown in working memory")
 async def test_a_context_records_events_as_event_refs() -> None:
     from core import EventRef
 
