@@ -62,14 +62,12 @@ def related(a: Path, b: Path) -> bool:
 class CallSlot:
     """The future result of one action call within a response, for ``{{calls[n]}}`` templates and references."""
 
-    __slots__ = ("error", "future", "name", "targets", "waiting", "writes")
+    __slots__ = ("error", "future", "name", "targets", "waiting")
 
     def __init__(self, name: str, *, targets: Iterable[Path] = ()) -> None:
         self.name = name
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.error: str | None = None
-        self.writes: tuple[str, ...] | None = None
-        """The one state path this call writes (its ``_outputPath``), when that is all that is known."""
         self.targets: tuple[Path, ...] = tuple(targets)
         """Every path the call may write (each path of an ``_outputPath`` expression), known when it starts."""
         self.waiting: set[CallSlot] = set()
@@ -91,8 +89,7 @@ class CallSlot:
 
     def may_write(self, path: Path) -> bool:
         """True when this call may write at, above or below ``path``."""
-        targets = self.targets or ((self.writes,) if self.writes else ())
-        return any(related(t, path) for t in targets)
+        return any(related(t, path) for t in self.targets)
 
     def __repr__(self) -> str:
         return f"CallSlot({self.name!r})"

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pydantic import BaseModel
+import pytest
+from pydantic import BaseModel, Field
 
-from core import ActionResult, InMemoryStore, ScriptedModel, action, context, create_agent, output
+from core import ActionResult, DefinitionError, InMemoryStore, ScriptedModel, action, context, create_agent, output
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
 
@@ -97,3 +98,14 @@ async def test_a_template_on_a_fire_and_forget_call_s_result_is_an_error_not_a_w
         release.set()
     errors = [c.error or "" for c in chain if isinstance(c, ActionResult)]
     assert len(errors) == 1 and "not waited for" in errors[0]
+
+
+def test_a_fire_and_forget_action_that_declares_an_output_path_is_a_definition_error() -> None:
+    class Saved(BaseModel):
+        output_path: str | None = Field(default=None, alias="_outputPath", pattern="^†")
+
+    act = action(name="save", schema=Saved, handler=lambda args, ctx, agent: None, fire_and_forget=True)
+    with pytest.raises(DefinitionError, match="without_output_path"):
+        create_agent(model=ScriptedModel([]), contexts=[chat], actions=[act])
+    ok = action(name="save", schema=Saved, handler=lambda args, ctx, agent: None, fire_and_forget="without_output_path")
+    create_agent(model=ScriptedModel([]), contexts=[chat], actions=[ok])

@@ -1,0 +1,83 @@
+"""The runs going on in this process: one per context instance, each driven by a task the table owns until it
+ends, is cancelled (a lost lease), or the agent stops."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from .definitions import ContextState
+from .engine import Run
+from .entries import InputRef, Log
+from .events import RunEvent
+
+__all__ = ("Pending", "RunTable")
+
+
+class Pending:
+    """Stands in the table while a new run loads its state; inputs that arrive meanwhile wait here."""
+
+    def __init__(self, inputs: list[InputRef], listener: Callable[[RunEvent], Any] | None) -> None:
+        self.inputs = inputs
+        """Inputs the run takes once its state is loaded."""
+        self.listeners: list[Callable[[RunEvent], Any]] = [listener] if listener is not None else []
+        """Listeners of the run's events."""
+        self.options: dict[str, Any] = {}
+        """Copied into ``state.options`` when the run starts."""
+        self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
+        """Resolved with the run's chain."""
+
+
+class RunTable:
+    """The run (or the run being set up) of each context instance in this process, and their tasks."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Run | Pending] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._task_of: dict[str, asyncio.Task[Any]] = {}
+
+    def get(self, cid: str) -> Run | Pending | None:
+        """The run of ``cid`` (or the one being set up), if any."""
+        return self._entries.get(cid)
+
+    def state_of(self, cid: str) -> ContextState | None:
+        """The state of the run of ``cid``, None when none is running."""
+        entry = self._entries.get(cid)
+        return entry.state if isinstance(entry, Run) else None
+
+    def put(self, cid: str, entry: Run | Pending) -> None:
+        """Make ``entry`` the run of ``cid``."""
+        self._entries[cid] = entry
+
+    def release(self, cid: str, entry: Run | Pending) -> None:
+        """``entry`` is over: take it out, unless a newer run took its place."""
+        if self._entries.get(cid) is entry:
+            del self._entries[cid]
+
+    def start(self, cid: str, job: Coroutine[Any, Any, None], *, context: contextvars.Context) -> None:
+        """Drive the run of ``cid`` with ``job``, in a task the table owns (``context``: its context variables)."""
+        task = asyncio.create_task(job, name=f"run:{cid}", context=context)
+        self._tasks.add(task)
+        self._task_of[cid] = task
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t: self._task_of.pop(cid, None) if self._task_of.get(cid) is t else None)
+
+    def cancel(self, cid: str) -> bool:
+        """Cancel the run of ``cid``; True if there was one to cancel."""
+        task = self._task_of.get(cid)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    async def drain(self, timeout: float) -> None:
+        """Let the runs finish for up to ``timeout`` seconds, then cancel the rest and wait for them."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)

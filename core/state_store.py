@@ -1,0 +1,95 @@
+"""Where a context instance's state lives between runs: its memory, its working memory (the newest few kept loaded
+in this process) and its state log, in the agent's memory store."""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from .chat_settings import ChatSettings
+from .definitions import Context, ContextState, maybe_await
+from .entries import WorkingMemory
+from .statelog import StateLog
+
+if TYPE_CHECKING:
+    from .host import Host
+    from .memory import MemoryStore
+
+__all__ = ("StateStore",)
+
+
+class StateStore:
+    """Loads and saves context instances' state (keys ``context:<id>``, ``working:<id>``, ``statelog:<id>``)."""
+
+    def __init__(self, memory: MemoryStore, *, cache: int, state_log_limit: int = 100) -> None:
+        self.memory = memory
+        """The memory store."""
+        self.cache = cache
+        """How many contexts' working memories stay loaded between runs (0: always read from the store)."""
+        self.state_log_limit = state_log_limit
+        """A context's state log is compacted into snapshots when it grows past this many entries."""
+        self._working: OrderedDict[str, WorkingMemory] = OrderedDict()
+
+    async def load(
+        self, context: Context, args: Any, *, cid: str, chat: ChatSettings, summary: str | None, host: Host
+    ) -> ContextState:
+        """The state of the instance ``cid`` (``context.load`` or the store; ``context.create`` makes a new
+        one's memory), with its conversation's settings and ``summary``."""
+        if context.load is not None:
+            stored = await maybe_await(context.load(cid, host))
+        else:
+            stored = await self.memory.get(f"context:{cid}")
+        working = self._working.pop(cid, None)
+        if working is None:
+            raw_logs = await self.memory.get(f"working:{cid}")
+            working = WorkingMemory.load(raw_logs, limit=context.keep_logs)
+        state = ContextState(
+            id=cid,
+            context=context,
+            args=args,
+            key=context.key(args),
+            memory=None,
+            working_memory=working,
+            state_log=StateLog.load(await self.memory.get(f"statelog:{cid}")),
+            chat=chat,
+        )
+        if summary is not None:
+            state.summary = summary
+        if stored is None:
+            stored = await maybe_await(context.create(state)) if context.create is not None else {}
+        else:
+            stored = copy.deepcopy(stored)  # a run that fails half-way must not change the stored value
+        state.memory = stored
+        return state
+
+    async def save(self, state: ContextState, *, host: Host) -> None:
+        """Save the instance's memory (``context.save`` or the store), its trimmed working memory and its state
+        log when it changed."""
+        state.working_memory.trim()
+        if state.context.save is not None:
+            await maybe_await(state.context.save(state, host))
+        else:
+            memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
+            await self.memory.set(f"context:{state.id}", copy.deepcopy(memory))
+        await self.memory.set(f"working:{state.id}", state.working_memory.dump())
+        if state.state_log.dirty:
+            if len(state.state_log.entries) > self.state_log_limit:
+                state.state_log.compact()
+            await self.memory.set(f"statelog:{state.id}", state.state_log.dump())
+            state.state_log.dirty = False
+        if self.cache:
+            self._working[state.id] = state.working_memory
+            while len(self._working) > self.cache:
+                self._working.popitem(last=False)
+
+    def uncache(self, cid: str) -> None:
+        """Forget the working memory kept loaded for ``cid`` (it may hold half a run, or is being reset)."""
+        self._working.pop(cid, None)
+
+    async def delete(self, cid: str) -> None:
+        """Erase the memory, working memory and state log of ``cid``."""
+        self.uncache(cid)
+        await self.memory.delete(f"context:{cid}")
+        await self.memory.delete(f"working:{cid}")
+        await self.memory.delete(f"statelog:{cid}")
