@@ -152,10 +152,11 @@ def build_extensions(
     only: list[str] | None = None,
     tools: bool = True,
     search: bool = True,
+    web_fleet: dict[str, Any] | None = None,
 ) -> list[Extension]:
     """The assistant (with ``search_history`` if ``search``: the bot keeps history), the MCP servers' tools
     (unless ``tools`` is false: a gateway runs no actions) and one extension per configured platform (or
-    those named in ``only``)."""
+    those named in ``only``; ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet)."""
     chosen = platforms(settings) if only is None else only
     extensions = [assistant_extension(search=search)]
     if tools and settings.mcp.enabled:
@@ -175,8 +176,20 @@ def build_extensions(
             from extensions.terminal import cli_extension
 
             extensions.append(cli_extension())
+        elif name == "web":
+            from extensions.web import web_extension
+
+            extensions.append(
+                web_extension(
+                    settings.web,
+                    listen=listen,
+                    secret_file=settings.bot.data_dir / "web_secret",
+                    title=settings.bot.name,
+                    **(web_fleet or {}),
+                )
+            )
         else:
-            raise ConfigError(f"unknown platform {name!r}: use discord, telegram or cli")
+            raise ConfigError(f"unknown platform {name!r}: use discord, telegram, web or cli")
     return extensions
 
 

@@ -235,18 +235,20 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
     from .ops import ops
 
     chosen = [] if force_chat else platforms(settings)
-    agent = build_agent(settings, platforms=chosen or ["cli"], stop_timeout=settings.bot.stop_timeout)
+    web = ["web"] if settings.web.chat_enabled and settings.web.port and not force_chat else []
+    agent = build_agent(settings, platforms=(chosen or ["cli"]) + web, stop_timeout=settings.bot.stop_timeout)
     ops.attach(agent)
     clean = True
     failure: BaseException | None = None
     try:
-        if not await _until_stopped(agent.start(), stop):
+        if not await _until_stopped(_start_with_console(agent, settings), stop):
             log.info("stopped while starting")
         elif chosen:
             log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(chosen))
             failure = await _until_stopped_or_failed(stop, agent)
         else:
             log.info("ready: terminal chat; Ctrl-D or /quit leaves")
+            _print_addresses(agent)
             stdin = _StdinLines()
             talk = chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line)
             failure = await _until_stopped_or_failed(stop, agent, talk)
@@ -254,12 +256,43 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
             log.info("stopping: %s failed", "a platform" if chosen else "a service")
     finally:
         ops.stopping()
-        clean = await _bounded(agent.stop(), bound=stop_bound(settings, "run"), stop=stop, what="the bot")
+        clean = await _bounded(_stop_with_console(agent), bound=stop_bound(settings, "run"), stop=stop, what="the bot")
         if clean:
             log.info("stopped")
     if failure is not None:
         raise failure  # main() prints it (secrets masked) and picks the exit code
     return 0 if clean else 1
+
+
+async def _start_with_console(agent: Agent, settings: Settings) -> None:
+    """Start the agent, then the operator console when ``CONSOLE_SECRET`` is set (``bots.console``)."""
+    await agent.start()
+    if settings.console.secret is not None and settings.console.secret.get_secret_value():
+        from .console.server import start_console
+        from .ops import ops
+
+        await start_console(agent, settings, ops=ops)
+
+
+async def _stop_with_console(agent: Agent) -> None:
+    from .console.server import stop_console
+
+    await stop_console(agent)
+    await agent.stop()
+
+
+def _print_addresses(agent: Agent) -> None:
+    """Beside the terminal chat: where the web chat and the console are (``make run``)."""
+    from extensions.web import web_runtime
+
+    from .console.server import console_address
+
+    web = web_runtime(agent)
+    if web is not None and web.address is not None:
+        print(f"web chat: {web.address}", flush=True)
+    console = console_address(agent)
+    if console is not None:
+        print(f"console:  {console} (log in with CONSOLE_SECRET)", flush=True)
 
 
 async def _queue_role(settings: Settings, command: str, stop: _Stop) -> int:

@@ -18,7 +18,9 @@ from core.media import AttachmentKind
 from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
 from extensions.telegram.settings import TelegramSettings
+from extensions.web.settings import WebSettings
 
+from .console.settings import ConsoleSettings
 from .queue_settings import RedisSettings
 
 __all__ = (
@@ -294,3 +296,5 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     stt: SttSettings = Field(default_factory=SttSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)

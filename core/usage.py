@@ -27,6 +27,7 @@ __all__ = (
     "InMemoryUsage",
     "Price",
     "SQLiteUsage",
+    "UsageIndex",
     "UsageStore",
     "UsageTotals",
     "cost_micros",
@@ -133,6 +134,15 @@ class UsageStore(Protocol):
         ...
 
 
+@runtime_checkable
+class UsageIndex(Protocol):
+    """A usage store that can list its counters (the operator console's usage page)."""
+
+    async def day_rows(self, days: Sequence[str]) -> list[tuple[str, str, UsageTotals]]:
+        """Every ``(day, key, totals)`` counted on ``days``."""
+        ...
+
+
 class InMemoryUsage:
     """Usage counters in a dict (tests, and agents without a persistent store)."""
 
@@ -187,6 +197,11 @@ class InMemoryUsage:
             if found is not None:
                 total.add(found)
         return total
+
+    async def day_rows(self, days: Sequence[str]) -> list[tuple[str, str, UsageTotals]]:
+        """Every ``(day, key, totals)`` counted on ``days``."""
+        wanted = set(days)
+        return [(day, key, totals) for (day, key), totals in self.data.items() if day in wanted]
 
     async def close(self) -> None:
         """Nothing to release."""
@@ -261,3 +276,16 @@ CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL);
             ).fetchone()
         )
         return UsageTotals(input_tokens=int(row[0]), output_tokens=int(row[1]), cost_micros=int(row[2]))
+
+    async def day_rows(self, days: Sequence[str]) -> list[tuple[str, str, UsageTotals]]:
+        """Every ``(day, key, totals)`` counted on ``days``."""
+        marks = ",".join("?" * len(days))
+        rows = await self._do(
+            lambda conn: conn.execute(
+                f"SELECT day, key, input, output, cost FROM usage WHERE day IN ({marks})", tuple(days)
+            ).fetchall()
+        )
+        return [
+            (str(r[0]), str(r[1]), UsageTotals(input_tokens=int(r[2]), output_tokens=int(r[3]), cost_micros=int(r[4])))
+            for r in rows
+        ]

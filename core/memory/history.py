@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ("FOREVER", "HistoryEntry", "HistoryStore", "Summary", "excerpt", "query_words", "time_range")
+__all__ = (
+    "FOREVER",
+    "ConversationIndex",
+    "ConversationInfo",
+    "HistoryEntry",
+    "HistoryStore",
+    "Summary",
+    "excerpt",
+    "query_words",
+    "time_range",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +102,28 @@ class HistoryStore(Protocol):
 
     async def close(self) -> None:
         """Release connections and files."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversationInfo:
+    """One conversation as a list of conversations shows it (no message text)."""
+
+    cid: str
+    """The context id (``telegram:chat:123``)."""
+    entries: int
+    """Entries it has (with a search: entries matching it)."""
+    last_ts: int
+    """When its newest entry (or newest match) was said, in ms since the epoch."""
+
+
+@runtime_checkable
+class ConversationIndex(Protocol):
+    """A history store that can list its conversations (the operator console's conversation search)."""
+
+    async def conversations(self, *, words: str = "", limit: int = 50) -> list[ConversationInfo]:
+        """The conversations with an entry containing every word of ``words`` as a whole word (all of them when
+        empty), the most recently active first."""
         ...
 
 

@@ -18,7 +18,7 @@ import psycopg
 
 from ..entries import now_ms
 from ..errors import MemoryStoreError
-from .history import HistoryEntry, Summary, query_words, time_range
+from .history import ConversationInfo, HistoryEntry, Summary, query_words, time_range
 
 __all__ = ("MIGRATIONS", "PostgresHistory")
 
@@ -182,6 +182,24 @@ class PostgresHistory:
                 (cid, low, high, limit),
             )
         return [_entry(row) for row in rows]
+
+    async def conversations(self, *, words: str = "", limit: int = 50) -> list[ConversationInfo]:
+        """The conversations with an entry matching ``words`` (all when empty), most recently active first."""
+        terms = query_words(words)
+        if terms:
+            rows = await self._rows(
+                "listing conversations",
+                "SELECT cid, count(*), max(ts) FROM history WHERE tsv @@ to_tsquery('simple', %s) "
+                "GROUP BY cid ORDER BY max(ts) DESC LIMIT %s",
+                (" & ".join(terms), limit),
+            )
+        else:
+            rows = await self._rows(
+                "listing conversations",
+                "SELECT cid, count(*), max(ts) FROM history GROUP BY cid ORDER BY max(ts) DESC LIMIT %s",
+                (limit,),
+            )
+        return [ConversationInfo(cid=row[0], entries=int(row[1]), last_ts=int(row[2])) for row in rows]
 
     async def pending(self, cid: str, *, after: int, keep: int, limit: int) -> list[HistoryEntry]:
         """The oldest ``limit`` entries after ``after`` if ``keep`` newer ones follow them."""

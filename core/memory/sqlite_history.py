@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..entries import now_ms
-from .history import FOREVER, HistoryEntry, Summary, query_words, time_range
+from .history import FOREVER, ConversationInfo, HistoryEntry, Summary, query_words, time_range
 from .sqlite import SQLiteFile
 
 __all__ = ("SQLiteHistory",)
@@ -113,6 +113,21 @@ class SQLiteHistory(SQLiteFile):
             params = (cid, low, high, limit)
             rows = await self._do(lambda conn: conn.execute(sql, params).fetchall())
         return [_entry(row) for row in rows]
+
+    async def conversations(self, *, words: str = "", limit: int = 50) -> list[ConversationInfo]:
+        """The conversations with an entry matching ``words`` (all when empty), most recently active first."""
+        terms = query_words(words)
+        if terms:
+            sql = (
+                "SELECT h.cid, count(*), max(h.ts) FROM history_fts f JOIN history h ON h.seq = f.rowid "
+                "WHERE history_fts MATCH ? GROUP BY h.cid ORDER BY max(h.ts) DESC LIMIT ?"
+            )
+            params: tuple[Any, ...] = (" ".join(f'"{t}"' for t in terms), limit)
+        else:
+            sql = "SELECT cid, count(*), max(ts) FROM history GROUP BY cid ORDER BY max(ts) DESC LIMIT ?"
+            params = (limit,)
+        rows = await self._do(lambda conn: conn.execute(sql, params).fetchall())
+        return [ConversationInfo(cid=row[0], entries=int(row[1]), last_ts=int(row[2])) for row in rows]
 
     async def pending(self, cid: str, *, after: int, keep: int, limit: int) -> list[HistoryEntry]:
         """The oldest ``limit`` entries after ``after`` if ``keep`` newer ones follow them."""

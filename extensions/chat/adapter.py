@@ -111,6 +111,9 @@ class ChatAdapter(abc.ABC):
         """Answers being shown while they are written (None when the operator turned streaming off)."""
         self.failure: BotError | None = None
         """Why the bot cannot go on, when the platform refused it while running (also given to ``agent.fail``)."""
+        self.counts_for_readiness = True
+        """``ready`` is registered as the readiness check ``<platform>`` (a platform may leave itself out of
+        ``/readyz``: the web chat does until the operator configures it)."""
         self._agent: Host | None = None
         self._undo: list[Callable[[], None]] = []
 
@@ -160,7 +163,8 @@ class ChatAdapter(abc.ABC):
             return
         self._agent = agent
         self.metrics.bind(agent)
-        agent.add_readiness(self.platform, self.ready)  # stays after stop: it then says "not connected"
+        if self.counts_for_readiness:
+            agent.add_readiness(self.platform, self.ready)  # stays after stop: it then says "not connected"
         await self.connect(agent)
         self._undo.append(agent.add_media_fetcher(self.platform, self.fetch_file))
         if self.live is not None:

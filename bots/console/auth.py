@@ -1,0 +1,81 @@
+"""The console's login: one secret from the environment (``CONSOLE_SECRET``), compared in constant time, a signed
+session cookie, and a CSRF token bound to the session on every change.
+
+The session cookie is ``<session id>.<expiry>.<signature>``, signed with a key derived from the secret (so any
+process of a fleet with the same secret accepts it, and changing the secret logs everyone out). A logged-out
+session is refused until it expires. Refusals look the same whatever failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+
+__all__ = ("SESSION_COOKIE", "Sessions", "same_secret")
+
+SESSION_COOKIE = "console_session"
+"""The session cookie's name."""
+
+
+def same_secret(given: str, expected: str) -> bool:
+    """True when ``given`` is ``expected``: both hashed first, so the comparison takes the same time whatever
+    their lengths, then compared in constant time."""
+    left = hashlib.sha256(given.encode("utf-8", "surrogatepass")).digest()
+    right = hashlib.sha256(expected.encode("utf-8", "surrogatepass")).digest()
+    return hmac.compare_digest(left, right)
+
+
+class Sessions:
+    """Issues and checks the operators' sessions and their CSRF tokens."""
+
+    def __init__(self, secret: str, *, hours: float) -> None:
+        self._secret = secret
+        self._key = hmac.new(secret.encode(), b"bots-console-session-key", hashlib.sha256).digest()
+        self.seconds = int(hours * 3600)
+        """How long a session lasts."""
+        self._revoked: dict[str, int] = {}
+
+    def _mac(self, purpose: str, value: str) -> str:
+        digest = hmac.new(self._key, f"{purpose}|{value}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+    def login(self, given: str) -> str | None:
+        """A new session's cookie value when ``given`` is the secret, else None."""
+        if not same_secret(given, self._secret):
+            return None
+        session = secrets.token_urlsafe(18)
+        expires = int(time.time()) + self.seconds
+        body = f"{session}.{expires}"
+        return f"{body}.{self._mac('session', body)}"
+
+    def session(self, cookie: str | None) -> str | None:
+        """The session id a cookie carries when it is valid, signed, unexpired and not logged out; else None."""
+        if not cookie or cookie.count(".") != 2:
+            return None
+        session, expires, signature = cookie.split(".")
+        if not hmac.compare_digest(signature.encode(), self._mac("session", f"{session}.{expires}").encode()):
+            return None
+        now = int(time.time())
+        if not expires.isdigit() or int(expires) < now or session in self._revoked:
+            return None
+        return session
+
+    def logout(self, cookie: str | None) -> None:
+        """Refuse the session of ``cookie`` from now on."""
+        session = self.session(cookie)
+        if session is None:
+            return
+        now = int(time.time())
+        self._revoked = {s: e for s, e in self._revoked.items() if e >= now}
+        self._revoked[session] = now + self.seconds
+
+    def csrf(self, session: str) -> str:
+        """The CSRF token of ``session`` (a hidden field in every form that changes something)."""
+        return self._mac("csrf", session)
+
+    def check_csrf(self, session: str, token: str | None) -> bool:
+        """True when ``token`` is the session's CSRF token (constant time)."""
+        return token is not None and hmac.compare_digest(token.encode(), self.csrf(session).encode())

@@ -1,0 +1,260 @@
+"""The console's pages: each handler reads what it shows and renders one template. Changes are forms posted with
+the session's CSRF token; every refusal is the same 403."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from core.errors import BotError
+from extensions.web import refused
+
+from ..config import settings_table
+from .auth import SESSION_COOKIE
+from .charts import Bar, bar_chart, tokens
+from .data import conversation_of, conversations, transcript, usage_report, when
+
+if TYPE_CHECKING:
+    from .server import Console
+
+__all__ = ("Views",)
+
+log = logging.getLogger("bots.console")
+
+FAILED_LOGIN_DELAY = 0.5
+"""Seconds a wrong secret waits before its answer (a guess costs time)."""
+PAGES = (("fleet", "Fleet"), ("conversations", "Conversations"), ("usage", "Usage"), ("settings", "Settings"))
+"""The navigation: path and title."""
+
+
+class Views:
+    """The handlers of one console."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.sessions = console.sessions
+        self.templates = console.templates
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def session(self, request: web.Request) -> str | None:
+        return self.sessions.session(request.cookies.get(SESSION_COOKIE))
+
+    def page(self, request: web.Request, name: str, session: str, *, status: int = 200, **values: Any) -> web.Response:
+        return self.templates.response(
+            f"{name}.html",
+            status=status,
+            pages=PAGES,
+            current=name,
+            csrf=self.sessions.csrf(session),
+            bot=self.console.settings.bot.name,
+            flash=request.query.get("done", ""),
+            **values,
+        )
+
+    async def change(self, request: web.Request) -> tuple[str, Any] | web.Response:
+        """The session and the form of a change, or the refusal (no session, a wrong CSRF token, a foreign
+        origin)."""
+        session = self.session(request)
+        origin = request.headers.get("Origin")
+        if session is None or (origin is not None and origin.split("://", 1)[-1] != request.host):
+            return refused()
+        form = await request.post()
+        token = form.get("csrf")
+        if not self.sessions.check_csrf(session, token if isinstance(token, str) else None):
+            return refused()
+        return session, form
+
+    # -- login -----------------------------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def login_page(self, request: web.Request) -> web.Response:
+        if self.session(request) is not None:
+            raise web.HTTPSeeOther("/fleet")
+        return self.templates.response("login.html", bot=self.console.settings.bot.name, failed=False)
+
+    async def login(self, request: web.Request) -> web.Response:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin.split("://", 1)[-1] != request.host:
+            return refused()
+        form = await request.post()
+        given = form.get("secret")
+        cookie = self.sessions.login(given if isinstance(given, str) else "")
+        if cookie is None:
+            await asyncio.sleep(FAILED_LOGIN_DELAY)
+            log.warning("console: a wrong secret from %s", request.remote)
+            return self.templates.response("login.html", status=403, bot=self.console.settings.bot.name, failed=True)
+        response = web.HTTPSeeOther("/fleet")
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            max_age=self.sessions.seconds,
+            httponly=True,
+            samesite="Strict",
+            secure=self.console.settings.console.secure_cookies,
+            path="/",
+        )
+        raise response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        checked = await self.change(request)
+        if isinstance(checked, web.Response):
+            return checked
+        self.sessions.logout(request.cookies.get(SESSION_COOKIE))
+        response = web.HTTPSeeOther("/login")
+        response.del_cookie(SESSION_COOKIE, path="/")
+        raise response
+
+    def _require(self, request: web.Request) -> str:
+        session = self.session(request)
+        if session is None:
+            raise web.HTTPSeeOther("/login")
+        return session
+
+    # -- pages -----------------------------------------------------------------------------------------
+
+    async def home(self, request: web.Request) -> web.Response:
+        self._require(request)
+        raise web.HTTPSeeOther("/fleet")
+
+    async def fleet(self, request: web.Request) -> web.Response:
+        session = self._require(request)
+        view = self.console.fleet
+        snapshot = await view.snapshot() if view is not None else None
+        web_runtime = self.console.web_chat
+        return self.page(
+            request,
+            "fleet",
+            session,
+            snapshot=snapshot,
+            now=time.time(),
+            when=lambda s: when(s * 1000),
+            process={
+                "running": self.console.agent.running,
+                "visitors": web_runtime.hub.visitors() if web_runtime is not None else None,
+                "pages": len(web_runtime.hub) if web_runtime is not None else None,
+            },
+        )
+
+    async def dead(self, request: web.Request) -> web.Response:
+        checked = await self.change(request)
+        if isinstance(checked, web.Response):
+            return checked
+        _, form = checked
+        view = self.console.fleet
+        cid, batch, action = str(form.get("cid", "")), str(form.get("batch", "")), str(form.get("action", ""))
+        if view is None or action not in ("run", "drop"):
+            return refused(400)
+        if action == "run":
+            count = await view.run_again(cid, batch)
+            done = f"batch {batch} of {cid}: {count} message(s) back in the inbox" if count else "nothing to run"
+        else:
+            done = f"batch {batch} of {cid} dropped" if await view.drop(cid, batch) else "nothing to drop"
+        raise web.HTTPSeeOther("/fleet?done=" + quote(done))
+
+    async def conversations(self, request: web.Request) -> web.Response:
+        session = self._require(request)
+        words = request.query.get("q", "")[:200]
+        found = await conversations(self.console.agent, words)
+        return self.page(request, "conversations", session, words=words, found=found, when=when, quote=quote)
+
+    async def conversation(self, request: web.Request) -> web.Response:
+        session = self._require(request)
+        cid = request.query.get("cid", "")
+        agent = self.console.agent
+        known = conversation_of(agent, cid)
+        entries = await transcript(agent, cid)
+        summary = (await agent.history.summary(cid)).text if agent.history is not None else ""
+        chat = await agent.chat_of(cid)
+        settings = {name: getattr(chat, name) for name in type(chat).model_fields}
+        return self.page(
+            request,
+            "conversation",
+            session,
+            cid=cid,
+            entries=entries,
+            summary=summary,
+            settings=settings,
+            forgettable=known is not None,
+            when=when,
+            quote=quote,
+        )
+
+    async def forget(self, request: web.Request) -> web.Response:
+        checked = await self.change(request)
+        if isinstance(checked, web.Response):
+            return checked
+        _, form = checked
+        cid = str(form.get("cid", ""))
+        known = conversation_of(self.console.agent, cid)
+        if known is None:
+            return refused(400)
+        try:
+            await self.console.agent.forget(*known)
+        except BotError as exc:
+            raise web.HTTPSeeOther("/conversations?done=" + quote(f"could not forget {cid}: {exc}")) from exc
+        log.info("console: %s forgotten", cid)
+        raise web.HTTPSeeOther("/conversations?done=" + quote(f"{cid} forgotten"))
+
+    async def tail(self, request: web.Request) -> web.StreamResponse:
+        if self.session(request) is None:
+            return refused()
+        cid = request.query.get("cid", "")
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
+        await response.prepare(request)
+        await response.write(b'retry: 2000\n\ndata: {"type":"watching"}\n\n')
+        with self.console.tail.watch(cid) as queue:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), 15.0)
+                except TimeoutError:
+                    await response.write(b": ping\n\n")
+                    continue
+                data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+                await response.write(f"data: {data}\n\n".encode())
+
+    async def usage(self, request: web.Request) -> web.Response:
+        session = self._require(request)
+        bot = self.console.settings.bot
+        report = await usage_report(
+            self.console.agent,
+            days=14,
+            user_limit=bot.tokens_per_day_user,
+            chat_limit=bot.tokens_per_day_conversation,
+            redis=self.console.redis,
+        )
+        day_chart = bar_chart(report.days, title="Tokens per day, last 14 days (UTC)")
+        model_chart = bar_chart(
+            [
+                Bar(label=m, input=t.input_tokens, output=t.output_tokens, note=f"${t.cost:.2f}")
+                for m, t in report.models
+            ],
+            title="Tokens per model, last 14 days",
+            height=200,
+        )
+        return self.page(
+            request,
+            "usage",
+            session,
+            report=report,
+            day_chart=day_chart,
+            model_chart=model_chart,
+            tokens=tokens,
+            quote=quote,
+        )
+
+    async def settings(self, request: web.Request) -> web.Response:
+        session = self._require(request)
+        rows = settings_table(self.console.settings)
+        ready, checks = await self.console.ops.readiness()
+        return self.page(request, "settings", session, rows=rows, ready=ready, checks=checks)

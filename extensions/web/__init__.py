@@ -1,0 +1,91 @@
+"""Talking to the bot in a browser: the web chat, a third platform on the chat layer's adapter skeleton.
+
+``web_extension(settings)`` brings the ``web:chat`` context (one per visitor, named by a signed cookie), the
+``web:message`` input and output, and an HTTP server (``WEB_HOST``:``WEB_PORT``, loopback by default) serving the
+page, its event stream (answers appear as they are written) and what it posts. The conversation is kept like any
+other: history and summaries, ``/forget`` and ``/reset``, the settings commands, the limits of ``BOT_*`` (the user
+is ``web:<visitor>``). ``listen=False`` (a fleet's worker) serves nothing and sends the answers to the gateway holding
+the page through a relay (``RedisRelay``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.definitions import Extension, extension, service
+
+from .definitions import (
+    MESSAGE,
+    bind_runtime,
+    find_runtime,
+    get_runtime,
+    web_chat,
+    web_message_input,
+    web_message_output,
+)
+from .guard import is_loopback, local_only, refused, request_is_local, security_headers
+from .hub import Hub
+from .pages import Templates
+from .relay import RedisRelay, Relay
+from .runtime import WebRuntime
+from .settings import WebSettings
+from .visitors import Signer, load_secret
+
+if TYPE_CHECKING:
+    from core import Host
+
+__all__ = (
+    "MESSAGE",
+    "Hub",
+    "RedisRelay",
+    "Relay",
+    "Signer",
+    "Templates",
+    "WebRuntime",
+    "WebSettings",
+    "find_runtime",
+    "get_runtime",
+    "is_loopback",
+    "load_secret",
+    "local_only",
+    "refused",
+    "request_is_local",
+    "security_headers",
+    "web_chat",
+    "web_extension",
+    "web_message_input",
+    "web_message_output",
+    "web_runtime",
+)
+
+
+def web_extension(
+    settings: WebSettings,
+    *,
+    listen: bool = True,
+    secret_file: Path | None = None,
+    title: str = "",
+    gateway_id: str = "",
+    relay: Relay | None = None,
+) -> Extension:
+    """The web chat extension. ``secret_file`` keeps a generated signing key when ``WEB_SECRET`` is empty;
+    ``gateway_id`` and ``relay`` connect the processes of a fleet."""
+    runtime = WebRuntime(
+        settings, listen=listen, secret_file=secret_file, title=title, gateway_id=gateway_id, relay=relay
+    )
+
+    return extension(
+        name="web",
+        install=lambda agent: bind_runtime(agent, runtime),
+        contexts=[web_chat],
+        inputs=[web_message_input],
+        outputs=[web_message_output],
+        services=[service(name="web", start=runtime.start, stop=runtime.stop)],
+    )
+
+
+def web_runtime(agent: Host) -> WebRuntime | None:
+    """The web chat of ``agent`` (None when it was built without ``web_extension``)."""
+    runtime = find_runtime(agent)
+    return runtime if isinstance(runtime, WebRuntime) else None

@@ -1,0 +1,98 @@
+"""What every page served by the bot checks, written once for the web chat and the operator console.
+
+- ``security_headers``: a strict Content-Security-Policy (scripts, styles and images from the bot only, no inline
+  script), no framing, no MIME sniffing, no referrer, and no caching of pages.
+- ``local_only``: when a server is bound to a loopback address, a request is answered only if it comes from
+  loopback, names a loopback host (a DNS-rebinding page names its own) and was not forwarded for another machine
+  (``X-Forwarded-For``, ``Forwarded``). Anything else gets the same short 403.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+__all__ = ("CSP", "is_loopback", "local_only", "refused", "request_is_local", "security_headers")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+"""The Content-Security-Policy of every page."""
+
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for a loopback address or name (``127.0.0.1``, ``::1``, ``localhost``)."""
+    if not host:
+        return False
+    host = host.strip().strip("[]").lower()
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """The name of a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    header = header.strip()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def request_is_local(request: web.Request) -> bool:
+    """True when ``request`` came from this machine, for this machine, and was not forwarded."""
+    if not is_loopback(request.remote):
+        return False
+    if not is_loopback(_host_name(request.headers.get("Host", ""))):
+        return False
+    forwarded = request.headers.get("X-Forwarded-For", "")
+    if any(not is_loopback(part) for part in forwarded.split(",") if part.strip()):
+        return False
+    return "Forwarded" not in request.headers
+
+
+def refused(status: int = 403) -> web.Response:
+    """The one answer to a request refused for who or where it came from (nothing says which check failed)."""
+    return web.Response(status=status, text="Forbidden" if status == 403 else "Not allowed", content_type="text/plain")
+
+
+def local_only(bound_host: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A middleware answering only local requests when ``bound_host`` is a loopback address (else nothing)."""
+    enforce = is_loopback(bound_host)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if enforce and not request_is_local(request):
+            return refused()
+        return await handler(request)
+
+    return middleware
+
+
+@web.middleware
+async def security_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Adds the headers every answer carries."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        response = exc
+    headers = response.headers
+    headers.setdefault("Content-Security-Policy", CSP)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("X-Frame-Options", "DENY")
+    headers.setdefault("Referrer-Policy", "no-referrer")
+    headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
+    if not request.path.startswith("/static/"):
+        headers.setdefault("Cache-Control", "no-store")
+    if isinstance(response, web.HTTPException):
+        raise response
+    return response

@@ -1,0 +1,320 @@
+"""The web chat, composed: the chat layer's adapter skeleton (``extensions.chat.adapter``) filled in with an HTTP
+server, the pages (``routes``), the open pages by visitor (``hub``) and the signed visitor ids (``visitors``).
+
+Receive: ``POST /chat/send`` hands a message over (``take``): embedded, ``run_here`` runs it (a full inbox: the
+busy notice); in front of a queue, ``backpressure.submit`` stores it. Post: the reply is a ``LiveReply`` whose
+"messages" are events on the visitor's open pages (``post``, ``edit``, ``delete``), so the answer streams as it is
+written and a queued run's ledger is followed like on any platform. In a fleet the worker's events go to the
+gateway holding the page through ``relay``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from core.errors import ConfigError
+
+from ..chat.adapter import ChatAdapter
+from ..chat.backpressure import Incoming
+from ..chat.counters import Ignored
+from ..chat.exactly_once import REPLY_LEDGER
+from ..chat.i18n import say
+from ..chat.stream import LiveReply, ReplyKey
+from .definitions import GATEWAY, MESSAGE, web_chat
+from .hub import Hub
+from .routes import chat_application
+from .settings import DEFAULT_PORT, WebSettings
+from .visitors import Signer, load_secret
+
+if TYPE_CHECKING:
+    from core import Host
+    from core.definitions import Send
+    from core.events import RunEvent
+    from core.fleet.reply_ledger import ReplyLedger
+    from core.media import Attachment
+
+    from .relay import Relay
+
+__all__ = ("HISTORY_SHOWN", "PageSink", "WebRuntime")
+
+log = logging.getLogger("extensions.web")
+
+HISTORY_SHOWN = 100
+"""Messages of the conversation a page shows when it opens."""
+
+Publish = Callable[[str, dict[str, Any]], Coroutine[Any, Any, None]]
+"""``await publish(visitor, event)``: to the visitor's pages here, or to the gateway holding them."""
+
+
+def _whole(text: str) -> list[str]:
+    """A web page has no length limit: one message per answer."""
+    return [text] if text.strip() else []
+
+
+class PageSink:
+    """The "messages" of one reply on a visitor's pages: each post, edit and delete is an event."""
+
+    def __init__(self, publish: Publish, visitor: str) -> None:
+        self._publish = publish
+        self._visitor = visitor
+
+    async def post(self, text: str, *, index: int) -> str:
+        handle = secrets.token_hex(6)
+        await self._publish(self._visitor, {"op": "post", "id": handle, "text": text})
+        return handle
+
+    async def edit(self, handle: Any, text: str) -> None:
+        await self._publish(self._visitor, {"op": "edit", "id": str(handle), "text": text})
+
+    async def delete(self, handle: Any) -> None:
+        await self._publish(self._visitor, {"op": "delete", "id": str(handle)})
+
+
+class WebRuntime(ChatAdapter):
+    """The web chat of one process: its HTTP server (when it listens) and what the agent posts to its pages."""
+
+    platform = "web"
+
+    def __init__(
+        self,
+        settings: WebSettings,
+        *,
+        listen: bool = True,
+        secret_file: Path | None = None,
+        title: str = "",
+        gateway_id: str = "",
+        relay: Relay | None = None,
+    ) -> None:
+        super().__init__(log=log, typing_every=2.0, live_output=MESSAGE)
+        self.settings = settings
+        """The ``WEB_*`` settings."""
+        self.listen = listen
+        """Serve the pages (False in a queue worker: only post to them, through the relay)."""
+        self.title = settings.title or title or "Chat"
+        """The page's title."""
+        self.hub = Hub()
+        """The pages open in this process."""
+        self.gateway_id = gateway_id
+        """This process's id in a fleet (the channel its pages' events come through); empty in one process."""
+        self.relay = relay
+        """Carries events between workers and gateways (None in one process)."""
+        self.address: str | None = None
+        """``http://host:port/`` once serving (None when not serving)."""
+        self.mounts: list[tuple[str, web.Application]] = []
+        """Other applications served on the same server, by path prefix (``mount``)."""
+        self.counts_for_readiness = bool({"chat_enabled", "host", "port"} & settings.model_fields_set)
+        # (the web chat beside the terminal chat of ``bots run`` is a convenience: it counts in /readyz once the
+        # operator configured it with WEB_CHAT_ENABLED, WEB_HOST or WEB_PORT)
+        self._secret_file = secret_file
+        self._signer: Signer | None = None
+        self._runner: web.AppRunner | None = None
+        self._send: Send | None = None
+        self._connected = False
+
+    # -- receive ---------------------------------------------------------------------------------------
+
+    @property
+    def signer(self) -> Signer:
+        """Signs the visitors' cookies and the pages' CSRF tokens."""
+        if self._signer is None:
+            self._signer = Signer(self._key())
+        return self._signer
+
+    def _key(self) -> bytes:
+        if self.settings.secret is not None and self.settings.secret.get_secret_value().strip():
+            key = self.settings.secret.get_secret_value().strip().encode()
+            if len(key) < 32:
+                raise ConfigError("WEB_SECRET is too short: give it 32 characters or more (or leave it empty)")
+            return key
+        if self._secret_file is None:
+            return secrets.token_hex(32).encode()  # visitors are new after a restart
+        return load_secret(self._secret_file)
+
+    def mount(self, prefix: str, app: web.Application) -> None:
+        """Serve ``app`` under ``prefix`` on this server too (before ``agent.start()``)."""
+        self.mounts.append((prefix, app))
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    async def connect(self, agent: Host) -> None:
+        _ = self.signer  # a bad WEB_SECRET stops the start
+        if self.relay is not None:
+            await self.relay.start(self)
+        self._connected = True
+        if not self.listen or not self.settings.port:
+            return
+        app = chat_application(self)
+        for prefix, sub in self.mounts:
+            app.add_subapp(prefix, sub)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            if self.settings.port == DEFAULT_PORT and "port" not in self.settings.model_fields_set:
+                log.warning(
+                    "the web chat is off: port %d is busy (%s); set WEB_PORT to a free port", DEFAULT_PORT, exc.strerror
+                )
+                return
+            raise ConfigError(
+                f"WEB_PORT={self.settings.port}: cannot listen on {self.settings.host}:{self.settings.port} "
+                f"({exc.strerror or exc}); choose a free port, or WEB_PORT=0 to turn the web chat off"
+            ) from exc
+        self._runner = runner
+        port = runner.addresses[0][1] if runner.addresses else self.settings.port
+        shown = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
+        self.address = f"http://{shown}:{port}/"
+        log.info("web chat on %s", self.address)
+
+    async def subscribe(self, send: Send, agent: Host) -> Callable[[], Coroutine[Any, Any, None]] | None:
+        """Take messages from the pages from now on; returns the unsubscribe coroutine function."""
+        self._send = send
+        return self.unsubscribe
+
+    async def stop_receiving(self, *, timeout: float) -> None:
+        self._send = None
+
+    async def disconnect(self) -> None:
+        self.hub.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        if self.relay is not None:
+            await self.relay.stop()
+        self.address = None
+        self._connected = False
+
+    def ready(self) -> bool | str:
+        if self.failure is not None:
+            return f"failed: {self.failure}"
+        if not self._connected:
+            return "not connected"
+        if self.listen and self.settings.port and self._runner is None:
+            return "not serving (the port was busy)"
+        return True
+
+    async def fetch_file(self, attachment: Attachment) -> bytes:
+        raise ConfigError("the web chat takes no attachments")
+
+    # -- decide and run --------------------------------------------------------------------------------
+
+    def take(self, visitor: str, text: str, *, message_id: str) -> bool:
+        """Hand a visitor's message to the agent in a task of its own; False when not taking messages."""
+        send, agent = self._send, self.agent
+        if send is None or agent is None:
+            return False
+        self.metrics.received(web_chat, visitor)
+        key = f"web:{message_id}"
+        ref = {
+            "type": MESSAGE,
+            "data": text,
+            "params": {"user": "visitor", "user_id": visitor, "message_id": message_id, "gateway": self.gateway_id},
+            "correlation_id": key,
+        }
+
+        async def store() -> None:
+            await send(web_chat, visitor, ref, dedupe_key=key)
+
+        async def tell(notice: str) -> None:
+            language = await self.language(web_chat, visitor)
+            await self.hub_publish(visitor, {"op": "notice", "text": say(notice, language)})
+
+        async def tell_busy() -> None:
+            await tell("busy")
+
+        async def tell_failed() -> None:
+            await tell("run_failed")
+
+        incoming = Incoming(
+            chat=visitor,
+            key=key,
+            what=f"web message {message_id}",
+            store=store,
+            tell_busy=tell_busy,
+            tell_failed=tell_failed,
+            on_dropped=lambda: self.metrics.ignored(web_chat, visitor, Ignored.BUSY),
+        )
+        if agent.distributed:
+            self.spawn(self.backpressure.submit(incoming), name=f"web-{message_id}", key=key)
+        else:
+            self.spawn(self.run_here(incoming, context=web_chat, args=visitor), name=f"web-{message_id}", key=key)
+        return True
+
+    async def history_of(self, visitor: str) -> list[dict[str, Any]]:
+        """The visitor's conversation, oldest first (empty when the bot keeps no history)."""
+        agent = self.agent
+        if agent is None or agent.history is None:
+            return []
+        cid = agent.context_id(web_chat, visitor)
+        entries = await agent.history.search(cid, limit=HISTORY_SHOWN)
+        return [{"role": e.role, "text": e.text, "ts": e.ts} for e in reversed(entries)]
+
+    # -- post ------------------------------------------------------------------------------------------
+
+    async def hub_publish(self, visitor: str, event: dict[str, Any]) -> None:
+        """Show ``event`` on the visitor's pages open in this process."""
+        self.hub.publish(visitor, event)
+
+    def _publisher(self, gateway: str) -> Publish:
+        """Where the events for a page held by ``gateway`` go: here, or through the relay."""
+        if self.relay is None or not gateway or gateway == self.gateway_id:
+            return self.hub_publish
+        relay = self.relay
+
+        async def publish(visitor: str, event: dict[str, Any]) -> None:
+            await relay.publish(gateway, visitor, event)
+
+        return publish
+
+    def _live(self, visitor: str, gateway: str, *, ledger: ReplyLedger | None, streamed: bool) -> LiveReply:
+        return LiveReply(
+            sink=PageSink(self._publisher(gateway), visitor),
+            split=_whole,
+            interval=self.settings.stream_interval,
+            record=self.record(ledger, MESSAGE, streamed=streamed),
+            parse_handle=str,
+        )
+
+    def start_live(self, event: RunEvent) -> LiveReply | None:
+        agent = self.agent
+        state = agent.state_of(event.context_id) if agent is not None else None
+        if state is None or state.context is not web_chat or not self._connected:
+            return None
+        return self._live(
+            state.args, str(state.options.get(GATEWAY, "")), ledger=state.options.get(REPLY_LEDGER), streamed=True
+        )
+
+    async def deliver(
+        self, *, key: ReplyKey, visitor: str, gateway: str, text: str, ledger: ReplyLedger | None = None
+    ) -> list[str]:
+        """Deliver an answer: finish its live reply, or show it at once (exactly once in a queued run)."""
+
+        async def post() -> list[str]:
+            return list(await self._live(visitor, gateway, ledger=None, streamed=False).finish(text))
+
+        return await self.deliver_with(
+            key,
+            text,
+            ledger=ledger,
+            live_reply=lambda led: self._live(visitor, gateway, ledger=led, streamed=False),
+            post=post,
+        )
+
+    async def notify(self, *, visitor: str, gateway: str, text: str) -> None:
+        """Show a notice of the bot (a failure, a limit) on the visitor's pages."""
+        await self._publisher(gateway)(visitor, {"op": "notice", "text": text})
+
+    def typing(self, visitor: str, gateway: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Show "typing..." on the visitor's pages while the block lasts."""
+        publish = self._publisher(gateway)
+        return self.hold_typing(("web", visitor), lambda: publish(visitor, {"op": "typing"}))

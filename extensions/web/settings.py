@@ -1,0 +1,37 @@
+"""Operator settings of the web chat (``WEB_*``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, SecretStr
+
+__all__ = ("DEFAULT_PORT", "WebSettings")
+
+DEFAULT_PORT = 8765
+"""The web chat's port when ``WEB_PORT`` is not set (a busy default port turns the chat off with a warning; a busy
+port set on purpose stops the bot)."""
+
+
+class WebSettings(BaseModel):
+    """``WEB_*`` environment variables."""
+
+    chat_enabled: bool = Field(
+        default=True, description="Serve the web chat, a page where anyone who reaches it talks to the bot"
+    )
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address the web chat listens on (0.0.0.0 to let other machines in, behind HTTPS)",
+    )
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535, description="Port of the web chat (0: turned off)")
+    secret: SecretStr | None = Field(
+        default=None,
+        description="Key signing the visitors' cookies, 32 characters or more (empty: generated once in "
+        "BOT_DATA_DIR/web_secret; every gateway of a fleet needs the same one) (secret)",
+    )
+    stream_interval: float = Field(
+        default=0.05, ge=0.0, le=10, description="Seconds at least between two updates of an answer being written"
+    )
+    max_chars: int = Field(default=4000, ge=1, le=100_000, description="Characters of one message at most")
+    secure_cookies: bool = Field(
+        default=False, description="Send the visitor's cookie over HTTPS only (set it when served behind HTTPS)"
+    )
+    title: str = Field(default="", description="The page's title (empty: the bot's name)")

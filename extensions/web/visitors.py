@@ -1,0 +1,79 @@
+"""Who is talking: a visitor is a random id in a cookie signed with HMAC-SHA256, so nobody can claim another's.
+
+The cookie is ``<id>.<signature>``; ``Signer.visitor(cookie)`` returns the id only when the signature matches
+(compared in constant time). The key is ``WEB_SECRET``, or one generated once and kept in a file (mode 0600) in the
+bot's data folder. The page's CSRF token is derived from the same key and the visitor id.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+__all__ = ("COOKIE", "Signer", "load_secret", "new_visitor_id")
+
+COOKIE = "visitor"
+"""The cookie's name."""
+MIN_SECRET = 32
+"""Characters a secret has at least."""
+
+
+def new_visitor_id() -> str:
+    """A fresh visitor id: 22 URL-safe characters (128 random bits)."""
+    return secrets.token_urlsafe(16)
+
+
+def load_secret(path: Path) -> bytes:
+    """The key kept in ``path``, created (64 random bytes, hex, mode 0600) when missing."""
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        if len(text) >= MIN_SECRET:
+            return text.encode()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = secrets.token_hex(64)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as file:
+        file.write(text + "\n")
+    return text.encode()
+
+
+class Signer:
+    """Signs and checks visitor cookies and CSRF tokens with one key."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < MIN_SECRET:
+            raise ValueError(f"the signing key must have {MIN_SECRET} characters or more")
+        self._key = key
+
+    def _mac(self, purpose: str, value: str) -> str:
+        digest = hmac.new(self._key, f"{purpose}|{value}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+    def cookie(self, visitor: str) -> str:
+        """The cookie value naming ``visitor``."""
+        return f"{visitor}.{self._mac('visitor', visitor)}"
+
+    def visitor(self, cookie: str | None) -> str | None:
+        """The visitor a cookie names, or None when it is missing, malformed or not signed by this key."""
+        if not cookie or cookie.count(".") != 1:
+            return None
+        visitor, signature = cookie.split(".")
+        if not visitor or len(visitor) > 64:
+            return None
+        if not hmac.compare_digest(signature.encode(), self._mac("visitor", visitor).encode()):
+            return None
+        return visitor
+
+    def csrf(self, subject: str) -> str:
+        """The CSRF token of ``subject`` (a visitor, an operator's session)."""
+        return self._mac("csrf", subject)
+
+    def check_csrf(self, subject: str, token: str | None) -> bool:
+        """True when ``token`` is ``subject``'s CSRF token (constant time)."""
+        return token is not None and hmac.compare_digest(token.encode(), self.csrf(subject).encode())
