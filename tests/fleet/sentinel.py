@@ -1,7 +1,8 @@
 """A Redis Sentinel topology for tests, on loopback: a primary, a replica of it, and three sentinels
 (``redis-server --sentinel``), each on a free port in its own folder; ``kill_primary`` kills the primary with
 ``kill -9`` and waits for the sentinels to promote the replica, ``rejoin`` starts the killed one again as a
-replica of the new primary."""
+replica of the new primary, ``partition`` cuts the replica off the primary first (what a promotion then loses
+is what only the old primary had)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ __all__ = ("MASTER", "SentinelTopology", "ask")
 
 MASTER = "bots"
 """The name the sentinels monitor the primary under (``REDIS_SENTINEL_MASTER``)."""
+REPLICATION_USER = "replication"
+REPLICATION_PASSWORD = "replication-password"
 
 
 def ask(port: int, *words: str, password: str = "", timeout: float = 1.0) -> str:
@@ -121,8 +124,11 @@ class SentinelTopology:
     def _start_server(self, server: RedisServer) -> None:
         server.start()
         ask(server.port, "CONFIG", "SET", "repl-diskless-sync-delay", "0")  # a resync starts at once
+        # replicas authenticate as their own user, so that ``partition`` can shut them out alone
+        ask(server.port, "ACL", "SETUSER", REPLICATION_USER, "on", f">{REPLICATION_PASSWORD}", "+@all", "~*", "&*")
+        ask(server.port, "CONFIG", "SET", "masteruser", REPLICATION_USER)
+        ask(server.port, "CONFIG", "SET", "masterauth", REPLICATION_PASSWORD)
         if self.password:
-            ask(server.port, "CONFIG", "SET", "masterauth", self.password)
             ask(server.port, "CONFIG", "SET", "requirepass", self.password)
 
     def _start_sentinel(self, n: int) -> None:
@@ -178,6 +184,14 @@ class SentinelTopology:
         """The server the sentinels call the primary now."""
         port = self.known_primary()
         return next(s for s in self.servers if s.port == port)
+
+    def partition(self) -> None:
+        """Cut the replicas off the primary (as a network partition would): the primary goes on taking writes
+        that no replica gets, and a replica promoted now has none of them."""
+        primary = self.primary
+        self.ask(primary, "ACL", "SETUSER", REPLICATION_USER, "off")
+        self.ask(primary, "CLIENT", "KILL", "USER", REPLICATION_USER)
+        self._wait(lambda: self.replicas_of(primary) == 0, 10.0, "the replicas to be cut off")
 
     def kill_primary(self) -> tuple[RedisServer, float]:
         """``kill -9`` the primary; returns it and when (``time.monotonic()``)."""
