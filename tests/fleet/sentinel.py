@@ -7,6 +7,7 @@ is what only the old primary had)."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,8 @@ __all__ = ("MASTER", "SentinelTopology", "ask")
 
 MASTER = "bots"
 """The name the sentinels monitor the primary under (``REDIS_SENTINEL_MASTER``)."""
+SENTINEL = [found] if (found := shutil.which("redis-sentinel")) else []
+"""Debian's ``redis-sentinel`` when installed (``.ci/run`` installs it), else ``redis-server --sentinel``."""
 REPLICATION_USER = "replication"
 REPLICATION_PASSWORD = "replication-password"
 
@@ -154,7 +157,9 @@ class SentinelTopology:
             )
         )
         self._sentinels[n] = subprocess.Popen(
-            [REDIS_SERVER, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [*SENTINEL, str(conf)] if SENTINEL else [REDIS_SERVER, str(conf), "--sentinel"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         self._wait(lambda: ask(port, "PING").startswith("+PONG"), 10.0, f"sentinel {n}")
 
