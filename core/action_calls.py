@@ -11,8 +11,9 @@ from .dataflow import CallSlot
 from .entries import ActionCall, ActionResult
 from .errors import RunError
 from .events import RunEventType
-from .handlers import CheckedCall, declared_targets, perform_action, prepare_action
+from .handlers import CheckedCall, perform_action, prepare_action
 from .parser import TagEnd
+from .references import declared_targets
 
 if TYPE_CHECKING:
     from .definitions import Action

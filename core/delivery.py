@@ -127,19 +127,12 @@ async def close_output(run: Run, step: Step, event: TagEnd) -> None:
     run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=type_, output_index=event.index, final=True)
 
 
-def abandon_outputs(run: Run, step: Step) -> None:
+def abandon_outputs(step: Step) -> None:
     """The response broke off (the model failed) while outputs were open: their entries say they were not
-    delivered."""
-    for index, out in step.open.items():
+    delivered. No event is sent for them: the run's ``error`` event follows, and listeners mark what they showed of
+    them as cut."""
+    for out in step.open.values():
         out.ref.error = "the answer broke off before this output was complete; it was not delivered"
-        run.emitter.emit(
-            RunEventType.OUTPUT_TEXT,
-            None,
-            output_type=out.ref.type,
-            output_index=index,
-            final=True,
-            error=out.ref.error,
-        )
     step.open.clear()
 
 

@@ -266,7 +266,7 @@ class Run:
                     await self._on_event(event, step)
             except Exception as exc:  # raised after the calls already started have finished
                 failure = exc
-                abandon_outputs(self, step)
+                abandon_outputs(step)
             finally:
                 step.calls.close()  # no call can follow: a reference nothing writes stops waiting
         if failure is not None:

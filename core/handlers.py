@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from .task_runner import TaskRunner
 
 __all__ = (
-    "CallSlot",
     "CheckedCall",
-    "declared_targets",
     "delivered_text",
     "output_stream",
     "parse_arguments",
