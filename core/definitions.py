@@ -2,6 +2,13 @@
 
 Each is a keyword-only dataclass built by a helper of the same name (``action(...)``, ``output(...)``),
 which checks it at once so a mistake is a ``DefinitionError`` at import time, not a crash mid-run.
+
+The definitions are generic in their schemas, and the helpers infer them from the pydantic model or type given
+as ``schema`` (as the TypeScript API infers them from zod): ``action(schema=Weather, handler=h)`` is an
+``Action[Weather]``, and mypy checks that ``h`` takes a ``Weather``, that a ``key`` lambda reads fields ``Args``
+has, that an output's handler takes ``str`` content when no schema is given. The agent a handler or hook
+receives is typed ``Host`` (``core.host``); a handler may annotate it ``Host`` or ``Agent`` (the helpers accept
+any type of ``Host``, and the agent is the one there is).
 """
 
 from __future__ import annotations
@@ -10,19 +17,21 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Generic, Literal, overload
+
+from typing_extensions import TypeVar
 
 from .call_format import CallFormat
-from .chat_settings import ChatSettings
-from .entries import ActionCall, EventRef, InputRef, Log, OutputRef, WorkingMemory
+from .entries import InputRef, OutputRef
 from .errors import DefinitionError
-from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
-from .media.reader import IMAGE_TYPES
+from .handler_context import ActionContext, ContextState, InputContext, OutputContext
 from .schema import Schema, as_schema
-from .statelog import StateLog
 
 if TYPE_CHECKING:
+    from typing import _SpecialForm
+
     from .host import Host
 
 __all__ = (
@@ -48,6 +57,19 @@ __all__ = (
 Send = Callable[..., Awaitable[Any]]
 """What an input's ``subscribe`` receives: ``await send(context, args, data, ...)`` (``Host.send``)."""
 
+ArgsT_co = TypeVar("ArgsT_co", covariant=True, default=Any)
+"""The validated arguments of an action, or of a context's instances (its ``schema``)."""
+DataT_co = TypeVar("DataT_co", covariant=True, default=Any)
+"""The validated content of an output, or data of an input (its ``schema``)."""
+AttrsT_co = TypeVar("AttrsT_co", covariant=True, default=Any)
+"""The validated attributes of an output (its ``attributes``)."""
+S = TypeVar("S")
+"""What a helper's ``schema`` validates into, inferred from the model or type given."""
+A = TypeVar("A", default=dict[str, str])
+"""What a helper's ``attributes`` validates into (without one, the tag's attributes as text)."""
+H = TypeVar("H", bound="Host", default="Host")
+"""The agent as a handler annotates it: ``Host``, or ``Agent``, which is one."""
+
 _NAME = re.compile(r"^[A-Za-z_][\w:.\-]*$")
 
 
@@ -59,131 +81,8 @@ async def maybe_await(value: Any) -> Any:
 
 
 @dataclass(kw_only=True, eq=False)
-class ContextState:
-    """One instance of a context (one chat, one channel) while the agent works on it."""
-
-    id: str
-    """``<type>:<key>``, the id memory is stored under."""
-    context: Context
-    """The definition."""
-    args: Any
-    """The validated arguments that identify the instance."""
-    key: str
-    """The instance key, from ``context.key(args)``."""
-    memory: Any
-    """The persistent memory of the instance (JSON-compatible), created by ``context.create``."""
-    working_memory: WorkingMemory = field(repr=False)
-    """The logs of the instance."""
-    state_log: StateLog = field(default_factory=StateLog, repr=False)
-    """The append-only state log that ``_outputPath`` writes to."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Per-run values handlers may share (for example the platform message being answered)."""
-    summary: str = ""
-    """The rolling summary of what left the working memory's window (with a history store)."""
-    chat: ChatSettings = field(default_factory=ChatSettings)
-    """This conversation's settings as the run uses them (``/model``, ``/persona``; operator pins applied)."""
-    media: dict[str, Loaded] = field(default_factory=dict, repr=False)
-    """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
-    never saved: later runs see the attachments' descriptions."""
-    record: Callable[[Log], None] | None = field(default=None, repr=False)
-    """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
-    straight into working memory."""
-
-    def emit(self, name: str, data: Any = None, *, processed: bool = False, source: str = "") -> EventRef:
-        """Record that ``name`` happened (the seed's ``EventRef``): the model sees it in working memory, and
-        in the next step's updates unless ``processed`` (an unprocessed event asks for another step)."""
-        _check_name(name, "event name")
-        event = EventRef(name=name, data=data, processed=processed, source=source)
-        if self.record is not None:
-            self.record(event)
-        else:
-            self.working_memory.push(event)
-        return event
-
-
-@dataclass(kw_only=True, eq=False)
-class ActionContext:
-    """What an action handler receives besides its arguments."""
-
-    state: ContextState
-    """The context instance the action runs in."""
-    call: ActionCall
-    """The call being answered."""
-    agent: Host
-    """The agent."""
-    attachments: list[Attachment] = field(default_factory=list)
-    """Pictures shown to the model with the result (``show_image``)."""
-
-    @property
-    def memory(self) -> Any:
-        """The context instance's persistent memory."""
-        return self.state.memory
-
-    def emit(self, name: str, data: Any = None, *, processed: bool = False) -> EventRef:
-        """Record an event in the context (``ContextState.emit``), its source this action."""
-        return self.state.emit(name, data, processed=processed, source=f"action:{self.call.name}")
-
-    def show_image(self, data: bytes, *, mime: str, name: str = "") -> Attachment:
-        """Show the model a picture with this call's result (an MCP tool's screenshot). A model that sees
-        images gets it where the result stands, during this run (history keeps its description); any
-        other model reads a note saying it was not shown."""
-        attachment = Attachment(
-            kind=AttachmentKind.IMAGE, name=name, mime=mime, size=len(data), source="action", ref=self.call.id
-        )
-        if not self.agent.sees_images:
-            attachment.note = "not shown: this model reads text only"
-        elif mime not in IMAGE_TYPES:
-            attachment.note = f"not shown: {mime or 'this type'} is not an image type the model reads"
-        elif len(data) > self.agent.media.limits.image_bytes:
-            attachment.note = f"not shown: larger than {human_size(self.agent.media.limits.image_bytes)}"
-        else:
-            self.state.media[attachment.id] = Loaded(attachment=attachment, data=data)
-        self.attachments.append(attachment)
-        return attachment
-
-
-@dataclass(kw_only=True, eq=False)
-class OutputContext:
-    """What an output handler receives besides its content."""
-
-    state: ContextState
-    """The context instance the output belongs to."""
-    output_ref: OutputRef
-    """The output's log entry; its ``params`` are the tag's attributes as text."""
-    agent: Host
-    """The agent."""
-    attributes: Any = None
-    """The validated attributes (the ``attributes`` model), or the raw dict when there is no schema."""
-    step: int = 0
-    """The step of the run that produced the output (1-based); with ``index``, the key of its run events."""
-    index: int = -1
-    """The output's element index within the step's response (``RunEvent.output_index``)."""
-
-    @property
-    def memory(self) -> Any:
-        """The context instance's persistent memory."""
-        return self.state.memory
-
-    def emit(self, name: str, data: Any = None, *, processed: bool = False) -> EventRef:
-        """Record an event in the context (``ContextState.emit``), its source this output."""
-        return self.state.emit(name, data, processed=processed, source=f"output:{self.output_ref.type}")
-
-
-@dataclass(kw_only=True, eq=False)
-class InputContext:
-    """What an input handler receives besides the data."""
-
-    state: ContextState
-    """The context instance the input goes to."""
-    input_ref: InputRef
-    """The input's log entry."""
-    agent: Host
-    """The agent."""
-
-
-@dataclass(kw_only=True, eq=False)
-class Action:
-    """Something the model can call and get a result from."""
+class Action(Generic[ArgsT_co]):
+    """Something the model can call and get a result from; ``Action[Args]`` takes ``Args``."""
 
     name: str
     """Unique name, used in ``<action_call name="...">``."""
@@ -191,11 +90,11 @@ class Action:
     """What the action does, shown to the model."""
     instructions: str = ""
     """When and how to use it, shown to the model."""
-    schema: Schema
+    schema: Schema[ArgsT_co]
     """The arguments' schema."""
-    handler: Callable[[Any, ActionContext, Host], Any]
+    handler: Callable[[ArgsT_co, ActionContext, Host], Any]
     """``handler(args, ctx, agent)``, plain or async; its return value is the result."""
-    returns: Schema | None = None
+    returns: Schema[Any] | None = None
     """The result's schema, shown to the model and used to validate the result."""
     examples: Sequence[str] = ()
     """Example calls shown to the model."""
@@ -206,7 +105,7 @@ class Action:
     """Offer the action only when this returns true for the context instance."""
     install: Callable[[Host], Any] | None = None
     """Run once when the agent starts."""
-    context: Context | None = None
+    context: Context[Any] | None = None
     """Offer the action only in this context."""
     retry: int = 0
     """How many times to retry the handler after an exception."""
@@ -226,8 +125,9 @@ class Action:
 
 
 @dataclass(kw_only=True, eq=False)
-class Output:
-    """Something the model can say to the outside world (a chat message)."""
+class Output(Generic[DataT_co, AttrsT_co]):
+    """Something the model can say to the outside world (a chat message); ``Output[Data, Attrs]`` has content
+    ``Data`` and attributes ``Attrs``."""
 
     type: str
     """Unique type, used in ``<output type="...">``."""
@@ -235,11 +135,11 @@ class Output:
     """What the output does, shown to the model."""
     instructions: str = ""
     """When and how to use it, shown to the model."""
-    schema: Schema
+    schema: Schema[DataT_co]
     """The content's schema (default ``str``)."""
-    attributes: Schema | None = None
+    attributes: Schema[AttrsT_co] | None = None
     """The schema of the tag's attributes, if it takes any."""
-    handler: Callable[[Any, OutputContext, Host], Any] | None = None
+    handler: Callable[[DataT_co, OutputContext[AttrsT_co], Host], Any] | None = None
     """``handler(data, ctx, agent)``, plain or async; may return a dict that updates the log entry."""
     format: Callable[[OutputRef], str] | None = None
     """How the output is shown to the model in working memory."""
@@ -249,19 +149,20 @@ class Output:
     """Run once when the agent starts."""
     enabled: Callable[[ContextState], bool] | None = None
     """Offer the output only when this returns true for the context instance."""
-    context: Context | None = None
+    context: Context[Any] | None = None
     """Offer the output only in this context."""
 
 
 @dataclass(kw_only=True, eq=False)
-class Input:
-    """A source of inputs: it subscribes to something outside and calls ``send``."""
+class Input(Generic[DataT_co]):
+    """A source of inputs: it subscribes to something outside and calls ``send``; ``Input[Data]`` takes
+    ``Data``."""
 
     type: str
     """Unique type, shown to the model as ``<input type="...">``."""
-    schema: Schema
+    schema: Schema[DataT_co]
     """The data's schema."""
-    handler: Callable[[Any, InputContext, Host], Any] | None = None
+    handler: Callable[[DataT_co, InputContext, Host], Any] | None = None
     """``handler(data, ctx, agent)`` may transform the data before it is logged."""
     subscribe: Callable[[Send, Host], Any] | None = None
     """``subscribe(send, agent)`` starts listening and returns an unsubscribe callable (or awaitable)."""
@@ -269,25 +170,26 @@ class Input:
     """Run once when the agent starts."""
     format: Callable[[InputRef], str] | None = None
     """How the input is shown to the model."""
-    context: Context | None = None
+    context: Context[Any] | None = None
     """The context this input goes to."""
 
 
 @dataclass(kw_only=True, eq=False)
-class Context:
-    """A kind of conversation; each instance (one chat) has its own memory and runs one at a time."""
+class Context(Generic[ArgsT_co]):
+    """A kind of conversation; each instance (one chat) has its own memory and runs one at a time;
+    ``Context[Args]`` names its instances with ``Args``."""
 
     type: str
     """Unique type, for example ``telegram:chat``."""
-    schema: Schema
+    schema: Schema[ArgsT_co]
     """The schema of the arguments that identify an instance."""
-    key: Callable[[Any], str]
+    key: Callable[[ArgsT_co], str]
     """The instance key from the arguments."""
-    create: Callable[[ContextState], Any] | None = None
+    create: Callable[[ContextState[ArgsT_co]], Any] | None = None
     """Initial persistent memory for a new instance (default: an empty dict)."""
-    render: Callable[[ContextState], str] | None = None
+    render: Callable[[ContextState[ArgsT_co]], str] | None = None
     """How the instance's state is shown to the model."""
-    instructions: str | Callable[[ContextState], str] = ""
+    instructions: str | Callable[[ContextState[ArgsT_co]], str] = ""
     """Instructions for the model in this context."""
     description: str = ""
     """What this context is, shown to the model."""
@@ -305,22 +207,22 @@ class Context:
     """Outputs offered only in this context."""
     inputs: Sequence[Input] = ()
     """Inputs that feed this context."""
-    on_run: Callable[[ContextState, Host], Any] | None = None
+    on_run: Callable[[ContextState[ArgsT_co], Host], Any] | None = None
     """Called when a run finishes (before memory is saved)."""
-    while_running: Callable[[ContextState, Host], AbstractAsyncContextManager[Any]] | None = None
+    while_running: Callable[[ContextState[ArgsT_co], Host], AbstractAsyncContextManager[Any]] | None = None
     """An async context manager entered when a run starts (its memory loaded) and exited when the run
     ends, however it ends: for what lasts exactly as long as the run (a typing indicator)."""
-    on_step: Callable[[ContextState, Host], Any] | None = None
+    on_step: Callable[[ContextState[ArgsT_co], Host], Any] | None = None
     """Called after every step."""
-    on_error: Callable[[Exception, ContextState, Host], Any] | None = None
+    on_error: Callable[[Exception, ContextState[ArgsT_co], Host], Any] | None = None
     """Called when a run fails; the error is also logged."""
-    should_continue: Callable[[ContextState, Host], bool] | None = None
+    should_continue: Callable[[ContextState[ArgsT_co], Host], bool] | None = None
     """Keep stepping even with nothing left to process while this returns true (bounded by max_steps)."""
     load: Callable[[str, Host], Any] | None = None
     """Load the persistent memory yourself instead of the agent's memory store."""
-    save: Callable[[ContextState, Host], Any] | None = None
+    save: Callable[[ContextState[ArgsT_co], Host], Any] | None = None
     """Save the persistent memory yourself instead of the agent's memory store."""
-    settings_from: Callable[[Any], Any | None] | None = None
+    settings_from: Callable[[ArgsT_co], Any | None] | None = None
     """The arguments of the conversation whose chat settings (its choices and the operator's pins) this one starts
     from, or None (a Discord thread: its channel). What this conversation chose itself wins."""
 
@@ -369,10 +271,75 @@ def _check_callable(value: Any, what: str) -> None:
         raise DefinitionError(f"{what} must be callable, got {type(value).__name__}")
 
 
+@overload
 def action(
     *,
     name: str,
-    handler: Callable[[Any, ActionContext, Host], Any],
+    handler: Callable[[dict[str, Any], ActionContext, H], Any],
+    description: str = "",
+    instructions: str = "",
+    returns: Any = None,
+    examples: Sequence[str] = (),
+    call_format: CallFormat = "json",
+    enabled: Callable[[ContextState], bool] | None = None,
+    install: Callable[[H], Any] | None = None,
+    context: Context[Any] | None = None,
+    retry: int = 0,
+    queue: str = "main",
+    concurrency: int | None = None,
+    timeout: float = 60.0,
+    format: Callable[[Any], str] | None = None,
+    on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
+    fire_and_forget: bool | Literal["without_output_path"] = False,
+) -> Action[dict[str, Any]]: ...
+@overload
+def action(
+    *,
+    name: str,
+    handler: Callable[[S, ActionContext, H], Any],
+    description: str = "",
+    instructions: str = "",
+    schema: type[S] | Schema[S],
+    returns: Any = None,
+    examples: Sequence[str] = (),
+    call_format: CallFormat = "json",
+    enabled: Callable[[ContextState], bool] | None = None,
+    install: Callable[[H], Any] | None = None,
+    context: Context[Any] | None = None,
+    retry: int = 0,
+    queue: str = "main",
+    concurrency: int | None = None,
+    timeout: float = 60.0,
+    format: Callable[[Any], str] | None = None,
+    on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
+    fire_and_forget: bool | Literal["without_output_path"] = False,
+) -> Action[S]: ...
+@overload
+def action(
+    *,
+    name: str,
+    handler: Callable[[Any, ActionContext, H], Any],
+    description: str = "",
+    instructions: str = "",
+    schema: UnionType | _SpecialForm,
+    returns: Any = None,
+    examples: Sequence[str] = (),
+    call_format: CallFormat = "json",
+    enabled: Callable[[ContextState], bool] | None = None,
+    install: Callable[[H], Any] | None = None,
+    context: Context[Any] | None = None,
+    retry: int = 0,
+    queue: str = "main",
+    concurrency: int | None = None,
+    timeout: float = 60.0,
+    format: Callable[[Any], str] | None = None,
+    on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
+    fire_and_forget: bool | Literal["without_output_path"] = False,
+) -> Action[Any]: ...
+def action(
+    *,
+    name: str,
+    handler: Callable[[Any, ActionContext, Any], Any],
     description: str = "",
     instructions: str = "",
     schema: Any = None,
@@ -380,17 +347,18 @@ def action(
     examples: Sequence[str] = (),
     call_format: CallFormat = "json",
     enabled: Callable[[ContextState], bool] | None = None,
-    install: Callable[[Host], Any] | None = None,
-    context: Context | None = None,
+    install: Callable[[Any], Any] | None = None,
+    context: Context[Any] | None = None,
     retry: int = 0,
     queue: str = "main",
     concurrency: int | None = None,
     timeout: float = 60.0,
     format: Callable[[Any], str] | None = None,
-    on_error: Callable[[Exception, ActionContext, Host], Any] | None = None,
+    on_error: Callable[[Exception, ActionContext, Any], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
-) -> Action:
-    """Define an action; ``schema`` is a pydantic model or type for the arguments (default: no arguments)."""
+) -> Action[Any]:
+    """Define an action; ``schema`` is a pydantic model or type for the arguments (default: no arguments, a
+    dict), and the handler takes what it validates (mypy checks it)."""
     _check_name(name, "action name")
     _check_callable(handler, f"action {name!r}: handler")
     if handler is None:
@@ -425,21 +393,66 @@ def action(
     )
 
 
+@overload
 def output(
     *,
     type: str,
-    handler: Callable[[Any, OutputContext, Host], Any] | None = None,
+    handler: Callable[[str, OutputContext[A], H], Any] | None = None,
+    description: str = "",
+    instructions: str = "",
+    attributes: type[A] | Schema[A] | None = None,
+    format: Callable[[OutputRef], str] | None = None,
+    examples: Sequence[str] = (),
+    install: Callable[[H], Any] | None = None,
+    enabled: Callable[[ContextState], bool] | None = None,
+    context: Context[Any] | None = None,
+) -> Output[str, A]: ...
+@overload
+def output(
+    *,
+    type: str,
+    handler: Callable[[S, OutputContext[A], H], Any] | None = None,
+    description: str = "",
+    instructions: str = "",
+    schema: type[S] | Schema[S],
+    attributes: type[A] | Schema[A] | None = None,
+    format: Callable[[OutputRef], str] | None = None,
+    examples: Sequence[str] = (),
+    install: Callable[[H], Any] | None = None,
+    enabled: Callable[[ContextState], bool] | None = None,
+    context: Context[Any] | None = None,
+) -> Output[S, A]: ...
+@overload
+def output(
+    *,
+    type: str,
+    handler: Callable[[Any, OutputContext[A], H], Any] | None = None,
+    description: str = "",
+    instructions: str = "",
+    schema: UnionType | _SpecialForm,
+    attributes: type[A] | Schema[A] | None = None,
+    format: Callable[[OutputRef], str] | None = None,
+    examples: Sequence[str] = (),
+    install: Callable[[H], Any] | None = None,
+    enabled: Callable[[ContextState], bool] | None = None,
+    context: Context[Any] | None = None,
+) -> Output[Any, A]: ...
+def output(
+    *,
+    type: str,
+    handler: Callable[[Any, OutputContext[Any], Any], Any] | None = None,
     description: str = "",
     instructions: str = "",
     schema: Any = str,
     attributes: Any = None,
     format: Callable[[OutputRef], str] | None = None,
     examples: Sequence[str] = (),
-    install: Callable[[Host], Any] | None = None,
+    install: Callable[[Any], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
-    context: Context | None = None,
-) -> Output:
-    """Define an output; content defaults to a string, ``attributes`` is a model for the tag's attributes."""
+    context: Context[Any] | None = None,
+) -> Output[Any, Any]:
+    """Define an output; content defaults to a string, ``attributes`` is a model for the tag's attributes (the
+    handler's ``ctx.attributes``; without one, the attributes as text)."""
     _check_name(type, "output type")
     for attr, fn in (
         ("handler", handler),
@@ -463,16 +476,48 @@ def output(
     )
 
 
+@overload
+def input(
+    *,
+    type: str,
+    handler: Callable[[str, InputContext, H], Any] | None = None,
+    subscribe: Callable[[Send, H], Any] | None = None,
+    install: Callable[[H], Any] | None = None,
+    format: Callable[[InputRef], str] | None = None,
+    context: Context[Any] | None = None,
+) -> Input[str]: ...
+@overload
+def input(
+    *,
+    type: str,
+    schema: type[S] | Schema[S],
+    handler: Callable[[S, InputContext, H], Any] | None = None,
+    subscribe: Callable[[Send, H], Any] | None = None,
+    install: Callable[[H], Any] | None = None,
+    format: Callable[[InputRef], str] | None = None,
+    context: Context[Any] | None = None,
+) -> Input[S]: ...
+@overload
+def input(
+    *,
+    type: str,
+    schema: UnionType | _SpecialForm,
+    handler: Callable[[Any, InputContext, H], Any] | None = None,
+    subscribe: Callable[[Send, H], Any] | None = None,
+    install: Callable[[H], Any] | None = None,
+    format: Callable[[InputRef], str] | None = None,
+    context: Context[Any] | None = None,
+) -> Input[Any]: ...
 def input(
     *,
     type: str,
     schema: Any = str,
-    handler: Callable[[Any, InputContext, Host], Any] | None = None,
-    subscribe: Callable[[Send, Host], Any] | None = None,
-    install: Callable[[Host], Any] | None = None,
+    handler: Callable[[Any, InputContext, Any], Any] | None = None,
+    subscribe: Callable[[Send, Any], Any] | None = None,
+    install: Callable[[Any], Any] | None = None,
     format: Callable[[InputRef], str] | None = None,
-    context: Context | None = None,
-) -> Input:
+    context: Context[Any] | None = None,
+) -> Input[Any]:
     """Define an input type; ``subscribe(send, agent)`` is started by ``agent.start()``."""
     _check_name(type, "input type")
     for attr, fn in (
@@ -503,6 +548,58 @@ def _default_key(args: Any) -> str:
     return str(args)
 
 
+@overload
+def context(
+    *,
+    type: str,
+    schema: type[S] | Schema[S],
+    key: Callable[[S], str] | None = None,
+    create: Callable[[ContextState[S]], Any] | None = None,
+    render: Callable[[ContextState[S]], str] | None = None,
+    instructions: str | Callable[[ContextState[S]], str] = "",
+    description: str = "",
+    max_steps: int = 5,
+    max_working_memory: int = 40,
+    max_prompt_tokens: int = 6000,
+    keep_logs: int = 200,
+    actions: Sequence[Action] = (),
+    outputs: Sequence[Output] = (),
+    inputs: Sequence[Input] = (),
+    on_run: Callable[[ContextState[S], H], Any] | None = None,
+    while_running: Callable[[ContextState[S], H], AbstractAsyncContextManager[Any]] | None = None,
+    on_step: Callable[[ContextState[S], H], Any] | None = None,
+    on_error: Callable[[Exception, ContextState[S], H], Any] | None = None,
+    should_continue: Callable[[ContextState[S], H], bool] | None = None,
+    load: Callable[[str, H], Any] | None = None,
+    save: Callable[[ContextState[S], H], Any] | None = None,
+    settings_from: Callable[[S], Any | None] | None = None,
+) -> Context[S]: ...
+@overload
+def context(
+    *,
+    type: str,
+    schema: UnionType | _SpecialForm | None = None,
+    key: Callable[[Any], str] | None = None,
+    create: Callable[[ContextState], Any] | None = None,
+    render: Callable[[ContextState], str] | None = None,
+    instructions: str | Callable[[ContextState], str] = "",
+    description: str = "",
+    max_steps: int = 5,
+    max_working_memory: int = 40,
+    max_prompt_tokens: int = 6000,
+    keep_logs: int = 200,
+    actions: Sequence[Action] = (),
+    outputs: Sequence[Output] = (),
+    inputs: Sequence[Input] = (),
+    on_run: Callable[[ContextState, H], Any] | None = None,
+    while_running: Callable[[ContextState, H], AbstractAsyncContextManager[Any]] | None = None,
+    on_step: Callable[[ContextState, H], Any] | None = None,
+    on_error: Callable[[Exception, ContextState, H], Any] | None = None,
+    should_continue: Callable[[ContextState, H], bool] | None = None,
+    load: Callable[[str, H], Any] | None = None,
+    save: Callable[[ContextState, H], Any] | None = None,
+    settings_from: Callable[[Any], Any | None] | None = None,
+) -> Context[Any]: ...
 def context(
     *,
     type: str,
@@ -519,16 +616,17 @@ def context(
     actions: Sequence[Action] = (),
     outputs: Sequence[Output] = (),
     inputs: Sequence[Input] = (),
-    on_run: Callable[[ContextState, Host], Any] | None = None,
-    while_running: Callable[[ContextState, Host], AbstractAsyncContextManager[Any]] | None = None,
-    on_step: Callable[[ContextState, Host], Any] | None = None,
-    on_error: Callable[[Exception, ContextState, Host], Any] | None = None,
-    should_continue: Callable[[ContextState, Host], bool] | None = None,
-    load: Callable[[str, Host], Any] | None = None,
-    save: Callable[[ContextState, Host], Any] | None = None,
+    on_run: Callable[[ContextState, Any], Any] | None = None,
+    while_running: Callable[[ContextState, Any], AbstractAsyncContextManager[Any]] | None = None,
+    on_step: Callable[[ContextState, Any], Any] | None = None,
+    on_error: Callable[[Exception, ContextState, Any], Any] | None = None,
+    should_continue: Callable[[ContextState, Any], bool] | None = None,
+    load: Callable[[str, Any], Any] | None = None,
+    save: Callable[[ContextState, Any], Any] | None = None,
     settings_from: Callable[[Any], Any | None] | None = None,
-) -> Context:
-    """Define a context; ``schema`` validates the arguments and ``key(args)`` names the instance."""
+) -> Context[Any]:
+    """Define a context; ``schema`` validates the arguments (default: anything) and ``key(args)`` names the
+    instance (mypy checks that it and the hooks read what the schema declares)."""
     _check_name(type, "context type")
     for attr, fn in (
         ("key", key),

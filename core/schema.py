@@ -7,23 +7,33 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Generic, overload
 
 import pydantic
 from pydantic_core import SchemaError
+from typing_extensions import TypeVar
 
 from .errors import DefinitionError, ValidationError
 
+if TYPE_CHECKING:
+    from typing import _SpecialForm
+
 __all__ = ("Schema", "as_schema", "external_schema", "format_validation_error")
+
+T_co = TypeVar("T_co", covariant=True, default=Any)
+"""The type of the values a schema validates (covariant: a ``Schema[bool]`` is a ``Schema[object]``)."""
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Schema:
-    """A validator for one value, built from a pydantic model or any type pydantic understands."""
+class Schema(Generic[T_co]):
+    """A validator for one value, built from a pydantic model or any type pydantic understands; ``Schema[T]``
+    validates values into ``T``."""
 
     tp: Any
     """The pydantic model or type the value must match."""
-    adapter: pydantic.TypeAdapter[Any] = field(repr=False)
+    adapter: pydantic.TypeAdapter[T_co] = field(repr=False)
     """The adapter that validates and dumps values of ``tp``."""
     shown: dict[str, Any] | None = None
     """A JSON Schema to show the model instead of the adapter's, as it was given (``external_schema``)."""
@@ -43,14 +53,14 @@ class Schema:
         """True when the value is a plain string (content is taken as it is, not parsed as JSON)."""
         return self.tp is str
 
-    def validate(self, value: Any) -> Any:
+    def validate(self, value: Any) -> T_co:
         """Validate a Python value; raise our ``ValidationError`` with a readable message."""
         try:
             return self.adapter.validate_python(value)
         except pydantic.ValidationError as exc:
             raise ValidationError(format_validation_error(exc)) from exc
 
-    def validate_text(self, text: str) -> Any:
+    def validate_text(self, text: str) -> T_co:
         """Validate content written by the model: a string as it is, anything else parsed as JSON."""
         if self.is_text:
             return self.validate(text)
@@ -75,7 +85,7 @@ def format_validation_error(exc: pydantic.ValidationError) -> str:
     return "; ".join(lines)
 
 
-_cache: dict[Any, Schema] = {}
+_cache: dict[Any, Schema[Any]] = {}
 
 _OBJECT: pydantic.TypeAdapter[dict[str, Any]] = pydantic.TypeAdapter(dict[str, Any])
 
@@ -91,7 +101,7 @@ def _preview(value: Mapping[Any, Any]) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def external_schema(json_schema: dict[str, Any]) -> Schema:
+def external_schema(json_schema: dict[str, Any]) -> Schema[dict[str, Any]]:
     """A schema that shows ``json_schema`` (written elsewhere: an MCP server's tool) to the model as it is,
     and only checks that a value is a JSON object; whoever owns the schema validates the rest."""
     if not isinstance(json_schema, dict):
@@ -99,7 +109,13 @@ def external_schema(json_schema: dict[str, Any]) -> Schema:
     return Schema(tp=dict[str, Any], adapter=_OBJECT, shown=json_schema)
 
 
-def as_schema(tp: Any, *, what: str) -> Schema:
+@overload
+def as_schema(tp: Schema[T], *, what: str) -> Schema[T]: ...
+@overload
+def as_schema(tp: type[T], *, what: str) -> Schema[T]: ...
+@overload
+def as_schema(tp: UnionType | _SpecialForm | object, *, what: str) -> Schema[Any]: ...
+def as_schema(tp: Any, *, what: str) -> Schema[Any]:
     """Build (once per type) the ``Schema`` of ``tp``; ``what`` names the definition for error messages."""
     if isinstance(tp, Schema):
         return tp
@@ -116,7 +132,7 @@ def as_schema(tp: Any, *, what: str) -> Schema:
     if cached is not None:
         return cached
     try:
-        schema = Schema(tp=tp, adapter=pydantic.TypeAdapter(tp))
+        schema: Schema[Any] = Schema(tp=tp, adapter=pydantic.TypeAdapter(tp))
         schema.json_schema  # noqa: B018 - fail at definition time, not in the middle of a run
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, SchemaError, TypeError) as exc:
         raise DefinitionError(

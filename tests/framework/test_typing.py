@@ -1,5 +1,5 @@
 """What ``mypy --strict`` tells a bot author: each mistake of ``wrong_bot.py`` reported on its line, nothing in
-``good_bot.py``, from the repository and from outside it (the package ships ``py.typed``)."""
+``good_bot.py`` (from the repository and from outside it: the package ships ``py.typed``) or ``typed_bot.py``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 WRONG = HERE / "wrong_bot.py"
 GOOD = HERE / "good_bot.py"
+TYPED = HERE / "typed_bot.py"
 ERROR = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+): error: (?P<message>.*)$", re.MULTILINE)
 
 MISTAKES = {
@@ -76,29 +77,17 @@ def test_nothing_but_the_mistakes_is_reported(reported: dict[str, list[tuple[int
     assert [(line, message) for line, message in reported[WRONG.name] if line not in marked] == []
 
 
-@pytest.mark.parametrize(
-    "mistake",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 22: definitions are not generic in their schema (handlers are Callable[[Any, ...], Any])",
-            ),
-        )
-        for name in MISTAKES
-    ],
-)
+@pytest.mark.parametrize("mistake", list(MISTAKES))
 def test_each_mistake_is_reported_on_its_line(mistake: str, reported: dict[str, list[tuple[int, str]]]) -> None:
     line = mistake_lines()[mistake]
     messages = [message for at, message in reported[WRONG.name] if at == line]
     assert any(all(part in message for part in MISTAKES[mistake]) for message in messages), messages
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 22: no py.typed, and the editable install's import hook hides core from mypy outside the repository",
-)
+def test_a_bot_leaning_on_the_types_type_checks_clean(cache: Path) -> None:
+    assert mypy(TYPED, cwd=ROOT, cache=cache) == ""
+
+
 def test_the_correct_bot_type_checks_clean_from_outside_the_repository(cache: Path, tmp_path: Path) -> None:
     shutil.copy(GOOD, tmp_path / GOOD.name)
     assert mypy(tmp_path / GOOD.name, cwd=tmp_path, cache=cache) == ""
