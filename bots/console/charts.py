@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ("Bar", "bar_chart", "tokens")
+__all__ = ("Bar", "bar_chart", "money", "tokens")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +29,13 @@ def tokens(count: float) -> str:
         if count >= limit:
             return f"{count / limit:.1f}{suffix}"
     return f"{count:.0f}"
+
+
+def money(dollars: float) -> str:
+    """``$12.30``, or four decimals below a dollar (``$0.0012``), ``$0`` for nothing."""
+    if not dollars:
+        return "$0"
+    return f"${dollars:.2f}" if dollars >= 1 else f"${dollars:.4f}"
 
 
 def bar_chart(bars: Sequence[Bar], *, title: str, width: int = 720, height: int = 220) -> str:

@@ -16,7 +16,7 @@ import pydantic
 from core.memory.history import ConversationIndex, ConversationInfo, HistoryEntry
 from core.usage import UsageIndex, UsageTotals, last_days
 
-from .charts import Bar
+from .charts import Bar, money
 
 if TYPE_CHECKING:
     from core import Host
@@ -156,7 +156,7 @@ async def usage_report(
     for day in reversed(wanted):
         t = per_day.get(day, UsageTotals())
         report.days.append(
-            Bar(label=day[5:], input=t.input_tokens, output=t.output_tokens, note=f"${t.cost:.2f}" if t.cost else "")
+            Bar(label=day[5:], input=t.input_tokens, output=t.output_tokens, note=money(t.cost) if t.cost else "")
         )
     report.models = _top(groups["model"])
     report.users = _top(groups["user"])

@@ -17,7 +17,7 @@ from extensions.web import refused
 
 from ..config import settings_table
 from .auth import SESSION_COOKIE
-from .charts import Bar, bar_chart, tokens
+from .charts import Bar, bar_chart, money, tokens
 from .data import conversation_of, conversations, transcript, usage_report, when
 
 if TYPE_CHECKING:
@@ -235,10 +235,7 @@ class Views:
         )
         day_chart = bar_chart(report.days, title="Tokens per day, last 14 days (UTC)")
         model_chart = bar_chart(
-            [
-                Bar(label=m, input=t.input_tokens, output=t.output_tokens, note=f"${t.cost:.2f}")
-                for m, t in report.models
-            ],
+            [Bar(label=m, input=t.input_tokens, output=t.output_tokens, note=money(t.cost)) for m, t in report.models],
             title="Tokens per model, last 14 days",
             height=200,
         )
@@ -250,6 +247,7 @@ class Views:
             day_chart=day_chart,
             model_chart=model_chart,
             tokens=tokens,
+            money=money,
             quote=quote,
         )
 

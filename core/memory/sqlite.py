@@ -9,6 +9,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,23 @@ from ..errors import MemoryStoreError
 __all__ = ("SQLiteFile", "SQLiteStore")
 
 T = TypeVar("T")
+
+
+OPEN_TRIES = 50
+"""Times the switch to WAL is tried while another connection opens the same file (it does not wait on its own)."""
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again while another connection to the file (the memory store and the
+    history share one) holds the lock it needs: SQLite answers "database is locked" at once there."""
+    for attempt in range(OPEN_TRIES):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == OPEN_TRIES - 1:
+                raise
+            time.sleep(0.02)
 
 
 class SQLiteFile:
@@ -43,7 +61,7 @@ class SQLiteFile:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
+                _wal(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(self.schema)
             except (OSError, sqlite3.Error) as exc:

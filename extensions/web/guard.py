@@ -1,7 +1,7 @@
 """What every page served by the bot checks, written once for the web chat and the operator console.
 
 - ``security_headers``: a strict Content-Security-Policy (scripts, styles and images from the bot only, no inline
-  script), no framing, no MIME sniffing, no referrer, and no caching of pages.
+  script), no framing, no MIME sniffing, no referrer to other sites, and no caching of pages.
 - ``local_only``: when a server is bound to a loopback address, a request is answered only if it comes from
   loopback, names a loopback host (a DNS-rebinding page names its own) and was not forwarded for another machine
   (``X-Forwarded-For``, ``Forwarded``). Anything else gets the same short 403.
@@ -89,7 +89,7 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     headers.setdefault("Content-Security-Policy", CSP)
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("X-Frame-Options", "DENY")
-    headers.setdefault("Referrer-Policy", "no-referrer")
+    headers.setdefault("Referrer-Policy", "same-origin")  # (no-referrer would make form posts say Origin: null)
     headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
     if not request.path.startswith("/static/"):
         headers.setdefault("Cache-Control", "no-store")

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from core.errors import BotError
+
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
 from .definitions import web_chat
@@ -98,7 +100,12 @@ class ChatPages:
         visitor = self._visitor(request)
         if visitor is None:
             return refused()
-        return web.json_response({"messages": await self.runtime.history_of(visitor)})
+        try:
+            messages = await self.runtime.history_of(visitor)
+        except BotError as exc:
+            log.warning("could not read a web visitor's history: %s", exc)
+            return web.json_response({"messages": [], "error": "the history cannot be read now"}, status=503)
+        return web.json_response({"messages": messages})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         visitor = self._visitor(request)
