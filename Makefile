@@ -41,5 +41,5 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/core.py
-	@for b in bench/telegram_roundtrip.py bench/discord_roundtrip.py bench/queue.py bench/ops.py bench/mcp_tools.py bench/media.py bench/gateway_scale.py bench/memory.py bench/inbox_fairness.py; do \
+	@for b in bench/telegram_roundtrip.py bench/discord_roundtrip.py bench/web_roundtrip.py bench/queue.py bench/ops.py bench/mcp_tools.py bench/media.py bench/gateway_scale.py bench/memory.py bench/inbox_fairness.py; do \
 		if [ -f $$b ]; then $(PY) $$b || exit 1; fi; done

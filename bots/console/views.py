@@ -4,6 +4,7 @@ the session's CSRF token; every refusal is the same 403."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -212,8 +213,8 @@ class Views:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         )
         await response.prepare(request)
-        await response.write(b'retry: 2000\n\ndata: {"type":"watching"}\n\n')
-        with self.console.tail.watch(cid) as queue:
+        with self.console.tail.watch(cid) as queue, contextlib.suppress(ConnectionResetError):
+            await response.write(b'retry: 2000\n\ndata: {"type":"watching"}\n\n')
             while True:
                 try:
                     item = await asyncio.wait_for(queue.get(), 15.0)

@@ -14,6 +14,7 @@ conversation its cookie names: no request names a conversation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -120,9 +121,8 @@ class ChatPages:
             }
         )
         await response.prepare(request)
-        await response.write(b"retry: 1000\n\n")
-        with self.runtime.hub.listen(visitor) as queue:
-            await response.write(b'data: {"op":"ready"}\n\n')
+        with self.runtime.hub.listen(visitor) as queue, contextlib.suppress(ConnectionResetError):
+            await response.write(b'retry: 1000\n\ndata: {"op":"ready"}\n\n')
             while True:
                 try:
                     event = await asyncio.wait_for(queue.get(), HEARTBEAT)
@@ -133,7 +133,7 @@ class ChatPages:
                     break
                 data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
                 await response.write(f"data: {data}\n\n".encode())
-        return response
+        return response  # (a page that went away: its connection reset, nothing more to write)
 
     async def send(self, request: web.Request) -> web.Response:
         visitor = self._visitor(request)
