@@ -37,6 +37,7 @@ from .config import (
 )
 from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
+from .tracing import start_tracing
 
 if TYPE_CHECKING:
     from core import Agent
@@ -330,10 +331,11 @@ async def _serve(settings: Settings, command: str) -> int:
     stop = _Stop()
     stop.install()
     try:
-        async with _endpoints(settings):
-            if command in ("run", "chat"):
-                return await _run(settings, force_chat=command == "chat", stop=stop)
-            return await _queue_role(settings, command, stop)
+        with start_tracing(settings.tracing, role=command):
+            async with _endpoints(settings):
+                if command in ("run", "chat"):
+                    return await _run(settings, force_chat=command == "chat", stop=stop)
+                return await _queue_role(settings, command, stop)
     finally:
         stop.uninstall()
 

@@ -1,8 +1,9 @@
 """Logging setup: text or JSON lines with the correlation id, secrets masked, message text opt-in.
 
 - ``LOG_FORMAT=json`` writes one JSON object per line: ``ts``, ``level``, ``logger``, ``message``,
-  ``correlation_id`` (the incoming message's id, see ``core.trace``), any ``extra={...}`` fields and
-  ``exception``.
+  ``correlation_id`` (the incoming message's id, see ``core.trace``), ``trace_id`` and ``span_id`` while tracing
+  (``TRACING_ENABLED``: the span the line was written in), any ``extra={...}`` fields and ``exception``. Text lines
+  end their first line with ``[cid=...]`` and, while tracing, ``[trace=... span=...]``.
 - Every secret of the settings (tokens, keys, passwords in URLs) is replaced by ``********`` in every line,
   tracebacks included, whatever logger wrote it.
 - Message text is logged only under the ``content`` logger hierarchy (``logging.getLogger("content.telegram")``),
@@ -22,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SecretStr
 
+from core import tracing
 from core.trace import correlation_id
 
 from .settings import LogSettings
@@ -49,6 +51,7 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
     "message",
     "asctime",
     "correlation_id",
+    "trace_ids",
     "taskName",
 }
 
@@ -85,6 +88,7 @@ def secrets_of(settings: BaseModel) -> list[str]:
 class _CorrelationFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.correlation_id = correlation_id.get()
+        record.trace_ids = tracing.current_ids()  # (None at once while tracing is off)
         return True
 
 
@@ -117,6 +121,9 @@ class JsonFormatter(logging.Formatter):
         cid = getattr(record, "correlation_id", None)
         if cid:
             entry["correlation_id"] = cid
+        ids = getattr(record, "trace_ids", None)
+        if ids:
+            entry["trace_id"], entry["span_id"] = ids
         for key, value in vars(record).items():
             if key not in _RECORD_FIELDS and not key.startswith("_") and key not in entry:
                 entry[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
@@ -134,9 +141,13 @@ class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
         cid = getattr(record, "correlation_id", None)
-        if cid:
+        ids = getattr(record, "trace_ids", None)
+        if cid or ids:
             first, sep, rest = text.partition("\n")
-            text = f"{first} [cid={cid}]{sep}{rest}"
+            tags = f" [cid={cid}]" if cid else ""
+            if ids:
+                tags += f" [trace={ids[0]} span={ids[1]}]"
+            text = f"{first}{tags}{sep}{rest}"
         return text
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from core import tracing
 from core.events import RunEvent, RunEventType
 
 if TYPE_CHECKING:
@@ -223,11 +224,11 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
     """Count one observation of ``kind`` (see ``KINDS``); unknown kinds are logged at DEBUG and dropped."""
     base, _, detail = kind.partition(":")
     if base == "model_seconds":
-        MODEL_SECONDS.labels(model=model or "model").observe(value)
+        MODEL_SECONDS.labels(model=model or "model").observe(value, _exemplar())
     elif base == "run_seconds":
-        RUN_SECONDS.labels(platform=platform_of(context_id)).observe(value)
+        RUN_SECONDS.labels(platform=platform_of(context_id)).observe(value, _exemplar())
     elif base == "reply_seconds":
-        REPLY_SECONDS.labels(platform=platform_of(context_id)).observe(value)
+        REPLY_SECONDS.labels(platform=platform_of(context_id)).observe(value, _exemplar())
     elif base == "attachment":
         kind_of, _, outcome = detail.partition(":")
         ATTACHMENTS.labels(kind=kind_of or "file", outcome=outcome or "not_read").inc(value)
@@ -255,6 +256,13 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         lease(base.removeprefix("lease_"))
     elif base != "output":
         log.debug("unknown metric kind %r dropped", kind)
+
+
+def _exemplar() -> dict[str, str] | None:
+    """The trace an observation belongs to, as an exemplar (shown by the OpenMetrics format of /metrics);
+    None while tracing is off."""
+    ids = tracing.current_ids()
+    return {"trace_id": ids[0], "span_id": ids[1]} if ids is not None else None
 
 
 class RunTracker:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.openmetrics import exposition
 
 from core.errors import ConfigError
 from core.health import Degraded
@@ -172,14 +173,18 @@ class Ops:
             return CheckResult(name=name, ok=False, detail="not ready")
         return CheckResult(name=name, ok=False, detail=str(outcome)[:200])
 
-    async def render_metrics(self) -> bytes:
-        """Refresh the sampled gauges, then render every metric in the text format."""
+    async def render_metrics(self, *, openmetrics: bool = False) -> bytes:
+        """Refresh the sampled gauges, then render every metric in the text format (``openmetrics``: the
+        OpenMetrics format, with the reply-time histograms' exemplars pointing at traces)."""
         for name, sampler in list(self.samplers.items()):
             try:
                 async with asyncio.timeout(self.check_timeout):
                     await sampler()
             except Exception as exc:
                 log.warning("metrics sampler %s failed: %s", name, exc)
+        if openmetrics:
+            text: bytes = exposition.generate_latest(self.registry)  # type: ignore[no-untyped-call]
+            return text
         return generate_latest(self.registry)
 
     # -- HTTP ------------------------------------------------------------------------------------------
@@ -203,6 +208,9 @@ class Ops:
         return web.json_response(body, status=200 if ready else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if "application/openmetrics-text" in request.headers.get("Accept", ""):  # with exemplars (trace ids)
+            body = await self.render_metrics(openmetrics=True)
+            return web.Response(body=body, headers={"Content-Type": exposition.CONTENT_TYPE_LATEST})
         body = await self.render_metrics()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

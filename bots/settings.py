@@ -22,6 +22,7 @@ from extensions.web.settings import WebSettings
 
 from .console.settings import ConsoleSettings
 from .queue_settings import RedisSettings
+from .tracing import TracingSettings
 
 __all__ = (
     "BotSettings",
@@ -298,3 +299,4 @@ class Settings(BaseSettings):
     stt: SttSettings = Field(default_factory=SttSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from . import tracing
 from .dataflow import CallSlot
 from .entries import ActionCall, ActionResult
 from .errors import RunError
@@ -71,6 +72,18 @@ def _forgotten(checked: CheckedCall) -> bool:
 
 
 async def _call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
+    with tracing.span(f"execute_tool {action.name}") as span:
+        if span.is_recording():
+            span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": action.name})
+            span.set_attribute("gen_ai.tool.call.id", call.id)
+            if tracing.capture_content():
+                span.set_attribute("gen_ai.tool.call.arguments", call.content)
+        await _run_call(run, action, call, slot, step, index)
+        if span.is_recording() and slot.error is not None:
+            span.set_attribute("error.type", "action_error")
+
+
+async def _run_call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
     deps = run.deps
     try:
         checked = await prepare_action(

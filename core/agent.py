@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from . import tracing
 from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
@@ -272,8 +273,12 @@ class Agent(ExtensionPoints):
         """Load (or create) the state of the instance ``args`` names."""
         cid = self.context_id(context, args)
         chat = await self.chat_of(cid, self.settings_parents(context, args))
-        summary = (await self.history.summary(cid)).text if self.history is not None else None
-        return await self.states.load(context, args, cid=cid, chat=chat, summary=summary, host=self)
+        summary = None
+        if self.history is not None:
+            with tracing.span("read history summary"):
+                summary = (await self.history.summary(cid)).text
+        with tracing.span("read memory"):
+            return await self.states.load(context, args, cid=cid, chat=chat, summary=summary, host=self)
 
     async def save_state(self, state: ContextState) -> None:
         """Save the instance's memory and its (trimmed) working memory."""

@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from . import tracing
 from .action_calls import start_call
 from .chat_settings import escape_persona
 from .definitions import ContextState, maybe_await
@@ -104,6 +105,21 @@ class Run:
 
     async def execute(self) -> list[Log]:
         """Step until nothing is left to process, a step adds nothing new, or the step budget is spent."""
+        with tracing.span(f"invoke_agent {self.state.context.type}") as span:
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "gen_ai.operation.name": "invoke_agent",
+                        "bots.context.type": self.state.context.type,
+                        "bots.context.id": tracing.ident(self.state.id),
+                    }
+                )
+            chain = await self._execute()
+            if span.is_recording():
+                span.set_attribute("bots.run.steps", self.steps)
+            return chain
+
+    async def _execute(self) -> list[Log]:
         ctx = self.state.context
         since_input = 0
         try:
@@ -112,7 +128,9 @@ class Run:
                 self.steps += 1
                 since_input += 1
                 self.emitter.step = self.steps
-                step = await self._step()
+                with tracing.span("step") as span:
+                    span.set_attribute("bots.step", self.steps)
+                    step = await self._step()
                 if ctx.on_step is not None:
                     await maybe_await(ctx.on_step(self.state, self.deps.host))
                 if self._joined:

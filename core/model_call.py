@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from . import tracing
 from .errors import ModelError, RunError
 from .media.attachment import image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
@@ -34,9 +36,14 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
     model = deps.model
     usage_before = model.last_usage
     call_usage.set(None)
+    span = tracing.start(f"chat {model_name(deps, request)}", kind="client")
+    if span.is_recording():
+        _request_attributes(span, deps, request)
+    started = time.perf_counter()
     stream = model.stream(request)
     it = aiter(stream)
     written = 0
+    captured: list[str] | None = [] if tracing.capture_content() else None
     try:
         while True:
             try:
@@ -48,24 +55,63 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
                     usage = model.last_usage
                     usage = None if usage is usage_before else usage
                 if usage is not None:
+                    tokens = (usage.input_tokens, usage.output_tokens)
                     await charge(usage.input_tokens, usage.output_tokens, False)
                 else:  # the provider does not say: about 4 characters a token, for the limits and /stats
-                    await charge((len(request.system) + len(request.prompt)) // 4, written // 4, True)
+                    tokens = ((len(request.system) + len(request.prompt)) // 4, written // 4)
+                    await charge(tokens[0], tokens[1], True)
+                if span.is_recording():
+                    span.set_attributes(
+                        {
+                            "gen_ai.usage.input_tokens": tokens[0],
+                            "gen_ai.usage.output_tokens": tokens[1],
+                            "gen_ai.usage.estimated": usage is None,
+                            "gen_ai.response.finish_reasons": ["length" if tokens[1] >= request.max_tokens else "stop"],
+                        }
+                    )
                 return
             except TimeoutError as exc:
+                span.set_attribute("error.type", "timeout")
                 raise ModelError(
                     f"the model sent nothing for {idle:g}s; check the model server or raise LLM_TIMEOUT"
                 ) from exc
             except (RunError, asyncio.CancelledError):
                 raise
             except Exception as exc:
+                span.set_attribute("error.type", type(exc).__name__)
                 raise ModelError(f"model {model.name!r} failed: {type(exc).__name__}: {exc}") from exc
+            if not written and span.is_recording():
+                span.set_attribute("gen_ai.response.time_to_first_token", time.perf_counter() - started)
+                span.add_event("gen_ai.first_token")
             written += len(chunk)
+            if captured is not None:
+                captured.append(chunk)
             yield chunk
     finally:
         aclose = getattr(it, "aclose", None)
         if aclose is not None:
             await aclose()
+        if captured is not None:
+            span.set_attribute("gen_ai.output.messages", "".join(captured))
+        span.end()
+
+
+def _request_attributes(span: tracing.SpanLike, deps: RunDeps, request: ModelRequest) -> None:
+    name = model_name(deps, request)
+    system = deps.model.name.partition(":")[0]
+    span.set_attributes(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": system,
+            "gen_ai.provider.name": system,
+            "gen_ai.request.model": deps.model.model or deps.model.name,
+            "gen_ai.response.model": name,
+            "gen_ai.request.max_tokens": request.max_tokens,
+        }
+    )
+    if tracing.capture_content():
+        span.set_attribute("gen_ai.system_instructions", request.system)
+        span.set_attribute("gen_ai.input.messages", request.prompt)
 
 
 def model_name(deps: RunDeps, request: ModelRequest) -> str:

@@ -12,6 +12,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..definitions import Context
 from ..entries import InputRef, Log
 from ..errors import BackpressureError
@@ -29,17 +30,18 @@ dropped) or ``full`` (refused: the inbox is at its cap)."""
 
 
 def encode_entry(context: Context, args: Any, input_ref: InputRef) -> str:
-    """One inbox entry: the context type, its arguments, the input and when it was stored."""
-    return json.dumps(
-        {
-            "c": context.type,
-            "a": context.schema.dump(args),
-            "i": input_ref.model_dump(mode="json"),
-            "t": time.time(),
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    """One inbox entry: the context type, its arguments, the input, when it was stored and, while tracing, the
+    trace it belongs to (W3C ``traceparent``: the worker's run continues it)."""
+    entry = {
+        "c": context.type,
+        "a": context.schema.dump(args),
+        "i": input_ref.model_dump(mode="json"),
+        "t": time.time(),
+    }
+    parent = tracing.traceparent()
+    if parent is not None:
+        entry["tp"] = parent
+    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
 
 
 class RedisDispatcher:
@@ -72,7 +74,17 @@ class RedisDispatcher:
         within ``dedupe_ttl``) is dropped. Raises ``BackpressureError`` when the inbox is full (nothing
         was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
         cid = self._agent.context_id(context, args) if self._agent else f"{context.type}:{context.key(args)}"
-        result = await self.ingest(cid, encode_entry(context, args, input_ref), dedupe_key=dedupe_key)
+        with tracing.span("ingest", kind="producer") as span:
+            result = await self.ingest(cid, encode_entry(context, args, input_ref), dedupe_key=dedupe_key)
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "messaging.system": "redis",
+                        "messaging.operation.type": "send",
+                        "bots.context.id": tracing.ident(cid),
+                        "bots.ingest.result": result,
+                    }
+                )
         if result == "full":
             raise BackpressureError(
                 f"the inbox of {cid} holds {self.config.inbox_cap} inputs waiting to run: nothing was stored, "

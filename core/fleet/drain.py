@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..entries import InputRef
 from ..errors import DispatchError
 from .backend import RedisBackend
+from .batch_trace import batch_span
 from .reply_ledger import REPLY_LEDGER, RedisReplyLedger
 from .scope import Lease, RunScope
 
@@ -270,7 +271,8 @@ class Drainer:
         }
         token = scope.enter()
         try:
-            await self.agent.run(context, args, inputs, options=options)
+            with batch_span(entries, scope):
+                await self.agent.run(context, args, inputs, options=options)
         except asyncio.CancelledError:
             raise
         except Exception:

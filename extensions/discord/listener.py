@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from core import tracing
 from core.entries import InputRef
 from core.errors import BotError
 from core.media import Attachment
@@ -91,6 +92,18 @@ class Listener:
         me = self._me()
         if me is None or message.is_system():
             return
+        with tracing.span("discord message", kind="server") as span:  # the answering task continues its trace
+            if span.is_recording():
+                span.set_attributes(
+                    {
+                        "messaging.system": "discord",
+                        "bots.chat.id": tracing.ident(message.channel.id),
+                        "user.id": tracing.ident(message.author.id),
+                    }
+                )
+            self._on_message(message, me)
+
+    def _on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
         adapter = self.adapter
         facts = facts_of(message, me)
         args = args_of(facts)

@@ -13,13 +13,15 @@ platform-independent part is ``extensions.chat.stream``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING
 
+from core import tracing
 from core.errors import PlatformError
 from core.media import Attachment
 
@@ -159,7 +161,7 @@ class Poster:
         if reply_to is not None:
             reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
         try:
-            async with asyncio.timeout(self.settings.request_timeout):
+            async with _traced("create_message", channel_id), asyncio.timeout(self.settings.request_timeout):
                 sent = await channel.send(
                     text,
                     nonce=nonce,
@@ -174,7 +176,7 @@ class Poster:
         """Replace the text of one of the bot's messages; no mention pings."""
         message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
-            async with asyncio.timeout(self.settings.request_timeout):
+            async with _traced("edit_message", channel_id), asyncio.timeout(self.settings.request_timeout):
                 await message.edit(content=text, allowed_mentions=discord.AllowedMentions.none())
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"edit message {message_id} in channel {channel_id}") from exc
@@ -183,7 +185,7 @@ class Poster:
         """Delete one of the bot's messages."""
         message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
         try:
-            async with asyncio.timeout(self.settings.request_timeout):
+            async with _traced("delete_message", channel_id), asyncio.timeout(self.settings.request_timeout):
                 await message.delete()
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"delete message {message_id} in channel {channel_id}") from exc
@@ -268,3 +270,28 @@ class Poster:
             len(ids),
         )
         return ids
+
+
+@contextlib.asynccontextmanager
+async def _traced(operation: str, channel_id: int) -> AsyncIterator[None]:
+    """One span per post, edit or deletion with Discord's answer status (discord.py waits out 429s itself, inside
+    the span). Nothing while tracing is off."""
+    if not tracing.active():
+        yield
+        return
+    with tracing.span(f"discord {operation}", kind="client") as span:
+        span.set_attributes(
+            {
+                "messaging.system": "discord",
+                "messaging.operation.name": operation,
+                "bots.chat.id": tracing.ident(channel_id),
+            }
+        )
+        try:
+            yield
+        except Exception as exc:  # discord.py's HTTPException carries the status
+            status = getattr(exc, "status", None)
+            if isinstance(status, int):
+                span.set_attribute("http.response.status_code", status)
+            raise
+        span.set_attribute("http.response.status_code", 200)

@@ -24,6 +24,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, Implementation, Tool, ToolListChangedNotification
 
+from core import tracing
 from core.definitions import Action, ActionContext, action
 from core.errors import ActionError, DefinitionError
 from core.health import Degraded
@@ -357,7 +358,12 @@ class McpServer:
             )
         async with self._slots:
             try:
-                result = await client.call_tool(tool, arguments)
+                with tracing.span(f"tools/call {tool}", kind="client") as span:
+                    if span.is_recording():
+                        span.set_attributes(
+                            {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "bots.mcp.server": self.name}
+                        )
+                    result = await client.call_tool(tool, arguments)
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED:
                     self._connection_failed(exc.message)

@@ -10,6 +10,7 @@ what to fix, without the token (PTB's messages repeat it).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 from collections.abc import Callable, Coroutine
@@ -19,6 +20,7 @@ from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 
+from core import tracing
 from core.errors import ConfigError, PlatformError
 
 from .settings import TelegramSettings
@@ -47,7 +49,25 @@ class RateLimiter(AIORateLimiter):
     ) -> Any:
         if endpoint == "sendChatAction":
             return await callback(*args, **kwargs)
-        return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+        if not tracing.active() or not endpoint.startswith(_POSTS):
+            return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+        with tracing.span(f"telegram {endpoint}", kind="client") as span:  # a post or edit, its retries inside
+            span.set_attributes({"messaging.system": "telegram", "messaging.operation.name": endpoint})
+            if "chat_id" in data:
+                span.set_attribute("bots.chat.id", tracing.ident(data["chat_id"]))
+            if tracing.capture_content() and isinstance(data.get("text"), str):
+                span.set_attribute("bots.message.text", data["text"])
+            attempts = [0]
+            token = _attempts.set(attempts)
+            try:
+                return await super().process_request(callback, args, kwargs, endpoint, data, rate_limit_args)
+            finally:
+                _attempts.reset(token)
+                span.set_attribute("bots.platform.retries", max(0, attempts[0] - 1))
+
+
+_POSTS = ("send", "edit", "delete")
+"""The Bot API methods traced one span each (posts, edits and deletions)."""
 
 
 class ObservedRequest(HTTPXRequest):
@@ -79,7 +99,26 @@ class ObservedRequest(HTTPXRequest):
             pool_timeout=pool_timeout,
         )
         self._on_status(code, url.rpartition("/")[2])
+        if tracing.active():  # each attempt's answer on the post's span (429s are followed by retries)
+            _answered(code)
         return code, payload
+
+
+_attempts: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("telegram_attempts", default=None)
+"""The answers a traced post has had so far (its retries after a 429 or a network error)."""
+
+
+def _answered(code: int) -> None:
+    attempts = _attempts.get()
+    if attempts is not None:
+        attempts[0] += 1
+    span = tracing.current()
+    if not span.is_recording():
+        return
+    span.add_event("telegram.response", {"http.response.status_code": code})
+    span.set_attribute("http.response.status_code", code)
+    if code == 429:
+        span.set_attribute("bots.platform.rate_limited", True)
 
 
 def build_application(

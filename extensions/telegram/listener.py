@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from telegram import Update
 from telegram.ext import ContextTypes
 
+from core import tracing
 from core.entries import InputRef
 from core.errors import DispatchError, MemoryStoreError
 from core.trace import correlation_id
@@ -102,6 +103,17 @@ class Listener:
         await self.take(update, retry=True)
 
     async def take(self, update: Update, *, retry: bool) -> Awaitable[None] | None:
+        """``_take`` in the span of the update's trace (``core.tracing``; nothing while tracing is off)."""
+        with tracing.span("telegram update", kind="server") as span:
+            if span.is_recording():
+                span.set_attributes({"messaging.system": "telegram", "bots.update.id": update.update_id})
+                if update.effective_chat is not None:
+                    span.set_attribute("bots.chat.id", tracing.ident(update.effective_chat.id))
+                if update.effective_user is not None:
+                    span.set_attribute("user.id", tracing.ident(update.effective_user.id))
+            return await self._take(update, retry=retry)
+
+    async def _take(self, update: Update, *, retry: bool) -> Awaitable[None] | None:
         """Decide on ``update``. Embedded: answer in an owned task, returned (the poller confirms the update once
         it ends). In front of a queue: return None only once the update is handled (stored in Redis, answered here,
         or dropped on purpose); a message for a full inbox is kept waiting or dropped with the busy notice

@@ -1,0 +1,91 @@
+"""``TRACING_*``: OpenTelemetry traces of every message, from the gateway that received it to the worker that
+answered it (``core.tracing``).
+
+With ``TRACING_ENABLED`` the SDK exports spans over OTLP/HTTP; where to and how is the SDK's own ``OTEL_*``
+variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_SERVICE_NAME``,
+``OTEL_TRACES_SAMPLER``, ``OTEL_BSP_SCHEDULE_DELAY``...). Off, nothing is imported and no span is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from core import tracing
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = ("TracingSettings", "start_tracing")
+
+log = logging.getLogger("bots.tracing")
+
+CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI instrumentations' own switch for message content, honoured as ``TRACING_CAPTURE_CONTENT`` is."""
+
+
+class TracingSettings(BaseModel):
+    """``TRACING_*``: OpenTelemetry traces (the exporter reads the SDK's ``OTEL_*`` variables)."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Export a trace of every message over OTLP/HTTP (to OTEL_EXPORTER_OTLP_ENDPOINT, by default "
+        "http://localhost:4318); needs the tracing extra",
+    )
+    capture_content: bool = Field(
+        default=False,
+        description="Put message text, prompts and model output in spans (also "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true); off: only ids, sizes and token counts",
+    )
+    hash_ids: bool = Field(
+        default=True, description="Show user and chat ids in spans as short hashes (false: the ids themselves)"
+    )
+
+
+def _capture(settings: TracingSettings) -> bool:
+    return settings.capture_content or os.environ.get(CAPTURE_VARIABLE, "").strip().lower() == "true"
+
+
+@contextlib.contextmanager
+def start_tracing(
+    settings: TracingSettings, *, role: str, exporter: SpanExporter | None = None
+) -> Iterator[TracerProvider | None]:
+    """Trace while the block lasts (``role``: run, gateway or worker, the default ``service.name`` is
+    ``bots-<role>``); the spans still buffered are exported at its end. ``exporter`` replaces OTLP/HTTP (tests).
+    Yields the SDK's provider, or None when tracing is off."""
+    if not settings.enabled:
+        yield None
+        return
+    try:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        from core.errors import ConfigError
+
+        raise ConfigError(
+            "TRACING_ENABLED is set but OpenTelemetry is not installed: pip install 'daydreams-bots[tracing]', "
+            "or unset TRACING_ENABLED"
+        ) from exc
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter()  # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT...
+    attributes = {"bots.role": role}
+    if not os.environ.get("OTEL_SERVICE_NAME"):
+        attributes[SERVICE_NAME] = f"bots-{role}"
+    provider = TracerProvider(resource=Resource.create(attributes))  # OTEL_TRACES_SAMPLER is read here
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    tracing.install(provider.get_tracer("bots"), capture_content=_capture(settings), hash_ids=settings.hash_ids)
+    log.info("tracing on (%s), content capture %s", role, "on" if tracing.capture_content() else "off")
+    try:
+        yield provider
+    finally:
+        tracing.uninstall()
+        provider.shutdown()  # exports what is buffered
