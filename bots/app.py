@@ -206,13 +206,14 @@ def build_agent(
     history: HistoryStore | None = None,
     summary_lock: SummaryLock | None = None,
     limit_store: LimitStore | None = None,
+    web_fleet: dict[str, Any] | None = None,
     **options: Any,
 ) -> Agent:
     """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
     leaves the MCP servers out (a gateway only stores inputs). Without ``memory`` (embedded) and without
     ``history``, the history is kept in SQLite next to the memory store. ``limit_store`` holds the message
     counts of the limits (``BOT_MESSAGES_PER_MINUTE``; default: this process's memory); the per-day token limits
-    read ``usage``."""
+    read ``usage``. ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet (``bots.console.roles``)."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
@@ -223,7 +224,9 @@ def build_agent(
     policy = build_summary_policy(settings)
     agent = create_agent(
         model=chosen_model,
-        extensions=build_extensions(settings, listen=listen, only=platforms, tools=tools, search=history is not None),
+        extensions=build_extensions(
+            settings, listen=listen, only=platforms, tools=tools, search=history is not None, web_fleet=web_fleet
+        ),
         memory=memory if memory is not None else build_memory(settings),
         usage=usage if usage is not None else (build_usage(settings) if memory is None else None),
         chat_policy=build_chat_policy(settings),

@@ -170,7 +170,7 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
             problems.append(
                 f"BOT_ADMIN_USERS: {admin!r} is not a platform-qualified user id; write telegram:123 or discord:456"
             )
-    if role == "gateway" and not enabled:
+    if role == "gateway" and not enabled and not settings.web.in_fleet:
         problems.append("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
     if role in ("gateway", "worker"):
         if not (_has("arq") and _has("redis")):

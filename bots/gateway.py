@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from core.fleet import IdentifySlots, PlatformLock, RedisBackend
     from extensions.discord.runtime import DiscordRuntime
 
+    from .console.roles import FleetRole
+
 __all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway", "shard_lease_name", "token_digest")
 
 log = logging.getLogger("bots.gateway")
@@ -78,6 +80,8 @@ def _source(settings: Settings, platform: str) -> str:
     """What the gateway listens to on ``platform``, for its log."""
     if platform == "discord":
         return "discord shards shared with the other gateways"
+    if platform == "web":
+        return f"web chat on {settings.web.host}:{settings.web.port}"
     if settings.telegram.mode == "webhook":
         return f"telegram webhook on {settings.telegram.webhook_listen}:{settings.telegram.webhook_port}"
     return f"telegram polling, lease {platform}:{token_digest(settings, platform)}"
@@ -149,9 +153,13 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     platform that fails for good (a token refused) ends the gateway with that error."""
     from core.fleet import RedisBackend
 
-    chosen = platforms(settings)
+    from .console.roles import FleetRole, web_wanted
+
+    chosen = platforms(settings) + (["web"] if web_wanted(settings) else [])
     if not chosen:
-        raise ConfigError("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
+        raise ConfigError(
+            "bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN, or WEB_PORT"
+        )
     loop = asyncio.get_running_loop()
     own_signals = stop is None
     stopping = stop if stop is not None else asyncio.Event()
@@ -161,17 +169,20 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     backend = RedisBackend(queue_config(settings), client_name="bots-gateway")
     ops.add_check("redis", redis_check(backend))
     ops.add_info("redis", backend.state)
+    role = FleetRole(settings, backend, role="gateway")  # the console's fleet page, the web chat's relay
     try:
         await backend.run(backend.client.ping, what="connecting")
+        await role.start()
         for platform in chosen:  # imported now, not while another platform's leases need renewing
             importlib.import_module(f"extensions.{platform}.runtime")
         try:
             async with asyncio.TaskGroup() as tg:
                 for platform in chosen:
-                    tg.create_task(_serve(settings, backend, stopping, platform), name=f"gateway:{platform}")
+                    tg.create_task(_serve(settings, backend, stopping, platform, role), name=f"gateway:{platform}")
         except BaseExceptionGroup as group:  # the first platform that failed says why the gateway ends
             raise group.exceptions[0] from None
     finally:
+        await role.stop()
         ops.remove_check("redis")
         ops.remove_info("redis")
         if own_signals:
@@ -180,7 +191,9 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
         await backend.close()
 
 
-async def _serve(settings: Settings, backend: RedisBackend, stopping: asyncio.Event, platform: str) -> None:
+async def _serve(
+    settings: Settings, backend: RedisBackend, stopping: asyncio.Event, platform: str, role: FleetRole
+) -> None:
     """Serve one platform until ``stopping`` is set: take its lease if it needs one (Telegram polling), listen,
     stand by again whenever the lease is lost."""
     from core.fleet import PlatformLock
@@ -193,7 +206,7 @@ async def _serve(settings: Settings, backend: RedisBackend, stopping: asyncio.Ev
             for lock in locks:
                 if not await _acquire(lock, stopping):
                     return
-            await _listen(settings, backend, stopping, locks, ttl=ttl, platform=platform)
+            await _listen(settings, backend, stopping, locks, ttl=ttl, platform=platform, role=role)
         finally:
             for lock in locks:
                 await lock.release()
@@ -210,6 +223,7 @@ async def _listen(
     *,
     ttl: float,
     platform: str,
+    role: FleetRole,
 ) -> None:
     """One listening period of one platform's agent (Discord's shards leased meanwhile) until ``stopping`` is
     set, a lock is lost, or the platform fails for good (raised)."""
@@ -228,6 +242,7 @@ async def _listen(
         tools=False,
         platforms=[platform],
         stop_timeout=settings.bot.stop_timeout,
+        web_fleet=role.web_options() if platform == "web" else None,
     )
     slots: IdentifySlots | None = None
     if platform == "discord":
@@ -250,6 +265,8 @@ async def _listen(
     shards: asyncio.Task[None] | None = None
     try:
         await agent.start()
+        if platform == "web":  # the operator console (with CONSOLE_SECRET) beside the web chat
+            await role.start_console(agent, ops=ops)
         if slots is not None:
             shards = await _lease_shards(settings, backend, agent, slots, ttl=ttl, stopping=stopping)
         log.info("gateway listening (%s); inputs go to %s", _source(settings, platform), backend.config.shown_url)
@@ -262,6 +279,10 @@ async def _listen(
             with contextlib.suppress(asyncio.CancelledError):
                 await shards
         ops.remove_info("discord_shards")
+        if platform == "web":
+            from .console.server import stop_console
+
+            await stop_console(agent)
         await agent.stop()
         ops.detach(agent)
     if failure is not None:

@@ -78,10 +78,13 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     )
 
     from .app import build_agent, build_history
+    from .config import platforms
+    from .console.roles import FleetRole, web_wanted
     from .ops import ops
 
     logging.getLogger("arq").setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
     backend = RedisBackend(queue_config(settings), client_name="bots-worker")
+    role = FleetRole(settings, backend, role="worker")  # the console's fleet page; web answers to their gateway
     try:
         agent = build_agent(
             settings,
@@ -93,12 +96,15 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             limit_store=RedisLimitStore(backend),
             listen=False,
             stop_timeout=backend.config.stop_timeout,
+            platforms=platforms(settings) + (["web"] if web_wanted(settings) else []),
+            web_fleet=role.web_options(),
         )
         worker = QueueWorker(agent, backend)
         ops.attach(agent)
         ops.add_check("redis", redis_check(backend))
         ops.add_info("redis", backend.state)
         failure: BaseException | None = None
+        await role.start()
         try:
             async with asyncio.TaskGroup() as tg:
                 running = tg.create_task(worker.run(handle_signals=stop is None), name="queue-worker")
@@ -114,6 +120,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 for waiter in waiters - {running}:
                     waiter.cancel()
         finally:
+            await role.stop()
             ops.remove_check("redis")
             ops.remove_info("redis")
             ops.detach(agent)

@@ -187,9 +187,10 @@ class Presence:
         self.client = client
         self.prefix = prefix
         host = socket.gethostname()
+        self.id = f"{host}:{os.getpid()}:{os.urandom(3).hex()}"
+        """This process's id in the fleet (a gateway's web pages are reached through it)."""
         self.member = json.dumps(
-            {"role": role, "id": f"{host}:{os.getpid()}:{os.urandom(3).hex()}", "host": host, "started": time.time()},
-            separators=(",", ":"),
+            {"role": role, "id": self.id, "host": host, "started": time.time()}, separators=(",", ":")
         )
         """What this process is, as the console shows it."""
         self._task: asyncio.Task[None] | None = None

@@ -223,6 +223,7 @@ class Views:
                     continue
                 data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
                 await response.write(f"data: {data}\n\n".encode())
+        return response  # (the page went away)
 
     async def usage(self, request: web.Request) -> web.Response:
         session = self._require(request)

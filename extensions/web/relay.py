@@ -75,8 +75,9 @@ class RedisRelay:
                 async with contextlib.aclosing(pubsub):
                     await pubsub.subscribe(self.channel(runtime.gateway_id))
                     self._ready.set()
-                    async for message in pubsub.listen():
-                        if message.get("type") != "message":
+                    while True:  # (short reads: the client's socket timeout never cuts a quiet channel)
+                        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                        if message is None or message.get("type") != "message":
                             continue
                         try:
                             item = json.loads(message["data"])

@@ -109,7 +109,7 @@ class WebRuntime(ChatAdapter):
         """``http://host:port/`` once serving (None when not serving)."""
         self.mounts: list[tuple[str, web.Application]] = []
         """Other applications served on the same server, by path prefix (``mount``)."""
-        self.counts_for_readiness = bool({"chat_enabled", "host", "port"} & settings.model_fields_set)
+        self.counts_for_readiness = settings.configured
         # (the web chat beside the terminal chat of ``bots run`` is a convenience: it counts in /readyz once the
         # operator configured it with WEB_CHAT_ENABLED, WEB_HOST or WEB_PORT)
         self._secret_file = secret_file

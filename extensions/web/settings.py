@@ -35,3 +35,14 @@ class WebSettings(BaseModel):
         default=False, description="Send the visitor's cookie over HTTPS only (set it when served behind HTTPS)"
     )
     title: str = Field(default="", description="The page's title (empty: the bot's name)")
+
+    @property
+    def configured(self) -> bool:
+        """The operator set ``WEB_CHAT_ENABLED``, ``WEB_HOST`` or ``WEB_PORT``: the web chat then counts in
+        ``/readyz``, and a fleet (``bots gateway``, ``bots worker``) serves it (``bots run`` serves it anyway)."""
+        return bool({"chat_enabled", "host", "port"} & self.model_fields_set)
+
+    @property
+    def in_fleet(self) -> bool:
+        """A fleet serves the web chat: configured, enabled and with a port."""
+        return self.configured and self.chat_enabled and self.port != 0

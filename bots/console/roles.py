@@ -1,0 +1,64 @@
+"""What a fleet process adds for the web chat and the console: its presence lease (the console's fleet page), the
+web chat's relay (a worker's answers reach the gateway holding the page) and, in a gateway, the console itself.
+
+``bots gateway`` and ``bots worker`` each make one ``FleetRole``; ``bots run`` needs none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from extensions.web import RedisRelay
+
+from .fleet import FleetView, Presence
+from .server import Console, start_console
+
+if TYPE_CHECKING:
+    from core import Host
+    from core.fleet import RedisBackend
+
+    from ..ops import Ops
+    from ..settings import Settings
+
+__all__ = ("FleetRole", "web_wanted")
+
+
+def web_wanted(settings: Settings) -> bool:
+    """A fleet serves the web chat: the operator configured it (``WEB_CHAT_ENABLED``, ``WEB_HOST`` or
+    ``WEB_PORT`` set), it is enabled and has a port. (``bots run`` serves it unless turned off.)"""
+    return settings.web.in_fleet
+
+
+class FleetRole:
+    """One gateway's or worker's part in the fleet's pages."""
+
+    def __init__(self, settings: Settings, backend: RedisBackend, *, role: str) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.role = role
+        """``gateway`` or ``worker``."""
+        self.prefix = backend.keys.prefix
+        self.presence = Presence(backend.client, prefix=self.prefix, role=role)
+        """This process's lease on the fleet page; its id names the gateway's channel for page events."""
+
+    async def start(self) -> None:
+        """Appear on the fleet page."""
+        await self.presence.start()
+
+    async def stop(self) -> None:
+        """Leave the fleet page."""
+        await self.presence.stop()
+
+    def web_options(self) -> dict[str, Any]:
+        """``web_extension``'s fleet options: a gateway listens on its channel, a worker only publishes."""
+        return {
+            "gateway_id": self.presence.id,
+            "relay": RedisRelay(self.backend.client, prefix=self.prefix, listen=self.role == "gateway"),
+        }
+
+    async def start_console(self, agent: Host, *, ops: Ops) -> Console | None:
+        """Serve the console (a gateway, with ``CONSOLE_SECRET``), with the fleet's state from Redis."""
+        from core.fleet import RedisDispatcher
+
+        view = FleetView(self.backend.client, prefix=self.prefix, dispatcher=RedisDispatcher(self.backend))
+        return await start_console(agent, self.settings, ops=ops, fleet=view, redis=(self.backend.client, self.prefix))
