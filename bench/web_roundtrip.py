@@ -1,11 +1,12 @@
 """Web chat round trip: a visitor's message -> the first words of the answer on the page, through a real
-``bots run`` process (LLM_PROVIDER=scripted) and its web chat on 127.0.0.1.
+``bots run`` process (LLM_PROVIDER=scripted) and its web chat on 127.0.0.1, then through the fleet: ``bots gateway``
+(holding the page) and ``bots worker`` (running the conversation) on a redis-server of their own.
 
 Measured from just before ``POST /chat/send`` until the page's event stream (server-sent events) carries the
 answer's first ``post`` event, and until the answer is complete (the stream goes quiet: its last ``edit`` or the
 ``post`` itself). Prints p50, p90, p99 and max; asserts nothing.
 
-Run: .venv/bin/python bench/web_roundtrip.py [--messages 200]
+Run: .venv/bin/python bench/web_roundtrip.py [--messages 200] [--no-fleet]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
 BOTS = ROOT / ".venv" / "bin" / "bots"
+sys.path.insert(0, str(ROOT))  # the repository root, for tests.fleet's redis-server
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -38,7 +40,7 @@ def _percentile(values: list[float], q: float) -> float:
 def _report(title: str, seconds: list[float]) -> None:
     ms = [s * 1000 for s in seconds]
     print(
-        f"{title:<52} n={len(ms):<4} p50={_percentile(ms, 0.50):6.2f} ms  p90={_percentile(ms, 0.90):6.2f} ms  "
+        f"{title:<60} n={len(ms):<4} p50={_percentile(ms, 0.50):6.2f} ms  p90={_percentile(ms, 0.90):6.2f} ms  "
         f"p99={_percentile(ms, 0.99):6.2f} ms  max={max(ms):6.2f} ms  mean={statistics.fmean(ms):6.2f} ms"
     )
 
@@ -49,34 +51,45 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def _up(url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(600):
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(url + "healthz") as response:
+                    if response.status == 200:
+                        return
+            await asyncio.sleep(0.05)
+    raise SystemExit(f"{url} did not come up")
+
+
 @contextlib.asynccontextmanager
-async def bots_run(data: Path) -> AsyncIterator[str]:
-    """``bots run`` with the scripted model and the web chat on a free port; yields the page's address."""
+async def processes(data: Path, roles: list[str], **settings: str) -> AsyncIterator[str]:
+    """``bots <role>`` processes with the scripted model and the web chat on a free port; yields its address."""
     port = _free_port()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(("WEB_", "CONSOLE_", "REDIS_", "LLM_", "BOT_"))},
         "LLM_PROVIDER": "scripted",
         "WEB_PORT": str(port),
         "BOT_DATA_DIR": str(data),
         "HTTP_PORT": "0",
         "LOG_LEVEL": "WARNING",
+        **settings,
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(BOTS), "run", cwd=data, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
-    )
+    procs = [
+        await asyncio.create_subprocess_exec(
+            str(BOTS), role, cwd=data, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
+        )
+        for role in roles
+    ]
     url = f"http://127.0.0.1:{port}/"
     try:
-        async with aiohttp.ClientSession() as session:
-            for _ in range(300):
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with session.get(url + "healthz") as response:
-                        if response.status == 200:
-                            break
-                await asyncio.sleep(0.05)
+        await _up(url)
         yield url
     finally:
-        proc.terminate()
-        await proc.wait()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            await proc.wait()
 
 
 async def _pump(response: aiohttp.ClientResponse, queue: asyncio.Queue[dict[str, object]]) -> None:
@@ -121,16 +134,38 @@ async def _bench(url: str, messages: int, title: str) -> None:
         _report(f"message -> complete answer, {title}", whole)
 
 
-async def main() -> None:
+async def _run(messages: int, *, fleet: bool) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        async with processes(Path(folder), ["run"]) as url:
+            await _bench(url, messages, "bots run")
+    if not fleet:
+        return
+    from tests.fleet.server import RedisServer
+
+    with tempfile.TemporaryDirectory() as folder:
+        redis_server = RedisServer(Path(folder) / "redis", fsync="everysec")
+        redis_server.start()
+        try:
+            async with processes(Path(folder), ["gateway", "worker"], REDIS_URL=redis_server.url) as url:
+                await _bench(url, messages, "gateway + worker on Redis")
+        finally:
+            redis_server.stop()
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--no-fleet", action="store_true", help="only bots run")
     args = parser.parse_args()
     if not BOTS.exists():
         sys.exit(f"{BOTS} is missing: run make install first")
-    with tempfile.TemporaryDirectory() as folder:
-        async with bots_run(Path(folder)) as url:
-            await _bench(url, args.messages, "bots run")
+    from tests.fleet.server import REDIS_SERVER
+
+    fleet = not args.no_fleet and os.path.exists(REDIS_SERVER)
+    if not args.no_fleet and not fleet:
+        print("through the fleet: skipped (no redis-server)")
+    asyncio.run(_run(args.messages, fleet=fleet))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()
