@@ -6,6 +6,8 @@ Prints figures; asserts nothing. Run: python bench/core.py
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import statistics
 import sys
 import time
@@ -124,8 +126,19 @@ def bench_parser() -> None:
         print(f"parser, {chunk}-char chunks: {size_mb / statistics.median(runs):.1f} MB/s")
 
 
+def traced() -> contextlib.AbstractContextManager[Any]:
+    """Tracing as ``bots`` sets it up when ``TRACING_ENABLED=true`` is in the environment (``bench/tracing.py``
+    compares), else nothing."""
+    if os.environ.get("TRACING_ENABLED", "").lower() != "true":
+        return contextlib.nullcontext()
+    from bots.tracing import TracingSettings, start_tracing
+
+    return start_tracing(TracingSettings(enabled=True), role="bench")
+
+
 def main() -> None:
-    asyncio.run(bench_send())
+    with traced():
+        asyncio.run(bench_send())
     bench_prompt()
     bench_parser()
 

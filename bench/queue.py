@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -364,10 +365,20 @@ def main() -> None:
     w.add_argument("--poll-only", action="store_true")
     parser.add_argument("--quick", action="store_true", help="smaller runs")
     args = parser.parse_args()
-    if args.command == "worker":
-        asyncio.run(run_worker(args))
-    else:
-        asyncio.run(drive(args.quick))
+    with traced():  # TRACING_ENABLED=true: the driver's ingests and the workers' runs (``bench/tracing.py``)
+        if args.command == "worker":
+            asyncio.run(run_worker(args))
+        else:
+            asyncio.run(drive(args.quick))
+
+
+def traced() -> contextlib.AbstractContextManager[Any]:
+    """Tracing as ``bots`` sets it up when ``TRACING_ENABLED=true`` is in the environment, else nothing."""
+    if os.environ.get("TRACING_ENABLED", "").lower() != "true":
+        return contextlib.nullcontext()
+    from bots.tracing import TracingSettings, start_tracing
+
+    return start_tracing(TracingSettings(enabled=True), role="bench")
 
 
 if __name__ == "__main__":
