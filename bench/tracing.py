@@ -32,6 +32,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+# bench/ holds files named like the package (core.py) and the standard library (queue.py): keep it off the path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 ROOT = Path(__file__).resolve().parents[1]
 _CORE = {
     "send/s": re.compile(r"sequential: ([\d,]+) messages/s"),
