@@ -50,9 +50,22 @@ def args_of(context: Context, key: str) -> Any:
         return None
 
 
+def _known_contexts(agent: Host) -> dict[str, Context]:
+    """The agent's contexts and the chat platforms' (a gateway's console runs beside one platform's agent, and
+    forgets the others' conversations too: their definitions need no client library)."""
+    from extensions.discord.definitions import discord_channel
+    from extensions.telegram.definitions import telegram_chat
+    from extensions.terminal import cli_session
+    from extensions.web import web_chat
+
+    known: dict[str, Context] = {c.type: c for c in (telegram_chat, discord_channel, web_chat, cli_session)}
+    known.update(agent.contexts)
+    return known
+
+
 def conversation_of(agent: Host, cid: str) -> tuple[Context, Any] | None:
-    """The context and arguments of the conversation ``cid`` (``telegram:chat:123``), when the agent knows them."""
-    for type_, context in agent.contexts.items():
+    """The context and arguments of the conversation ``cid`` (``telegram:chat:123``), when they can be rebuilt."""
+    for type_, context in _known_contexts(agent).items():
         if cid.startswith(type_ + ":"):
             args = args_of(context, cid[len(type_) + 1 :])
             if args is not None and agent.context_id(context, args) == cid:

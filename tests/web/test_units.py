@@ -1,0 +1,131 @@
+"""The pieces of the web chat and the console on their own, and the web chat's place in ``bots run``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bots.console.charts import Bar, bar_chart, money, tokens
+from bots.console.data import conversation_of, usage_report
+from core import InMemoryUsage, ScriptedModel, create_agent
+from core.usage import day_of
+from extensions.web import Hub, WebSettings, load_secret
+
+from .conftest import StartBot, client, csrf_of, scripted, until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_hub_gives_an_event_to_every_page_of_its_visitor_only() -> None:
+    hub = Hub()
+    with hub.listen("ann") as one, hub.listen("ann") as two, hub.listen("bob") as bob:
+        assert hub.publish("ann", {"op": "post"}) == 2 and len(hub) == 3 and hub.visitors() == 2
+        assert one.get_nowait() == two.get_nowait() == {"op": "post"} and bob.empty()
+    assert len(hub) == 0 and hub.publish("ann", {"op": "post"}) == 0
+
+
+def test_charts_escape_their_labels_and_money_reads_well() -> None:
+    svg = bar_chart([Bar(label="<script>", input=10, output=5, note="$1")], title="a & b")
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and "a &amp; b" in svg
+    assert bar_chart([], title="empty").startswith("<svg")
+    assert (money(0), money(0.00123), money(12.3)) == ("$0", "$0.0012", "$12.30")
+    assert (tokens(999), tokens(1500), tokens(2_500_000)) == ("999", "1.5k", "2.5M")
+
+
+def test_a_generated_secret_is_kept_private_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "web_secret"
+    first = load_secret(path)
+    assert load_secret(path) == first and len(first) >= 32
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_web_chat_counts_in_readiness_and_in_a_fleet_once_configured() -> None:
+    assert not WebSettings().configured and not WebSettings().in_fleet
+    assert WebSettings(port=9000).in_fleet and not WebSettings(chat_enabled=False).in_fleet
+
+
+def test_conversations_are_found_back_from_their_ids() -> None:
+    agent = create_agent(model=ScriptedModel(["x"]))
+    found = conversation_of(agent, "telegram:chat:-100:5")
+    assert found is not None and found[1].chat_id == -100 and found[1].thread_id == 5
+    assert conversation_of(agent, "web:chat:abc") is not None
+    assert conversation_of(agent, "telegram:chat:not-a-number") is None
+    assert conversation_of(agent, "unknown:1") is None
+
+
+async def test_usage_is_added_up_per_day_model_user_and_chat() -> None:
+    usage = InMemoryUsage()
+    today = day_of()
+    keys = ["model:gpt", "user:telegram:1", "chat:telegram:chat:1"]
+    await usage.add(day=today, keys=keys, input_tokens=800, output_tokens=200, cost=1500)
+    await usage.add(
+        day=today, keys=["model:gpt", "user:web:v", "chat:web:chat:v"], input_tokens=10, output_tokens=5, cost=0
+    )
+    agent = create_agent(model=ScriptedModel(["x"]), usage=usage)
+    report = await usage_report(agent, days=7, user_limit=2000, chat_limit=0)
+    assert report.total.tokens == 1015 and report.days[-1].input == 810
+    assert [m for m, _ in report.models] == ["gpt"]
+    assert [u for u, _ in report.users] == ["telegram:1", "web:v"]
+    assert [(n.who, n.percent) for n in report.near_users] == [("telegram:1", 50), ("web:v", 1)]
+    assert report.near_chats == []
+
+
+async def test_chat_commands_and_limits_answer_in_the_web_chat(start_bot: StartBot) -> None:
+    bot = await start_bot(scripted("hello"), bot={"messages_per_minute": 1})
+    async with client() as visitor:
+        async with visitor.get(bot.chat_url) as response:
+            csrf = csrf_of(await response.text())
+
+        async def send(text: str) -> dict[str, str]:
+            headers = {"X-CSRF-Token": csrf}
+            async with visitor.post(bot.chat_url + "chat/send", json={"text": text}, headers=headers) as response:
+                body: dict[str, str] = await response.json()
+                return body
+
+        assert "scripted" in (await send("/settings"))["notice"]  # the model, among the chat's settings
+        assert "persona" in (await send("/persona set You are terse."))["notice"].lower()
+        async with visitor.get(bot.chat_url + "chat/events") as events:
+            await events.content.readuntil(b'"ready"}\n\n')
+            received = bytearray()
+
+            async def read() -> None:
+                async for chunk in events.content.iter_any():
+                    received.extend(chunk)
+
+            reader = asyncio.create_task(read())
+            await send("one")
+            await send("two")  # over BOT_MESSAGES_PER_MINUTE: one short notice instead of an answer
+
+            async def both_answered() -> bool:
+                return received.count(b'"op":"post"') >= 2
+
+            await until(both_answered)
+            reader.cancel()
+        assert b'"text":"hello"' in received and received.count(b'"text":"hello"') == 1
+        assert (await send("x" * 5000))["error"].startswith("the message is longer")
+
+
+def test_bots_run_prints_the_web_chat_next_to_the_terminal_chat(tmp_path: Path) -> None:
+    from .conftest import _free_port
+
+    port = _free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("WEB_", "CONSOLE_", "LLM_", "BOT_", "TELEGRAM_", "DISCORD_"))
+    }
+    env.update(LLM_PROVIDER="scripted", WEB_PORT=str(port), BOT_DATA_DIR=str(tmp_path / "data"), HTTP_PORT="0")
+    done = subprocess.run(
+        [sys.executable, "-m", "bots.cli", "run"],
+        input="/quit\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"web chat: http://127.0.0.1:{port}/" in done.stdout
