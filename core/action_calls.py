@@ -72,7 +72,7 @@ def _forgotten(checked: CheckedCall) -> bool:
 
 
 async def _call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
-    with tracing.span(f"execute_tool {action.name}") as span:
+    with tracing.span(f"execute_tool {action.name}") if tracing.active() else tracing.NO_SPAN as span:
         if span.is_recording():
             span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": action.name})
             span.set_attribute("gen_ai.tool.call.id", call.id)

@@ -105,7 +105,7 @@ class Run:
 
     async def execute(self) -> list[Log]:
         """Step until nothing is left to process, a step adds nothing new, or the step budget is spent."""
-        with tracing.span(f"invoke_agent {self.state.context.type}") as span:
+        with tracing.span(f"invoke_agent {self.state.context.type}") if tracing.active() else tracing.NO_SPAN as span:
             if span.is_recording():
                 span.set_attributes(
                     {
@@ -164,6 +164,7 @@ class Run:
         return self.chain
 
     async def _fail(self, exc: Exception) -> None:
+        tracing.current().set_attribute("error.type", type(exc).__name__)  # the run's span (a no-op while off)
         if isinstance(exc, RunError):  # with the author's traceback when their code raised (a render)
             author = exc.__cause__ is not None and not isinstance(exc, ModelError)
             log.warning("run of %s failed: %s", self.state.id, exc, exc_info=exc if author else None)

@@ -36,7 +36,7 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
     model = deps.model
     usage_before = model.last_usage
     call_usage.set(None)
-    span = tracing.start(f"chat {model_name(deps, request)}", kind="client")
+    span = tracing.start(f"chat {model_name(deps, request)}", kind="client") if tracing.active() else tracing.NO_SPAN
     if span.is_recording():
         _request_attributes(span, deps, request)
     started = time.perf_counter()
