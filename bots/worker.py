@@ -99,6 +99,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             platforms=platforms(settings) + (["web"] if web_wanted(settings) else []),
             web_fleet=role.web_options(),
         )
+        role.watch_runs(agent)  # the consoles' live tails of the conversations this worker runs
         worker = QueueWorker(agent, backend)
         ops.attach(agent)
         ops.add_check("redis", redis_check(backend))

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from core.definitions import Context
     from core.events import RunEvent
 
-__all__ = ("Tail", "UsageReport", "args_of", "conversation_of", "redis_day_rows", "usage_report")
+__all__ = ("Tail", "UsageReport", "args_of", "conversation_of", "redis_day_rows", "tail_item", "usage_report")
 
 TAIL_QUEUE = 500
 """Run events waiting for one open tail at most (older ones are dropped)."""
@@ -181,6 +181,19 @@ async def usage_report(
     return report
 
 
+def tail_item(event: RunEvent) -> dict[str, Any]:
+    """A run event as the live tail shows it (JSON)."""
+    content = event.content if isinstance(event.content, str) else repr(event.content)
+    return {
+        "type": event.type.value,
+        "step": event.step,
+        "output_type": event.output_type,
+        "final": event.final,
+        "error": event.error,
+        "content": content[:2000],
+    }
+
+
 class Tail:
     """The run events of the conversations someone watches, for the live tail (an agent event listener)."""
 
@@ -192,16 +205,11 @@ class Tail:
         watchers = self._watchers.get(event.context_id)
         if not watchers:
             return
-        content = event.content if isinstance(event.content, str) else repr(event.content)
-        item = {
-            "type": event.type.value,
-            "step": event.step,
-            "output_type": event.output_type,
-            "final": event.final,
-            "error": event.error,
-            "content": content[:2000],
-        }
-        for queue in list(watchers):
+        self.put(event.context_id, tail_item(event))
+
+    def put(self, cid: str, item: dict[str, Any]) -> None:
+        """Show ``item`` (a run event, ``tail_item``) to those watching ``cid``."""
+        for queue in list(self._watchers.get(cid, ())):
             with contextlib.suppress(asyncio.QueueFull):
                 queue.put_nowait(item)
 

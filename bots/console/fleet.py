@@ -16,10 +16,23 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ("PRESENCE_EVERY", "PRESENCE_TTL", "DeadBatch", "FleetSnapshot", "FleetView", "Member", "Presence")
+if TYPE_CHECKING:
+    from core.events import RunEvent
+
+__all__ = (
+    "PRESENCE_EVERY",
+    "PRESENCE_TTL",
+    "DeadBatch",
+    "FleetSnapshot",
+    "FleetView",
+    "Member",
+    "Presence",
+    "RunEventRelay",
+)
 
 log = logging.getLogger("bots.console")
 
@@ -29,6 +42,10 @@ PRESENCE_TTL = 15.0
 """Seconds a presence lasts without renewal."""
 SCAN_ACTIVE = 500
 """Conversations with work looked at for the oldest waiting message at most."""
+WATCH_TTL = 30.0
+"""Seconds a console's interest in a conversation's run events lasts unless renewed (``FleetView.follow``)."""
+WATCH_EVERY = 2.0
+"""Seconds between two looks of a worker at the conversations watched (``RunEventRelay``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +171,29 @@ class FleetView:
                 leases += 1
             snap.shards.append((name, alive, leases))
 
+    async def follow(self, cid: str, put: Callable[[dict[str, Any]], None]) -> None:
+        """The live tail across the fleet: mark ``cid`` as watched (workers then publish its run events on
+        ``<prefix>tail:<cid>``) and hand each event to ``put`` until cancelled."""
+        watched = f"{self.prefix}tail:watched"
+
+        async def renew() -> None:
+            while True:
+                await self.client.zadd(watched, {cid: time.time() * 1000 + WATCH_TTL * 1000})
+                await asyncio.sleep(WATCH_TTL / 3)
+
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        async with contextlib.aclosing(pubsub), asyncio.TaskGroup() as tg:
+            await pubsub.subscribe(f"{self.prefix}tail:{cid}")
+            renewing = tg.create_task(renew())
+            try:
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        with contextlib.suppress(ValueError, TypeError):
+                            put(dict(json.loads(message["data"])))
+            finally:
+                renewing.cancel()
+
     async def _take_dead(self, cid: str, batch_id: str) -> DeadBatch | None:
         for raw in await self.client.lrange(f"{self.prefix}dead", 0, -1):
             batch = _dead(raw)
@@ -223,3 +263,67 @@ class Presence:
                 await task
         with contextlib.suppress(Exception):
             await self.client.zrem(f"{self.prefix}presence", self.member)
+
+
+class RunEventRelay:
+    """A worker's side of the live tail: the run events of the conversations a console watches, published on
+    ``<prefix>tail:<cid>`` (an agent event listener, and a task it owns)."""
+
+    def __init__(self, client: Any, *, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.watched: frozenset[str] = frozenset()
+        """The conversations some console watches (looked up every ``WATCH_EVERY`` seconds)."""
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue(1000)
+        self._task: asyncio.Task[None] | None = None
+
+    def on_event(self, event: RunEvent) -> None:
+        """The agent's event listener (synchronous, never raises)."""
+        if event.context_id not in self.watched:
+            return
+        from .data import tail_item
+
+        item = json.dumps(tail_item(event), ensure_ascii=False, separators=(",", ":"))
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait((event.context_id, item))
+
+    async def _look(self) -> None:
+        while True:
+            try:
+                now = time.time() * 1000
+                key = f"{self.prefix}tail:watched"
+                await self.client.zremrangebyscore(key, "-inf", now)
+                self.watched = frozenset(await self.client.zrange(key, 0, -1))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("could not read the watched conversations: %s", exc)
+            await asyncio.sleep(WATCH_EVERY)
+
+    async def _publish(self) -> None:
+        while True:
+            cid, item = await self._queue.get()
+            try:
+                await self.client.publish(f"{self.prefix}tail:{cid}", item)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("a run event for the live tail was dropped: %s", exc)
+
+    async def _run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._look())
+            tg.create_task(self._publish())
+
+    async def start(self) -> None:
+        """Start looking and publishing."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="run-event-relay")
+
+    async def stop(self) -> None:
+        """Stop."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

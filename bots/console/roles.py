@@ -6,11 +6,12 @@ web chat's relay (a worker's answers reach the gateway holding the page) and, in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.web import RedisRelay
 
-from .fleet import FleetView, Presence
+from .fleet import FleetView, Presence, RunEventRelay
 from .server import Console, start_console
 
 if TYPE_CHECKING:
@@ -40,13 +41,26 @@ class FleetRole:
         self.prefix = backend.keys.prefix
         self.presence = Presence(backend.client, prefix=self.prefix, role=role)
         """This process's lease on the fleet page; its id names the gateway's channel for page events."""
+        self.run_events = RunEventRelay(backend.client, prefix=self.prefix)
+        """A worker's run events for the consoles' live tails (``watch_runs``)."""
+        self._undo: Callable[[], None] | None = None
+
+    def watch_runs(self, agent: Host) -> None:
+        """A worker: publish the run events of the conversations a console watches (from ``start`` on)."""
+        self._undo = agent.add_event_listener(self.run_events.on_event)
 
     async def start(self) -> None:
-        """Appear on the fleet page."""
+        """Appear on the fleet page (and, with ``watch_runs``, feed the live tails)."""
         await self.presence.start()
+        if self._undo is not None:
+            await self.run_events.start()
 
     async def stop(self) -> None:
         """Leave the fleet page."""
+        await self.run_events.stop()
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
         await self.presence.stop()
 
     def web_options(self) -> dict[str, Any]:

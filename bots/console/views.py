@@ -213,16 +213,26 @@ class Views:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         )
         await response.prepare(request)
+        fleet = self.console.fleet
         with self.console.tail.watch(cid) as queue, contextlib.suppress(ConnectionResetError):
-            await response.write(b'retry: 2000\n\ndata: {"type":"watching"}\n\n')
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), 15.0)
-                except TimeoutError:
-                    await response.write(b": ping\n\n")
-                    continue
-                data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-                await response.write(f"data: {data}\n\n".encode())
+            remote = None  # the workers' run events of this conversation, in a fleet
+            if fleet is not None:
+                remote = asyncio.create_task(fleet.follow(cid, lambda item: self.console.tail.put(cid, item)))
+            try:
+                await response.write(b'retry: 2000\n\ndata: {"type":"watching"}\n\n')
+                while True:
+                    try:
+                        item = await asyncio.wait_for(queue.get(), 15.0)
+                    except TimeoutError:
+                        await response.write(b": ping\n\n")
+                        continue
+                    data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+                    await response.write(f"data: {data}\n\n".encode())
+            finally:
+                if remote is not None:
+                    remote.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await remote
         return response  # (the page went away)
 
     async def usage(self, request: web.Request) -> web.Response:

@@ -122,9 +122,30 @@ async def test_a_gateway_and_two_workers_answer_the_web_chat_and_show_on_the_con
                 assert await store.llen("bots:dead") == 0
             finally:
                 await store.aclose()
+            console_tab = browser.driver.current_window_handle
             await browser.run(browser.driver.switch_to.window, chat_tab)
             await browser.wait_for(
                 lambda: _bot_messages(browser) == [SCRIPTED_REPLY, SCRIPTED_REPLY], what="the batch run again"
             )
+
+            # the live tail of the conversation, on the gateway's console, of the runs a worker does
+            await browser.run(browser.driver.switch_to.window, console_tab)
+            await browser.get(console_url + f"conversation?cid=web:chat:{visitor}")
+            await browser.wait_for(lambda: "watching" in browser.driver.find_element(By.ID, "tail").text)
+            for attempt in range(10):  # the workers look for watched conversations every couple of seconds
+                await browser.run(browser.driver.switch_to.window, chat_tab)
+                await browser.type("#text", f"tail me {attempt}\n")
+                await browser.wait_for(lambda: len(_bot_messages(browser)) == 3 + attempt, what="an answer")
+                await browser.run(browser.driver.switch_to.window, console_tab)
+                try:
+                    await browser.wait_for(
+                        lambda: "output_text web:message (final)" in browser.driver.find_element(By.ID, "tail").text,
+                        timeout=3,
+                    )
+                    break
+                except AssertionError:
+                    continue
+            assert SCRIPTED_REPLY in await browser.text("#tail")
+            await browser.screenshot("console-tail-fleet")
     finally:
         redis_server.stop()
