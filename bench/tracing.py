@@ -121,6 +121,49 @@ def _queue_main(tree: Path) -> None:
         print(json.dumps(asyncio.run(_queue_one(tree))))
 
 
+async def _cpu(rounds: int, sink: str) -> None:
+    """CPU seconds per message (the whole process's, the exporter's thread included) of ``agent.send`` with the
+    zero-delay scripted model, tracing off and on alternately in one process: less sensitive to a busy machine than
+    wall-clock rates."""
+    import time
+
+    from bots.tracing import TracingSettings, start_tracing
+    from core import InMemoryStore, ScriptedModel, context, create_agent, output
+
+    reply = '<response><output type="m">Hello there!</output></response>'
+    chat = context(type="chat", schema=str, key=lambda s: s)
+    agent = create_agent(
+        model=ScriptedModel(lambda request: reply, chunk_size=64),
+        contexts=[chat],
+        outputs=[output(type="m", handler=lambda data, ctx, agent: None)],
+        memory=InMemoryStore(),
+    )
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink
+    n = 2000
+    found: dict[str, list[float]] = {"off": [], "on": []}
+    async with agent:
+        for i in range(300):
+            await agent.send(chat, f"w{i % 10}", {"type": "m", "data": "hi"})
+        for _ in range(rounds):
+            for mode in ("off", "on"):
+                manager: Any = contextlib.nullcontext()
+                if mode == "on":
+                    manager = start_tracing(TracingSettings(enabled=True), role="bench")
+                with manager:
+                    start = time.process_time()
+                    for i in range(n):
+                        await agent.send(chat, f"c{i % 100}", {"type": "m", "data": "hi"})
+                    if mode == "on":
+                        manager.__exit__(None, None, None)  # the spans exported, counted
+                        manager = contextlib.nullcontext()
+                    found[mode].append((time.process_time() - start) / n)
+    off, on = statistics.median(found["off"]), statistics.median(found["on"])
+    print(
+        f"agent.send CPU per message ({rounds} alternating rounds of {n}): off {off * 1e6:.0f} us, "
+        f"on {on * 1e6:.0f} us (+{(on - off) * 1e6:.0f} us: about 5 spans a message, exported over OTLP/HTTP)"
+    )
+
+
 def _unpack(rev: str, into: Path) -> Path:
     into.mkdir()
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
@@ -137,6 +180,7 @@ def main() -> None:
     parser.add_argument("--base", help="git revision measured as 'today' (for example the commit before tracing)")
     parser.add_argument("--this", help="git revision measured off and on (default: this working tree)")
     parser.add_argument("--no-queue", action="store_true", help="bench/core.py only")
+    parser.add_argument("--cpu-only", action="store_true", help="only the CPU per message, off and on, in one process")
     args = parser.parse_args()
     if args.command == "queue-one":
         _queue_main(Path(args.tree))
@@ -144,6 +188,10 @@ def main() -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     sink = f"http://127.0.0.1:{server.server_address[1]}"
+    asyncio.run(_cpu(max(3, args.rounds), sink))
+    if args.cpu_only:
+        server.shutdown()
+        return
     with tempfile.TemporaryDirectory(prefix="bench-tracing-") as folder:
         this = _unpack(args.this, Path(folder) / "this") if args.this else ROOT
         trees = {"off": this, "on": this}
