@@ -135,7 +135,8 @@ async def test_a_gateway_and_two_workers_answer_the_web_chat_and_show_on_the_con
             for attempt in range(10):  # the workers look for watched conversations every couple of seconds
                 await browser.run(browser.driver.switch_to.window, chat_tab)
                 await browser.type("#text", f"tail me {attempt}\n")
-                await browser.wait_for(lambda: len(_bot_messages(browser)) == 3 + attempt, what="an answer")
+                expected = 3 + attempt
+                await browser.wait_for(lambda n=expected: len(_bot_messages(browser)) == n, what="an answer")
                 await browser.run(browser.driver.switch_to.window, console_tab)
                 try:
                     await browser.wait_for(
