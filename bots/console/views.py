@@ -14,6 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from core.errors import BotError
+from core.usage import UsageTotals
 from extensions.web import refused
 
 from ..config import settings_table
@@ -29,9 +30,14 @@ __all__ = ("Views",)
 log = logging.getLogger("bots.console")
 
 FAILED_LOGIN_DELAY = 0.5
-"""Seconds a wrong secret waits before its answer (a guess costs time)."""
+"""Seconds a wrong secret waits before its answer; wrong guesses wait in turn (at most two a second)."""
 PAGES = (("fleet", "Fleet"), ("conversations", "Conversations"), ("usage", "Usage"), ("settings", "Settings"))
 """The navigation: path and title."""
+
+
+def _short(name: str, width: int = 18) -> str:
+    """A chart's label: ``telegram:chat:-1001234567890`` -> ``…at:-1001234567890`` (the end tells them apart)."""
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
 
 
 class Views:
@@ -41,6 +47,7 @@ class Views:
         self.console = console
         self.sessions = console.sessions
         self.templates = console.templates
+        self._failures = asyncio.Lock()
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -90,7 +97,8 @@ class Views:
         given = form.get("secret")
         cookie = self.sessions.login(given if isinstance(given, str) else "")
         if cookie is None:
-            await asyncio.sleep(FAILED_LOGIN_DELAY)
+            async with self._failures:  # one wrong guess at a time, each answered after the delay
+                await asyncio.sleep(FAILED_LOGIN_DELAY)
             log.warning("console: a wrong secret from %s", request.remote)
             return self.templates.response("login.html", status=403, bot=self.console.settings.bot.name, failed=True)
         response = web.HTTPSeeOther("/fleet")
@@ -246,11 +254,16 @@ class Views:
             redis=self.console.redis,
         )
         day_chart = bar_chart(report.days, title="Tokens per day, last 14 days (UTC)")
-        model_chart = bar_chart(
-            [Bar(label=m, input=t.input_tokens, output=t.output_tokens, note=money(t.cost)) for m, t in report.models],
-            title="Tokens per model, last 14 days",
-            height=200,
-        )
+
+        def bars(rows: list[tuple[str, UsageTotals]], count: int = 10) -> list[Bar]:
+            return [
+                Bar(label=_short(name), input=t.input_tokens, output=t.output_tokens, note=money(t.cost))
+                for name, t in rows[:count]
+            ]
+
+        model_chart = bar_chart(bars(report.models), title="Tokens per model, last 14 days", height=200)
+        user_chart = bar_chart(bars(report.users), title="Tokens per user, last 14 days (top 10)", height=200)
+        chat_chart = bar_chart(bars(report.chats), title="Tokens per conversation, last 14 days (top 10)", height=200)
         return self.page(
             request,
             "usage",
@@ -258,6 +271,7 @@ class Views:
             report=report,
             day_chart=day_chart,
             model_chart=model_chart,
+            charts={"Users": user_chart, "Conversations": chat_chart},
             tokens=tokens,
             money=money,
             quote=quote,

@@ -16,10 +16,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ("QUEUE_SIZE", "Hub")
+__all__ = ("MAX_PAGES", "QUEUE_SIZE", "Hub")
 
 QUEUE_SIZE = 1000
 """Events waiting for one page at most; a page that reads none of them is cut off (it reconnects)."""
+MAX_PAGES = 8
+"""Pages one visitor may have open at once in one process (``Hub.full``); more are refused with 429."""
 
 
 class Hub:
@@ -30,6 +32,10 @@ class Hub:
 
     def __len__(self) -> int:
         return sum(len(pages) for pages in self._pages.values())
+
+    def full(self, visitor: str) -> bool:
+        """True when ``visitor`` already has ``MAX_PAGES`` pages open here."""
+        return len(self._pages.get(visitor, ())) >= MAX_PAGES
 
     def visitors(self) -> int:
         """Visitors with at least one page open."""

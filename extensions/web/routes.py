@@ -112,6 +112,8 @@ class ChatPages:
         visitor = self._visitor(request)
         if visitor is None:
             return refused()
+        if self.runtime.hub.full(visitor):
+            return web.Response(status=429, text="Too many pages open", content_type="text/plain")
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",

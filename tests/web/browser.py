@@ -99,10 +99,23 @@ class Browser:
                 raise AssertionError(f"timed out waiting for {what or predicate}")
             await asyncio.sleep(0.05)
 
-    async def screenshot(self, name: str) -> Path:
-        """``<name>.png`` in the test's folder, copied to ``docs/screenshots``."""
+    async def screenshot(self, name: str, *, full: bool = False) -> Path:
+        """``<name>.png`` in the test's folder, copied to ``docs/screenshots``; ``full``: the whole page's height
+        (up to 3000 pixels), not only the window's."""
         path = self.shots / f"{name}.png"
-        await self.run(self.driver.save_screenshot, str(path))
+
+        def shoot() -> None:
+            size = self.driver.get_window_size()
+            if full:
+                height = self.driver.execute_script("return document.documentElement.scrollHeight")
+                self.driver.set_window_size(size["width"], min(int(height) + 140, 3000))
+            try:
+                self.driver.save_screenshot(str(path))
+            finally:
+                if full:
+                    self.driver.set_window_size(size["width"], size["height"])
+
+        await self.run(shoot)
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS / path.name)
         return path

@@ -72,7 +72,7 @@ async def test_console_shows_a_telegram_conversation_reads_it_and_forgets_it(
     await browser.get(bot.console_url + "usage")
     assert await browser.texts("svg title") != []
     assert "telegram:4242" in await browser.source()
-    await browser.screenshot("console-usage")
+    await browser.screenshot("console-usage", full=True)
 
     await browser.get(bot.console_url + "settings")
     source = await browser.source()
