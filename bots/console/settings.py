@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 __all__ = ("DEFAULT_CONSOLE_PORT", "ConsoleSettings")
 
@@ -28,3 +28,12 @@ class ConsoleSettings(BaseModel):
     secure_cookies: bool = Field(
         default=False, description="Send the console's session cookie over HTTPS only (set it behind HTTPS)"
     )
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and 0 < len(value.get_secret_value()) < 16:
+            raise ValueError(
+                "CONSOLE_SECRET is too short: give it 16 characters or more (or leave it empty: no console)"
+            )
+        return value

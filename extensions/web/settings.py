@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 __all__ = ("DEFAULT_PORT", "WebSettings")
 
@@ -35,6 +35,13 @@ class WebSettings(BaseModel):
         default=False, description="Send the visitor's cookie over HTTPS only (set it when served behind HTTPS)"
     )
     title: str = Field(default="", description="The page's title (empty: the bot's name)")
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and 0 < len(value.get_secret_value().strip()) < 32:
+            raise ValueError("WEB_SECRET is too short: give it 32 characters or more (or leave it empty)")
+        return value
 
     @property
     def configured(self) -> bool:
