@@ -253,6 +253,20 @@ async def failover(fleet: Fleet, args: argparse.Namespace, seq: int) -> dict[str
     await fleet.wait_answered(names, timeout=60)
     answered = fleet.answers()
     after = [answered[n][0][1] for n in names if n in answered and fleet.said[n] > killed_at]
+    if args.keep:
+        lost = [round(fleet.said[n] - killed_at, 2) for n in names if n not in answered]
+        chats = sorted({int(_SAID.match(n)[1]) for n in names if n not in answered})  # type: ignore[index]
+        print(
+            f"  lost, seconds from the kill: {sorted(lost)[:5]}..{sorted(lost)[-5:]}; chats {chats}; "
+            f"pending at Telegram {len(fleet.telegram.pending)}"
+        )
+        if chats:
+            await _dump(fleet, chats[:3])
+            for chat in chats[:2]:
+                mine = [n for n in names if n.startswith(f"c{chat}m")]
+                print(f"  chat {chat}: " + " ".join(f"{n}{'+' if n in answered else '-'}@{fleet.said[n] - killed_at:.1f}" for n in mine))
+                calls = [c for c in fleet.telegram.calls_of("sendMessage") if str(c.params.get("chat_id")) == str(7000 + chat)]
+                print("   posts: " + " | ".join(f"{c.status} {str(c.params.get('text'))[:40]}" for c in calls[-12:]))
     return {
         "sent": len(names),
         "lost": sum(1 for n in names if n not in answered),
@@ -260,6 +274,28 @@ async def failover(fleet: Fleet, args: argparse.Namespace, seq: int) -> dict[str
         "first_answer": (min(after) - killed_at) if after else float("nan"),
         "promoted": promoted,
     }
+
+
+async def _dump(fleet: Fleet, chats: list[int]) -> None:
+    """What Redis holds for the conversations of ``chats`` (to see why they are not answered)."""
+    from core.fleet import QueueConfig, RedisBackend
+
+    sentinels = tuple(("127.0.0.1", port) for port in fleet.topology.sentinel_ports)
+    backend = RedisBackend(QueueConfig(sentinels=sentinels, sentinel_master=MASTER))
+    c = backend.client
+    try:
+        queue = await c.zrange("bots:queue", 0, -1, withscores=True)
+        print(f"  queue {queue[:10]}")
+        for chat in chats:
+            base = f"bots:{{telegram:chat:{7000 + chat}}}:"
+            print(
+                f"  chat {chat}: meta {await c.hgetall(base + 'meta')} lease {await c.get(base + 'lease')} "
+                f"pttl {await c.pttl(base + 'lease')} batch {await c.hget(base + 'batch', 'id')} "
+                f"inbox {await c.llen(base + 'inbox')} active {await c.zscore('bots:active', f'telegram:chat:{7000 + chat}')}"
+                f" now {time.time() * 1000:.0f}"
+            )
+    finally:
+        await backend.close()
 
 
 async def bench(args: argparse.Namespace) -> None:

@@ -40,6 +40,11 @@ RETRYABLE: tuple[type[BaseException], ...] = (
 )
 """Errors that go away when Redis is back (restart, failover, network blip)."""
 
+_ASK_ERRORS: tuple[type[BaseException], ...] = (*RETRYABLE, redis.exceptions.RedisError)
+
+SENTINEL_CHECK = 1.0
+"""Seconds between two questions to the sentinels about which server is the primary (``_follow_primary``)."""
+
 DRAIN_FUNCTION = "drain"
 """The name of the arq job function that drains one context."""
 
@@ -133,6 +138,8 @@ class RedisBackend:
         self.degraded_total = 0.0
         """Seconds of every ended outage together."""
         self._behind_only = False
+        self._pools: list[Any] = [self.client]
+        self._watch: asyncio.Task[None] | None = None
 
     # -- health ----------------------------------------------------------------------------------------
 
@@ -189,7 +196,7 @@ class RedisBackend:
         """arq's ``ArqRedis`` on the same Redis (or the same sentinels) for the worker's arq parts."""
         from arq.connections import ArqRedis
 
-        return make_client(
+        pool = make_client(
             self.config,
             redis_class=ArqRedis,
             decode_responses=False,
@@ -197,6 +204,42 @@ class RedisBackend:
             health_check_interval=30,
             client_name=self.client_name,
         )
+        self._pools.append(pool)
+        return pool
+
+    def _watch_primary(self) -> None:
+        """With sentinels, start (once, owned by this backend) the task that follows the primary they name."""
+        if self.config.sentinels and self._watch is None and not self._closed:
+            self._watch = asyncio.get_running_loop().create_task(self._follow_primary(), name="redis:primary")
+
+    async def _follow_primary(self) -> None:
+        """Every ``SENTINEL_CHECK`` seconds, ask the sentinels which server is the primary; when it is another
+        than the one this process's connections go to, close them all, in use or not. A connection is asked
+        for the primary only when it opens: without this, a primary the sentinels demoted while it still ran
+        (cut off from them, too slow to answer) would take this process's writes until it learns it is a
+        replica, and they would be lost with it."""
+        manager = self.client.connection_pool.sentinel_manager
+        while not self._closed:
+            await asyncio.sleep(SENTINEL_CHECK)
+            try:
+                async with asyncio.timeout(self.config.connect_timeout * 2):
+                    named = await manager.discover_master(self.config.sentinel_master)
+            except _ASK_ERRORS as exc:
+                log.debug("could not ask the sentinels for the primary: %s", describe(exc))
+                continue
+            for client in self._pools:
+                pool = client.connection_pool
+                if pool.master_address is None or tuple(pool.master_address) == tuple(named):
+                    continue
+                log.warning(
+                    "the sentinels name %s:%s the primary (connections went to %s:%s): reconnecting",
+                    named[0],
+                    named[1],
+                    *pool.master_address,
+                )
+                pool.master_address = named
+                with contextlib.suppress(Exception):
+                    await pool.disconnect(inuse_connections=True)
 
     # -- calls -----------------------------------------------------------------------------------------
 
@@ -288,6 +331,8 @@ class RedisBackend:
     ) -> Any:
         """``await fn()`` with the same deadline, retry and translation as ``call`` (``extra``: seconds
         added to each attempt's deadline; ``confirmed``: a success means the replicas confirmed)."""
+        if self._watch is None:
+            self._watch_primary()
         budget = self.config.retry_seconds if retry_for is None else retry_for
         give_up = time.monotonic() + budget
         delay = 0.05
@@ -351,4 +396,7 @@ class RedisBackend:
         if self._closed:
             return
         self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
         await close_client(self.client)

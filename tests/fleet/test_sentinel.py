@@ -229,3 +229,28 @@ async def test_a_batch_acknowledgement_is_held_until_a_replica_confirms_it(topol
             await drainer._confirm_ack(lease, stale)
     finally:
         await backend.close()
+
+
+async def test_a_primary_the_sentinels_replaced_gets_no_more_writes(topology: SentinelTopology) -> None:
+    """A primary cut off from the sentinels (here: stopped, then resumed) is replaced; it still takes writes
+    until they make it a replica, seconds later. Connections learn the primary only when they open, so the
+    backend asks the sentinels every second and closes its connections when the answer changes."""
+    from core.fleet.backend import SENTINEL_CHECK
+
+    backend = RedisBackend(config(topology))  # REDIS_MIN_REPLICAS=0: nothing else would notice
+    dispatcher = RedisDispatcher(backend)
+    try:
+        await dispatcher.ingest(CID, json.dumps({"n": 0}), dedupe_key="u0")
+        first = topology.primary
+        assert first.proc is not None
+        first.proc.send_signal(signal.SIGSTOP)
+        try:
+            second = await asyncio.to_thread(topology.wait_promoted, first)
+        finally:
+            first.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(SENTINEL_CHECK + 0.5)
+        assert "role:master" in topology.ask(first, "INFO", "replication")  # it still takes writes
+        await dispatcher.ingest(CID, json.dumps({"n": 1}), dedupe_key="u1")
+        assert stored(second) == [0, 1] and stored(first) == [0]
+    finally:
+        await backend.close()
