@@ -10,6 +10,7 @@ gateway holding the page through ``relay``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import secrets
@@ -146,12 +147,20 @@ class WebRuntime(ChatAdapter):
         return self._connected
 
     async def connect(self, agent: Host) -> None:
-        _ = self.signer  # a bad WEB_SECRET stops the start
-        if self.relay is not None:
-            await self.relay.start(self)
+        if self._signer is None:  # a bad WEB_SECRET stops the start; a generated key is read from its file
+            self._signer = Signer(await asyncio.to_thread(self._key))
+        if self.listen and self.settings.port:
+            await self._serve()
+        try:
+            if self.relay is not None:
+                await self.relay.start(self)
+        except BaseException:
+            await self.disconnect()
+            raise
         self._connected = True
-        if not self.listen or not self.settings.port:
-            return
+
+    async def _serve(self) -> None:
+        """The HTTP server of the pages (a busy default port only turns the web chat off, with a warning)."""
         app = chat_application(self)
         for prefix, sub in self.mounts:
             app.add_subapp(prefix, sub)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from bots.console.charts import Bar, bar_chart, money, tokens
 from bots.console.data import conversation_of, usage_report
@@ -129,3 +130,38 @@ def test_bots_run_prints_the_web_chat_next_to_the_terminal_chat(tmp_path: Path) 
     )
     assert done.returncode == 0, done.stderr
     assert f"web chat: http://127.0.0.1:{port}/" in done.stdout
+
+
+async def _conversations_listed(history: object) -> None:
+    from core.memory import ConversationIndex, HistoryEntry
+
+    assert isinstance(history, ConversationIndex)
+    store: Any = history
+    await store.append(
+        "telegram:chat:1", [HistoryEntry(id="a", ts=1000, role="user", who="Ann", text="the lighthouse")]
+    )
+    await store.append("web:chat:v", [HistoryEntry(id="b", ts=2000, role="user", who="visitor", text="a harbour")])
+    await store.append("web:chat:v", [HistoryEntry(id="c", ts=3000, role="assistant", who="assistant", text="ok")])
+    everything = await history.conversations()
+    assert [(c.cid, c.entries, c.last_ts) for c in everything] == [
+        ("web:chat:v", 2, 3000),
+        ("telegram:chat:1", 1, 1000),
+    ]
+    assert [c.cid for c in await history.conversations(words="LIGHTHOUSE")] == ["telegram:chat:1"]
+    assert await history.conversations(words="lighthouse harbour") == []
+    assert len(await history.conversations(limit=1)) == 1
+    await store.close()
+
+
+async def test_the_sqlite_history_lists_and_searches_conversations(tmp_path: Path) -> None:
+    from core.memory import SQLiteHistory
+
+    await _conversations_listed(SQLiteHistory(tmp_path / "history.sqlite3"))
+
+
+async def test_the_postgres_history_lists_and_searches_conversations(database_url: str) -> None:
+    from core.memory.postgres import PostgresHistory
+
+    history = PostgresHistory(database_url)
+    await history.start()
+    await _conversations_listed(history)
