@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from core.errors import ConfigError
+from core.errors import BotError, ConfigError
 
 from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
@@ -254,10 +254,20 @@ class WebRuntime(ChatAdapter):
             on_dropped=lambda: self.metrics.ignored(web_chat, visitor, Ignored.BUSY),
         )
         if agent.distributed:
-            self.spawn(self.backpressure.submit(incoming), name=f"web-{message_id}", key=key)
+            self.spawn(self._submit(incoming), name=f"web-{message_id}", key=key)
         else:
             self.spawn(self.run_here(incoming, context=web_chat, args=visitor), name=f"web-{message_id}", key=key)
         return True
+
+    async def _submit(self, incoming: Incoming) -> None:
+        """In front of a queue: store the message (or keep it waiting for room); the queue unreachable, the page
+        is told the answer failed (nothing was stored: the visitor sends it again)."""
+        try:
+            await self.backpressure.submit(incoming)
+        except BotError as exc:
+            self.log.warning("could not store %s: %s", incoming.what, exc)
+            if incoming.tell_failed is not None:
+                await incoming.tell_failed()
 
     async def history_of(self, visitor: str) -> list[dict[str, Any]]:
         """The visitor's conversation, oldest first (empty when the bot keeps no history)."""

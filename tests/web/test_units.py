@@ -165,3 +165,57 @@ async def test_the_postgres_history_lists_and_searches_conversations(database_ur
     history = PostgresHistory(database_url)
     await history.start()
     await _conversations_listed(history)
+
+
+class _Queue:
+    """A queue in front of the agent that is unreachable once, then full."""
+
+    distributed = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def start(self, agent: object) -> None:
+        return None
+
+    async def submit(
+        self, context: object, args: object, input_ref: object, *, dedupe_key: str | None = None
+    ) -> list[object]:
+        from core.errors import BackpressureError, DispatchError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise DispatchError("Redis is down")
+        raise BackpressureError("the inbox is full", wait=0.0)
+
+    async def stop(self) -> None:
+        return None
+
+
+async def test_in_front_of_a_queue_the_page_is_told_when_a_message_cannot_be_stored(tmp_path: Path) -> None:
+    from extensions.web import web_extension, web_runtime
+
+    from .conftest import WEB_SECRET, _free_port
+
+    queue = _Queue()
+    settings = WebSettings(port=_free_port(), secret=WEB_SECRET)
+    agent = create_agent(model=ScriptedModel(["x"]), extensions=[web_extension(settings)], dispatcher=queue)
+    await agent.start()
+    try:
+        runtime = web_runtime(agent)
+        assert runtime is not None and runtime.address is not None
+        async with client() as visitor:
+            async with visitor.get(runtime.address) as response:
+                csrf = csrf_of(await response.text())
+            async with visitor.get(runtime.address + "chat/events") as events:
+                await events.content.readuntil(b'"ready"}\n\n')
+                for text in ("first", "second"):
+                    headers = {"X-CSRF-Token": csrf}
+                    async with visitor.post(runtime.address + "chat/send", json={"text": text}, headers=headers) as r:
+                        assert r.status == 202
+                    line = await events.content.readuntil(b"\n\n")
+                    while b'"notice"' not in line:
+                        line = await events.content.readuntil(b"\n\n")
+                    assert (b"went wrong" in line) if text == "first" else (b"too many messages" in line), line
+    finally:
+        await agent.stop()
