@@ -62,9 +62,18 @@ class Views:
             current=name,
             csrf=self.sessions.csrf(session),
             bot=self.console.settings.bot.name,
-            flash=request.query.get("done", ""),
+            flash=self._flash(request),
             **values,
         )
+
+    def done(self, path: str, text: str) -> web.HTTPSeeOther:
+        """Back to ``path`` with ``text`` shown once there (signed: nobody else's link can put words on a page)."""
+        text = text[:300]
+        return web.HTTPSeeOther(f"{path}?done={quote(text)}&mac={self.sessions.csrf('flash|' + text)}")
+
+    def _flash(self, request: web.Request) -> str:
+        text = request.query.get("done", "")
+        return text if text and self.sessions.check_csrf("flash|" + text, request.query.get("mac")) else ""
 
     async def change(self, request: web.Request) -> tuple[str, Any] | web.Response:
         """The session and the form of a change, or the refusal (no session, a wrong CSRF token, a foreign
@@ -167,7 +176,7 @@ class Views:
             done = f"batch {batch} of {cid}: {count} message(s) back in the inbox" if count else "nothing to run"
         else:
             done = f"batch {batch} of {cid} dropped" if await view.drop(cid, batch) else "nothing to drop"
-        raise web.HTTPSeeOther("/fleet?done=" + quote(done))
+        raise self.done("/fleet", done)
 
     async def conversations(self, request: web.Request) -> web.Response:
         session = self._require(request)
@@ -209,9 +218,9 @@ class Views:
         try:
             await self.console.agent.forget(*known)
         except BotError as exc:
-            raise web.HTTPSeeOther("/conversations?done=" + quote(f"could not forget {cid}: {exc}")) from exc
+            raise self.done("/conversations", f"could not forget {cid}: {exc}") from exc
         log.info("console: %s forgotten", cid)
-        raise web.HTTPSeeOther("/conversations?done=" + quote(f"{cid} forgotten"))
+        raise self.done("/conversations", f"{cid} forgotten")
 
     async def tail(self, request: web.Request) -> web.StreamResponse:
         if self.session(request) is None:

@@ -81,6 +81,10 @@ async def test_a_change_without_its_csrf_token_is_refused(start_bot: StartBot) -
                 assert response.status == 403
         async with session.post(bot.console_url + "conversation/forget", data={"cid": cid, "csrf": token}) as r:
             assert r.status == 200 and r.url.path == "/conversations"
+            assert f"{cid} forgotten" in await r.text()
+        forged = "Your session expired: log in again at evil.example"
+        async with session.get(bot.console_url + "conversations", params={"done": forged, "mac": "x"}) as r:
+            assert forged not in await r.text()  # another's link puts no words on the console's pages
         assert await bot.agent.history.search(cid) == []  # type: ignore[union-attr]
     async with client() as visitor:  # the web chat's own change: a message needs the page's token
         async with visitor.get(bot.chat_url) as response:
