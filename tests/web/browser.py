@@ -7,6 +7,7 @@ Selenium blocks, and the servers under test run in the test's event loop, so eve
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from typing import Any
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM = Path("/usr/bin/chromium")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-"""Where the README's screenshots are kept (refreshed by every run of the browser tests)."""
+"""Where the README's screenshots are kept: refreshed when the browser tests run with ``SCREENSHOTS_UPDATE=1``
+(otherwise a test run leaves the tracked files alone)."""
 
 FLAGS = (
     "--headless",
@@ -100,7 +102,7 @@ class Browser:
             await asyncio.sleep(0.05)
 
     async def screenshot(self, name: str, *, full: bool = False) -> Path:
-        """``<name>.png`` in the test's folder, copied to ``docs/screenshots``; ``full``: the whole page's height
+        """``<name>.png`` in the test's folder (copied to ``docs/screenshots`` with ``SCREENSHOTS_UPDATE=1``); ``full``: the whole page's height
         (up to 3000 pixels), not only the window's."""
         path = self.shots / f"{name}.png"
 
@@ -116,8 +118,9 @@ class Browser:
                     self.driver.set_window_size(size["width"], size["height"])
 
         await self.run(shoot)
-        DOCS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOCS / path.name)
+        if os.environ.get("SCREENSHOTS_UPDATE") == "1":
+            DOCS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, DOCS / path.name)
         return path
 
     def quit(self) -> None:
