@@ -182,7 +182,8 @@ class LlmSettings(BaseModel):
     )
     compact_prompt: bool | None = Field(
         default=None,
-        description="Short prompt without tools, for small models (empty: on for the local provider, off otherwise)",
+        description="Short prompt for small models, with tools only for a local model that calls them in its own "
+        "format (empty: on for the local provider, off otherwise)",
     )
     allowed_models: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
