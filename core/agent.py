@@ -34,7 +34,7 @@ from .limits import Limiter
 from .media.reader import MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .memory.recording import history_entries
-from .models.base import Model
+from .models.base import CallsTools, Model
 from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLATE, PromptTemplate
 from .registry import Registry
 from .run_deps import RunDeps
@@ -329,6 +329,7 @@ class Agent(ExtensionPoints):
             prompt=self.prompt,
             persona=self.persona,
             compact_prompt=self.compact_prompt,
+            calls_tools=isinstance(self.model, CallsTools) and self.model.calls_tools,
             sees_images=self.sees_images,
             limiter=self.limiter,
             usage=self.usage,

@@ -231,9 +231,13 @@ class Run:
         if pending and not updates:
             return None  # every new input was over a limit: the model is not called
         persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona
-        if deps.compact_prompt:
-            actions = []
-            prompt = build_compact_prompt(state=state, outputs=outputs, updates=updates, persona=persona)
+        if deps.compact_prompt:  # a small model: tools only in its own format, if it has one
+            offered = actions if deps.calls_tools else []
+            prompt = build_compact_prompt(
+                state=state, outputs=outputs, updates=updates, persona=persona, actions=offered
+            )
+            names = {t.name for t in prompt.tools}
+            actions = [a for a in offered if a.name in names]
         else:
             prompt = build_prompt(
                 state=state,
@@ -259,6 +263,7 @@ class Run:
             images=images_in(state, prompt.prompt) if deps.sees_images else (),
             plain=deps.compact_prompt,
             turns=prompt.turns,
+            tools=prompt.tools,
             stop=TURN_STOPS if deps.compact_prompt else ("</response>",),
         )
         parser = StreamParser()

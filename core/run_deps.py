@@ -42,7 +42,9 @@ class RunDeps:
     persona: str
     """Who the bot is (a conversation's ``/persona`` replaces it)."""
     compact_prompt: bool
-    """Use the short, tool-less prompt made for small local models."""
+    """Use the short prompt made for small local models."""
+    calls_tools: bool
+    """With the compact prompt, offer the actions as tools in the model's own format (``CallsTools``)."""
     sees_images: bool
     """The model is shown the images the prompt refers to."""
     limiter: Limiter | None

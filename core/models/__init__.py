@@ -5,6 +5,7 @@ The SDKs (``openai``, ``anthropic``, ``xllamacpp``) are imported only when a pro
 
 from .anthropic_api import AnthropicModel
 from .base import (
+    CallsTools,
     HoldsWeights,
     ImagePart,
     Model,
@@ -24,6 +25,7 @@ from .scripted import ScriptedModel
 
 __all__ = (
     "AnthropicModel",
+    "CallsTools",
     "GrammarLimits",
     "HoldsWeights",
     "ImagePart",

@@ -164,6 +164,17 @@ class Model(Protocol):
 
 
 @runtime_checkable
+class CallsTools(Protocol):
+    """A model that writes tool calls in its own chat format (the embedded Qwen2.5): the compact prompt then
+    offers it the actions as ``ModelRequest.tools``; other models get the compact prompt without tools."""
+
+    @property
+    def calls_tools(self) -> bool:
+        """True when this model's template writes tool calls (a GGUF file without that format: False)."""
+        ...
+
+
+@runtime_checkable
 class SelfChecking(Protocol):
     """A model that answers ``/readyz`` itself (the embedded model: its weights are loaded or loadable)."""
 
