@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 
 from core.models import default_model_path
-from core.models.local import GEMMA_TEMPLATE, gguf_chat_template
+from core.models.gguf import GEMMA_TEMPLATE, gguf_chat_template
 
 
 def _text(value: str) -> bytes:
