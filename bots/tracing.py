@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from core import tracing
 
@@ -46,6 +46,26 @@ class TracingSettings(BaseModel):
     hash_ids: bool = Field(
         default=True, description="Show user and chat ids in spans as short hashes (false: the ids themselves)"
     )
+    ui_url: str = Field(
+        default="",
+        description="The trace viewer's address of one trace, {trace_id} standing for its id "
+        "(http://127.0.0.1:16686/trace/{trace_id} for Jaeger): the console links each run of a conversation to it",
+    )
+
+    @field_validator("ui_url")
+    @classmethod
+    def _viewer_address(cls, value: str) -> str:
+        value = value.strip()
+        if value and (not value.startswith(("http://", "https://")) or "{trace_id}" not in value):
+            raise ValueError(
+                "TRACING_UI_URL must be an http(s) address holding {trace_id}, such as "
+                "http://127.0.0.1:16686/trace/{trace_id}, or empty (the console shows trace ids without links)"
+            )
+        return value
+
+    def trace_link(self, trace_id: str) -> str | None:
+        """The viewer's address of the trace ``trace_id`` (None without ``ui_url``)."""
+        return self.ui_url.replace("{trace_id}", trace_id) if self.ui_url else None
 
 
 def _capture(settings: TracingSettings) -> bool:

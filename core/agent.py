@@ -39,6 +39,7 @@ from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLA
 from .registry import Registry
 from .run_deps import RunDeps
 from .run_table import Pending, RunTable
+from .run_traces import RunTrace, remember_run
 from .state_store import StateStore
 from .summary import Summarizer, SummaryLock, SummaryPolicy
 from .task_runner import TaskRunner
@@ -474,6 +475,7 @@ class Agent(ExtensionPoints):
             if not run.forget:
                 await self._record(state, chain)
                 await self.save_state(state)
+                await self._remember_trace(cid, run)
             for observer in self.observers:
                 observer("run_seconds", cid, loop.time() - started)
             if not future.done():
@@ -504,6 +506,17 @@ class Agent(ExtensionPoints):
             await self.history.append(state.id, entries)
         except RunError as exc:
             log.warning("history of %s: %d entries not stored: %s", state.id, len(entries), exc)
+
+    async def _remember_trace(self, cid: str, run: Run) -> None:
+        """Keep the run's trace id with the conversation (``core.run_traces``; nothing while tracing is off; a
+        store that fails is logged)."""
+        if run.trace_id is None:
+            return
+        found = RunTrace(trace_id=run.trace_id, ts=run.started_ms, steps=run.steps)
+        try:
+            await remember_run(self.memory, cid, found)
+        except RunError as exc:
+            log.warning("trace of a run of %s not kept: %s", cid, exc)
 
     def stream(
         self,

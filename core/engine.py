@@ -69,6 +69,10 @@ class Run:
         """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
         self.loop_guard = LoopGuard()
         """What the run already did, so it is not done again (``core.loop_guard``)."""
+        self.trace_id: str | None = None
+        """The id of the trace the run is part of (32 hex digits), None while tracing is off."""
+        self.started_ms = now_ms()
+        """When the run started, in ms since the epoch."""
         state.record = self.record  # what the context records (state.emit) joins this run's chain
         self._joined = False
         self._first_input_ms: int | None = None
@@ -107,6 +111,8 @@ class Run:
         """Step until nothing is left to process, a step adds nothing new, or the step budget is spent."""
         with tracing.span(f"invoke_agent {self.state.context.type}") if tracing.active() else tracing.NO_SPAN as span:
             if span.is_recording():
+                ids = tracing.current_ids()
+                self.trace_id = ids[0] if ids is not None else None
                 span.set_attributes(
                     {
                         "gen_ai.operation.name": "invoke_agent",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .chat_settings import ChatSettings
 from .definitions import Context, ContextState, maybe_await
 from .entries import WorkingMemory
+from .run_traces import traces_key
 from .statelog import StateLog
 
 if TYPE_CHECKING:
@@ -20,7 +21,8 @@ __all__ = ("StateStore",)
 
 
 class StateStore:
-    """Loads and saves context instances' state (keys ``context:<id>``, ``working:<id>``, ``statelog:<id>``)."""
+    """Loads and saves context instances' state (keys ``context:<id>``, ``working:<id>``, ``statelog:<id>``;
+    ``delete`` also erases ``traces:<id>``, the runs' traces of ``core.run_traces``)."""
 
     def __init__(self, memory: MemoryStore, *, cache: int, state_log_limit: int = 100) -> None:
         self.memory = memory
@@ -88,8 +90,9 @@ class StateStore:
         self._working.pop(cid, None)
 
     async def delete(self, cid: str) -> None:
-        """Erase the memory, working memory and state log of ``cid``."""
+        """Erase the memory, working memory, state log and recent runs' traces of ``cid``."""
         self.uncache(cid)
         await self.memory.delete(f"context:{cid}")
         await self.memory.delete(f"working:{cid}")
         await self.memory.delete(f"statelog:{cid}")
+        await self.memory.delete(traces_key(cid))

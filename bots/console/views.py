@@ -14,6 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from core.errors import BotError
+from core.run_traces import recent_runs
 from core.usage import UsageTotals
 from extensions.web import refused
 
@@ -193,6 +194,8 @@ class Views:
         summary = (await agent.history.summary(cid)).text if agent.history is not None else ""
         chat = await agent.chat_of(cid)
         settings = {name: getattr(chat, name) for name in type(chat).model_fields}
+        tracing = self.console.settings.tracing
+        runs = await recent_runs(agent.memory, cid) if tracing.enabled else None
         return self.page(
             request,
             "conversation",
@@ -202,6 +205,8 @@ class Views:
             summary=summary,
             settings=settings,
             forgettable=known is not None,
+            runs=runs,
+            trace_link=tracing.trace_link,
             when=when,
             quote=quote,
         )
