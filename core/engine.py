@@ -236,6 +236,8 @@ class Run:
         updates = await self._admit(pending)
         if pending and not updates:
             return None  # every new input was over a limit: the model is not called
+        if self.steps > 1 and any(isinstance(entry, InputRef) for entry in updates):
+            self.loop_guard = LoopGuard()  # a message joined the run: the same answer to it is not a repeat
         persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona
         if deps.compact_prompt:  # a small model: tools only in its own format, if it has one
             offered = actions if deps.calls_tools else []

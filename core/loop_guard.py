@@ -10,8 +10,9 @@ A model, small ones especially, may answer every step with the same call and the
 - a step that adds nothing new, every call and output of it refused as a repeat, ends the run (see
   ``Run.execute``).
 
-So the user never gets the same reply twice for one message. The guard keeps one key per successful call and the
-text of each delivered output: a few entries a run.
+So the user never gets the same reply twice for one message. A message that joins the run starts the guard
+afresh: "hi" sent twice gets "Hello!" twice, and "what time is it?" asked again calls ``current_time`` again.
+The guard keeps one key per successful call and the text of each delivered output: a few entries a run.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ nothing new ends the run."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from core import (
@@ -136,3 +137,35 @@ async def test_a_failed_reply_may_be_sent_again() -> None:
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     assert attempts == ["Hi", "Hi"]
+
+
+async def test_a_message_that_joins_the_run_may_get_the_same_reply_and_the_same_call_again() -> None:
+    sent: list[str] = []
+    ran: list[str] = []
+    joined: list[asyncio.Task[Any]] = []
+    reply = R(CALL + '<output type="chat:message">Noted.</output>')
+    model = ScriptedModel([reply, reply, R("")])
+
+    def remember(args: dict[str, str], ctx: Any, agent: Any) -> str:
+        ran.append(args["fact"])
+        return "ok"
+
+    async def deliver(data: str, ctx: Any, agent: Any) -> None:
+        sent.append(data)
+        if len(sent) == 1:  # the user says it again while the run is still going: the input joins it
+            joined.append(asyncio.create_task(agent.send(chat, "u", msg("I like tea"))))
+            for _ in range(20):
+                await asyncio.sleep(0)
+
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        actions=[action(name="remember", schema=dict[str, str], handler=remember)],
+        outputs=[output(type="chat:message", handler=deliver)],
+        memory=InMemoryStore(),
+    )
+    async with agent:
+        first = await agent.send(chat, "u", msg("I like tea"))
+        (second,) = await asyncio.gather(*joined)
+    assert second is first, "the second message joined the first run"
+    assert sent == ["Noted.", "Noted."] and ran == ["likes tea", "likes tea"]
