@@ -170,6 +170,7 @@ class Agent(ExtensionPoints):
         self._unsubscribers: list[Callable[[], Any]] = []
         self._started = False
         self._stopping = False
+        self._tools_of: tuple[Model, bool] | None = None
         for ext in self.extensions:
             self.registry.register(ext.contexts, ext.actions, ext.outputs, ext.inputs, owner=f"extension {ext.name!r}")
             self.services.extend(ext.services)
@@ -319,6 +320,14 @@ class Agent(ExtensionPoints):
         compact prompt of small local models is text only)."""
         return self.model.vision and not self.compact_prompt
 
+    def _calls_tools(self) -> bool:
+        """Whether the model writes tool calls in its own format, asked once per model (a check against a
+        runtime protocol costs microseconds, too much for every run)."""
+        model = self.model
+        if self._tools_of is None or self._tools_of[0] is not model:
+            self._tools_of = (model, isinstance(model, CallsTools) and model.calls_tools)
+        return self._tools_of[1]
+
     def run_deps(self) -> RunDeps:
         """What a run of the step loop reads, as the agent is configured now (each run takes its own)."""
         return RunDeps(
@@ -330,7 +339,7 @@ class Agent(ExtensionPoints):
             prompt=self.prompt,
             persona=self.persona,
             compact_prompt=self.compact_prompt,
-            calls_tools=isinstance(self.model, CallsTools) and self.model.calls_tools,
+            calls_tools=self._calls_tools(),
             sees_images=self.sees_images,
             limiter=self.limiter,
             usage=self.usage,
