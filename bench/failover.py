@@ -2,14 +2,17 @@
 ``REDIS_MIN_REPLICAS=0`` and ``1``.
 
 Each setting runs on a fresh topology on loopback (a primary with ``appendfsync everysec``, as deploy/ runs it,
-a replica, three sentinels with ``down-after-milliseconds 1000``), the fake Telegram Bot API in this process, a
-``bots gateway`` (long polling) and two queue workers as processes, all finding Redis through the sentinels. The
-model answers after ``--model-ms``, naming the messages it answers and when its run started.
+a replica, three sentinels with ``down-after-milliseconds`` of ``--down-after``, 1000 by default), the fake
+Telegram Bot API in this process, a ``bots gateway`` (long polling) and two queue workers as processes, all
+finding Redis through the sentinels. The model answers after ``--model-ms``, naming the messages it answers and
+when its run started.
 
 - throughput: ``--chats`` chats each send ``--burst`` messages at once; messages/s from the first message to the
   last answer, and the ingest-to-run p50: from a message sent to Telegram (the fake) to the start of the run
   that answers it (the gateway's getUpdates, its store in Redis with the WAIT, the queue, the worker's claim);
 - steady: the chats send a message every ``--interval`` seconds for ``--steady`` seconds; the ingest-to-run p50;
+- one ingest alone: 1,000 stores of a message one after the other from this process (under another prefix, so
+  no worker takes them), the p50 of one: the round trip a gateway waits for before it confirms an update;
 - failover: the chats send a message every ``--interval`` seconds; the replica is cut off the primary for
   ``--partition`` seconds (as a network partition would: the writes of that time reach the primary only), then
   the primary is killed with ``kill -9``, the sentinels promote the replica, and the killed server is started
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import re
@@ -116,7 +120,7 @@ class Fleet:
         self.folder = folder
         self.args = args
         self.min_replicas = min_replicas
-        self.topology = SentinelTopology(folder / "redis", fsync="everysec")
+        self.topology = SentinelTopology(folder / "redis", fsync="everysec", down_after_ms=args.down_after)
         self.telegram = FakeTelegramServer()
         self.procs: list[subprocess.Popen[bytes]] = []
         self.said: dict[str, float] = {}
@@ -222,6 +226,26 @@ async def steady(fleet: Fleet, args: argparse.Namespace, seq: int) -> tuple[floa
     return len(names) / (time.monotonic() - start), statistics.median(runs), m
 
 
+async def ingest_cost(fleet: Fleet, count: int = 1000) -> float:
+    """p50 seconds of one ingest (the gateway's store of a message, with its WAIT), one after the other, under
+    another prefix than the fleet's (no worker takes them)."""
+    from core.fleet import QueueConfig, RedisBackend, RedisDispatcher
+
+    sentinels = tuple(("127.0.0.1", port) for port in fleet.topology.sentinel_ports)
+    config = QueueConfig(sentinels=sentinels, sentinel_master=MASTER, min_replicas=fleet.min_replicas, prefix="cost:")
+    backend = RedisBackend(config)
+    dispatcher = RedisDispatcher(backend)
+    times = []
+    try:
+        for n in range(count):
+            started = time.perf_counter()
+            await dispatcher.ingest(f"cost:{n % 50}", json.dumps({"n": n}), dedupe_key=str(n))
+            times.append(time.perf_counter() - started)
+    finally:
+        await backend.close()
+    return statistics.median(times)
+
+
 async def failover(fleet: Fleet, args: argparse.Namespace, seq: int) -> dict[str, Any]:
     """Messages flowing while the primary dies (after a partition); what it costs."""
     topology = fleet.topology
@@ -250,7 +274,7 @@ async def failover(fleet: Fleet, args: argparse.Namespace, seq: int) -> dict[str
         m += 1
         await asyncio.sleep(args.interval)
     await killer
-    await fleet.wait_answered(names, timeout=60)
+    await fleet.wait_answered(names, timeout=120)
     answered = fleet.answers()
     after = [answered[n][0][1] for n in names if n in answered and fleet.said[n] > killed_at]
     if args.keep:
@@ -264,8 +288,15 @@ async def failover(fleet: Fleet, args: argparse.Namespace, seq: int) -> dict[str
             await _dump(fleet, chats[:3])
             for chat in chats[:2]:
                 mine = [n for n in names if n.startswith(f"c{chat}m")]
-                print(f"  chat {chat}: " + " ".join(f"{n}{'+' if n in answered else '-'}@{fleet.said[n] - killed_at:.1f}" for n in mine))
-                calls = [c for c in fleet.telegram.calls_of("sendMessage") if str(c.params.get("chat_id")) == str(7000 + chat)]
+                print(
+                    f"  chat {chat}: "
+                    + " ".join(f"{n}{'+' if n in answered else '-'}@{fleet.said[n] - killed_at:.1f}" for n in mine)
+                )
+                calls = [
+                    c
+                    for c in fleet.telegram.calls_of("sendMessage")
+                    if str(c.params.get("chat_id")) == str(7000 + chat)
+                ]
                 print("   posts: " + " | ".join(f"{c.status} {str(c.params.get('text'))[:40]}" for c in calls[-12:]))
     return {
         "sent": len(names),
@@ -301,6 +332,7 @@ async def _dump(fleet: Fleet, chats: list[int]) -> None:
 async def bench(args: argparse.Namespace) -> None:
     for min_replicas in args.min_replicas:
         rates, p50s, steady_p50s, firsts, promoted, lost, twice, sent = [], [], [], [], [], [], [], []
+        costs: list[float] = []
         steady_rate = 0.0
         for _ in range(args.runs):
             folder = Path(tempfile.mkdtemp(prefix="bench-failover-"))
@@ -315,6 +347,7 @@ async def bench(args: argparse.Namespace) -> None:
                     p50s.append(p50)
                 steady_rate, p50, seq = await steady(fleet, args, seq)
                 steady_p50s.append(p50)
+                costs.append(await ingest_cost(fleet))
                 outcome = await failover(fleet, args, seq)
             finally:
                 await fleet.stop()
@@ -329,7 +362,8 @@ async def bench(args: argparse.Namespace) -> None:
             f"REDIS_MIN_REPLICAS={min_replicas}: bursts of {args.chats * args.burst}: "
             f"{statistics.median(rates):.0f} messages/s ({_span(rates, '.0f')}), ingest-to-run p50 "
             f"{_span([x * 1000 for x in p50s], '.0f')} ms; at {steady_rate:.0f} messages/s: ingest-to-run p50 "
-            f"{_span([x * 1000 for x in steady_p50s], '.1f')} ms"
+            f"{_span([x * 1000 for x in steady_p50s], '.1f')} ms; one ingest alone p50 "
+            f"{_span([x * 1000 for x in costs], '.2f')} ms"
         )
         print(
             f"  failover: promoted {_span(promoted)} s after the kill, first answer to a message sent after the kill "
@@ -355,6 +389,7 @@ def main() -> None:
     p.add_argument("--before", type=float, default=1.0, help="seconds of traffic before the partition")
     p.add_argument("--partition", type=float, default=0.3, help="seconds the replica is cut off before the kill")
     p.add_argument("--after", type=float, default=6.0, help="seconds of traffic after the kill")
+    p.add_argument("--down-after", type=int, default=1000, help="the sentinels' down-after-milliseconds")
     p.add_argument("--lease", type=float, default=5.0, help="REDIS_LEASE_SECONDS")
     p.add_argument("--model-ms", type=float, default=20.0, help="how long the model takes to answer")
     p.add_argument("--keep", action="store_true", help="keep the temporary folders (logs)")
