@@ -303,8 +303,18 @@ async def redis_report(
         problem = await _ping_redis(url, timeout=timeout, password=password)
         if problem:
             return [], [problem]
-        return await _describe_server(url, settings, timeout=timeout, sentinels=False)
-    return await _ask_sentinels(settings, timeout=timeout)
+        lines, problems = await _describe_server(url, settings, timeout=timeout, sentinels=False)
+    else:
+        lines, problems = await _ask_sentinels(settings, timeout=timeout)
+    if role != "config":  # a process starts anyway: it holds its acknowledgements meanwhile, and says so
+        lines += [p for p in problems if p.startswith(_PASSING)]
+        problems = [p for p in problems if not p.startswith(_PASSING)]
+    return lines, problems
+
+
+_PASSING = ("REDIS_MIN_REPLICAS=", "the sentinels disagree")
+"""The beginnings of the problems that pass by themselves (a replica missing, a failover under way): reported by
+``bots config``, not a reason for a gateway or a worker not to start."""
 
 
 async def _describe_server(

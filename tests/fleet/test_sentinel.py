@@ -186,6 +186,9 @@ async def test_bots_config_names_the_primary_the_sentinels_found(
         "replicas or lower REDIS_MIN_REPLICAS"
     ]
 
+    lines, problems = await redis_report(load_settings(), role="worker", timeout=2.0)
+    assert problems == [] and lines[-1].startswith("REDIS_MIN_REPLICAS=1 but")  # a worker starts, and holds
+
     monkeypatch.setenv("REDIS_SENTINEL_MASTER", "other")
     _, problems = await redis_report(load_settings(), role="config", timeout=2.0)
     assert problems == [
