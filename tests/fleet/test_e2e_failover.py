@@ -7,9 +7,9 @@ replica of the new primary. Meanwhile every acknowledgement waits: no replica wo
 
 What the users see is checked, for long polling and for the webhook: every message answered (nothing the
 gateway confirmed to Telegram was lost with the old primary), no reply to older messages after a reply to newer
-ones in the same chat, and a message answered twice only in the case the README documents (a post in flight
-from a worker that gave its lease up, here because the failover outlasted it: none is expected with a lease of
-5 s)."""
+ones in the same chat, and a message answered twice only in the case the README documents, a post in flight from
+a worker that gave its lease up. (Workers give conversations up here when an acknowledgement they made while the
+replica was cut off is gone from the promoted one; their replies were confirmed before, so none is expected.)"""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ from .test_e2e_fleet import _SAID, CHATS, MESSAGES, Echo, leases_given_up, outco
 from .worker_process import Spawned, run, serve, worker_arguments
 
 LEASE = 5.0
-"""REDIS_LEASE_SECONDS: longer than a failover (about 2.5 s with down-after-milliseconds 1000), so no worker
-gives its conversations up meanwhile."""
+"""REDIS_LEASE_SECONDS: longer than a failover (about 2.5 s with down-after-milliseconds 1000), so no lease runs
+out meanwhile."""
 PATH = "/telegram/hook"
 
 
