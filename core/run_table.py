@@ -12,6 +12,7 @@ from .definitions import ContextState
 from .engine import Run
 from .entries import InputRef, Log
 from .events import RunEvent
+from .task_runner import finish_or_cancel
 
 __all__ = ("Pending", "RunTable")
 
@@ -74,10 +75,4 @@ class RunTable:
 
     async def drain(self, timeout: float) -> None:
         """Let the runs finish for up to ``timeout`` seconds, then cancel the rest and wait for them."""
-        if not self._tasks:
-            return
-        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await finish_or_cancel(self._tasks, timeout)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-__all__ = ("TaskRunner",)
+__all__ = ("TaskRunner", "finish_or_cancel")
 
 T = TypeVar("T")
 
@@ -66,10 +66,18 @@ class TaskRunner:
     async def close(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the jobs started with ``spawn``, then cancel the rest and wait
         for them to end (the agent is stopping: no job outlives it)."""
-        if not self._background:
-            return
-        _, late = await asyncio.wait(set(self._background), timeout=timeout)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        await finish_or_cancel(self._background, timeout)
+
+
+async def finish_or_cancel(tasks: Iterable[asyncio.Task[Any]], timeout: float) -> set[asyncio.Task[Any]]:
+    """Let ``tasks`` end within ``timeout`` seconds, then cancel the rest and wait for them to end (a bounded
+    stop: nothing outlives its owner). Returns the tasks that had to be cancelled."""
+    running = set(tasks)
+    if not running:
+        return set()
+    _, late = await asyncio.wait(running, timeout=timeout)
+    for task in late:
+        task.cancel()
+    if late:
+        await asyncio.wait(late)
+    return late

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from core.task_runner import finish_or_cancel
 from core.trace import correlation_id
 
 __all__ = ("MessageTasks",)
@@ -52,10 +53,4 @@ class MessageTasks:
 
     async def close(self, *, timeout: float) -> None:
         """Give the tasks ``timeout`` seconds to end, then cancel the rest and wait for them."""
-        if not self._tasks:
-            return
-        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await finish_or_cancel(self._tasks, timeout)
