@@ -19,17 +19,23 @@ from core import (
     create_agent,
     service,
 )
+from core.approvals import ApprovalDesk, ApprovalStore
 from core.errors import ConfigError, MemoryStoreError
 from core.limits import LimitConfig, Limiter, LimitStore
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
 from core.memory.recording import RetentionSweeper
+from core.schedules import Clock, ScheduleStore
 from core.summary import SummaryLock, SummaryPolicy
-from extensions.chat.i18n import LANGUAGE_NAMES
+from core.trust import Tier, Trust
+from extensions.chat.i18n import LANGUAGE_NAMES, say
+from extensions.chat.trust import TrustRules
 
 from .assistant import assistant_extension, persona_text
 from .config import check_settings, platforms
 from .models import build_model, close_model, open_model
+from .reminders import ReminderRules
+from .schedules import attach_schedules
 from .settings import Settings
 
 __all__ = (
@@ -42,6 +48,8 @@ __all__ = (
     "build_memory",
     "build_model_from_settings",
     "build_summary_policy",
+    "build_trust",
+    "build_trust_rules",
     "build_usage",
 )
 
@@ -126,9 +134,44 @@ def build_chat_policy(settings: Settings) -> ChatPolicy:
         persona_max_chars=settings.bot.persona_max_chars,
         languages=tuple(LANGUAGE_NAMES),
         default_language=settings.bot.language,
+        default_timezone=settings.bot.timezone,
         disabled_commands=settings.bot.disabled_commands,
         admin_users=settings.bot.admins,
     )
+
+
+def build_trust_rules(settings: Settings) -> TrustRules:
+    """How the adapters give authors their tier and which bots they answer (``BOT_ADMIN_USERS``, ``TRUST_*``)."""
+    trust = settings.trust
+    return TrustRules(
+        owners=settings.bot.admins,
+        chat_admins=trust.chat_admins,
+        admin_permissions=trust.admin_permissions,
+        admin_roles=trust.admin_roles,
+        member_users=trust.member_users,
+        member_roles=trust.member_roles,
+        guest_days=trust.guest_days,
+        bots=trust.bots,
+        bot_replies=trust.bot_replies,
+        bot_window=trust.bot_window,
+        cache_seconds=trust.cache_seconds,
+    )
+
+
+def _notice(language: str | None, action: str, tier: Tier, needed: Tier | None) -> str:
+    if needed is None:
+        return say("action_refused_nobody", language, action=action)
+    return say("action_refused", language, action=action, needed=needed.value, tier=tier.value)
+
+
+def build_trust(settings: Settings) -> Trust:
+    """Who may call which action (``ACTIONS_POLICY``; ``ConfigError`` when it cannot be read), the refusals told
+    in the chat's language."""
+    try:
+        policy = settings.actions.parsed()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return Trust(policy=policy, owners=settings.bot.admins, notice=_notice)
 
 
 def build_limiter(settings: Settings, store: LimitStore | None = None) -> Limiter:
@@ -158,7 +201,11 @@ def build_extensions(
     (unless ``tools`` is false: a gateway runs no actions) and one extension per configured platform (or
     those named in ``only``; ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet)."""
     chosen = platforms(settings) if only is None else only
-    extensions = [assistant_extension(search=search)]
+    bot = settings.bot
+    rules = ReminderRules(
+        per_user=bot.schedules_per_user, per_chat=bot.schedules_per_chat, min_interval=bot.schedules_min_interval
+    )
+    extensions = [assistant_extension(search=search, reminders=rules)]
     if tools and settings.mcp.enabled:
         from extensions.mcp import mcp_extension
 
@@ -167,11 +214,11 @@ def build_extensions(
         if name == "discord":
             from extensions.discord import discord_extension
 
-            extensions.append(discord_extension(settings.discord, listen=listen))
+            extensions.append(discord_extension(settings.discord, listen=listen, trust=build_trust_rules(settings)))
         elif name == "telegram":
             from extensions.telegram import telegram_extension
 
-            extensions.append(telegram_extension(settings.telegram, listen=listen))
+            extensions.append(telegram_extension(settings.telegram, listen=listen, trust=build_trust_rules(settings)))
         elif name == "cli":
             from extensions.terminal import cli_extension
 
@@ -207,13 +254,24 @@ def build_agent(
     summary_lock: SummaryLock | None = None,
     limit_store: LimitStore | None = None,
     web_fleet: dict[str, Any] | None = None,
+    schedules: ScheduleStore | None = None,
+    fire_schedules: bool = True,
+    schedules_clock: Clock | None = None,
+    approvals: ApprovalStore | None = None,
+    sweep_approvals: bool = True,
     **options: Any,
 ) -> Agent:
     """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
     leaves the MCP servers out (a gateway only stores inputs). Without ``memory`` (embedded) and without
     ``history``, the history is kept in SQLite next to the memory store. ``limit_store`` holds the message
     counts of the limits (``BOT_MESSAGES_PER_MINUTE``; default: this process's memory); the per-day token limits
-    read ``usage``. ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet (``bots.console.roles``)."""
+    read ``usage``. ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet (``bots.console.roles``).
+    ``schedules``: where reminders and scheduled messages live (default: the memory store, one process; a fleet
+    passes ``RedisScheduleStore``, without which a queued agent has none); ``fire_schedules``: this process fires
+    the due ones (a gateway does not); ``schedules_clock``: what time it is for them (a test's ``ManualClock``).
+    ``approvals``: where calls waiting for an approval live (default: the memory store, one process; a fleet
+    passes ``RedisApprovalStore``, without which a queued agent refuses such calls); ``sweep_approvals``: this
+    process times requests out (a gateway does not)."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
@@ -222,11 +280,20 @@ def build_agent(
     if history is None and memory is None:
         history = build_history(settings)
     policy = build_summary_policy(settings)
+    extensions = build_extensions(
+        settings, listen=listen, only=platforms, tools=tools, search=history is not None, web_fleet=web_fleet
+    )
+    if approvals is not None or dispatcher is None or not dispatcher.distributed:
+        desk = ApprovalDesk(
+            approvals,
+            timeout=settings.actions.approval_timeout,
+            admin_chats=settings.actions.admin_chats(),
+            sweep=sweep_approvals,
+        )
+        extensions.append(desk.extension())
     agent = create_agent(
         model=chosen_model,
-        extensions=build_extensions(
-            settings, listen=listen, only=platforms, tools=tools, search=history is not None, web_fleet=web_fleet
-        ),
+        extensions=extensions,
         memory=memory if memory is not None else build_memory(settings),
         usage=usage if usage is not None else (build_usage(settings) if memory is None else None),
         chat_policy=build_chat_policy(settings),
@@ -243,6 +310,7 @@ def build_agent(
         summary=policy,
         summary_lock=summary_lock,
         limiter=build_limiter(settings, limit_store),
+        trust=build_trust(settings),
         **options,
     )
     agent.add_service(
@@ -262,6 +330,8 @@ def build_agent(
     transcriber = media.transcriber
     if isinstance(transcriber, OpenAITranscriber):
         agent.add_service(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
+    if schedules is not None or not agent.distributed:
+        attach_schedules(agent, settings, schedules, fire=fire_schedules, clock=schedules_clock)
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
         ctx.max_working_memory = min(settings.bot.history, ctx.keep_logs)

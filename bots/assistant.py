@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 from core import ActionContext, Extension, Host, action, extension
 from core.memory.history import excerpt, query_words
 
+from .reminders import ReminderRules, reminder_actions
+
 __all__ = ("assistant_extension", "persona_text")
 
 MAX_FACTS = 50
@@ -25,7 +27,7 @@ class RememberArgs(BaseModel):
 class TimeArgs(BaseModel):
     """Arguments of ``current_time``."""
 
-    timezone: str = Field(default="UTC", description="IANA time zone, for example Europe/Paris")
+    timezone: str = Field(default="", description="IANA time zone, for example Europe/Paris; empty: the chat's")
 
 
 class SearchArgs(BaseModel):
@@ -98,15 +100,16 @@ def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, 
 
 
 def _current_time(args: TimeArgs, ctx: ActionContext, agent: Host) -> dict[str, str]:
+    name = args.timezone.strip() or agent.chat_policy.zone_of(ctx.state.chat)
     try:
-        zone = ZoneInfo(args.timezone)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {args.timezone!r}; use an IANA name like Europe/Paris") from exc
+        zone = ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"unknown time zone {name[:64]!r}; use an IANA name like Europe/Paris") from exc
     now = datetime.now(zone)
     return {
         "iso": now.isoformat(timespec="seconds"),
         "weekday": now.strftime("%A"),
-        "timezone": args.timezone,
+        "timezone": name,
     }
 
 
@@ -126,7 +129,7 @@ recall = action(
 )
 current_time = action(
     name="current_time",
-    description="The current date and time.",
+    description="The current date and time (in the chat's time zone unless another is given).",
     instructions="Use it when the user asks about the date, the time or the day of the week.",
     schema=TimeArgs,
     handler=_current_time,
@@ -150,7 +153,9 @@ def persona_text(name: str, template: str) -> str:
     return template.replace("{name}", name)
 
 
-def assistant_extension(*, search: bool = True) -> Extension:
-    """The default assistant's actions (``search_history`` too if ``search``: the bot keeps history)."""
-    actions = [remember, recall, current_time, *([search_history] if search else [])]
+def assistant_extension(*, search: bool = True, reminders: ReminderRules | None = None) -> Extension:
+    """The default assistant's actions (``search_history`` too if ``search``: the bot keeps history), with
+    ``set_reminder``, ``list_reminders`` and ``cancel_reminder`` within ``reminders`` (``bots.reminders``; they
+    answer "this bot keeps no reminders" in an agent without schedules)."""
+    actions = [remember, recall, current_time, *([search_history] if search else []), *reminder_actions(reminders)]
     return extension(name="assistant", actions=actions)

@@ -31,11 +31,13 @@ from .config import (
     check_settings,
     load_settings,
     platforms,
+    policy_lines,
     redis_report,
     scaling_notes,
     settings_table,
 )
 from .logs import MASK, configure_logging, secrets_of
+from .schedules import next_firings
 from .settings import Settings
 from .tracing import start_tracing
 
@@ -364,6 +366,15 @@ def _config(settings: Settings) -> int:
         for line in servers:
             print(f"  {line}")
     problems += mcp_problems
+    print("\nactions policy (ACTIONS_POLICY; the most specific matching pattern wins):")
+    for line in policy_lines(settings):
+        print(f"  {line}")
+    firings, schedule_problems = asyncio.run(next_firings(settings))
+    if firings:
+        print("\nnext schedule firings:")
+        for line in firings:
+            print(f"  {line}")
+    problems += schedule_problems
     if problems:
         print("\nproblems:", file=sys.stderr)
         for p in problems:

@@ -35,6 +35,7 @@ __all__ = (
     "env_name",
     "load_settings",
     "platforms",
+    "policy_lines",
     "redis_report",
     "safe_url",
     "scaling_notes",
@@ -170,6 +171,10 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
             problems.append(
                 f"BOT_ADMIN_USERS: {admin!r} is not a platform-qualified user id; write telegram:123 or discord:456"
             )
+    try:
+        settings.actions.parsed()
+    except ValueError as exc:
+        problems.append(str(exc))
     if role == "gateway" and not enabled and not settings.web.in_fleet:
         problems.append("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
     if role in ("gateway", "worker"):
@@ -436,6 +441,16 @@ async def _ask_sentinels(settings: Settings, *, timeout: float) -> tuple[list[st
     return lines + found, problems + more
 
 
+def policy_lines(settings: Settings) -> list[str]:
+    """The actions policy in effect, one rule a line: ``ACTIONS_POLICY``'s as written, then the defaults; nothing
+    when it cannot be read (``check_settings`` says why)."""
+    try:
+        policy = settings.actions.parsed()
+    except ValueError:
+        return []
+    return policy.describe()
+
+
 async def check_mcp_servers(settings: Settings) -> tuple[list[str], list[str]]:
     """Start every MCP server of ``MCP_SERVERS`` once and stop it: ``(lines, problems)``, a line per server
     saying whether it answered initialize (secrets masked), and a problem per ``required`` server that
@@ -512,6 +527,10 @@ def _show(value: Any) -> str:
         return "(unset)"
     if isinstance(value, enum.Enum):
         return str(value.value)
+    if isinstance(value, pydantic.BaseModel) and type(value).__str__ is pydantic.BaseModel.__str__:
+        # an entry of a list setting (BOT_SCHEDULES) as it is written; one that says how it is shown (an MCP
+        # server, its secrets masked) is shown so
+        return value.model_dump_json(exclude_none=True)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):

@@ -227,7 +227,14 @@ async def _listen(
 ) -> None:
     """One listening period of one platform's agent (Discord's shards leased meanwhile) until ``stopping`` is
     set, a lock is lost, or the platform fails for good (raised)."""
-    from core.fleet import IdentifySlots, RedisDispatcher, RedisMemoryStore, RedisUsage
+    from core.fleet import (
+        IdentifySlots,
+        RedisApprovalStore,
+        RedisDispatcher,
+        RedisMemoryStore,
+        RedisScheduleStore,
+        RedisUsage,
+    )
 
     from .app import build_agent, build_history
 
@@ -237,6 +244,10 @@ async def _listen(
         memory=RedisMemoryStore(backend),
         history=build_history(settings, distributed=True),  # for /forget
         usage=RedisUsage(backend),  # for /stats
+        schedules=RedisScheduleStore(backend),  # for /reminders; the workers fire them
+        fire_schedules=False,
+        approvals=RedisApprovalStore(backend),  # presses are decided here; the workers time requests out
+        sweep_approvals=False,
         model=_no_model(),
         listen=True,
         tools=False,

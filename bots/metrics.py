@@ -22,6 +22,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from core import tracing
 from core.events import RunEvent, RunEventType
+from core.trust import AuditEvent
 
 if TYPE_CHECKING:
     from core import Host
@@ -44,6 +45,9 @@ __all__ = (
     "REPLIES_UNCERTAIN",
     "REPLY_SECONDS",
     "RUN_SECONDS",
+    "SCHEDULES",
+    "SCHEDULES_LATE",
+    "SCHEDULES_PENDING",
     "TOKENS",
     "WORKER_LEASES",
     "WORKER_LEASES_HELD",
@@ -69,7 +73,7 @@ MESSAGES_RECEIVED = Counter(
 )
 MESSAGES_IGNORED = Counter(
     "bots_messages_ignored",
-    "Messages the bot did not answer: filtered by the adapter (reason: own, bot, bot_hops, policy, allowlist, "
+    "Messages the bot did not answer: filtered by the adapter (reason: own, bot, bot_hops, bot_cap, policy, allowlist, "
     "duplicate, empty, busy, stopping) or the model chose to stay silent (reason: no_reply)",
     ["platform", "reason"],
 )
@@ -115,6 +119,25 @@ REPLIES_UNCERTAIN = Counter(
     "(outcome: resend, posted again, maybe shown twice; skip, taken as shown, maybe missing)",
     ["platform", "outcome"],
 )
+SCHEDULES_PENDING = Gauge(
+    "bots_schedules_pending", "Active reminders and scheduled messages, all conversations (counted every few seconds)"
+)
+SCHEDULES = {
+    kind: Counter(f"bots_schedules_{kind}", text, ["platform"])
+    for kind, text in (
+        ("fired", "Occurrences of reminders and scheduled messages fired (sent to their conversation)"),
+        ("failed", "Attempts to fire an occurrence that failed (tried again while the claim lasts, then by another)"),
+        ("missed", "Occurrences not fired: more than BOT_SCHEDULES_GRACE late when found (the bot was down)"),
+        ("dropped", "Schedules cancelled because the platform said the bot may no longer post in their chat"),
+    )
+}
+"""``bots_schedules_<kind>_total{platform}``: what happened to schedules (``core.schedules``)."""
+SCHEDULES_LATE = Histogram(
+    "bots_schedules_late_seconds",
+    "Seconds between an occurrence's due time and its firing",
+    ["platform"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600),
+)
 WORKER_LEASES = Counter(
     "bots_worker_leases", "Context leases of this worker by event (claimed, renewed, lost, released)", ["event"]
 )
@@ -124,10 +147,25 @@ GATEWAY_SHARD_HELD = Gauge(
     "bots_gateway_shard_held", "1 for each shard this gateway process holds now", ["platform", "shard"]
 )
 
+ACTIONS = {
+    event: Counter(f"bots_actions_{event.value}", text, ["platform", "tier"])
+    for event, text in (
+        (AuditEvent.REFUSED, "Action calls refused: the author's tier may not make them (ACTIONS_POLICY)"),
+        (AuditEvent.APPROVAL_REQUESTED, "Action calls handed to the approvers"),
+        (AuditEvent.APPROVED, "Action calls an approver accepted"),
+        (AuditEvent.DENIED, "Action calls an approver refused"),
+        (AuditEvent.EXPIRED, "Action calls nobody approved in time"),
+    )
+}
+"""``bots_actions_<event>_total{platform,tier}``, one per trust decision (``core.trust.AuditEvent``)."""
+
+_AUDIT_EVENTS = frozenset(e.value for e in AuditEvent)
+
 LEASE_EVENTS = ("claimed", "renewed", "lost", "released")
 """The events of ``lease``: ``claimed`` and ``released``/``lost`` move ``bots_worker_leases_held``."""
 
 KINDS = (
+    "actions",
     "attachment",
     "attachment_bytes",
     "cost_micros",
@@ -147,13 +185,20 @@ KINDS = (
     "reply_seconds",
     "reply_uncertain",
     "run_seconds",
+    "schedule_dropped",
+    "schedule_failed",
+    "schedule_fired",
+    "schedule_late_seconds",
+    "schedule_missed",
 )
 """What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``input_tokens:<model>``,
 ``output_tokens:<model>`` and ``cost_micros:<model>`` the model (totals by model, never by user);
 ``queue_depth`` takes the queue's name as ``context_id`` and the depth as value; ``rate_limited`` and
 ``reply_uncertain:<outcome>`` take a platform or context id; ``attachment:<kind>:<outcome>`` counts one
 attachment, ``attachment_bytes`` the bytes downloaded; ``limited:<limit>`` counts an input a limit refused
-(``core.limits.LimitKind``)."""
+(``core.limits.LimitKind``); ``actions:<event>:<tier>`` a trust decision on a call (``core.trust.audit``);
+``schedule_<fired|failed|missed|dropped>`` one occurrence or schedule, ``schedule_late_seconds`` the lateness of
+a firing (``core.schedules``, ``extensions.chat.reminders``)."""
 
 
 def platform_of(context_id: str) -> str:
@@ -246,6 +291,15 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         MESSAGES_IGNORED.labels(platform=platform_of(context_id), reason=detail or "filtered").inc(value)
     elif base == "limited":
         LIMITED.labels(platform=platform_of(context_id), limit=detail or "unknown").inc(value)
+    elif base == "actions":
+        event, _, tier = detail.partition(":")
+        counter = ACTIONS.get(AuditEvent(event)) if event in _AUDIT_EVENTS else None
+        if counter is not None:
+            counter.labels(platform=platform_of(context_id), tier=tier or "member").inc(value)
+    elif base == "schedule_late_seconds":
+        SCHEDULES_LATE.labels(platform=platform_of(context_id)).observe(max(0.0, value))
+    elif base.startswith("schedule_") and base.removeprefix("schedule_") in SCHEDULES:
+        SCHEDULES[base.removeprefix("schedule_")].labels(platform=platform_of(context_id)).inc(value)
     elif base == "rate_limited":
         PLATFORM_RATE_LIMITED.labels(platform=platform_of(context_id)).inc()
     elif base == "reply_uncertain":

@@ -35,7 +35,7 @@ def build_model(llm: LlmSettings, *, data_dir: Path | None = None) -> Model:
         _check_url(base_url)
     retry = RetryPolicy(retries=llm.retries)
     if provider is LlmProvider.SCRIPTED:
-        return ScriptedModel(_scripted_reply)
+        return ScriptedModel(_scripted_reply, keep=0)  # a bot that runs for days keeps no prompts
     if provider is LlmProvider.OPENAI:
         from core.models.openai_compat import DEFAULT_OPENAI_MODEL, OpenAICompatModel
 

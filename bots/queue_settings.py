@@ -99,7 +99,10 @@ class RedisSettings(BaseModel):
         description="Seconds an idle worker waits for a wake-up before checking the queue anyway",
     )
     dedupe_ttl: float = Field(
-        default=86_400.0, gt=0, description="Seconds a platform message id is remembered to drop redeliveries"
+        default=60.0,
+        gt=0,
+        description="Seconds a platform message id is remembered at least to drop redeliveries (besides the newest "
+        "32 of its conversation; Telegram and Discord ids also by the conversation's highest id, kept for good)",
     )
     handoff_batches: int = Field(
         default=8, ge=1, description="Batches in a row before a busy conversation goes back to the queue"

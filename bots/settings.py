@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from core.chat_settings import known_zone
 from core.media import AttachmentKind
 from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
@@ -22,7 +23,10 @@ from extensions.web.settings import WebSettings
 
 from .console.settings import ConsoleSettings
 from .queue_settings import RedisSettings
+from .schedules import OperatorSchedule, parse_operator_schedules
+from .setting_values import names as _names
 from .tracing import TracingSettings
+from .trust_settings import ActionsSettings, TrustSettings
 
 __all__ = (
     "BotSettings",
@@ -74,8 +78,8 @@ class BotSettings(BaseModel):
     )
     disabled_commands: Annotated[frozenset[str], NoDecode] = Field(
         default_factory=frozenset,
-        description="Chat commands turned off entirely, comma-separated: model, persona, language, settings, stats, "
-        "reset, forget",
+        description="Chat commands turned off entirely, comma-separated: model, persona, language, reply, timezone, "
+        "settings, stats, reminders, reset, forget",
     )
     max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
@@ -115,6 +119,55 @@ class BotSettings(BaseModel):
         description="Characters of one message the bot reads at most; longer ones are "
         "refused with a short notice (0: off)",
     )
+    schedules_grace: float = Field(
+        default=3600.0,
+        ge=0,
+        description="Seconds late a reminder or scheduled message may still fire (the bot was down at its time); "
+        "older occurrences are logged and counted as missed, not sent",
+    )
+    schedules_poll: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between two looks at the schedules at most (one set by another process of a fleet is "
+        "seen within this)",
+    )
+    timezone: str = Field(
+        default="UTC",
+        description="Time zone (IANA name, for example Europe/Paris) of reminders and schedules in a chat that chose "
+        "none with /timezone, and of BOT_SCHEDULES entries without one",
+    )
+    schedules_per_user: int = Field(
+        default=10, ge=0, description="Active reminders and schedules one user may have at once (0: no limit)"
+    )
+    schedules_per_chat: int = Field(
+        default=25, ge=0, description="Active reminders and schedules one chat may have at once (0: no limit)"
+    )
+    schedules_min_interval: float = Field(
+        default=300.0,
+        ge=1,
+        description="Seconds between two occurrences of a recurring reminder at least (an interval, or a cron "
+        "expression's closest two); the operator's BOT_SCHEDULES are not limited",
+    )
+    schedules: Annotated[tuple[OperatorSchedule, ...], NoDecode] = Field(
+        default=(),
+        description='Scheduled messages set by the operator, a JSON list: [{"channel": "telegram:-100123", "cron": '
+        '"0 9 * * 1", "text": "Weekly stand-up!"}]; each has a channel (telegram:<chat id>[:<topic id>] or '
+        "discord:<channel id>), a cron expression or every (seconds), a prompt (the model writes the message) "
+        "or a text (posted as written), and optionally tz",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        if not known_zone(value):
+            raise ValueError(f"{value!r} is not a time zone: use an IANA name such as UTC or Europe/Paris")
+        return value
+
+    @field_validator("schedules", mode="before")
+    @classmethod
+    def _operator_schedules(cls, value: Any) -> Any:
+        return parse_operator_schedules(value)
 
     @property
     def admins(self) -> frozenset[str]:
@@ -200,13 +253,6 @@ class LlmSettings(BaseModel):
         description="Send pictures to the model as images (openai, anthropic); false for a text-only model, "
         "which then reads a short note instead. The local model never sees images",
     )
-
-
-def _names(value: Any) -> Any:
-    if isinstance(value, str):
-        text = value.strip()
-        return json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
-    return value
 
 
 def _prices(value: Any) -> Any:
@@ -327,3 +373,5 @@ class Settings(BaseSettings):
     web: WebSettings = Field(default_factory=WebSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    trust: TrustSettings = Field(default_factory=TrustSettings)
+    actions: ActionsSettings = Field(default_factory=ActionsSettings)

@@ -69,10 +69,12 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     """Work until ``stop`` is set (or, without one, until SIGTERM / SIGINT), then stop gracefully."""
     from core.fleet import (
         QueueWorker,
+        RedisApprovalStore,
         RedisBackend,
         RedisDispatcher,
         RedisLimitStore,
         RedisMemoryStore,
+        RedisScheduleStore,
         RedisSummaryLock,
         RedisUsage,
     )
@@ -94,6 +96,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             summary_lock=RedisSummaryLock(backend, ttl=max(60.0, settings.llm.timeout * 3)),
             usage=RedisUsage(backend),
             limit_store=RedisLimitStore(backend),
+            schedules=RedisScheduleStore(backend),
+            approvals=RedisApprovalStore(backend),
             listen=False,
             stop_timeout=backend.config.stop_timeout,
             platforms=platforms(settings) + (["web"] if web_wanted(settings) else []),

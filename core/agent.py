@@ -28,7 +28,8 @@ from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
 from .entries import InputRef, Log
 from .errors import DefinitionError, RunError
-from .events import RunEvent, RunEventType
+from .event_stream import events_of
+from .events import RunEvent
 from .extension_points import ExtensionPoints
 from .limits import Limiter
 from .media.reader import MediaReader, attachment_outcome
@@ -44,6 +45,7 @@ from .state_store import StateStore
 from .summary import Summarizer, SummaryLock, SummaryPolicy
 from .task_runner import TaskRunner
 from .trace import correlation_id
+from .trust import Trust
 from .usage import InMemoryUsage, Price, UsageStore
 
 __all__ = ("Agent", "create_agent")
@@ -90,6 +92,7 @@ class Agent(ExtensionPoints):
         chat_policy: ChatPolicy | None = None,
         usage: UsageStore | None = None,
         prices: Mapping[str, Price] | None = None,
+        trust: Trust | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise DefinitionError(
@@ -132,6 +135,9 @@ class Agent(ExtensionPoints):
         """Tokens and estimated cost per day, per user, conversation and model (``/stats`` and the token limits)."""
         self.prices: dict[str, Price] = dict(prices or {})
         """What each model costs (dollars per million tokens), by model name."""
+        self.trust = trust
+        """Who may call which action (``core.trust``: tiers, the operator's policy, approvals); None: every action
+        is offered to everyone."""
         self.max_tokens = max_tokens
         """Upper bound on tokens per model call."""
         self.model_idle_timeout = model_idle_timeout
@@ -171,6 +177,7 @@ class Agent(ExtensionPoints):
         self._started = False
         self._stopping = False
         self._tools_of: tuple[Model, bool] | None = None
+        self._deps: RunDeps | None = None  # what runs read, built at the first run after a setting changed
         for ext in self.extensions:
             self.registry.register(ext.contexts, ext.actions, ext.outputs, ext.inputs, owner=f"extension {ext.name!r}")
             self.services.extend(ext.services)
@@ -328,8 +335,20 @@ class Agent(ExtensionPoints):
             self._tools_of = (model, isinstance(model, CallsTools) and model.calls_tools)
         return self._tools_of[1]
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_deps":  # a setting changed (``agent.limiter = ...``): the next run builds its deps anew
+            object.__setattr__(self, "_deps", None)
+
     def run_deps(self) -> RunDeps:
-        """What a run of the step loop reads, as the agent is configured now (each run takes its own)."""
+        """What a run of the step loop reads, as the agent is configured now: built once and shared by the runs
+        until a setting of the agent or the model's ``vision`` changes (runs only read it)."""
+        deps = self._deps
+        if deps is None or deps.model is not self.model or deps.sees_images != self.sees_images:
+            deps = self._deps = self._build_deps()
+        return deps
+
+    def _build_deps(self) -> RunDeps:
         return RunDeps(
             host=self,
             model=self.model,
@@ -349,6 +368,7 @@ class Agent(ExtensionPoints):
             observe=self.observe,
             observe_model=self.observe_model,
             observe_output=self.observe_output,
+            trust=self.trust,
         )
 
     # -- sending and running ---------------------------------------------------------------------------
@@ -484,7 +504,8 @@ class Agent(ExtensionPoints):
             if not run.forget:
                 await self._record(state, chain)
                 await self.save_state(state)
-                await self._remember_trace(cid, run)
+                if run.trace_id is not None:  # tracing is on
+                    await self._remember_trace(cid, run)
             for observer in self.observers:
                 observer("run_seconds", cid, loop.time() - started)
             if not future.done():
@@ -503,6 +524,8 @@ class Agent(ExtensionPoints):
                 raise
             log.exception("run of %s crashed", cid)
         finally:
+            if isinstance(entry, Run):  # the run is over: the state no longer points back to it (a cycle left
+                entry.state.record = None  # for the garbage collector at every message, ~10% of the time)
             self._runs.release(cid, entry)
 
     async def _record(self, state: ContextState, chain: Sequence[Log]) -> None:
@@ -536,41 +559,12 @@ class Agent(ExtensionPoints):
         reasoning: bool = True,
     ) -> AsyncIterator[RunEvent]:
         """Send ``input`` and yield the run's events as they happen (runs in this process)."""
-        return self._stream(context, args, input, reasoning=reasoning)
 
-    async def _stream(
-        self,
-        context: Context,
-        args: Any,
-        input: InputRef | Mapping[str, Any],
-        *,
-        reasoning: bool,
-    ) -> AsyncIterator[RunEvent]:
-        queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
-        args = context.schema.validate(args)
-        ref = self.make_input(input)
+        async def start(listener: Callable[[RunEvent], None]) -> None:
+            valid = context.schema.validate(args)
+            await self.run(context, valid, [self.make_input(input)], listener=listener)
 
-        async def drive() -> None:
-            try:
-                await self.run(context, args, [ref], listener=queue.put_nowait)
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.create_task(drive())
-        try:
-            while True:
-                event = await queue.get()
-                if event is None:
-                    break
-                if event.type == RunEventType.REASONING and not reasoning:
-                    continue
-                yield event
-                if event.type == RunEventType.ERROR:
-                    break
-        finally:
-            if not task.done():
-                await asyncio.shield(task)
-            task.result()
+        return events_of(start, reasoning=reasoning)
 
     def settings_parents(self, context: Context, args: Any) -> tuple[str, ...]:
         """The ids of the conversations whose chat settings the one of ``context`` and ``args`` starts from

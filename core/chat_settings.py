@@ -1,4 +1,5 @@
-"""Settings of one conversation, changed from inside the chat (``/model``, ``/persona``, ``/language``).
+"""Settings of one conversation, changed from inside the chat (``/model``, ``/persona``, ``/language``,
+``/reply``, ``/timezone``).
 
 They are stored with the conversation, in the agent's memory store under ``settings:<context id>`` (SQLite in
 one process; in Redis ``<prefix>{<context id>}:mem:settings``, written at once, so every worker reads the change
@@ -14,6 +15,7 @@ only when the bot is mentioned) overrides the operator's (``DISCORD_REPLY_POLICY
 from __future__ import annotations
 
 import enum
+import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +32,7 @@ __all__ = (
     "ChatSettings",
     "ChatSettingsStore",
     "escape_persona",
+    "known_zone",
 )
 
 
@@ -44,6 +47,8 @@ class ChatSetting(enum.StrEnum):
     """Language of the bot's own messages (errors, help, notices)."""
     REPLY = "reply"
     """When the bot answers in a group or server channel (``always`` or ``mention``; private chats always)."""
+    TIMEZONE = "timezone"
+    """The IANA time zone reminders and schedules are read in (``Europe/Paris``; ``BOT_TIMEZONE`` by default)."""
 
 
 REPLY_CHOICES = ("always", "mention")
@@ -64,6 +69,8 @@ class ChatSettings(BaseModel):
     """Language code of the bot's own messages (``en``, ``fr``)."""
     reply: str | None = None
     """When the bot answers in a group (one of ``REPLY_CHOICES``); None keeps the operator's policy."""
+    timezone: str | None = None
+    """The chat's IANA time zone (``Europe/Paris``); None keeps the operator's (``ChatPolicy.default_timezone``)."""
 
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""
@@ -78,6 +85,17 @@ class ChatSettings(BaseModel):
 
 _NOTHING = ChatSettings()
 """The settings of a conversation that chose nothing."""
+
+
+def known_zone(name: str) -> bool:
+    """True when ``name`` is an IANA time zone this machine knows (``Europe/Paris``, ``UTC``)."""
+    if not name or name != name.strip() or len(name) > 64:
+        return False
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
+        return False
+    return True
 
 
 def escape_persona(text: str) -> str:
@@ -100,6 +118,8 @@ class ChatPolicy:
     """Languages of the bot's own messages a conversation may choose."""
     default_language: str = "en"
     """Language of the bot's own messages when a conversation chose none (``BOT_LANGUAGE``)."""
+    default_timezone: str = "UTC"
+    """The time zone of a conversation that chose none (``BOT_TIMEZONE``)."""
     admin_users: frozenset[str] = frozenset()
     """Platform-qualified user ids (``discord:123``, ``telegram:456``) who may change settings anywhere."""
     disabled_commands: frozenset[str] = frozenset()
@@ -120,6 +140,10 @@ class ChatPolicy:
         """True when the operator fixed ``setting`` in ``context_id`` (or in one of its ``parents``)."""
         return setting.value in self.pins_of(context_id, parents)
 
+    def zone_of(self, settings: ChatSettings) -> str:
+        """The time zone of a conversation with the effective ``settings``: its own, else the operator's."""
+        return settings.timezone or self.default_timezone
+
     def effective(self, context_id: str, chosen: ChatSettings, parents: Sequence[str] = ()) -> ChatSettings:
         """What a run of ``context_id`` uses: the conversation's choices, the operator's pins over them, and
         nothing the policy no longer allows (a model taken off ``LLM_ALLOWED_MODELS``, an unknown language)."""
@@ -135,6 +159,8 @@ class ChatPolicy:
             values["language"] = None
         if values.get("reply") is not None and values["reply"] not in REPLY_CHOICES:
             values["reply"] = None
+        if values.get("timezone") is not None and not known_zone(values["timezone"]):
+            values["timezone"] = None
         persona = values.get("persona")
         if persona is not None:
             values["persona"] = persona[: self.persona_max_chars] or None

@@ -88,6 +88,9 @@ class Action(Generic[ArgsT_co]):
     fire_and_forget: bool | Literal["without_output_path"] = False
     """``True``: a call is not waited for (it runs to completion in the task runner, its result is not shown
     to the model); ``"without_output_path"``: only a call that writes no ``_outputPath`` is not waited for."""
+    address: str | None = None
+    """The name the operator's policy calls it by (``core.trust``; an MCP tool: ``mcp:<server>:<tool>``); None:
+    its ``name``."""
 
 
 @dataclass(kw_only=True, eq=False)

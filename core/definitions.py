@@ -99,6 +99,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    address: str | None = None,
 ) -> Action[dict[str, Any]]: ...
 @overload
 def action(
@@ -121,6 +122,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    address: str | None = None,
 ) -> Action[S]: ...
 @overload
 def action(
@@ -143,6 +145,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    address: str | None = None,
 ) -> Action[Any]: ...
 def action(
     *,
@@ -164,6 +167,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, Any], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    address: str | None = None,
 ) -> Action[Any]:
     """Define an action; ``schema`` is a pydantic model or type for the arguments (default: no arguments, a
     dict), and the handler takes what it validates (mypy checks it)."""
@@ -198,6 +202,7 @@ def action(
         format=format,
         on_error=on_error,
         fire_and_forget=fire_and_forget,
+        address=address,
     )
 
 

@@ -5,10 +5,11 @@ its handler run and the outcome logged, with every failure an error the model re
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from .entries import OutputRef
-from .errors import RunError
+from .errors import DispatchError, RunError
 from .events import RunEventType
 from .handlers import delivered_text, output_stream, run_output
 from .limits import Refusal
@@ -18,8 +19,9 @@ from .turns import TurnGuard, cut_turns
 
 if TYPE_CHECKING:
     from .engine import Run
+    from .templates import TemplateStream
 
-__all__ = ("abandon_outputs", "close_output", "notify", "open_output", "output_text")
+__all__ = ("abandon_outputs", "close_output", "notify", "open_output", "output_text", "post_text")
 
 log = logging.getLogger("core.engine")
 
@@ -34,19 +36,33 @@ def open_output(run: Run, step: Step, event: TagStart) -> None:
     step.open[event.index] = OpenOutput(ref, turns=TurnGuard(step.speakers) if step.guarded else None)
 
 
-async def output_text(run: Run, step: Step, event: TagText) -> None:
-    """A piece of an output's text: added to its log entry and streamed to the listeners."""
+def output_text(run: Run, step: Step, event: TagText) -> Coroutine[Any, Any, None] | None:
+    """A piece of an output's text: added to its log entry and streamed to the listeners. Returns what to await
+    when the text has templates to resolve first (a plain delta costs no coroutine)."""
     out = step.open.get(event.index)
     if out is None:
-        return
-    out.ref.content += event.text
+        return None
+    # the entry's text so far, written past pydantic's __setattr__ (which would cost as much as the rest of the
+    # delta); the tag's close assigns the whole content
+    out.ref.__dict__["content"] += event.text
     text = out.turns.feed(event.text) if out.turns is not None else event.text
     if out.templates is None and "{" in text:  # a template may start here: resolve it before it is shown
         out.templates = output_stream(step.calls, run.state)
-    if text and out.templates is not None:
-        text = await out.templates.feed(text)
-    if text:
+    if not text:
+        return None
+    if out.templates is not None:
+        return _resolved(run, out, out.templates, text, event.index)
+    if out.checked:
+        run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=out.ref.type, output_index=event.index)
+    else:
         _show(run, out, text, event.index)
+    return None
+
+
+async def _resolved(run: Run, out: OpenOutput, templates: TemplateStream, text: str, index: int) -> None:
+    text = await templates.feed(text)
+    if text:
+        _show(run, out, text, index)
 
 
 def _show(run: Run, out: OpenOutput, text: str, index: int, *, final: bool = False) -> None:
@@ -88,7 +104,9 @@ async def close_output(run: Run, step: Step, event: TagEnd) -> None:
         run.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_index=event.index, final=True, error=ref.error)
         return
     try:
-        text = await delivered_text(ref.content, step.calls, run.state)
+        text = ref.content  # already stripped; templates resolved only where there are any
+        if "{{" in text:
+            text = await delivered_text(text, step.calls, run.state)
         if run.loop_guard.repeated_reply(type_, text):
             step.repeats += 1
             ref.error = (
@@ -100,7 +118,8 @@ async def close_output(run: Run, step: Step, event: TagEnd) -> None:
                 RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True, error=ref.error
             )
             return
-        _show(run, out, rest, event.index, final=True)
+        if rest or out.held:
+            _show(run, out, rest, event.index, final=True)
         added = await run_output(
             host=run.deps.host,
             state=run.state,
@@ -111,6 +130,8 @@ async def close_output(run: Run, step: Step, event: TagEnd) -> None:
             step=run.steps,
             index=event.index,
         )
+    except DispatchError:
+        raise  # the queue's storage failed (Redis, a lost lease): the run fails whole, not this output alone
     except Exception as exc:
         if not isinstance(exc, RunError):
             log.warning("output %s handler raised", type_, exc_info=True)
@@ -139,13 +160,24 @@ def abandon_outputs(step: Step) -> None:
 async def notify(run: Run, refusal: Refusal, *, index: int) -> None:
     """Tell the user a limit was reached, through the conversation's own output (in a queued run it follows the
     reply ledger); ``index`` is a negative element index no response uses."""
+    try:
+        await post_text(run, refusal.notice, index=index)
+    except Exception as exc:
+        log.warning("could not tell %s that a limit was reached: %s", run.state.id, exc)
+
+
+async def post_text(run: Run, text: str, *, index: int, record: bool = False) -> None:
+    """Post ``text`` as written through the conversation's own output, without the model (a limit's notice, a
+    scheduled message); in a queued run it follows the reply ledger. ``index`` is a negative element index no
+    response uses; ``record``: the post joins the conversation's working memory (the model sees it was said). The
+    output's errors are raised."""
     _, outputs = run.deps.available(run.state)
     own = [o for o in outputs if o.context is run.state.context] or outputs
     if not own:
         return
-    ref = OutputRef(type=own[0].type, content=refusal.notice, processed=True)
+    ref = OutputRef(type=own[0].type, content=text, processed=True)
     try:
-        await run_output(
+        added = await run_output(
             host=run.deps.host,
             state=run.state,
             output=own[0],
@@ -156,4 +188,12 @@ async def notify(run: Run, refusal: Refusal, *, index: int) -> None:
             index=index,
         )
     except Exception as exc:
-        log.warning("could not tell %s that a limit was reached: %s", run.state.id, exc)
+        ref.error = str(exc) or type(exc).__name__
+        raise
+    finally:
+        if record:
+            run.record(ref)
+    if record:
+        for entry in added:
+            run.record(entry)
+        run.delivered(ref.type)

@@ -9,26 +9,29 @@ that joined the run) and the step budget allows. Nothing the model writes raises
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from . import tracing
 from .action_calls import start_call
 from .chat_settings import escape_persona
 from .definitions import ContextState, maybe_await
-from .delivery import abandon_outputs, close_output, notify, open_output, output_text
+from .delivery import abandon_outputs, close_output, notify, open_output, output_text, post_text
 from .entries import ErrorLog, InputRef, Log, Thought, now_ms
-from .errors import ModelError, RunError
+from .errors import DispatchError, ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .loop_guard import LoopGuard
 from .model_call import as_response, charge_usage, images_in, stream_model
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .prompt import build_compact_prompt, build_prompt, format_value
+from .schedules.model import posted_as_written
 from .step import Step
+from .trust import RunGuard
 from .turns import TURN_STOPS
 from .usage import user_of
 
@@ -73,6 +76,8 @@ class Run:
         """The id of the trace the run is part of (32 hex digits), None while tracing is off."""
         self.started_ms = now_ms()
         """When the run started, in ms since the epoch."""
+        self.guard = RunGuard(deps.trust) if deps.trust is not None else None
+        """The run's trust decisions (``core.trust``): its tier, the actions it may call; None: no policy."""
         state.record = self.record  # what the context records (state.emit) joins this run's chain
         self._joined = False
         self._first_input_ms: int | None = None
@@ -86,6 +91,8 @@ class Run:
         self.state.working_memory.push(ref)
         self.chain.append(ref)
         self._joined = True
+        if self.guard is not None:
+            self.guard.admit(ref)
         if self._first_input_ms is None or ref.timestamp < self._first_input_ms:
             self._first_input_ms = ref.timestamp
 
@@ -107,9 +114,12 @@ class Run:
 
     # -- the loop --------------------------------------------------------------------------------------
 
-    async def execute(self) -> list[Log]:
+    def execute(self) -> Coroutine[Any, Any, list[Log]]:
         """Step until nothing is left to process, a step adds nothing new, or the step budget is spent."""
-        with tracing.span(f"invoke_agent {self.state.context.type}") if tracing.active() else tracing.NO_SPAN as span:
+        return self._traced() if tracing.active() else self._execute()  # while off: no span, no extra frame
+
+    async def _traced(self) -> list[Log]:
+        with tracing.span(f"invoke_agent {self.state.context.type}") as span:
             if span.is_recording():
                 ids = tracing.current_ids()
                 self.trace_id = ids[0] if ids is not None else None
@@ -134,8 +144,11 @@ class Run:
                 self.steps += 1
                 since_input += 1
                 self.emitter.step = self.steps
-                with tracing.span("step") as span:
-                    span.set_attribute("bots.step", self.steps)
+                if tracing.active():
+                    with tracing.span("step") as span:
+                        span.set_attribute("bots.step", self.steps)
+                        step = await self._step()
+                else:
                     step = await self._step()
                 if ctx.on_step is not None:
                     await maybe_await(ctx.on_step(self.state, self.deps.host))
@@ -164,6 +177,9 @@ class Run:
                     continue
                 break
             self.accepting = False
+        except DispatchError:
+            self.accepting = False
+            raise  # the queue's storage failed: not the model's to read; a queued batch is not acknowledged
         except Exception as exc:
             self.accepting = False
             await self._fail(exc)
@@ -216,6 +232,20 @@ class Run:
                 await notify(self, refusal, index=-self._notices)
         return admitted
 
+    async def _post_as_written(self, pending: list[Log], fixed: list[InputRef]) -> list[Log] | None:
+        """Post the texts of scheduled messages meant to be posted as written (``fixed``, ``core.schedules``)
+        through the conversation's own output, without the model; the rest of ``pending``, or None when nothing
+        else is left for the model."""
+        for entry in fixed:
+            entry.processed = True
+            self._notices += 1
+            try:
+                await post_text(self, str(entry.data.get("text", "")), index=-self._notices, record=True)
+            except Exception as exc:
+                log.warning("%s: a scheduled message was not posted: %s", self.state.id, exc)
+        rest = [entry for entry in pending if entry not in fixed]
+        return rest or None
+
     async def _charge(self, request: ModelRequest, input_tokens: int, output_tokens: int, estimated: bool) -> None:
         await charge_usage(
             self.deps,
@@ -232,8 +262,16 @@ class Run:
         """One model call and what it wrote (None: every new input was over a limit, the model was not called)."""
         deps, state = self.deps, self.state
         actions, outputs = deps.available(state)
+        if self.guard is not None:  # only what the run's tier may call is shown (and callable)
+            actions = self.guard.offered(actions)
         pending = state.working_memory.unprocessed()
-        updates = await self._admit(pending)
+        fixed = [entry for entry in pending if isinstance(entry, InputRef) and posted_as_written(entry)]
+        if fixed:
+            rest = await self._post_as_written(pending, fixed)
+            if rest is None:
+                return None  # only texts posted as written: the model is not called
+            pending = rest
+        updates = await self._admit(pending) if deps.limiter is not None else pending
         if pending and not updates:
             return None  # every new input was over a limit: the model is not called
         if self.steps > 1 and any(isinstance(entry, InputRef) for entry in updates):
@@ -287,13 +325,16 @@ class Run:
             )
             stream = stream_model(deps, request, charge=functools.partial(self._charge, request))
             if request.plain:
-                chunks: AsyncIterator[str] = as_response(stream, outputs[0].type if outputs else "", step.speakers)
+                chunks: AsyncGenerator[str, None] = as_response(
+                    stream, outputs[0].type if outputs else "", step.speakers
+                )
             else:
                 chunks = stream
             try:
-                async for chunk in chunks:
-                    for event in parser.feed(chunk):
-                        await self._on_event(event, step)
+                async with contextlib.aclosing(chunks):  # closed here even when the run is cancelled
+                    async for chunk in chunks:  # between two chunks (a lost lease): no stream is left suspended
+                        for event in parser.feed(chunk):
+                            await self._on_event(event, step)
                 for event in parser.close():
                     await self._on_event(event, step)
             except Exception as exc:  # raised after the calls already started have finished
@@ -318,7 +359,9 @@ class Run:
             if event.name == "reasoning":
                 self.emitter.emit(RunEventType.REASONING, event.text)
             elif event.name == "output":
-                await output_text(self, step, event)
+                templated = output_text(self, step, event)
+                if templated is not None:
+                    await templated
             return
         if isinstance(event, TagStart):
             if event.name == "output":

@@ -178,11 +178,12 @@ _logs_adapter: pydantic.TypeAdapter[list[Log]] = pydantic.TypeAdapter(list[Log])
 class WorkingMemory:
     """The logs of one context, oldest first, kept to a bounded length.
 
-    Entries that were already processed when memory was last loaded or saved do not change any more, so
-    their JSON form is kept and reused: saving costs the new entries, not the whole history.
+    Entries that were already processed when memory was last loaded or saved (settled) do not change any more, so
+    their JSON form and their text in the prompt are kept and reused: saving and prompting cost the new entries,
+    not the whole history. The settled entries at the front are not scanned again for unprocessed ones.
     """
 
-    __slots__ = ("_raw", "limit", "logs")
+    __slots__ = ("_dumped", "_last", "_raw", "_shown", "limit", "logs")
 
     def __init__(self, logs: list[Log] | None = None, *, limit: int = 200) -> None:
         self.logs: list[Log] = logs or []
@@ -190,34 +191,76 @@ class WorkingMemory:
         self.limit = limit
         """How many entries are kept; older ones are dropped when the memory is saved."""
         self._raw: dict[str, dict[str, Any]] = {}
+        self._shown: dict[str, str] = {}
+        self._dumped: list[dict[str, Any]] = []  # the JSON form of the settled entries at the front
+        self._last: Log | None = None  # the last of them, to notice a list changed other than at its end
 
     def push(self, log: Log) -> None:
         """Append an entry."""
         self.logs.append(log)
 
+    def _settled(self) -> int:
+        """How many entries at the front are settled; 0 once the list was changed other than by ``push``,
+        ``trim`` or removing a later entry."""
+        n = len(self._dumped)
+        if n and (len(self.logs) < n or self.logs[n - 1] is not self._last):
+            self._dumped, self._last = [], None
+            return 0
+        return n
+
+    def _settle(self, dumped: list[dict[str, Any]], n: int) -> None:
+        """The first ``n`` entries are settled now (``dumped``: the JSON form of every entry, at least those)."""
+        self._dumped = dumped[:n]
+        self._last = self.logs[n - 1] if n else None
+
     def unprocessed(self) -> list[Log]:
         """Entries the model has not been shown yet, oldest first."""
-        return [log for log in self.logs if not log.processed]
+        logs, n = self.logs, len(self._dumped)
+        if n and (len(logs) < n or logs[n - 1] is not self._last):
+            n = self._settled()  # the list was changed: read it all
+        return [log for log in (logs[n:] if n else logs) if not log.processed]
 
     def trim(self) -> None:
         """Drop the oldest entries beyond ``limit``."""
         excess = len(self.logs) - self.limit
         if excess > 0:
+            n = self._settled()
             for log in self.logs[:excess]:
                 self._raw.pop(log.id, None)
+                self._shown.pop(log.id, None)
             self.logs = self.logs[excess:]
+            self._dumped = self._dumped[excess:] if n > excess else []
+            if n <= excess:
+                self._last = None
+
+    def prompt_texts(self) -> dict[str, str]:
+        """The text of entries as the full prompt shows them, by id, for ``keep_text`` to fill."""
+        return self._shown
+
+    def keep_text(self, log: Log, text: str) -> None:
+        """Keep ``text``, ``log`` as the full prompt shows it, if the entry is settled and has no attachments (a
+        prompt shows the same entries at every step; what an attachment shows depends on the run)."""
+        if log.id in self._raw and not (isinstance(log, InputRef | ActionResult) and log.attachments):
+            self._shown[log.id] = text
 
     def dump(self) -> list[dict[str, Any]]:
         """A JSON-compatible form for a memory store."""
-        out: list[dict[str, Any]] = []
+        n = self._settled()
+        out = self._dumped[:n]
         raw = self._raw
-        for log in self.logs:
-            entry = raw.get(log.id)
+        logs = self.logs
+        settled = len(logs)  # up to the first entry that is not processed
+        for i in range(n, len(logs)):
+            log = logs[i]
+            entry = raw.get(log.id)  # an entry found here was processed, and is still
             if entry is None:
                 entry = _log_adapter.dump_python(log, mode="json")
                 if log.processed:
                     raw[log.id] = entry
+                elif i < settled:
+                    settled = i
             out.append(entry)
+        self._settle(out, settled)
         return out
 
     @classmethod
@@ -231,4 +274,5 @@ class WorkingMemory:
             return cls(limit=limit)
         memory = cls(logs, limit=limit)
         memory._raw = {log.id: entry for log, entry in zip(logs, raw, strict=True) if log.processed}
+        memory._settle(list(raw), next((i for i, log in enumerate(logs) if not log.processed), len(logs)))
         return memory

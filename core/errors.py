@@ -9,7 +9,9 @@ Mistakes by the bot author are kept apart from failures at run time::
         ├── ModelError           the model provider failed (network, auth, rate limit, bad answer)
         │   └── ModelAuthError   the provider refused the API key
         ├── PlatformError        Discord / Telegram refused or failed a request
+        │   └── ChatGoneError    the bot may no longer post there (removed, blocked, no access)
         ├── ValidationError      arguments, content or attributes broke their schema
+        │   └── ScheduleLimitError  a conversation or a user has as many schedules as allowed
         ├── TemplateError        a ``{{...}}`` template could not be resolved
         ├── ActionError          an action handler raised or timed out
         ├── DispatchError        the queue layer failed (Redis down, lease lost)
@@ -27,6 +29,7 @@ __all__ = (
     "ActionError",
     "BackpressureError",
     "BotError",
+    "ChatGoneError",
     "ConfigError",
     "DefinitionError",
     "DispatchError",
@@ -35,6 +38,7 @@ __all__ = (
     "ModelError",
     "PlatformError",
     "RunError",
+    "ScheduleLimitError",
     "TemplateError",
     "ValidationError",
 )
@@ -68,8 +72,18 @@ class PlatformError(RunError):
     """A chat platform refused or failed a request."""
 
 
+class ChatGoneError(PlatformError):
+    """The platform says the bot may no longer post in that conversation: it was removed from the chat or the
+    channel, blocked by the user, or lost access to it (Telegram's 403, Discord's Missing Access or Unknown
+    Channel). What the conversation had scheduled there is dropped."""
+
+
 class ValidationError(RunError):
     """Arguments, output content or attributes did not match their schema."""
+
+
+class ScheduleLimitError(ValidationError):
+    """A conversation or a user already has as many active schedules as allowed (``ScheduleStore.add``)."""
 
 
 class TemplateError(RunError):

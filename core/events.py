@@ -98,22 +98,23 @@ class EventEmitter:
 
         A final ``output_text`` whose ``content`` is None (or that has an ``error``) is an output that was not
         delivered: its content becomes ``""`` and its ``error`` says why."""
-        switched = type != self._last or type in (RunEventType.TOOL_CALL, RunEventType.TOOL_CALL_RESULT)
+        last, self._last = self._last, type
         if type == RunEventType.OUTPUT_TEXT:
             output = (self.step, output_index)
-            switched = switched or output != self._last_output
-            self._last_output = output
+            last_output, self._last_output = self._last_output, output
+            if not self.listeners:  # what came last is kept all the same: a listener may join the run
+                return
+            switched = not final and (type != last or output != last_output)
             if final:
-                switched = False
                 if content is None or error is not None:
                     content, error = "", error or NOT_DELIVERED
                 elif not isinstance(content, str):
                     content = str(content)
         else:
             self._last_output = None
-        self._last = type
-        if not self.listeners:
-            return
+            if not self.listeners:
+                return
+            switched = type != last or type in (RunEventType.TOOL_CALL, RunEventType.TOOL_CALL_RESULT)
         event = RunEvent(
             type=type,
             role="tool" if type == RunEventType.TOOL_CALL_RESULT else "assistant",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .events import RunEvent
     from .host import Check, Observer
     from .media.reader import Fetcher, MediaReader
+    from .trust import Approvals, Trust
 
 __all__ = ("ExtensionPoints",)
 
@@ -44,6 +45,8 @@ class ExtensionPoints:
     """The operator's rules for settings changed from the chat."""
     dispatcher: Dispatcher
     """How ``send`` reaches ``run``."""
+    trust: Trust | None
+    """Who may call which action (``core.trust``); None: every action is offered to everyone."""
 
     @property
     def distributed(self) -> bool:
@@ -105,6 +108,20 @@ class ExtensionPoints:
         else:
             self.services.append(svc)
         return lambda: _discard(self.services, svc)
+
+    def set_approvals(self, approvals: Approvals) -> Callable[[], None]:
+        """Hand the calls whose rule says ``approve`` to ``approvals`` (``core.trust.Approvals``); until then they
+        are refused. Without trust settings (``trust=None``) nothing needs an approval and this does nothing."""
+        trust = self.trust
+        if trust is None:
+            return lambda: None
+        trust.approvals = approvals
+
+        def remove() -> None:
+            if trust.approvals is approvals:
+                trust.approvals = None
+
+        return remove
 
     def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:
         """Hold chat settings of ``context_id`` (and the conversations that take their settings from it) at

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .media.reader import Fetcher, MediaReader
     from .memory import HistoryStore, MemoryStore
     from .models.base import Model
+    from .trust import Approvals, Trust
     from .usage import UsageStore
 
 __all__ = ("Check", "Host", "Observer", "Runner")
@@ -64,6 +65,15 @@ class Host(Protocol):
 
     def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:
         """Start ``svc`` with the agent (before the others when ``first``) and stop it in reverse order."""
+        ...
+
+    def set_approvals(self, approvals: Approvals) -> Callable[[], None]:
+        """Hand the calls whose rule says ``approve`` to ``approvals`` (until then they are refused)."""
+        ...
+
+    @property
+    def trust(self) -> Trust | None:
+        """Who may call which action (``core.trust``); None: every action is offered to everyone."""
         ...
 
     def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:

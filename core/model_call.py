@@ -37,18 +37,21 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
     usage_before = model.last_usage
     call_usage.set(None)
     span = tracing.start(f"chat {model_name(deps, request)}", kind="client") if tracing.active() else tracing.NO_SPAN
-    if span.is_recording():
+    recording = span.is_recording()
+    if recording:
         _request_attributes(span, deps, request)
     started = time.perf_counter()
     stream = model.stream(request)
     it = aiter(stream)
     written = 0
-    captured: list[str] | None = [] if tracing.capture_content() else None
+    captured: list[str] | None = [] if recording and tracing.capture_content() else None
+    loop = asyncio.get_running_loop()
+    watch = _IdleWatch(idle)
     try:
         while True:
+            watch.since = loop.time()
             try:
-                async with asyncio.timeout(idle):
-                    chunk = await anext(it)
+                chunk = await anext(it)
             except StopAsyncIteration:
                 usage = call_usage.get()  # reported by the provider as its stream ended, in this task
                 if usage is None:  # a provider that only sets ``last_usage`` (shared by concurrent runs)
@@ -60,7 +63,7 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
                 else:  # the provider does not say: about 4 characters a token, for the limits and /stats
                     tokens = ((len(request.system) + len(request.prompt)) // 4, written // 4)
                     await charge(tokens[0], tokens[1], True)
-                if span.is_recording():
+                if recording:
                     span.set_attributes(
                         {
                             "gen_ai.usage.input_tokens": tokens[0],
@@ -70,17 +73,20 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
                         }
                     )
                 return
-            except TimeoutError as exc:
+            except (TimeoutError, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError) and not watch.timed_out():
+                    raise
                 span.set_attribute("error.type", "timeout")
                 raise ModelError(
                     f"the model sent nothing for {idle:g}s; check the model server or raise LLM_TIMEOUT"
                 ) from exc
-            except (RunError, asyncio.CancelledError):
+            except RunError:
                 raise
             except Exception as exc:
                 span.set_attribute("error.type", type(exc).__name__)
                 raise ModelError(f"model {model.name!r} failed: {type(exc).__name__}: {exc}") from exc
-            if not written and span.is_recording():
+            watch.since = None
+            if recording and not written:
                 span.set_attribute("gen_ai.response.time_to_first_token", time.perf_counter() - started)
                 span.add_event("gen_ai.first_token")
             written += len(chunk)
@@ -88,12 +94,50 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
                 captured.append(chunk)
             yield chunk
     finally:
+        watch.close()
         aclose = getattr(it, "aclose", None)
         if aclose is not None:
             await aclose()
         if captured is not None:
             span.set_attribute("gen_ai.output.messages", "".join(captured))
-        span.end()
+        if span is not tracing.NO_SPAN:
+            span.end()
+
+
+class _IdleWatch:
+    """The idle deadline of one model stream: the task is cancelled once it has waited ``idle`` seconds for a chunk
+    (``since``: when the wait began, None while the caller handles a chunk). One timer for the whole stream, re-armed
+    only when it fires: an ``asyncio.timeout`` per chunk costs a timer and a context manager each time."""
+
+    __slots__ = ("_cancelling", "_handle", "_loop", "_task", "expired", "idle", "since")
+
+    def __init__(self, idle: float) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a model stream is read inside a task")
+        self._task = task
+        self._loop = asyncio.get_running_loop()
+        self._cancelling = 0
+        self.idle = idle
+        self.since: float | None = None
+        self.expired = False
+        self._handle = self._loop.call_at(self._loop.time() + idle, self._fire)
+
+    def _fire(self) -> None:
+        now, since = self._loop.time(), self.since
+        if since is not None and now >= since + self.idle:
+            self.expired = True
+            self._cancelling = self._task.cancelling()
+            self._task.cancel()
+        else:  # not waiting, or not for long enough: look again when the current wait would be too long
+            self._handle = self._loop.call_at((now if since is None else since) + self.idle, self._fire)
+
+    def timed_out(self) -> bool:
+        """Whether a cancellation is the deadline's own (as ``asyncio.timeout`` tells; nobody else cancelled)."""
+        return self.expired and self._task.uncancel() <= self._cancelling
+
+    def close(self) -> None:
+        self._handle.cancel()
 
 
 def _request_attributes(span: tracing.SpanLike, deps: RunDeps, request: ModelRequest) -> None:
@@ -162,7 +206,7 @@ async def charge_usage(
 
 async def as_response(
     chunks: AsyncGenerator[str, None], output_type: str, speakers: tuple[str, ...]
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """A plain-text answer (the compact prompt) as a response with one output of ``output_type``, ended where the
     model starts a turn nobody wrote (one of ``speakers``; the stream is then closed, which stops the
     generation). An answer that starts with ``<`` is the response format already and passes as it is."""

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .definitions import Action, ContextState, Output
-from .entries import ActionCall, ActionResult, ErrorLog, EventRef, InputRef, Log, OutputRef, Thought
+from .entries import ActionCall, ActionResult, ErrorLog, EventRef, InputRef, Log, OutputRef, Thought, WorkingMemory
 from .errors import DefinitionError, RunError
 from .escape import escape_attr, escape_text
 from .media.attachment import Loaded, describe, format_attachments
@@ -325,21 +325,26 @@ def _context_block(state: ContextState) -> str:
 
 
 def window(
-    logs: Sequence[Log], *, count: int, token_budget: int, media: Mapping[str, Loaded] | None = None
+    memory: WorkingMemory, *, count: int, token_budget: int, media: Mapping[str, Loaded] | None = None
 ) -> list[str]:
     """The newest processed entries, at most ``count`` of them and about ``token_budget`` tokens
-    (4 characters a token), formatted, oldest first. Reads at most ``count`` entries from the end."""
+    (4 characters a token), formatted, oldest first. Reads at most ``count`` entries from the end; the text of a
+    settled entry is formatted once (``WorkingMemory.keep_text``)."""
     out: list[str] = []
     used = 0
     budget_chars = token_budget * 4
     seen = 0
-    for log in reversed(logs):
+    shown = memory.prompt_texts()
+    for log in reversed(memory.logs):
         if seen >= count * 2 or len(out) >= count:
             break
         seen += 1
         if not log.processed:
             continue
-        text = format_log(log, media=media)
+        text = shown.get(log.id)
+        if text is None:
+            text = format_log(log, media=media)
+            memory.keep_text(log, text)
         used += len(text)
         if used > budget_chars and out:
             break
@@ -361,7 +366,7 @@ def build_prompt(
     around the content."""
     ctx = state.context
     memory = window(
-        state.working_memory.logs,
+        state.working_memory,
         count=ctx.max_working_memory,
         token_budget=ctx.max_prompt_tokens,
         media=state.media,

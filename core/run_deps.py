@@ -1,8 +1,8 @@
 """What the step loop needs from the agent, handed to each run as one object (``Agent.run_deps``).
 
 A run reads only this: the model and its limits, the prompt's parts, the limits and the usage counters, the
-definitions offered in a context, the observers, and the host handlers receive. The agent builds it when a run
-starts, so a setting changed between runs (``agent.limiter = ...``) applies to the next one.
+definitions offered in a context, the observers, and the host handlers receive. The agent builds it once and
+builds it again after a setting changed (``agent.limiter = ...`` applies to the next run); runs only read it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .models.base import Model
     from .prompt import PromptTemplate
     from .task_runner import TaskRunner
+    from .trust import Trust
     from .usage import Price, UsageStore
 
 __all__ = ("RunDeps",)
@@ -63,3 +64,5 @@ class RunDeps:
     """``observe_model(context_id, seconds)``: report a model call's duration."""
     observe_output: Callable[[str, str], None]
     """``observe_output(context_id, output_type)``: report a delivered output."""
+    trust: Trust | None = None
+    """Who may call which action (``core.trust``); None: every action is offered to everyone."""

@@ -17,21 +17,32 @@ if TYPE_CHECKING:
     from .host import Host
     from .memory import MemoryStore
 
-__all__ = ("StateStore",)
+__all__ = ("CACHE_ENTRIES", "StateStore")
+
+CACHE_ENTRIES = 20_000
+"""At most this many log entries in the working memories kept loaded between runs, all contexts together. A
+loaded entry costs about 2 KB (the model, its JSON form kept for the next save), so the cache holds about 40 MB
+however long its conversations are: bounded by conversations alone (1,024 of up to ``keep_logs`` 200 entries), it
+grew to about 400 MB as they lengthened."""
 
 
 class StateStore:
     """Loads and saves context instances' state (keys ``context:<id>``, ``working:<id>``, ``statelog:<id>``;
     ``delete`` also erases ``traces:<id>``, the runs' traces of ``core.run_traces``)."""
 
-    def __init__(self, memory: MemoryStore, *, cache: int, state_log_limit: int = 100) -> None:
+    def __init__(
+        self, memory: MemoryStore, *, cache: int, cache_entries: int = CACHE_ENTRIES, state_log_limit: int = 100
+    ) -> None:
         self.memory = memory
         """The memory store."""
         self.cache = cache
         """How many contexts' working memories stay loaded between runs (0: always read from the store)."""
+        self.cache_entries = cache_entries
+        """How many log entries they may hold together; the least recently used go first past either bound."""
         self.state_log_limit = state_log_limit
         """A context's state log is compacted into snapshots when it grows past this many entries."""
-        self._working: OrderedDict[str, WorkingMemory] = OrderedDict()
+        self._working: OrderedDict[str, tuple[WorkingMemory, int]] = OrderedDict()  # with its length when cached
+        self._entries = 0
 
     async def load(
         self, context: Context, args: Any, *, cid: str, chat: ChatSettings, summary: str | None, host: Host
@@ -42,7 +53,7 @@ class StateStore:
             stored = await maybe_await(context.load(cid, host))
         else:
             stored = await self.memory.get(f"context:{cid}")
-        working = self._working.pop(cid, None)
+        working = self._take(cid)
         if working is None:
             raw_logs = await self.memory.get(f"working:{cid}")
             working = WorkingMemory.load(raw_logs, limit=context.keep_logs)
@@ -81,13 +92,23 @@ class StateStore:
             await self.memory.set(f"statelog:{state.id}", state.state_log.dump())
             state.state_log.dirty = False
         if self.cache:
-            self._working[state.id] = state.working_memory
-            while len(self._working) > self.cache:
-                self._working.popitem(last=False)
+            self._take(state.id)
+            size = len(state.working_memory.logs)
+            self._working[state.id] = (state.working_memory, size)
+            self._entries += size
+            while self._working and (len(self._working) > self.cache or self._entries > self.cache_entries):
+                self._entries -= self._working.popitem(last=False)[1][1]
+
+    def _take(self, cid: str) -> WorkingMemory | None:
+        cached = self._working.pop(cid, None)
+        if cached is None:
+            return None
+        self._entries -= cached[1]
+        return cached[0]
 
     def uncache(self, cid: str) -> None:
         """Forget the working memory kept loaded for ``cid`` (it may hold half a run, or is being reset)."""
-        self._working.pop(cid, None)
+        self._take(cid)
 
     async def delete(self, cid: str) -> None:
         """Erase the memory, working memory, state log and recent runs' traces of ``cid``."""

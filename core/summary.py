@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from .entries import now_ms
 from .errors import RunError
 from .memory.history import HistoryEntry, HistoryStore, Summary
-from .models.base import Model, ModelRequest
+from .models.base import Model, ModelRequest, closing_stream
 
 if TYPE_CHECKING:
     from .host import Host
@@ -197,7 +197,8 @@ class Summarizer:
         request = summary_prompt(current.text, entries, words=max(30, policy.max_chars // 7))
         request.metadata["context_id"] = cid
         async with asyncio.timeout(policy.timeout):
-            chunks = [chunk async for chunk in model.stream(request)]
+            async with closing_stream(model.stream(request)) as stream:
+                chunks = [chunk async for chunk in stream]
         text = _clean("".join(chunks), limit=policy.max_chars)
         if not text:
             raise RunError(f"the summary model {model.name!r} answered nothing")

@@ -99,11 +99,12 @@ def last_days(count: int, *, today: str | None = None) -> list[str]:
 
 def user_of(ref: InputRef) -> str | None:
     """The platform-qualified id of who wrote ``ref`` (``discord:123``, ``telegram:456``), when its params
-    carry one (``user_id`` or ``author_id``)."""
+    carry one (``user_id`` or ``author_id``); the platform is the input type's prefix, or the ``platform`` param
+    of an input that is no platform's (a ``schedule`` firing counts to the user who set it)."""
     user = ref.params.get("user_id") or ref.params.get("author_id")
     if not user:
         return None
-    return f"{ref.type.partition(':')[0]}:{user}"
+    return f"{ref.params.get('platform') or ref.type.partition(':')[0]}:{user}"
 
 
 @runtime_checkable

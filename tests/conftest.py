@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+pytest_plugins = ("tests.bots_fleet",)  # a real redis-server and bots processes, for the fleet tests of every package
+
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
 for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):

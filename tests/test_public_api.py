@@ -9,9 +9,11 @@ import pytest
 
 PACKAGES = [
     "core",
+    "core.approvals",
     "core.media",
     "core.memory",
     "core.models",
+    "core.schedules",
     "extensions.chat",
     "extensions.terminal",
     "extensions.mcp",

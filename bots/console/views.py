@@ -16,6 +16,7 @@ from aiohttp import web
 from core.errors import BotError
 from core.run_traces import recent_runs
 from core.usage import UsageTotals
+from extensions.chat.reminders import describe, schedules_or_none
 from extensions.web import refused
 
 from ..config import settings_table
@@ -154,6 +155,7 @@ class Views:
             "fleet",
             session,
             snapshot=snapshot,
+            reminders=await self._reminders(),
             now=time.time(),
             when=lambda s: when(s * 1000),
             process={
@@ -206,10 +208,24 @@ class Views:
             settings=settings,
             forgettable=known is not None,
             runs=runs,
+            reminders=await self._reminders(cid),
             trace_link=tracing.trace_link,
             when=when,
             quote=quote,
         )
+
+    async def _reminders(self, cid: str | None = None) -> list[str] | None:
+        """One line per schedule of ``cid`` (all conversations, the 10 due soonest, without it); None when the
+        agent keeps none or they cannot be read."""
+        schedules = schedules_or_none(self.console.agent)
+        if schedules is None:
+            return None
+        try:
+            found = await (schedules.by_conversation(cid) if cid is not None else schedules.store.upcoming(10))
+        except Exception as exc:
+            log.warning("console: could not read the schedules: %s", exc)
+            return None
+        return [describe(s, lang="en") + ("" if cid is not None else f"  ({s.conversation})") for s in found]
 
     async def forget(self, request: web.Request) -> web.Response:
         checked = await self.change(request)

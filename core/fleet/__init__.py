@@ -4,6 +4,7 @@ workers, leases with fencing tokens, crash redelivery, idempotent replies, and a
 Needs the ``redis`` extra (``arq``, ``redis``); nothing outside this package imports them.
 """
 
+from .approval_store import RedisApprovalStore
 from .arq_worker import QueueWorker
 from .backend import RedisBackend
 from .dispatcher import RedisDispatcher
@@ -13,6 +14,7 @@ from .lock import PlatformLock
 from .memory_store import RedisMemoryStore
 from .options import QueueConfig, redact_url
 from .reply_ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
+from .schedule_store import RedisScheduleStore
 from .shard_leases import IdentifySlots, ShardLeases
 from .summary_lock import RedisSummaryLock
 from .usage_store import RedisUsage
@@ -26,11 +28,13 @@ __all__ = (
     "PlatformLock",
     "QueueConfig",
     "QueueWorker",
+    "RedisApprovalStore",
     "RedisBackend",
     "RedisDispatcher",
     "RedisLimitStore",
     "RedisMemoryStore",
     "RedisReplyLedger",
+    "RedisScheduleStore",
     "RedisSummaryLock",
     "RedisUsage",
     "ReplayModel",

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +26,7 @@ from . import scripts
 from .keys import Keys
 from .options import QueueConfig
 
-__all__ = ("RETRYABLE", "RedisBackend", "ReplicasBehind", "close_client", "describe", "make_client")
+__all__ = ("RETRYABLE", "RETRY_PAUSE_MAX", "RedisBackend", "ReplicasBehind", "close_client", "describe", "make_client")
 
 log = logging.getLogger("core.fleet")
 
@@ -41,6 +39,11 @@ RETRYABLE: tuple[type[BaseException], ...] = (
 """Errors that go away when Redis is back (restart, failover, network blip)."""
 
 _ASK_ERRORS: tuple[type[BaseException], ...] = (*RETRYABLE, redis.exceptions.RedisError)
+
+RETRY_PAUSE_MAX = 0.5
+"""The longest pause between two attempts while Redis fails (they start at 50 ms and double): a process notices
+Redis is back within half a second of it (a pause of up to a second, and the worker's blocking pop after it, made
+that 4.4 s after a 3 s outage)."""
 
 SENTINEL_CHECK = 1.0
 """Seconds between two questions to the sentinels about which server is the primary (``_follow_primary``)."""
@@ -362,29 +365,15 @@ class RedisBackend:
                 self.answered(confirmed=confirmed)
                 return result
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
-    # -- drain jobs ------------------------------------------------------------------------------------
-
-    def new_job(self, cid: str) -> tuple[str, str, str]:
-        """``(job id, arq job key, arq job payload)`` for a fresh drain job of ``cid``."""
-        job_id = self.keys.job_id(cid, uuid.uuid4().hex)
-        payload = json.dumps(
-            {"t": None, "f": DRAIN_FUNCTION, "a": [cid], "k": {}, "et": int(time.time() * 1000)},
-            separators=(",", ":"),
-        )
-        return job_id, self.keys.arq_job(job_id), payload
-
-    @property
-    def job_ttl_ms(self) -> int:
-        """How long a scheduled job's arq key lives (a day, like arq's default)."""
-        return 86_400_000
+            delay = min(delay * 2, RETRY_PAUSE_MAX)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def ping(self) -> None:
-        """Check Redis answers; raises ``DispatchError`` naming ``REDIS_URL`` (or the sentinels) if not."""
-        await self.run(self.client.ping, what="connecting", retry_for=0)
+        """Check Redis answers, trying again for ``REDIS_RETRY_SECONDS`` like every call (a process starting
+        while the primary fails over or restarts waits for it); raises ``DispatchError`` naming ``REDIS_URL``
+        (or the sentinels) if it does not answer by then."""
+        await self.run(self.client.ping, what="connecting")
 
     async def replicas(self) -> int:
         """Replicas connected to the primary now (``INFO replication``); raises ``DispatchError``."""

@@ -1,7 +1,8 @@
 """The Redis dispatcher, gateway side: ``agent.send`` stores the input in its context's inbox.
 
-One script does it all atomically: drop a redelivered platform message (dedupe key with a TTL),
-refuse past the inbox cap, push the input, and schedule the context's drain job only if none is
+One script does it all atomically: drop a redelivered platform message (its dedupe key among the conversation's
+recent ones, or not above the high-water mark of its source: Redis keeps no key per message), refuse past the
+inbox cap, push the input, and schedule the context's drain job only if none is
 scheduled (idle workers block on the queue, so one of them starts it at once). Workers
 (``core.fleet.arq_worker``) run the inputs.
 """
@@ -9,7 +10,9 @@ scheduled (idle workers block on the queue, so one of them starts it at once). W
 from __future__ import annotations
 
 import json
+import re
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
@@ -22,11 +25,46 @@ from .options import QueueConfig
 if TYPE_CHECKING:
     from ..host import Runner
 
-__all__ = ("IngestResult", "RedisDispatcher", "encode_entry")
+__all__ = (
+    "DEDUPE_KEEP",
+    "DEDUPE_TRIM_AT",
+    "ORDERED_DEDUPE",
+    "IngestResult",
+    "RedisDispatcher",
+    "dedupe_fields",
+    "encode_entry",
+)
+
+DEDUPE_KEEP = 32
+"""Dedupe keys of one conversation kept when its window is trimmed (the newest ones)."""
+DEDUPE_TRIM_AT = 72
+"""Fields of a conversation's meta hash (its dedupe keys and a few counters) past which the window is trimmed
+back to ``DEDUPE_KEEP`` keys (keys younger than ``REDIS_DEDUPE_TTL`` stay however many there are)."""
+
+ORDERED_DEDUPE = ("telegram:", "discord:", "schedule:")
+"""Dedupe keys whose number grows per conversation: a Telegram update id (per bot), a Discord message id (a
+snowflake, per channel), a schedule's occurrence (``schedule:<id>:<ms>``, per schedule). Other keys (the web chat's
+random ids) are remembered in the window only."""
+
+_ORDERED = re.compile(r"^(.+):(\d{1,30})$")
 
 IngestResult = str
 """``scheduled`` (a drain job was scheduled), ``queued`` (one already was), ``dup`` (a redelivery,
 dropped) or ``full`` (refused: the inbox is at its cap)."""
+
+
+def dedupe_fields(key: str | None) -> tuple[str, str, str]:
+    """``(seen field, floor field, number)`` of a dedupe key in the conversation's meta hash: the key itself
+    (``d:<key>``), and for a key of ``ORDERED_DEDUPE`` ending in a number (``telegram:<update id>``,
+    ``discord:<snowflake>``) the high-water mark of its source (``f:<source>``) and that number. Empty strings:
+    no dedupe, or a key without an order (``web:<uuid>``)."""
+    if not key:
+        return "", "", ""
+    ordered = _ORDERED.match(key) if key.startswith(ORDERED_DEDUPE) else None
+    if ordered is None:
+        return f"d:{key}", "", ""
+    number = ordered.group(2).lstrip("0") or "0"
+    return f"d:{key}", f"f:{ordered.group(1)}", number
 
 
 def encode_entry(context: Context, args: Any, input_ref: InputRef) -> str:
@@ -63,16 +101,17 @@ class RedisDispatcher:
         return self.backend.config
 
     async def start(self, agent: Runner) -> None:
-        """Remember the agent and check that Redis answers (``DispatchError`` naming REDIS_URL if not)."""
+        """Remember the agent and check that Redis answers, waiting ``REDIS_RETRY_SECONDS`` for it (a failover
+        while the process starts); ``DispatchError`` naming REDIS_URL if it does not."""
         self._agent = agent
         await self.backend.ping()
 
     async def submit(
         self, context: Context, args: Any, input_ref: InputRef, *, dedupe_key: str | None = None
     ) -> list[Log]:
-        """Store the input in its context's inbox. Returns ``[]``; a redelivery (same ``dedupe_key``
-        within ``dedupe_ttl``) is dropped. Raises ``BackpressureError`` when the inbox is full (nothing
-        was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
+        """Store the input in its context's inbox. Returns ``[]``; a redelivery (same ``dedupe_key`` among the
+        conversation's recent ones, see ``dedupe_fields``) is dropped. Raises ``BackpressureError`` when the inbox
+        is full (nothing was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
         cid = self._agent.context_id(context, args) if self._agent else f"{context.type}:{context.key(args)}"
         with tracing.span("ingest", kind="producer") as span:
             result = await self.ingest(cid, encode_entry(context, args, input_ref), dedupe_key=dedupe_key)
@@ -98,21 +137,24 @@ class RedisDispatcher:
         b = self.backend
         keys = b.keys
         ck = keys.context(cid)
-        job_id, job_key, payload = b.new_job(cid)
-        ttl_ms = int(self.config.dedupe_ttl * 1000) if dedupe_key else 0
+        job_id = keys.job_id(cid, uuid.uuid4().hex)
+        seen, floor, number = dedupe_fields(dedupe_key)
         result: str = await b.call(
             b.ingest,
-            [ck.inbox, ck.meta, ck.dedupe(dedupe_key or "-"), keys.queue, keys.active, job_key],
+            [ck.inbox, ck.meta, keys.queue, keys.active],
             [
                 entry,
                 self.config.inbox_cap,
-                ttl_ms,
+                seen,
+                floor,
+                number,
                 cid,
                 job_id,
-                payload,
-                b.job_ttl_ms,
                 self.config.claim_check_ms,
                 "1" if b.confirms else "0",
+                DEDUPE_TRIM_AT,
+                DEDUPE_KEEP,
+                int(self.config.dedupe_ttl * 1000),
             ],
             what=f"storing an input for {cid}",
             confirm=True,  # a platform is told it was stored (Telegram's offset, a webhook's 200)

@@ -23,6 +23,7 @@ from .backend import RedisBackend
 from .batch_trace import batch_span
 from .reply_ledger import REPLY_LEDGER, RedisReplyLedger
 from .scope import Lease, RunScope
+from .usage_store import USAGE_TTL
 
 if TYPE_CHECKING:
     from ..host import Runner
@@ -70,9 +71,6 @@ class Drainer:
         self.stats = DrainStats()
         """Counters."""
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
-        self.cleaned: set[str] = set()
-        """Drain jobs that ended with their arq keys already dropped by our scripts (the worker skips
-        arq's own clean-up round trip for them)."""
 
     # -- the job ---------------------------------------------------------------------------------------
 
@@ -92,7 +90,6 @@ class Drainer:
         first = await self.claim(lease)
         if first[0] in ("stale", "held"):
             log.debug("drain job %s for %s: %s", job_id, cid, first[0])
-            self.cleaned.add(job_id)
             return str(first[0])
         me = asyncio.current_task()
         assert me is not None
@@ -103,10 +100,7 @@ class Drainer:
                 previous[1].lost = True  # a job of ours that lost the lease is still winding down
                 self.agent.cancel_run(cid)
                 await asyncio.wait({previous[0]})
-            status = await self._batches(lease, first)
-            if status in ("released", "handed_off"):
-                self.cleaned.add(job_id)
-            return status
+            return await self._batches(lease, first)
         finally:
             lease.ended = True
             if self._local.get(cid, (None,))[0] is me:
@@ -214,7 +208,10 @@ class Drainer:
                 self.agent.cancel_run(lease.cid)
                 await self._hand_back(lease)
                 raise
-            if lease.lost:
+            if not lease.still_held():
+                # Lost by any path (a renewal refused, a stale or unconfirmed write, the deadline passed unrenewed):
+                # the batch is never acknowledged by this holder, whatever the run made of the failure (the engine
+                # takes an output's error as undelivered and goes on); the next holder runs it again whole.
                 await self._close(scope, acknowledged=False)
                 return "lost"
             acked: RunScope | None = None
@@ -286,11 +283,9 @@ class Drainer:
         b, cfg = self.backend, self.config
         keys = b.keys
         ck = keys.context(lease.cid)
-        if mode == "take":  # schedules nothing: no new job needed
-            job_id, job_key, payload = "", ck.base + "nojob", ""
-        else:
-            job_id, job_key, payload = b.new_job(lease.cid)
+        job_id = "" if mode == "take" else keys.job_id(lease.cid, uuid.uuid4().hex)  # take schedules nothing
         writes = list(acked.staged.items()) if acked is not None else []
+        usage = list(acked.usage.items()) if acked is not None else []
         reads = [ck.memory(kind) for kind in MEMORY_KINDS] if mode == "take" else []
         args: list[Any] = [
             lease.fence,
@@ -301,16 +296,17 @@ class Drainer:
             cfg.lease_ms,
             cfg.max_attempts,
             job_id,
-            payload,
-            b.job_ttl_ms,
             cfg.claim_check_ms,
             lease.job_id,
             lease.owner,
             len(writes),
             len(reads),
+            len(usage),
+            USAGE_TTL,
         ]
-        for _, value in writes:
-            args.extend(("s", value) if value is not None else ("d", ""))
+        args.extend("" if value is None else value for _, value in writes)
+        for _, counts in usage:
+            args.extend(counts)
         sent = time.monotonic()
         step_keys = [
             ck.lease,
@@ -321,11 +317,9 @@ class Drainer:
             keys.active,
             keys.dead,
             acked.ledger_key if acked is not None else ck.ledger("-"),
-            job_key,
-            keys.arq_job(lease.job_id),
-            keys.arq_retry(lease.job_id),
             *(key for key, _ in writes),
             *reads,
+            *(key for key, _ in usage),
         ]
         what = f"{'acknowledging and ' if acked else ''}taking a batch of {lease.cid}"
         retry_for = max(0.0, lease.deadline - sent) if lease.token else None

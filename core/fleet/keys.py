@@ -5,14 +5,16 @@ Per context ``cid`` (prefix ``bots:``)::
     bots:{cid}:inbox        list     inputs waiting, oldest first (JSON entries)
     bots:{cid}:batch        hash     the batch taken and not yet acknowledged: id, attempt, entries
     bots:{cid}:lease        string   "<fencing token>|<drain job id>", expires unless renewed
-    bots:{cid}:meta         hash     fence (token counter), seq (batch counter), sched (job responsible)
-    bots:{cid}:dd:<key>     string   a platform message id seen recently (dedupe)
-    bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies)
+    bots:{cid}:meta         hash     fence (token counter), seq (batch counter), sched (job responsible),
+                                     d:<key> (a dedupe key seen lately: when, in ms; the newest 32 or so) and
+                                     f:<source> (the highest number of an ordered source dropped from them)
+    bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies), until its ack
     bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
 
 Shared by all contexts: ``bots:queue`` (arq's job queue, a sorted set idle workers block on with
 BZMPOP), ``bots:active`` (sorted set of contexts with work, scored by when the sweeper should look at
-them), ``bots:dead`` (batches that failed too often). arq's own job keys are ``arq:job:<id>``.
+them), ``bots:dead`` (batches that failed too often). A drain job is only its id in the queue (arq's job keys,
+``arq:job:<id>``, are not written: the worker runs the job from its id).
 """
 
 from __future__ import annotations
@@ -96,6 +98,11 @@ class Keys:
     def job_id(self, cid: str, unique: str) -> str:
         """A drain job id: unique per scheduling, so arq never confuses two of them."""
         return f"{self.prefix}drain:{cid}:{unique}"
+
+    def cid_of_job(self, job_id: str) -> str:
+        """The context a drain job id (``job_id``) drains."""
+        start = len(self.prefix) + len("drain:")
+        return job_id[start : job_id.rindex(":")]
 
     @staticmethod
     def arq_job(job_id: str) -> str:

@@ -42,8 +42,9 @@ class QueueConfig:
     """Contexts one worker process runs at the same time."""
     poll_delay: float = 2.0
     """Seconds an idle worker waits for a wake-up before looking at the queue anyway."""
-    dedupe_ttl: float = 86_400.0
-    """Seconds a platform message id is remembered to drop redeliveries."""
+    dedupe_ttl: float = 60.0
+    """Seconds a platform message id is remembered at least, however many come after it (besides the newest 32 of
+    its conversation, and for Telegram and Discord ids the high-water mark of the conversation, kept for good)."""
     handoff_batches: int = 8
     """Batches one drain job runs before it hands a still-busy context back to the queue."""
     batch_size: int = 50
@@ -58,8 +59,6 @@ class QueueConfig:
     """Seconds one Redis command may take."""
     retry_seconds: float = 10.0
     """How long a failed Redis call (Redis restarting) is retried before the error is raised."""
-    ledger_ttl: float = 7 * 86_400.0
-    """Seconds the stored replies of an unfinished batch are kept."""
     inbox_full: str = "wait"
     """What a listener does with a message for a full inbox (``REDIS_INBOX_FULL``): ``wait`` keeps it and
     tries again for up to ``inbox_wait`` seconds, then drops it; ``drop`` drops it at once. Either way the

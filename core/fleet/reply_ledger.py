@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..errors import DispatchError
-from ..models.base import Model, ModelRequest, ModelUsage
+from ..models.base import Model, ModelRequest, ModelUsage, closing_stream
 from .scope import RunScope, current_scope
 
 __all__ = (
@@ -69,6 +69,8 @@ class ReplySlot:
     shown: list[str] = field(default_factory=list)
     """What each posted part showed when it was recorded (``content`` is the whole text received so far: a
     streamed reply's first message shows only its beginning)."""
+    fresh: bool = False
+    """Stored by this attempt just now (not found stored by an earlier one); not stored itself."""
 
     @property
     def uncertain(self) -> bool:
@@ -145,42 +147,65 @@ class RedisReplyLedger:
         """Whether this worker still holds the context, as far as it can tell (no round trip)."""
         return self.scope.lease.still_held()
 
-    async def begin(self, output_type: str, content: str) -> ReplySlot:
-        """Fenced: raises ``LeaseLostError`` when this worker no longer holds the context."""
+    async def begin(self, output_type: str, content: str, *, intent: str | None = None) -> ReplySlot:
+        """Fenced: raises ``LeaseLostError`` when this worker no longer holds the context. ``intent``: the text of
+        the reply's first message, about to be posted: stored with the entry as its intent (see ``begin_many``)."""
+        return (await self.begin_many(output_type, [content], intent=intent))[0]
+
+    async def begin_many(self, output_type: str, contents: list[str], *, intent: str | None = None) -> list[ReplySlot]:
+        """``begin`` for several entries in a row, in one round trip (a streamed reply's two entries, taken
+        together when nothing of it was shown before it was complete). ``intent``: the text of the first message
+        about to be posted, recorded with the entries stored now (``ReplySlot.pending`` 0), as ``posted(...,
+        done=False)`` would record it right after, so a post follows the store without another round trip."""
         scope = self.scope
         if not scope.lease.still_held():
             raise LeaseLostError(f"lease on {scope.keys.cid} lost: reply not posted (another worker answers)")
-        field_name = f"r{scope.step}.{scope.replies}"
-        scope.replies += 1
-        slot = ReplySlot(
-            key=f"{scope.keys.cid}#{scope.batch_id}:{scope.step}.{scope.replies - 1}",
-            output_type=output_type,
-            content=content,
-        )
+        slots: list[ReplySlot] = []
+        fields: list[str] = []
+        for content in contents:
+            fields.append(f"r{scope.step}.{scope.replies}")
+            slots.append(
+                ReplySlot(
+                    key=f"{scope.keys.cid}#{scope.batch_id}:{scope.step}.{scope.replies}",
+                    output_type=output_type,
+                    content=content,
+                    pending=None if intent is None else 0,
+                    pending_text=intent or "",
+                    fresh=True,
+                )
+            )
+            scope.replies += 1
         b = scope.backend
-        result = await b.call(
-            b.begin_reply,
-            [scope.keys.lease, scope.ledger_key],
-            [
-                scope.lease.fence,
-                field_name,
-                slot.dump(),
-                f"m{scope.step}",
-                "".join(scope.text),
-                int(b.config.ledger_ttl * 1000),
-                *(item for pair in scope.marks.items() for item in pair),
-            ],
-            what=f"storing a reply for {scope.keys.cid}",
-            retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
-            confirm=True,
-        )
-        scope.marks.clear()
+        args: list[str | int] = [scope.lease.fence, f"m{scope.step}", "".join(scope.text), len(slots)]
+        for name, slot in zip(fields, slots, strict=True):
+            args.extend((name, slot.dump()))
+        marks = dict(scope.marks)
+        args.extend(item for pair in marks.items() for item in pair)
+        try:
+            result = await b.call(
+                b.begin_reply,
+                [scope.keys.lease, scope.ledger_key],
+                args,
+                what=f"storing a reply for {scope.keys.cid}",
+                retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
+                confirm=True,
+            )
+        except DispatchError as exc:
+            # Not stored in time (Redis away, or replicas behind, until the lease's deadline): the context is given
+            # up, so the batch is not acknowledged and runs again whole. Raised as a failed output only, the run
+            # went on and asked the model again, whose answer (the messages already taken as answered) was
+            # acknowledged: the reply was never shown (tests/fleet/test_e2e_failover.py, a second failover).
+            scope.lease.give_up()
+            raise LeaseLostError(f"reply for {scope.keys.cid} not stored in time, context given up: {exc}") from exc
+        for name, value in marks.items():
+            if scope.marks.get(name) == value:
+                del scope.marks[name]
         if result[0] == "stale":
-            scope.lease.lost = True
+            scope.lease.give_up()  # the run is cancelled: it must not go on (asking the model again) to an ack
             raise LeaseLostError(f"lease on {scope.keys.cid} lost: reply not posted (another worker answers)")
-        if result[0] == "exists":
-            return ReplySlot.load(slot.key, result[1])
-        return slot
+        return [
+            ReplySlot.load(slot.key, stored) if stored else slot for slot, stored in zip(slots, result[1:], strict=True)
+        ]
 
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:
         """Record the slot as it is now (a posted part's id, the intent to post one, completion), written
@@ -189,7 +214,23 @@ class RedisReplyLedger:
         if message_id is not None:
             slot.message_ids.append(str(message_id))
         slot.done = done
-        await self.scope.record("r" + slot.key.rsplit(":", 1)[1], slot.dump())
+        await self.record(slot)
+
+    def mark(self, *slots: ReplySlot) -> None:
+        """Record the ``slots`` as they are now with this run's next round trip to Redis (the next reply, the
+        next model call, the acknowledgement), or on their own ``MARK_DELAY`` seconds later: for a platform
+        whose posts carry an idempotency key (Discord's nonce), where a post found unrecorded after a crash is
+        posted again harmlessly."""
+        for slot in slots:
+            self.scope.mark("r" + slot.key.rsplit(":", 1)[1], slot.dump())
+
+    async def record(self, *slots: ReplySlot) -> None:
+        """Write the ``slots`` as they are now, in one round trip (see ``posted``)."""
+        scope = self.scope
+        for slot in slots[:-1]:
+            scope.marks["r" + slot.key.rsplit(":", 1)[1]] = slot.dump()
+        if slots:
+            await scope.record("r" + slots[-1].key.rsplit(":", 1)[1], slots[-1].dump())
 
 
 def _replayable(text: str, complete: bool) -> str:
@@ -229,10 +270,15 @@ class ReplayModel:
     async def _stream(self, request: ModelRequest) -> AsyncIterator[str]:
         scope = current_scope()
         if scope is None:
-            async for chunk in self.inner.stream(request):
-                yield chunk
+            async with closing_stream(self.inner.stream(request)) as inner:
+                async for chunk in inner:
+                    yield chunk
             return
-        await scope.flush_marks()  # before the (slow) model call, never after it
+        try:
+            await scope.flush_marks()  # before the (slow) model call, never after it
+        except DispatchError:
+            scope.lease.give_up()  # a failed model call ends the run as answered: the batch must not be acknowledged
+            raise
         scope.step += 1
         scope.replies = 0
         scope.text = []
@@ -243,16 +289,21 @@ class ReplayModel:
                 scope.text.append(replay)
                 yield replay
                 return
-        async for chunk in self.inner.stream(request):
-            scope.text.append(chunk)
-            yield chunk
+        async with closing_stream(self.inner.stream(request)) as inner:  # closed at once if this stream is closed
+            async for chunk in inner:
+                scope.text.append(chunk)
+                yield chunk
         text = "".join(scope.text)
         if "<action_call" in text and scope.lease.valid:
             b = scope.backend
-            await b.call(
-                b.store_model,
-                [scope.keys.lease, scope.ledger_key],
-                [scope.lease.fence, f"m{scope.step}", text, int(b.config.ledger_ttl * 1000)],
-                what=f"storing a model answer for {scope.keys.cid}",
-                retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
-            )
+            try:
+                await b.call(
+                    b.store_model,
+                    [scope.keys.lease, scope.ledger_key],
+                    [scope.lease.fence, f"m{scope.step}", text],
+                    what=f"storing a model answer for {scope.keys.cid}",
+                    retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
+                )
+            except DispatchError:
+                scope.lease.give_up()  # (as above)
+                raise

@@ -79,10 +79,15 @@ class Lease:
         may already have left a reply half shown (not edited to its final text) and carried on."""
         if self.valid:
             return True
+        self.give_up()
+        return False
+
+    def give_up(self) -> None:
+        """Hold the context no more, for good: the run is cancelled (``on_lost``), the lease is not renewed, and
+        the batch, not acknowledged, goes whole to the next holder once the lease expires."""
         if not self.lost and not self.ended and self.on_lost is not None:
             self.on_lost()
         self.lost = True
-        return False
 
 
 @dataclass(kw_only=True, eq=False)
@@ -105,6 +110,10 @@ class RunScope:
     """Memory writes to commit with the acknowledgement (Redis key -> JSON, or None to delete)."""
     loaded: dict[str, str | None] = field(default_factory=dict)
     """Memory values read together with the batch (Redis key -> JSON, or None when absent)."""
+    usage: dict[str, list[int]] = field(default_factory=dict)
+    """Usage counted while the batch runs, added by its acknowledgement (Redis key of a day's counters ->
+    ``[tokens in, tokens out, cost]``): a batch is acknowledged once, so it is counted once, without a key per
+    call to remember what was counted."""
     step: int = 0
     """Model calls made so far in this attempt."""
     replies: int = 0
@@ -116,6 +125,13 @@ class RunScope:
     (the next reply, the next model call, the acknowledgement, which drops the ledger anyway), or are
     written on their own after ``MARK_DELAY`` seconds if no such trip comes first."""
     _flusher: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def count_usage(self, key: str, input_tokens: int, output_tokens: int, cost: int) -> None:
+        """Add a call's usage under ``key`` to what the acknowledgement adds (see ``usage``)."""
+        counts = self.usage.setdefault(key, [0, 0, 0])
+        counts[0] += input_tokens
+        counts[1] += output_tokens
+        counts[2] += cost
 
     def mark(self, name: str, reply: str) -> None:
         """Record a reply as posted (see ``marks``)."""

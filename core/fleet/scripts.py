@@ -37,10 +37,10 @@ local function fenced(lease_key, token)
   local cur = redis.call('GET', lease_key)
   return cur and (cur == token or string.sub(cur, 1, #token + 1) == token .. '|')
 end
--- make job_id the context's drain job: it enters arq's queue, where idle workers block on BZMPOP
-local function schedule(meta, queue, active, job_key, job_id, payload, job_ttl, cid, check_ms, now)
+-- make job_id the context's drain job: it enters arq's queue, where idle workers block on BZMPOP (the
+-- worker runs it from its id: no job payload is stored)
+local function schedule(meta, queue, active, job_id, cid, check_ms, now)
   redis.call('HSET', meta, 'sched', job_id)
-  redis.call('SET', job_key, payload, 'PX', job_ttl)
   redis.call('ZADD', queue, ms(now), job_id)
   redis.call('ZADD', active, ms(now + check_ms), cid)
 end
@@ -49,18 +49,73 @@ end
 INGEST = (
     _COMMON
     + """
--- KEYS: inbox meta dedupe queue active new_job_key
--- ARGV: entry cap dedupe_ttl_ms cid new_job_id payload job_ttl_ms check_ms confirming
-local use_dedupe = ARGV[3] ~= '0'
-if use_dedupe and redis.call('EXISTS', KEYS[3]) == 1 then
-  if ARGV[9] == '1' then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end  -- a write for the WAIT to carry
-  return 'dup'
+-- KEYS: inbox meta queue active
+-- ARGV: entry cap seen_field floor_field id cid new_job_id check_ms confirming trim_at keep keep_ms
+-- Dedupe lives in the meta hash, bounded per conversation: 'd:<key>' -> when it was stored (ms), the newest
+-- ids only; and for keys ending in a number that grows per conversation (Telegram's update ids, Discord's
+-- snowflakes), 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
+-- seen_field '': no dedupe; floor_field '': the key is not ordered.
+local meta = KEYS[2]
+local seen_f, floor_f, id = ARGV[3], ARGV[4], ARGV[5]
+local got = redis.call('HMGET', meta, 'sched', seen_f ~= '' and seen_f or 'sched', floor_f ~= '' and floor_f or 'sched')
+local function not_above(a, b)  -- decimal strings: a <= b
+  if #a ~= #b then return #a < #b end
+  return a <= b
 end
-if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return 'full' end
-if use_dedupe then redis.call('SET', KEYS[3], '1', 'PX', ARGV[3]) end
-redis.call('RPUSH', KEYS[1], ARGV[1])
-if redis.call('HGET', KEYS[2], 'sched') then return 'queued' end
-schedule(KEYS[2], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[6], ARGV[7], ARGV[4], tonumber(ARGV[8]), now_ms())
+if seen_f ~= '' then
+  local dup = got[2]
+  local floor = floor_f ~= '' and got[3]
+  if dup or (floor and not_above(id, floor)) then
+    if ARGV[9] == '1' then  -- a write for the WAIT to carry (see the module's docstring)
+      if dup then redis.call('HSET', meta, seen_f, dup) else redis.call('HSET', meta, floor_f, floor) end
+    end
+    return 'dup'
+  end
+end
+if redis.call('RPUSH', KEYS[1], ARGV[1]) > tonumber(ARGV[2]) then
+  redis.call('RPOP', KEYS[1])
+  return 'full'
+end
+local now = now_ms()
+local sched = got[1]
+if seen_f ~= '' then
+  if sched then
+    redis.call('HSET', meta, seen_f, ms(now))
+  else
+    redis.call('HSET', meta, seen_f, ms(now), 'sched', ARGV[7])
+  end
+  if redis.call('HLEN', meta) > tonumber(ARGV[10]) then
+    -- the window is full: forget the oldest ids (never one younger than keep_ms), raising the floors
+    local all = redis.call('HGETALL', meta)
+    local ids = {}
+    for i = 1, #all, 2 do
+      if string.sub(all[i], 1, 2) == 'd:' then table.insert(ids, {all[i], tonumber(all[i + 1])}) end
+    end
+    table.sort(ids, function(a, b) return a[2] < b[2] end)
+    local floors = {}
+    local drop = {}
+    for i = 1, #ids - tonumber(ARGV[11]) do
+      if ids[i][2] > now - tonumber(ARGV[12]) then break end
+      local key = string.sub(ids[i][1], 3)
+      local source, n = string.match(key, '^(.*):(%d+)$')
+      if source then
+        local f = 'f:' .. source
+        if not floors[f] then floors[f] = redis.call('HGET', meta, f) or '0' end
+        if not not_above(n, floors[f]) then floors[f] = n end
+      end
+      table.insert(drop, ids[i][1])
+    end
+    if #drop > 0 then
+      redis.call('HDEL', meta, unpack(drop))
+      for f, n in pairs(floors) do redis.call('HSET', meta, f, n) end
+    end
+  end
+elseif not sched then
+  redis.call('HSET', meta, 'sched', ARGV[7])
+end
+if sched then return 'queued' end
+redis.call('ZADD', KEYS[3], ms(now), ARGV[7])
+redis.call('ZADD', KEYS[4], ms(now + tonumber(ARGV[8])), ARGV[6])
 return 'scheduled'
 """
 )
@@ -79,108 +134,127 @@ return 1
 STEP = (
     _COMMON
     + """
--- KEYS: lease batch inbox meta queue active dead acked_ledger new_job_key own_job_key own_retry_key
---       write_keys... read_keys...
--- (own_job_key and own_retry_key are arq's keys of this drain job: dropped here when the job is done,
---  so arq has nothing left to clean up)
--- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id payload job_ttl_ms check_ms
---       own_job_id owner nwrites nreads (op value)...
+-- KEYS: lease batch inbox meta queue active dead acked_ledger write_keys... read_keys... usage_keys...
+-- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id check_ms own_job_id owner
+--       nwrites nreads nusage usage_ttl value_or_nil... (in out cost)...
 -- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
--- ack_id: acknowledge that batch (apply the writes, drop the batch and its ledger) if it is current.
+-- ack_id: acknowledge that batch if it is current: apply the writes (JSON values; '' deletes), add the usage
+--   counted while it ran (HINCRBY), drop the batch and its ledger.
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
 -- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
 -- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, read values...}
 local cid = ARGV[2]
 local lease_ms = tonumber(ARGV[6])
-local nwrites = tonumber(ARGV[14])
-local nreads = tonumber(ARGV[15])
-local now = now_ms()
+local nwrites = tonumber(ARGV[12])
+local nreads = tonumber(ARGV[13])
+local nusage = tonumber(ARGV[14])
 local token = ARGV[1]
+local W, R, U = 8, 8 + nwrites, 8 + nwrites + nreads
+local A = 15 + nwrites
+local claimed = false
 if token == '' then
-  if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[12] then
-    redis.call('ZREM', KEYS[5], ARGV[12])
-    redis.call('DEL', KEYS[10], KEYS[11])
-    return {'stale'}
-  end
+  if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[10] then return {'stale'} end
   local cur = redis.call('GET', KEYS[1])
   if cur then
     local sep = string.find(cur, '|', 1, true)
-    if string.sub(cur, sep + 1) ~= ARGV[13] then return {'held'} end
+    if string.sub(cur, sep + 1) ~= ARGV[11] then return {'held'} end
     token = string.sub(cur, 1, sep - 1)  -- our own claim, sent again after a lost reply
   else
     token = tostring(redis.call('HINCRBY', KEYS[4], 'fence', 1))
-    redis.call('SET', KEYS[1], token .. '|' .. ARGV[13], 'PX', lease_ms)
-    redis.call('ZREM', KEYS[5], ARGV[12])
+    redis.call('SET', KEYS[1], token .. '|' .. ARGV[11], 'PX', lease_ms)
+    claimed = true
   end
 elseif not fenced(KEYS[1], token) then
   return {'stale'}
 else
   token = string.match(token, '^[^|]*')
 end
+local acked = false
 if ARGV[3] ~= '' then
   local cur = redis.call('HGET', KEYS[2], 'id')
   if cur == ARGV[3] then
+    local sets, dels = {}, {KEYS[2], KEYS[8]}
     for i = 1, nwrites do
-      if ARGV[14 + 2 * i] == 's' then
-        redis.call('SET', KEYS[11 + i], ARGV[15 + 2 * i])
-      else
-        redis.call('DEL', KEYS[11 + i])
+      local v = ARGV[15 + i]
+      if v == '' then table.insert(dels, KEYS[W + i]) else
+        table.insert(sets, KEYS[W + i])
+        table.insert(sets, v)
       end
     end
-    redis.call('DEL', KEYS[2], KEYS[8])
+    if #sets > 0 then redis.call('MSET', unpack(sets)) end
+    redis.call('DEL', unpack(dels))
+    for i = 1, nusage do
+      local key = KEYS[U + i]
+      local fresh = false
+      for j, field in ipairs({'in', 'out', 'cost'}) do
+        local add = tonumber(ARGV[A + 3 * (i - 1) + j])
+        if add ~= 0 and redis.call('HINCRBY', key, field, add) == add then fresh = true end
+      end
+      if fresh then redis.call('EXPIRE', key, ARGV[15]) end
+    end
+    acked = true
   elseif cur then
     return {'stale'}
   end
 end
+local now = nil
 local function release()
-  redis.call('DEL', KEYS[1], KEYS[10], KEYS[11])
+  redis.call('DEL', KEYS[1])
   redis.call('HDEL', KEYS[4], 'sched')
   redis.call('ZREM', KEYS[6], cid)
 end
 local function handed_out(id, attempt, entries, dead, redelivered)
-  redis.call('PEXPIRE', KEYS[1], lease_ms)
+  if not claimed then redis.call('PEXPIRE', KEYS[1], lease_ms) end
+  now = now or now_ms()
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
   local out = {'batch', token, id, attempt, entries, dead, redelivered}
-  for i = 1, nreads do
-    out[7 + i] = redis.call('GET', KEYS[11 + nwrites + i])
+  if nreads > 0 then
+    local reads = {}
+    for i = 1, nreads do reads[i] = KEYS[R + i] end
+    local values = redis.call('MGET', unpack(reads))
+    for i = 1, nreads do out[7 + i] = values[i] end
   end
   return out
 end
 if ARGV[4] == 'take' then
   local dead = ''
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    local attempt = redis.call('HINCRBY', KEYS[2], 'attempt', 1)
-    local id = redis.call('HGET', KEYS[2], 'id')
-    local entries = redis.call('HGET', KEYS[2], 'entries')
-    if attempt <= tonumber(ARGV[7]) then
-      return handed_out(id, attempt, entries, '', '1')
+  if not acked then
+    local held = redis.call('HMGET', KEYS[2], 'id', 'attempt', 'entries')
+    if held[1] then
+      local id, entries = held[1], held[3]
+      local attempt = tonumber(held[2]) + 1
+      if attempt <= tonumber(ARGV[7]) then
+        redis.call('HSET', KEYS[2], 'attempt', attempt)
+        return handed_out(id, attempt, entries, '', '1')
+      end
+      local gone = '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}'
+      redis.call('RPUSH', KEYS[7], gone)
+      redis.call('LTRIM', KEYS[7], -1000, -1)
+      redis.call('DEL', KEYS[2], string.sub(KEYS[2], 1, #KEYS[2] - 5) .. 'ledger:' .. id)
+      dead = id
     end
-    redis.call('RPUSH', KEYS[7], '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}')
-    redis.call('LTRIM', KEYS[7], -1000, -1)
-    redis.call('DEL', KEYS[2])
-    dead = id
   end
-  local items = redis.call('LRANGE', KEYS[3], 0, tonumber(ARGV[5]) - 1)
-  if #items == 0 then
+  local items = redis.call('LPOP', KEYS[3], tonumber(ARGV[5]))
+  if not items then
     release()
     return {'released', token, '', 0, '', dead, '0'}
   end
-  redis.call('LTRIM', KEYS[3], #items, -1)
   local id = tostring(redis.call('HINCRBY', KEYS[4], 'seq', 1))
   local entries = '[' .. table.concat(items, ',') .. ']'
   redis.call('HSET', KEYS[2], 'id', id, 'attempt', 1, 'entries', entries)
   return handed_out(id, 1, entries, dead, '0')
 end
-if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[2]) == 0 then
+local held = not acked and redis.call('EXISTS', KEYS[2]) == 1
+if not held and redis.call('LLEN', KEYS[3]) == 0 then
   release()
   return {'released', token, '', 0, '', '', '0'}
 end
-if ARGV[4] == 'handback' and redis.call('EXISTS', KEYS[2]) == 1 then
+if ARGV[4] == 'handback' and held then
   redis.call('HINCRBY', KEYS[2], 'attempt', -1)  -- handed back unfinished: not a failed delivery
 end
-redis.call('DEL', KEYS[1], KEYS[10], KEYS[11])
-schedule(KEYS[4], KEYS[5], KEYS[6], KEYS[9], ARGV[8], ARGV[9], ARGV[10], cid, tonumber(ARGV[11]), now)
+redis.call('DEL', KEYS[1])
+schedule(KEYS[4], KEYS[5], KEYS[6], ARGV[8], cid, tonumber(ARGV[9]), now_ms())
 return {'handed_off', token, '', 0, '', '', '0'}
 """
 )
@@ -198,8 +272,8 @@ return 1
 RESCUE = (
     _COMMON
     + """
--- KEYS: active lease inbox batch meta queue new_job_key
--- ARGV: cid new_job_id payload job_ttl_ms check_ms
+-- KEYS: active lease inbox batch meta queue
+-- ARGV: cid new_job_id check_ms
 local cid = ARGV[1]
 local now = now_ms()
 local score = redis.call('ZSCORE', KEYS[1], cid)
@@ -220,11 +294,10 @@ if redis.call('LLEN', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[4]) == 0 then
 end
 local sched = redis.call('HGET', KEYS[5], 'sched')
 if sched and redis.call('ZSCORE', KEYS[6], sched) then  -- still waiting for a free worker
-  redis.call('ZADD', KEYS[1], ms(now + tonumber(ARGV[5])), cid)
+  redis.call('ZADD', KEYS[1], ms(now + tonumber(ARGV[3])), cid)
   return 'waiting'
 end
-if sched then redis.call('ZREM', KEYS[6], sched) end
-schedule(KEYS[5], KEYS[6], KEYS[1], KEYS[7], ARGV[2], ARGV[3], ARGV[4], cid, tonumber(ARGV[5]), now)
+schedule(KEYS[5], KEYS[6], KEYS[1], ARGV[2], cid, tonumber(ARGV[3]), now)
 return 'rescheduled'
 """
 )
@@ -232,35 +305,54 @@ return 'rescheduled'
 BEGIN_REPLY = (
     _COMMON
     + """
--- KEYS: lease ledger      ARGV: token reply_field reply model_field model_prefix ttl_ms (field reply)...
--- the pairs after ttl_ms are earlier replies of this run marked posted, carried along (not fenced)
-if #ARGV > 6 and redis.call('EXISTS', KEYS[2]) == 1 then
-  for i = 7, #ARGV, 2 do
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+-- KEYS: lease ledger
+-- ARGV: token model_field model_text n (reply_field reply) x n (field reply)...
+-- stores the n entries of a reply that are not stored yet (an earlier attempt may have stored them) and the
+-- model's answer so far (unless stored complete); the pairs after the entries are earlier replies of this run
+-- marked posted, carried along (not fenced). Returns {'stale'} or {'ok', stored_1, ..., stored_n}: what an
+-- earlier attempt stored for each entry, '' for the ones stored now. The ledger lives as long as its batch:
+-- the acknowledgement (or the dead-letter move) deletes it.
+local n = tonumber(ARGV[4])
+local marks = 5 + 2 * n
+if not fenced(KEYS[1], ARGV[1]) then
+  if #ARGV >= marks and redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('HSET', KEYS[2], unpack(ARGV, marks))
+  end
+  return {'stale'}
+end
+local fields = {ARGV[2] .. ':done'}
+for i = 1, n do fields[i + 1] = ARGV[3 + 2 * i] end
+local cur = redis.call('HMGET', KEYS[2], unpack(fields))
+local out = {'ok'}
+local write = {}
+for i = 1, n do
+  if cur[i + 1] then
+    out[i + 1] = cur[i + 1]
+  else
+    out[i + 1] = ''
+    table.insert(write, ARGV[3 + 2 * i])
+    table.insert(write, ARGV[4 + 2 * i])
   end
 end
-if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
-local cur = redis.call('HGET', KEYS[2], ARGV[2])
-if cur then
-  redis.call('PEXPIRE', KEYS[2], ARGV[6])  -- a write for a WAIT to carry (see the module's docstring)
-  return {'exists', cur}
+if #write == 0 then  -- a write for a WAIT to carry (see the module's docstring)
+  table.insert(write, ARGV[5])
+  table.insert(write, cur[2])
+elseif cur[1] ~= '1' then
+  table.insert(write, ARGV[2])
+  table.insert(write, ARGV[3])
 end
-if redis.call('HGET', KEYS[2], ARGV[4] .. ':done') ~= '1' then
-  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
-end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
-return {'new'}
+for i = marks, #ARGV do table.insert(write, ARGV[i]) end
+redis.call('HSET', KEYS[2], unpack(write))
+return out
 """
 )
 
 STORE_MODEL = (
     _COMMON
     + """
--- KEYS: lease ledger      ARGV: token model_field text ttl_ms
+-- KEYS: lease ledger      ARGV: token model_field text
 if not fenced(KEYS[1], ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3], ARGV[2] .. ':done', '1')
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
 return 1
 """
 )

@@ -1,7 +1,11 @@
 """Usage counters in Redis, shared by every worker: one hash per day and key,
 ``<prefix>usage:<day>:<key>`` with fields ``in``, ``out`` and ``cost`` (millionths of a dollar), added to
-by one script (HINCRBY) and kept ``USAGE_DAYS`` days (EXPIRE); a call's charge id
-(``<prefix>usage:charged:<id>``, kept two days) makes the addition happen once."""
+with HINCRBY and kept ``USAGE_DAYS`` days (EXPIRE, set when a day's hash is made).
+
+In a queued run (a worker's batch) a call's usage is not written at once: it is added up in the batch's scope and
+the batch's acknowledgement adds it, in the same script, once per batch and key (a batch is acknowledged once, so
+a batch run again after a crash counts once, and nothing is kept per call). Elsewhere a call with a ``charge`` id
+is added by one script that remembers the id for two days (``<prefix>usage:charged:<id>``)."""
 
 from __future__ import annotations
 
@@ -11,10 +15,13 @@ from ..errors import DispatchError, MemoryStoreError
 from ..usage import USAGE_DAYS, UsageTotals
 from .backend import RedisBackend
 from .options import QueueConfig
+from .scope import current_scope
 
-__all__ = ("RedisUsage",)
+__all__ = ("USAGE_TTL", "RedisUsage")
 
-_TTL = (USAGE_DAYS + 1) * 86_400
+USAGE_TTL = (USAGE_DAYS + 1) * 86_400
+"""Seconds a day's counters are kept."""
+_TTL = USAGE_TTL
 _CHARGE_TTL = 2 * 86_400
 _ADD = """
 if KEYS[1] ~= '' and not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[5]) then
@@ -53,8 +60,14 @@ class RedisUsage:
         cost: int,
         charge: str | None = None,
     ) -> bool:
-        """Add one call's usage under each of ``keys`` in one script: with a ``charge`` id, only if that id was
+        """Add one call's usage under each of ``keys``: in a queued run of this backend with a ``charge`` id, with
+        the batch's acknowledgement (see the module); else in one script, with a ``charge`` id only if that id was
         not added in the last two days (so a retried write or a batch run again counts once)."""
+        scope = current_scope()
+        if charge is not None and scope is not None and scope.backend is self.backend:
+            for key in keys:
+                scope.count_usage(self.key(day, key), input_tokens, output_tokens, cost)
+            return True
         prefix = self.backend.keys.prefix
         charged = f"{prefix}usage:charged:{charge}" if charge is not None else ""
         rkeys = [charged, *(self.key(day, key) for key in keys)]

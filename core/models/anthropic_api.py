@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
@@ -88,10 +89,11 @@ class AnthropicModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the answer to ``request``; failures raise ``ModelError`` / ``ModelAuthError``."""
-        async for chunk in retrying_stream(
-            lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name
-        ):
-            yield chunk
+        async with aclosing(
+            retrying_stream(lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name)
+        ) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         options: dict[str, Any] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
@@ -19,6 +20,7 @@ __all__ = (
     "ServedOverHttp",
     "ToolSpec",
     "call_usage",
+    "closing_stream",
     "interleave",
     "report_usage",
     "without_images",
@@ -94,6 +96,20 @@ def without_images(request: ModelRequest, note: str) -> ModelRequest:
     for image in request.images:
         prompt = prompt.replace(image.marker, f"{image.marker}\n({note})", 1)
     return dataclasses.replace(request, prompt=prompt, images=())
+
+
+@contextlib.asynccontextmanager
+async def closing_stream(stream: AsyncIterator[str]) -> AsyncIterator[AsyncIterator[str]]:
+    """``stream`` for the block, closed when it ends however it ends (a model's stream is an async generator:
+    left suspended at a chunk by a cancelled or failed reader, it would hold its HTTP response until the garbage
+    collector closes it in a task of its own, or at shutdown, where nested ones fail with "aclose(): asynchronous
+    generator is already running")."""
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def interleave(prompt: str, images: tuple[ImagePart, ...]) -> list[str | ImagePart]:

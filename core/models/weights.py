@@ -14,7 +14,6 @@ Everything here is blocking file work: callers run it in a thread.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import logging
 import os
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from .gguf import package_folders
 
 __all__ = (
     "CHOICES",
@@ -147,16 +147,8 @@ DEFAULT_CHOICE = QWEN.name
 
 def _package_folder(module: str) -> Path | None:
     """Where ``module`` is installed, found without importing it (looked up at each call, so tests can stand in)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    folders = list(spec.submodule_search_locations or [])
-    if not folders and spec.origin:
-        folders = [str(Path(spec.origin).parent)]
-    return Path(folders[0]) if folders else None
+    folders = package_folders(module)
+    return folders[0] if folders else None
 
 
 def find_parts(weights: Weights, *, locate: Callable[[str], Path | None] | None = None) -> list[Path]:

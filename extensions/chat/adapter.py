@@ -64,7 +64,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from core.errors import BackpressureError, BotError
+from core.errors import BackpressureError, BotError, ChatGoneError
 
 from .backpressure import Backpressure, Incoming
 from .commands import ChatCommands
@@ -72,8 +72,10 @@ from .counters import ChatMetrics, Ignored
 from .dedupe import RecentIds
 from .exactly_once import ReplyRecord, Uncertain
 from .policy import ReplyPolicy
+from .reminders import drop_conversation
 from .stream import LiveReplies, LiveReply, ReplyKey
 from .tasks import MessageTasks
+from .trust import BotExchanges, TrustRules, TtlCache
 from .typing_indicator import SharedTyping
 
 if TYPE_CHECKING:
@@ -114,8 +116,20 @@ class ChatAdapter(abc.ABC):
         self.counts_for_readiness = True
         """``ready`` is registered as the readiness check ``<platform>`` (a platform may leave itself out of
         ``/readyz``: the web chat does until the operator configures it)."""
+        self.trust = TrustRules()
+        """How authors get their tier and which bots are answered (``TRUST_*``; set with ``set_trust``)."""
+        self.chat_admins: TtlCache[frozenset[str]] = TtlCache(self.trust.cache_seconds)
+        """What the platform said lately about each chat's administrators."""
+        self.bot_exchanges = BotExchanges(self.trust.bot_replies, self.trust.bot_window)
+        """Answers to other bots per chat in the window."""
         self._agent: Host | None = None
         self._undo: list[Callable[[], None]] = []
+
+    def set_trust(self, rules: TrustRules) -> None:
+        """Use the operator's ``rules`` (before ``start``)."""
+        self.trust = rules
+        self.chat_admins = TtlCache(rules.cache_seconds)
+        self.bot_exchanges = BotExchanges(rules.bot_replies, rules.bot_window)
 
     @property
     def agent(self) -> Host | None:
@@ -280,13 +294,20 @@ class ChatAdapter(abc.ABC):
     ) -> list[H]:
         """Post: finish the answer's live reply if it was shown while written (``key`` is the output's ``(context
         id, step, index)``); else, in a queued run, a reply following the run's ``ledger`` (``live_reply(ledger)``,
-        posted at once: exactly once across attempts at the batch); else ``post()``. Returns the messages."""
-        reply = self.live.take(key) if self.live is not None else None
+        posted at once: exactly once across attempts at the batch); else ``post()``. Returns the messages. When the
+        platform says the bot may no longer post there (``ChatGoneError``), the conversation's schedules are
+        dropped (``extensions.chat.reminders``) before the error is raised."""
+        reply = self.live.take(key, ledger) if self.live is not None else None
         if reply is None and ledger is not None:
             reply = live_reply(ledger)
-        if reply is None:
-            return await post()
-        handles: list[H] = await reply.finish(text)
+        try:
+            if reply is None:
+                return await post()
+            handles: list[H] = await reply.finish(text)
+        except ChatGoneError as exc:
+            if self._agent is not None:
+                await drop_conversation(self._agent, key[0], str(exc))
+            raise
         return handles
 
     async def abandon_replies(self, context_id: str) -> None:

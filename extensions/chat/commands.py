@@ -1,6 +1,7 @@
 """The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
-``/reply``, ``/settings`` and ``/stats``. The adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord
-as an ephemeral reply, Telegram as a message with an inline keyboard for the choices).
+``/reply``, ``/timezone``, ``/settings``, ``/stats`` and ``/reminders`` (``extensions.chat.reminders``). The
+adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord as an ephemeral reply, Telegram as a
+message with an inline keyboard for the choices).
 
 Who may change what: a chat's admins (the adapter decides: Discord's Manage Server or Manage Channels,
 Telegram's chat administrators), the owner of a private chat, and ``BOT_ADMIN_USERS`` everywhere. Anyone may
@@ -11,24 +12,27 @@ that it is off. Answers are in the chat's language.
 
 from __future__ import annotations
 
+import functools
 import json
+import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.chat_settings import REPLY_CHOICES, ChatSetting, ChatSettings
+from core.chat_settings import REPLY_CHOICES, ChatSetting, ChatSettings, known_zone
 from core.usage import UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
 from .policy import ReplyPolicy
+from .reminders import CANCEL_PREFIX, SHOWN, describe, find, schedules_or_none, short_id
 
 if TYPE_CHECKING:
     from core import Host
     from core.definitions import Context
 
-__all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "parse_channel_settings")
+__all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "all_zones", "parse_channel_settings", "zone_named")
 
-COMMANDS = ("model", "persona", "language", "reply", "settings", "stats")
+COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders")
 """The settings commands, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
 
 
@@ -126,8 +130,12 @@ class ChatCommands:
             return await self.set_language(context_id, caller, arg or None)
         if command == "reply":
             return await self.reply(context_id, caller, arg or None)
+        if command == "timezone":
+            return await self.timezone(context_id, caller, arg or None)
         if command == "settings":
             return await self.settings(context_id)
+        if command == "reminders":
+            return await self.reminders(context_id, caller, arg or None)
         return await self.stats(context_id, caller)
 
     async def model(self, context_id: str, caller: Caller, name: str | None) -> Answer:
@@ -214,6 +222,72 @@ class ChatCommands:
         await self.agent.chat_settings.change(context_id, reply=None if policy == "default" else policy)
         return Answer(text=say("reply_set", lang, policy=say(f"reply.{policy}", lang)), changed=True)
 
+    async def timezone(self, context_id: str, caller: Caller, name: str | None) -> Answer:
+        """``/timezone``: the chat's time zone (reminders and schedules are read in it), or (an admin) choose one
+        by its IANA name; ``/timezone default`` goes back to the operator's (``BOT_TIMEZONE``)."""
+        lang = await self.language(context_id)
+        policy = self.agent.chat_policy
+        if name is None:
+            return Answer(text=say("timezone_now", lang, zone=policy.zone_of(await self.effective(context_id))))
+        refusal = self._refusal(context_id, caller, ChatSetting.TIMEZONE, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        if name.lower() == "default":
+            await self.agent.chat_settings.change(context_id, timezone=None)
+            return Answer(text=say("timezone_set", lang, zone=policy.default_timezone), changed=True)
+        zone = zone_named(name)
+        if zone is None:
+            return Answer(text=say("timezone_unknown", lang, zone=name[:64]))
+        await self.agent.chat_settings.change(context_id, timezone=zone)
+        return Answer(text=say("timezone_set", lang, zone=zone), changed=True)
+
+    async def reminders(self, context_id: str, caller: Caller, arg: str | None) -> Answer:
+        """``/reminders``: this chat's reminders and scheduled messages, soonest first, with a cancel button each;
+        ``/reminders cancel <id>`` cancels one (its creator, the chat's admins, ``BOT_ADMIN_USERS``)."""
+        action, _, rest = (arg or "").strip().partition(" ")
+        if action.lower() == "cancel":
+            return await self.cancel_reminder(context_id, caller, rest.strip())
+        if action.lower() not in ("", "list"):
+            return Answer(text=say("reminders_usage", await self.language(context_id)))
+        return await self.list_reminders(context_id)
+
+    async def list_reminders(self, context_id: str, *, before: str = "") -> Answer:
+        """The list ``/reminders`` shows (``before``: a line above it, such as what was just cancelled)."""
+        lang = await self.language(context_id)
+        schedules = schedules_or_none(self.agent)
+        if schedules is None:
+            return Answer(text=say("reminders_unavailable", lang))
+        found = await schedules.by_conversation(context_id)
+        if not found:
+            text = say("reminders_none", lang)
+        else:
+            lines = [describe(s, lang=lang) for s in found[:SHOWN]]
+            if len(found) > SHOWN:
+                lines.append(say("reminders_more", lang, count=len(found) - SHOWN))
+            text = say("reminders_list", lang, count=len(found), items="\n".join(lines))
+        choices = [(say("reminders_cancel_label", lang, id=short_id(s)), CANCEL_PREFIX + s.id) for s in found[:SHOWN]]
+        return Answer(text=f"{before}\n\n{text}" if before else text, choices=choices)
+
+    async def cancel_reminder(self, context_id: str, caller: Caller, ident: str) -> Answer:
+        """Cancel the reminder ``ident`` (its id or a unique prefix) of this chat, if ``caller`` may."""
+        lang = await self.language(context_id)
+        schedules = schedules_or_none(self.agent)
+        if schedules is None:
+            return Answer(text=say("reminders_unavailable", lang))
+        if not ident:
+            return Answer(text=say("reminders_usage", lang))
+        found = find(await schedules.by_conversation(context_id), ident)
+        shown = ident.strip()[:32]
+        if found is None:
+            return Answer(text=say("reminders_unknown", lang, id=shown))
+        if found.creator != caller.user and not self.may_change(caller):
+            return Answer(text=say("reminders_not_yours", lang, id=short_id(found)))
+        if await schedules.cancel(found.id) is None:
+            return Answer(text=say("reminders_unknown", lang, id=short_id(found)))
+        done = say("reminders_cancelled", lang, id=short_id(found))
+        answer = await self.list_reminders(context_id, before=done)
+        return Answer(text=answer.text, choices=answer.choices, changed=True)
+
     async def settings(self, context_id: str) -> Answer:
         """``/settings``: every setting of the chat, the pinned ones marked."""
         lang = await self.language(context_id)
@@ -233,6 +307,7 @@ class ChatCommands:
             persona=persona + mark(ChatSetting.PERSONA),
             language=LANGUAGE_NAMES.get(lang, lang) + mark(ChatSetting.LANGUAGE),
             reply=say(f"reply.{current.reply or 'default'}", lang) + mark(ChatSetting.REPLY),
+            timezone=policy.zone_of(current) + mark(ChatSetting.TIMEZONE),
         )
         return Answer(text=text)
 
@@ -259,13 +334,30 @@ class ChatCommands:
             return await self.set_language(context_id, caller, choice)
         if setting == "reply" and self.enabled("reply"):
             return await self.reply(context_id, caller, choice)
+        if value.startswith(CANCEL_PREFIX) and self.enabled("reminders"):
+            return await self.cancel_reminder(context_id, caller, value.removeprefix(CANCEL_PREFIX))
         return Answer(text=say("command_failed", await self.language(context_id)))
+
+
+@functools.cache
+def all_zones() -> dict[str, str]:
+    """Every IANA time zone this machine knows, by its lowercase name."""
+    return {name.lower(): name for name in zoneinfo.available_timezones()}
+
+
+def zone_named(text: str) -> str | None:
+    """The IANA time zone ``text`` names, whatever its case (``europe/paris`` -> ``Europe/Paris``), or None."""
+    text = text.strip()
+    if known_zone(text):
+        return text
+    found = all_zones().get(text.lower()) if len(text) <= 64 else None
+    return found if found is not None and known_zone(found) else None
 
 
 def parse_channel_settings(value: object, variable: str) -> dict[str, dict[str, str]]:
     """``*_CHANNEL_SETTINGS``: values the operator pins per channel or chat, as
     ``id:setting=value;setting=value,id:setting=value`` (an empty value pins the operator's default) or JSON
-    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply."""
+    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply, timezone."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):

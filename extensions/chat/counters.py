@@ -28,6 +28,8 @@ class Ignored(enum.StrEnum):
     """Written by another bot or a webhook, and bots are not answered."""
     BOT_HOPS = "bot_hops"
     """Bots are answered, but this bot-to-bot exchange reached its hop limit."""
+    BOT_CAP = "bot_cap"
+    """An allowed bot's message over the answers to bots a chat gets per window (``TRUST_BOT_REPLIES``)."""
     POLICY = "policy"
     """Not addressed to the bot under the reply policy (no mention in a group, DMs turned off, a command
     for another bot, no sender)."""

@@ -131,6 +131,7 @@ class ReplyRecord:
         self._live: ReplySlot | None = None
         self._final: ReplySlot | None = None
         self._posts = 0
+        self._intended: tuple[int, str] | None = None
 
     @classmethod
     def of(cls, state: ContextState, output_type: str, *, streamed: bool) -> ReplyRecord | None:
@@ -143,29 +144,62 @@ class ReplyRecord:
         """The reply has its first entry (nothing may be shown before)."""
         return self._live is not None or self._final is not None
 
-    async def open(self, text: str) -> None:
+    async def open(self, text: str, *, intent: str | None = None) -> None:
         """Before anything of a streamed reply is shown: take (or find) its first entry. Raises the ledger's
-        ``DispatchError`` (``LeaseLostError``) when this worker no longer answers the batch: show nothing."""
+        ``DispatchError`` (``LeaseLostError``) when this worker no longer answers the batch: show nothing.
+        ``intent``: the text of the first message, posted next (its intent is stored with the entry)."""
         if self.opened:
             return
         if not self.streamed:
-            await self.close(text)
+            await self.close(text, intent=intent)
             return
-        self._live = await self.ledger.begin(self.output_type, text)
+        (self._live,) = await self._begin([text], intent)
         self._absorb(self._live)
 
-    async def close(self, text: str) -> None:
-        """The answer is complete: take (or find) its last entry, storing ``text`` with it."""
+    async def close(self, text: str, *, intent: str | None = None) -> None:
+        """The answer is complete: take (or find) its last entry, storing ``text`` with it (with the first one, in
+        the same round trip, when the reply has none yet). ``intent``: as for ``open``, when nothing is shown yet."""
         if self._final is not None:
             return
         if self.streamed and self._live is None:
-            await self.open(text)
-        self._final = await self.ledger.begin(self.output_type, text)
+            self._live, self._final = await self._begin([text, text], intent)
+            self._absorb(self._live)
+        else:
+            (self._final,) = await self._begin([text], intent if not self.opened else None)
         self._absorb(self._final)
+
+    async def _begin(self, texts: list[str], intent: str | None) -> list[ReplySlot]:
+        """Take the entries for ``texts`` in one round trip when the ledger can (``begin_many``), recording the
+        intent to post the first message (``intent``) with them on a platform that needs it (``uncertain``)."""
+        many = getattr(self.ledger, "begin_many", None)
+        if many is None:
+            return [await self.ledger.begin(self.output_type, text) for text in texts]
+        intent = intent if self.uncertain is not None else None
+        slots: list[ReplySlot] = await many(self.output_type, texts, intent=intent)
+        if intent is not None and all(slot.fresh for slot in slots):
+            self._intended = (0, intent)
+        return slots
+
+    async def _record(self, slots: list[ReplySlot]) -> None:
+        """Write ``slots`` as they are now: in one round trip when the ledger can (``record``). On a platform that
+        dedupes posts itself (``uncertain`` None: Discord's nonce), the write travels with the run's next round
+        trip to Redis when the ledger can (``mark``): a post it misses after a crash is posted again with the same
+        nonce, which the platform answers with the message already posted."""
+        if self.uncertain is None:
+            later = getattr(self.ledger, "mark", None)
+            if later is not None:
+                later(*slots)
+                return
+        many = getattr(self.ledger, "record", None)
+        if many is not None:
+            await many(*slots)
+            return
+        for slot in slots:
+            await self.ledger.posted(slot, None, done=slot.done)
 
     def _absorb(self, slot: ReplySlot) -> None:
         """Take over what an earlier attempt recorded in ``slot``."""
-        if not (slot.done or slot.message_ids or slot.uncertain):
+        if slot.fresh or not (slot.done or slot.message_ids or slot.uncertain):
             return
         if slot.uncertain and not slot.done and self.uncertain is not None:
             self.pending = slot.pending
@@ -197,14 +231,20 @@ class ReplyRecord:
 
     async def intend(self, index: int, text: str) -> None:
         """Before posting message ``index`` of the reply (showing ``text``): record the intent (written at
-        once), so a crash before the answer is recorded leaves the post marked uncertain rather than unsent."""
+        once), so a crash before the answer is recorded leaves the post marked uncertain rather than unsent. An
+        intent stored with the entries (``open``/``close`` with ``intent``) is not written again."""
         if self.uncertain is None:
             return
-        for slot in (self._live, self._final):
-            if slot is not None:
-                slot.pending = index
-                slot.pending_text = text
-                await self.ledger.posted(slot, None, done=False)
+        if self._intended == (index, text):
+            self._intended = None
+            return
+        self._intended = None
+        slots = [slot for slot in (self._live, self._final) if slot is not None]
+        for slot in slots:
+            slot.pending = index
+            slot.pending_text = text
+            slot.done = False
+        await self._record(slots)
 
     def check(self) -> None:
         """Before each post, edit or delete: raise ``DispatchError`` once this worker may no longer show
@@ -232,10 +272,11 @@ class ReplyRecord:
         self.shown = list(shown)
         self.content = text
         self.done = done
-        for slot in (self._live, self._final):
-            if slot is not None:
-                slot.pending = None
-                slot.message_ids = list(self.message_ids)
-                slot.shown = list(self.shown)
-                slot.content = text
-                await self.ledger.posted(slot, None, done=done)
+        slots = [slot for slot in (self._live, self._final) if slot is not None]
+        for slot in slots:
+            slot.pending = None
+            slot.message_ids = list(self.message_ids)
+            slot.shown = list(self.shown)
+            slot.content = text
+            slot.done = done
+        await self._record(slots)

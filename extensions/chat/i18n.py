@@ -23,13 +23,14 @@ _EN: dict[str, str] = {
         "Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. Each channel and "
         "each thread is its own conversation. /reset makes me forget this channel's conversation; /forget also "
         "erases its whole history; /settings shows "
-        "its settings (/model, /persona, /language, /reply), /stats your usage."
+        "its settings (/model, /persona, /language, /reply, /timezone), /reminders its reminders, /stats your usage."
     ),
     "telegram.help": (
         "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one of my messages "
         "or use a command.\n\n/help shows this text\n/reset makes me forget this chat\n/forget erases this chat "
         "and its whole history\n/settings shows this "
-        "chat's settings (/model, /persona, /language, /reply)\n/stats shows your usage"
+        "chat's settings (/model, /persona, /language, /reply, /timezone)\n/reminders lists this chat's reminders\n"
+        "/stats shows your usage"
     ),
     "run_failed": "Sorry, something went wrong while I was answering. Please try again.",
     "model_down": (
@@ -46,6 +47,34 @@ _EN: dict[str, str] = {
     "command_failed": "Sorry, that did not work. Please try again.",
     "disabled": "/{command} is turned off on this bot.",
     "not_allowed": "Sorry, only this chat's admins can change the {setting} here.",
+    "action_refused": "⛔ I did not use {action}: it is for the {needed} tier and above here, and you are {tier}.",
+    "action_refused_nobody": "⛔ I did not use {action}: nobody may use it here.",
+    "approval.request": (
+        "🔐 Approval needed: {who} asked me to use {name} with {arguments}\n"
+        "An admin may approve or deny it (it expires in {minutes} min)."
+    ),
+    "approval.request_markdown": (
+        "🔐 Approval needed in this conversation: {who} asked me to use `{name}` with `{arguments}`\n"
+        "An admin may approve or deny it (it expires in {minutes} min)."
+    ),
+    "approval.someone": "someone",
+    "approval.an_admin": "an admin",
+    "approval.approve": "Approve",
+    "approval.deny": "Deny",
+    "approval.expired": "⌛ Expired: nobody answered in time; it was not run.",
+    "approval.denied": "❌ Denied by {who}; it was not run.",
+    "approval.approved": "✅ Approved by {who}.",
+    "approval.not_allowed": "⛔ Only the chat's admins may approve or deny this request.",
+    "approval.unknown": "This request is no longer known.",
+    "approval.runs_now": "Approved: it runs now.",
+    "approval.will_not_run": "Denied: it will not run.",
+    "approval.already": "This request was already {status}.",
+    "approval.status.pending": "pending",
+    "approval.status.approved": "approved",
+    "approval.status.denied": "denied",
+    "approval.status.expired": "expired",
+    "approval.status.running": "running",
+    "approval.status.settled": "settled",
     "pinned": "The operator fixed the {setting} of this chat, so it can't be changed from here.",
     "setting.model": "model",
     "setting.persona": "persona",
@@ -73,7 +102,34 @@ _EN: dict[str, str] = {
     "reply.default": "as the bot is set up (the operator's default)",
     "settings": (
         "Settings of this chat\nModel: {model}\nPersona: {persona}\nLanguage: {language}\nIn groups I answer: {reply}"
+        "\nTime zone: {timezone}"
     ),
+    "setting.timezone": "time zone",
+    "timezone_now": (
+        "This chat's time zone is {zone}: reminders are set in it. Change it with /timezone and an IANA name, "
+        "for example /timezone Europe/Paris (/timezone default: the bot's)."
+    ),
+    "timezone_set": "Done: this chat's time zone is now {zone}.",
+    "timezone_unknown": (
+        "{zone} is not a time zone I know: write an IANA name such as Europe/Paris, America/New_York or UTC."
+    ),
+    "reminders_none": "No reminders or scheduled messages in this chat.",
+    "reminders_list": "Reminders and scheduled messages in this chat ({count}):\n{items}",
+    "reminders_more": "… and {count} more",
+    "reminders_cancel_label": "Cancel {id}",
+    "reminders_cancelled": "Cancelled {id}.",
+    "reminders_unknown": "There is no reminder {id} in this chat; /reminders lists them.",
+    "reminders_not_yours": "Only whoever set {id} and this chat's admins can cancel it.",
+    "reminders_usage": "/reminders lists this chat's reminders; /reminders cancel <id> cancels one.",
+    "reminders_unavailable": "This bot keeps no reminders.",
+    "reminders.once": "once",
+    "reminders.cron": "cron {cron}",
+    "reminders.every_day": "every {n} day(s)",
+    "reminders.every_hour": "every {n} hour(s)",
+    "reminders.every_minute": "every {n} minute(s)",
+    "reminders.every_second": "every {n} second(s)",
+    "reminders.text": "[posted as written] ",
+    "reminders.operator": "the operator",
     "settings_default_persona": "the bot's own",
     "pinned_mark": " (fixed by the operator)",
     "stats": (
@@ -93,13 +149,15 @@ _FR: dict[str, str] = {
         "Parlez-moi en message privé, ou mentionnez-moi (ou répondez à l'un de mes messages) dans un salon. Chaque "
         "salon et chaque fil est une conversation à part. /reset me fait oublier la conversation de ce salon ; "
         "/forget efface aussi tout son historique ; "
-        "/settings montre ses réglages (/model, /persona, /language, /reply), /stats votre usage."
+        "/settings montre ses réglages (/model, /persona, /language, /reply, /timezone), /reminders ses rappels, "
+        "/stats votre usage."
     ),
     "telegram.help": (
         "Bonjour ! Je suis {name}. Écrivez-moi ici et je répondrai. Dans un groupe, mentionnez-moi, répondez à l'un "
         "de mes messages ou utilisez une commande.\n\n/help affiche ce texte\n/reset me fait oublier ce chat\n"
         "/forget efface ce chat et tout son historique\n"
-        "/settings montre les réglages de ce chat (/model, /persona, /language, /reply)\n/stats montre votre usage"
+        "/settings montre les réglages de ce chat (/model, /persona, /language, /reply, /timezone)\n"
+        "/reminders liste les rappels de ce chat\n/stats montre votre usage"
     ),
     "run_failed": "Désolé, un problème est survenu pendant ma réponse. Réessayez, s'il vous plaît.",
     "model_down": (
@@ -118,6 +176,36 @@ _FR: dict[str, str] = {
     "command_failed": "Désolé, cela n'a pas marché. Réessayez, s'il vous plaît.",
     "disabled": "/{command} est désactivée sur ce bot.",
     "not_allowed": "Désolé, seuls les administrateurs de ce chat peuvent changer ce réglage ({setting}) ici.",
+    "action_refused": (
+        "⛔ Je n'ai pas utilisé {action} : ici c'est réservé au niveau {needed} et au-dessus, et vous êtes {tier}."
+    ),
+    "action_refused_nobody": "⛔ Je n'ai pas utilisé {action} : personne ne peut l'utiliser ici.",
+    "approval.request": (
+        "🔐 Approbation requise : {who} m'a demandé d'utiliser {name} avec {arguments}\n"
+        "Un administrateur peut l'approuver ou la refuser (elle expire dans {minutes} min)."
+    ),
+    "approval.request_markdown": (
+        "🔐 Approbation requise dans cette conversation : {who} m'a demandé d'utiliser `{name}` avec `{arguments}`\n"
+        "Un administrateur peut l'approuver ou la refuser (elle expire dans {minutes} min)."
+    ),
+    "approval.someone": "quelqu'un",
+    "approval.an_admin": "un administrateur",
+    "approval.approve": "Approuver",
+    "approval.deny": "Refuser",
+    "approval.expired": "⌛ Expirée : personne n'a répondu à temps ; elle n'a pas été exécutée.",
+    "approval.denied": "❌ Refusée par {who} ; elle n'a pas été exécutée.",
+    "approval.approved": "✅ Approuvée par {who}.",
+    "approval.not_allowed": "⛔ Seuls les administrateurs de ce chat peuvent approuver ou refuser cette demande.",
+    "approval.unknown": "Cette demande n'est plus connue.",
+    "approval.runs_now": "Approuvée : elle s'exécute maintenant.",
+    "approval.will_not_run": "Refusée : elle ne sera pas exécutée.",
+    "approval.already": "Cette demande est déjà {status}.",
+    "approval.status.pending": "en attente",
+    "approval.status.approved": "approuvée",
+    "approval.status.denied": "refusée",
+    "approval.status.expired": "expirée",
+    "approval.status.running": "en cours d'exécution",
+    "approval.status.settled": "réglée",
     "pinned": "L'opérateur a fixé ce réglage ({setting}) pour ce chat : il ne peut pas être changé d'ici.",
     "setting.model": "modèle",
     "setting.persona": "persona",
@@ -145,8 +233,35 @@ _FR: dict[str, str] = {
     "reply.default": "comme le bot est configuré (le réglage de l'opérateur)",
     "settings": (
         "Réglages de ce chat\nModèle : {model}\nPersona : {persona}\nLangue : {language}\n"
-        "Dans les groupes je réponds : {reply}"
+        "Dans les groupes je réponds : {reply}\nFuseau horaire : {timezone}"
     ),
+    "setting.timezone": "fuseau horaire",
+    "timezone_now": (
+        "Le fuseau horaire de ce chat est {zone} : les rappels y sont lus. Changez-le avec /timezone et un nom "
+        "IANA, par exemple /timezone Europe/Paris (/timezone default : celui du bot)."
+    ),
+    "timezone_set": "C'est fait : le fuseau horaire de ce chat est maintenant {zone}.",
+    "timezone_unknown": (
+        "{zone} n'est pas un fuseau horaire que je connais : écrivez un nom IANA comme Europe/Paris, "
+        "America/New_York ou UTC."
+    ),
+    "reminders_none": "Aucun rappel ni message programmé dans ce chat.",
+    "reminders_list": "Rappels et messages programmés de ce chat ({count}) :\n{items}",
+    "reminders_more": "… et {count} de plus",
+    "reminders_cancel_label": "Annuler {id}",
+    "reminders_cancelled": "{id} est annulé.",
+    "reminders_unknown": "Il n'y a pas de rappel {id} dans ce chat ; /reminders les liste.",
+    "reminders_not_yours": "Seuls la personne qui a créé {id} et les administrateurs de ce chat peuvent l'annuler.",
+    "reminders_usage": "/reminders liste les rappels de ce chat ; /reminders cancel <id> en annule un.",
+    "reminders_unavailable": "Ce bot ne garde pas de rappels.",
+    "reminders.once": "une fois",
+    "reminders.cron": "cron {cron}",
+    "reminders.every_day": "tous les {n} jour(s)",
+    "reminders.every_hour": "toutes les {n} heure(s)",
+    "reminders.every_minute": "toutes les {n} minute(s)",
+    "reminders.every_second": "toutes les {n} seconde(s)",
+    "reminders.text": "[publié tel quel] ",
+    "reminders.operator": "l'opérateur",
     "settings_default_persona": "celui du bot",
     "pinned_mark": " (fixé par l'opérateur)",
     "stats": (

@@ -142,7 +142,8 @@ class LiveReply:
         if self.record is not None:
             if not self.record.opened:
                 try:
-                    await self.record.open(text)  # stored before anything is shown
+                    first = chunks[0] if not self.handles and (self.preview is None or len(chunks) > 1) else None
+                    await self.record.open(text, intent=first)  # stored before anything is shown
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -195,13 +196,15 @@ class LiveReply:
         if self.record is not None:
             self.record.check()
 
-    async def _post(self, chunk: str) -> None:
+    async def _post(self, chunk: str, *, note: bool = True) -> None:
+        """Post ``chunk`` as the next message; ``note=False``: the caller records it right after (the last
+        message of ``finish``, recorded with the final text, in one write instead of two)."""
         self._check()
         await self._intend(len(self.handles), chunk)  # written before the request
         handle = await self.sink.post(chunk, index=len(self.handles))
         self.handles.append(handle)
         self.shown.append(chunk)
-        if self.record is not None:
+        if self.record is not None and note:
             await self.record.note(self.handles, self.shown, text=self.text, done=False)
 
     async def _intend(self, index: int, chunk: str) -> None:
@@ -253,13 +256,13 @@ class LiveReply:
         self.text = final_text
         chunks = await self._split(final_text)
         if self.record is not None:
-            await self.record.close(final_text)
+            await self.record.close(final_text, intent=chunks[0] if chunks and not self.handles else None)
             await self._adopt()
             if self.record.done:
                 return list(self.handles)
         for i, chunk in enumerate(chunks):
             if i >= len(self.handles):
-                await self._post(chunk)
+                await self._post(chunk, note=i < len(chunks) - 1)  # the last one: the final note records it
                 continue
             if _same(self.shown[i], chunk):
                 continue
@@ -323,6 +326,12 @@ class LiveReply:
                 log.warning("could not delete a message of a streamed reply: %s", exc)
 
 
+def _left_over(reply: LiveReply | None) -> bool:
+    """Whether ``reply`` belongs to a run that can no longer show it: its ledger's lease is lost (the run was cancelled
+    and a later run of the context starts its outputs under the same keys)."""
+    return reply is not None and reply.record is not None and not reply.record.ledger.valid
+
+
 class LiveReplies:
     """The live replies of one adapter: run events start and feed them, output handlers ``take`` and finish them.
 
@@ -353,7 +362,8 @@ class LiveReplies:
                 return
             if event.output_type != self.output_type or not isinstance(event.content, str):
                 return
-            if key not in self._replies:
+            if key not in self._replies or (event.is_type_switched and _left_over(self._replies[key])):
+                self._drop(self._replies.pop(key, None))
                 self._replies[key] = self._start(event)
             reply = self._replies[key]
             if reply is not None:
@@ -362,9 +372,17 @@ class LiveReplies:
             log.exception("live reply of %s failed; the answer is posted when complete", event.context_id)
             self._replies[key] = None
 
-    def take(self, key: ReplyKey) -> LiveReply | None:
-        """The live reply of the output ``key`` (its handler finishes it), if its text was streamed."""
-        return self._replies.pop(key, None)
+    def take(self, key: ReplyKey, ledger: object = None) -> LiveReply | None:
+        """The live reply of the output ``key`` (its handler finishes it), if its text was streamed. With the run's
+        ``ledger`` (a queued run), a reply recorded in another one is not returned: it was left by an earlier run of
+        the context in this process, cancelled before it finished it (its worker lost the lease), and the next run
+        starts at the same ``(context, step, index)``; finishing it failed this run's output with the earlier run's
+        "lease lost: reply not posted", and the batch was acknowledged unanswered (issue 28)."""
+        reply = self._replies.pop(key, None)
+        if reply is not None and ledger is not None and reply.record is not None and reply.record.ledger is not ledger:
+            self._drop(reply)
+            return None
+        return reply
 
     def get(self, key: ReplyKey) -> LiveReply | None:
         """The live reply under ``key``, if one is streaming."""
@@ -385,6 +403,11 @@ class LiveReplies:
             await reply.abandon()
         while self._cleanup:
             await asyncio.wait(set(self._cleanup))
+
+    def _drop(self, reply: LiveReply | None) -> None:
+        """Forget a reply left by a run that ended without finishing it (marked cut where it may still show)."""
+        if reply is not None:
+            self._spawn(reply.abandon())
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro, name="live-reply-cleanup")

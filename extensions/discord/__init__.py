@@ -28,6 +28,7 @@ from .settings import DiscordSettings
 if TYPE_CHECKING:
     from core import Host
 
+    from ..chat.trust import TrustRules
     from .runtime import DiscordRuntime
 
 __all__ = (
@@ -58,10 +59,13 @@ def discord_runtime(settings: DiscordSettings, *, listen: bool = True) -> Discor
     return DiscordRuntime(settings, listen=listen)
 
 
-def discord_extension(settings: DiscordSettings, *, listen: bool = True) -> Extension:
+def discord_extension(settings: DiscordSettings, *, listen: bool = True, trust: TrustRules | None = None) -> Extension:
     """The Discord extension. ``listen=False`` (queue workers) logs in for REST only: no gateway, no
-    message listener, no slash-command registration; replies and reactions still work."""
+    message listener, no slash-command registration; replies and reactions still work. ``trust``: how authors get
+    their tier and which bots are answered (``TRUST_*``)."""
     runtime = discord_runtime(settings, listen=listen)
+    if trust is not None:
+        runtime.set_trust(trust)
 
     def install(agent: Host) -> None:
         bind_runtime(agent, runtime)

@@ -8,6 +8,7 @@ Imported only when a Discord runtime starts (it needs the ``discord`` extra).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,6 +43,11 @@ class ClientHooks:
     """Register the slash commands with Discord at start (``DISCORD_SYNC_COMMANDS``, and listening)."""
     request_timeout: float
     """Seconds a REST call may take (``DISCORD_REQUEST_TIMEOUT``)."""
+    on_component: Callable[[discord.Interaction], Awaitable[None]] | None = None
+    """A button under one of the bot's messages was pressed (an approval's)."""
+    on_removed: Callable[[int, list[int]], Awaitable[None]] | None = None
+    """The bot was removed from a server (kicked, banned, or the server deleted): its id and the ids of the
+    channels and threads the bot knew in it."""
 
 
 def intents() -> discord.Intents:
@@ -100,6 +106,17 @@ class BotClient(discord.Client):
                     exc,
                 )
 
+    async def close(self) -> None:
+        """Close the connection, and first stop discord.py's wait for the servers after READY: closing while it
+        waits (a shard handed over or the gateway stopping right after connecting) let it dispatch ``ready`` to a
+        client whose loop is gone (an AttributeError and a coroutine never awaited in the log)."""
+        waiting = self._connection._ready_task  # discord.py keeps no public handle on it
+        if waiting is not None and not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(BaseException):
+                await waiting
+        await super().close()
+
     async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
         """A shard waits for its identify slot (``DISCORD_IDENTIFY_INTERVAL``, shared by every gateway)."""
         if not await self.hooks.before_identify(shard_id):
@@ -113,6 +130,17 @@ class BotClient(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         """Every message the gateway delivers; the hook filters it at once and answers in a task."""
         self.hooks.on_message(message)
+
+    async def on_guild_remove(self, guild: discord.Guild) -> None:
+        """The bot left a server or was removed from it (not an outage: discord.py reports those apart)."""
+        if self.hooks.on_removed is not None:
+            channels = [c.id for c in guild.channels] + [t.id for t in guild.threads]
+            await self.hooks.on_removed(guild.id, channels)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Every interaction; a component's (a button pressed) goes to the hook (slash commands go to the tree)."""
+        if interaction.type is discord.InteractionType.component and self.hooks.on_component is not None:
+            await self.hooks.on_component(interaction)
 
     async def _on_tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         name = interaction.command.name if interaction.command is not None else "?"

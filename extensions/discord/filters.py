@@ -42,6 +42,7 @@ class Verdict(enum.StrEnum):
     OWN = "own message"
     BOT = "written by a bot"
     BOT_HOPS = "bot hop limit reached"
+    BOT_CAP = "answers to bots per window reached (TRUST_BOT_REPLIES)"
     DMS_OFF = "DMs are off"
     GUILD_NOT_ALLOWED = "server not in DISCORD_ALLOWED_GUILDS"
     CHANNEL_NOT_ALLOWED = "channel not in DISCORD_ALLOWED_CHANNELS"
@@ -58,6 +59,7 @@ _IGNORED = {
     Verdict.OWN: Ignored.OWN,
     Verdict.BOT: Ignored.BOT,
     Verdict.BOT_HOPS: Ignored.BOT_HOPS,
+    Verdict.BOT_CAP: Ignored.BOT_CAP,
     Verdict.DMS_OFF: Ignored.POLICY,
     Verdict.GUILD_NOT_ALLOWED: Ignored.ALLOWLIST,
     Verdict.CHANNEL_NOT_ALLOWED: Ignored.ALLOWLIST,
@@ -89,13 +91,19 @@ class BotHops:
 
 
 def decide(
-    facts: MessageFacts, settings: DiscordSettings, hops: BotHops, *, policy: ReplyPolicy | None = None
+    facts: MessageFacts,
+    settings: DiscordSettings,
+    hops: BotHops,
+    *,
+    policy: ReplyPolicy | None = None,
+    bots: bool = False,
 ) -> Verdict:
     """Whether to answer ``facts``'s message; updates ``hops`` for messages that count. ``policy``: the reply policy
-    of the channel when it chose one (``/reply``), else the operator's (``settings.policy_for``)."""
+    of the channel when it chose one (``/reply``), else the operator's (``settings.policy_for``). ``bots``: the
+    operator lets this bot in (``TRUST_BOTS``; ``DISCORD_ALLOW_BOTS`` lets every bot in)."""
     if facts.own:
         return Verdict.OWN
-    if facts.author_is_bot and not settings.allow_bots:
+    if facts.author_is_bot and not (settings.allow_bots or bots):
         return Verdict.BOT
     if not facts.author_is_bot:
         hops.human(facts.channel_id)

@@ -21,6 +21,7 @@ from core import tracing
 from core.entries import InputRef
 from core.errors import BotError
 from core.media import Attachment
+from core.trust import TIER_PARAM
 
 from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
@@ -29,7 +30,7 @@ from ..chat.policy import should_reply
 from ._lib import discord
 from .definitions import ChannelArgs, discord_channel
 from .filters import BotHops, MessageFacts, Verdict, decide
-from .messages import args_of, attachments_of, facts_of, message_params, message_text
+from .messages import args_of, attachments_of, facts_of, message_params, message_text, tier_of
 from .notices import Notices
 from .posting import MESSAGE, Poster
 from .settings import DiscordSettings
@@ -112,7 +113,14 @@ class Listener:
             log.info("discord: message %s was delivered twice; answering it once", message.id)
             adapter.metrics.ignored(discord_channel, args, Ignored.DUPLICATE)
             return
-        verdict = decide(facts, self.settings, self.hops)
+        rules = adapter.trust
+        bots = facts.author_is_bot and rules.allows_bot("discord", facts.author_id, message.author.name)
+        verdict = decide(facts, self.settings, self.hops, bots=bots)
+        if verdict is Verdict.ANSWER and facts.author_is_bot and not adapter.bot_exchanges.take(facts.channel_id):
+            log.warning(
+                "discord: channel %s: bot %s not answered: TRUST_BOT_REPLIES reached", facts.channel_id, facts.author_id
+            )
+            verdict = Verdict.BOT_CAP
         key, name = f"discord:{message.id}", f"discord:message:{message.id}"
         chosen = adapter.agent is not None and facts.guild_id is not None and not facts.author_is_bot
         if chosen and verdict in (Verdict.ANSWER, Verdict.POLICY):  # the channel may have its own (``/reply``)
@@ -151,7 +159,9 @@ class Listener:
             log.warning("discord: message %s arrived while the bot is stopping; not answered", message.id)
             adapter.metrics.ignored(discord_channel, args, Ignored.STOPPING)
             return
-        ref = InputRef(type=MESSAGE, data=text, params=message_params(message), attachments=attachments)
+        params = message_params(message)
+        params[TIER_PARAM] = tier_of(message, adapter.trust).value
+        ref = InputRef(type=MESSAGE, data=text, params=params, attachments=attachments)
         key = f"discord:{message.id}"
 
         async def store() -> None:

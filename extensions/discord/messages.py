@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from core.media import Attachment, kind_of
+from core.trust import Tier
 
+from ..chat.trust import TrustRules
 from ._lib import discord
 from .definitions import ChannelArgs
 from .filters import MessageFacts
@@ -17,6 +19,8 @@ __all__ = (
     "interaction_facts",
     "message_params",
     "message_text",
+    "outside_quotes",
+    "tier_of",
 )
 
 
@@ -30,10 +34,11 @@ def facts_of(message: discord.Message, me: discord.ClientUser) -> MessageFacts:
     guild = message.guild
     guild_id = guild.id if guild is not None else getattr(channel, "guild_id", None)
     parent_id = getattr(channel, "parent_id", None) if isinstance(channel, discord.Thread) else None
-    mentioned = me.id in message.raw_mentions
+    said = outside_quotes(message.content)  # a mention quoted from someone else's message addresses nobody
+    mentioned = f"<@{me.id}>" in said or f"<@!{me.id}>" in said
     if not mentioned and guild is not None and guild.me is not None and message.raw_role_mentions:
         own_roles = {role.id for role in guild.me.roles if role.is_bot_managed()}
-        mentioned = bool(own_roles.intersection(message.raw_role_mentions))
+        mentioned = any(f"<@&{role}>" in said for role in own_roles)
     replied_to_bot = False
     reference = message.reference
     if reference is not None:
@@ -48,6 +53,40 @@ def facts_of(message: discord.Message, me: discord.ClientUser) -> MessageFacts:
         guild_id=guild_id,
         mentioned=mentioned,
         replied_to_bot=replied_to_bot,
+    )
+
+
+def outside_quotes(content: str) -> str:
+    """``content`` without its quoted lines (``> ...``, and everything after a ``>>> ``)."""
+    kept = []
+    for line in content.split("\n"):
+        if line.startswith(">>> "):
+            break
+        if not line.startswith("> "):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def tier_of(message: discord.Message, rules: TrustRules) -> Tier:
+    """The tier of ``message``'s author (``TRUST_*``): in a server, a member holding one of
+    ``TRUST_ADMIN_PERMISSIONS`` in the channel, or one of ``TRUST_ADMIN_ROLES``, is an admin; roles also decide
+    the members (``TRUST_MEMBER_ROLES``), and the date they joined the guests (``TRUST_GUEST_DAYS``). Read from
+    what the gateway sent: no request."""
+    author = message.author
+    roles: list[str] = []
+    admin = False
+    joined: float | None = None
+    if isinstance(author, discord.Member):
+        if author.joined_at is not None:
+            joined = (discord.utils.utcnow() - author.joined_at).total_seconds() / 86400
+        for role in author.roles:
+            roles += (str(role.id), role.name)
+        channel = message.channel
+        if rules.chat_admins and isinstance(channel, discord.abc.GuildChannel | discord.Thread):
+            permissions = channel.permissions_for(author)
+            admin = any(getattr(permissions, name, False) is True for name in rules.admin_permissions)
+    return rules.tier(
+        "discord", author.id, is_bot=_author_is_bot(message), admin=admin, roles=roles, joined_days=joined
     )
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import aiohttp
 
-from core.errors import ConfigError, PlatformError
+from core.errors import ChatGoneError, ConfigError, PlatformError
 
 from ._lib import discord
 
-__all__ = ("INTENT_HELP", "NETWORK_ERRORS", "platform_error")
+__all__ = ("GONE_CODES", "INTENT_HELP", "NETWORK_ERRORS", "platform_error")
 
 INTENT_HELP = (
     "Discord refused the gateway connection with close code 4014 (disallowed intents): this bot reads "
@@ -18,6 +18,10 @@ INTENT_HELP = (
     "'Message Content Intent' under 'Privileged Gateway Intents', save the changes, and start the bot again."
 )
 """What the operator reads when the Message Content intent is not enabled in the developer portal."""
+
+GONE_CODES = frozenset({10003, 50001, 50007})
+"""Discord's error codes that mean the bot may no longer post in a channel: Unknown Channel (deleted, or the bot
+left the server), Missing Access, Cannot send messages to this user (a DM the user closed)."""
 
 NETWORK_ERRORS = (discord.DiscordException, aiohttp.ClientError, OSError, TimeoutError)
 """What a call to Discord may raise that ``platform_error`` translates."""
@@ -31,8 +35,9 @@ _CLOSE_HINTS = {
 """What to do about the fatal gateway close codes that are not the operator's token or intents."""
 
 
-def platform_error(exc: BaseException, what: str) -> PlatformError | ConfigError:
-    """Our error for a discord.py or network failure while doing ``what`` (no token ever in the text)."""
+def platform_error(exc: BaseException, what: str, *, in_channel: bool = False) -> PlatformError | ConfigError:
+    """Our error for a discord.py or network failure while doing ``what`` (no token ever in the text);
+    ``in_channel``: ``what`` is posting in a channel, where Discord's ``GONE_CODES`` are a ``ChatGoneError``."""
     if isinstance(exc, discord.LoginFailure):
         return ConfigError(
             "Discord refused DISCORD_TOKEN (401): copy the bot token again from the developer portal "
@@ -40,6 +45,8 @@ def platform_error(exc: BaseException, what: str) -> PlatformError | ConfigError
         )
     if isinstance(exc, discord.PrivilegedIntentsRequired):
         return ConfigError(INTENT_HELP)
+    if in_channel and isinstance(exc, discord.HTTPException) and exc.code in GONE_CODES:
+        return ChatGoneError(f"Discord refused to {what} ({exc.status}, code {exc.code}: {exc.text}): no access")
     if isinstance(exc, discord.Forbidden):
         return PlatformError(
             f"Discord refused to {what} (403, code {exc.code}: {exc.text}); check the bot's permissions in that "

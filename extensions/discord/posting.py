@@ -169,7 +169,7 @@ class Poster:
                     allowed_mentions=discord.AllowedMentions.none(),
                 )
         except NETWORK_ERRORS as exc:
-            raise platform_error(exc, f"post a message in channel {channel_id}") from exc
+            raise platform_error(exc, f"post a message in channel {channel_id}", in_channel=True) from exc
         return sent
 
     async def edit_message(self, *, channel_id: int, message_id: int, text: str) -> None:

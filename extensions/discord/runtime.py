@@ -29,9 +29,12 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..chat.adapter import ChatAdapter
+from ..chat.reminders import drop_conversation
 from ..chat.stream import LiveReply, ReplyKey
 from ._lib import discord
+from .approvals import DiscordApprovals
 from .client import BotClient, ClientHooks, rate_limit_trace
+from .definitions import ChannelArgs, discord_channel
 from .filters import BotHops, Verdict
 from .gateway import Gateway, token_of
 from .listener import Listener
@@ -80,6 +83,14 @@ class DiscordRuntime(ChatAdapter):
         """Decides what to answer and hands it to the agent."""
         self.commands = SlashCommands(self, settings, hops=self.hops, client=lambda: self.gateway.client)
         """The slash commands."""
+        self.approvals = DiscordApprovals(
+            client=lambda: self.gateway.client,
+            rules=lambda: self.trust,
+            timeout=settings.request_timeout,
+            language=lambda approval: self.language(discord_channel, ChannelArgs.model_validate(approval.args)),
+        )
+        """Approval requests posted with buttons, and the presses on them (``core.approvals``), in the language of
+        the conversation that asked."""
 
     # -- what the others read ----------------------------------------------------------------------------
 
@@ -122,6 +133,7 @@ class DiscordRuntime(ChatAdapter):
     async def connect(self, agent: Host) -> None:
         """Log in (REST) and, when listening, connect to the gateway (or the shards) and wait until it is ready."""
         client = await self.gateway.open(token_of(self.settings))
+        self.approvals.attach(agent)
         log.info(
             "discord: logged in as %s (%s)%s", client.user, client.application_id, "" if self.listen else ", REST only"
         )
@@ -135,6 +147,8 @@ class DiscordRuntime(ChatAdapter):
             command_failed=self.commands.command_failed,
             sync_commands=self.listen and self.settings.sync_commands,
             request_timeout=self.settings.request_timeout,
+            on_component=self.on_component if self.listen else None,
+            on_removed=self.on_removed if self.listen else None,
         )
         return BotClient(
             hooks,
@@ -160,8 +174,26 @@ class DiscordRuntime(ChatAdapter):
         meanwhile is counted as ``stopping``)."""
         self.listener.close()
 
+    async def on_component(self, interaction: discord.Interaction) -> None:
+        """A button was pressed: a command answer's (``/reminders``' Cancel) goes to the slash commands, any other
+        to the approvals."""
+        if not await self.commands.on_button(interaction):
+            await self.approvals.on_component(interaction)
+
+    async def on_removed(self, guild_id: int, channels: list[int]) -> None:
+        """The bot was removed from a server: the schedules of its channels and threads are dropped (Discord said
+        the bot may no longer post there)."""
+        agent = self.agent
+        if agent is None:
+            return
+        log.info("discord: removed from server %s; dropping the schedules of its %d channels", guild_id, len(channels))
+        for channel_id in channels:
+            cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=guild_id))
+            await drop_conversation(agent, cid, f"the bot was removed from Discord server {guild_id}")
+
     async def disconnect(self) -> None:
         """Close the shards, the client and the gateway connection."""
+        self.approvals.detach()
         await self.gateway.close()
 
     def ready(self) -> bool | str:

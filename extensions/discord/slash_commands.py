@@ -1,8 +1,9 @@
 """The slash commands and who may use them: ``/reset`` and ``/forget`` (members with Manage Messages, the admin
 users of ``BOT_ADMIN_USERS``, anyone in a DM), ``/help``, and the settings commands of ``extensions.chat.commands``
-(``/model``, ``/persona``, ``/language``, ``/reply``, ``/settings``, ``/stats``: members with Manage Server or Manage
-Channels may change settings). Every answer is in the channel's language (``extensions.chat.i18n``); those in
-``BOT_DISABLED_COMMANDS`` are not offered."""
+(``/model``, ``/persona``, ``/language``, ``/reply``, ``/timezone``, ``/settings``, ``/stats``: members with Manage
+Server or Manage Channels may change settings), and ``/reminders`` (the channel's reminders with a Cancel button
+each, or ``/reminders cancel:<id>``, the ids offered as you type). Every answer is in the channel's language
+(``extensions.chat.i18n``); those in ``BOT_DISABLED_COMMANDS`` are not offered."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..chat.adapter import ChatAdapter
-from ..chat.commands import Answer, Caller, ChatCommands
+from ..chat.commands import Answer, Caller, ChatCommands, all_zones, zone_named
 from ..chat.i18n import LANGUAGE_NAMES, localized, say
+from ..chat.reminders import CANCEL_PREFIX, describe, schedules_or_none
 from ._lib import app_commands, discord
 from .definitions import discord_channel
 from .filters import BotHops, Verdict, decide
@@ -22,14 +24,30 @@ from .settings import DiscordSettings
 if TYPE_CHECKING:
     from .client import SlashCommand
 
-__all__ = ("FORGET_DONE", "RESET_REFUSED", "SlashCommands")
+__all__ = ("BUTTON_PREFIX", "FORGET_DONE", "RESET_REFUSED", "SlashCommands", "cancel_buttons")
 
 log = logging.getLogger("extensions.discord")
 
 FORGET_DONE = say("forget_done")
 """What ``/forget`` answers (in English; each channel reads its language)."""
+BUTTON_PREFIX = "cfg:"
+"""The custom id of a button under a command's answer starts with this (``cfg:reminders:cancel:<id>``)."""
 RESET_REFUSED = say("discord.reset_refused")
 """The answer to a /reset by a server member without Manage Messages (and not in ``BOT_ADMIN_USERS``), in English."""
+
+
+def cancel_buttons(answer: Answer) -> discord.ui.View | None:
+    """The Cancel buttons of a ``/reminders`` answer (None when it offers none). Its presses reach
+    ``SlashCommands.on_button`` through the client's component hook, whichever process receives them."""
+    choices = [(label, value) for label, value in answer.choices if value.startswith(CANCEL_PREFIX)][:25]
+    if not choices:
+        return None
+    view = discord.ui.View(timeout=None)
+    for label, value in choices:
+        view.add_item(
+            discord.ui.Button(style=discord.ButtonStyle.secondary, label=label[:80], custom_id=BUTTON_PREFIX + value)
+        )
+    return view
 
 
 class SlashCommands:
@@ -93,10 +111,12 @@ class SlashCommands:
         allowed = agent.chat_policy.allowed_models if agent is not None else ()
         return [m for m in allowed if typed.lower() in m.lower()]
 
-    async def settings_command(self, interaction: discord.Interaction, command: str, arg: str | None) -> Answer:
-        """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats`` in the interaction's channel. Server
-        members with Manage Server or Manage Channels (or ``BOT_ADMIN_USERS``) may change settings; in a DM,
-        its user."""
+    async def settings_command(
+        self, interaction: discord.Interaction, command: str, arg: str | None, *, choice: str | None = None
+    ) -> Answer:
+        """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats``, ``/reminders`` in the interaction's
+        channel (or, with ``choice``, a button's choice). Server members with Manage Server or Manage Channels (or
+        ``BOT_ADMIN_USERS``) may change settings; in a DM, its user."""
         agent, channel_id = self.adapter.agent, interaction.channel_id
         if agent is None or self._client() is None or channel_id is None:
             return Answer(text=say("not_ready"))
@@ -106,7 +126,47 @@ class SlashCommands:
         permissions = interaction.permissions
         manages = interaction.guild_id is None or permissions.manage_guild or permissions.manage_channels
         caller = Caller(user=f"discord:{interaction.user.id}", manages_chat=manages)
+        if choice is not None:
+            return await commands.choose(cid, caller, choice)
         return await commands.run(command, cid, caller, arg)
+
+    def zone_choices(self, typed: str) -> list[str]:
+        """Time zones whose name contains what the user typed so far (autocomplete of ``/timezone``)."""
+        typed = typed.strip().lower()
+        exact = zone_named(typed) if typed else None
+        found = sorted(name for low, name in all_zones().items() if typed in low)
+        return ([exact] if exact else []) + [z for z in found if z != exact]
+
+    async def reminder_choices(self, interaction: discord.Interaction, typed: str) -> list[tuple[str, str]]:
+        """The channel's reminders whose line contains what the user typed (autocomplete of ``/reminders
+        cancel``): ``(line, id)``."""
+        agent = self.adapter.agent
+        schedules = schedules_or_none(agent) if agent is not None else None
+        if agent is None or schedules is None or interaction.channel_id is None:
+            return []
+        cid = agent.context_id(discord_channel, interaction_args(interaction))
+        language = await self.language(interaction)
+        lines = [(describe(s, lang=language), s.id) for s in await schedules.by_conversation(cid)]
+        return [(line, sid) for line, sid in lines if typed.lower() in line.lower()]
+
+    async def on_button(self, interaction: discord.Interaction) -> bool:
+        """A button under a command's answer was pressed (``cfg:...``; False for any other, left to its owner):
+        the choice is made if the presser may (a reminder's creator, a member with Manage Server or Manage
+        Channels, ``BOT_ADMIN_USERS``), the answer shown in place of the message, or a refusal only they see."""
+        data: Any = interaction.data or {}
+        custom_id = str(data.get("custom_id", ""))
+        if not custom_id.startswith(BUTTON_PREFIX):
+            return False
+        reply = await self.settings_command(interaction, "", None, choice=custom_id.removeprefix(BUTTON_PREFIX))
+        none = discord.AllowedMentions.none()
+        if reply.changed:
+            view = cancel_buttons(reply)
+            await interaction.response.edit_message(content=reply.text, view=view, allowed_mentions=none)
+            if view is not None:
+                view.stop()
+        else:
+            await interaction.response.send_message(reply.text, ephemeral=True, allowed_mentions=none)
+        return True
 
     async def command_failed(self, interaction: discord.Interaction) -> str:
         """What a user reads when their slash command failed."""
@@ -120,7 +180,8 @@ class SlashCommands:
 def _commands(served: SlashCommands) -> list[SlashCommand]:
     """/reset and /forget (offered to everyone; ``SlashCommands.reset_channel`` lets through members with Manage
     Messages, admin users of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the settings commands (/model,
-    /persona, /language, /reply, /settings, /stats); those in BOT_DISABLED_COMMANDS are left out."""
+    /persona, /language, /reply, /timezone, /settings, /stats, /reminders); those in BOT_DISABLED_COMMANDS are left
+    out."""
     none = discord.AllowedMentions.none()
 
     async def reset(interaction: discord.Interaction) -> None:
@@ -137,7 +198,14 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
 
     async def answer(interaction: discord.Interaction, command: str, arg: str | None = None) -> None:
         reply = await served.settings_command(interaction, command, arg)
-        await interaction.response.send_message(reply.text, ephemeral=not reply.changed, allowed_mentions=none)
+        view = cancel_buttons(reply)
+        if view is None:
+            await interaction.response.send_message(reply.text, ephemeral=not reply.changed, allowed_mentions=none)
+            return
+        await interaction.response.send_message(
+            reply.text, ephemeral=not reply.changed, allowed_mentions=none, view=view
+        )
+        view.stop()  # the presses go to on_button (the client's component hook), whichever process receives them
 
     @app_commands.describe(name="The model to use in this channel (leave empty to see the choices)")
     async def model(interaction: discord.Interaction, name: str | None = None) -> None:
@@ -178,6 +246,21 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
     async def stats(interaction: discord.Interaction) -> None:
         await answer(interaction, "stats")
 
+    @app_commands.describe(zone="An IANA time zone such as Europe/Paris (leave empty to see this channel's)")
+    async def timezone(interaction: discord.Interaction, zone: str | None = None) -> None:
+        await answer(interaction, "timezone", zone)
+
+    async def zone_names(interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        return [app_commands.Choice(name=z, value=z) for z in served.zone_choices(current)][:25]
+
+    @app_commands.describe(cancel="The id of a reminder to cancel (leave empty to list this channel's)")
+    async def reminders(interaction: discord.Interaction, cancel: str | None = None) -> None:
+        await answer(interaction, "reminders", f"cancel {cancel}" if cancel else None)
+
+    async def reminder_ids(interaction: discord.Interaction, current: str) -> list[app_commands.Choice[str]]:
+        found = await served.reminder_choices(interaction, current)
+        return [app_commands.Choice(name=line[:100], value=sid) for line, sid in found][:25]
+
     reset_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
     )
@@ -190,6 +273,16 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         name="model", description="Show or choose the model of this channel", callback=model
     )
     model_command.autocomplete("name")(model_names)
+    timezone_command: app_commands.Command[Any, ..., None] = app_commands.Command(
+        name="timezone",
+        description="Show or choose this channel's time zone (reminders are set in it)",
+        callback=timezone,
+    )
+    timezone_command.autocomplete("zone")(zone_names)
+    reminders_command: app_commands.Command[Any, ..., None] = app_commands.Command(
+        name="reminders", description="This channel's reminders and scheduled messages; cancel one", callback=reminders
+    )
+    reminders_command.autocomplete("cancel")(reminder_ids)
     persona = app_commands.Group(name="persona", description="The bot's persona in this channel")
     persona.add_command(app_commands.Command(name="show", description="Show the persona", callback=persona_show))
     persona.add_command(app_commands.Command(name="set", description="Give a new persona", callback=persona_set))
@@ -208,8 +301,10 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         "reply": app_commands.Command(
             name="reply", description="Show or choose when the bot answers in this channel", callback=reply
         ),
+        "timezone": timezone_command,
         "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
         "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),
+        "reminders": reminders_command,
     }
     disabled = served.adapter.disabled_commands()
     return [command for name, command in commands.items() if name not in disabled]

@@ -342,6 +342,7 @@ class McpServer:
             schema=external_schema(tool.input_schema),
             handler=handler,
             timeout=self.timeout,
+            address=f"mcp:{name}",  # the operator's policy names it mcp:<server>:<tool> (ACTIONS_POLICY)
         )
 
     async def call(

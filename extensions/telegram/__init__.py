@@ -25,6 +25,7 @@ from .settings import TelegramMode, TelegramSettings
 if typing.TYPE_CHECKING:
     from core import Host
 
+    from ..chat.trust import TrustRules
     from .runtime import TelegramRuntime
 
 __all__ = (
@@ -55,10 +56,15 @@ def telegram_runtime(settings: TelegramSettings, *, listen: bool = True) -> Tele
     return TelegramRuntime(settings, listen=listen)
 
 
-def telegram_extension(settings: TelegramSettings, *, listen: bool = True) -> Extension:
+def telegram_extension(
+    settings: TelegramSettings, *, listen: bool = True, trust: TrustRules | None = None
+) -> Extension:
     """The Telegram extension. ``listen=False`` (queue workers) only builds the bot for sending: no
-    polling, no webhook server; replies, typing and error notices still work."""
+    polling, no webhook server; replies, typing and error notices still work. ``trust``: how authors get their
+    tier and which bots are answered (``TRUST_*``)."""
     runtime = telegram_runtime(settings, listen=listen)
+    if trust is not None:
+        runtime.set_trust(trust)
 
     def install(agent: Host) -> None:
         bind_runtime(agent, runtime)

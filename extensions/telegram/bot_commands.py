@@ -1,6 +1,7 @@
 """The bot's commands in Telegram, and who may use them: ``/help``, ``/reset``, ``/forget`` and the settings commands
-(``/model``, ``/persona``, ``/language``, ``/reply``, ``/settings``, ``/stats``, served by
-``extensions.chat.commands``), with the inline keyboard of a settings answer and its buttons.
+(``/model``, ``/persona``, ``/language``, ``/reply``, ``/timezone``, ``/settings``, ``/stats``, ``/reminders``,
+served by ``extensions.chat.commands``), with the inline keyboard of an answer and its buttons (a choice, or
+cancelling a reminder).
 
 Who administers a chat: in a private chat its user; in a group an admin user (``BOT_ADMIN_USERS``, known without
 asking Telegram) or one of the group's administrators, asked with ``getChatMember``.
@@ -43,8 +44,10 @@ COMMANDS = (
     ("persona", "Show, set (/persona set ...) or reset the persona"),
     ("language", "Show or choose the language of my messages"),
     ("reply", "Show or choose when I answer in this group"),
+    ("timezone", "Show or choose this chat's time zone"),
     ("settings", "This chat's settings"),
     ("stats", "Your usage and this chat's"),
+    ("reminders", "This chat's reminders (cancel with the buttons)"),
 )
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
 CHOICE_PREFIX = "cfg:"
@@ -130,6 +133,21 @@ class BotCommands:
             return False
         return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
+    async def chat_admins(self, chat_id: int) -> frozenset[str] | None:
+        """The user ids of the administrators of the group ``chat_id`` (getChatAdministrators), kept
+        ``TRUST_CACHE_SECONDS``; None when Telegram could not say (not kept: asked again next time)."""
+
+        async def load() -> frozenset[str]:
+            async with asyncio.timeout(self.settings.request_timeout):
+                members = await self.bot().get_chat_administrators(chat_id=chat_id)
+            return frozenset(str(m.user.id) for m in members)
+
+        try:
+            return await self.adapter.chat_admins.get(chat_id, load)
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("chat %s: could not ask for its administrators (%s); they count as members", chat_id, exc)
+            return None
+
     async def settings_command(self, facts: MessageFacts) -> None:
         """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats``: the answer, with an inline keyboard
         when there is something to choose."""
@@ -144,11 +162,7 @@ class BotCommands:
         )
         caller = Caller(user=f"telegram:{facts.user_id}", manages_chat=manages)
         answer = await commands.run(facts.command, cid, caller, arg)
-        buttons = [
-            [InlineKeyboardButton(label, callback_data=CHOICE_PREFIX + value)]
-            for label, value in answer.choices
-            if len((CHOICE_PREFIX + value).encode()) <= 64  # Telegram's limit on callback data
-        ]
+        buttons = _keyboard(answer.choices)
         if not buttons:
             await self.posting.notice(facts, answer.text)
             return
@@ -180,7 +194,23 @@ class BotCommands:
         answer = await commands.choose(cid, caller, data.removeprefix(CHOICE_PREFIX))
         try:
             await query.answer(text=answer.text[:200])
-            if answer.changed:
-                await self.bot().edit_message_text(chat_id=chat.id, message_id=message.message_id, text=answer.text)
+            if answer.changed:  # the result in place of the keyboard (a list shows its remaining buttons)
+                buttons = _keyboard(answer.choices)
+                await self.bot().edit_message_text(
+                    chat_id=chat.id,
+                    message_id=message.message_id,
+                    text=answer.text,
+                    reply_markup=InlineKeyboardMarkup(buttons) if buttons else None,
+                )
         except TelegramError as exc:
             log.warning("could not answer a button in chat %s: %s", chat.id, exc.message)
+
+
+def _keyboard(choices: list[tuple[str, str]]) -> list[list[InlineKeyboardButton]]:
+    """One button per row for each ``(label, value)`` choice of an answer (those within Telegram's 64 bytes of
+    callback data)."""
+    return [
+        [InlineKeyboardButton(label, callback_data=CHOICE_PREFIX + value)]
+        for label, value in choices
+        if len((CHOICE_PREFIX + value).encode()) <= 64  # Telegram's limit on callback data
+    ]

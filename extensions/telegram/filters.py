@@ -65,6 +65,12 @@ class MessageFacts:
     """The sender's @username without the @, or empty."""
     from_bot: bool
     """Sent by a bot (including this one)."""
+    anonymous_admin: bool = False
+    """Sent by an administrator of the group as the group itself (Telegram hides who)."""
+    forwarded: bool = False
+    """A forward of someone's message: its mentions and commands are its author's, not addressed to the bot."""
+    forwarded_from_me: bool = False
+    """A forward of a message the bot wrote itself (never answered)."""
     mentioned: bool
     """The bot is @mentioned or text-mentioned."""
     replied_to_bot: bool
@@ -105,6 +111,11 @@ class MessageFacts:
                     foreign = True
                 else:
                     command = name.lower()
+        origin = message.forward_origin
+        forwarded = origin is not None
+        if forwarded:  # the words are the original author's: they address nobody here
+            mentioned, command, foreign = False, None, False
+        sender_user = getattr(origin, "sender_user", None)
         thread_id = message.message_thread_id if message.is_topic_message else None
         replied = message.reply_to_message
         replied_to_bot = (
@@ -123,6 +134,9 @@ class MessageFacts:
             user_name=(sender.full_name if sender is not None else (chat.title or "")) or "",
             username=(sender.username or "") if sender is not None else "",
             from_bot=sender is not None and sender.is_bot and not anonymous_admin,
+            anonymous_admin=anonymous_admin,
+            forwarded=forwarded,
+            forwarded_from_me=sender_user is not None and sender_user.id == bot_id,
             mentioned=mentioned,
             replied_to_bot=replied_to_bot,
             command=command,
@@ -178,11 +192,16 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
     return tuple(found)
 
 
-def ignore_reason(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Ignored | None:
-    """Why the message is ignored, or None when it is for the bot. The rule: bots are ignored, then
-    commands for other bots and messages without a sender, then the allowlists, then the reply policy
-    (private chats are always answered), then messages with nothing to read (no text, no attachment)."""
-    if facts.from_bot:
+def ignore_reason(
+    facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist, bots: bool = False
+) -> Ignored | None:
+    """Why the message is ignored, or None when it is for the bot. The rule: a forward of the bot's own message is
+    ignored, bots too (unless ``bots``: the operator lets this one in, ``TRUST_BOTS``), then commands for other
+    bots and messages without a sender, then the allowlists, then the reply policy (private chats are always
+    answered), then messages with nothing to read (no text, no attachment)."""
+    if facts.forwarded_from_me:
+        return Ignored.OWN
+    if facts.from_bot and not bots:
         return Ignored.BOT
     if facts.foreign_command or facts.user_id is None:
         return Ignored.POLICY
@@ -202,11 +221,13 @@ def ignore_reason(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowl
     return None
 
 
-def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist) -> Decision:
+def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist, bots: bool = False) -> Decision:
     """What to do with the message: ignore it (see ``ignore_reason``), run the adapter's own commands,
-    or answer it."""
-    if ignore_reason(facts, policy=policy, allowlist=allowlist) is not None:
+    or answer it (a bot's message is only ever answered, never taken as a command)."""
+    if ignore_reason(facts, policy=policy, allowlist=allowlist, bots=bots) is not None:
         return Decision.IGNORE
+    if facts.from_bot:
+        return Decision.ANSWER
     if facts.command in ("start", "help"):
         return Decision.HELP
     if facts.command == "reset":

@@ -1,8 +1,10 @@
 """Deciding what gets answered, and handing it over: the one place every update goes through.
 
-An update is a message or a press on a settings button. A message is counted, checked against the updates seen
-lately (Telegram delivers again what it was not told it got), then against the chat's reply policy and the
-allowlists (``filters``), and becomes a ``Decision``: help, reset, forget, a settings command, or an answer.
+An update is a message, a press on a settings button, or a change of the bot's own membership of a chat (removed
+from a group, blocked by a user: that chat's schedules are dropped, ``extensions.chat.reminders``). A message is
+counted, checked against the updates seen lately (Telegram delivers again what it was not told it got), then against
+the chat's reply policy and the allowlists (``filters``), and becomes a ``Decision``: help, reset, forget, a settings
+command, or an answer.
 
 Embedded, the answer runs in a task the adapter owns (returned: the poller confirms the update once it ends), with
 "typing..." shown and ``TELEGRAM_MAX_CONCURRENT`` answers at most at a time; a full inbox gets the busy notice. In
@@ -26,13 +28,15 @@ from core import tracing
 from core.entries import InputRef
 from core.errors import DispatchError, MemoryStoreError
 from core.trace import correlation_id
+from core.trust import TIER_PARAM, Tier
 
 from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
 from ..chat.counters import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy
+from ..chat.reminders import drop_conversation
 from .bot_commands import BotCommands
-from .definitions import MESSAGE, telegram_chat
+from .definitions import MESSAGE, ChatArgs, telegram_chat
 from .filters import Decision, MessageFacts, decide, ignore_reason
 from .poller import until_stored
 from .posting import Posting
@@ -40,6 +44,8 @@ from .settings import TelegramSettings
 
 if TYPE_CHECKING:
     from core.definitions import Send
+
+    from .approvals import TelegramApprovals
 
 __all__ = ("BotIdentity", "Listener", "input_of")
 
@@ -60,11 +66,13 @@ class BotIdentity:
     """Its first name (in the help text)."""
 
 
-def input_of(facts: MessageFacts) -> InputRef:
-    """The agent's input for a user's message."""
+def input_of(facts: MessageFacts, *, tier: Tier | None = None) -> InputRef:
+    """The agent's input for a user's message, with its author's ``tier`` when known (``core.trust``)."""
     params = {"user": facts.user_name, "user_id": str(facts.user_id), "message_id": str(facts.message_id)}
     if facts.username:
         params["username"] = facts.username
+    if tier is not None:
+        params[TIER_PARAM] = tier.value
     return InputRef(type=MESSAGE, data=facts.text, params=params, attachments=list(facts.attachments))
 
 
@@ -91,6 +99,8 @@ class Listener:
         self.allowlist = allowlist
         self.commands = commands
         self.posting = posting
+        self.approvals: TelegramApprovals | None = None
+        """Presses on approval buttons (``core.approvals``), when the agent has approvals."""
         self._send: Send | None = None
         self._slots = asyncio.Semaphore(settings.max_concurrent)
 
@@ -113,6 +123,17 @@ class Listener:
                     span.set_attribute("user.id", tracing.ident(update.effective_user.id))
             return await self._take(update, retry=retry)
 
+    async def _membership(self, update: Update) -> None:
+        """The bot's own membership of a chat changed: once it was removed from a group or blocked by the user of
+        a private chat (``kicked``, ``left``), the chat's schedules are dropped (Telegram said it may not post)."""
+        change, agent = update.my_chat_member, self.adapter.agent
+        if change is None or agent is None:
+            return
+        status = change.new_chat_member.status
+        if status in ("kicked", "left"):
+            cid = agent.context_id(telegram_chat, ChatArgs(chat_id=change.chat.id))
+            await drop_conversation(agent, cid, f"Telegram says the bot's membership is now {status}")
+
     async def _take(self, update: Update, *, retry: bool) -> Awaitable[None] | None:
         """Decide on ``update``. Embedded: answer in an owned task, returned (the poller confirms the update once
         it ends). In front of a queue: return None only once the update is handled (stored in Redis, answered here,
@@ -120,7 +141,12 @@ class Listener:
         (``REDIS_INBOX_FULL``), so the other chats go on. Without ``retry`` (the webhook server), a failure to store
         (``DispatchError``, ``MemoryStoreError``, a full inbox) is raised: Telegram delivers the update again."""
         if update.callback_query is not None:
+            if self.approvals is not None and await self.approvals.on_press(update.callback_query):
+                return None
             await self.commands.on_choice(update.callback_query)
+            return None
+        if update.my_chat_member is not None:
+            await self._membership(update)
             return None
         message = update.message
         if message is None:
@@ -138,11 +164,16 @@ class Listener:
         if not queued:
             adapter.seen.add(update_id)
         policy = await self._reply_policy(facts)
-        reason = ignore_reason(facts, policy=policy, allowlist=self.allowlist)
+        bots = facts.from_bot and adapter.trust.allows_bot("telegram", facts.user_id or 0, facts.username)
+        reason = ignore_reason(facts, policy=policy, allowlist=self.allowlist, bots=bots)
+        if reason is None and facts.from_bot and not adapter.bot_exchanges.take((facts.chat_id, facts.thread_id)):
+            log.warning("chat %s: bot %s not answered: TRUST_BOT_REPLIES reached", facts.chat_id, facts.user_id)
+            reason = Ignored.BOT_CAP
         if reason is not None:
             adapter.metrics.ignored(telegram_chat, args, reason)
             return None
-        decision = decide(facts, policy=policy, allowlist=self.allowlist)
+        decision = decide(facts, policy=policy, allowlist=self.allowlist, bots=bots)
+        tier = await self._tier(facts) if decision is Decision.ANSWER else None
         content_log.info("chat %s message %s from %s: %s", facts.chat_id, facts.message_id, facts.user_id, facts.text)
         log.info(
             "chat %s%s: %s from user %s (message %s, %d characters)",
@@ -154,7 +185,7 @@ class Listener:
             len(facts.text),
         )
         key = f"telegram:{update.update_id}"
-        work = self._respond(decision, facts, key)
+        work = self._respond(decision, facts, key, tier)
         if not queued:
             return adapter.spawn(work(), name=f"{key}:{decision.value}", key=key)
         what = f"message {facts.message_id} in chat {facts.chat_id}"
@@ -191,7 +222,21 @@ class Listener:
             return default
         return await self.adapter.reply_policy(telegram_chat, facts.args, default)
 
-    def _respond(self, decision: Decision, facts: MessageFacts, key: str) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def _tier(self, facts: MessageFacts) -> Tier:
+        """The tier of the message's author (``TRUST_*``): in a group, its administrators (getChatAdministrators,
+        kept a while) are admins, and so is an administrator writing as the group."""
+        rules = self.adapter.trust
+        admin = facts.anonymous_admin
+        user = facts.user_id
+        asked = not (admin or facts.private or facts.from_bot or user is None or f"telegram:{user}" in rules.owners)
+        if asked and rules.chat_admins:
+            admins = await self.commands.chat_admins(facts.chat_id)
+            admin = admins is not None and str(user) in admins
+        return rules.tier("telegram", facts.user_id, is_bot=facts.from_bot, admin=admin)
+
+    def _respond(
+        self, decision: Decision, facts: MessageFacts, key: str, tier: Tier | None = None
+    ) -> Callable[[], Coroutine[Any, Any, None]]:
         """What answers ``decision``: the help text, a reset, or the message handed to the agent (stored
         in its chat's inbox, in front of a queue)."""
         commands = self.commands
@@ -206,7 +251,7 @@ class Listener:
         if decision is Decision.SETTINGS:
             return lambda: commands.settings_command(facts)
         assert self._send is not None
-        send, args, ref = self._send, facts.args, input_of(facts)
+        send, args, ref = self._send, facts.args, input_of(facts, tier=tier)
 
         async def store() -> None:  # embedded: returns once answered; queued: once stored (or a redelivery dropped)
             await send(telegram_chat, args, ref, dedupe_key=key)

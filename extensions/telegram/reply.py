@@ -16,7 +16,7 @@ from telegram import Bot, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter, TelegramError
 
-from core.errors import PlatformError
+from core.errors import ChatGoneError, PlatformError
 
 from .render import MESSAGE_LIMIT, render_html, split_markdown, split_plain, utf16_len, visible_text
 
@@ -31,8 +31,8 @@ _INLINE_SPLIT = 4096
 
 def translate_error(exc: TelegramError, *, chat_id: int) -> PlatformError:
     """Our error for one of python-telegram-bot's, saying what happened and what to do."""
-    if isinstance(exc, Forbidden):
-        message = (
+    if isinstance(exc, Forbidden):  # "bot was blocked by the user", "bot was kicked from the group chat"
+        return ChatGoneError(
             f"Telegram refused to post in chat {chat_id}: {exc.message} (the bot was blocked, removed "
             "from the chat or may not write there)"
         )

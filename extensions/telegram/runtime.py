@@ -49,8 +49,9 @@ from ..chat.i18n import say
 from ..chat.policy import Allowlist
 from ..chat.stream import LiveReply, ReplyKey
 from .application import App, build_application, initialize, quiet_library_logs
+from .approvals import TelegramApprovals
 from .bot_commands import COMMANDS, FORGET_DONE, RESET_DONE, RESET_REFUSED, BotCommands
-from .definitions import MESSAGE
+from .definitions import MESSAGE, ChatArgs, telegram_chat
 from .listener import BotIdentity, Listener
 from .posting import Posting
 from .settings import TelegramSettings
@@ -105,6 +106,14 @@ class TelegramRuntime(ChatAdapter):
         """Seconds the gateway's webhook server may take to store an update before answering 503."""
         self.posting = Posting(self, settings, bot=lambda: self.bot)
         """What the bot writes."""
+        self.approvals = TelegramApprovals(
+            bot=lambda: self.bot,
+            rules=lambda: self.trust,
+            timeout=settings.request_timeout,
+            language=lambda approval: self.language(telegram_chat, ChatArgs.model_validate(approval.args)),
+        )
+        """Approval requests posted with buttons, and the presses on them (``core.approvals``), in the language of
+        the conversation that asked."""
         self._token = token
         self._allowlist = Allowlist.of(chats=settings.allowed_chats, users=settings.allowed_users)
         self._source: UpdateSource | None = None
@@ -137,6 +146,7 @@ class TelegramRuntime(ChatAdapter):
         await initialize(app, self.settings)
         me = app.bot.bot
         self.application = app
+        self.approvals.attach(agent)
         if not self.listen:
             log.info("Telegram bot @%s started (send only)", me.username or "")
             return
@@ -158,6 +168,8 @@ class TelegramRuntime(ChatAdapter):
             on_invalid_token=self._polling_refused,
             failure=lambda: self.failure,
         )
+        self.approvals.admins = commands.chat_admins
+        listener.approvals = self.approvals
         app.add_handler(TypeHandler(Update, listener.on_update))
         await app.start()
         await commands.register_menu()
@@ -216,6 +228,7 @@ class TelegramRuntime(ChatAdapter):
 
     async def disconnect(self) -> None:
         """Close the HTTP clients."""
+        self.approvals.detach()
         app, self.application = self.application, None
         self._source = self._listener = None
         if app is not None:

@@ -32,7 +32,7 @@ __all__ = ("ALLOWED_UPDATES", "UpdateHandler", "UpdateSource", "uses_ptb_updater
 
 log = logging.getLogger("extensions.telegram")
 
-ALLOWED_UPDATES = ("message", "callback_query")
+ALLOWED_UPDATES = ("message", "callback_query", "my_chat_member")
 """The update types the bot asks Telegram for."""
 
 

@@ -85,7 +85,8 @@ async def chat(
 async def _exchange(agent: Agent, session: str, text: str, *, write: Callable[[str], None], bot_name: str) -> None:
     streamed: dict[int, str] = {}
     answered = False
-    async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
+    said = {"type": "cli:message", "data": text, "params": {"tier": "owner"}}  # the terminal is the operator's
+    async for event in agent.stream(cli_session, session, said, reasoning=False):
         if event.type == RunEventType.OUTPUT_TEXT and event.output_type == "cli:message":
             index = event.output_index if event.output_index is not None else -1
             if not event.final:

@@ -11,18 +11,7 @@ from bots.config import check_connectivity, check_settings, load_settings, safe_
 from bots.settings import Settings
 from core.errors import ConfigError
 
-GROUPS = tuple(f"{name.upper()}_" for name in Settings.model_fields)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No setting from the machine running the tests, and no ``.env`` but the test's own."""
-    import os
-
-    for var in list(os.environ):
-        if var.upper().startswith(GROUPS):
-            monkeypatch.delenv(var)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("settings_env")  # no setting from this machine, no .env but the test's own
 
 
 def problems_of(exc: pytest.ExceptionInfo[ConfigError]) -> list[str]:

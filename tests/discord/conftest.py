@@ -4,12 +4,13 @@ starts a real agent with the Discord extension logged into it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
 
 import core
+from extensions.chat.trust import TrustRules
 from extensions.discord import DiscordSettings, discord_extension, get_runtime
 from extensions.discord.runtime import DiscordRuntime
 from tests.fakes.discord_server import FakeDiscord, Json
@@ -80,12 +81,21 @@ async def start_bot(world: World) -> AsyncIterator[StartBot]:
     agents: list[core.Agent] = []
 
     async def start(
-        model: core.Model, *, listen: bool = True, agent_options: dict[str, Any] | None = None, **overrides: Any
+        model: core.Model,
+        *,
+        listen: bool = True,
+        agent_options: dict[str, Any] | None = None,
+        extensions: Sequence[core.Extension] = (),
+        trust: TrustRules | None = None,
+        **overrides: Any,
     ) -> core.Agent:
         options: dict[str, Any] = {"memory": core.InMemoryStore(), "stop_timeout": 5.0, **(agent_options or {})}
         agent = core.create_agent(
             model=model,
-            extensions=[discord_extension(settings_for(world.fake, **overrides), listen=listen)],
+            extensions=[
+                discord_extension(settings_for(world.fake, **overrides), listen=listen, trust=trust),
+                *extensions,
+            ],
             **options,
         )
         await agent.start()

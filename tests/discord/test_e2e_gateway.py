@@ -48,7 +48,19 @@ async def test_a_refused_token_names_the_variable(world: World) -> None:
 async def test_slash_commands_are_registered(world: World, start_bot: StartBot) -> None:
     await start_bot(answers())
     names = {c["name"]: c for c in world.fake.commands}
-    assert set(names) == {"reset", "forget", "help", "model", "persona", "language", "reply", "settings", "stats"}
+    assert set(names) == {
+        "reset",
+        "forget",
+        "help",
+        "model",
+        "persona",
+        "language",
+        "reply",
+        "timezone",
+        "settings",
+        "stats",
+        "reminders",
+    }
     assert names["reset"]["default_member_permissions"] is None  # offered to all; the bot checks Manage Messages
     assert names["forget"]["default_member_permissions"] is None  # the same people
 

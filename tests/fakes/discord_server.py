@@ -138,6 +138,8 @@ class FakeDiscord:
         self.users: dict[int, Json] = {int(self.bot["id"]): self.bot}
         self._owner = self.user("owner")
         self._interaction_channels: dict[int, int] = {}
+        self._interaction_messages: dict[int, int] = {}
+        self._last_buttons: dict[int, dict[str, str]] = {}
         self.guilds: dict[int, Json] = {}
         self.channels: dict[int, Json] = {}
         """Channel payloads by id (text channels, threads, DM channels)."""
@@ -164,6 +166,8 @@ class FakeDiscord:
         self.command_answer = "ok"
         """How ``PUT`` application commands is answered: ``ok``, ``refuse`` (403 Missing Access) or ``malformed``
         (200 with commands lacking their ids, as a Discord-like server once answered)."""
+        self.removed_from: set[int] = set()
+        """Servers the bot was removed from (``remove_bot``)."""
         self.interaction_responses: dict[int, Json] = {}
         """Interaction callbacks by interaction id."""
         self.identifies: list[Json] = []
@@ -189,6 +193,8 @@ class FakeDiscord:
         """Shard ids that a connection identified or resumed for while another one of them was open."""
         self.undelivered = 0
         """Dispatches for a shard with no open connection (kept in its session for a RESUME)."""
+        self.member_roles: dict[tuple[int, int], list[str]] = {}
+        """Role ids of a member, by ``(guild id, user id)`` (``give_role``), sent with the member's messages."""
         self._open: dict[web.WebSocketResponse, Connection] = {}
         self._guild_seq = itertools.count(1)
         self._nonces: dict[tuple[int, str], int] = {}
@@ -335,6 +341,27 @@ class FakeDiscord:
         }
         return gid
 
+    def role(self, guild_id: int, name: str, *, permissions: int = 0) -> str:
+        """A new role in a server, with ``permissions`` (a bit set: ``1 << 5`` is Manage Server); returns its id.
+        Make roles before the bot connects (they go out with the server at IDENTIFY)."""
+        role = {
+            "id": str(self._id()),
+            "name": name,
+            "permissions": str(permissions),
+            "position": len(self.guilds[guild_id]["roles"]),
+            "color": 0,
+            "hoist": False,
+            "managed": False,
+            "mentionable": True,
+            "flags": 0,
+        }
+        self.guilds[guild_id]["roles"].append(role)
+        return str(role["id"])
+
+    def give_role(self, guild_id: int, user: Json, role_id: str) -> None:
+        """``user`` has the role ``role_id`` in the server from now on (their next messages carry it)."""
+        self.member_roles.setdefault((guild_id, int(user["id"])), []).append(role_id)
+
     def _member(self, user: Json, *, roles: list[str] | None = None, with_user: bool = True) -> Json:
         member: Json = {
             "roles": roles or [],
@@ -398,6 +425,12 @@ class FakeDiscord:
         await self.dispatch("THREAD_CREATE", {**data, "newly_created": True})
         return tid
 
+    async def remove_bot(self, guild_id: int) -> None:
+        """The bot is removed from the server (kicked, or the server deleted): GUILD_DELETE without
+        ``unavailable``; its channels answer 403 Missing Access from now on."""
+        self.removed_from.add(guild_id)
+        await self.dispatch("GUILD_DELETE", {"id": str(guild_id)})
+
     def dm_channel(self, user: Json) -> int:
         """The DM channel between the bot and ``user``; returns its id."""
         cid = self._id()
@@ -451,7 +484,8 @@ class FakeDiscord:
         }
         if guild_id is not None:
             data["guild_id"] = str(guild_id)
-            data["member"] = self._member(author, with_user=False)
+            roles = self.member_roles.get((guild_id, int(author["id"])))
+            data["member"] = self._member(author, roles=list(roles or []), with_user=False)
         if nonce is not None:
             data["nonce"] = nonce
         if reply_to is not None:
@@ -521,15 +555,28 @@ class FakeDiscord:
         if command is None:
             raise AssertionError(f"/{name} is not registered; registered: {[c['name'] for c in self.commands]}")
         iid = self._id()
-        channel = self.channels[channel_id]
+        body = {"id": command["id"], "name": name, "type": 1, "options": options or []}
+        data = self._interaction(iid, 4 if autocomplete else 2, body, channel_id, user)
+        if "member" in data and permissions is not None:
+            data["member"]["permissions"] = str(permissions)
+        self._interaction_channels[iid] = channel_id
+        await self.dispatch("INTERACTION_CREATE", data)
+        return iid
+
+    def _interaction(
+        self, iid: int, kind: int, body: Json, channel_id: int, user: Json, *, roles: list[str] | None = None
+    ) -> Json:
+        """The ``INTERACTION_CREATE`` payload of ``user``'s interaction ``iid`` of type ``kind`` (2: a slash
+        command, 3: a component, 4: autocomplete) in ``channel_id``, with ``data`` ``body``; in a server, the
+        member with ``roles``."""
         guild_id = self._guild_of(channel_id)
         data: Json = {
             "id": str(iid),
             "application_id": self.bot["id"],
-            "type": 4 if autocomplete else 2,
-            "data": {"id": command["id"], "name": name, "type": 1, "options": options or []},
+            "type": kind,
+            "data": body,
             "channel_id": str(channel_id),
-            "channel": channel,
+            "channel": self.channels[channel_id],
             "token": f"interaction-token-{iid}",
             "version": 1,
             "locale": "en-US",
@@ -542,12 +589,41 @@ class FakeDiscord:
         if guild_id is not None:
             data["guild_id"] = str(guild_id)
             data["guild_locale"] = "en-US"
-            data["member"] = self._member(user)
-            if permissions is not None:
-                data["member"]["permissions"] = str(permissions)
+            data["member"] = self._member(user, roles=roles)
         else:
             data["user"] = user
+        return data
+
+    def response_message(self, interaction_id: int) -> Json:
+        """The message an interaction's response created (a slash command's answer, its buttons with it)."""
+        return self.messages[self._interaction_messages[interaction_id]]
+
+    def buttons(self, message: Json) -> dict[str, str]:
+        """The buttons under one of the bot's messages: ``custom_id`` by label."""
+        return {
+            c.get("label", ""): c.get("custom_id", "")
+            for row in message.get("components") or []
+            for c in row.get("components") or []
+            if c.get("type") == 2
+        }
+
+    async def press(self, message: Json, label: str, *, user: Json, permissions: int | None = None) -> int:
+        """``user`` presses the button ``label`` under the bot's ``message`` (a component interaction; the custom
+        id as it was sent, even if the buttons are gone since: a client showing a stale message); returns the
+        interaction id. ``permissions``: the member's permissions in the channel (default: none)."""
+        channel_id = int(message["channel_id"])
+        custom_id = self.buttons(message).get(label) or self._last_buttons[int(message["id"])][label]
+        iid = self._id()
+        guild_id = self._guild_of(channel_id)
+        roles = list(self.member_roles.get((guild_id, int(user["id"]))) or []) if guild_id is not None else None
+        body = {"custom_id": custom_id, "component_type": 2}
+        data = self._interaction(iid, 3, body, channel_id, user, roles=roles)
+        data["message"] = message
+        if "member" in data:
+            data["member"]["permissions"] = str(permissions or 0)
         self._interaction_channels[iid] = channel_id
+        self._interaction_messages[iid] = int(message["id"])
+        self._last_buttons.setdefault(int(message["id"]), self.buttons(message))
         await self.dispatch("INTERACTION_CREATE", data)
         return iid
 
@@ -574,7 +650,7 @@ class FakeDiscord:
         sessions = self._current()
         if not sessions:
             raise AssertionError(f"{event} dispatched before the bot identified")
-        raw = data.get("guild_id") or (data.get("id") if event == "GUILD_CREATE" else None)
+        raw = data.get("guild_id") or (data.get("id") if event in ("GUILD_CREATE", "GUILD_DELETE") else None)
         guild_id = int(raw) if raw else None
         for session in sessions:
             shard, count = session.shard
@@ -846,6 +922,8 @@ class FakeDiscord:
     async def _create_message(self, channel_id: int, body: Any) -> web.Response:
         if channel_id not in self.channels:
             return _error(404, 10003, "Unknown Channel")
+        if self._guild_of(channel_id) in self.removed_from:
+            return _error(403, 50001, "Missing Access")
         if not isinstance(body, dict):
             return _error(400, 50109, "The request body contains invalid JSON.")
         content = body.get("content") or ""
@@ -891,6 +969,7 @@ class FakeDiscord:
         )
         if nonce is not None and body.get("enforce_nonce"):
             self._nonces[(channel_id, str(nonce))] = int(data["id"])
+        data["components"] = body.get("components") or []
         self.posted.append(data)
         self.versions[int(data["id"])] = [(time.monotonic(), content)]
         if self._session is not None:  # Discord shows the bot its own message too
@@ -929,6 +1008,8 @@ class FakeDiscord:
             message["content"] = content
             message["edited_timestamp"] = _now()
             self.versions[message_id].append((time.monotonic(), content))
+        if "components" in body:
+            message["components"] = body.get("components") or []
         if self._session is not None:
             await self.dispatch("MESSAGE_UPDATE", message)
         return _json(message)
@@ -959,6 +1040,17 @@ class FakeDiscord:
             return _error(400, 40060, "Interaction has already been acknowledged.")
         self.interaction_responses[interaction_id] = body
         answer: Json = {"interaction": {"id": str(interaction_id), "type": 2}}
+        if body.get("type") == 7:  # UPDATE_MESSAGE: the message the pressed component belongs to
+            message = self.messages[self._interaction_messages[interaction_id]]
+            payload = body.get("data") or {}
+            if "content" in payload:
+                message["content"] = payload.get("content") or ""
+                message["edited_timestamp"] = _now()
+                self.versions.setdefault(int(message["id"]), []).append((time.monotonic(), message["content"]))
+            if "components" in payload:
+                message["components"] = payload.get("components") or []
+            answer["interaction"]["type"] = 3
+            return _json(answer)
         if body.get("type") == 4:
             payload = body.get("data") or {}
             message = self._message(
@@ -968,6 +1060,8 @@ class FakeDiscord:
                 allowed_mentions=payload.get("allowed_mentions"),
                 flags=int(payload.get("flags") or 0),
             )
+            message["components"] = payload.get("components") or []
+            self._interaction_messages[interaction_id] = int(message["id"])
             answer["interaction"].update(
                 response_message_id=message["id"],
                 response_message_loading=False,

@@ -305,10 +305,14 @@ class FakeTelegramServer:
         reply_to: int | None = None,
         is_bot: bool = False,
         media: dict[str, Any] | None = None,
+        forward_of: dict[str, Any] | None = None,
+        quote: str | None = None,
     ) -> dict[str, Any]:
         """A user writes ``text``; returns the update (also queued for the bot). ``chat_id`` defaults to
         the user's private chat; ``thread_id`` puts it in a forum topic; ``reply_to`` replies to a message;
-        ``media`` are fields of a message with a file (``photo``, ``voice``...), ``text`` its caption."""
+        ``media`` are fields of a message with a file (``photo``, ``voice``...), ``text`` its caption;
+        ``forward_of``: the user (``self.bot`` for the bot itself) whose message this forwards (``text`` is that
+        message's); ``quote``: the part of the ``reply_to`` message quoted (with its own entities)."""
         chat_id = user_id if chat_id is None else chat_id
         chat = self._chats.get(chat_id) or self.chat(
             chat_id, kind=kind, title=title or first_name, forum=thread_id is not None
@@ -337,6 +341,13 @@ class FakeTelegramServer:
             message["reply_to_message"] = self._topic_root(chat, thread_id)
         if reply_to is not None:
             message["reply_to_message"] = dict(self._messages[(chat_id, reply_to)])
+        if quote is not None:
+            message["quote"] = {"text": quote, "position": 0, "is_manual": True}
+            if self._entities(quote):
+                message["quote"]["entities"] = self._entities(quote)
+        if forward_of is not None:
+            origin = {k: forward_of[k] for k in ("id", "is_bot", "first_name", "username") if k in forward_of}
+            message["forward_origin"] = {"type": "user", "date": int(time.time()) - 60, "sender_user": origin}
         self._messages[(chat_id, message["message_id"])] = message
         update = {"update_id": next(self._update_ids), "message": message}
         self.push(update)
@@ -399,6 +410,24 @@ class FakeTelegramServer:
             extra = {k: v for k, v in (("file_name", file_name), ("mime_type", mime_type)) if v is not None}
             media = {kind: file("", **extra)}
         return self.user_says(caption, media=media, **who)
+
+    def bot_membership(self, chat_id: int, status: str, *, by: int = 1001) -> dict[str, Any]:
+        """The bot's own membership of the chat becomes ``status`` (``kicked``: removed from a group, or blocked by
+        the user of a private chat; ``left``; ``member``), changed by the user ``by``; returns the update (a
+        ``my_chat_member``, also queued for the bot)."""
+        member: dict[str, Any] = {"status": status, "user": self.bot}
+        if status == "kicked":
+            member["until_date"] = 0
+        change = {
+            "chat": self._chats[chat_id],
+            "from": {"id": by, "is_bot": False, "first_name": "User"},
+            "date": int(time.time()),
+            "old_chat_member": {"status": "member", "user": self.bot},
+            "new_chat_member": member,
+        }
+        update = {"update_id": next(self._update_ids), "my_chat_member": change}
+        self.push(update)
+        return update
 
     def push(self, update: dict[str, Any]) -> None:
         """Queue an update as it is (pushing the same one twice delivers it twice)."""
@@ -683,23 +712,14 @@ class FakeTelegramServer:
         if chat["type"] == "private":
             return {"status": "member", "user": user}
         if user_id in self.admins.get(chat["id"], set()):
-            return {
-                "status": "administrator",
-                "user": user,
-                "can_be_edited": False,
-                "is_anonymous": False,
-                "can_manage_chat": True,
-                "can_delete_messages": True,
-                "can_manage_video_chats": True,
-                "can_restrict_members": True,
-                "can_promote_members": False,
-                "can_change_info": True,
-                "can_invite_users": True,
-                "can_post_stories": False,
-                "can_edit_stories": False,
-                "can_delete_stories": False,
-            }
+            return _administrator(user_id)
         return {"status": "member", "user": user}
+
+    async def _api_getChatAdministrators(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        if chat["type"] == "private":
+            raise _ApiError(400, "Bad Request: there are no administrators in the private chat")
+        return [_administrator(user_id) for user_id in sorted(self.admins.get(chat["id"], set()))]
 
     async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
         self.callback_answers.append(params)
@@ -812,6 +832,27 @@ class FakeTelegramServer:
             "is_topic_message": True,
             "forum_topic_created": {"name": f"Topic {thread_id}", "icon_color": 7322096},
         }
+
+
+def _administrator(user_id: int) -> dict[str, Any]:
+    """A ``ChatMemberAdministrator`` of the Bot API: ``user_id`` may manage the chat, delete messages, restrict
+    members, change the chat's info and invite users."""
+    return {
+        "status": "administrator",
+        "user": {"id": user_id, "is_bot": False, "first_name": f"User {user_id}"},
+        "can_be_edited": False,
+        "is_anonymous": False,
+        "can_manage_chat": True,
+        "can_delete_messages": True,
+        "can_manage_video_chats": True,
+        "can_restrict_members": True,
+        "can_promote_members": False,
+        "can_change_info": True,
+        "can_invite_users": True,
+        "can_post_stories": False,
+        "can_edit_stories": False,
+        "can_delete_stories": False,
+    }
 
 
 class _ApiError(Exception):

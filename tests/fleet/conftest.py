@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio
 
 from core import Agent, ScriptedModel, create_agent
 from core.fleet import QueueConfig, RedisBackend, RedisDispatcher, RedisMemoryStore
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
 
+from .logs import assert_nothing_left_behind
 from .probe import ChatArgs, answer, chat, probe_extension
 from .server import RedisServer
 
@@ -28,22 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop(sig=signal.SIGKILL)
-
-
-@pytest.fixture
-async def client(redis_server: RedisServer) -> AsyncIterator[Any]:
-    c = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
-    try:
-        yield c
-    finally:
-        await c.aclose()
+def client(redis_client: Any) -> Any:
+    """``redis_client`` (tests/bots_fleet.py: a client of the test's ``redis_server``) by its name here."""
+    return redis_client
 
 
 @pytest.fixture
@@ -131,6 +118,7 @@ def workers(redis_server: RedisServer, tmp_path: Path) -> Iterator[Workers]:
         yield w
     finally:
         w.stop_all()
+    assert_nothing_left_behind(sorted(tmp_path.glob("worker-*.log")))
 
 
 async def wait_until(predicate: Callable[[], Any], *, timeout: float = 30.0, what: str = "condition") -> None:

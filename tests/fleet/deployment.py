@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
 
+from .logs import assert_nothing_left_behind
 from .server import RedisServer
 
 __all__ = ("Processes", "deployment_env")
@@ -87,3 +88,4 @@ class Processes:
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+        assert_nothing_left_behind([Path(log) for log, _ in self.procs])

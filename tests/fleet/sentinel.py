@@ -2,7 +2,7 @@
 (``redis-server --sentinel``), each on a free port in its own folder; ``kill_primary`` kills the primary with
 ``kill -9`` and waits for the sentinels to promote the replica, ``rejoin`` starts the killed one again as a
 replica of the new primary, ``partition`` cuts the replica off the primary first (what a promotion then loses
-is what only the old primary had)."""
+is what only the old primary had), ``force_failover`` promotes the replica while the primary still runs."""
 
 from __future__ import annotations
 
@@ -216,6 +216,31 @@ class SentinelTopology:
 
         self._wait(promoted, timeout, "a replica to be promoted")
         return self.primary
+
+    def force_failover(self, *, timeout: float = 30.0) -> RedisServer:
+        """``SENTINEL FAILOVER``: promote the replica while the primary still runs (as sentinels starved of CPU,
+        or cut off from it, do). The old primary goes on taking writes until they make it a replica, seconds later
+        (``wait_replicated``); returns it."""
+        old = self.primary
+        self._wait(
+            lambda: ask(self.sentinel_ports[0], "SENTINEL", "FAILOVER", MASTER).startswith("+OK"),
+            timeout,
+            "the sentinels to accept a failover (they must know the replica first)",
+        )
+        self.wait_promoted(old, timeout=timeout)
+        return old
+
+    def wait_replicated(self, *, timeout: float = 60.0) -> None:
+        """Wait until the primary the sentinels name has a replica again: after ``force_failover``, once they have
+        made the primary they replaced a replica (about ten seconds later), or after any other failover they made
+        meanwhile (sentinels starved of CPU do)."""
+
+        def replicated() -> bool:
+            ports = {self.known_primary(n) for n in range(3)}
+            port = ports.pop() if len(ports) == 1 else None
+            return port is not None and "connected_slaves:1" in ask(port, "INFO", "replication", password=self.password)
+
+        self._wait(replicated, timeout, "the primary to have a replica again")
 
     def rejoin(self, server: RedisServer, *, timeout: float = 30.0) -> None:
         """Start the killed ``server`` again (its AOF) as a replica of the new primary, and wait for it to sync."""

@@ -42,8 +42,10 @@ class Rig:
         return job
 
     async def claim(self, job: str | None = None) -> tuple[Lease | None, list[Any]]:
-        """Claim the context for ``job`` (default: the scheduled one) and take the first batch."""
+        """Pop ``job`` (default: the scheduled one) off the queue, as a worker's BZMPOP does, then claim the context
+        for it and take the first batch."""
         job = job or await self.sched()
+        await self.backend.client.zrem("bots:queue", job)
         lease = Lease(cid=CID, token="", job_id=job, owner=f"{job}#test", seconds=self.backend.config.lease_seconds)
         result = await self.drainer.claim(lease)
         return (None if result[0] in ("stale", "held") else lease), result
@@ -300,3 +302,27 @@ async def test_a_reply_posted_but_not_yet_marked_is_posted_again_with_the_same_n
     attempts = [json.loads(a) for a in await client.lrange("probe:attempts", 0, -1)]
     assert len(attempts) == 2 and attempts[0]["nonce"] == attempts[1]["nonce"]  # the platform sees one
     assert await client.lrange("probe:replies:c1", 0, -1) == ["hello"]
+
+
+async def test_closing_the_replay_models_stream_closes_the_inner_models_at_once() -> None:
+    """A run cancelled between two chunks closes its model stream: the real model's stream is closed with it, not
+    left suspended for the garbage collector (which at shutdown fails with "aclose(): ... already running")."""
+    closed: list[bool] = []
+
+    class Chunks:
+        name = "chunks"
+        model = ""
+        vision = False
+        last_usage = None
+
+        async def stream(self, request: ModelRequest) -> Any:
+            try:
+                for chunk in ("<response>", "<output>", "</output></response>"):
+                    yield chunk
+            finally:
+                closed.append(True)
+
+    stream = ReplayModel(Chunks()).stream(ModelRequest(system="", prompt="hi"))
+    assert await anext(stream) == "<response>"
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert closed == [True]

@@ -40,7 +40,7 @@ from tests.fakes.telegram_server import FakeTelegramServer
 from .conftest import wait_until
 from .server import RedisServer
 from .test_e2e_idempotent import discord_settings, front, telegram_settings
-from .worker_process import Spawned, kill, run, serve, worker_arguments
+from .worker_process import Spawned, kill, run, serve, stop_every, worker_arguments
 
 _UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
@@ -208,8 +208,7 @@ async def discord() -> AsyncIterator[HoldingDiscord]:
 def workers() -> Iterator[list[Workers]]:
     made: list[Workers] = []
     yield made
-    for w in made:
-        w.stop_all()
+    stop_every(made)
 
 
 async def test_discord_a_killed_worker_s_replies_are_not_posted_again(

@@ -9,6 +9,8 @@ import pytest
 
 from core import BackpressureError, DispatchError, ScriptedModel, create_agent
 from core.fleet import QueueConfig, RedisBackend, RedisDispatcher
+from core.fleet.dispatcher import DEDUPE_TRIM_AT
+from core.fleet.keys import Keys
 
 from .conftest import queue_config, send
 from .probe import ChatArgs, answer, chat, probe_extension
@@ -21,7 +23,37 @@ async def test_duplicate_platform_deliveries_are_dropped(gateway: Any, client: A
     await send(gateway, "c1", "again", dedupe="update-2")
     inbox = await client.lrange("bots:{probe:chat:c1}:inbox", 0, -1)
     assert [json.loads(e)["i"]["data"] for e in inbox] == ["hello", "again"]
-    assert 0 < await client.pttl("bots:{probe:chat:c1}:dd:update-1") <= 86_400_000
+    meta = await client.hgetall("bots:{probe:chat:c1}:meta")
+    assert {"d:update-1", "d:update-2"} <= set(meta)  # no key per message: fields of the conversation's hash
+
+
+async def test_dedupe_is_bounded_per_conversation_and_ordered_ids_stay_deduped(
+    redis_server: RedisServer, client: Any
+) -> None:
+    """The memory of dedupe does not grow with messages: a conversation keeps the newest ids (those younger than
+    REDIS_DEDUPE_TTL at least) and, for Telegram and Discord ids, the highest one dropped from them; a redelivery
+    of any older id is still dropped, long after its own entry is gone."""
+    backend = RedisBackend(queue_config(redis_server, dedupe_ttl=0.001))
+    dispatcher = RedisDispatcher(backend)
+    try:
+        counts = []
+        for n in range(1, 401):
+            assert await dispatcher.ingest("t:1", f'"m{n}"', dedupe_key=f"telegram:{1000 + n}") != "dup"
+            await dispatcher.ingest("t:1", f'"w{n}"', dedupe_key=f"web:{n:04x}a")
+            if n % 100 == 0:
+                counts.append((await client.dbsize(), await client.hlen("bots:{t:1}:meta")))
+        assert len({keys for keys, _ in counts}) == 1, counts  # as many keys after 400 messages as after 100
+        assert all(fields <= DEDUPE_TRIM_AT + 1 for _, fields in counts), counts  # and a bounded hash
+        for n in (1, 7, 250, 399, 400):  # redeliveries, old and new
+            assert await dispatcher.ingest("t:1", '"again"', dedupe_key=f"telegram:{1000 + n}") == "dup"
+        assert await dispatcher.ingest("t:1", '"again"', dedupe_key="web:018fa") == "dup"  # among the newest
+        assert await dispatcher.ingest("t:1", '"next"', dedupe_key="telegram:1401") in ("queued", "scheduled")
+        assert await client.llen("bots:{t:1}:inbox") == 801
+        # another conversation, and another source, have their own marks
+        assert await dispatcher.ingest("t:2", '"x"', dedupe_key="telegram:1005") != "dup"
+        assert await dispatcher.ingest("t:1", '"y"', dedupe_key="discord:5") != "dup"
+    finally:
+        await backend.close()
 
 
 async def test_one_drain_job_per_context_however_many_inputs(gateway: Any, client: Any) -> None:
@@ -31,8 +63,8 @@ async def test_one_drain_job_per_context_however_many_inputs(gateway: Any, clien
     jobs = await client.zrange("bots:queue", 0, -1)
     assert len(jobs) == 2
     assert {await client.hget(f"bots:{{probe:chat:{c}}}:meta", "sched") for c in ("c1", "c2")} == set(jobs)
-    payload = json.loads(await client.get(f"arq:job:{jobs[0]}"))
-    assert payload["f"] == "drain" and payload["a"][0].startswith("probe:chat:c")
+    assert {Keys().cid_of_job(job) for job in jobs} == {"probe:chat:c1", "probe:chat:c2"}
+    assert await client.keys("arq:*") == []  # a job is its id: no payload stored
 
 
 async def test_full_inbox_refuses_with_backpressure_and_loses_nothing_accepted(

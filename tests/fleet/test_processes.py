@@ -133,3 +133,21 @@ async def test_redis_restart_during_traffic_loses_nothing(
     await check_exactly_once_in_order(client, chats, 10)
     workers.stop_all()
     assert len(await worker_stats(client)) == 2  # both workers reconnected and exited cleanly
+
+
+async def test_an_idle_worker_notices_redis_is_back_before_its_blocking_pop_ends(
+    gateway: Any, client: Any, workers: Workers, redis_server: RedisServer
+) -> None:
+    """After an outage the worker's loop asks Redis (PING) before it blocks on the queue again: it says Redis is
+    back at once, not when a pop of ``--poll-delay`` (here far longer than the wait below) returns."""
+    workers.start("--poll-delay", "60", "--lease", "2")
+    await send(gateway, "c1", "c1-0")
+    await wait_until(lambda: replies(client, "c1"), timeout=30, what="the first answer")
+    redis_server.stop()
+    await wait_until(lambda: "redis unavailable" in workers.logs(), timeout=30, what="the worker seeing the outage")
+    redis_server.start()
+    await wait_until(lambda: "redis is back" in workers.logs(), timeout=20, what="the worker noticing Redis is back")
+    await send(gateway, "c1", "c1-1")
+    await wait_until(lambda: _at_least(answered(client, ["c1"]), 2), timeout=30, what="the answer after the outage")
+    workers.stop_all()
+    await check_exactly_once_in_order(client, ["c1"], 2)

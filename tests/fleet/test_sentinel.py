@@ -105,6 +105,27 @@ async def test_the_queue_follows_a_failover_and_keeps_every_input_it_confirmed(
     assert await ready() is True
 
 
+async def test_a_process_starting_during_a_failover_waits_for_the_new_primary(topology: SentinelTopology) -> None:
+    """A gateway or worker whose start (``agent.start``: the dispatcher checks that Redis answers) falls in a
+    failover waits for the promoted replica, for ``REDIS_RETRY_SECONDS`` like its other calls. It used to give up
+    at the first refused connection and exit: under load, a worker still starting when the primary died left the
+    fleet of ``test_e2e_failover`` one worker short (reported as chats never answered)."""
+    from core import ScriptedModel, create_agent
+
+    from .probe import answer, chat
+
+    backend = RedisBackend(config(topology))
+    agent = create_agent(model=ScriptedModel(answer), contexts=[chat], dispatcher=RedisDispatcher(backend))
+    victim, _ = await asyncio.to_thread(topology.kill_primary)
+    try:
+        await agent.start()
+        assert backend.primary not in ("", f"127.0.0.1:{victim.port}")
+        assert backend.state()["outages"] == 1  # it failed first, and waited
+    finally:
+        await agent.stop()
+        await backend.close()
+
+
 async def test_an_acknowledgement_waits_for_a_replica(topology: SentinelTopology, backend: RedisBackend) -> None:
     primary, replica = topology.primary, next(s for s in topology.servers if s is not topology.primary)
     hurried = RedisBackend(config(topology, min_replicas=1, retry_seconds=0.5, replica_timeout=0.2))
@@ -129,6 +150,32 @@ async def test_an_acknowledgement_waits_for_a_replica(topology: SentinelTopology
     finally:
         await hurried.close()
         await unconfirmed.close()
+
+
+async def test_a_reply_not_stored_in_time_gives_the_context_up(redis_server: RedisServer) -> None:
+    """REDIS_MIN_REPLICAS=1 and no replica (the promoted one's replica not back yet, or a second failover): a
+    reply's entry is written and never confirmed, while the lease is still renewed (renewals wait for no replica).
+    When the wait reaches the lease's deadline the worker gives the context up: its run is cancelled and its batch
+    is not acknowledged, so the next holder runs it whole. The failure used to be a failed output only: the run
+    asked the model again, with the batch's messages taken as answered, and acknowledged that empty answer."""
+    import time
+
+    from core.fleet.reply_ledger import LeaseLostError, RedisReplyLedger
+    from core.fleet.scope import RunScope
+
+    backend = RedisBackend(QueueConfig(url=redis_server.url, min_replicas=1, replica_timeout=0.05, lease_seconds=1))
+    cancelled: list[str] = []
+    try:
+        lease = Lease(cid=CID, token="1", job_id="j", owner="j#w", seconds=1.0, on_lost=lambda: cancelled.append(CID))
+        await backend.client.set("bots:{probe:chat:c1}:lease", lease.fence, px=60_000)  # held, as renewals keep it
+        lease.extended(time.monotonic())
+        scope = RunScope(backend=backend, keys=backend.keys.context(CID), lease=lease, batch_id="1", attempt=1)
+        with pytest.raises(LeaseLostError, match="not stored in time"):
+            await RedisReplyLedger(scope).begin("probe:reply", "the answer")
+        assert lease.lost and cancelled == [CID]  # the run is cancelled; the drain job acknowledges nothing
+        assert not RedisReplyLedger(scope).valid
+    finally:
+        await backend.close()
 
 
 async def test_a_claim_lost_in_a_failover_cannot_let_its_old_holder_write(redis_server: RedisServer) -> None:

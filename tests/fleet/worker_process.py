@@ -10,7 +10,7 @@ import logging
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ from core import create_agent
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 
 from .conftest import ROOT
+from .logs import assert_nothing_left_behind
 
-__all__ = ("Spawned", "kill", "run", "serve", "worker_arguments")
+__all__ = ("Spawned", "kill", "run", "serve", "stop_every", "worker_arguments")
 
 # -- in the worker process -------------------------------------------------------------------------------
 
@@ -70,7 +71,8 @@ class Spawned:
         return proc
 
     def stop_all(self) -> None:
-        """SIGTERM to those still running; SIGKILL to any still there 20 s later."""
+        """SIGTERM to those still running; SIGKILL to any still there 20 s later. Then fail if a log reports a
+        model stream or task left behind (``tests.fleet.logs``)."""
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()
@@ -80,6 +82,20 @@ class Spawned:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        assert_nothing_left_behind(sorted(self.folder.glob("*.log")))
+
+
+def stop_every(groups: Sequence[Spawned]) -> None:
+    """``stop_all`` on every group, even after one of them found something left behind (that failure is raised
+    once all are stopped, so no process outlives its test)."""
+    failures: list[AssertionError] = []
+    for group in groups:
+        try:
+            group.stop_all()
+        except AssertionError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
 
 
 def kill(proc: subprocess.Popen[bytes]) -> float:

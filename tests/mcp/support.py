@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ("ROOT", "free_port", "http_server", "stdio_config")
+__all__ = ("ROOT", "free_port", "http_server", "logged_config", "stdio_config")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,11 @@ def stdio_config(name: str = "tools", *flags: str, **options: Any) -> dict[str, 
         "cwd": str(ROOT),
         **options,
     }
+
+
+def logged_config(calls: Path) -> dict[str, Any]:
+    """``stdio_config()`` of a server that writes each call it gets to ``calls`` (``MCP_TEST_CALL_LOG``)."""
+    return stdio_config(env={"PYTHONPATH": str(ROOT), "MCP_TEST_CALL_LOG": str(calls)})
 
 
 def free_port() -> int:

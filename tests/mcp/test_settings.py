@@ -9,10 +9,7 @@ import pytest
 
 from bots.config import load_settings, settings_table
 from bots.logs import secrets_of
-from bots.settings import Settings
 from core.errors import ConfigError
-
-GROUPS = tuple(f"{name.upper()}_" for name in Settings.model_fields)
 
 CLAUDE_DESKTOP = {
     "mcpServers": {
@@ -29,13 +26,7 @@ CLAUDE_DESKTOP = {
 
 
 @pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import os
-
-    for var in list(os.environ):
-        if var.upper().startswith(GROUPS):
-            monkeypatch.delenv(var)
-    monkeypatch.chdir(tmp_path)
+def clean_env(settings_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SEARCH_KEY", "sk-live-123456")
 
 

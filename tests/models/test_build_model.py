@@ -35,6 +35,7 @@ async def test_scripted_answers_through_the_message_output() -> None:
         text = await collect(model, request)
         (out,) = [e for e in parse(text) if isinstance(e, TagEnd) and e.name == "output"]
         assert out.attrs == {"type": "cli:message"} and out.content == SCRIPTED_REPLY and out.complete
+    assert model.requests == []  # a bot that runs for days keeps no prompts (it kept one a message)
 
 
 async def test_openai_with_a_key_uses_api_openai_com() -> None:

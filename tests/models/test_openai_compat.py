@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import inspect
 import logging
 import socket
 from collections.abc import AsyncIterator
@@ -52,6 +54,27 @@ async def test_streams_the_answer_and_reports_usage(server: FakeOpenAIServer, po
     assert body["stop"] == ["</response>"]
     assert body["temperature"] == 0.2
     assert body["stream"] is True
+
+
+async def test_a_stream_closed_after_its_first_chunk_leaves_no_generator_suspended(
+    server: FakeOpenAIServer, policy: RetryPolicy
+) -> None:
+    """Closing the stream (a cancelled run does) closes the retry loop and the attempt under it at once: none is
+    left for the garbage collector to close in a task of its own, or for the loop's shutdown to find running."""
+    server.default = Reply(chunks=("Hel", "lo", " world"))
+    model = make(server, policy)
+    try:
+        stream = model.stream(REQUEST)
+        assert await anext(stream) == "Hel"
+        await stream.aclose()  # type: ignore[attr-defined]
+        suspended = [
+            g.ag_code.co_name
+            for g in gc.get_objects()
+            if inspect.isasyncgen(g) and g.ag_frame is not None and "core/models/" in g.ag_code.co_filename
+        ]
+        assert suspended == []
+    finally:
+        await model.aclose()
 
 
 async def test_429_then_success_is_retried_after_retry_after(

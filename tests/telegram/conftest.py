@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core import Agent, Extension, InMemoryStore, MemoryStore, Model, ScriptedModel, create_agent
+from extensions.chat.trust import TrustRules
 from extensions.telegram import TelegramSettings, telegram_extension
 from extensions.telegram.definitions import MESSAGE
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -61,6 +62,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
         stop_timeout: float = 10.0,
         extensions: Sequence[Extension] = (),
         agent_options: dict[str, Any] | None = None,
+        trust: TrustRules | None = None,
         **overrides: Any,
     ) -> Agent:
         if not isinstance(model, Model):
@@ -70,7 +72,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
         settings = TelegramSettings(**values)
         agent = create_agent(
             model=model,
-            extensions=[telegram_extension(settings, listen=listen), *extensions],
+            extensions=[telegram_extension(settings, listen=listen, trust=trust), *extensions],
             memory=memory if memory is not None else InMemoryStore(),
             stop_timeout=stop_timeout,
             **(agent_options or {}),

@@ -27,22 +27,6 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as fake:
-        yield fake
-
-
-@pytest.fixture
 async def receiver() -> AsyncIterator[OtlpReceiver]:
     async with OtlpReceiver() as found:
         yield found

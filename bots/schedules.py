@@ -1,0 +1,306 @@
+"""The bot's schedules (``core.schedules``) as ``build_agent`` wires them: the store and firing settings, the
+operator's schedules, the ``bots_schedules_pending`` gauge, and the next firings ``bots config`` shows.
+
+The operator's schedules (``BOT_SCHEDULES``) are messages set in the environment, not in a chat.
+
+``BOT_SCHEDULES`` is a JSON list; each entry names a channel, when (a cron expression or ``every`` so many
+seconds, in ``tz`` or ``BOT_TIMEZONE``) and what (a ``prompt`` the model answers in the conversation, or a
+``text`` posted as written)::
+
+    BOT_SCHEDULES='[{"channel": "telegram:-100123", "cron": "0 9 * * 1", "text": "Weekly stand-up in 5 minutes"},
+                    {"channel": "discord:4567", "every": 86400, "prompt": "Post a fun fact about space"}]'
+
+Each entry's schedule has an id computed from the entry (``op`` and 14 hex digits), so starting again, or
+several processes of a fleet starting at once, set it once; an entry changed or removed from the list is
+cancelled in its channel at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+
+from core import Host, service
+from core.chat_settings import known_zone
+from core.errors import ValidationError
+from core.schedules import (
+    Clock,
+    Schedule,
+    ScheduleKind,
+    Schedules,
+    ScheduleStore,
+    check_cron,
+    check_zone,
+    next_after,
+)
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+__all__ = (
+    "OPERATOR_PREFIX",
+    "OperatorSchedule",
+    "address_of_channel",
+    "attach_schedules",
+    "next_firings",
+    "parse_operator_schedules",
+    "seed_operator_schedules",
+    "upcoming_lines",
+)
+
+log = logging.getLogger("bots.schedules")
+
+OPERATOR_PREFIX = "op"
+"""The ids of the operator's schedules start with this."""
+
+
+class OperatorSchedule(pydantic.BaseModel):
+    """One entry of ``BOT_SCHEDULES``."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+    channel: str
+    """Where: ``telegram:<chat id>`` (``telegram:<chat id>:<topic id>`` for a forum topic) or
+    ``discord:<channel id>``."""
+    cron: str | None = None
+    """A five-field cron expression read in ``tz`` (``0 9 * * 1``: Mondays at 9:00)."""
+    every: float | None = None
+    """Or: seconds between two occurrences (the first one interval after the start)."""
+    prompt: str | None = None
+    """What the model is asked to write, in the conversation."""
+    text: str | None = None
+    """Or: the message posted as written."""
+    tz: str | None = None
+    """The IANA time zone of ``cron`` (default ``BOT_TIMEZONE``)."""
+
+    @pydantic.model_validator(mode="after")
+    def _check(self) -> OperatorSchedule:
+        address_of_channel(self.channel)
+        if (self.cron is None) == (self.every is None):
+            raise ValueError('give either "cron" (a cron expression) or "every" (seconds), not both')
+        if self.cron is not None:
+            check_cron(self.cron)
+        if self.every is not None and self.every < 1:
+            raise ValueError('"every" is in seconds and at least 1')
+        if (self.prompt is None) == (self.text is None):
+            raise ValueError('give either "prompt" (the model writes the message) or "text" (posted as written)')
+        if not (self.prompt or self.text or "").strip():
+            raise ValueError('"prompt" or "text" is empty')
+        if self.tz is not None and not known_zone(self.tz):
+            raise ValueError(f"unknown time zone {self.tz[:64]!r}: use an IANA name such as UTC or Europe/Paris")
+        return self
+
+    @property
+    def kind(self) -> ScheduleKind:
+        """A prompt for the model, or a text posted as written."""
+        return ScheduleKind.TEXT if self.text is not None else ScheduleKind.PROMPT
+
+    def schedule_id(self, default_tz: str) -> str:
+        """The id of this entry's schedule: the same entry gets the same id in every process and at every start."""
+        raw = json.dumps(
+            [self.channel, self.cron, self.every, self.kind.value, self.prompt or self.text, self.tz or default_tz]
+        )
+        return OPERATOR_PREFIX + hashlib.sha256(raw.encode()).hexdigest()[:14]
+
+    def next_at(self, now: datetime, default_tz: str) -> datetime | None:
+        """Its first occurrence after ``now``."""
+        return next_after(cron=self.cron, every=self.every, at=None, tz=self.tz or default_tz, after=now)
+
+
+def address_of_channel(channel: str) -> tuple[str, dict[str, Any]]:
+    """The context type and arguments of an operator's channel (``telegram:-100123``, ``telegram:-100123:7``,
+    ``discord:4567``); ``ValueError`` saying the forms otherwise."""
+    platform, _, rest = channel.strip().partition(":")
+    parts = rest.split(":")
+    try:
+        if platform == "telegram" and 1 <= len(parts) <= 2:
+            thread = int(parts[1]) if len(parts) == 2 else None
+            return "telegram:chat", {"chat_id": int(parts[0]), "thread_id": thread}
+        if platform == "discord" and len(parts) == 1:
+            return "discord:channel", {"channel_id": int(parts[0])}
+    except ValueError:
+        pass
+    raise ValueError(
+        f"channel {channel!r} is not one: write telegram:<chat id> (telegram:<chat id>:<topic id> for a forum topic) "
+        "or discord:<channel id>"
+    )
+
+
+def parse_operator_schedules(value: Any) -> Any:
+    """``BOT_SCHEDULES`` as the environment gives it (a JSON list, or empty) -> entries; ``ValueError`` naming
+    the setting and the entry that is wrong."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f'BOT_SCHEDULES is not JSON ({exc}); write a list such as [{{"channel": "telegram:-100123", '
+                '"cron": "0 9 * * 1", "text": "Weekly stand-up!"}]'
+            ) from None
+    if not isinstance(value, list | tuple):
+        raise ValueError("BOT_SCHEDULES must be a JSON list of schedules")
+    entries = []
+    for index, item in enumerate(value):
+        if isinstance(item, OperatorSchedule):
+            entries.append(item)
+            continue
+        try:
+            entries.append(OperatorSchedule.model_validate(item))
+        except (pydantic.ValidationError, ValidationError) as exc:
+            errors = exc.errors() if isinstance(exc, pydantic.ValidationError) else [{"msg": str(exc), "loc": ()}]
+            why = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else str(e["msg"]) for e in errors
+            )
+            raise ValueError(f"BOT_SCHEDULES[{index}]: {why.removeprefix('Value error, ')}") from None
+    return tuple(entries)
+
+
+async def seed_operator_schedules(
+    schedules: Schedules, entries: tuple[OperatorSchedule, ...], *, default_tz: str
+) -> list[Schedule]:
+    """Set the operator's schedules not yet stored, and cancel the operator's schedules of their channels that
+    are no longer listed; the schedules set. An entry whose platform this process does not run is skipped."""
+    agent = schedules.agent
+    wanted: dict[str, OperatorSchedule] = {e.schedule_id(default_tz): e for e in entries}
+    conversations: set[str] = set()
+    added: list[Schedule] = []
+    now = schedules.clock.now()
+    for sid, entry in wanted.items():
+        kind, args = address_of_channel(entry.channel)
+        context = agent.contexts.get(kind)
+        if context is None:
+            log.warning("BOT_SCHEDULES: %s is for a platform this bot does not run; skipped", entry.channel)
+            continue
+        address = schedules.address(context, args)
+        conversations.add(address["conversation"])
+        if await schedules.get(sid) is not None:
+            continue
+        text = entry.text if entry.text is not None else entry.prompt or ""
+        tz = entry.tz or default_tz
+        if entry.cron is not None:
+            schedule = Schedule.cron_of(entry.cron, text=text, now=now, tz=tz, kind=entry.kind, id=sid, **address)
+        else:
+            schedule = Schedule.interval(
+                entry.every or 0.0, text=text, now=now, tz=tz, kind=entry.kind, id=sid, **address
+            )
+        added.append(await schedules.set(schedule))
+        log.info("BOT_SCHEDULES: set %s in %s, first at %s", sid, entry.channel, schedule.next_fire_at)
+    for conversation in conversations:
+        for found in await schedules.by_conversation(conversation):
+            if found.creator is None and found.id.startswith(OPERATOR_PREFIX) and found.id not in wanted:
+                await schedules.cancel(found.id)
+                log.info("BOT_SCHEDULES: %s is no longer listed; cancelled in %s", found.id, conversation)
+    return added
+
+
+def upcoming_lines(entries: tuple[OperatorSchedule, ...], *, default_tz: str, now: datetime | None = None) -> list[str]:
+    """The next firing of each operator's schedule, one line each (``bots config``)."""
+    now = now or datetime.now(UTC)
+    lines = []
+    for entry in entries:
+        when = entry.next_at(now, default_tz)
+        tz = entry.tz or default_tz
+        shown = when.astimezone(check_zone(tz)).strftime("%Y-%m-%d %H:%M") if when else "-"
+        how = f"cron {entry.cron}" if entry.cron else f"every {entry.every:g}s"
+        lines.append(f"{shown} {tz}  {entry.channel}  {how}  {entry.kind.value}")
+    return lines
+
+
+def attach_schedules(
+    agent: Host, settings: Settings, store: ScheduleStore | None, *, fire: bool, clock: Clock | None = None
+) -> Schedules:
+    """Give ``agent`` its schedules (``store``: None keeps them in its memory store, one process), fired here
+    with ``fire``, on ``clock`` (default: the system's); at start, the operator's (``BOT_SCHEDULES``) are set,
+    and ``bots_schedules_pending`` is kept up to date while it runs."""
+    from .metrics import SCHEDULES_PENDING
+
+    bot = settings.bot
+    schedules = Schedules.attach(
+        agent,
+        store,
+        grace=bot.schedules_grace,
+        poll=bot.schedules_poll,
+        lease=max(5.0, settings.redis.lease_seconds) if agent.distributed else 30.0,
+        fire=fire,
+        clock=clock,
+    )
+    every = max(5.0, bot.schedules_poll * 5)
+    tasks: list[asyncio.Task[None]] = []
+
+    async def count() -> None:
+        while True:
+            try:
+                SCHEDULES_PENDING.set(await schedules.pending())
+            except Exception as exc:  # the store is down (Redis restarting): counted again later
+                log.debug("could not count the pending schedules: %s", exc)
+            await asyncio.sleep(every)
+
+    async def start(_agent: Host) -> None:
+        if bot.schedules:
+            try:
+                await seed_operator_schedules(schedules, bot.schedules, default_tz=bot.timezone)
+            except Exception as exc:
+                log.warning("BOT_SCHEDULES could not be set now (%s); they are set at the next start", exc)
+        tasks.append(asyncio.get_running_loop().create_task(count(), name="schedules-pending"))
+
+    async def stop(_agent: Host) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        tasks.clear()
+
+    agent.add_service(service(name="schedules-operator", start=start, stop=stop))
+    return schedules
+
+
+async def next_firings(settings: Settings, *, limit: int = 10, timeout: float = 3.0) -> tuple[list[str], list[str]]:
+    """The next firings ``bots config`` shows, and the problems met: the stored schedules due soonest (in Redis
+    when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set, else in ``BOT_DATA_DIR``'s SQLite memory store, if there is
+    one) and the operator's ``BOT_SCHEDULES``."""
+    lines: list[str] = []
+    problems: list[str] = []
+    stored: list[Schedule] = []
+    try:
+        async with asyncio.timeout(timeout):
+            stored = await _stored_upcoming(settings, limit)
+    except Exception as exc:
+        problems.append(f"schedules: could not read the next firings ({type(exc).__name__}: {exc})")
+    for found in stored:
+        when = found.next_fire_at
+        shown = when.astimezone(check_zone(found.tz)).strftime("%Y-%m-%d %H:%M") if when else "-"
+        how = f"cron {found.cron}" if found.cron else f"every {found.every:g}s" if found.every else "once"
+        lines.append(f"{shown} {found.tz}  {found.conversation}  {how}  {found.id}  by {found.creator or 'operator'}")
+    if settings.bot.schedules:
+        lines.append("BOT_SCHEDULES (next firing of each):")
+        lines += [f"  {line}" for line in upcoming_lines(settings.bot.schedules, default_tz=settings.bot.timezone)]
+    return lines, problems
+
+
+async def _stored_upcoming(settings: Settings, limit: int) -> list[Schedule]:
+    if {"url", "sentinels"} & settings.redis.model_fields_set:  # a fleet (as ``bots config`` reads Redis)
+        from core.fleet import RedisBackend, RedisScheduleStore
+
+        backend = RedisBackend(settings.redis.to_config(), client_name="bots-config")
+        try:
+            return await RedisScheduleStore(backend).upcoming(limit)
+        finally:
+            await backend.close()
+    path = settings.bot.data_dir / "memory.sqlite3"
+    if not path.is_file():
+        return []
+    from core import SQLiteStore
+    from core.schedules import MemoryScheduleStore
+
+    memory = SQLiteStore(path)
+    try:
+        return await MemoryScheduleStore(memory).upcoming(limit)
+    finally:
+        await memory.close()

@@ -1,0 +1,136 @@
+"""Approvals in Telegram (``core.approvals``): the request posted with an inline keyboard (Approve / Deny), a
+press answered (an alert for whoever may not decide) and the decision shown in place of the keyboard.
+
+The request goes to the conversation (its forum topic), or to ``ACTIONS_APPROVAL_CHATS``' Telegram chat. The
+presser's tier is computed like a message author's, in the chat of the pressed message: its administrators
+(getChatAdministrators, kept ``TRUST_CACHE_SECONDS``) and the owners may decide; in a private chat only the owners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.error import TelegramError
+
+from core.approvals import Approval, Pressed
+from core.errors import PlatformError
+
+from ..chat.approvals import (
+    ChatApprovals,
+    button_data,
+    button_labels,
+    parse_button,
+    press_answer,
+    request_text,
+    settled_text,
+)
+
+if TYPE_CHECKING:
+    from ..chat.trust import TrustRules
+
+__all__ = ("TelegramApprovals",)
+
+log = logging.getLogger("extensions.telegram")
+
+
+class TelegramApprovals(ChatApprovals):
+    """The Telegram side of the agent's approvals (``core.approvals.Asker``) and its presses."""
+
+    platform = "telegram"
+
+    def __init__(
+        self,
+        *,
+        bot: Callable[[], Bot],
+        rules: Callable[[], TrustRules],
+        timeout: float,
+        language: Callable[[Approval], Awaitable[str | None]] | None = None,
+    ) -> None:
+        super().__init__(rules=rules, timeout=timeout, language=language)
+        self.bot = bot
+        self.admins: Callable[[int], Awaitable[frozenset[str] | None]] | None = None
+        """The administrators of a group (the listener's cached lookup); None: nobody is a chat admin."""
+
+    # -- core.approvals.Asker -------------------------------------------------------------------------
+
+    async def ask(self, approval: Approval, *, target: str | None) -> str | None:
+        chat_id, thread_id = _where(approval, target)
+        language = await self.language_of(approval)
+        approve, deny = button_labels(language)
+        keyboard = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton(f"✅ {approve}", callback_data=button_data(approval.id, approve=True)),
+                    InlineKeyboardButton(f"❌ {deny}", callback_data=button_data(approval.id, approve=False)),
+                ]
+            ]
+        )
+        text = request_text(approval, language)
+        try:
+            async with asyncio.timeout(self.timeout):
+                sent = await self.bot().send_message(
+                    chat_id=chat_id, message_thread_id=thread_id, text=text, reply_markup=keyboard
+                )
+        except TelegramError as exc:
+            raise PlatformError(f"Telegram refused the approval request: {exc.message}") from exc
+        return f"{chat_id}:{sent.message_id}"
+
+    async def settle(self, approval: Approval) -> None:
+        if approval.prompt is None:
+            return
+        chat, _, message = approval.prompt.rpartition(":")
+        text = settled_text(approval, await self.language_of(approval))
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self.bot().edit_message_text(chat_id=int(chat), message_id=int(message), text=text)
+        except (TelegramError, ValueError) as exc:
+            log.warning("could not show the decision on approval %s: %s", approval.id, exc)
+
+    # -- a press ----------------------------------------------------------------------------------------
+
+    async def on_press(self, query: CallbackQuery) -> bool:
+        """Handle a press on an approval button; False when ``query`` is not one."""
+        parsed = parse_button(query.data or "")
+        desk = self.desk()
+        message = query.message
+        if parsed is None or desk is None or message is None:
+            return False
+        approval_id, approve = parsed
+        chat = message.chat
+        user = query.from_user
+        admin = False
+        rules = self.rules()
+        if chat.type != "private" and f"telegram:{user.id}" not in rules.owners and self.admins is not None:
+            admins = await self.admins(chat.id)
+            admin = admins is not None and str(user.id) in admins
+        tier = rules.tier("telegram", user.id, is_bot=user.is_bot, admin=admin)
+        pressed, approval = await desk.press(
+            approval_id, approve=approve, by=f"telegram:{user.id}", name=user.full_name, tier=tier
+        )
+        language = await self.language_of(approval)
+        answer = press_answer(pressed, approval, language)
+        try:
+            async with asyncio.timeout(self.timeout):
+                await query.answer(text=answer[:200], show_alert=pressed is not Pressed.DECIDED)
+                if approval is not None and pressed in (Pressed.DECIDED, Pressed.ALREADY) and approval.decision:
+                    await self.bot().edit_message_text(
+                        chat_id=chat.id,
+                        message_id=message.message_id,
+                        text=settled_text(approval, language),
+                    )
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("could not answer a press on approval %s: %s", approval_id, exc)
+        return True
+
+
+def _where(approval: Approval, target: str | None) -> tuple[int, int | None]:
+    """The chat (and forum topic) the request of ``approval`` goes to."""
+    if target:
+        chat, _, thread = target.partition(":")
+        return int(chat), int(thread) if thread else None
+    args = approval.args if isinstance(approval.args, dict) else {}
+    return int(args["chat_id"]), args.get("thread_id")

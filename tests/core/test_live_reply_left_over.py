@@ -1,0 +1,71 @@
+"""A live reply left by a run cancelled before it finished it (its worker lost the context's lease) is not the next
+run's: live replies are kept per process under ``(context, step, index)``, which the next run of the context starts
+from again. Reused, its record's lost ledger refused the new run's answer ("lease lost: reply not posted"), the run
+went on to the model's empty answer and the batch was acknowledged unanswered (issue 28, a second failover)."""
+
+from __future__ import annotations
+
+from core.events import RunEvent, RunEventType
+from extensions.chat.exactly_once import ReplyRecord
+from extensions.chat.stream import LiveReplies, LiveReply
+
+from .test_live_reply import Sink, split
+
+
+class Ledger:
+    """A run's ledger as a live reply sees it before anything is shown: whether its lease is still held."""
+
+    def __init__(self) -> None:
+        self.valid = True
+
+
+def event(content: str, *, first: bool) -> RunEvent:
+    return RunEvent(
+        type=RunEventType.OUTPUT_TEXT,
+        role="assistant",
+        is_type_switched=first,
+        content=content,
+        context_id="ctx",
+        output_type="chat:message",
+        output_index=0,
+        step=1,
+    )
+
+
+async def test_the_next_run_does_not_finish_a_reply_a_cancelled_run_left() -> None:
+    sink = Sink()
+    ledgers: list[Ledger] = []
+
+    def start(e: RunEvent) -> LiveReply:
+        record = ReplyRecord(ledgers[-1], "chat:message", streamed=True)  # type: ignore[arg-type]
+        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)  # nothing shown before the end
+
+    replies = LiveReplies(output_type="chat:message", start=start)
+    ledgers.append(Ledger())
+    replies.on_event(event("the first run's ans", first=True))
+    ledgers[0].valid = False  # its lease is lost: the run is cancelled, no final event comes
+
+    ledgers.append(Ledger())  # the batch's next run, in this process, under a new lease
+    replies.on_event(event("the answer", first=True))
+    replies.on_event(event(" again", first=False))
+    reply = replies.take(("ctx", 1, 0), ledgers[1])
+    assert reply is not None and reply.record is not None and reply.record.ledger is ledgers[1]
+    assert reply.text == "the answer again"
+    await replies.aclose()
+
+
+async def test_a_reply_recorded_in_another_ledger_is_not_handed_to_this_run() -> None:
+    sink = Sink()
+    old = Ledger()
+    replies = LiveReplies(
+        output_type="chat:message",
+        start=lambda e: LiveReply(
+            sink=sink,
+            split=split(50),
+            min_chars=1000,
+            record=ReplyRecord(old, "chat:message", streamed=True),  # type: ignore[arg-type]
+        ),
+    )
+    replies.on_event(event("left over", first=True))
+    assert replies.take(("ctx", 1, 0), Ledger()) is None  # the handler posts with its own ledger instead
+    await replies.aclose()

@@ -1,0 +1,190 @@
+"""Schedules in a fleet, on a real redis-server with worker processes of the probe bot (``fleet_worker``): every
+occurrence reaches its chat exactly once, across several workers, a worker killed with SIGKILL while firing,
+and a Redis restart (AOF) between creation and firing.
+
+What the users see is checked: each schedule's text (``s<n>``) appears in exactly one reply of its chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.fleet import QueueConfig, RedisBackend, RedisScheduleStore
+from core.schedules import Schedule, ScheduleKind
+from tests.fleet.server import RedisServer
+from tests.fleet.worker_process import Spawned
+
+ROOT = Path(__file__).resolve().parents[2]
+CHATS = 50
+_SAID = re.compile(r"\bs(\d+)\b")
+
+
+@pytest.fixture
+async def store(redis_server: RedisServer) -> AsyncIterator[RedisScheduleStore]:
+    backend = RedisBackend(QueueConfig(url=redis_server.url, retry_seconds=30.0))
+    try:
+        yield RedisScheduleStore(backend)
+    finally:
+        await backend.close()
+
+
+class Workers(Spawned):
+    """Worker processes of ``tests.schedules.fleet_worker`` on ``server``, their logs in ``folder``."""
+
+    def __init__(self, server: RedisServer, folder: Path) -> None:
+        super().__init__(folder)
+        self.server = server
+
+    def start(self, *extra: str) -> subprocess.Popen[bytes]:
+        return self.spawn(
+            "worker", [sys.executable, "-m", "tests.schedules.fleet_worker", "--url", self.server.url, *extra]
+        )
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.folder.glob("worker-*.log")))
+
+
+@pytest.fixture
+def workers(redis_server: RedisServer, tmp_path: Path) -> Iterator[Workers]:
+    w = Workers(redis_server, tmp_path)
+    try:
+        yield w
+    finally:
+        w.stop_all()
+
+
+async def create(store: RedisScheduleStore, count: int, *, at: datetime) -> None:
+    """``count`` one-off schedules in ``CHATS`` chats, due within the same second from ``at``: half prompts (the
+    probe model repeats the input, so its text ends the reply), half texts posted as written."""
+    for i in range(count):
+        chat = f"c{i % CHATS}"
+        await store.add(
+            Schedule.once(
+                at=at + timedelta(milliseconds=i * 1000 // count),
+                text=f"s{i}",
+                kind=ScheduleKind.TEXT if i % 2 else ScheduleKind.PROMPT,
+                conversation=f"probe:chat:{chat}",
+                context="probe:chat",
+                args={"chat": chat},
+            )
+        )
+
+
+async def seen(client: Any) -> Counter[int]:
+    """How many times each schedule's text reached its chat."""
+    counts: Counter[int] = Counter()
+    for i in range(CHATS):
+        for reply in await client.lrange(f"probe:replies:c{i}", 0, -1):
+            counts.update(int(n) for n in _SAID.findall(reply))
+    return counts
+
+
+async def all_fired(client: Any, store: RedisScheduleStore, count: int, *, timeout: float, workers: Workers) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = await seen(client)
+        if len(counts) >= count and await store.pending() == 0:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{len(counts)} of {count} schedules fired, {await store.pending()} pending\n{workers.logs()[-3000:]}"
+            )
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.5)  # a double would show up now
+
+
+async def test_200_schedules_due_in_the_same_second_fire_once_each_across_3_workers(
+    redis_client: Any, store: RedisScheduleStore, workers: Workers
+) -> None:
+    for _ in range(3):
+        workers.start()
+    await create(store, 200, at=datetime.now(UTC) + timedelta(seconds=3))
+    assert [s.text for s in await store.upcoming(3)] == ["s0", "s1", "s2"]
+    assert await store.cancel("conv:probe:chat:c1") is None  # an id typed by someone never names another key
+    assert await store.get("../x") is None
+    assert [s.text for s in await store.by_conversation("probe:chat:c1")] == ["s1", "s51", "s101", "s151"]
+    await all_fired(redis_client, store, 200, timeout=60, workers=workers)
+    counts = await seen(redis_client)
+    assert sorted(counts) == list(range(200))
+    assert [n for n, times in counts.items() if times != 1] == []
+    assert await redis_client.zcard("bots:sched:due") == 0
+    assert await redis_client.keys("bots:sched:*") == []  # nothing left behind
+
+
+async def test_a_worker_killed_while_firing_loses_none_and_doubles_none(
+    redis_client: Any, store: RedisScheduleStore, workers: Workers
+) -> None:
+    crashing = workers.start("--crash-after", "40")
+    await create(store, 200, at=datetime.now(UTC) + timedelta(seconds=3))
+    deadline = time.monotonic() + 30
+    while crashing.poll() is None:
+        assert time.monotonic() < deadline, "the crashing worker never fired 40 schedules"
+        await asyncio.sleep(0.05)
+    assert crashing.returncode == -signal.SIGKILL
+    for _ in range(2):
+        workers.start()
+    await all_fired(redis_client, store, 200, timeout=60, workers=workers)
+    counts = await seen(redis_client)
+    assert sorted(counts) == list(range(200))
+    assert [n for n, times in counts.items() if times != 1] == []
+
+
+async def test_redis_restarted_between_creation_and_firing_loses_none(
+    redis_client: Any, store: RedisScheduleStore, workers: Workers, redis_server: RedisServer
+) -> None:
+    for _ in range(2):
+        workers.start()
+    await create(store, 100, at=datetime.now(UTC) + timedelta(seconds=4))
+    redis_server.stop(sig=signal.SIGKILL)  # appendfsync always: every acknowledged write is in the AOF
+    redis_server.start()
+    await all_fired(redis_client, store, 100, timeout=60, workers=workers)
+    counts = await seen(redis_client)
+    assert sorted(counts) == list(range(100))
+    assert [n for n, times in counts.items() if times != 1] == []
+
+
+async def test_a_recurring_schedule_fires_each_occurrence_once_across_3_workers(
+    redis_client: Any, store: RedisScheduleStore, workers: Workers
+) -> None:
+    for _ in range(3):
+        workers.start()
+    start = datetime.now(UTC) + timedelta(seconds=2)
+    every = Schedule.interval(
+        1.0,
+        text="tick",
+        kind=ScheduleKind.TEXT,
+        now=start,
+        start=start,
+        conversation="probe:chat:r",
+        context="probe:chat",
+        args={"chat": "r"},
+        creator="probe:7",
+    )
+    await store.add(every, per_creator=1, per_conversation=1)
+    assert [s.id for s in await store.by_creator("probe:7")] == [every.id]
+    deadline = time.monotonic() + 30
+    while len(await redis_client.lrange("probe:replies:r", 0, -1)) < 5:
+        assert time.monotonic() < deadline, workers.logs()[-3000:]
+        await asyncio.sleep(0.05)
+    cancelled = await store.cancel(every.id)
+    await asyncio.sleep(1.5)  # a firing in flight when it was cancelled is answered now
+    assert cancelled is not None
+    assert (
+        await redis_client.keys("bots:sched:*") == []
+    )  # its key, its place in due, in its chat's and its creator's sets
+    ticks = await redis_client.lrange("probe:replies:r", 0, -1)
+    assert set(ticks) == {"tick"}
+    # each occurrence that advanced was answered once (one more if the cancel came between a send and its advance)
+    assert cancelled.fired <= len(ticks) <= cancelled.fired + 1
