@@ -527,33 +527,39 @@ def _facts(state: ContextState, logs: Sequence[Log]) -> list[str]:
     return facts
 
 
-def _anchor(log: Log, every: int) -> bool:
-    """Whether a window may start at ``log``: about one message in ``every``, decided by the entry's id alone."""
-    digest = hashlib.blake2b(log.id.encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big") % max(1, every) == 0
+def _rank(log: Log) -> int:
+    """A number decided by the entry's id alone, the same at every turn (``_compact_window``)."""
+    return int.from_bytes(hashlib.blake2b(log.id.encode(), digest_size=4).digest(), "big")
 
 
 def _compact_window(logs: Sequence[Log], *, history: int, tools: bool) -> list[Log]:
-    """The processed entries the compact prompt shows, oldest first: at least the last ``history`` messages,
-    then back to an input the window may start at (``_anchor``), ``3 * history`` messages at most (the tool
-    calls and results between them come along uncounted).
+    """The processed entries the compact prompt shows, oldest first: all of them while they hold ``3 * history``
+    messages or fewer, then from the input of lowest ``_rank`` among those that leave at least ``history``
+    messages and at most ``3 * history`` in the window (the tool calls and results between them come along
+    uncounted).
 
     A window that slid by one message at every turn would change the start of the prompt each time, and a model
-    that keeps the prompt it already processed (llama.cpp's cache) would evaluate it all again; a window that
-    starts at an anchor keeps its start for several turns, so each turn evaluates only what is new. Anchors
-    depend on the entries alone, not on their position, so they stay put as old entries leave the memory."""
-    window: list[Log] = []
+    that keeps the prompt it already processed (llama.cpp's cache) would evaluate it all again. The input of
+    lowest rank in a range that moves by one message a turn stays the lowest until it leaves the range or a
+    lower one enters (winnowing), so the start holds for several turns: about one change in four turns with the
+    default ``history``, whatever the ids. Ranks depend on the entries alone, not on their position, so they
+    stay put as old entries leave the memory."""
+    shown: list[Log] = []
     counted = 0
+    start: int | None = None
     for log in reversed(logs):
         if not log.processed or _compact_line(log, tools=tools) is None:
             continue
         message = _compact_line(log) is not None
         if counted >= 3 * history and message:
             break
-        window.append(log)
+        shown.append(log)
         counted += message
-        if counted >= history and isinstance(log, InputRef) and _anchor(log, history):
-            break
+        if counted >= history and isinstance(log, InputRef) and (start is None or _rank(log) < _rank(shown[start])):
+            start = len(shown) - 1
+    else:
+        start = None
+    window = shown if start is None else shown[: start + 1]
     window.reverse()
     return window
 
