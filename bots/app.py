@@ -334,5 +334,7 @@ def build_agent(
         attach_schedules(agent, settings, schedules, fire=fire_schedules, clock=schedules_clock)
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
-        ctx.max_working_memory = min(settings.bot.history, ctx.keep_logs)
+        # the window is all working memory keeps: what leaves it lives in the history store (searchable, summarized);
+        # keeping more would only make every load and save of a conversation cost more as it grows
+        ctx.max_working_memory = ctx.keep_logs = min(settings.bot.history, ctx.keep_logs)
     return agent
