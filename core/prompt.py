@@ -541,12 +541,10 @@ def _compact_window(logs: Sequence[Log], *, history: int, tools: bool) -> list[L
     A window that slid by one message at every turn would change the start of the prompt each time, and a model
     that keeps the prompt it already processed (llama.cpp's cache) would evaluate it all again. The input of
     lowest rank in a range that moves by one message a turn stays the lowest until it leaves the range or a
-    lower one enters (winnowing), so the start holds for several turns: about one change in four turns with the
-    default ``history``, whatever the ids. Ranks depend on the entries alone, not on their position, so they
-    stay put as old entries leave the memory."""
+    lower one enters (winnowing): with the default ``history``, about one change in four turns, whatever the ids.
+    Ranks depend on the entries alone, not on their position, so they stay put as old entries leave."""
     shown: list[Log] = []
-    counted = 0
-    start: int | None = None
+    counted, start = 0, None
     for log in reversed(logs):
         if not log.processed or _compact_line(log, tools=tools) is None:
             continue
