@@ -363,7 +363,7 @@ class LiveReplies:
             if event.output_type != self.output_type or not isinstance(event.content, str):
                 return
             if key not in self._replies or (event.is_type_switched and _left_over(self._replies[key])):
-                self._drop(self._replies.pop(key, None))
+                self._sweep()
                 self._replies[key] = self._start(event)
             reply = self._replies[key]
             if reply is not None:
@@ -403,6 +403,12 @@ class LiveReplies:
             await reply.abandon()
         while self._cleanup:
             await asyncio.wait(set(self._cleanup))
+
+    def _sweep(self) -> None:
+        """Drop the replies left by runs cancelled before they finished them (their lease is lost): none of them
+        will be taken, and a context that does not speak again in this process would keep them for good."""
+        for key in [key for key, reply in self._replies.items() if _left_over(reply)]:
+            self._drop(self._replies.pop(key))
 
     def _drop(self, reply: LiveReply | None) -> None:
         """Forget a reply left by a run that ended without finishing it (marked cut where it may still show)."""

@@ -19,13 +19,13 @@ class Ledger:
         self.valid = True
 
 
-def event(content: str, *, first: bool) -> RunEvent:
+def event(content: str, *, first: bool, context_id: str = "ctx") -> RunEvent:
     return RunEvent(
         type=RunEventType.OUTPUT_TEXT,
         role="assistant",
         is_type_switched=first,
         content=content,
-        context_id="ctx",
+        context_id=context_id,
         output_type="chat:message",
         output_index=0,
         step=1,
@@ -68,4 +68,24 @@ async def test_a_reply_recorded_in_another_ledger_is_not_handed_to_this_run() ->
     )
     replies.on_event(event("left over", first=True))
     assert replies.take(("ctx", 1, 0), Ledger()) is None  # the handler posts with its own ledger instead
+    await replies.aclose()
+
+
+async def test_replies_left_by_cancelled_runs_are_dropped_when_another_starts() -> None:
+    """A context that never speaks again in this process does not keep its left-over reply for good."""
+    sink = Sink()
+    ledgers: list[Ledger] = []
+
+    def start(e: RunEvent) -> LiveReply:
+        record = ReplyRecord(ledgers[-1], "chat:message", streamed=True)  # type: ignore[arg-type]
+        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)
+
+    replies = LiveReplies(output_type="chat:message", start=start)
+    ledgers.append(Ledger())
+    replies.on_event(event("cut short", first=True))
+    ledgers[0].valid = False  # its run was cancelled: no final event comes, nobody takes it
+    assert len(replies) == 1
+    ledgers.append(Ledger())
+    replies.on_event(event("another conversation", first=True, context_id="other"))
+    assert len(replies) == 1 and replies.get(("ctx", 1, 0)) is None and replies.get(("other", 1, 0)) is not None
     await replies.aclose()
