@@ -272,8 +272,8 @@ class Drainer:
                 await self.agent.run(context, args, inputs, options=options)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("run of %s (batch %s, attempt %d) failed", scope.keys.cid, scope.batch_id, scope.attempt)
+        except Exception as exc:  # the agent logged its traceback ("run of ... crashed")
+            log.error("run of %s (batch %s, attempt %d) failed: %s", scope.keys.cid, scope.batch_id, scope.attempt, exc)
             return False
         finally:
             RunScope.exit(token)
