@@ -13,9 +13,13 @@ import pytest
 import yaml
 
 from bots.cli import COMMANDS, SHUTDOWN_GRACE
+from bots.console.settings import DEFAULT_CONSOLE_PORT, ConsoleSettings
 from bots.docs import settings_variables
 from bots.queue_settings import RedisSettings
 from bots.settings import BotSettings
+from extensions.web.guard import is_loopback
+from extensions.web.settings import DEFAULT_PORT as DEFAULT_WEB_PORT
+from extensions.web.settings import WebSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -51,6 +55,26 @@ def stop_bound(env: dict[str, Any], *, queue: bool = True) -> float:
     return timeout + SHUTDOWN_GRACE
 
 
+def web_and_console(env: dict[str, Any]) -> tuple[WebSettings, ConsoleSettings]:
+    """The ``WEB_*`` and ``CONSOLE_*`` settings a process configured with ``env`` gets."""
+    web = {k.removeprefix("WEB_").lower(): v for k, v in env.items() if k.startswith("WEB_")}
+    console = {k.removeprefix("CONSOLE_").lower(): v for k, v in env.items() if k.startswith("CONSOLE_")}
+    return WebSettings.model_validate(web), ConsoleSettings.model_validate(console)
+
+
+def assert_secrets_not_inlined(env: Any, where: str) -> None:
+    inlined = sorted(var for var in env if var in VARIABLES and "SecretStr" in repr(VARIABLES[var].annotation))
+    assert not inlined, f"{where} inlines secrets (they belong in the secret file or the Secret): {inlined}"
+
+
+def published(port: Any) -> tuple[str, str, str]:
+    """A compose short-syntax port as ``(host ip, host port, container port)``; empty: any / Docker picks."""
+    parts = str(port).split(":")
+    assert 1 <= len(parts) <= 3, f"not a port: {port!r}"
+    parts = [""] * (3 - len(parts)) + parts
+    return parts[0], parts[1], parts[2]
+
+
 # -- compose -------------------------------------------------------------------------------------------
 
 
@@ -75,7 +99,9 @@ def test_compose_runs_scalable_gateways_and_workers(compose: dict[str, Any]) -> 
     for name in ("gateway", "worker"):
         service = services[name]
         assert service["command"][0] in COMMANDS
-        assert "container_name" not in service and "ports" not in service, f"{name} could not be scaled"
+        assert "container_name" not in service, f"{name} could not be scaled"
+        fixed = [p for p in service.get("ports", []) if published(p)[1]]
+        assert not fixed, f"{name} publishes fixed host ports {fixed}: a second one could not start"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
         assert service["build"]["dockerfile"] == "deploy/Dockerfile"
         assert (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).is_file()
@@ -85,6 +111,26 @@ def test_compose_runs_scalable_gateways_and_workers(compose: dict[str, Any]) -> 
         assert "/readyz" in " ".join(service["healthcheck"]["test"])
         assert str(service["environment"]["HTTP_PORT"]) in " ".join(service["healthcheck"]["test"])
     assert services["gateway"]["deploy"]["replicas"] > 1  # they share the shards and the webhook
+
+
+def test_compose_publishes_the_web_chat_and_the_console_on_loopback(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    gateway, worker = services["gateway"], services["worker"]
+    env = gateway["environment"]
+    assert env == worker["environment"]  # the workers answer the web chat the gateways serve
+    web, console = web_and_console(env)
+    assert web.in_fleet and web.port == DEFAULT_WEB_PORT, "the gateways do not serve the web chat"
+    assert console.port == DEFAULT_CONSOLE_PORT
+    # inside the container both listen on every address: a published port reaches the container's, not its loopback
+    assert web.host == "0.0.0.0" and console.host == "0.0.0.0"
+    ports = {published(p)[2]: published(p) for p in gateway["ports"]}
+    assert set(ports) == {str(web.port), str(console.port)}
+    assert ports[str(web.port)][0] in ("", "0.0.0.0"), "the web chat is published like a webhook, on every address"
+    assert is_loopback(ports[str(console.port)][0]), "the console must be published on the host's loopback only"
+    assert "ports" not in worker  # a worker serves no page: it only posts to the gateway holding it
+    for name, service in services.items():
+        assert_secrets_not_inlined(service.get("environment", {}), f"compose service {name}")
+    assert {e["path"] for e in gateway["env_file"]} == {"../.env"}  # CONSOLE_SECRET and WEB_SECRET come from there
 
 
 # -- Kubernetes ----------------------------------------------------------------------------------------
@@ -150,6 +196,37 @@ def test_several_gateways_and_autoscaled_workers(k8s: dict[tuple[str, str], dict
     assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
 
 
+def test_kubernetes_serves_the_web_chat_and_keeps_the_console_in_the_cluster(
+    k8s: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    config = k8s[("ConfigMap", "bots-config")]["data"]
+    web, console = web_and_console(config)
+    assert web.in_fleet, "the gateways do not serve the web chat (nor the workers answer it)"
+    # on the pod's address: a Service (and kubectl port-forward to it) reaches the pod's, not its loopback
+    assert web.host == "0.0.0.0" and console.host == "0.0.0.0"
+    gateway = k8s[("Deployment", "bots-gateway")]
+    ports = {p["name"]: p["containerPort"] for p in container(gateway)["ports"]}
+    assert ports["web"] == web.port and ports["console"] == console.port
+    worker_ports = {p["name"] for p in container(k8s[("Deployment", "bots-worker")])["ports"]}
+    assert not worker_ports & {"web", "console"}  # a worker serves no page
+    services = {name: doc for (kind, name), doc in k8s.items() if kind == "Service"}
+    public = services["bots-gateway"]
+    assert any(p["targetPort"] == "web" and p["port"] == web.port for p in public["spec"]["ports"])
+    console_service = services["bots-console"]
+    assert console_service["spec"]["type"] == "ClusterIP"
+    assert console_service["spec"]["selector"] == gateway["spec"]["selector"]["matchLabels"]
+    assert [p["targetPort"] for p in console_service["spec"]["ports"]] == ["console"]
+    for name, service in services.items():  # the console only behind bots-console, which stays in the cluster
+        if name != "bots-console":
+            assert all(p.get("targetPort") != "console" for p in service["spec"]["ports"]), name
+    assert not [key for key in k8s if key[0] == "Ingress"], "an Ingress would publish the console to the world"
+    text = (DEPLOY / "k8s" / "gateway.yaml").read_text(encoding="utf-8")
+    port = console_service["spec"]["ports"][0]["port"]
+    assert f"kubectl port-forward svc/bots-console {port}:{port}" in text
+    secret = k8s[("Secret", "bots-secrets")]["stringData"]
+    assert {"CONSOLE_SECRET", "WEB_SECRET"} <= set(secret), "the console's password and the web chat's key"
+
+
 def test_secrets_come_from_a_secret_and_settings_from_a_config_map(
     k8s: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
@@ -212,6 +289,12 @@ def test_dockerfile_settings_and_extras_exist() -> None:
     assert any(w == "ARG" and a == "EMBEDDED_MODEL=false" for w, a in steps), "the embedded model is opt-in"
 
 
+def test_dockerfile_exposes_the_web_chat_not_the_console() -> None:
+    exposed = {port for w, a in dockerfile() if w == "EXPOSE" for port in a.split()}
+    assert {"8080", str(DEFAULT_WEB_PORT)} <= exposed
+    assert str(DEFAULT_CONSOLE_PORT) not in exposed, "docker run -P would publish the console to the world"
+
+
 def test_dockerfile_commands_are_the_readmes() -> None:
     steps = dockerfile()
     entrypoint = yaml.safe_load(next(a for w, a in steps if w == "ENTRYPOINT"))
@@ -262,6 +345,23 @@ def test_readme_docker_commands_match_the_dockerfile() -> None:
             assert (ROOT / kubectl[kubectl.index("-k") + 1] / "kustomization.yaml").is_file()
 
 
+def test_readme_reaches_the_ports_the_deploy_files_publish(
+    compose: dict[str, Any], k8s: dict[tuple[str, str], dict[str, Any]]
+) -> None:
+    asked = [c for c in readme_commands("docker") if c[1:2] == ["compose"] and "port" in c]
+    assert asked, "the README does not say where compose publishes the web chat and the console"
+    for command in asked:
+        service, port = command[-2:]
+        assert port in {published(p)[2] for p in compose["services"][service].get("ports", [])}, command
+    forwards = [c for c in readme_commands("kubectl") if c[1] == "port-forward"]
+    assert forwards, "the README does not say how to reach the console in Kubernetes"
+    for command in forwards:
+        kind, _, name = command[2].partition("/")
+        assert kind == "svc", command
+        local, _, remote = command[3].partition(":")
+        assert any(p["port"] == int(remote or local) for p in k8s[("Service", name)]["spec"]["ports"]), command
+
+
 # -- systemd -------------------------------------------------------------------------------------------
 
 
@@ -292,3 +392,16 @@ def test_systemd_units_run_cli_commands_and_stop_within_their_bound(name: str) -
     assert seconds(entries["TimeoutStopSec"][0]) >= stop_bound(env, queue=command == "%i")
     assert entries["RestartPreventExitStatus"] == ["2"], "exit 2 is bad settings; a restart cannot fix that"
     assert entries["StandardInput"] == ["null"]
+
+
+@pytest.mark.parametrize("name", ["bots.service", "bots@.service"])
+def test_systemd_units_serve_the_web_chat_and_the_console_on_loopback(name: str) -> None:
+    entries = unit(name)
+    env = dict(pair.split("=", 1) for value in entries.get("Environment", []) for pair in shlex.split(value))
+    assert_secrets_not_inlined(env, name)  # CONSOLE_SECRET and WEB_SECRET belong in /etc/bots/bots.env
+    web, console = web_and_console(env)
+    # on a plain machine the loopback is the boundary: an HTTPS proxy opens the web chat, ssh -L reaches the console
+    assert is_loopback(web.host) and is_loopback(console.host)
+    assert web.port and console.port
+    if shlex.split(entries["ExecStart"][0])[1] == "%i":
+        assert web.in_fleet, "bots@gateway would not serve the web chat, nor bots@worker answer it"
