@@ -238,7 +238,12 @@ class ApprovalDesk:
                 "posted; tell the user to try again later"
             ) from None
         if prompt is not None:
-            await store.set_prompt(approval.id, prompt)
+            noted = await store.set_prompt(approval.id, prompt)
+            if noted is not None and noted.status is not ApprovalStatus.PENDING and noted.decided_by is None:
+                # it timed out (perhaps its conversation was told already) while it was being posted: the sweeper
+                # did not know where, so it is shown here (a press comes from the posted buttons, whose adapter
+                # shows it; a decision noted after the prompt is shown by whoever made it)
+                await self._settle(noted.model_copy(update={"status": ApprovalStatus.EXPIRED}))
         self._changed.set()
         return _waiting(approval.id, self.timeout)
 

@@ -38,8 +38,9 @@ class ApprovalStore(Protocol):
         """The approval ``approval_id`` (pending, decided, or done a while ago), or None."""
         ...
 
-    async def set_prompt(self, approval_id: str, prompt: str) -> None:
-        """Remember where the request was posted."""
+    async def set_prompt(self, approval_id: str, prompt: str) -> Approval | None:
+        """Remember where the request was posted: the approval with its prompt, its status the one it had when the
+        prompt was noted (a decision made before did not see it); None when it is unknown."""
         ...
 
     async def decide(
@@ -117,11 +118,14 @@ class MemoryApprovalStore:
         async with self._lock:
             return (await self._load()).get(approval_id) or self._done.get(approval_id)
 
-    async def set_prompt(self, approval_id: str, prompt: str) -> None:
+    async def set_prompt(self, approval_id: str, prompt: str) -> Approval | None:
         async with self._lock:
             found = (await self._load()).get(approval_id)
-            if found is not None:
-                await self._write(found.model_copy(update={"prompt": prompt}))
+            if found is None:
+                return None
+            noted = found.model_copy(update={"prompt": prompt})
+            await self._write(noted)
+            return noted
 
     async def decide(
         self, approval_id: str, decision: Decision, *, by: str | None, name: str, at: float, retry_at: float

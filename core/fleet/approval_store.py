@@ -9,9 +9,10 @@ Keys (prefix ``bots:``)::
 
 Every change is one script (``CAS``): it writes the new value only when the status is still the one the caller
 read, so of two presses, a press and the timeout, or two workers, one changes it (the script run again after its
-answer was lost, Redis restarting, finds its own value and says it changed it). A worker killed while the
-approved call runs leaves it ``running``; its batch, delivered again, finds that and tells the model the outcome
-is unknown (the call never starts twice).
+answer was lost, Redis restarting, finds its own value and says it changed it). A decision is written only if nothing
+was written since it was read (else read again): it keeps where the request was posted, noted meanwhile. A worker
+killed while the approved call runs leaves it ``running``; its batch, delivered again, finds that and tells the model
+the outcome is unknown (the call never starts twice).
 """
 
 from __future__ import annotations
@@ -86,14 +87,23 @@ class RedisApprovalStore:
         return f"{self.prefix}appr:due"
 
     async def _change(
-        self, before: Approval, after: Approval, *, due: float | None, keep: bool = False, what: str
+        self,
+        before: Approval,
+        after: Approval,
+        *,
+        due: float | None,
+        keep: bool = False,
+        what: str,
+        version: str | None = None,
     ) -> bool:
+        """Write ``after`` if ``before``'s status is still the stored one (with ``version``, ``<status>|<nonce>`` as
+        read: if nobody has written since)."""
         changed = await self.backend.call(
             self._cas,
             [self.key(before.id), self.due_key],
             [
                 before.id,
-                before.status.value,
+                version or before.status.value,
                 _value(after),
                 "" if due is None else _ms(due),
                 KEEP_SECONDS if keep else "",
@@ -120,31 +130,50 @@ class RedisApprovalStore:
         value = await self.backend.run(lambda: client.get(self.key(approval_id)), what="reading an approval")
         return _parse(value)
 
-    async def set_prompt(self, approval_id: str, prompt: str) -> None:
+    async def _read(self, approval_id: str) -> tuple[Approval, str] | None:
+        """The approval and its version (``<status>|<nonce>``: which write it is), or None."""
+        client = self.backend.client
+        value = await self.backend.run(lambda: client.get(self.key(approval_id)), what="reading an approval")
+        found = _parse(value)
+        if value is None or found is None:
+            return None
+        status, nonce, _ = value.split("|", 2)
+        return found, f"{status}|{nonce}"
+
+    async def set_prompt(self, approval_id: str, prompt: str) -> Approval | None:
         client = self.backend.client
         for _ in range(3):  # the status may change between the read and the write (a press)
             found = await self.get(approval_id)
-            if found is None or found.status is ApprovalStatus.DONE:
-                return
+            if found is None:
+                return None
+            if found.status is ApprovalStatus.DONE:  # its conversation was told already: nothing left to change
+                return found.model_copy(update={"prompt": prompt})
             score = await self.backend.run(
                 lambda: client.zscore(self.due_key, approval_id), what="reading an approval's due time"
             )
             after = found.model_copy(update={"prompt": prompt})
             due = None if score is None else float(score) / 1000
             if await self._change(found, after, due=due, what=f"noting where approval {approval_id} was asked"):
-                return
+                return after
+        return None
 
     async def decide(
         self, approval_id: str, decision: Decision, *, by: str | None, name: str, at: float, retry_at: float
     ) -> Approval | None:
-        found = await self.get(approval_id)
-        if found is None or found.status is not ApprovalStatus.PENDING:
+        if not valid_id(approval_id):
             return None
-        decided = found.model_copy(
-            update={"status": ApprovalStatus(decision.value), "decided_by": by, "decider": name, "decided_at": at}
-        )
-        if await self._change(found, decided, due=retry_at, what=f"deciding approval {approval_id}"):
-            return decided
+        for _ in range(3):  # pending, but written meanwhile (where it was posted): decided from what is stored now
+            read = await self._read(approval_id)
+            if read is None or read[0].status is not ApprovalStatus.PENDING:
+                return None
+            found, version = read
+            decided = found.model_copy(
+                update={"status": ApprovalStatus(decision.value), "decided_by": by, "decider": name, "decided_at": at}
+            )
+            if await self._change(
+                found, decided, due=retry_at, what=f"deciding approval {approval_id}", version=version
+            ):
+                return decided
         return None
 
     async def start(self, approval_id: str) -> Approval | None:

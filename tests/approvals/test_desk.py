@@ -186,7 +186,7 @@ async def test_an_authors_action_waits_then_runs_once_when_an_admin_approves() -
 
 
 async def test_a_request_nobody_answers_expires_and_is_settled_where_it_was_posted() -> None:
-    agent, _, recorder, closed, model = built(timeout=0.2, poll=0.05)
+    agent, _, recorder, closed, model = built(timeout=1.0, poll=0.05)
     await agent.start()
     try:
         chat = agent.contexts["cli:chat"]
@@ -197,6 +197,76 @@ async def test_a_request_nobody_answers_expires_and_is_settled_where_it_was_post
         assert closed == []
     finally:
         await agent.stop()
+
+
+class SweptWhilePosting(Recorder):
+    """An asker during whose post the request times out: the desk's sweeper runs (its clock past the timeout) before
+    the post returns, or after (``late``), once where it was posted is noted."""
+
+    def __init__(self, late: bool = False) -> None:
+        super().__init__()
+        self.late = late
+        self.desk: ApprovalDesk | None = None
+        self.ahead = 0.0
+
+    def clock(self) -> float:
+        return time.time() + self.ahead
+
+    async def ask(self, approval: Approval, *, target: str | None) -> str | None:
+        assert self.desk is not None
+        self.ahead = 3600.0
+        if not self.late:
+            assert await self.desk.sweep_once() == 1  # expired before it is known where it was posted
+            assert self.settled == []
+        return await super().ask(approval, target=target)
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["expired-while-posted", "expired-after"])
+async def test_a_request_that_times_out_as_it_is_posted_is_settled_where_it_was_posted_once(
+    store: ApprovalStore, late: bool
+) -> None:
+    asker = SweptWhilePosting(late)
+    agent, desk, _, closed, _ = built(store=store, sweep=False, timeout=60, clock=asker.clock)
+    asker.desk = desk
+    desk.add_asker("cli", asker)
+    await agent.start()
+    try:
+        await agent.send(agent.contexts["cli:chat"], {"id": "1"}, {"type": "cli:text", "data": "close 7"})
+        if late:
+            assert asker.settled == []
+            assert await desk.sweep_once() == 1
+        await asyncio.wait_for(_until(lambda: bool(asker.settled)), 30)
+        (settled,) = asker.settled
+        assert settled.status is ApprovalStatus.EXPIRED and settled.prompt == "posted:1"
+        assert await desk.sweep_once() == 0 and len(asker.settled) == 1  # and never again
+        assert closed == []
+    finally:
+        await agent.stop()
+
+
+async def test_a_decision_read_before_the_prompt_was_noted_keeps_it(store: ApprovalStore) -> None:
+    """The fleet's store: the timeout reads the request, its post is noted, then the timeout writes: written from what
+    it read, the decision would lose where the request was posted (and nobody would show it there)."""
+    if not isinstance(store, RedisApprovalStore):
+        pytest.skip("the memory store decides and notes under one lock")
+    await store.add(pending())
+    read = store._read
+    noted: list[Approval | None] = []
+
+    async def read_then_note(approval_id: str) -> tuple[Approval, str] | None:
+        found = await read(approval_id)
+        if not noted:
+            noted.append(await store.set_prompt(approval_id, "chat:42"))
+        return found
+
+    store._read = read_then_note  # type: ignore[method-assign]
+    now = time.time()
+    expired = await store.decide("a1", Decision.EXPIRED, by=None, name="", at=now, retry_at=now + 30)
+    (note,) = noted
+    assert note is not None and note.status is ApprovalStatus.PENDING  # noted while pending: the decider shows it
+    assert expired is not None and expired.prompt == "chat:42"
+    stored = await store.get("a1")
+    assert stored is not None and stored.status is ApprovalStatus.EXPIRED and stored.prompt == "chat:42"
 
 
 async def test_without_an_asker_for_its_platform_the_call_is_refused_with_a_reason() -> None:

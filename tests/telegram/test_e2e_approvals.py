@@ -106,11 +106,11 @@ async def test_a_denial_is_told_to_the_model_and_nothing_runs(
 async def test_a_request_nobody_answers_expires_and_the_model_is_told(
     server: FakeTelegramServer, start_bot: StartBot, tmp_path: Path
 ) -> None:
-    _, _, calls, kinds = await start(server, start_bot, tmp_path, timeout=0.5, poll=0.1)
+    _, _, calls, kinds = await start(server, start_bot, tmp_path, timeout=3.0, poll=0.1)
     request, _ = await ask(server)
-    *_, told = await server.wait_replies(3, chat_id=GROUP)
+    *_, told = await server.wait_replies(3, chat_id=GROUP, timeout=30)
     assert told.text == "nobody approved it in time"
-    await server.wait_for(lambda: not request.buttons)
+    await server.wait_for(lambda: not request.buttons, timeout=30)
     assert "Expired: nobody answered in time" in request.text
     server.user_presses(dataclasses.replace(request, reply_markup=keyboard_of(server)), "✅ Approve", user_id=ADMIN)
     await server.wait_for(lambda: len(server.callback_answers) == 1)
