@@ -65,17 +65,18 @@ def test_platform_leases_are_named_by_a_hash_of_the_token(monkeypatch: pytest.Mo
 
 async def test_one_holder_per_platform_lease(redis_server: RedisServer, client: Any) -> None:
     backend = RedisBackend(queue_config(redis_server))
-    first = PlatformLock(backend, "telegram:abc", ttl=0.6)
-    second = PlatformLock(backend, "telegram:abc", ttl=0.6)
+    # renewed every ttl / 3 = 1 s: a stall of the event loop up to 2 s does not let the lease lapse
+    first = PlatformLock(backend, "telegram:abc", ttl=3)
+    second = PlatformLock(backend, "telegram:abc", ttl=3)
     await first.acquire()
     waiting = asyncio.create_task(second.acquire(poll=0.05))
-    await asyncio.sleep(1.0)  # well past the ttl: the holder renews, the standby keeps waiting
+    await asyncio.sleep(4)  # well past the ttl: the holder renews, the standby keeps waiting
     assert not waiting.done()
     await first.release()
     await waiting
     assert await client.get("bots:lock:telegram:abc") == second.value
     await client.delete("bots:lock:telegram:abc")  # as if it had expired while this process was away
-    await wait_until(second.lost.is_set, timeout=5, what="the lost lease")
+    await wait_until(second.lost.is_set, timeout=30, what="the lost lease")
     await second.release()
     await backend.close()
 
