@@ -4,7 +4,8 @@ the fake Discord and a scripted model that streams slowly."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 import core
 from core.errors import ModelError
@@ -24,6 +25,36 @@ ANSWER = (
 def slow(text: str, *, chunk_size: int = 4, delay: float = 0.01) -> core.ScriptedModel:
     """A model that writes ``text`` a few characters at a time."""
     return core.ScriptedModel([say(text)], chunk_size=chunk_size, delay=delay, repeat_last=True)
+
+
+class Gated(core.ScriptedModel):
+    """``slow``, held at a third and at two thirds of its answer until the chat has seen one, then two updates more
+    (``updates``) since it started writing: the user sees the answer grow however slow the round trips are (the
+    gate gives up after 30 s: the test's assertion says what was missed)."""
+
+    def __init__(self, text: str, seen: Callable[[], int], *, chunk_size: int = 4, delay: float = 0.01) -> None:
+        super().__init__([say(text)], chunk_size=chunk_size, delay=delay, repeat_last=True)
+        self.length = len(say(text))
+        self.seen = seen
+
+    async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
+        base, written, gate = self.seen(), 0, 1
+        async for chunk in super().stream(request):
+            if gate <= 2 and written >= self.length * gate / 3:
+                deadline = time.monotonic() + 30
+                while self.seen() < base + gate and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                gate += 1
+            written += len(chunk)
+            yield chunk
+
+
+def updates(world: World) -> Callable[[], int]:
+    """How many messages and edits the fake Discord took so far."""
+    return lambda: sum(
+        r.status == 200 and (r.method == "PATCH" or (r.method == "POST" and r.path.endswith("/messages")))
+        for r in world.fake.requests
+    )
 
 
 async def answered(world: World, agent: core.Agent, expected: list[str]) -> list[Json]:
@@ -48,7 +79,7 @@ def message_edits(world: World) -> list[int]:
 
 
 async def test_the_answer_appears_as_it_is_written(world: World, start_bot: StartBot) -> None:
-    agent = await start_bot(slow(ANSWER), stream_interval=INTERVAL)
+    agent = await start_bot(Gated(ANSWER, updates(world)), stream_interval=INTERVAL)
     asked = await world.fake.say(world.dm, "how does streaming work?", author=world.alice)
     [reply] = await answered(world, agent, [ANSWER])
     versions = world.fake.versions_of(reply)
@@ -65,7 +96,7 @@ async def test_a_long_answer_continues_in_a_second_message(world: World, start_b
     paragraph = "A paragraph of a long answer, written a few words at a time so the message grows. " * 5
     text = "\n\n".join(f"{n}. {paragraph}" for n in range(6))
     assert len(text) > 2000
-    agent = await start_bot(slow(text, chunk_size=60), stream_interval=INTERVAL)
+    agent = await start_bot(Gated(text, updates(world), chunk_size=60), stream_interval=INTERVAL)
     asked = await world.fake.say(world.dm, "tell me everything", author=world.alice)
     expected = [chunk.strip() for chunk in split_message(text, 2000)]
     messages = await answered(world, agent, expected)

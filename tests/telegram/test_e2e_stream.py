@@ -4,7 +4,8 @@ the real python-telegram-bot client, the fake Bot API and a scripted model that 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 
 from core import ModelError, ModelRequest, ScriptedModel
 from extensions.telegram.definitions import MODEL_DOWN
@@ -29,6 +30,34 @@ def slow(text: str, *, chunk_size: int = 4, delay: float = 0.01) -> ScriptedMode
     return ScriptedModel([answer(text)], chunk_size=chunk_size, delay=delay, repeat_last=True)
 
 
+class Gated(ScriptedModel):
+    """``slow``, held at a third and at two thirds of its answer until the chat has seen one, then two updates more
+    (``updates``) since it started writing: the user sees the answer grow however slow the round trips are (the
+    gate gives up after 30 s: the test's assertion says what was missed)."""
+
+    def __init__(self, text: str, seen: Callable[[], int], *, chunk_size: int = 4, delay: float = 0.01) -> None:
+        super().__init__([answer(text)], chunk_size=chunk_size, delay=delay, repeat_last=True)
+        self.length = len(answer(text))
+        self.seen = seen
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        base, written, gate = self.seen(), 0, 1
+        async for chunk in super().stream(request):
+            if gate <= 2 and written >= self.length * gate / 3:
+                deadline = time.monotonic() + 30
+                while self.seen() < base + gate and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                gate += 1
+            written += len(chunk)
+            yield chunk
+
+
+def updates(server: FakeTelegramServer) -> Callable[[], int]:
+    """How many messages, edits and drafts the fake Bot API took so far."""
+    methods = ("sendMessage", "editMessageText", "sendMessageDraft")
+    return lambda: sum(c.status == 200 for m in methods for c in server.calls_of(m))
+
+
 def update_times(message: SentMessage) -> list[float]:
     return [message.posted_at, *message.edited_at]
 
@@ -44,7 +73,7 @@ def visible(server: FakeTelegramServer) -> list[SentMessage]:
 
 
 async def test_the_answer_appears_as_it_is_written(server: FakeTelegramServer, start_bot: StartBot) -> None:
-    agent = await start_bot(slow(ANSWER), stream_interval=INTERVAL)
+    agent = await start_bot(Gated(ANSWER, updates(server)), stream_interval=INTERVAL)
     runs = RunWatcher(agent)
     update = server.user_says("how does streaming work?")
     await runs.wait(1)
@@ -63,7 +92,7 @@ async def test_a_long_answer_continues_in_a_second_message(server: FakeTelegramS
     paragraph = "A paragraph of a long answer, written a few words at a time so the message grows. " * 6
     text = "\n\n".join(f"{n}. {paragraph}" for n in range(10))
     assert len(text) > 4096
-    agent = await start_bot(slow(text, chunk_size=120), stream_interval=INTERVAL)
+    agent = await start_bot(Gated(text, updates(server), chunk_size=120), stream_interval=INTERVAL)
     runs = RunWatcher(agent)
     update = server.user_says("tell me everything")
     await runs.wait(1)
@@ -131,7 +160,9 @@ async def test_with_streaming_off_the_answer_is_posted_once(server: FakeTelegram
 
 
 async def test_private_chats_can_stream_drafts(server: FakeTelegramServer, start_bot: StartBot) -> None:
-    agent = await start_bot(slow(ANSWER), stream_interval=INTERVAL, stream_drafts=True, reply_policy="always")
+    agent = await start_bot(
+        Gated(ANSWER, updates(server)), stream_interval=INTERVAL, stream_drafts=True, reply_policy="always"
+    )
     runs = RunWatcher(agent)
     update = server.user_says("hello")
     await runs.wait(1)
@@ -149,7 +180,7 @@ async def test_private_chats_can_stream_drafts(server: FakeTelegramServer, start
 
 async def test_a_bot_api_without_drafts_falls_back_to_edits(server: FakeTelegramServer, start_bot: StartBot) -> None:
     server.fail("sendMessageDraft", status=404, description="Not Found", times=1000)
-    agent = await start_bot(slow(ANSWER), stream_interval=INTERVAL, stream_drafts=True)
+    agent = await start_bot(Gated(ANSWER, updates(server)), stream_interval=INTERVAL, stream_drafts=True)
     runs = RunWatcher(agent)
     server.user_says("hello")
     await runs.wait(1)
