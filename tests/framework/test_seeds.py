@@ -540,7 +540,7 @@ async def test_a_fire_and_forget_action_is_not_waited_for() -> None:
         [R('<action_call name="notify">{}</action_call><output type="chat:message">ok</output>')], actions=(ping,)
     )
     async with agent:
-        await asyncio.wait_for(agent.send(chat, "u", msg("ping me")), 2)
+        await asyncio.wait_for(agent.send(chat, "u", msg("ping me")), 30)
         assert finished == [] and len(model.requests) == 1
         release.set()
         for _ in range(100):
@@ -729,7 +729,7 @@ async def test_a_call_without_an_output_path_may_be_fire_and_forget() -> None:
         actions=(act,),
     )
     async with agent:
-        chain = await asyncio.wait_for(agent.send(chat, "u", msg("hi")), 2)
+        chain = await asyncio.wait_for(agent.send(chat, "u", msg("hi")), 30)
         assert results(chain) == [("log", "logged", None)] and done == ["y"]
         release.set()
         for _ in range(100):
@@ -761,12 +761,12 @@ async def test_and_in_an_output_path_writes_every_path() -> None:
 
 def plan_actions(barrier: asyncio.Barrier, b_may_finish: asyncio.Event) -> tuple[Any, ...]:
     async def fetch_a(args: Saved, ctx: Any, agent: Any) -> str:
-        await asyncio.wait_for(barrier.wait(), 2)  # runs at the same time as fetch_b
+        await asyncio.wait_for(barrier.wait(), 30)  # runs at the same time as fetch_b
         return "A"
 
     async def fetch_b(args: Saved, ctx: Any, agent: Any) -> str:
-        await asyncio.wait_for(barrier.wait(), 2)
-        await asyncio.wait_for(b_may_finish.wait(), 2)  # only after use_a: use_a waits for fetch_a alone
+        await asyncio.wait_for(barrier.wait(), 30)
+        await asyncio.wait_for(b_may_finish.wait(), 30)  # only after use_a: use_a waits for fetch_a alone
         return "B"
 
     def use_a(args: Saved, ctx: Any, agent: Any) -> str:
@@ -817,7 +817,7 @@ async def test_instancing_runs_copies_in_parallel_and_gathers_their_results() ->
     barrier = asyncio.Barrier(2)
 
     async def weather(args: Weather, ctx: Any, agent: Any) -> dict[str, str]:
-        await asyncio.wait_for(barrier.wait(), 2)  # both copies run at once
+        await asyncio.wait_for(barrier.wait(), 30)  # both copies run at once
         return {"city": args.city, "sky": "sunny"}
 
     class Cities(BaseModel):
