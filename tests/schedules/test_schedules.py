@@ -4,6 +4,7 @@ written, across a restart within the grace period (fired once) and beyond it (re
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,12 +45,18 @@ def make(memory: Any = None, *, sent: list[tuple[str, str]] | None = None, clock
     return agent, schedules, model, seen
 
 
-async def settle(predicate: Any = None, *, rounds: int = 500) -> None:
-    """Let the firing tasks run (the clock is manual: nothing waits on real time)."""
-    for _ in range(rounds):
+async def settle(predicate: Any = None, *, rounds: int = 500, timeout: float = 15.0) -> None:
+    """Let the firing tasks run (the clock is manual: nothing waits on real time): until ``predicate()`` holds (the
+    test fails after ``timeout`` seconds, a hang), or without one for ``rounds`` short rounds (nothing else happens)."""
+    if predicate is None:
+        for _ in range(rounds):
+            await asyncio.sleep(0.002)
+        return
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not true after {timeout:g}s: {predicate}")
         await asyncio.sleep(0.002)
-        if predicate is not None and predicate():
-            return
 
 
 # -- the model -----------------------------------------------------------------------------------------------
