@@ -431,10 +431,11 @@ class Agent(ExtensionPoints):
             if current.accepting:
                 if listener is not None:
                     current.emitter.listeners.append(listener)
-                for ref in inputs:
-                    await self._prepare_input(current.state, ref)
-                    current.push(ref)
-                return await asyncio.shield(current.finished)
+                inputs = await current.join(inputs, self._prepare_input)
+                if not inputs:
+                    return await asyncio.shield(current.finished)
+                if listener is not None:  # it finished while they were prepared: they start the next run
+                    current.emitter.listeners.remove(listener)
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(current.finished)  # closing: wait until its memory is saved
         pending = Pending(list(inputs), listener)

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import tracing
@@ -95,6 +95,19 @@ class Run:
             self.guard.admit(ref)
         if self._first_input_ms is None or ref.timestamp < self._first_input_ms:
             self._first_input_ms = ref.timestamp
+
+    async def join(
+        self, refs: Sequence[InputRef], prepare: Callable[[ContextState, InputRef], Awaitable[None]]
+    ) -> list[InputRef]:
+        """Add inputs that arrived while the run goes on, each prepared first (``prepare`` may wait: a fetch, an
+        input handler reading a store). The ones it could not take because it finished meanwhile, to start a new
+        run with (they are prepared again there)."""
+        for i, ref in enumerate(refs):
+            await prepare(self.state, ref)
+            if not self.accepting:
+                return list(refs[i:])
+            self.push(ref)
+        return []
 
     def record(self, entry: Log) -> None:
         """Add an entry the run produced to working memory and the chain."""

@@ -226,7 +226,7 @@ async def test_a_request_that_times_out_as_it_is_posted_is_settled_where_it_was_
     store: ApprovalStore, late: bool
 ) -> None:
     asker = SweptWhilePosting(late)
-    agent, desk, _, closed, _ = built(store=store, sweep=False, timeout=60, clock=asker.clock)
+    agent, desk, _, closed, model = built(store=store, sweep=False, timeout=60, clock=asker.clock)
     asker.desk = desk
     desk.add_asker("cli", asker)
     await agent.start()
@@ -239,6 +239,8 @@ async def test_a_request_that_times_out_as_it_is_posted_is_settled_where_it_was_
         (settled,) = asker.settled
         assert settled.status is ApprovalStatus.EXPIRED and settled.prompt == "posted:1"
         assert await desk.sweep_once() == 0 and len(asker.settled) == 1  # and never again
+        # and the model is told (the decision, told while the run that asked was ending, starts the next run)
+        await asyncio.wait_for(_until(lambda: any("it expired" in r.prompt for r in model.requests)), 30)
         assert closed == []
     finally:
         await agent.stop()
