@@ -250,14 +250,28 @@ class ApprovalDesk:
     # -- deciding (the adapter that received the press; the sweeper) ---------------------------------------
 
     async def press(
-        self, approval_id: str, *, approve: bool, by: str, name: str, tier: Tier
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        by: str,
+        name: str,
+        tier: Tier,
+        asked_here: Callable[[Approval], bool] | None = None,
     ) -> tuple[Pressed, Approval | None]:
         """An approver's press (``by``, of ``tier``, computed by the adapter like a message's author): decide the
         request if they may and it is still pending, and tell its conversation. What the press did, and the
-        approval as it stands (None when unknown)."""
+        approval as it stands (None when unknown). ``asked_here``: the adapter's check that the press came from
+        where the request was posted (a client may send a button's data from any message, and the presser's tier
+        is computed where they pressed); a press from elsewhere is ``UNKNOWN``."""
         store = self._store()
         if not valid_id(approval_id):
             return Pressed.UNKNOWN, None
+        if asked_here is not None:
+            found = await store.get(approval_id)
+            if found is None or not asked_here(found):
+                log.info("a press on approval %s by %s came from elsewhere: ignored", approval_id, by)
+                return Pressed.UNKNOWN, None
         if not tier.at_least(self.approvers):
             found = await store.get(approval_id)
             log.info(

@@ -92,8 +92,7 @@ class DiscordApprovals(ChatApprovals):
     # -- core.approvals.Asker -------------------------------------------------------------------------
 
     async def ask(self, approval: Approval, *, target: str | None) -> str | None:
-        args: dict[str, Any] = approval.args if isinstance(approval.args, dict) else {}
-        channel_id = int(target) if target else int(args["channel_id"])
+        channel_id = _channel_of(approval, target)
         language = await self.language_of(approval)
         view = _buttons(approval.id, language)
         try:
@@ -131,8 +130,17 @@ class DiscordApprovals(ChatApprovals):
         approval_id, approve = parsed
         user = interaction.user
         tier = presser_tier(interaction, self.rules())
+        target = desk.admin_chats.get(self.platform)
+        message = interaction.message
         pressed, approval = await desk.press(
-            approval_id, approve=approve, by=f"discord:{user.id}", name=user.display_name, tier=tier
+            approval_id,
+            approve=approve,
+            by=f"discord:{user.id}",
+            name=user.display_name,
+            tier=tier,
+            asked_here=lambda found: (
+                message is not None and _posted_at(found, target, interaction.channel_id, message.id)
+            ),
         )
         language = await self.language_of(approval)
         try:
@@ -145,3 +153,22 @@ class DiscordApprovals(ChatApprovals):
                     await interaction.response.send_message(answer, ephemeral=True)
         except (discord.HTTPException, TimeoutError) as exc:
             log.warning("could not answer a press on approval %s: %s", approval_id, exc)
+
+
+def _channel_of(approval: Approval, target: str | None) -> int:
+    """The channel (or thread) the request of ``approval`` goes to."""
+    args: dict[str, Any] = approval.args if isinstance(approval.args, dict) else {}
+    return int(target) if target else int(args["channel_id"])
+
+
+def _posted_at(approval: Approval, target: str | None, channel_id: int | None, message_id: int) -> bool:
+    """True when ``approval``'s request was posted as the message ``message_id`` of ``channel_id`` (or, while where
+    it was posted is not noted yet, goes to that channel): the tier of a presser is computed where they pressed."""
+    if approval.platform != "discord":
+        return False
+    if approval.prompt is not None:
+        return approval.prompt == f"{channel_id}:{message_id}"
+    try:
+        return _channel_of(approval, target) == channel_id
+    except (KeyError, TypeError, ValueError):
+        return False

@@ -108,8 +108,14 @@ class TelegramApprovals(ChatApprovals):
             admins = await self.admins(chat.id)
             admin = admins is not None and str(user.id) in admins
         tier = rules.tier("telegram", user.id, is_bot=user.is_bot, admin=admin)
+        target = desk.admin_chats.get(self.platform)
         pressed, approval = await desk.press(
-            approval_id, approve=approve, by=f"telegram:{user.id}", name=user.full_name, tier=tier
+            approval_id,
+            approve=approve,
+            by=f"telegram:{user.id}",
+            name=user.full_name,
+            tier=tier,
+            asked_here=lambda found: _posted_at(found, target, chat.id, message.message_id),
         )
         language = await self.language_of(approval)
         answer = press_answer(pressed, approval, language)
@@ -125,6 +131,19 @@ class TelegramApprovals(ChatApprovals):
         except (TelegramError, TimeoutError) as exc:
             log.warning("could not answer a press on approval %s: %s", approval_id, exc)
         return True
+
+
+def _posted_at(approval: Approval, target: str | None, chat_id: int, message_id: int) -> bool:
+    """True when ``approval``'s request was posted as the message ``message_id`` of ``chat_id`` (or, while where it
+    was posted is not noted yet, goes to that chat): the tier of a presser is computed in the chat they pressed in."""
+    if approval.platform != "telegram":
+        return False
+    if approval.prompt is not None:
+        return approval.prompt == f"{chat_id}:{message_id}"
+    try:
+        return _where(approval, target)[0] == chat_id
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def _where(approval: Approval, target: str | None) -> tuple[int, int | None]:

@@ -114,3 +114,19 @@ async def test_a_denial_and_a_timeout_are_told_to_the_model(world: World, start_
     assert "Expired" in second["content"]
     assert not calls.exists()
     assert "actions:denied:member" in kinds and "actions:expired:member" in kinds
+
+
+async def test_a_press_forged_in_another_channel_decides_nothing(
+    world: World, start_bot: StartBot, tmp_path: Path
+) -> None:
+    """A member who manages another channel sends the request's custom id from a message there (a client may send
+    any custom id): their permissions are those of that channel, so the press must not count for this request."""
+    fake = world.fake
+    _, calls, _ = await start(world, start_bot, tmp_path)
+    request = await ask(world)
+    other = fake.text_channel(world.guild, "other")
+    elsewhere = {**request, "channel_id": str(other), "id": str(int(request["id"]) + 1000)}
+    forged = await fake.press(elsewhere, "Approve", user=world.bob, permissions=MANAGE_GUILD)
+    await fake.wait_until(lambda: forged in fake.interaction_responses)
+    assert fake.interaction_responses[forged]["data"]["content"] == "This request is no longer known."
+    assert fake.buttons(request) and not calls.exists()

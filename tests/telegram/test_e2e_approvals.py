@@ -145,3 +145,21 @@ def keyboard_of(server: FakeTelegramServer) -> dict[str, Any]:
     """The keyboard the request was posted with (a client may still show it after an edit)."""
     markup = next(c.params["reply_markup"] for c in server.calls_of("sendMessage") if c.params.get("reply_markup"))
     return json.loads(markup) if isinstance(markup, str) else markup
+
+
+async def test_a_press_forged_in_another_chat_decides_nothing(
+    server: FakeTelegramServer, start_bot: StartBot, tmp_path: Path
+) -> None:
+    """An admin of another group the bot is in sends the request's callback data (a client may send any data) from a
+    message there: their tier is computed in that group, so the press must not count for this one's request."""
+    _, _, calls, _ = await start(server, start_bot, tmp_path)
+    other, mallory = -100800, 3003
+    server.chat(other, kind="supergroup")
+    server.admins[other] = {mallory}
+    request, _ = await ask(server)
+    elsewhere = dataclasses.replace(request, chat_id=other, message_id=request.message_id + 1000)
+    server.user_presses(elsewhere, "✅ Approve", user_id=mallory, first_name="Mallory")
+    await server.wait_for(lambda: len(server.callback_answers) == 1)
+    assert server.callback_answers[0]["text"] == "This request is no longer known."
+    assert request.buttons and not calls.exists()  # still pending, never run
+    assert not server.calls_of("editMessageText")
