@@ -59,6 +59,10 @@ log = logging.getLogger("bots.schedules")
 OPERATOR_PREFIX = "op"
 """The ids of the operator's schedules start with this."""
 
+MAX_EVERY = 366 * 86400.0
+"""An entry's ``every`` at most, seconds (a year and a day; a longer one is a cron expression's job): beyond, the
+next occurrence's date overflows."""
+
 
 class OperatorSchedule(pydantic.BaseModel):
     """One entry of ``BOT_SCHEDULES``."""
@@ -86,8 +90,8 @@ class OperatorSchedule(pydantic.BaseModel):
             raise ValueError('give either "cron" (a cron expression) or "every" (seconds), not both')
         if self.cron is not None:
             check_cron(self.cron)
-        if self.every is not None and self.every < 1:
-            raise ValueError('"every" is in seconds and at least 1')
+        if self.every is not None and not 1 <= self.every <= MAX_EVERY:  # (NaN is neither)
+            raise ValueError(f'"every" is in seconds, at least 1 and at most {MAX_EVERY:.0f} (366 days)')
         if (self.prompt is None) == (self.text is None):
             raise ValueError('give either "prompt" (the model writes the message) or "text" (posted as written)')
         if not (self.prompt or self.text or "").strip():

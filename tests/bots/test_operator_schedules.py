@@ -58,11 +58,21 @@ def problems(monkeypatch: pytest.MonkeyPatch, value: str, **more: str) -> list[s
             "BOT_SCHEDULES[1]: unknown time zone 'Mars/Olympus'",
         ),
         ('[{"channel": "telegram:1", "every": 60, "text": "x", "when": 3}]', "BOT_SCHEDULES[0]: when: Extra inputs"),
+        # an interval the next date cannot be computed from (bots config and the start crashed on these)
+        ('[{"channel": "telegram:1", "every": "nan", "text": "x"}]', 'BOT_SCHEDULES[0]: "every" is in seconds'),
+        ('[{"channel": "telegram:1", "every": 1e300, "text": "x"}]', "at most 31622400 (366 days)"),
+        ('[{"channel": "telegram:1", "every": "inf", "text": "x"}]', 'BOT_SCHEDULES[0]: "every" is in seconds'),
     ],
 )
 def test_a_wrong_entry_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch, entries: str, says: str) -> None:
     [line] = problems(monkeypatch, entries)
     assert says in line, line
+
+
+async def test_the_longest_interval_allowed_has_a_next_firing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_SCHEDULES", '[{"channel": "telegram:1", "every": 31622400, "text": "yearly"}]')
+    lines, found = await next_firings(load_settings())
+    assert found == [] and "every 3.16224e+07s" in lines[-1], lines
 
 
 def test_bot_timezone_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
