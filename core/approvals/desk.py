@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 __all__ = ("ApprovalDesk", "Asker", "DecisionData", "Pressed", "desk_of")
 
 log = logging.getLogger("core.approvals")
+content_log = logging.getLogger("content.approvals")
+"""What an approved call's failure says (it may quote the arguments), silent unless the operator opts in
+(``LOG_CONTENT``)."""
 
 RESULT_CHARS = 4000
 """Characters of a call's result the model reads at most."""
@@ -435,8 +438,11 @@ class ApprovalDesk:
         try:
             checked = await prepare_action(host=host, state=state, action=action, call=call, slots=[], index=0)
             result, text, _ = await perform_action(checked, host=host, tasks=agent.tasks)
-        except RunError as exc:
-            log.info("%s: the approved call of %s failed: %s", approval.conversation, approval.action, exc)
+        except RunError as exc:  # its text often quotes the arguments: logged only with LOG_CONTENT
+            log.info(
+                "%s: the approved call of %s failed (%s)", approval.conversation, approval.action, type(exc).__name__
+            )
+            content_log.info("%s: the approved call of %s failed: %s", approval.conversation, approval.action, exc)
             return {"error": str(exc)}
         except Exception as exc:
             log.exception("the approved call of %s failed inside the framework", approval.action)

@@ -5,6 +5,7 @@ from the test, as an adapter would report it)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import AsyncIterator
@@ -112,11 +113,16 @@ class Recorder:
         self.settled.append(approval)
 
 
-def built(**desk: Any) -> tuple[core.Agent, ApprovalDesk, Recorder, list[dict[str, Any]], core.ScriptedModel]:
-    """An agent on the terminal-less ``cli`` context with the author's ``close_ticket`` marked ``approve``."""
+def built(
+    *, fails: str = "", **desk: Any
+) -> tuple[core.Agent, ApprovalDesk, Recorder, list[dict[str, Any]], core.ScriptedModel]:
+    """An agent on the terminal-less ``cli`` context with the author's ``close_ticket`` marked ``approve`` (``fails``:
+    its handler raises a ValueError saying that)."""
     closed: list[dict[str, Any]] = []
 
     def close(args: Close, ctx: Any, agent: Any) -> str:
+        if fails:
+            raise ValueError(fails)
         closed.append(args.model_dump())
         return f"ticket {args.ticket} closed"
 
@@ -181,6 +187,24 @@ async def test_an_authors_action_waits_then_runs_once_when_an_admin_approves() -
         assert closed == [{"ticket": 7}]
         assert "ticket 7 closed" in model.requests[2].prompt and 'tier="member"' in model.requests[2].prompt
         assert (await desk.press("unknown", approve=True, by="cli:1", name="", tier=Tier.OWNER))[0] is Pressed.UNKNOWN
+    finally:
+        await agent.stop()
+
+
+async def test_an_approved_call_that_fails_logs_no_argument_content(caplog: pytest.LogCaptureFixture) -> None:
+    """The error of an approved call often quotes its arguments (a validation error, a handler's message): the model
+    reads it, the log lines outside ``content`` (``LOG_CONTENT``) do not."""
+    agent, desk, recorder, _, model = built(fails="ticket 7 of SECRET-ARGUMENT\nERROR forged: line")
+    await agent.start()
+    try:
+        with caplog.at_level(logging.DEBUG):
+            await agent.send(agent.contexts["cli:chat"], {"id": "1"}, {"type": "cli:text", "data": "close 7"})
+            (asked,) = recorder.asked
+            await desk.press(asked.id, approve=True, by="cli:1", name="Ada", tier=Tier.ADMIN)
+            await asyncio.wait_for(_until(lambda: any("it failed" in r.prompt for r in model.requests)), 10)
+        assert "SECRET-ARGUMENT" in model.requests[-1].prompt
+        leaked = [r for r in caplog.records if "SECRET-ARGUMENT" in r.getMessage()]
+        assert leaked and all(r.name.startswith("content.") for r in leaked)
     finally:
         await agent.stop()
 
