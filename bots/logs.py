@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 import time
 import urllib.parse
@@ -134,9 +135,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+_BREAKS = re.compile(r"[\r\n\x0b\x0c\x1b\x1c-\x1e\x85\u2028\u2029]")
+"""What would start a new line (or restyle a terminal) in a text log: written as escapes."""
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks and terminal escapes written as ``\\n``, ``\\x1b``..."""
+    return _BREAKS.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
 class _TextFormatter(logging.Formatter):
+    """One line per record (what was logged cannot start a line that looks like another record); a traceback
+    follows on its own lines."""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = _one_line(record.message)
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)

@@ -167,3 +167,18 @@ def test_message_text_is_logged_only_when_log_content_is_on(content: bool) -> No
     out = stream.getvalue()
     assert ("my private message" in out) is content
     assert "message 7 (18 chars)" in out
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_a_text_line_cannot_be_forged_with_line_breaks_in_what_is_logged() -> None:
+    stream, _ = capture(format="text", content=True)
+    forged = "hi\n2026-01-05 08:00:00,000 ERROR bots.console: forged\rx\u2028y\x1b[31m"
+    logging.getLogger("content.telegram").info("chat 42 said: %s", forged)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        logging.getLogger("tests").exception("failed on %s", forged)
+    first, second, *traceback = stream.getvalue().splitlines()
+    assert first.endswith("chat 42 said: hi\\n2026-01-05 08:00:00,000 ERROR bots.console: forged\\rx\\u2028y\\x1b[31m")
+    assert second.endswith("failed on hi\\n2026-01-05 08:00:00,000 ERROR bots.console: forged\\rx\\u2028y\\x1b[31m")
+    assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == "RuntimeError: boom"
