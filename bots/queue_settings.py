@@ -19,20 +19,35 @@ __all__ = ("RedisSettings", "parse_sentinels")
 
 def parse_sentinels(text: str) -> tuple[tuple[str, int], ...]:
     """``host:port,host:port`` (``REDIS_SENTINELS``; the port defaults to 26379, an IPv6 host goes in
-    brackets) as ``((host, port), ...)``; raises ``ValueError`` naming the variable."""
+    brackets) as ``((host, port), ...)``; raises ``ValueError`` naming the variable (an entry that looks like a URL
+    or holds credentials is not repeated: it may hold a password)."""
     found: list[tuple[str, int]] = []
     for item in text.replace(";", ",").split(","):
         item = item.strip()
         if not item:
             continue
+        if "@" in item or "/" in item:
+            raise ValueError(
+                "REDIS_SENTINELS: an entry is a URL or holds credentials; write host:port only, for example "
+                "sentinel-1:26379 (their password goes in REDIS_SENTINEL_PASSWORD)"
+            )
         host, port = item, "26379"
-        if item.startswith("["):
-            host, _, rest = item[1:].partition("]")
+        if item.startswith("["):  # [::1]:26379
+            host, closed, rest = item[1:].partition("]")
+            if not closed or (rest and not rest.startswith(":")):
+                host = ""
             port = rest.removeprefix(":") or port
-        elif item.count(":") == 1:
-            host, port = item.split(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"REDIS_SENTINELS: {item!r} is not host:port; write for example sentinel-1:26379")
+        elif ":" in item:  # a second ":" stays in the port, which is then not a number
+            host, _, port = item.partition(":")
+        if (
+            not host
+            or any(c.isspace() for c in host)
+            or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+        ):
+            raise ValueError(
+                f"REDIS_SENTINELS: {item!r} is not host:port; write for example sentinel-1:26379 (an IPv6 address "
+                "in brackets: [::1]:26379)"
+            )
         found.append((host, int(port)))
     return tuple(found)
 
@@ -124,8 +139,8 @@ class RedisSettings(BaseModel):
     @field_validator("sentinels")
     @classmethod
     def _sentinels(cls, value: str) -> str:
-        parse_sentinels(value)  # a ValueError naming REDIS_SENTINELS
-        return value.strip()
+        # a ValueError naming REDIS_SENTINELS; only separators (",") name no sentinel: unset
+        return value.strip() if parse_sentinels(value) else ""
 
     def to_config(self) -> QueueConfig:
         """The queue layer's configuration (imports ``core.fleet``: needs the redis extra)."""
