@@ -283,7 +283,7 @@ class RunEventRelay:
             return
         from .data import tail_item
 
-        item = json.dumps(tail_item(event), ensure_ascii=False, separators=(",", ":"))
+        item = json.dumps(tail_item(event), separators=(",", ":"))  # ASCII: a lone surrogate is escaped
         with contextlib.suppress(asyncio.QueueFull):
             self._queue.put_nowait((event.context_id, item))
 

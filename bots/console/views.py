@@ -264,7 +264,8 @@ class Views:
                     except TimeoutError:
                         await response.write(b": ping\n\n")
                         continue
-                    data = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+                    # ASCII: text that is not valid UTF-8 (a lone surrogate) is sent as a JSON escape, not a crash
+                    data = json.dumps(item, separators=(",", ":"))
                     await response.write(f"data: {data}\n\n".encode())
             finally:
                 if remote is not None:

@@ -231,3 +231,22 @@ def test_secrets_are_compared_in_constant_time_and_cookies_are_signed() -> None:
     assert signer.check_csrf("visitor1", signer.csrf("visitor1")) and not signer.check_csrf(
         "visitor2", signer.csrf("visitor1")
     )
+
+
+async def test_the_live_tail_keeps_going_after_an_event_with_a_lone_surrogate(start_bot: StartBot) -> None:
+    """A run event may carry text that is not valid UTF-8 (half of an emoji a model streamed in two chunks, a
+    tool's output): the tail sends it escaped and goes on with the next."""
+    bot = await start_bot(scripted(ANSWER))
+    cid = "web:chat:x"
+    async with client() as session:
+        await login(session, bot)
+        async with session.get(bot.console_url + f"conversation/events?cid={cid}") as response:
+            assert response.status == 200
+            assert await response.content.readuntil(b"\n\n") == b"retry: 2000\n\n"
+            assert b"watching" in await response.content.readuntil(b"\n\n")
+            bot.console.tail.put(cid, {"type": "output_text", "content": "half \ud83d of it"})
+            bot.console.tail.put(cid, {"type": "output_text", "content": "next"})
+            first = await asyncio.wait_for(response.content.readuntil(b"\n\n"), 5)
+            second = await asyncio.wait_for(response.content.readuntil(b"\n\n"), 5)
+    assert first.startswith(b"data: ") and b"half \\ud83d of it" in first
+    assert b'"next"' in second
