@@ -124,13 +124,15 @@ class ActionsSettings(BaseModel):
     def parsed(self) -> ActionsPolicy:
         """The policy (read from the file when ``policy`` names one); ``ValueError`` saying what to fix."""
         text = self.policy.strip()
+        where = "ACTIONS_POLICY"
         if text and not text.startswith("{") and "=" not in text:
             path = Path(text).expanduser()
             try:
                 text = path.read_text(encoding="utf-8")
-            except OSError as exc:
+            except (OSError, UnicodeDecodeError) as exc:  # (not UTF-8 text: a ValueError without the variable)
                 raise ValueError(f"ACTIONS_POLICY names the file {str(path)!r}, which cannot be read: {exc}") from None
+            where = f"ACTIONS_POLICY (the file {str(path)!r})"
         try:
             return ActionsPolicy.parse(text)
         except ValueError as exc:
-            raise ValueError(f"ACTIONS_POLICY: {exc}") from None
+            raise ValueError(f"{where}: {exc}") from None

@@ -1,0 +1,34 @@
+"""The operator's trust settings read wrong: one line naming the variable (``bots config``, and ``ConfigError`` at
+the start of every command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bots.app import build_trust
+from bots.config import check_settings, load_settings
+from core.errors import ConfigError
+
+pytestmark = pytest.mark.usefixtures("settings_env")  # no setting from this machine, no .env but the test's own
+
+
+def test_a_policy_file_that_is_not_text_names_actions_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = tmp_path / "policy.bin"
+    policy.write_bytes(b"\xff\xfe mcp:*=admin")
+    monkeypatch.setenv("ACTIONS_POLICY", str(policy))
+    settings = load_settings()
+    [line] = [p for p in check_settings(settings, role="config") if "codec" in p]  # (LLM_* may have others)
+    assert line.startswith(f"ACTIONS_POLICY names the file {str(policy)!r}, which cannot be read: 'utf-8' codec"), line
+    with pytest.raises(ConfigError, match=r"^ACTIONS_POLICY names the file"):
+        build_trust(settings)
+
+
+def test_a_mistake_inside_a_policy_file_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = tmp_path / "policy.txt"
+    policy.write_text("mcp:*=admin\nremember=wizard\n", encoding="utf-8")
+    monkeypatch.setenv("ACTIONS_POLICY", str(policy))
+    with pytest.raises(ConfigError) as exc:
+        build_trust(load_settings())
+    assert str(exc.value).startswith(f"ACTIONS_POLICY (the file {str(policy)!r}): 'remember': 'wizard' is not a tier")
