@@ -68,6 +68,8 @@ def settled_text(approval: Approval, language: str | None = None, *, escape: boo
     """The request (``request_text``) with what became of it, shown in place of the buttons."""
     request = request_text(approval, language, escape=escape)
     who = shorten(approval.decider or approval.decided_by or say("approval.an_admin", language), 60)
+    if escape and (approval.decider or approval.decided_by):  # a display name: Markdown in it stays inert
+        who = "`{}`".format(who.replace("`", "'"))
     if approval.status is ApprovalStatus.EXPIRED:
         return f"{request}\n{say('approval.expired', language)}"
     if approval.status is ApprovalStatus.DENIED:

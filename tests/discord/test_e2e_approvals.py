@@ -5,10 +5,13 @@ conversation; a denial and a timeout are told to the model."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import core
+from core.approvals import Approval, ApprovalStatus
+from extensions.chat.approvals import settled_text
 from extensions.chat.i18n import say as say_in
 from extensions.chat.trust import TrustRules
 from extensions.discord.definitions import ChannelArgs, discord_channel
@@ -68,7 +71,7 @@ async def test_an_admins_press_runs_the_call_once_and_a_members_press_is_refused
     assert posted[-1]["content"].startswith("approved, ") and "ticket opened: printer" in posted[-1]["content"]
     assert len(calls.read_text().splitlines()) == 1
     assert fake.interaction_responses[pressed]["type"] == 7
-    assert not fake.buttons(request) and request["content"].endswith("✅ Approved by alice.")
+    assert not fake.buttons(request) and request["content"].endswith("✅ Approved by `alice`.")
     assert "actions:approved:member" in kinds
 
     again = await fake.press(request, "Approve", user=world.alice, permissions=MANAGE_GUILD)
@@ -93,7 +96,7 @@ async def test_the_request_and_the_answers_are_in_the_channel_s_language(
     assert fake.interaction_responses[refused]["data"]["content"] == say_in("approval.not_allowed", "fr")
     await fake.press(request, "Refuser", user=world.alice, permissions=MANAGE_GUILD)
     await fake.wait_until(lambda: not fake.buttons(request))
-    assert request["content"].endswith("❌ Refusée par alice ; elle n'a pas été exécutée.")
+    assert request["content"].endswith("❌ Refusée par `alice` ; elle n'a pas été exécutée.")
     assert not calls.exists()
 
 
@@ -104,7 +107,7 @@ async def test_a_denial_and_a_timeout_are_told_to_the_model(world: World, start_
     await fake.press(request, "Deny", user=world.alice, permissions=MANAGE_GUILD)
     posted = await fake.wait_posted(world.general, 3)
     assert posted[-1]["content"] == "an admin denied it"
-    assert request["content"].endswith("❌ Denied by alice; it was not run.")
+    assert request["content"].endswith("❌ Denied by `alice`; it was not run.")
 
     second = await ask(world, 5)  # nobody answers this one
     await fake.wait_until(
@@ -130,3 +133,24 @@ async def test_a_press_forged_in_another_channel_decides_nothing(
     await fake.wait_until(lambda: forged in fake.interaction_responses)
     assert fake.interaction_responses[forged]["data"]["content"] == "This request is no longer known."
     assert fake.buttons(request) and not calls.exists()
+
+
+def test_the_deciders_name_is_shown_inert() -> None:
+    """A display name is the user's own text: in Discord's Markdown it is code, like the asker's."""
+    now = time.time()
+    approval = Approval(
+        id="a1",
+        conversation="discord:1",
+        context="discord:channel",
+        action="tools:open_ticket",
+        address="mcp:tickets:open_ticket",
+        arguments="{}",
+        created_at=now,
+        expires_at=now + 60,
+        status=ApprovalStatus.APPROVED,
+        decided_by="discord:7",
+        decider="[Support](https://evil.example) `x`",
+    )
+    shown = settled_text(approval, escape=True)
+    assert shown.endswith("✅ Approved by `[Support](https://evil.example) 'x'`.")
+    assert settled_text(approval).endswith("✅ Approved by [Support](https://evil.example) `x`.")  # Telegram: text
