@@ -49,11 +49,15 @@ class SetReminderArgs(BaseModel):
         max_length=1000,
         description="What to do at that time, as an instruction to yourself, e.g. 'remind Alex to call the bank'",
     )
-    at: str = Field(default="", description="Once, at this date and time in the chat's time zone: YYYY-MM-DD HH:MM")
+    at: str = Field(
+        default="", max_length=100, description="Once, at this date and time in the chat's time zone: YYYY-MM-DD HH:MM"
+    )
     in_minutes: float = Field(default=0, ge=0, description="Or once, in this many minutes from now")
     in_seconds: float = Field(default=0, ge=0, description="Or once, in this many seconds from now")
     cron: str = Field(
-        default="", description="Or recurring: a cron expression in the chat's time zone, '0 9 * * 1' = Mondays 9:00"
+        default="",
+        max_length=100,
+        description="Or recurring: a cron expression in the chat's time zone, '0 9 * * 1' = Mondays 9:00",
     )
     every_minutes: float = Field(default=0, ge=0, description="Or recurring: every this many minutes")
     as_written: bool = Field(

@@ -70,8 +70,13 @@ def check_zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:  # OSError: a name too long for a file name
         raise ValidationError(
-            f"unknown time zone {name!r}: use an IANA name such as UTC, Europe/Paris or America/New_York"
+            f"unknown time zone {_quoted(name)}: use an IANA name such as UTC, Europe/Paris or America/New_York"
         ) from exc
+
+
+def _quoted(text: str, most: int = 60) -> str:
+    """``text`` as an error quotes it: repr, and at most ``most`` characters of it (it came from a chat)."""
+    return repr(text if len(text) <= most else text[: most - 1] + "…")
 
 
 def check_cron(expr: str) -> str:
@@ -81,7 +86,7 @@ def check_cron(expr: str) -> str:
         CronSim(expr, datetime.now(UTC))
     except CronSimError as exc:
         raise ValidationError(
-            f"invalid cron expression {expr!r}: {exc}; five fields: minute hour day-of-month month day-of-week, "
+            f"invalid cron expression {_quoted(expr)}: {exc}; five fields: minute hour day-of-month month day-of-week, "
             "for example '0 9 * * 1' (Mondays at 9:00)"
         ) from exc
     return expr

@@ -116,8 +116,12 @@ def test_bad_schedules_are_refused_with_a_hint() -> None:
         Schedule.once(at=now, text="  ", **where)
     with pytest.raises(ValidationError, match="schedule id"):
         Schedule.once(at=now, text="x", id="conv:telegram:1", **where)
-    with pytest.raises(ValidationError, match="IANA"):  # too long for a file name: zoneinfo's OSError
+    with pytest.raises(ValidationError, match="IANA") as zone:  # too long for a file name: zoneinfo's OSError
         check_zone("x" * 300)
+    assert len(str(zone.value)) < 200  # what came from a chat is quoted shortened
+    with pytest.raises(ValidationError, match="cron expression") as cron:
+        Schedule.cron_of("9 " * 500, text="x", now=now, **where)
+    assert len(str(cron.value)) < 400
     with pytest.raises(ValidationError, match="IANA"):
         Schedule.once(at=now, text="x", tz="Europe/" + "x" * 300, **where)
 
@@ -306,3 +310,16 @@ async def test_a_queued_agent_needs_a_shared_store() -> None:
     agent = create_agent(model=ScriptedModel(answer), contexts=[chat], dispatcher=Queue())
     with pytest.raises(ConfigError, match="RedisScheduleStore"):
         Schedules.attach(agent)
+
+
+def test_a_reminders_timing_arguments_are_bounded() -> None:
+    """What the model passes to ``set_reminder`` came from a chat: an ``at`` or ``cron`` of any length is refused
+    by the schema (the model reads the error), not parsed and quoted back in full."""
+    import pydantic
+
+    from bots.reminders import SetReminderArgs
+
+    for field in ("at", "cron"):
+        with pytest.raises(pydantic.ValidationError, match="at most 100 characters"):
+            SetReminderArgs.model_validate({"text": "call the bank", field: "1" * 5000})
+    assert SetReminderArgs.model_validate({"text": "call the bank", "cron": "0 9 * * 1"}).cron == "0 9 * * 1"
