@@ -39,7 +39,7 @@ from .config import (
 from .logs import MASK, configure_logging, secrets_of
 from .schedules import next_firings
 from .settings import Settings
-from .tracing import start_tracing
+from .tracing import header_secrets, start_tracing
 
 if TYPE_CHECKING:
     from core import Agent
@@ -400,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         settings = load_settings()
-        secrets = secrets_of(settings)
+        secrets = sorted({*secrets_of(settings), *header_secrets()}, key=len, reverse=True)  # the longest first
         if args.command == "config":
             return _config(settings)
         problems = check_settings(settings, role=args.command)

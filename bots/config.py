@@ -26,6 +26,7 @@ from pydantic_settings import SettingsError
 from core.errors import ConfigError
 
 from .settings import Settings
+from .tracing import tracing_problems
 
 __all__ = (
     "ROLES",
@@ -212,7 +213,7 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
         problems.append(f"LOG_FORMAT={settings.log.format!r} is not text or json: set LOG_FORMAT=text or json")
     if settings.log.level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         problems.append(f"LOG_LEVEL={settings.log.level!r} is not DEBUG, INFO, WARNING or ERROR")
-    return problems
+    return problems + tracing_problems(settings.tracing)
 
 
 def _chat_problems(settings: Settings) -> list[str]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, field_validator
@@ -22,12 +23,24 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-__all__ = ("TracingSettings", "start_tracing")
+__all__ = ("HEADER_VARIABLES", "TracingSettings", "header_secrets", "start_tracing", "tracing_problems")
 
 log = logging.getLogger("bots.tracing")
 
 CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI instrumentations' own switch for message content, honoured as ``TRACING_CAPTURE_CONTENT`` is."""
+
+HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+"""The SDK's variables of the headers sent to the collector: ``authorization=Bearer%20<token>``, secrets."""
+
+_INTEGER_VARIABLES = (
+    "OTEL_BSP_SCHEDULE_DELAY",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    "OTEL_BSP_EXPORT_TIMEOUT",
+)
+"""The SDK's batch settings, positive integers: it logs a traceback for one that is not an integer (and uses its
+default), and raises one at the start for 0, a negative one, or a batch larger than the queue."""
 
 
 class TracingSettings(BaseModel):
@@ -66,6 +79,43 @@ class TracingSettings(BaseModel):
     def trace_link(self, trace_id: str) -> str | None:
         """The viewer's address of the trace ``trace_id`` (None without ``ui_url``)."""
         return self.ui_url.replace("{trace_id}", trace_id) if self.ui_url else None
+
+
+def header_secrets(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The headers of ``HEADER_VARIABLES`` (each item, its value, the value decoded), masked in logs like the
+    settings' secrets: the SDK logs an item it cannot read as it was written."""
+    found: list[str] = []
+    for name in HEADER_VARIABLES:
+        for item in environ.get(name, "").split(","):
+            value = item.partition("=")[2].strip()
+            found += [item.strip(), value, urllib.parse.unquote(value)]
+    return [s for s in found if len(s) >= 4]
+
+
+def tracing_problems(settings: TracingSettings, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """What the SDK would log and work around with ``TRACING_ENABLED`` (a header without ``=``, a batch setting that
+    is not a number), one line each naming the variable; a header is never repeated."""
+    if not settings.enabled:
+        return []
+    problems = [
+        f"{name}: an item has no '=': write name=value pairs separated by commas, the value URL-encoded, for "
+        "example authorization=Bearer%20<token>"
+        for name in HEADER_VARIABLES
+        if any(item.strip() and "=" not in item for item in environ.get(name, "").split(","))
+    ]
+    numbers = {"OTEL_BSP_MAX_QUEUE_SIZE": 2048, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512}  # (the SDK's defaults)
+    for name in _INTEGER_VARIABLES:
+        value = environ.get(name, "").strip()
+        if value and (not (value.isascii() and value.isdigit()) or int(value) == 0):
+            problems.append(f"{name}={value[:20]!r} is not a whole number above 0: fix it or unset it")
+        elif value:
+            numbers[name] = int(value)
+    if numbers["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] > numbers["OTEL_BSP_MAX_QUEUE_SIZE"]:
+        problems.append(
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE is above OTEL_BSP_MAX_QUEUE_SIZE (2048 by default): lower it or raise the "
+            "queue"
+        )
+    return problems
 
 
 def _capture(settings: TracingSettings) -> bool:
