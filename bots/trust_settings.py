@@ -27,7 +27,26 @@ class TrustSettings(BaseModel):
     @field_validator("bots", mode="after")
     @classmethod
     def _bots(cls, value: frozenset[str]) -> frozenset[str]:
-        return frozenset(b.lower() if "@" in b else b for b in value)
+        for bot in value:
+            platform, _, who = bot.partition(":")
+            if bot != "*" and (platform.lower() not in ("telegram", "discord") or who.lstrip("@") == ""):
+                raise ValueError(
+                    f"TRUST_BOTS: {bot[:40]!r} names no bot; write telegram:@name, telegram:123, discord:123, "
+                    "discord:@name, telegram:* or discord:* (every bot there), or *"
+                )
+        return frozenset(b.lower() for b in value)  # (names are compared lowercased; ids are digits)
+
+    @field_validator("member_users", mode="after")
+    @classmethod
+    def _members(cls, value: frozenset[str]) -> frozenset[str]:
+        for user in value:
+            platform, _, uid = user.partition(":")
+            if platform not in ("telegram", "discord", "web", "cli") or not uid:
+                raise ValueError(
+                    f"TRUST_MEMBER_USERS: {user[:40]!r} is not a platform-qualified user id; write telegram:123 or "
+                    "discord:456"
+                )
+        return value
 
     chat_admins: bool = Field(
         default=True,

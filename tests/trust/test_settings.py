@@ -32,3 +32,32 @@ def test_a_mistake_inside_a_policy_file_names_the_file(tmp_path: Path, monkeypat
     with pytest.raises(ConfigError) as exc:
         build_trust(load_settings())
     assert str(exc.value).startswith(f"ACTIONS_POLICY (the file {str(policy)!r}): 'remember': 'wizard' is not a tier")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("TRUST_BOTS", "telegram:@otherbot, otherbot", "TRUST_BOTS: 'otherbot' names no bot; write telegram:@name"),
+        ("TRUST_BOTS", "slack:123", "TRUST_BOTS: 'slack:123' names no bot"),
+        ("TRUST_BOTS", "discord:@", "TRUST_BOTS: 'discord:@' names no bot"),
+        ("TRUST_MEMBER_USERS", "telegram:5, 6", "TRUST_MEMBER_USERS: '6' is not a platform-qualified user id"),
+        ("TRUST_MEMBER_USERS", "Telegram:5", "TRUST_MEMBER_USERS: 'Telegram:5' is not a platform-qualified"),
+    ],
+)
+def test_a_bot_or_member_that_can_never_match_is_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+) -> None:
+    """Such an entry was accepted and matched nobody: the bot ignored the bot meant, the member was a guest."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as exc:
+        load_settings()
+    [line] = str(exc.value).splitlines()[1:]
+    assert line.strip().startswith(says), line
+
+
+def test_the_forms_of_bots_and_members_the_rules_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRUST_BOTS", "*, telegram:*, Telegram:@OtherBot, discord:123")
+    monkeypatch.setenv("TRUST_MEMBER_USERS", "telegram:5, discord:6, web:abc")
+    trust = load_settings().trust
+    assert trust.bots == {"*", "telegram:*", "telegram:@otherbot", "discord:123"}
+    assert trust.member_users == {"telegram:5", "discord:6", "web:abc"}
