@@ -33,7 +33,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition
 
-from core.errors import ConfigError
+from core.errors import cannot_listen
 from core.health import Degraded
 from core.models.base import HoldsWeights, SelfChecking, ServedOverHttp
 
@@ -275,10 +275,7 @@ async def serve(ops: Ops, *, host: str, port: int) -> AsyncIterator[int]:
         try:
             await site.start()
         except OSError as exc:
-            raise ConfigError(
-                f"HTTP_PORT={port}: cannot listen on {host}:{port} ({exc.strerror or exc}); "
-                "choose a free port or set HTTP_PORT=0 to turn the endpoints off"
-            ) from exc
+            raise cannot_listen(exc, host_var="HTTP_HOST", host=host, port_var="HTTP_PORT", port=port) from exc
         bound = runner.addresses[0][1] if runner.addresses else port
         log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", host, bound)
         yield int(bound)

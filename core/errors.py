@@ -25,6 +25,9 @@ reach ``core``'s callers.
 
 from __future__ import annotations
 
+import errno
+import socket
+
 __all__ = (
     "ActionError",
     "BackpressureError",
@@ -41,6 +44,8 @@ __all__ = (
     "ScheduleLimitError",
     "TemplateError",
     "ValidationError",
+    "address_in_use",
+    "cannot_listen",
 )
 
 
@@ -110,3 +115,23 @@ class BackpressureError(DispatchError):
 
 class MemoryStoreError(RunError):
     """The memory store failed to read or write."""
+
+
+def address_in_use(exc: OSError) -> bool:
+    """``exc`` (from starting a server) says another process listens on that port."""
+    return exc.errno == errno.EADDRINUSE
+
+
+def cannot_listen(exc: OSError, *, host_var: str, host: str, port_var: str, port: int) -> ConfigError:
+    """The error of a server that cannot listen on ``host:port`` (``exc``), naming the setting to fix: the
+    address when it is not one of this machine's (or not a name that resolves), else the port."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(
+            f"{host_var}={host}: cannot listen on this address ({reason}); give one of this machine's addresses "
+            "(127.0.0.1: this machine only; 0.0.0.0: every interface)"
+        )
+    return ConfigError(
+        f"{port_var}={port}: cannot listen on {host}:{port} ({reason}); choose a free port, or {port_var}=0 to "
+        "turn it off"
+    )

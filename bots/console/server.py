@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from core.errors import ConfigError
+from core.errors import ConfigError, address_in_use, cannot_listen
 from extensions.web import Templates, local_only, security_headers, web_runtime
 from extensions.web.pages import STATIC as WEB_STATIC
 
 from .auth import Sessions
 from .data import Tail
-from .settings import DEFAULT_CONSOLE_PORT
 from .views import Views
 
 if TYPE_CHECKING:
@@ -113,12 +112,11 @@ class Console:
             await web.TCPSite(runner, console.host, console.port).start()
         except OSError as exc:
             await runner.cleanup()
-            if console.port == DEFAULT_CONSOLE_PORT and "port" not in console.model_fields_set:
+            if address_in_use(exc) and "port" not in console.model_fields_set:
                 log.warning("the console is off: port %d is busy; set CONSOLE_PORT to a free port", console.port)
                 return
-            raise ConfigError(
-                f"CONSOLE_PORT={console.port}: cannot listen on {console.host}:{console.port} "
-                f"({exc.strerror or exc}); choose a free port, or CONSOLE_PORT=0 to turn the console off"
+            raise cannot_listen(
+                exc, host_var="CONSOLE_HOST", host=console.host, port_var="CONSOLE_PORT", port=console.port
             ) from exc
         self._runner = runner
         self._undo = self.agent.add_event_listener(self.tail.on_event)

@@ -29,11 +29,16 @@ class ConsoleSettings(BaseModel):
         default=False, description="Send the console's session cookie over HTTPS only (set it behind HTTPS)"
     )
 
+    @field_validator("host")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        return value.strip() or "127.0.0.1"  # empty: the default (aiohttp would listen on every interface)
+
     @field_validator("secret")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and 0 < len(value.get_secret_value()) < 16:
+        if value is not None and 0 < len(value.get_secret_value().strip()) < 16:
             raise ValueError(
                 "CONSOLE_SECRET is too short: give it 16 characters or more (or leave it empty: no console)"
             )
-        return value
+        return value if value is not None and value.get_secret_value().strip() else None  # blank: no console

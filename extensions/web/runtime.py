@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from core.errors import BotError, ConfigError
+from core.errors import BotError, ConfigError, address_in_use, cannot_listen
 
 from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
@@ -170,14 +170,12 @@ class WebRuntime(ChatAdapter):
             await web.TCPSite(runner, self.settings.host, self.settings.port).start()
         except OSError as exc:
             await runner.cleanup()
-            if self.settings.port == DEFAULT_PORT and "port" not in self.settings.model_fields_set:
-                log.warning(
-                    "the web chat is off: port %d is busy (%s); set WEB_PORT to a free port", DEFAULT_PORT, exc.strerror
-                )
+            if address_in_use(exc) and "port" not in self.settings.model_fields_set:
+                log.warning("the web chat is off: port %d is busy; set WEB_PORT to a free port", DEFAULT_PORT)
                 return
-            raise ConfigError(
-                f"WEB_PORT={self.settings.port}: cannot listen on {self.settings.host}:{self.settings.port} "
-                f"({exc.strerror or exc}); choose a free port, or WEB_PORT=0 to turn the web chat off"
+            settings = self.settings
+            raise cannot_listen(
+                exc, host_var="WEB_HOST", host=settings.host, port_var="WEB_PORT", port=settings.port
             ) from exc
         self._runner = runner
         port = runner.addresses[0][1] if runner.addresses else self.settings.port

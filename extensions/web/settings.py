@@ -36,6 +36,11 @@ class WebSettings(BaseModel):
     )
     title: str = Field(default="", description="The page's title (empty: the bot's name)")
 
+    @field_validator("host")
+    @classmethod
+    def _an_address(cls, value: str) -> str:
+        return value.strip() or "127.0.0.1"  # empty: the default (aiohttp would listen on every interface)
+
     @field_validator("secret")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bots import metrics
 from bots.ops import Ops, model_check, serve
 from core import ScriptedModel
-from core.errors import ConfigError
+from core.errors import ConfigError, cannot_listen
 from extensions.terminal import cli_session
 
 from .support import REPLY, CountingModel, make_agent, sample
@@ -227,6 +227,25 @@ async def test_a_port_in_use_is_a_config_error_naming_http_port() -> None:
         with pytest.raises(ConfigError, match=rf"HTTP_PORT={port}: cannot listen"):
             async with serve(Ops(), host="127.0.0.1", port=port):
                 pass
+
+
+async def test_an_address_this_machine_does_not_have_is_a_config_error_naming_http_host() -> None:
+    with pytest.raises(ConfigError, match=r"HTTP_HOST=192.0.2.1: cannot listen on this address"):  # TEST-NET-1
+        async with serve(Ops(), host="192.0.2.1", port=0):
+            pass
+    unknown = socket.gaierror(socket.EAI_NONAME, "Name or service not known")  # tests resolve no names
+    error = cannot_listen(unknown, host_var="WEB_HOST", host="web.invalid", port_var="WEB_PORT", port=8765)
+    assert str(error).startswith("WEB_HOST=web.invalid: cannot listen on this address (Name or service not known)")
+
+
+def test_blank_console_and_web_settings_mean_their_defaults() -> None:
+    """An empty ``*_HOST`` would make aiohttp listen on every interface; a blank ``CONSOLE_SECRET`` is none."""
+    from bots.console.settings import ConsoleSettings
+    from extensions.web.settings import WebSettings
+
+    assert ConsoleSettings.model_validate({"host": " ", "secret": " " * 20}).model_dump()["secret"] is None
+    assert ConsoleSettings.model_validate({"host": ""}).host == "127.0.0.1"
+    assert WebSettings.model_validate({"host": ""}).host == "127.0.0.1"
 
 
 async def _model_server(status: int) -> tuple[web.AppRunner, int, list[str]]:
