@@ -116,6 +116,7 @@ class RedisSettings(BaseModel):
     dedupe_ttl: float = Field(
         default=60.0,
         gt=0,
+        le=2_592_000,  # 30 days
         description="Seconds a platform message id is remembered at least to drop redeliveries (besides the newest "
         "32 of its conversation; Telegram and Discord ids also by the conversation's highest id, kept for good)",
     )
@@ -129,11 +130,12 @@ class RedisSettings(BaseModel):
     stop_timeout: float = Field(
         default=20.0,
         ge=0,
+        le=3600,
         description="On SIGTERM, seconds a worker lets running runs finish before handing them back",
     )
-    op_timeout: float = Field(default=5.0, gt=0, description="Seconds one Redis command may take")
+    op_timeout: float = Field(default=5.0, gt=0, le=600, description="Seconds one Redis command may take")
     retry_seconds: float = Field(
-        default=10.0, ge=0, description="Seconds a Redis call is retried while Redis restarts, before failing"
+        default=10.0, ge=0, le=3600, description="Seconds a Redis call is retried while Redis restarts, before failing"
     )
 
     @field_validator("sentinels")

@@ -122,6 +122,7 @@ class BotSettings(BaseModel):
     schedules_grace: float = Field(
         default=3600.0,
         ge=0,
+        le=31_622_400,  # 366 days: a date can still be computed from it
         description="Seconds late a reminder or scheduled message may still fire (the bot was down at its time); "
         "older occurrences are logged and counted as missed, not sent",
     )
@@ -146,6 +147,7 @@ class BotSettings(BaseModel):
     schedules_min_interval: float = Field(
         default=300.0,
         ge=1,
+        le=31_622_400,
         description="Seconds between two occurrences of a recurring reminder at least (an interval, or a cron "
         "expression's closest two); the operator's BOT_SCHEDULES are not limited",
     )
@@ -224,7 +226,7 @@ class LlmSettings(BaseModel):
         default=512, ge=16, le=32768, description="Tokens per answer at most (160 at most with the compact prompt)"
     )
     temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="Sampling temperature")
-    timeout: float = Field(default=60.0, gt=0, description="Seconds to wait for the model before failing")
+    timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds to wait for the model before failing")
     retries: int = Field(default=3, ge=0, le=10, description="Retries on 429 and 5xx, with backoff")
     context_size: int = Field(default=4096, ge=512, description="Context window of the local model (tokens)")
     threads: int = Field(default=0, ge=0, description="CPU threads of the local model (0: all cores)")

@@ -116,11 +116,12 @@ class DiscordSettings(BaseModel):
         default=2.0, gt=0, le=60, description="Seconds to wait for server data after connecting before 'ready'"
     )
     connect_timeout: float = Field(
-        default=60.0, gt=0, description="Seconds agent start waits for the login and the gateway to be ready"
+        default=60.0, gt=0, le=3600, description="Seconds agent start waits for the login and the gateway to be ready"
     )
     request_timeout: float = Field(
         default=60.0,
         gt=0,
+        le=600,
         description="Seconds one REST call may take, rate-limit waits included, before it fails",
     )
     typing_interval: float = Field(

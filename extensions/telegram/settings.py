@@ -73,16 +73,19 @@ class TelegramSettings(BaseModel):
         default=frozenset(), description="Only these user ids get answers, comma-separated (empty: all users)"
     )
     rate_limit: float = Field(
-        default=30.0, ge=0, description="Requests per second to Telegram at most, for the whole bot (0: no limit)"
+        default=30.0,
+        ge=0,
+        le=10_000,
+        description="Requests per second to Telegram at most, for the whole bot (0: no limit)",
     )
     group_rate_limit: float = Field(
-        default=20.0, ge=0, description="Messages per minute at most in one group (0: no limit)"
+        default=20.0, ge=0, le=10_000, description="Messages per minute at most in one group (0: no limit)"
     )
     max_retries: int = Field(
         default=5, ge=0, le=50, description="Retries of a request Telegram refused with 429 (Too Many Requests)"
     )
     request_timeout: float = Field(
-        default=15.0, gt=0, description="Seconds a request to the Bot API may take before it fails"
+        default=15.0, gt=0, le=600, description="Seconds a request to the Bot API may take before it fails"
     )
     typing_interval: float = Field(
         default=4.0, gt=0, le=5.0, description="Seconds between 'typing' actions while answering (one lasts 5 s)"

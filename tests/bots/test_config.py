@@ -40,6 +40,29 @@ def test_every_bad_value_is_one_line_naming_its_variable(monkeypatch: pytest.Mon
     assert "less than or equal to 65535" in by_var["HTTP_PORT"]
 
 
+def test_no_number_setting_takes_infinity_or_nan() -> None:
+    """Every float setting has an upper bound: ``inf`` (or ``nan``, ``1e300``) in a timeout, a TTL or a grace
+    period passed the check and failed later, far from the setting (a socket's timeout, ``timedelta``, ``EXPIRE``)."""
+    import pydantic
+
+    def floats(model: type[pydantic.BaseModel], prefix: str = "") -> list[tuple[type[pydantic.BaseModel], str]]:
+        found: list[tuple[type[pydantic.BaseModel], str]] = []
+        for name, field in model.model_fields.items():
+            kind = field.annotation
+            if isinstance(kind, type) and issubclass(kind, pydantic.BaseModel):
+                found += floats(kind, f"{prefix}{name}.")
+            elif kind in (float, float | None):
+                found.append((model, name))
+        return found
+
+    checked = floats(Settings)
+    assert len(checked) > 20
+    for model, name in checked:
+        for value in (float("inf"), float("nan")):
+            with pytest.raises(pydantic.ValidationError):
+                model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+
+
 def test_a_bad_value_in_dotenv_is_reported_the_same_way(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("BOT_HISTORY=-3\n", encoding="utf-8")
     with pytest.raises(ConfigError) as exc:
