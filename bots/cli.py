@@ -32,6 +32,7 @@ from .config import (
     load_settings,
     platforms,
     policy_lines,
+    redis_answers,
     redis_report,
     scaling_notes,
     settings_table,
@@ -369,7 +370,7 @@ def _config(settings: Settings) -> int:
     print("\nactions policy (ACTIONS_POLICY; the most specific matching pattern wins):")
     for line in policy_lines(settings):
         print(f"  {line}")
-    firings, schedule_problems = asyncio.run(next_firings(settings))
+    firings, schedule_problems = asyncio.run(next_firings(settings, stored=redis_answers(redis_problems)))
     if firings:
         print("\nnext schedule firings:")
         for line in firings:

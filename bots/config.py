@@ -16,6 +16,7 @@ import enum
 import importlib.util
 import os
 import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = (
     "load_settings",
     "platforms",
     "policy_lines",
+    "redis_answers",
     "redis_report",
     "safe_url",
     "scaling_notes",
@@ -286,8 +288,7 @@ def _model_problems(settings: Settings) -> list[str]:
 
 
 async def check_connectivity(settings: Settings, *, role: str = "run", timeout: float = 3.0) -> list[str]:
-    """What must answer on the network for ``role`` and does not, one line each: ``REDIS_URL`` for a
-    gateway or a worker, and for ``config`` when REDIS_URL was set (the embedded mode needs no Redis)."""
+    """What must answer on the network for ``role`` and does not, one line each (``redis_report``'s problems)."""
     _, problems = await redis_report(settings, role=role, timeout=timeout)
     return problems
 
@@ -320,7 +321,12 @@ async def redis_report(
 
 _PASSING = ("REDIS_MIN_REPLICAS=", "the sentinels disagree")
 """The beginnings of the problems that pass by themselves (a replica missing, a failover under way): reported by
-``bots config``, not a reason for a gateway or a worker not to start."""
+``bots config``, not a reason for a gateway or a worker not to start (nor a sign that Redis does not answer)."""
+
+
+def redis_answers(problems: Sequence[str]) -> bool:
+    """Redis answered, by ``redis_report``'s ``problems``."""
+    return all(p.startswith(_PASSING) for p in problems)
 
 
 async def _describe_server(

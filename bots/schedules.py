@@ -265,19 +265,22 @@ def attach_schedules(
     return schedules
 
 
-async def next_firings(settings: Settings, *, limit: int = 10, timeout: float = 3.0) -> tuple[list[str], list[str]]:
+async def next_firings(
+    settings: Settings, *, limit: int = 10, timeout: float = 3.0, stored: bool = True
+) -> tuple[list[str], list[str]]:
     """The next firings ``bots config`` shows, and the problems met: the stored schedules due soonest (in Redis
     when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set, else in ``BOT_DATA_DIR``'s SQLite memory store, if there is
-    one) and the operator's ``BOT_SCHEDULES``."""
+    one; not with ``stored=False``: Redis is known not to answer) and the operator's ``BOT_SCHEDULES``."""
     lines: list[str] = []
     problems: list[str] = []
-    stored: list[Schedule] = []
+    upcoming: list[Schedule] = []
     try:
-        async with asyncio.timeout(timeout):
-            stored = await _stored_upcoming(settings, limit)
+        if stored:
+            async with asyncio.timeout(timeout):
+                upcoming = await _stored_upcoming(settings, limit)
     except Exception as exc:
         problems.append(f"schedules: could not read the next firings ({type(exc).__name__}: {exc})")
-    for found in stored:
+    for found in upcoming:
         when = found.next_fire_at
         shown = when.astimezone(check_zone(found.tz)).strftime("%Y-%m-%d %H:%M") if when else "-"
         how = f"cron {found.cron}" if found.cron else f"every {found.every:g}s" if found.every else "once"

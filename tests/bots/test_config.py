@@ -259,3 +259,17 @@ def test_admin_users_may_change_any_chat_s_settings(monkeypatch: pytest.MonkeyPa
     assert commands.may_change(Caller(user="telegram:42", manages_chat=False))
     assert commands.may_change(Caller(user="discord:7", manages_chat=False))
     assert not commands.may_change(Caller(user="telegram:43", manages_chat=False))
+
+
+def test_bots_config_with_redis_down_says_it_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Redis not answering is one problem: the next schedule firings, also read from Redis, are not tried."""
+    from bots.cli import main
+    from tests.fleet.server import free_port
+
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{free_port()}/0")
+    assert main(["config"]) == 1
+    problems = capsys.readouterr().err.split("problems:", 1)[1].strip().splitlines()
+    assert len(problems) == 1 and problems[0].strip().startswith("REDIS_URL="), problems
