@@ -41,7 +41,8 @@ def facts_of(message: discord.Message, me: discord.ClientUser) -> MessageFacts:
         mentioned = any(f"<@&{role}>" in said for role in own_roles)
     replied_to_bot = False
     reference = message.reference
-    if reference is not None:
+    # a forward (its content in ``message_snapshots``) replies to nobody, even one of the bot's own messages
+    if reference is not None and reference.type is not discord.MessageReferenceType.forward:
         resolved = reference.resolved or reference.cached_message
         replied_to_bot = isinstance(resolved, discord.Message) and resolved.author.id == me.id
     return MessageFacts(

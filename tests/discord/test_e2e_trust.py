@@ -1,6 +1,7 @@
 """End to end through the fake Discord: tiers from a member's roles and permissions (an MCP tool limited to admins
 runs for a member holding an admin role or Manage Server, never for the others: the MCP server's call log shows
-it), two bots allowed to talk stopping at the cap, a mention inside a quote not addressing the bot."""
+it), two bots allowed to talk stopping at the cap (counted), a mention inside a quote and a forward of the bot's
+own message not addressing it."""
 
 from __future__ import annotations
 
@@ -93,6 +94,8 @@ async def test_two_bots_allowed_to_talk_stop_at_the_cap(world: World, start_bot:
         bot_hop_limit=10,
     )
     verdicts = runtime_of(agent).verdicts
+    seen: list[str] = []
+    agent.add_observer(lambda kind, cid, value: seen.append(kind))
     said = await fake.say(world.general, "hello", author=world.other_bot, mention_bot=True)
     for turn in range(1, 5):  # the other bot answers each of our replies
         await until(lambda n=turn: len(fake.posted_in(world.general)) >= n or verdicts[Verdict.BOT_CAP] > 0)
@@ -102,6 +105,7 @@ async def test_two_bots_allowed_to_talk_stop_at_the_cap(world: World, start_bot:
             world.general, "and you?", author=world.other_bot, reply_to=int(fake.posted_in(world.general)[-1]["id"])
         )
     assert verdicts[Verdict.BOT_CAP] == 1 and len(fake.posted_in(world.general)) == 2
+    assert seen.count("message_ignored:bot_cap") == 1  # bots_messages_ignored_total{reason="bot_cap"}
     assert said["author"]["bot"]
 
 
@@ -138,3 +142,30 @@ async def test_a_mention_inside_a_quote_does_not_address_the_bot(world: World, s
     await world.fake.say(world.general, f"> a quote\n<@{me}> and you?", author=world.alice)
     [reply] = await world.fake.wait_posted(world.general)
     assert reply["content"] == "answered"
+
+
+async def test_a_forward_of_the_bot_s_own_message_does_not_trigger_it(world: World, start_bot: StartBot) -> None:
+    """Discord forwards a message as a new one whose reference (type 1) points at the original and whose content
+    is in ``message_snapshots``: a forward of the bot's own answer, mention included, is not a reply to the bot."""
+    fake = world.fake
+    model = answers("answered")
+    agent = await start_bot(model, agent_options={"trust": Trust()}, trust=TrustRules())
+    seen: list[str] = []
+    agent.add_observer(lambda kind, cid, value: seen.append(kind))
+    await fake.say(world.general, "hi", author=world.alice, mention_bot=True)
+    [mine] = await fake.wait_posted(world.general)  # the bot's own message, in discord.py's cache
+    me = fake.bot["id"]
+    forward = fake._message(channel_id=world.general, author=world.bob, content="")
+    forward["message_reference"] = {
+        "type": 1,
+        "message_id": mine["id"],
+        "channel_id": str(world.general),
+        "guild_id": str(world.guild),
+    }
+    forward["message_snapshots"] = [{"message": {**mine, "content": f"<@{me}> answered"}}]
+    await fake.dispatch("MESSAGE_CREATE", forward)
+    await barrier(world)
+    verdicts = runtime_of(agent).verdicts
+    assert verdicts[Verdict.ANSWER] == 2 and verdicts[Verdict.POLICY] == 1  # "hi" and the barrier; not the forward
+    assert len(fake.posted_in(world.general)) == 1 and len(model.requests) == 2
+    assert "message_ignored:policy" in seen and "message_ignored:empty" not in seen
