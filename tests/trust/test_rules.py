@@ -9,9 +9,11 @@ import pydantic
 import pytest
 
 from bots.app import build_trust, build_trust_rules
+from bots.assistant import assistant_extension
 from bots.settings import Settings
+from core import action
 from core.errors import ConfigError
-from core.trust import Tier, Verdict
+from core.trust import Tier, Verdict, address_of
 from extensions.chat.i18n import say
 from extensions.chat.trust import BotExchanges, TrustRules, TtlCache
 
@@ -110,6 +112,23 @@ def test_settings_build_the_rules_and_the_policy(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("ACTIONS_POLICY", str(tmp_path / "missing.txt"))
     with pytest.raises(ConfigError, match="cannot be read"):
         build_trust(Settings(_env_file=None))
+
+
+def test_by_default_the_bot_s_own_actions_are_for_members_mcp_tools_for_admins_and_nothing_waits() -> None:
+    """The defaults on the actions ``bots run`` really has: the assistant's memory actions (``remember``, ``recall``,
+    ``search_history``) and the rest of its own are offered to members and not guests; an MCP tool to admins."""
+    trust = build_trust(Settings(_env_file=None))
+    own = list(assistant_extension().actions)
+    tool = action(name="tickets:open", address="mcp:tickets:open", handler=lambda args, ctx, agent: None)
+    names = {"remember", "recall", "search_history"}
+
+    def offered(tier: Tier) -> set[str]:
+        return {a.name for a in trust.offer(tier, [*own, tool])[0]}
+
+    assert names <= offered(Tier.MEMBER) and offered(Tier.MEMBER) == {a.name for a in own}
+    assert offered(Tier.GUEST) == set() and offered(Tier.ADMIN) == {a.name for a in own} | {"tickets:open"}
+    assert not trust.policy.approvals_needed
+    assert all(trust.policy.verdict(address_of(a), Tier.OWNER) is Verdict.ALLOW for a in [*own, tool])
 
 
 def test_the_audit_counts_each_decision_by_tier() -> None:
