@@ -4,6 +4,7 @@ Bot API, a manual clock); ``bots config`` shows the next firings; the ``bots_sch
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -20,8 +21,10 @@ from bots.schedules import next_firings
 from bots.settings import Settings
 from core import ScriptedModel
 from core.errors import ConfigError
-from core.schedules import ManualClock, schedules_of
+from core.fleet import QueueConfig, RedisBackend, RedisScheduleStore
+from core.schedules import ManualClock, Schedule, schedules_of
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fleet.server import RedisServer
 
 GROUP = -100555
 START = datetime(2026, 3, 2, 7, 0, tzinfo=UTC)  # a Monday, 8:00 in Paris
@@ -150,3 +153,55 @@ def test_the_schedule_metrics_count_by_platform() -> None:
     assert sample("bots_schedules_late_seconds_count", platform="discord") == late + 1
     assert sample("bots_schedules_dropped_total", platform="telegram") == dropped + 1
     assert {"schedule_fired", "schedule_failed", "schedule_missed", "schedule_dropped"} <= set(metrics.KINDS)
+
+
+async def test_the_pending_gauge_counts_the_stored_schedules(server: FakeTelegramServer, tmp_path: Path) -> None:
+    server.chat(GROUP, kind="supergroup", title="Team")
+    entries = [
+        {"channel": f"telegram:{GROUP}", "cron": "0 9 * * 1-5", "text": "Stand-up in 5 minutes!"},
+        {"channel": f"telegram:{GROUP}", "every": 86400, "prompt": "Share a fun fact"},
+    ]
+    agent = build_agent(
+        settings_with(server, tmp_path, entries),
+        model=ScriptedModel(lambda request: "<response></response>"),
+        schedules_clock=ManualClock(START),
+    )
+    metrics.SCHEDULES_PENDING.set(-1)  # whatever an earlier test left: the value seen below is this bot's count
+    await agent.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while REGISTRY.get_sample_value("bots_schedules_pending") != 2:  # counted at start, then every 5 s
+            assert asyncio.get_running_loop().time() < deadline, REGISTRY.get_sample_value("bots_schedules_pending")
+            await asyncio.sleep(0.02)
+    finally:
+        await agent.stop()
+
+
+def test_bots_config_shows_the_next_firings_stored_in_redis(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str], redis_server: RedisServer
+) -> None:
+    from bots.cli import main
+
+    async def store_one() -> str:
+        backend = RedisBackend(QueueConfig(url=redis_server.url))
+        try:
+            reminder = Schedule.once(
+                at=datetime(2031, 1, 6, 8, 0, tzinfo=UTC),
+                text="water the plants",
+                creator="telegram:42",
+                conversation=f"telegram:chat:{GROUP}",
+                context="telegram:chat",
+                args={"chat_id": GROUP},
+                tz="Europe/Paris",
+            )
+            await RedisScheduleStore(backend).add(reminder)
+            return reminder.id
+        finally:
+            await backend.close()
+
+    sid = asyncio.run(store_one())
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
+    main(["config"])
+    shown = capsys.readouterr().out.split("next schedule firings:", 1)[1].strip().splitlines()
+    assert shown[0].strip() == f"2031-01-06 09:00 Europe/Paris  telegram:chat:{GROUP}  once  {sid}  by telegram:42"

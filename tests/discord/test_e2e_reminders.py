@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 
 from core import ScriptedModel
+from core.errors import ChatGoneError
 from core.schedules import ManualClock, schedules_of
 from extensions.discord import discord_channel
+from extensions.discord._lib import discord
+from extensions.discord.platform_errors import platform_error
 from tests.fakes.discord_server import Json
 from tests.schedules.support import StartBot, call, last_result, recurring_model, started_bots
 
@@ -176,3 +179,31 @@ async def test_a_server_that_removed_the_bot_loses_its_schedules(world: World, b
         while not await dropped():
             await asyncio.sleep(0.02)
     assert sorted(s.text for s in await schedules.upcoming(10)) == ["B", "C"]
+
+
+async def test_a_channel_answering_missing_access_loses_its_schedules(world: World, bots: Callable[..., Any]) -> None:
+    clock = ManualClock(START)
+    agent = await bots(ScriptedModel(lambda request: say("ok")), clock)
+    schedules = schedules_of(agent)
+    seen: list[tuple[str, str]] = []
+    agent.add_observer(lambda kind, cid, value: seen.append((kind, cid)) if kind.startswith("schedule_") else None)
+    other = world.fake.guild("Other Server")
+    locked = world.fake.text_channel(other, "lobby")
+    await schedules.every(discord_channel, {"channel_id": locked, "guild_id": other}, 600, text="Locked")
+    await schedules.every(discord_channel, {"channel_id": world.general, "guild_id": world.guild}, 900, text="Kept")
+    world.fake.removed_from.add(other)  # no GUILD_DELETE seen: the post is answered 403 Missing Access (50001)
+    await clock.advance(600)
+    await world.fake.wait_until(lambda: ("schedule_dropped", f"discord:channel:{locked}") in seen)
+    assert [s.text for s in await schedules.upcoming(10)] == ["Kept"]
+
+
+def test_the_answers_that_mean_the_bot_may_no_longer_post_there() -> None:
+    class Response:
+        status, reason = 403, "Forbidden"
+
+    for code in (10003, 50001, 50007):  # Unknown Channel, Missing Access, Cannot send messages to this user
+        error = discord.Forbidden(Response(), {"code": code, "message": "no"})  # type: ignore[arg-type]
+        assert isinstance(platform_error(error, "post in channel 5", in_channel=True), ChatGoneError)
+        assert not isinstance(platform_error(error, "edit a message"), ChatGoneError)  # not posting in a channel
+    missing_permissions = discord.Forbidden(Response(), {"code": 50013, "message": "no"})  # type: ignore[arg-type]
+    assert not isinstance(platform_error(missing_permissions, "post", in_channel=True), ChatGoneError)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from core.fleet import QueueConfig, RedisBackend, RedisScheduleStore
-from core.schedules import Schedule, ScheduleKind
+from core.schedules import Schedule, ScheduleKind, ScheduleLimitError
 from tests.fleet.server import RedisServer
 from tests.fleet.worker_process import Spawned
 
@@ -195,3 +195,41 @@ async def test_a_recurring_schedule_fires_each_occurrence_once_across_3_workers(
     assert set(ticks) == {"tick"}
     # each occurrence that advanced was answered once (one more if the cancel came between a send and its advance)
     assert cancelled.fired <= len(ticks) <= cancelled.fired + 1
+
+
+async def test_the_limits_hold_in_redis_however_many_add_at_once(redis_client: Any, store: RedisScheduleStore) -> None:
+    """The count and the add are one script: 10 reminders set at once in a chat that takes 3 leave 3; the
+    creator's limit counts across chats; setting a stored schedule again takes no place; a cancel frees one."""
+    at = datetime.now(UTC) + timedelta(hours=1)
+
+    def reminder(chat: str, creator: str, text: str) -> Schedule:
+        return Schedule.once(
+            at=at,
+            text=text,
+            conversation=f"probe:chat:{chat}",
+            context="probe:chat",
+            args={"chat": chat},
+            creator=creator,
+        )
+
+    tried = await asyncio.gather(
+        *(store.add(reminder("full", f"probe:{i}", f"t{i}"), per_conversation=3) for i in range(10)),
+        return_exceptions=True,
+    )
+    refused = [r for r in tried if isinstance(r, ScheduleLimitError)]
+    assert len(refused) == 7 and all(r is None or isinstance(r, ScheduleLimitError) for r in tried)
+    assert "probe:chat:full already has 3 active schedules (at most 3): cancel one first" in str(refused[0])
+    kept = await store.by_conversation("probe:chat:full")
+    assert len(kept) == 3
+    await store.add(kept[0].model_copy(update={"text": "edited"}), per_conversation=3)  # the same id: no new place
+    assert sorted(s.text for s in await store.by_conversation("probe:chat:full"))[0] == "edited"
+
+    await store.add(reminder("a", "probe:ann", "one"), per_creator=2)
+    await store.add(reminder("b", "probe:ann", "two"), per_creator=2)
+    with pytest.raises(ScheduleLimitError, match=r"you already have 2 active schedules \(at most 2\)"):
+        await store.add(reminder("c", "probe:ann", "three"), per_creator=2)
+    [first] = [s for s in await store.by_creator("probe:ann") if s.text == "one"]
+    assert await store.cancel(first.id) is not None
+    await store.add(reminder("c", "probe:ann", "three"), per_creator=2)
+    assert sorted(s.text for s in await store.by_creator("probe:ann")) == ["three", "two"]
+    assert await store.pending() == 5

@@ -289,6 +289,37 @@ async def test_schedules_attached_to_a_running_agent_fire() -> None:
     assert sent == [("j", "reminder written by the model")]
 
 
+async def test_a_failed_attempt_is_counted_and_tried_again_while_the_claim_lasts() -> None:
+    clock = ManualClock()
+    sent: list[tuple[str, str]] = []
+    agent, schedules, _, seen = make(sent=sent, clock=clock, poll=1.0, lease=30.0)
+    send = agent.send
+    attempts = 0
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise errors.PlatformError("the inbox is full")  # a store or queue that failed once
+        return await send(*args, **kwargs)
+
+    agent.send = flaky
+    async with agent:
+        await schedules.once(chat, "k", at=clock.now() + timedelta(seconds=1), text="try again")
+        await clock.advance(1)
+        await settle(lambda: attempts == 1)
+        assert sent == []
+        await clock.advance(1)  # the next try, one poll later (the claim lasts lease / 2)
+        await settle(lambda: sent)
+        await settle(rounds=50)
+    assert sent == [("k", "reminder written by the model")]
+    assert [kind for kind, cid, _ in seen if kind in ("schedule_failed", "schedule_fired")] == [
+        "schedule_failed",
+        "schedule_fired",
+    ]
+    assert await schedules.pending() == 0
+
+
 def test_a_firing_carries_the_tier_of_whoever_set_it() -> None:
     s = Schedule.once(
         at=datetime(2026, 1, 1, tzinfo=UTC), text="x", tier="guest", conversation="chat:a", context="chat", args="a"

@@ -299,3 +299,50 @@ async def test_the_model_cancels_for_whoever_set_it_or_a_chat_admin(
     carol = await said(server, "@daydream_test_bot cancel Ann's reminder", user_id=CAROL)
     assert f'"cancelled": "{anns.id[:6]}"' in carol.text
     assert await schedules.get(anns.id) is None
+
+
+async def test_bot_admin_users_may_cancel_anyones_reminder_in_the_chat(
+    server: FakeTelegramServer, bots: Callable[..., Any]
+) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew")  # Bob administers nothing here: BOT_ADMIN_USERS lists him
+    clock = ManualClock(START)
+    by_model: list[str] = []  # the id the model is asked to cancel
+    model = ScriptedModel(
+        [
+            lambda request: call("cancel_reminder", {"id": by_model[0]}),
+            lambda request: reply(f"Bob: {last_result(request)}"),
+        ]
+    )
+    agent = await bots(model, clock, admin_users=f"telegram:{BOB}")
+    schedules = schedules_of(agent)
+    where = (telegram_chat, ChatArgs(chat_id=GROUP))
+    first = await schedules.once(*where, at=START + timedelta(hours=1), text="Ann's one", creator=f"telegram:{ANN}")
+    second = await schedules.once(*where, at=START + timedelta(hours=2), text="Ann's two", creator=f"telegram:{ANN}")
+
+    listing = await said(server, "/reminders", user_id=BOB)
+    server.user_presses(listing, f"Cancel {first.id[:6]}", user_id=BOB)  # the button
+    await server.wait_for(lambda: bool(listing.edits))
+    assert listing.text.startswith(f"Cancelled {first.id[:6]}.")
+    assert await schedules.get(first.id) is None
+
+    by_model.append(second.id[:6])  # the model's cancel_reminder
+    answer = await said(server, "@daydream_test_bot cancel Ann's reminder", user_id=BOB)
+    assert f'"cancelled": "{second.id[:6]}"' in answer.text
+    assert await schedules.pending() == 0
+
+
+async def test_the_chat_limit_counts_everyone_s_reminders(server: FakeTelegramServer, bots: Callable[..., Any]) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    model = ScriptedModel(
+        [
+            call("set_reminder", {"text": "Ann's", "in_minutes": 10}),
+            lambda request: reply(f"1: {last_result(request)}"),
+            call("set_reminder", {"text": "Bob's", "in_minutes": 20}),
+            lambda request: reply(f"2: {last_result(request)}"),
+        ]
+    )
+    agent = await bots(model, ManualClock(START), schedules_per_chat=1, schedules_per_user=5)
+    assert '"id"' in (await said(server, "@daydream_test_bot remind me", user_id=ANN)).text
+    refused = await said(server, "@daydream_test_bot remind me too", user_id=BOB)
+    assert f"telegram:chat:{GROUP} already has 1 active schedules (at most 1): cancel one first" in refused.text
+    assert [s.text for s in await schedules_of(agent).by_conversation(f"telegram:chat:{GROUP}")] == ["Ann's"]
