@@ -171,7 +171,7 @@ class ActionsPolicy:
             return cls()
         if text.startswith("{"):
             try:
-                data = json.loads(text)
+                data = json.loads(text, object_pairs_hook=lambda pairs: dict(_once(pairs)))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"the policy is not valid JSON: {exc}") from None
             if not isinstance(data, Mapping):
@@ -188,7 +188,18 @@ class ActionsPolicy:
                 )
             tier, _, rule = value.partition("/")
             rules.append(_rule(pattern.strip(), {"tier": tier, "rule": rule or Rule.ALLOW.value}))
+        _once([(r.pattern, r) for r in rules])
         return cls(rules)
+
+
+def _once(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``pairs`` if no pattern is given twice (which one would win is not what the operator meant)."""
+    seen: set[str] = set()
+    for pattern, _ in pairs:
+        if pattern in seen:
+            raise ValueError(f"{pattern!r} is given twice: keep one rule per pattern")
+        seen.add(pattern)
+    return pairs
 
 
 def _rule(pattern: str, value: Any) -> PolicyRule:

@@ -83,6 +83,8 @@ def test_the_compact_and_json_forms_agree_and_the_most_specific_rule_wins() -> N
         ("mcp:*=admin/maybe", "'maybe' is not a rule"),
         ('{"mcp:*": {"tier": "admin", "when": 1}}', "tier and rule"),
         ("{nope", "not valid JSON"),
+        ("mcp:*=admin\nmcp:*=member", "'mcp:\\*' is given twice"),  # which one would win is not what was meant
+        ('{"mcp:*": "admin", "mcp:*": "member"}', "'mcp:\\*' is given twice"),
     ],
 )
 def test_a_bad_policy_says_what_to_fix(text: str, says: str) -> None:
