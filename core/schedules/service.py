@@ -295,7 +295,8 @@ class Schedules:
     async def _guarded(self, found: Schedule, now: datetime) -> None:
         """``fire_one``, tried again every ``poll`` seconds while this process's claim lasts (half the lease: a
         conversation's inbox full, Redis restarting, the agent still starting); after that the claim expires
-        and the next claimer tries (sending again is safe: the per-occurrence dedupe key drops a repeat)."""
+        and the next claimer tries (sending again is safe: the per-occurrence dedupe key drops a repeat). A try
+        again is late by the time it is made (``now``: the claim's, for the first)."""
         give_up = self.clock.now() + timedelta(seconds=self.lease / 2)
         while True:
             try:
@@ -314,6 +315,7 @@ class Schedules:
                 if not again:
                     return
             await self.clock.sleep(self.poll)
+            now = self.clock.now()
 
     async def fire_one(self, found: Schedule, now: datetime) -> bool:
         """Fire the occurrence ``found`` was claimed with (``found.next_fire_at``), or report it missed when it is

@@ -317,6 +317,7 @@ async def test_a_failed_attempt_is_counted_and_tried_again_while_the_claim_lasts
         "schedule_failed",
         "schedule_fired",
     ]
+    assert [value for kind, _, value in seen if kind == "schedule_late_seconds"] == [1.0]  # sent a poll late
     assert await schedules.pending() == 0
 
 
