@@ -89,5 +89,13 @@ def test_a_bot_leaning_on_the_types_type_checks_clean(cache: Path) -> None:
 
 
 def test_the_correct_bot_type_checks_clean_from_outside_the_repository(cache: Path, tmp_path: Path) -> None:
+    """From outside, the installed package is typed too: the correct bot is clean, and each mistake of the wrong
+    one is still reported (an untyped package would make both clean, or both fail to import)."""
     shutil.copy(GOOD, tmp_path / GOOD.name)
-    assert mypy(tmp_path / GOOD.name, cwd=tmp_path, cache=cache) == ""
+    shutil.copy(WRONG, tmp_path / WRONG.name)
+    out = mypy(tmp_path / GOOD.name, tmp_path / WRONG.name, cwd=tmp_path, cache=cache)
+    found = [(Path(m["file"]).name, int(m["line"]), m["message"]) for m in ERROR.finditer(out)]
+    assert [f for f in found if f[0] != WRONG.name] == [], out
+    for mistake, line in mistake_lines().items():
+        messages = [message for name, at, message in found if name == WRONG.name and at == line]
+        assert any(all(part in message for part in MISTAKES[mistake]) for message in messages), (mistake, out)
