@@ -248,6 +248,16 @@ class SentinelTopology:
         self._start_server(server)
         self.ask(server, "REPLICAOF", "127.0.0.1", str(primary.port))
         self._wait(lambda: "master_link_status:up" in self.ask(server, "INFO", "replication"), timeout, "the resync")
+        # and the primary counts it (what WAIT counts): online, having acknowledged
+        port = f"port={server.port},"
+        self._wait(
+            lambda: any(
+                port in line and "state=online" in line
+                for line in self.ask(primary, "INFO", "replication").splitlines()
+            ),
+            timeout,
+            "the primary to count the replica",
+        )
 
     def stop(self) -> None:
         for proc in self._sentinels:

@@ -128,7 +128,8 @@ async def test_a_process_starting_during_a_failover_waits_for_the_new_primary(to
 
 async def test_an_acknowledgement_waits_for_a_replica(topology: SentinelTopology, backend: RedisBackend) -> None:
     primary, replica = topology.primary, next(s for s in topology.servers if s is not topology.primary)
-    hurried = RedisBackend(config(topology, min_replicas=1, retry_seconds=0.5, replica_timeout=0.2))
+    # a WAIT of 0.2 s, tried for 3 s (a loaded machine may take a few tries once the replica is back)
+    hurried = RedisBackend(config(topology, min_replicas=1, retry_seconds=3.0, replica_timeout=0.2))
     unconfirmed = RedisBackend(config(topology, min_replicas=0, retry_seconds=0.5))
     try:
         replica.stop(sig=signal.SIGKILL)
