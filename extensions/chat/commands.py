@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import zoneinfo
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,17 +61,22 @@ class Answer:
 class ChatCommands:
     """Serves the settings commands of one agent's conversations."""
 
-    def __init__(self, agent: Host, parents: Sequence[str] = ()) -> None:
+    def __init__(self, agent: Host, parents: Sequence[str] = (), *, quote: Callable[[str], str] | None = None) -> None:
         self.agent = agent
         self.parents = tuple(parents)
         """The conversations whose settings the one commanded starts from (a Discord thread's channel): their
         choices show through where it chose nothing, and their pins hold in it too."""
+        self.quote: Callable[[str], str] = quote or str
+        """How text people wrote (a persona, a reminder) is put in an answer: as is, or made inert where the
+        platform renders markup in the bot's messages (Discord's Markdown: a masked link would render)."""
 
     @classmethod
-    def of(cls, agent: Host, context: Context, args: Any) -> tuple[ChatCommands, str]:
+    def of(
+        cls, agent: Host, context: Context, args: Any, *, quote: Callable[[str], str] | None = None
+    ) -> tuple[ChatCommands, str]:
         """The settings commands of the conversation of ``context`` and ``args`` (with the conversations it takes
         its settings from, ``Context.settings_from``), and its context id."""
-        return cls(agent, agent.settings_parents(context, args)), agent.context_id(context, args)
+        return cls(agent, agent.settings_parents(context, args), quote=quote), agent.context_id(context, args)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -167,7 +172,7 @@ class ChatCommands:
             current = (await self.effective(context_id)).persona
             if current is None:
                 return Answer(text=say("persona_default", lang))
-            return Answer(text=say("persona_show", lang, persona=current))
+            return Answer(text=say("persona_show", lang, persona=self.quote(current)))
         refusal = self._refusal(context_id, caller, ChatSetting.PERSONA, lang)
         if refusal is not None:
             return Answer(text=refusal)
@@ -261,7 +266,7 @@ class ChatCommands:
         if not found:
             text = say("reminders_none", lang)
         else:
-            lines = [describe(s, lang=lang) for s in found[:SHOWN]]
+            lines = [describe(s, lang=lang, quote=self.quote) for s in found[:SHOWN]]
             if len(found) > SHOWN:
                 lines.append(say("reminders_more", lang, count=len(found) - SHOWN))
             text = say("reminders_list", lang, count=len(found), items="\n".join(lines))
@@ -277,7 +282,7 @@ class ChatCommands:
         if not ident:
             return Answer(text=say("reminders_usage", lang))
         found = find(await schedules.by_conversation(context_id), ident)
-        shown = ident.strip()[:32]
+        shown = self.quote(ident.strip()[:32])
         if found is None:
             return Answer(text=say("reminders_unknown", lang, id=shown))
         if found.creator != caller.user and not self.may_change(caller):
@@ -300,6 +305,7 @@ class ChatCommands:
         persona = current.persona or say("settings_default_persona", lang)
         if len(persona) > 200:
             persona = persona[:199] + "…"
+        persona = self.quote(persona) if current.persona else persona
         text = say(
             "settings",
             lang,

@@ -10,6 +10,7 @@ was removed, blocked or lost access): the conversation's schedules are dropped, 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
@@ -59,8 +60,9 @@ def _every(seconds: float, lang: str | None) -> str:
     return say("reminders.every_second", lang, n=f"{seconds:g}")
 
 
-def describe(schedule: Schedule, *, lang: str | None) -> str:
-    """One line: its id, when it fires next (in its own time zone), how it repeats, who set it, its text."""
+def describe(schedule: Schedule, *, lang: str | None, quote: Callable[[str], str] = str) -> str:
+    """One line: its id, when it fires next (in its own time zone), how it repeats, who set it, its text (through
+    ``quote``: see ``ChatCommands.quote``)."""
     when = "-"
     if schedule.next_fire_at is not None:
         local = schedule.next_fire_at.astimezone(check_zone(schedule.tz))
@@ -76,7 +78,7 @@ def describe(schedule: Schedule, *, lang: str | None) -> str:
         text = text[:79] + "…"
     kind = say("reminders.text", lang) if schedule.kind is ScheduleKind.TEXT else ""
     setter = schedule.creator or say("reminders.operator", lang)
-    return f"{short_id(schedule)} · {when} · {repeat} · {setter}: {kind}{text}"
+    return f"{short_id(schedule)} · {when} · {repeat} · {setter}: {kind}{quote(text)}"
 
 
 def find(found: list[Schedule], ident: str) -> Schedule | None:

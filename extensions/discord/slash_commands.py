@@ -120,7 +120,9 @@ class SlashCommands:
         agent, channel_id = self.adapter.agent, interaction.channel_id
         if agent is None or self._client() is None or channel_id is None:
             return Answer(text=say("not_ready"))
-        commands, cid = ChatCommands.of(agent, discord_channel, interaction_args(interaction))
+        commands, cid = ChatCommands.of(
+            agent, discord_channel, interaction_args(interaction), quote=discord.utils.escape_markdown
+        )
         if not self.serves(interaction):
             return Answer(text=say("not_served", await commands.language(cid)))
         permissions = interaction.permissions

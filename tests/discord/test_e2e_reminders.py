@@ -82,7 +82,7 @@ async def test_reminders_lists_and_cancels_and_timezone_sets_the_zone(world: Wor
     where = (discord_channel, {"channel_id": world.general, "guild_id": world.guild})
     alice, bob = f"discord:{world.alice['id']}", f"discord:{world.bob['id']}"
     alices = await schedules.once(*where, at=START + timedelta(hours=1), text="water the plants", creator=alice)
-    bobs = await schedules.every(*where, 7200, text="check", creator=bob)
+    bobs = await schedules.every(*where, 7200, text="check [the docs](https://x.example) **now**", creator=bob)
 
     listed = await world.fake.slash("reminders", world.general, user=world.bob, permissions=MEMBER)
     await world.fake.wait_until(lambda: listed in world.fake.interaction_responses)
@@ -91,7 +91,9 @@ async def test_reminders_lists_and_cancels_and_timezone_sets_the_zone(world: Wor
     assert listing["content"].splitlines() == [
         "Reminders and scheduled messages in this chat (2):",
         f"{alices.id[:6]} · 2026-03-02 09:00 UTC · once · {alice}: water the plants",
-        f"{bobs.id[:6]} · 2026-03-02 10:00 UTC · every 2 hour(s) · {bob}: check",
+        # what people wrote is shown inert: a masked link or Markdown in it does not render
+        f"{bobs.id[:6]} · 2026-03-02 10:00 UTC · every 2 hour(s) · {bob}: check \\[the docs](https://x.example) "
+        "\\*\\*now\\*\\*",
     ]
     offered = await slash(
         world, "reminders", world.bob, option("cancel", "plants", focused=True), permissions=MEMBER, autocomplete=True
