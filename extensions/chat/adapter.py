@@ -75,7 +75,7 @@ from .policy import ReplyPolicy
 from .reminders import drop_conversation
 from .stream import LiveReplies, LiveReply, ReplyKey
 from .tasks import MessageTasks
-from .trust import BotExchanges, TrustRules, TtlCache
+from .trust import SlidingCap, TrustRules, TtlCache
 from .typing_indicator import SharedTyping
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ class ChatAdapter(abc.ABC):
         """How authors get their tier and which bots are answered (``TRUST_*``; set with ``set_trust``)."""
         self.chat_admins: TtlCache[frozenset[str]] = TtlCache(self.trust.cache_seconds)
         """What the platform said lately about each chat's administrators."""
-        self.bot_exchanges = BotExchanges(self.trust.bot_replies, self.trust.bot_window)
+        self.bot_exchanges = SlidingCap(self.trust.bot_replies, self.trust.bot_window)
         """Answers to other bots per chat in the window."""
         self._agent: Host | None = None
         self._undo: list[Callable[[], None]] = []
@@ -129,7 +129,7 @@ class ChatAdapter(abc.ABC):
         """Use the operator's ``rules`` (before ``start``)."""
         self.trust = rules
         self.chat_admins = TtlCache(rules.cache_seconds)
-        self.bot_exchanges = BotExchanges(rules.bot_replies, rules.bot_window)
+        self.bot_exchanges = SlidingCap(rules.bot_replies, rules.bot_window)
 
     @property
     def agent(self) -> Host | None:

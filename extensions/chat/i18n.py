@@ -38,6 +38,8 @@ _EN: dict[str, str] = {
     ),
     "no_answer": "Sorry, I could not put an answer together for that. Please try again or rephrase it.",
     "busy": "I'm answering too many messages right now. Please send that again in a minute.",
+    "web.too_many_visitors": "Too many new conversations were started from your address in the last hour. "
+    "Please try again later, or keep this browser's cookies to go on with yours.",
     "reset_done": "Done: I forgot everything about this conversation.",
     "forget_done": "Done: I erased this conversation: its history, summary, facts and state are deleted.",
     "not_ready": "I am not ready yet; try again in a moment.",

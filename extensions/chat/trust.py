@@ -6,7 +6,7 @@ permissions and roles) and asks ``TrustRules.tier``; the tier goes into the inpu
 a fleet reads it as the gateway computed it. What needs a request to the platform (Telegram's administrators of a
 chat) is kept ``TRUST_CACHE_SECONDS`` in a ``TtlCache``. Another bot's message is answered only when the operator
 lets that bot in (``TRUST_BOTS``), and at most ``TRUST_BOT_REPLIES`` times per ``TRUST_BOT_WINDOW`` seconds in one
-chat (``BotExchanges``): two bots allowed to answer each other stop there.
+chat (``SlidingCap``): two bots allowed to answer each other stop there.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 from core.trust import Tier
 
-__all__ = ("BotExchanges", "TrustRules", "TtlCache")
+__all__ = ("SlidingCap", "TrustRules", "TtlCache")
 
 V = TypeVar("V")
 
@@ -120,28 +120,29 @@ class TtlCache(Generic[V]):
 
 
 @dataclass
-class BotExchanges:
-    """Answers to other bots per chat in a sliding window: ``take(chat)`` is False once ``replies`` were given
-    within ``window`` seconds (the exchange stops there until the window moves on)."""
+class SlidingCap:
+    """At most ``most`` of something per key in a sliding window of ``window`` seconds: ``take(key)`` counts one
+    and is False once ``most`` were counted within the window (answers to other bots per chat; new web visitors
+    per address). The ``size`` keys used last are kept."""
 
-    replies: int
+    most: int
     window: float
     size: int = 10_000
     clock: Callable[[], float] = time.monotonic
-    _answered: OrderedDict[Hashable, deque[float]] = field(default_factory=OrderedDict)
+    _taken: OrderedDict[Hashable, deque[float]] = field(default_factory=OrderedDict)
 
-    def take(self, chat: Hashable) -> bool:
-        """Count an answer to a bot in ``chat`` if the cap allows it; False when it does not."""
+    def take(self, key: Hashable) -> bool:
+        """Count one for ``key`` if the cap allows it; False when it does not."""
         now = self.clock()
-        times = self._answered.get(chat)
+        times = self._taken.get(key)
         if times is None:
-            times = self._answered[chat] = deque()
+            times = self._taken[key] = deque()
         while times and now - times[0] >= self.window:
             times.popleft()
-        self._answered.move_to_end(chat)
-        while len(self._answered) > self.size:
-            self._answered.popitem(last=False)
-        if len(times) >= self.replies:
+        self._taken.move_to_end(key)
+        while len(self._taken) > self.size:
+            self._taken.popitem(last=False)
+        if len(times) >= self.most:
             return False
         times.append(now)
         return True

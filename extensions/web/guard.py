@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-__all__ = ("CSP", "is_loopback", "local_only", "refused", "request_is_local", "security_headers")
+__all__ = ("CSP", "client_address", "is_loopback", "local_only", "refused", "request_is_local", "security_headers")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -96,3 +96,26 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
     if isinstance(response, web.HTTPException):
         raise response
     return response
+
+
+Networks = Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]
+
+
+def client_address(request: web.Request, trusted: Networks) -> str:
+    """The address of whoever sent ``request``: its peer, or, when the peer is one of the ``trusted`` proxies, the
+    nearest address in ``X-Forwarded-For`` that is not (a client may write any value there: only what the
+    proxies appended counts)."""
+    peer = request.remote or ""
+    hops = [hop.strip() for hop in ",".join(request.headers.getall("X-Forwarded-For", [])).split(",") if hop.strip()]
+    address = peer
+    while trusted and _within(address, trusted) and hops:
+        address = hops.pop()
+    return address
+
+
+def _within(address: str, networks: Networks) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)

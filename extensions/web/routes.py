@@ -27,7 +27,7 @@ from core.errors import BotError
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
 from .definitions import web_chat
-from .guard import local_only, refused, security_headers
+from .guard import client_address, local_only, refused, security_headers
 from .pages import STATIC, TEMPLATES, Templates
 from .visitors import COOKIE, new_visitor_id
 
@@ -86,6 +86,11 @@ class ChatPages:
         visitor = self._visitor(request)
         fresh = visitor is None
         if visitor is None:
+            newcomers, settings = self.runtime.newcomers, self.runtime.settings
+            if newcomers is not None and not newcomers.take(client_address(request, settings.trusted_proxies)):
+                log.info("web chat: a new visitor refused (WEB_NEW_VISITORS_PER_HOUR reached for their address)")
+                text = say("web.too_many_visitors")
+                return web.Response(status=429, text=text, content_type="text/plain", headers={"Retry-After": "600"})
             visitor = new_visitor_id()
         response = self.templates.response(
             "chat.html",

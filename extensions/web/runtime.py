@@ -28,6 +28,7 @@ from ..chat.counters import Ignored
 from ..chat.exactly_once import REPLY_LEDGER
 from ..chat.i18n import say
 from ..chat.stream import LiveReply, ReplyKey
+from ..chat.trust import SlidingCap
 from .definitions import GATEWAY, MESSAGE, web_chat
 from .hub import Hub
 from .routes import chat_application
@@ -102,6 +103,9 @@ class WebRuntime(ChatAdapter):
         """The page's title."""
         self.hub = Hub()
         """The pages open in this process."""
+        per_hour = settings.new_visitors_per_hour
+        self.newcomers = SlidingCap(per_hour, 3600.0) if per_hour else None
+        """New visitors per address in the last hour (``WEB_NEW_VISITORS_PER_HOUR``; None: no limit)."""
         self.gateway_id = gateway_id
         """This process's id in a fleet (the channel its pages' events come through); empty in one process."""
         self.relay = relay

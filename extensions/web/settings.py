@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+from typing import Annotated, Any
+
 from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
 
 __all__ = ("DEFAULT_PORT", "WebSettings")
 
@@ -35,6 +39,29 @@ class WebSettings(BaseModel):
         default=False, description="Send the visitor's cookie over HTTPS only (set it when served behind HTTPS)"
     )
     title: str = Field(default="", description="The page's title (empty: the bot's name)")
+    new_visitors_per_hour: int = Field(
+        default=30,
+        ge=0,
+        le=1_000_000,
+        description="New visitors (new cookies) one address may start per hour at most, in each process serving the "
+        "page: past it the page says to try later, so clearing cookies does not give endless fresh per-user limits "
+        "(0: no limit)",
+    )
+    trusted_proxies: Annotated[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...], NoDecode] = Field(
+        default=(),
+        description="Addresses or networks (10.0.0.0/8) of the reverse proxies in front of the web chat, "
+        "comma-separated: from them, X-Forwarded-For names the visitor's address (else it is ignored)",
+    )
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _networks(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in value.split(",") if part.strip())
+        except ValueError as exc:
+            raise ValueError(f"{exc}; give addresses or networks, for example 10.0.0.0/8,192.168.1.5") from None
 
     @field_validator("host")
     @classmethod

@@ -15,7 +15,7 @@ from core import action
 from core.errors import ConfigError
 from core.trust import Tier, Verdict, address_of
 from extensions.chat.i18n import say
-from extensions.chat.trust import BotExchanges, TrustRules, TtlCache
+from extensions.chat.trust import SlidingCap, TrustRules, TtlCache
 
 
 class Clock:
@@ -60,7 +60,7 @@ def test_bots_are_let_in_by_id_name_or_star() -> None:
 
 def test_the_cap_on_answers_to_bots_slides_with_the_window() -> None:
     clock = Clock()
-    exchanges = BotExchanges(2, 60.0, clock=clock)
+    exchanges = SlidingCap(2, 60.0, clock=clock)
     assert exchanges.take("a") and exchanges.take("a") and not exchanges.take("a")
     assert exchanges.take("b")  # per chat
     clock.now = 59.0

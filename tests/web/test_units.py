@@ -219,3 +219,45 @@ async def test_in_front_of_a_queue_the_page_is_told_when_a_message_cannot_be_sto
                     assert (b"went wrong" in line) if text == "first" else (b"too many messages" in line), line
     finally:
         await agent.stop()
+
+
+async def test_new_visitors_per_address_are_capped_and_known_visitors_go_on(start_bot: StartBot) -> None:
+    """Clearing cookies gives a new visitor, with fresh per-user limits: one address starts at most
+    WEB_NEW_VISITORS_PER_HOUR of them; a visitor with its cookie is never refused."""
+    bot = await start_bot(scripted("hello"), web={"new_visitors_per_hour": 2})
+    known = client()
+    try:
+        async with known.get(bot.chat_url) as response:
+            assert response.status == 200
+        async with client() as fresh, fresh.get(bot.chat_url) as response:  # cookies cleared: a second new one
+            assert response.status == 200
+        async with client() as fresh, fresh.get(bot.chat_url) as response:
+            assert response.status == 429 and response.headers["Retry-After"] == "600"
+            assert "Too many new conversations" in await response.text()
+            assert not response.cookies
+        async with known.get(bot.chat_url) as response:  # its cookie: still served
+            assert response.status == 200
+    finally:
+        await known.close()
+
+
+def test_the_address_counted_is_the_peer_unless_a_trusted_proxy_forwarded_it() -> None:
+    import ipaddress
+
+    from aiohttp.test_utils import make_mocked_request
+
+    from extensions.web.guard import client_address
+
+    proxies = (ipaddress.ip_network("10.0.0.0/8"),)
+
+    def address(peer: str, forwarded: str | None, trusted: Any = proxies) -> str:
+        headers = {"X-Forwarded-For": forwarded} if forwarded is not None else {}
+        request = make_mocked_request("GET", "/", headers=headers)
+        request._transport_peername = (peer, 1234)  # type: ignore[attr-defined]
+        return client_address(request, trusted)
+
+    assert address("198.51.100.7", "1.2.3.4") == "198.51.100.7"  # not from a proxy: its header is anybody's
+    assert address("10.0.0.2", "203.0.113.9") == "203.0.113.9"
+    assert address("10.0.0.2", "6.6.6.6, 203.0.113.9, 10.0.0.3") == "203.0.113.9"  # what the proxies appended
+    assert address("10.0.0.2", None) == "10.0.0.2"
+    assert address("10.0.0.2", "203.0.113.9", trusted=()) == "10.0.0.2"
