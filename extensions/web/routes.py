@@ -27,7 +27,7 @@ from core.errors import BotError
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
 from .definitions import web_chat
-from .guard import client_address, local_only, refused, security_headers
+from .guard import client_address, is_loopback, local_only, refused, security_headers
 from .pages import STATIC, TEMPLATES, Templates
 from .visitors import COOKIE, new_visitor_id
 
@@ -86,8 +86,11 @@ class ChatPages:
         visitor = self._visitor(request)
         fresh = visitor is None
         if visitor is None:
-            newcomers, settings = self.runtime.newcomers, self.runtime.settings
-            if newcomers is not None and not newcomers.take(client_address(request, settings.trusted_proxies)):
+            newcomers, address = self.runtime.newcomers, client_address(request, self.runtime.settings.trusted_proxies)
+            # not counted: a request straight from this machine (its user, or a proxy on it that does not say for
+            # whom: every visitor would share one address)
+            unknown = address == request.remote and is_loopback(address)
+            if newcomers is not None and not unknown and not newcomers.take(address):
                 log.info("web chat: a new visitor refused (WEB_NEW_VISITORS_PER_HOUR reached for their address)")
                 text = say("web.too_many_visitors")
                 return web.Response(status=429, text=text, content_type="text/plain", headers={"Retry-After": "600"})

@@ -224,19 +224,25 @@ async def test_in_front_of_a_queue_the_page_is_told_when_a_message_cannot_be_sto
 async def test_new_visitors_per_address_are_capped_and_known_visitors_go_on(start_bot: StartBot) -> None:
     """Clearing cookies gives a new visitor, with fresh per-user limits: one address starts at most
     WEB_NEW_VISITORS_PER_HOUR of them; a visitor with its cookie is never refused."""
-    bot = await start_bot(scripted("hello"), web={"new_visitors_per_hour": 2})
+    bot = await start_bot(scripted("hello"), web={"new_visitors_per_hour": 2, "trusted_proxies": "127.0.0.1"})
+    proxied = {"X-Forwarded-For": "127.0.0.9"}  # the proxy on this machine says for whom (tests stay on loopback)
     known = client()
     try:
-        async with known.get(bot.chat_url) as response:
+        async with known.get(bot.chat_url, headers=proxied) as response:
             assert response.status == 200
-        async with client() as fresh, fresh.get(bot.chat_url) as response:  # cookies cleared: a second new one
+        async with client() as fresh, fresh.get(bot.chat_url, headers=proxied) as response:  # cookies cleared
             assert response.status == 200
-        async with client() as fresh, fresh.get(bot.chat_url) as response:
+        async with client() as fresh, fresh.get(bot.chat_url, headers=proxied) as response:
             assert response.status == 429 and response.headers["Retry-After"] == "600"
             assert "Too many new conversations" in await response.text()
             assert not response.cookies
-        async with known.get(bot.chat_url) as response:  # its cookie: still served
+        async with known.get(bot.chat_url, headers=proxied) as response:  # its cookie: still served
             assert response.status == 200
+        async with client() as fresh, fresh.get(bot.chat_url, headers={"X-Forwarded-For": "127.0.0.8"}) as response:
+            assert response.status == 200  # another address
+        for _ in range(3):  # straight from this machine, nobody says for whom: not counted
+            async with client() as fresh, fresh.get(bot.chat_url) as response:
+                assert response.status == 200
     finally:
         await known.close()
 
