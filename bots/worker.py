@@ -77,6 +77,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         RedisScheduleStore,
         RedisSummaryLock,
         RedisUsage,
+        ServerClock,
     )
 
     from .app import build_agent, build_history
@@ -97,6 +98,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             usage=RedisUsage(backend),
             limit_store=RedisLimitStore(backend),
             schedules=RedisScheduleStore(backend),
+            schedules_clock=ServerClock(backend),  # due times by the primary's clock, the same for every worker
             approvals=RedisApprovalStore(backend),
             listen=False,
             stop_timeout=backend.config.stop_timeout,

@@ -14,7 +14,7 @@ from .lock import PlatformLock
 from .memory_store import RedisMemoryStore
 from .options import QueueConfig, redact_url
 from .reply_ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
-from .schedule_store import RedisScheduleStore
+from .schedule_store import RedisScheduleStore, ServerClock
 from .shard_leases import IdentifySlots, ShardLeases
 from .summary_lock import RedisSummaryLock
 from .usage_store import RedisUsage
@@ -40,6 +40,7 @@ __all__ = (
     "ReplayModel",
     "ReplyLedger",
     "ReplySlot",
+    "ServerClock",
     "ShardLeases",
     "redact_url",
 )

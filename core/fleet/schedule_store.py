@@ -19,7 +19,11 @@ answers it once. With ``appendonly yes`` a schedule survives a Redis restart lik
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +32,9 @@ from ..schedules.model import Schedule, to_utc, valid_id
 from ..schedules.store import ScheduleLimitError
 from .backend import RedisBackend
 
-__all__ = ("RedisScheduleStore",)
+__all__ = ("RedisScheduleStore", "ServerClock")
+
+log = logging.getLogger("core.fleet")
 
 ADD = """
 -- KEYS: key due conv_set user_set      ARGV: id doc next_ms conv user per_conv per_user
@@ -306,3 +312,44 @@ class RedisScheduleStore:
 
     async def close(self) -> None:
         """Nothing to release: the backend is shared (its owner closes it)."""
+
+
+class ServerClock:
+    """The time of the Redis primary (``TIME``) as this process sees it: its own clock plus an offset measured at
+    most every ``every`` seconds (``sync``, called by the scheduler at each look at the store). The workers of a
+    fleet then agree on when a schedule is due and on what "in 2 minutes" means whatever their machines' clocks
+    say, as the leases do (their scripts read ``TIME``)."""
+
+    def __init__(self, backend: RedisBackend, *, every: float = 60.0, local: Callable[[], float] = time.time) -> None:
+        self.backend = backend
+        """The connection to the primary."""
+        self.every = every
+        """Seconds between two measures at most."""
+        self.local = local
+        """This machine's clock, seconds since the epoch (a test's may be off)."""
+        self.offset = 0.0
+        """Seconds to add to ``local`` to read the primary's clock (0 until measured)."""
+        self._next = 0.0
+
+    def now(self) -> datetime:
+        """The primary's current instant, as last measured (aware, UTC)."""
+        return datetime.fromtimestamp(self.local() + self.offset, UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        """``asyncio.sleep`` (durations are the same on every clock)."""
+        await asyncio.sleep(max(0.0, seconds))
+
+    async def sync(self) -> None:
+        """Measure the offset again when ``every`` seconds have passed since the last measure (halfway through the
+        round trip); a failure keeps the last one until the next try."""
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.every
+        client = self.backend.client
+        before = self.local()
+        seconds, micros = await self.backend.run(client.time, what="reading Redis's clock")
+        after = self.local()
+        offset = seconds + micros / 1e6 - (before + after) / 2
+        if abs(offset - self.offset) > 1.0:
+            log.info("this machine's clock is %.1fs off the Redis primary's: schedules follow Redis's", -offset)
+        self.offset = offset

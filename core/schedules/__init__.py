@@ -14,7 +14,7 @@ In a fleet: ``Schedules.attach(agent, core.fleet.RedisScheduleStore(backend))`` 
 ``fire=False``).
 """
 
-from .clock import Clock, ManualClock, SystemClock
+from .clock import Clock, ManualClock, SyncedClock, SystemClock
 from .model import (
     MIN_INTERVAL,
     SCHEDULE_INPUT,
@@ -41,6 +41,7 @@ __all__ = (  # noqa: RUF022 (sorted as tests/test_public_api.py sorts: plain str
     "ScheduleLimitError",
     "ScheduleStore",
     "Schedules",
+    "SyncedClock",
     "SystemClock",
     "check_cron",
     "check_limits",

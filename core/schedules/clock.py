@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-__all__ = ("Clock", "ManualClock", "SystemClock")
+__all__ = ("Clock", "ManualClock", "SyncedClock", "SystemClock")
 
 
 @runtime_checkable
@@ -19,6 +19,16 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None:
         """Return once ``seconds`` have passed on this clock."""
+        ...
+
+
+@runtime_checkable
+class SyncedClock(Clock, Protocol):
+    """A clock that follows another machine's (``core.fleet.ServerClock``: the Redis primary's): the scheduler
+    calls ``sync`` at each look at the store, and it measures again when its last measure is old enough."""
+
+    async def sync(self) -> None:
+        """Measure the offset again if it is due."""
         ...
 
 

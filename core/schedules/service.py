@@ -26,7 +26,7 @@ from ..entries import InputRef
 from ..errors import ConfigError
 from ..task_runner import finish_or_cancel
 from ..trust.tiers import TIER_PARAM
-from .clock import Clock, SystemClock
+from .clock import Clock, SyncedClock, SystemClock
 from .model import SCHEDULE_INPUT, Schedule, ScheduleKind, check_zone, to_utc
 from .store import MemoryScheduleStore, ScheduleStore
 
@@ -107,7 +107,9 @@ class Schedules:
         self.store = store
         """Where the schedules live."""
         self.clock: Clock = clock if clock is not None else SystemClock()
-        """What time it is (a ``ManualClock`` in tests)."""
+        """What time it is (a fleet's workers: the Redis primary's, ``core.fleet.ServerClock``; a ``ManualClock``
+        in tests)."""
+        self._sync = self.clock.sync if isinstance(self.clock, SyncedClock) else None
         self.grace = grace
         """Seconds late an occurrence may still fire (``BOT_SCHEDULES_GRACE``); older ones are reported."""
         self.fire = fire
@@ -360,6 +362,8 @@ class Schedules:
         while True:
             self._changed.clear()  # a schedule set, or a firing ended, from here on wakes the pause below
             try:
+                if self._sync is not None:
+                    await self._sync()
                 if agent.running and await self.fire_due() > 0 and not self._busy():
                     continue  # there may be more due, and room to send them: no sleep
                 if self._busy():

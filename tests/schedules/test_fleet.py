@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from core.fleet import QueueConfig, RedisBackend, RedisScheduleStore
-from core.schedules import Schedule, ScheduleKind, ScheduleLimitError
+from core.fleet import QueueConfig, RedisBackend, RedisScheduleStore, ServerClock
+from core.schedules import Schedule, ScheduleKind, ScheduleLimitError, SyncedClock
 from tests.fleet.server import RedisServer
 from tests.fleet.worker_process import Spawned
 
@@ -233,3 +233,53 @@ async def test_the_limits_hold_in_redis_however_many_add_at_once(redis_client: A
     await store.add(reminder("c", "probe:ann", "three"), per_creator=2)
     assert sorted(s.text for s in await store.by_creator("probe:ann")) == ["three", "two"]
     assert await store.pending() == 5
+
+
+async def test_a_worker_whose_clock_is_ahead_fires_by_the_primary_s(store: RedisScheduleStore) -> None:
+    """A worker's machine 5 minutes ahead: its schedules read Redis's clock (``ServerClock``, as ``bots worker``
+    sets it up), so a reminder due in 2 minutes is not fired now, as the machine's own clock would have it."""
+    ahead = ServerClock(store.backend, local=lambda: time.time() + 300)
+    assert isinstance(ahead, SyncedClock)
+    await ahead.sync()
+    assert abs(ahead.offset + 300) < 1 and abs((ahead.now() - datetime.now(UTC)).total_seconds()) < 1
+    reminder = Schedule.once(
+        at=datetime.now(UTC) + timedelta(minutes=2),
+        text="s1",
+        conversation="probe:chat:c1",
+        context="probe:chat",
+        args={"chat": "c1"},
+    )
+    await store.add(reminder)
+    assert await store.claim(ahead.now(), limit=10, lease=30) == []
+    own = datetime.fromtimestamp(time.time() + 300, UTC)  # what the machine's clock says
+    assert [s.id for s in await store.claim(own, limit=10, lease=30)] == [reminder.id]
+
+    class Fails:  # Redis down while measuring: the last offset is kept, measured again after ``every``
+        async def run(self, fn: Any, *, what: str) -> Any:
+            raise ConnectionError("down")
+
+        client = store.backend.client
+
+    failing = ServerClock(Fails(), local=ahead.local, every=0.0)  # type: ignore[arg-type]
+    failing.offset = ahead.offset
+    with pytest.raises(ConnectionError):
+        await failing.sync()
+    assert failing.offset == ahead.offset
+
+
+async def test_the_scheduler_measures_its_server_clock_as_it_runs(store: RedisScheduleStore) -> None:
+    from core import ScriptedModel, context, create_agent
+    from core.schedules import Schedules
+
+    chat = context(type="probe:chat", schema=dict, key=lambda args: str(args["chat"]))
+    agent = create_agent(model=ScriptedModel(["<response></response>"]), contexts=[chat])
+    clock = ServerClock(store.backend, local=lambda: time.time() - 120)
+    Schedules.attach(agent, store, clock=clock, poll=0.05)
+    await agent.start()
+    try:
+        deadline = time.monotonic() + 30
+        while abs(clock.offset - 120) > 1:
+            assert time.monotonic() < deadline, "the scheduler never measured the primary's clock"
+            await asyncio.sleep(0.02)
+    finally:
+        await agent.stop()
