@@ -80,6 +80,8 @@ class Run:
         """The run's trust decisions (``core.trust``): its tier, the actions it may call; None: no policy."""
         state.record = self.record  # what the context records (state.emit) joins this run's chain
         self._joined = False
+        self._joining = 0
+        self._settled: asyncio.Event | None = None
         self._first_input_ms: int | None = None
         self._replied = False
         self._notices = 0
@@ -100,14 +102,31 @@ class Run:
         self, refs: Sequence[InputRef], prepare: Callable[[ContextState, InputRef], Awaitable[None]]
     ) -> list[InputRef]:
         """Add inputs that arrived while the run goes on, each prepared first (``prepare`` may wait: a fetch, an
-        input handler reading a store). The ones it could not take because it finished meanwhile, to start a new
-        run with (they are prepared again there)."""
-        for i, ref in enumerate(refs):
-            await prepare(self.state, ref)
-            if not self.accepting:
-                return list(refs[i:])
-            self.push(ref)
-        return []
+        input handler reading a store); the run does not end while one is being prepared (``_more_joined``), so
+        each is prepared once, against the state that is saved. The ones it could not take all the same (it failed
+        meanwhile, or reached ``HARD_STEP_CAP``), to start a new run with: they are prepared again there."""
+        self._joining += 1
+        try:
+            for i, ref in enumerate(refs):
+                await prepare(self.state, ref)
+                if not self.accepting:
+                    return list(refs[i:])
+                self.push(ref)
+            return []
+        finally:
+            self._joining -= 1
+            if not self._joining and self._settled is not None:
+                self._settled.set()
+
+    async def _more_joined(self) -> bool:
+        """Before the run ends: wait for the inputs still being prepared to join it; True when one was pushed
+        (it is owed a step)."""
+        if not self._joining or self.steps >= HARD_STEP_CAP:
+            return False
+        while self._joining:
+            self._settled = asyncio.Event()
+            await self._settled.wait()
+        return any(isinstance(p, InputRef) for p in self.state.working_memory.unprocessed())
 
     def record(self, entry: Log) -> None:
         """Add an entry the run produced to working memory and the chain."""
@@ -175,7 +194,10 @@ class Run:
                         entry.processed = entry.processed or not isinstance(entry, InputRef)
                     pending = [p for p in pending if isinstance(p, InputRef)]
                     if not pending:
-                        break
+                        if not await self._more_joined():
+                            break
+                        since_input = 0
+                        continue
                 if pending and since_input < ctx.max_steps:
                     continue
                 if (
@@ -188,8 +210,11 @@ class Run:
                 if any(isinstance(p, InputRef) for p in pending) and self.steps < HARD_STEP_CAP:
                     since_input = 0  # an input joined after the last prompt: it is owed a step
                     continue
+                if await self._more_joined():
+                    since_input = 0
+                    continue
                 break
-            self.accepting = False
+            self.accepting = False  # (no wait since the last look: an input joining now starts the next run)
         except DispatchError:
             self.accepting = False
             raise  # the queue's storage failed: not the model's to read; a queued batch is not acknowledged

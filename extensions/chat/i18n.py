@@ -167,6 +167,8 @@ _FR: dict[str, str] = {
     ),
     "no_answer": "Désolé, je n'ai pas réussi à formuler une réponse. Réessayez ou reformulez, s'il vous plaît.",
     "busy": "Je réponds à trop de messages en ce moment. Renvoyez-le dans une minute, s'il vous plaît.",
+    "web.too_many_visitors": "Trop de nouvelles conversations ont été ouvertes depuis votre adresse cette dernière "
+    "heure. Réessayez plus tard, ou gardez les cookies de ce navigateur pour reprendre la vôtre.",
     "reset_done": "C'est fait : j'ai tout oublié de cette conversation.",
     "forget_done": "C'est fait : j'ai effacé cette conversation : son historique, son résumé, ses faits et son état.",
     "not_ready": "Je ne suis pas encore prêt ; réessayez dans un instant.",
