@@ -32,7 +32,9 @@ class ConsoleSettings(BaseModel):
     @field_validator("host")
     @classmethod
     def _an_address(cls, value: str) -> str:
-        return value.strip() or "127.0.0.1"  # empty: the default (aiohttp would listen on every interface)
+        if not value.strip():  # (aiohttp would listen on every interface)
+            raise ValueError("give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
+        return value.strip()
 
     @field_validator("secret")
     @classmethod

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-__all__ = ("CSP", "client_address", "is_loopback", "local_only", "refused", "request_is_local", "security_headers")
+__all__ = ("CSP", "is_loopback", "local_only", "refused", "request_is_local", "security_headers", "visitor_address")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -65,14 +65,18 @@ def refused(status: int = 403) -> web.Response:
     return web.Response(status=status, text="Forbidden" if status == 403 else "Not allowed", content_type="text/plain")
 
 
-def local_only(bound_host: str) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """A middleware answering only local requests when ``bound_host`` is a loopback address (else nothing)."""
+def local_only(bound_host: str, proxies: Networks = ()) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A middleware answering only local requests when ``bound_host`` is a loopback address (else nothing), and
+    those a trusted proxy on this machine forwards (``proxies``, ``WEB_TRUSTED_PROXIES``: the operator serves the
+    page through it)."""
     enforce = is_loopback(bound_host)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if enforce and not request_is_local(request):
-            return refused()
+            peer = _parsed(request.remote or "")
+            if peer is None or not peer.is_loopback or not _within(peer, proxies):
+                return refused()
         return await handler(request)
 
     return middleware
@@ -99,23 +103,42 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
 
 
 Networks = Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-def client_address(request: web.Request, trusted: Networks) -> str:
-    """The address of whoever sent ``request``: its peer, or, when the peer is one of the ``trusted`` proxies, the
-    nearest address in ``X-Forwarded-For`` that is not (a client may write any value there: only what the
-    proxies appended counts)."""
-    peer = request.remote or ""
+def visitor_address(request: web.Request, trusted: Networks) -> str | None:
+    """Who sent ``request``, as a key to count by: the peer's address, or, when the peer is one of the ``trusted``
+    proxies, the nearest address in ``X-Forwarded-For`` that is not one (a client may write anything there: only
+    what the proxies appended counts). An IPv6 address stands for its /64 (one subscriber's prefix), an IPv4
+    address mapped into IPv6 for itself, a port is dropped. None when it is not known: a peer that is not a public
+    address (a balancer, an Ingress, a proxy on this machine, every visitor sharing its address) and is not a
+    trusted proxy naming the visitor."""
     hops = [hop.strip() for hop in ",".join(request.headers.getall("X-Forwarded-For", [])).split(",") if hop.strip()]
-    address = peer
-    while trusted and _within(address, trusted) and hops:
-        address = hops.pop()
-    return address
+    address = _parsed(request.remote or "")
+    forwarded = False
+    while address is not None and hops and _within(address, trusted):
+        address, forwarded = _parsed(hops.pop()), True
+    if address is None or _within(address, trusted) or not (forwarded or address.is_global):
+        return None
+    if address.version == 6:
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
-def _within(address: str, networks: Networks) -> bool:
+def _parsed(text: str) -> Address | None:
+    """The address in ``text`` (``[::1]:80``, ``1.2.3.4:5678``, ``::ffff:1.2.3.4``), None when there is none."""
+    text = text.strip()
+    if text.startswith("["):
+        text = text[1 : text.find("]")] if "]" in text else text[1:]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
     try:
-        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
+        found = ipaddress.ip_address(text.split("%")[0])
     except ValueError:
-        return False
-    return any(ip in network for network in networks)
+        return None
+    mapped = found.ipv4_mapped if isinstance(found, ipaddress.IPv6Address) else None
+    return mapped if mapped is not None else found
+
+
+def _within(address: Address, networks: Networks) -> bool:
+    return any(address in network for network in networks)

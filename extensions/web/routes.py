@@ -27,7 +27,7 @@ from core.errors import BotError
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
 from .definitions import web_chat
-from .guard import client_address, is_loopback, local_only, refused, security_headers
+from .guard import local_only, refused, security_headers, visitor_address
 from .pages import STATIC, TEMPLATES, Templates
 from .visitors import COOKIE, new_visitor_id
 
@@ -47,7 +47,8 @@ COOKIE_AGE = 365 * 86400
 def chat_application(runtime: WebRuntime) -> web.Application:
     """The aiohttp application of the web chat."""
     pages = ChatPages(runtime)
-    app = web.Application(middlewares=[security_headers, local_only(runtime.settings.host)], client_max_size=256 * 1024)
+    guard = local_only(runtime.settings.host, runtime.settings.trusted_proxies)
+    app = web.Application(middlewares=[security_headers, guard], client_max_size=256 * 1024)
     app.router.add_get("/healthz", pages.health)
     if runtime.settings.chat_enabled:
         app.router.add_get("/", pages.page)
@@ -86,11 +87,8 @@ class ChatPages:
         visitor = self._visitor(request)
         fresh = visitor is None
         if visitor is None:
-            newcomers, address = self.runtime.newcomers, client_address(request, self.runtime.settings.trusted_proxies)
-            # not counted: a request straight from this machine (its user, or a proxy on it that does not say for
-            # whom: every visitor would share one address)
-            unknown = address == request.remote and is_loopback(address)
-            if newcomers is not None and not unknown and not newcomers.take(address):
+            newcomers, address = self.runtime.newcomers, visitor_address(request, self.runtime.settings.trusted_proxies)
+            if newcomers is not None and address is not None and not newcomers.take(address):  # None: not known
                 log.info("web chat: a new visitor refused (WEB_NEW_VISITORS_PER_HOUR reached for their address)")
                 text = say("web.too_many_visitors")
                 return web.Response(status=429, text=text, content_type="text/plain", headers={"Retry-After": "600"})

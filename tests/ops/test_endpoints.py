@@ -238,14 +238,17 @@ async def test_an_address_this_machine_does_not_have_is_a_config_error_naming_ht
     assert str(error).startswith("WEB_HOST=web.invalid: cannot listen on this address (Name or service not known)")
 
 
-def test_blank_console_and_web_settings_mean_their_defaults() -> None:
-    """An empty ``*_HOST`` would make aiohttp listen on every interface; a blank ``CONSOLE_SECRET`` is none."""
+def test_blank_console_and_web_hosts_are_refused_and_a_blank_console_secret_is_none() -> None:
+    """An empty ``*_HOST`` would make aiohttp listen on every interface: it is refused, saying what to give."""
+    import pydantic
+
     from bots.console.settings import ConsoleSettings
     from extensions.web.settings import WebSettings
 
-    assert ConsoleSettings.model_validate({"host": " ", "secret": " " * 20}).model_dump()["secret"] is None
-    assert ConsoleSettings.model_validate({"host": ""}).host == "127.0.0.1"
-    assert WebSettings.model_validate({"host": ""}).host == "127.0.0.1"
+    assert ConsoleSettings.model_validate({"secret": " " * 20}).model_dump()["secret"] is None
+    for model in (ConsoleSettings, WebSettings):
+        with pytest.raises(pydantic.ValidationError, match="give an address: 127.0.0.1"):
+            model.model_validate({"host": " "})
 
 
 async def _model_server(status: int) -> tuple[web.AppRunner, int, list[str]]:

@@ -223,47 +223,66 @@ async def test_in_front_of_a_queue_the_page_is_told_when_a_message_cannot_be_sto
 
 async def test_new_visitors_per_address_are_capped_and_known_visitors_go_on(start_bot: StartBot) -> None:
     """Clearing cookies gives a new visitor, with fresh per-user limits: one address starts at most
-    WEB_NEW_VISITORS_PER_HOUR of them; a visitor with its cookie is never refused."""
+    WEB_NEW_VISITORS_PER_HOUR of them; a visitor with its cookie is never refused. Behind a trusted proxy on this
+    machine (the web chat on loopback, as systemd runs it) the address is the one the proxy appends."""
     bot = await start_bot(scripted("hello"), web={"new_visitors_per_hour": 2, "trusted_proxies": "127.0.0.1"})
-    proxied = {"X-Forwarded-For": "127.0.0.9"}  # the proxy on this machine says for whom (tests stay on loopback)
+
+    def through_proxy(address: str) -> dict[str, str]:
+        return {"X-Forwarded-For": f"6.6.6.6, {address}", "Host": "chat.example"}  # the first: the client's own
+
     known = client()
     try:
-        async with known.get(bot.chat_url, headers=proxied) as response:
+        async with known.get(bot.chat_url, headers=through_proxy("203.0.113.9")) as response:
             assert response.status == 200
-        async with client() as fresh, fresh.get(bot.chat_url, headers=proxied) as response:  # cookies cleared
-            assert response.status == 200
-        async with client() as fresh, fresh.get(bot.chat_url, headers=proxied) as response:
+        async with client() as fresh, fresh.get(bot.chat_url, headers=through_proxy("203.0.113.9")) as response:
+            assert response.status == 200  # cookies cleared: a second new visitor
+        async with client() as fresh, fresh.get(bot.chat_url, headers=through_proxy("203.0.113.9")) as response:
             assert response.status == 429 and response.headers["Retry-After"] == "600"
             assert "Too many new conversations" in await response.text()
             assert not response.cookies
-        async with known.get(bot.chat_url, headers=proxied) as response:  # its cookie: still served
-            assert response.status == 200
-        async with client() as fresh, fresh.get(bot.chat_url, headers={"X-Forwarded-For": "127.0.0.8"}) as response:
+        async with known.get(bot.chat_url, headers=through_proxy("203.0.113.9")) as response:
+            assert response.status == 200  # its cookie: still served
+        async with client() as fresh, fresh.get(bot.chat_url, headers=through_proxy("203.0.113.10")) as response:
             assert response.status == 200  # another address
-        for _ in range(3):  # straight from this machine, nobody says for whom: not counted
+        for _ in range(3):  # from this machine, nobody says for whom: not counted (every visitor would share it)
             async with client() as fresh, fresh.get(bot.chat_url) as response:
                 assert response.status == 200
     finally:
         await known.close()
 
 
-def test_the_address_counted_is_the_peer_unless_a_trusted_proxy_forwarded_it() -> None:
+async def test_a_loopback_web_chat_refuses_forwarded_requests_from_untrusted_proxies(start_bot: StartBot) -> None:
+    bot = await start_bot(scripted("hello"))
+    async with client() as visitor:
+        headers = {"X-Forwarded-For": "203.0.113.9", "Host": "chat.example"}
+        async with visitor.get(bot.chat_url, headers=headers) as response:
+            assert response.status == 403
+
+
+def test_the_address_counted_is_the_visitor_s_when_it_is_known() -> None:
     import ipaddress
 
     from aiohttp.test_utils import make_mocked_request
 
-    from extensions.web.guard import client_address
+    from extensions.web.guard import visitor_address
 
-    proxies = (ipaddress.ip_network("10.0.0.0/8"),)
+    proxies = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("198.51.100.1/32"))
 
-    def address(peer: str, forwarded: str | None, trusted: Any = proxies) -> str:
+    def address(peer: str, forwarded: str | None = None, trusted: Any = proxies) -> str | None:
         headers = {"X-Forwarded-For": forwarded} if forwarded is not None else {}
         request = make_mocked_request("GET", "/", headers=headers)
         request._transport_peername = (peer, 1234)  # type: ignore[attr-defined]
-        return client_address(request, trusted)
+        return visitor_address(request, trusted)
 
-    assert address("198.51.100.7", "1.2.3.4") == "198.51.100.7"  # not from a proxy: its header is anybody's
+    assert address("8.8.8.8", "1.2.3.4") == "8.8.8.8"  # a public peer, not a proxy: its header is anybody's
     assert address("10.0.0.2", "203.0.113.9") == "203.0.113.9"
     assert address("10.0.0.2", "6.6.6.6, 203.0.113.9, 10.0.0.3") == "203.0.113.9"  # what the proxies appended
-    assert address("10.0.0.2", None) == "10.0.0.2"
-    assert address("10.0.0.2", "203.0.113.9", trusted=()) == "10.0.0.2"
+    assert address("10.0.0.2", "203.0.113.9:5123") == "203.0.113.9"  # a balancer writing the port
+    assert address("10.0.0.2", "2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64"  # one subscriber's prefix
+    assert address("2a00:1450:4001::1") == "2a00:1450:4001::/64"
+    assert address("::ffff:8.8.4.4") == "8.8.4.4"
+    # not known, not counted: a proxy that does not say for whom (public or not), a private peer (an Ingress, a
+    # balancer, Docker's gateway: every visitor would share its address), this machine
+    assert address("10.0.0.2") is None and address("198.51.100.1") is None
+    assert address("172.17.0.1", "8.8.8.8", trusted=()) is None
+    assert address("127.0.0.1") is None and address("::1") is None
