@@ -300,9 +300,10 @@ class Schedules:
         and the next claimer tries (sending again is safe: the per-occurrence dedupe key drops a repeat). A try
         again is late by the time it is made (``now``: the claim's, for the first)."""
         give_up = self.clock.now() + timedelta(seconds=self.lease / 2)
+        claimed = now
         while True:
             try:
-                await self.fire_one(found, now)
+                await self.fire_one(found, now, claimed=claimed)
                 return
             except Exception as exc:
                 self.agent.observe("schedule_failed", found.conversation, 1.0)
@@ -319,16 +320,18 @@ class Schedules:
             await self.clock.sleep(self.poll)
             now = self.clock.now()
 
-    async def fire_one(self, found: Schedule, now: datetime) -> bool:
-        """Fire the occurrence ``found`` was claimed with (``found.next_fire_at``), or report it missed when it is
-        more than ``grace`` seconds late; then advance it. True when this call advanced it."""
+    async def fire_one(self, found: Schedule, now: datetime, *, claimed: datetime | None = None) -> bool:
+        """Fire the occurrence ``found`` was claimed with (``found.next_fire_at``) at ``claimed`` (default: ``now``,
+        a try again's time), or report it missed when the claim came more than ``grace`` seconds late (a try again
+        after a failure, perhaps after it was sent, is not judged by its own time); then advance it. True when this
+        call advanced it."""
         agent = self.agent
         occurrence = found.next_fire_at
         if occurrence is None:
             return False
         late = max(0.0, (to_utc(now) - occurrence).total_seconds())
         following = found.following(max(occurrence, to_utc(now)))
-        if late > self.grace:
+        if (to_utc(claimed or now) - occurrence).total_seconds() > self.grace:
             moved = await self.store.advance(found, next_fire_at=following, missed=True)
             if moved:
                 agent.observe("schedule_missed", found.conversation, 1.0)

@@ -321,6 +321,35 @@ async def test_a_failed_attempt_is_counted_and_tried_again_while_the_claim_lasts
     assert await schedules.pending() == 0
 
 
+async def test_a_try_again_is_judged_by_the_claim_s_lateness_not_its_own() -> None:
+    """Claimed within the grace, failed once, tried again past it: sent (it was due in time; the first try may even
+    have got through), with the lateness of the try that sent it."""
+    clock = ManualClock()
+    sent: list[tuple[str, str]] = []
+    agent, schedules, _, seen = make(sent=sent, clock=clock, poll=1.0, lease=30.0, grace=1.5)
+    send = agent.send
+    attempts = 0
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise errors.PlatformError("the inbox is full")
+        return await send(*args, **kwargs)
+
+    agent.send = flaky
+    async with agent:
+        await schedules.once(chat, "m", at=clock.now() + timedelta(seconds=1), text="try again")
+        await clock.advance(2)  # claimed 1 s late, within the grace of 1.5 s
+        await settle(lambda: attempts == 1)
+        await clock.advance(1)  # tried again 2 s late, past it
+        await settle(lambda: sent)
+        await settle(rounds=50)
+    assert sent == [("m", "reminder written by the model")]
+    assert "schedule_missed" not in [kind for kind, _, _ in seen]
+    assert [value for kind, _, value in seen if kind == "schedule_late_seconds"] == [2.0]
+
+
 def test_a_firing_carries_the_tier_of_whoever_set_it() -> None:
     s = Schedule.once(
         at=datetime(2026, 1, 1, tzinfo=UTC), text="x", tier="guest", conversation="chat:a", context="chat", args="a"
