@@ -33,14 +33,19 @@ CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
 """The SDK's variables of the headers sent to the collector: ``authorization=Bearer%20<token>``, secrets."""
 
-_INTEGER_VARIABLES = (
-    "OTEL_BSP_SCHEDULE_DELAY",
-    "OTEL_BSP_MAX_QUEUE_SIZE",
-    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-    "OTEL_BSP_EXPORT_TIMEOUT",
-)
-"""The SDK's batch settings, positive integers: it logs a traceback for one that is not an integer (and uses its
-default), and raises one at the start for 0, a negative one, or a batch larger than the queue."""
+_INTEGER_VARIABLES = {
+    "OTEL_BSP_SCHEDULE_DELAY": 1,
+    "OTEL_BSP_MAX_QUEUE_SIZE": 1,
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 1,
+    "OTEL_BSP_EXPORT_TIMEOUT": 0,
+}
+"""The SDK's batch settings, integers at least this: it logs a traceback for one that is not an integer (and uses
+its default), and raises one at the start for one below (the first three: 0 or negative), or a batch larger than the
+queue."""
+
+_SECRET_HEADER = ("auth", "key", "token", "secret", "password", "cookie", "signature")
+"""Words that make a header's value a secret (``authorization``, ``x-api-key``); other values (a tenant id) are
+shown in logs, unless long enough to be a credential."""
 
 
 class TracingSettings(BaseModel):
@@ -87,8 +92,11 @@ def header_secrets(environ: Mapping[str, str] = os.environ) -> list[str]:
     found: list[str] = []
     for name in HEADER_VARIABLES:
         for item in environ.get(name, "").split(","):
-            value = item.partition("=")[2].strip()
-            found += [item.strip(), value, urllib.parse.unquote(value)]
+            header, sep, value = (part.strip() for part in item.partition("="))
+            if not sep:  # not name=value: the SDK logs it whole
+                found.append(item.strip())
+            elif any(word in header.lower() for word in _SECRET_HEADER) or len(value) >= 16:
+                found += [item.strip(), value, urllib.parse.unquote(value)]
     return [s for s in found if len(s) >= 4]
 
 
@@ -104,12 +112,19 @@ def tracing_problems(settings: TracingSettings, environ: Mapping[str, str] = os.
         if any(item.strip() and "=" not in item for item in environ.get(name, "").split(","))
     ]
     numbers = {"OTEL_BSP_MAX_QUEUE_SIZE": 2048, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512}  # (the SDK's defaults)
-    for name in _INTEGER_VARIABLES:
+    for name, least in _INTEGER_VARIABLES.items():
         value = environ.get(name, "").strip()
-        if value and (not (value.isascii() and value.isdigit()) or int(value) == 0):
-            problems.append(f"{name}={value[:20]!r} is not a whole number above 0: fix it or unset it")
-        elif value:
-            numbers[name] = int(value)
+        if not value:
+            continue
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < least:
+            least_text = "above 0" if least else "of 0 or more"
+            problems.append(f"{name}={value[:20]!r} is not a whole number {least_text}: fix it or unset it")
+        else:
+            numbers[name] = number
     if numbers["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] > numbers["OTEL_BSP_MAX_QUEUE_SIZE"]:
         problems.append(
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE is above OTEL_BSP_MAX_QUEUE_SIZE (2048 by default): lower it or raise the "

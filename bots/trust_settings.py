@@ -29,7 +29,8 @@ class TrustSettings(BaseModel):
     def _bots(cls, value: frozenset[str]) -> frozenset[str]:
         for bot in value:
             platform, _, who = bot.partition(":")
-            if bot != "*" and (platform.lower() not in ("telegram", "discord") or who.lstrip("@") == ""):
+            named = who == "*" or who.isdigit() or (who.startswith("@") and len(who) > 1)  # (otherbot: never matches)
+            if bot != "*" and (platform.lower() not in ("telegram", "discord") or not named):
                 raise ValueError(
                     f"TRUST_BOTS: {bot[:40]!r} names no bot; write telegram:@name, telegram:123, discord:123, "
                     "discord:@name, telegram:* or discord:* (every bot there), or *"
