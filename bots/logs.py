@@ -18,6 +18,7 @@ import logging
 import re
 import sys
 import time
+import traceback
 import urllib.parse
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
@@ -135,8 +136,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-_BREAKS = re.compile(r"[\r\n\x0b\x0c\x1b\x1c-\x1e\x85\u2028\u2029]")
-"""What would start a new line (or restyle a terminal) in a text log: written as escapes."""
+_BREAKS = re.compile(r"[\x00-\x08\r\n\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
+"""What would start a new line (or restyle a terminal) in a text log, every control character but the tab: written
+as escapes."""
 
 
 def _one_line(text: str) -> str:
@@ -154,6 +156,22 @@ class _TextFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = _one_line(record.message)
         return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback, with what each exception of the chain says on one line (its text may quote a user's)."""
+        top = traceback.TracebackException(*ei)
+        text = "".join(top.format())
+        chain: list[traceback.TracebackException | None] = [top]
+        seen: set[int] = set()
+        while chain:
+            found = chain.pop()
+            if found is None or id(found) in seen:
+                continue
+            seen.add(id(found))
+            said = "".join(found.format_exception_only())
+            text = text.replace(said, _one_line(said.rstrip("\n")) + "\n")
+            chain += [found.__cause__, found.__context__]
+        return text.rstrip("\n")
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)

@@ -175,10 +175,18 @@ def test_a_text_line_cannot_be_forged_with_line_breaks_in_what_is_logged() -> No
     forged = "hi\n2026-01-05 08:00:00,000 ERROR bots.console: forged\rx\u2028y\x1b[31m"
     logging.getLogger("content.telegram").info("chat 42 said: %s", forged)
     try:
-        raise RuntimeError("boom")
+        try:
+            raise KeyError(forged)
+        except KeyError as exc:
+            raise RuntimeError(f"boom on {forged}\x07\x9b") from exc  # an error quoting what a user wrote
     except RuntimeError:
         logging.getLogger("tests").exception("failed on %s", forged)
     first, second, *traceback = stream.getvalue().splitlines()
     assert first.endswith("chat 42 said: hi\\n2026-01-05 08:00:00,000 ERROR bots.console: forged\\rx\\u2028y\\x1b[31m")
     assert second.endswith("failed on hi\\n2026-01-05 08:00:00,000 ERROR bots.console: forged\\rx\\u2028y\\x1b[31m")
-    assert traceback[0] == "Traceback (most recent call last):" and traceback[-1] == "RuntimeError: boom"
+    assert traceback[0] == "Traceback (most recent call last):"
+    assert traceback[-1] == (
+        "RuntimeError: boom on hi\\n2026-01-05 08:00:00,000 ERROR bots.console: forged\\rx\\u2028y\\x1b[31m\\x07\\x9b"
+    )
+    assert not any(line.startswith("2026-01-05") for line in traceback)  # neither exception of the chain forges one
+    assert any("The above exception was the direct cause" in line for line in traceback)
