@@ -46,8 +46,7 @@ __all__ = (
 )
 
 ROLES = ("run", "chat", "gateway", "worker", "config")
-"""What a process is: ``bots run`` (all in one), ``chat``, ``gateway``, ``worker``, or ``config`` (checking
-the settings for any of them)."""
+"""What a process is: ``bots run`` (all in one), ``chat``, ``gateway``, ``worker``, or ``config`` (checking)."""
 
 _SECRET_WORDS = ("token", "key", "secret", "password")
 
@@ -321,12 +320,13 @@ async def redis_report(
 
 _PASSING = ("REDIS_MIN_REPLICAS=", "the sentinels disagree")
 """The beginnings of the problems that pass by themselves (a replica missing, a failover under way): reported by
-``bots config``, not a reason for a gateway or a worker not to start (nor a sign that Redis does not answer)."""
+``bots config``, not a reason for a gateway or a worker not to start."""
 
 
 def redis_answers(problems: Sequence[str]) -> bool:
-    """Redis answered, by ``redis_report``'s ``problems``."""
-    return all(p.startswith(_PASSING) for p in problems)
+    """Redis can be read, by ``redis_report``'s ``problems``."""
+    unreadable = ("does not answer", "refused the password", "not a Redis URL", "no sentinel answers", "no primary")
+    return not any(word in p for p in problems for word in unreadable)
 
 
 async def _describe_server(
