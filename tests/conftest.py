@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -87,3 +88,17 @@ def database_url(postgres_server: Any) -> str:
     """The URL of a new, empty database of the session's PostgreSQL."""
     url: str = postgres_server.create_database()
     return url
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Put the logging configuration back as it was (for tests that configure logging as ``bots`` does)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    content_level = logging.getLogger("content").level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.getLogger("content").setLevel(content_level)

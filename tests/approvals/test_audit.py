@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,19 +20,6 @@ from tests.approvals.test_desk import built
 
 ARGUMENTS = '"ticket": 7'
 """What the model's ``close_ticket`` calls carry (as the JSON log writes it)."""
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    content_level = logging.getLogger("content").level
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        logging.getLogger("content").setLevel(content_level)
 
 
 def counted(event: AuditEvent, tier: Tier) -> float:

@@ -8,7 +8,6 @@ import contextvars
 import io
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,19 +19,6 @@ from core.trace import correlation_id
 
 REPLY = '<response><output type="t:reply">Hello</output></response>'
 log = logging.getLogger("tests.adapter")
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    content_level = logging.getLogger("content").level
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-        logging.getLogger("content").setLevel(content_level)
 
 
 def capture(**settings: Any) -> tuple[io.StringIO, list[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -289,25 +290,29 @@ async def test_schedules_attached_to_a_running_agent_fire() -> None:
     assert sent == [("j", "reminder written by the model")]
 
 
+def fail_first_send(agent: Any) -> Callable[[], int]:
+    """Make the first ``agent.send`` fail, as a store or queue that failed once; how many were tried, then."""
+    send, attempts = agent.send, [0]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        attempts[0] += 1
+        if attempts[0] == 1:
+            raise errors.PlatformError("the inbox is full")
+        return await send(*args, **kwargs)
+
+    agent.send = flaky
+    return lambda: attempts[0]
+
+
 async def test_a_failed_attempt_is_counted_and_tried_again_while_the_claim_lasts() -> None:
     clock = ManualClock()
     sent: list[tuple[str, str]] = []
     agent, schedules, _, seen = make(sent=sent, clock=clock, poll=1.0, lease=30.0)
-    send = agent.send
-    attempts = 0
-
-    async def flaky(*args: Any, **kwargs: Any) -> Any:
-        nonlocal attempts
-        attempts += 1
-        if attempts == 1:
-            raise errors.PlatformError("the inbox is full")  # a store or queue that failed once
-        return await send(*args, **kwargs)
-
-    agent.send = flaky
+    attempts = fail_first_send(agent)
     async with agent:
         await schedules.once(chat, "k", at=clock.now() + timedelta(seconds=1), text="try again")
         await clock.advance(1)
-        await settle(lambda: attempts == 1)
+        await settle(lambda: attempts() == 1)
         assert sent == []
         await clock.advance(1)  # the next try, one poll later (the claim lasts lease / 2)
         await settle(lambda: sent)
@@ -327,21 +332,11 @@ async def test_a_try_again_is_judged_by_the_claim_s_lateness_not_its_own() -> No
     clock = ManualClock()
     sent: list[tuple[str, str]] = []
     agent, schedules, _, seen = make(sent=sent, clock=clock, poll=1.0, lease=30.0, grace=1.5)
-    send = agent.send
-    attempts = 0
-
-    async def flaky(*args: Any, **kwargs: Any) -> Any:
-        nonlocal attempts
-        attempts += 1
-        if attempts == 1:
-            raise errors.PlatformError("the inbox is full")
-        return await send(*args, **kwargs)
-
-    agent.send = flaky
+    attempts = fail_first_send(agent)
     async with agent:
         await schedules.once(chat, "m", at=clock.now() + timedelta(seconds=1), text="try again")
         await clock.advance(2)  # claimed 1 s late, within the grace of 1.5 s
-        await settle(lambda: attempts == 1)
+        await settle(lambda: attempts() == 1)
         await clock.advance(1)  # tried again 2 s late, past it
         await settle(lambda: sent)
         await settle(rounds=50)
