@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
+from extensions.web.settings import listen_address
+
 __all__ = ("DEFAULT_CONSOLE_PORT", "ConsoleSettings")
 
 DEFAULT_CONSOLE_PORT = 8766
@@ -32,9 +34,7 @@ class ConsoleSettings(BaseModel):
     @field_validator("host")
     @classmethod
     def _an_address(cls, value: str) -> str:
-        if not value.strip():  # (aiohttp would listen on every interface)
-            raise ValueError("give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
-        return value.strip()
+        return listen_address(value)
 
     @field_validator("secret")
     @classmethod

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-__all__ = ("DEFAULT_PORT", "WebSettings")
+__all__ = ("DEFAULT_PORT", "WebSettings", "listen_address")
 
 DEFAULT_PORT = 8765
 """The web chat's port when ``WEB_PORT`` is not set (a busy default port turns the chat off with a warning; a busy
@@ -66,9 +66,7 @@ class WebSettings(BaseModel):
     @field_validator("host")
     @classmethod
     def _an_address(cls, value: str) -> str:
-        if not value.strip():  # (aiohttp would listen on every interface)
-            raise ValueError("give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
-        return value.strip()
+        return listen_address(value)
 
     @field_validator("secret")
     @classmethod
@@ -87,3 +85,11 @@ class WebSettings(BaseModel):
     def in_fleet(self) -> bool:
         """A fleet serves the web chat: configured, enabled and with a port."""
         return self.configured and self.chat_enabled and self.port != 0
+
+
+def listen_address(value: str) -> str:
+    """The address a server of the bot listens on (``WEB_HOST``, ``CONSOLE_HOST``): an empty one is refused, since
+    aiohttp would listen on every interface."""
+    if not value.strip():
+        raise ValueError("give an address: 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)")
+    return value.strip()
