@@ -39,6 +39,7 @@ import redis.asyncio  # noqa: E402
 
 from tests.fakes.telegram_server import FakeTelegramServer  # noqa: E402
 from tests.fleet.server import RedisServer, free_port  # noqa: E402
+from tests.fleet.worker_process import terminate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,14 +98,7 @@ class Fleet:
             )
 
     async def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                await asyncio.to_thread(proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        await asyncio.to_thread(terminate, self.procs, 30)
         if self.client is not None:
             await self.client.aclose()
         await self.telegram.close()

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes.telegram_server import FakeTelegramServer  # noqa: E402
 from tests.fleet.sentinel import MASTER, SentinelTopology  # noqa: E402
 from tests.fleet.server import free_port  # noqa: E402
+from tests.fleet.worker_process import terminate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
@@ -156,14 +157,7 @@ class Fleet:
             self.procs.append(subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env))
 
     async def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                await asyncio.to_thread(proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        await asyncio.to_thread(terminate, self.procs, 30)
         await self.telegram.close()
         self.topology.stop()
 

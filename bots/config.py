@@ -16,7 +16,6 @@ import enum
 import importlib.util
 import os
 import urllib.parse
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ __all__ = (
     "load_settings",
     "platforms",
     "policy_lines",
-    "redis_answers",
     "redis_report",
     "safe_url",
     "scaling_notes",
@@ -321,12 +319,6 @@ async def redis_report(
 _PASSING = ("REDIS_MIN_REPLICAS=", "the sentinels disagree")
 """The beginnings of the problems that pass by themselves (a replica missing, a failover under way): reported by
 ``bots config``, not a reason for a gateway or a worker not to start."""
-
-
-def redis_answers(problems: Sequence[str]) -> bool:
-    """Redis can be read, by ``redis_report``'s ``problems``."""
-    unreadable = ("does not answer", "refused the password", "not a Redis URL", "no sentinel answers", "no primary")
-    return not any(word in p for p in problems for word in unreadable)
 
 
 async def _describe_server(

@@ -265,19 +265,16 @@ def attach_schedules(
     return schedules
 
 
-async def next_firings(
-    settings: Settings, *, limit: int = 10, timeout: float = 3.0, stored: bool = True
-) -> tuple[list[str], list[str]]:
+async def next_firings(settings: Settings, *, limit: int = 10, timeout: float = 3.0) -> tuple[list[str], list[str]]:
     """The next firings ``bots config`` shows, and the problems met: the stored schedules due soonest (in Redis
     when ``REDIS_URL`` or ``REDIS_SENTINELS`` is set, else in ``BOT_DATA_DIR``'s SQLite memory store, if there is
-    one; not with ``stored=False``: Redis is known not to answer) and the operator's ``BOT_SCHEDULES``."""
+    one) and the operator's ``BOT_SCHEDULES``."""
     lines: list[str] = []
     problems: list[str] = []
     upcoming: list[Schedule] = []
     try:
-        if stored:
-            async with asyncio.timeout(timeout):
-                upcoming = await _stored_upcoming(settings, limit)
+        async with asyncio.timeout(timeout):
+            upcoming = await _stored_upcoming(settings, limit)
     except Exception as exc:
         problems.append(f"schedules: could not read the next firings ({type(exc).__name__}: {exc})")
     for found in upcoming:

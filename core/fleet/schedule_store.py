@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -202,11 +202,12 @@ class RedisScheduleStore:
         doc = _doc(value)
         return None if doc is None else Schedule.model_validate_json(doc)
 
-    async def _members(self, set_key: str) -> list[Schedule]:
+    async def _listed(self, ids_of: Callable[[], Awaitable[Iterable[str]]], *, what: str) -> list[Schedule]:
+        """The schedules whose ids ``ids_of`` reads, in one pipelined round trip more, soonest first."""
         client = self.backend.client
 
         async def read() -> list[Any]:
-            ids = sorted(await client.smembers(set_key))
+            ids = list(await ids_of())
             if not ids:
                 return []
             pipe = client.pipeline(transaction=False)
@@ -214,9 +215,12 @@ class RedisScheduleStore:
                 pipe.get(self.key(sid))
             return [_doc(value) for value in await pipe.execute()]
 
-        docs = await self.backend.run(read, what="listing schedules")
+        docs = await self.backend.run(read, what=what)
         found = [Schedule.model_validate_json(doc) for doc in docs if doc is not None]
         return sorted(found, key=lambda s: (s.next_fire_at or datetime.max.replace(tzinfo=UTC), s.id))
+
+    async def _members(self, set_key: str) -> list[Schedule]:
+        return await self._listed(lambda: self.backend.client.smembers(set_key), what="listing schedules")
 
     async def by_conversation(self, conversation: str) -> list[Schedule]:
         """The active schedules of a conversation, soonest first."""
@@ -279,20 +283,11 @@ class RedisScheduleStore:
     async def upcoming(self, limit: int) -> list[Schedule]:
         """The ``limit`` active schedules due soonest (a claimed one is listed by its claim's expiry: it is being
         fired)."""
-        client = self.backend.client
-
-        async def read() -> list[Any]:
-            ids = await client.zrange(self.due_key, 0, max(0, limit) - 1)
-            if not ids:
-                return []
-            pipe = client.pipeline(transaction=False)
-            for sid in ids:
-                pipe.get(self.key(sid))
-            return [_doc(value) for value in await pipe.execute()]
-
-        docs = [] if limit <= 0 else await self.backend.run(read, what="listing the next schedules")
-        found = [Schedule.model_validate_json(doc) for doc in docs if doc is not None]
-        return sorted(found, key=lambda s: (s.next_fire_at or datetime.max.replace(tzinfo=UTC), s.id))
+        if limit <= 0:
+            return []
+        return await self._listed(
+            lambda: self.backend.client.zrange(self.due_key, 0, limit - 1), what="listing the next schedules"
+        )
 
     async def next_due(self) -> datetime | None:
         """When the soonest occurrence (or claim expiry) is due."""

@@ -73,16 +73,21 @@ class Spawned:
     def stop_all(self) -> None:
         """SIGTERM to those still running; SIGKILL to any still there 20 s later. Then fail if a log reports a
         model stream or task left behind (``tests.fleet.logs``)."""
-        for p in self.procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        terminate(self.procs, 20)
         assert_nothing_left_behind(sorted(self.folder.glob("*.log")))
+
+
+def terminate(procs: Sequence[subprocess.Popen[bytes]], timeout: float) -> None:
+    """SIGTERM to the ``procs`` still running, SIGKILL to any still there ``timeout`` seconds later."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def stop_every(groups: Sequence[Spawned]) -> None:
