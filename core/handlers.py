@@ -15,7 +15,7 @@ from .call_format import xml_arguments
 from .dataflow import CallSlot, run_instances, wait_for_calls
 from .definitions import Action, ActionContext, ContextState, Output, OutputContext, maybe_await
 from .entries import ActionCall, OutputRef, OutputRefResponse
-from .errors import ActionError, TemplateError, ValidationError
+from .errors import ActionError, RunError, TemplateError, ValidationError
 from .media.attachment import Attachment
 from .prompt import format_value
 from .references import Target, declared_targets, output_target, prepare_call, save_result, saved_note
@@ -171,7 +171,11 @@ async def perform_action(
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the author's code: anything can happen
-                log.debug("action %s failed (attempt %d/%d)", action.name, attempt + 1, attempts, exc_info=True)
+                # the last attempt of a bug in the author's code is a warning, as an output handler's is; an ActionError
+                # it raised on purpose is an answer for the model, and an attempt left to retry is not a failure yet
+                bug = attempt + 1 == attempts and not isinstance(exc, RunError)
+                level = logging.WARNING if bug else logging.DEBUG
+                log.log(level, "action %s raised (attempt %d/%d)", action.name, attempt + 1, attempts, exc_info=True)
                 err = exc
             if attempt + 1 == attempts:
                 if action.on_error is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from core import (
+    ActionError,
     ActionResult,
     DefinitionError,
     ErrorLog,
@@ -139,6 +141,39 @@ async def test_every_failure_is_shown_to_the_model_and_the_context_keeps_working
         assert sent == ["fixed"]
         await agent.send(chat, "u", msg("again"))
         assert sent == ["fixed", "still here"]
+
+
+async def test_an_action_handler_bug_is_a_warning_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    tries = 0
+
+    def flaky(args: Any, ctx: Any, agent: Any) -> None:
+        nonlocal tries
+        tries += 1
+        raise RuntimeError(f"kaboom {tries}")
+
+    def refuse(args: Any, ctx: Any, agent: Any) -> None:
+        raise ActionError("no such city")  # an answer for the model, not a bug
+
+    agent, model = make(
+        [
+            R('<action_call name="flaky">{}</action_call><action_call name="refuse">{}</action_call>'),
+            R('<output type="chat:message">sorry</output>'),
+        ],
+        extra_actions=(action(name="flaky", handler=flaky, retry=1), action(name="refuse", handler=refuse)),
+    )
+    with caplog.at_level(logging.DEBUG, logger="core.handlers"):
+        async with agent:
+            await agent.send(chat, "u", msg("hi"))
+    assert "'flaky' raised RuntimeError: kaboom 2" in model.requests[1].prompt  # the model still sees it
+    assert "no such city" in model.requests[1].prompt
+    by_level = {(r.levelno, r.getMessage()): r for r in caplog.records if r.name == "core.handlers"}
+    assert set(by_level) == {
+        (logging.DEBUG, "action flaky raised (attempt 1/2)"),  # retried: not a failure yet
+        (logging.WARNING, "action flaky raised (attempt 2/2)"),
+        (logging.DEBUG, "action refuse raised (attempt 1/1)"),
+    }
+    warned = by_level[(logging.WARNING, "action flaky raised (attempt 2/2)")]
+    assert warned.exc_info is not None and str(warned.exc_info[1]) == "kaboom 2"
 
 
 async def test_unresolved_template_text_never_reaches_the_user() -> None:
