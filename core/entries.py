@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 
 from .media.attachment import Attachment
+from .unicode_text import repair_strings
 
 __all__ = (
     "ActionCall",
@@ -51,6 +52,13 @@ class _Base(pydantic.BaseModel):
     """When the entry was written, in ms since the epoch."""
     processed: bool = False
     """True once the model has been shown the entry in a step."""
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        """Every string of the entry is valid Unicode (``core.unicode_text``): a lone surrogate from a platform,
+        an action or a stored payload would break the model request, the history and working memory's JSON."""
+        return repair_strings(data)
 
 
 class InputRef(_Base):

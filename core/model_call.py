@@ -15,6 +15,7 @@ from .media.attachment import image_marker
 from .models.base import ImagePart, ModelRequest, call_usage
 from .prompt import xml_attr
 from .turns import TurnGuard
+from .unicode_text import repair_text
 from .usage import cost_micros, day_of
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
             if recording and not written:
                 span.set_attribute("gen_ai.response.time_to_first_token", time.perf_counter() - started)
                 span.add_event("gen_ai.first_token")
+            chunk = repair_text(chunk)  # a provider may decode a JSON escape into a lone surrogate
             written += len(chunk)
             if captured is not None:
                 captured.append(chunk)

@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 import pydantic
 
 from ..escape import escape_attr, escape_text
+from ..unicode_text import repair_strings
 
 __all__ = (
     "Attachment",
@@ -65,6 +66,12 @@ class Attachment(pydantic.BaseModel):
     """Why it was not read, in a short sentence for the model ("an image of 12 MB was not read")."""
     text: str | None = None
     """What was heard in it: the transcript of a voice message (untrusted), also added to the input's text."""
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: object) -> object:
+        """A file name that is not valid Unicode is repaired (``core.unicode_text``), like the input it comes with."""
+        return repair_strings(data)
 
 
 @dataclass(kw_only=True, eq=False)

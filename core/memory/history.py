@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..unicode_text import repair_text
+
 __all__ = (
     "FOREVER",
     "ConversationIndex",
@@ -43,6 +45,11 @@ class HistoryEntry:
     """What was said."""
     seq: int = 0
     """The store's order of arrival (0 until stored)."""
+
+    def __post_init__(self) -> None:
+        # a lone surrogate cannot be written to SQLite or PostgreSQL: repaired here, whoever made the entry
+        object.__setattr__(self, "who", repair_text(self.who))
+        object.__setattr__(self, "text", repair_text(self.text))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ..unicode_text import repair_strings, repair_text
+
 __all__ = (
     "HoldsWeights",
     "ImagePart",
@@ -88,6 +90,12 @@ class ModelRequest:
     model: str | None = None
     """The model name to ask the provider for instead of the configured one (a conversation's ``/model``);
     providers serving one fixed model (local, scripted) ignore it."""
+
+    def __post_init__(self) -> None:
+        # a provider's client encodes the request: text that is not valid Unicode is repaired here, never a crash
+        object.__setattr__(self, "system", repair_text(self.system))
+        object.__setattr__(self, "prompt", repair_text(self.prompt))
+        object.__setattr__(self, "turns", repair_strings(self.turns))
 
 
 def without_images(request: ModelRequest, note: str) -> ModelRequest:

@@ -1,0 +1,44 @@
+"""Text that is not valid Unicode, repaired where it enters: a lone surrogate becomes U+FFFD.
+
+Python strings may hold code points that no encoding can write: a lone surrogate (``"\\ud800"``), which a JSON
+escape, a platform library or ``surrogateescape`` decoding hands over as easily as any letter. Such a string breaks
+whatever encodes it next (the model client's request body, the SQLite history, the JSON of working memory), and with
+it the run of every message batched alongside. So each log entry and history row repairs its strings as it is made,
+and the model's stream is repaired chunk by chunk: nothing past the edge ever sees one.
+
+A surrogate pair written as two code points (``"\\ud83d\\ude00"``) is joined into the character it stands for; only
+the lone halves are replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ("repair_strings", "repair_text")
+
+
+def repair_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD (``text`` itself when it is valid, the common case)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def repair_strings(value: Any) -> Any:
+    """``value`` with ``repair_text`` applied to every string inside it (dict keys and values, list and tuple items);
+    the same object when nothing needed repair, other values as they are."""
+    if isinstance(value, str):
+        return repair_text(value)
+    if isinstance(value, dict):
+        pairs = [(repair_strings(k), repair_strings(v)) for k, v in value.items()]
+        if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    if isinstance(value, list | tuple):
+        items = [repair_strings(v) for v in value]
+        if all(a is b for a, b in zip(value, items, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
