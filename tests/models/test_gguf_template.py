@@ -5,8 +5,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from core.models import default_model_path
 from core.models.gguf import GEMMA_TEMPLATE, gguf_chat_template
+
+from .support import smollm2_path
 
 
 def _text(value: str) -> bytes:
@@ -46,5 +47,5 @@ def test_a_file_with_its_own_template_or_another_model_is_left_alone(tmp_path: P
     assert gguf_chat_template(tmp_path / "missing.gguf") is None
     (tmp_path / "junk.gguf").write_bytes(b"GGUF\x03")
     assert gguf_chat_template(tmp_path / "junk.gguf") is None
-    path = default_model_path()
+    path = smollm2_path()
     assert path is not None and gguf_chat_template(path) is None, "SmolLM2 ships its own template"

@@ -14,10 +14,10 @@ import pytest
 
 from core import InMemoryStore, context, create_agent, output
 from core.errors import ModelError
-from core.models import LocalModel, ModelRequest, default_model_path
+from core.models import LocalModel, ModelRequest
 from core.parser import TagEnd, TagStart, Text, parse
 
-from .support import Recording
+from .support import Recording, smollm2_path
 
 
 async def test_one_real_answer_is_a_complete_response_with_an_output(local_model: LocalModel) -> None:
@@ -72,7 +72,7 @@ async def test_closing_the_stream_stops_the_generation(local_model: LocalModel) 
 
 
 async def test_a_broken_gguf_file_is_a_model_error(tmp_path: Path) -> None:
-    path = default_model_path()
+    path = smollm2_path()
     assert path is not None
     broken = tmp_path / "broken.gguf"
     with path.open("rb") as f:

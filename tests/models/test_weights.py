@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import ConfigError
+from core.models import default_model_path
 from core.models.local import LocalModel
 from core.models.weights import CHOICES, DEFAULT_CHOICE, QWEN, SMOLLM2, Part, Weights, find_parts, prepare, verify
 
@@ -148,6 +149,25 @@ def test_the_loader_says_what_is_missing_for_readyz(tmp_path: Path, monkeypatch:
     model = LocalModel(weights=weights, weights_dir=tmp_path / "cache", threads=1)
     ready = model.ready()
     assert isinstance(ready, str) and "fake-part0" in ready and "make install" in ready
+
+
+def test_the_default_model_path_is_the_default_weights_checked_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file ``LocalModel()`` loads (not the former SmolLM2 default); fake weights stand in for Qwen's 491 MB."""
+    weights, folders = fake_weights(tmp_path)
+    monkeypatch.setitem(CHOICES, DEFAULT_CHOICE, weights)
+    monkeypatch.setattr("core.models.weights._package_folder", folders.get)
+    cache = tmp_path / "cache"
+    path = default_model_path(weights_dir=cache)
+    assert path == cache / "fake.gguf" and path.read_bytes() == b"".join(CHUNKS)
+    model = LocalModel(weights_dir=cache)
+    assert model.weights is weights and model.model_path == path
+    folders.clear()  # the packages are gone (a Docker image keeps the assembled file only)
+    assert default_model_path(weights_dir=cache) == path
+    path.unlink()
+    assert default_model_path(weights_dir=cache) is None, "nothing installed, nothing assembled"
+    assert list(cache.iterdir()) == []
 
 
 def test_the_choices_describe_the_published_files() -> None:
