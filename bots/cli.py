@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
 
+from . import scaffold
 from .config import (
     check_connectivity,
     check_mcp_servers,
@@ -390,7 +391,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
         sub.add_parser(name, help=help_text)
+    scaffold.add_arguments(sub.add_parser("new", help=scaffold.HELP))
     args = parser.parse_args(argv)
+    if args.command == "new":  # writes files only: no settings read, so a broken .env does not stop it
+        return scaffold.command(args)
     secrets: list[str] = []
 
     def say(message: str) -> None:
