@@ -16,9 +16,12 @@ from ..chat.exactly_once import Uncertain
 from ..chat.i18n import say
 from ..chat.policy import ReplyPolicy
 
-__all__ = ("TelegramMode", "TelegramSettings")
+__all__ = ("WEBHOOK_SECRET_MIN", "TelegramMode", "TelegramSettings")
 
 _SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+WEBHOOK_SECRET_MIN = 32
+"""The shortest ``TELEGRAM_WEBHOOK_SECRET`` accepted: a short one is guessed (one character fell in 11 requests, and
+a forged update then runs as whichever user it claims). ``secrets.token_urlsafe(32)`` gives 43 characters."""
 
 
 class TelegramMode(enum.StrEnum):
@@ -61,7 +64,8 @@ class TelegramSettings(BaseModel):
     )
     webhook_secret: SecretStr | None = Field(
         default=None,
-        description="Secret Telegram sends in every webhook request, 1-256 of A-Z a-z 0-9 _ - (secret)",
+        description="Secret Telegram sends in every webhook request, 32-256 of A-Z a-z 0-9 _ - "
+        "(bots config --generate-secret prints one) (secret)",
     )
     reply_policy: ReplyPolicy = Field(
         default=ReplyPolicy.MENTION, description="When to answer in groups: always, mention or off"
@@ -160,8 +164,15 @@ class TelegramSettings(BaseModel):
         secret = self.webhook_secret.get_secret_value() if self.webhook_secret is not None else ""
         if not _SECRET_TOKEN.match(secret):
             raise ValueError(
-                "TELEGRAM_WEBHOOK_SECRET is required when TELEGRAM_MODE=webhook: 1 to 256 characters "
-                "of A-Z, a-z, 0-9, _ and -"
+                "TELEGRAM_WEBHOOK_SECRET is required when TELEGRAM_MODE=webhook: "
+                f"{WEBHOOK_SECRET_MIN} to 256 characters of A-Z, a-z, 0-9, _ and - "
+                "(bots config --generate-secret prints a fresh one)"
+            )
+        if len(secret) < WEBHOOK_SECRET_MIN:
+            raise ValueError(
+                f"TELEGRAM_WEBHOOK_SECRET is {len(secret)} characters: a secret that short is guessed, and a forged "
+                f"update runs as whoever it claims to be; use at least {WEBHOOK_SECRET_MIN} "
+                "(bots config --generate-secret prints a fresh one)"
             )
         return self
 

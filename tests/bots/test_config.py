@@ -234,7 +234,7 @@ def test_bots_config_explains_how_the_platforms_spread_over_gateways(monkeypatch
     monkeypatch.setenv("DISCORD_SHARD_COUNT", "16")
     monkeypatch.setenv("TELEGRAM_MODE", "webhook")
     monkeypatch.setenv("TELEGRAM_WEBHOOK_URL", "https://bot.example.com/hook")
-    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "s3cret")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "s3cret-" + "x" * 32)
     [discord, telegram] = scaling_notes(load_settings())
     assert discord.startswith("Discord: 16 shards (DISCORD_SHARD_COUNT)")
     assert "every bots gateway serves the webhook" in telegram

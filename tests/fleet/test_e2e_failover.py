@@ -172,7 +172,7 @@ async def _run(
             TELEGRAM_WEBHOOK_URL=f"http://127.0.0.1:{port}{PATH}",
             TELEGRAM_WEBHOOK_LISTEN="127.0.0.1",
             TELEGRAM_WEBHOOK_PORT=str(port),
-            TELEGRAM_WEBHOOK_SECRET="webhook-secret-for-tests",
+            TELEGRAM_WEBHOOK_SECRET="webhook-secret-for-tests-0123456789abcdef",
         )
         await telegram.wait_for(lambda: telegram.webhook_url is not None, timeout=60)
     else:

@@ -26,7 +26,7 @@ from .conftest import queue_config
 from .server import RedisServer
 from .test_e2e_telegram_poller import answer, answered_once, running_worker, runtime_of, settings_for
 
-SECRET = "gateway_s3cret-for-tests"
+SECRET = "gateway_s3cret-for-tests-0123456789abcdef"
 Start = Callable[[], Any]
 
 

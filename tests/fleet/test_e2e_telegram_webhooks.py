@@ -39,7 +39,7 @@ async def test_two_gateways_store_every_webhook_update_once(
         TELEGRAM_MODE="webhook",
         TELEGRAM_WEBHOOK_URL=balancer.url + PATH,
         TELEGRAM_WEBHOOK_LISTEN="127.0.0.1",
-        TELEGRAM_WEBHOOK_SECRET="webhook-secret-for-tests",
+        TELEGRAM_WEBHOOK_SECRET="webhook-secret-for-tests-0123456789abcdef",
         LLM_PROVIDER="scripted",
     )
     deployment = Processes(tmp_path, env)

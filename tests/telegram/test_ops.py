@@ -109,7 +109,7 @@ async def test_webhook_mode_is_ready_once_the_server_listens(server: FakeTelegra
         webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
         webhook_listen="127.0.0.1",
         webhook_port=port,
-        webhook_secret="s3cret_Token-for-tests",
+        webhook_secret="s3cret_Token-for-tests-0123456789abcdef",
     )
     assert agent.readiness["telegram"]() is True
     server.user_says("hello")

@@ -23,7 +23,7 @@ def test_the_environment_sets_every_knob(monkeypatch: pytest.MonkeyPatch) -> Non
         "TELEGRAM_WEBHOOK_URL": "https://bot.example.com/tg/hook",
         "TELEGRAM_WEBHOOK_LISTEN": "0.0.0.0",
         "TELEGRAM_WEBHOOK_PORT": "8080",
-        "TELEGRAM_WEBHOOK_SECRET": "hook-secret_1",
+        "TELEGRAM_WEBHOOK_SECRET": "hook-secret_1-0123456789abcdef0123456789",
         "TELEGRAM_REPLY_POLICY": "always",
         "TELEGRAM_ALLOWED_CHATS": "1, -1002003",
         "TELEGRAM_ALLOWED_USERS": "[5, 6]",
@@ -45,7 +45,7 @@ def test_the_environment_sets_every_knob(monkeypatch: pytest.MonkeyPatch) -> Non
     assert telegram.max_retries == 9
     assert (telegram.stream_replies, telegram.stream_interval, telegram.stream_drafts) == (False, 0.5, True)
     shown = repr(telegram) + str(telegram.model_dump())
-    assert "secret-token" not in shown and "hook-secret_1" not in shown
+    assert "secret-token" not in shown and "hook-secret_1-0123456789abcdef0123456789" not in shown
 
 
 def test_defaults_answer_pending_updates_by_long_polling() -> None:
@@ -73,6 +73,37 @@ def test_defaults_answer_pending_updates_by_long_polling() -> None:
 def test_mistakes_name_the_variable(values: dict[str, str], named: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=named):
         TelegramSettings(**values)  # type: ignore[arg-type]
+
+
+def test_webhook_secret_shorter_than_32_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bots.config import load_settings
+    from core.errors import ConfigError
+
+    hook = {"mode": "webhook", "webhook_url": "https://x.org/hook"}
+    for short in ("a", "x" * 31):
+        with pytest.raises(pydantic.ValidationError, match="TELEGRAM_WEBHOOK_SECRET is"):
+            TelegramSettings(**hook, webhook_secret=short)  # type: ignore[arg-type]
+    monkeypatch.setenv("TELEGRAM_MODE", "webhook")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_URL", "https://x.org/hook")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_SECRET", "Zq9-Zq9-Zq9")
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    said = str(info.value)
+    assert "TELEGRAM_WEBHOOK_SECRET is 11 characters" in said and "at least 32" in said
+    assert "bots config --generate-secret" in said and "Zq9" not in said  # the secret itself is never repeated
+    accepted = TelegramSettings(**hook, webhook_secret="x" * 32)  # type: ignore[arg-type]
+    assert accepted.webhook_secret is not None
+    TelegramSettings(webhook_secret="a")  # polling: the webhook secret is not used, nothing to refuse
+
+
+def test_generate_secret_gives_a_webhook_secret_telegram_accepts() -> None:
+    from bots.hardening import generate_secret
+
+    fresh = {generate_secret() for _ in range(20)}
+    assert len(fresh) == 20  # never the same twice
+    for secret in fresh:
+        assert len(secret) >= 32
+        TelegramSettings(mode="webhook", webhook_url="https://x.org/hook", webhook_secret=secret)  # type: ignore[arg-type]
 
 
 def test_every_setting_is_described() -> None:

@@ -12,7 +12,7 @@ from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import StartBot, answer, free_port
 
-SECRET = "s3cret_Token-for-tests"
+SECRET = "s3cret_Token-for-tests-0123456789abcdef"
 
 
 class WaitsForTheWebhookAnswer:
