@@ -16,7 +16,7 @@ from string import Template
 
 from core.errors import ConfigError
 
-__all__ = ("HELP", "add_arguments", "command", "new_bot")
+__all__ = ("FILES", "HELP", "add_arguments", "command", "new_bot")
 
 HELP = "create a folder NAME with a bot file, its test, .env.example and a README"
 """The subcommand's help line."""
@@ -28,76 +28,95 @@ module), no space, no separator."""
 _BOT = '''\
 """$name: a bot that keeps a todo list for each chat.
 
-    bots run $name     talk to it in the terminal (TELEGRAM_TOKEN or DISCORD_TOKEN puts it on that platform)
-    pytest $name       its test, with a scripted model
+    bots run $name    talk to it in the terminal
+    pytest $name      its test, with a scripted model
+
+TELEGRAM_TOKEN (or DISCORD_TOKEN) in the environment puts it on that platform.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any
 
-from core import ActionContext, Bot, Host, action, context
+from core import ActionContext, Bot, ContextState, Host, action, context
+from pydantic import BaseModel, Field
 
 
 class Chat(BaseModel):
-    """What names one conversation when the bot is driven directly, as test_bot.py does. On Telegram, Discord,
-    the web chat and the terminal, each chat is an instance of the context below laid over the platform's own,
-    which brings its chat or channel as the key."""
+    """What names one conversation when the bot is driven directly, as test_bot.py
+    does. On Telegram, Discord, the web chat and the terminal, each chat is an
+    instance of the context below laid over the platform's own, keyed by its chat."""
 
     chat: str = "default"
 
 
 class Todo(BaseModel):
-    """The arguments of the add_todo action: the model writes them, they are checked against this schema, and
-    the descriptions are part of the prompt."""
+    """The arguments of add_todo: the model writes them, they are checked against
+    this schema, and the descriptions are part of the prompt."""
 
     item: str = Field(description="What to do")
+
+
+def show(state: ContextState[Any]) -> str:
+    """What the model sees of the chat, on every step."""
+    return "Todo list: " + (", ".join(state.memory["todos"]) or "(empty)")
 
 
 # The bot's conversation: one instance per chat, each with its own memory.
 todos = context(
     type="todo",
     schema=Chat,
-    # Which instance a chat is.
-    key=lambda chat: chat.chat,
-    # The memory of a new chat (JSON-compatible; saved after every run).
-    create=lambda state: {"todos": []},
-    # What the model sees of the chat on every step.
-    render=lambda state: "Todo list: " + (", ".join(state.memory["todos"]) or "(empty)"),
+    key=lambda chat: chat.chat,  # which instance a chat is
+    create=lambda state: {"todos": []},  # a new chat's memory (JSON, saved)
+    render=show,
 )
 
 
 def add_todo(args: Todo, ctx: ActionContext, agent: Host) -> dict[str, int]:
-    """The action's handler: its validated arguments, the call's context (``ctx.memory`` is the chat's memory)
-    and the agent. What it returns is the result the model sees in its next step."""
+    """The action: its checked arguments, the call's context (ctx.memory is the
+    chat's memory) and the agent. What it returns, the model sees next step."""
     ctx.memory["todos"].append(args.item)
     return {"todos": len(ctx.memory["todos"])}
 
 
-# The bot, which `bots run $name` loads by this name. It defines no reply output: each platform brings its own
-# (telegram:message, discord:message, web:message, cli:message), and the model answers with it.
+# The bot, which `bots run` loads by this name. It defines no reply output: each
+# platform brings its own (telegram:message, discord:message, web:message,
+# cli:message), and the model answers with it.
 bot = Bot(
     name="$name",
     context=todos,
-    instructions="You keep the user's todo list. Add items with add_todo, then tell the user what the list holds.",
-    actions=[action(name="add_todo", description="Add an item to the todo list", schema=Todo, handler=add_todo)],
+    instructions=(
+        "You keep the user's todo list. Add items with add_todo, "
+        "then tell the user what the list holds."
+    ),
+    actions=[
+        action(
+            name="add_todo",
+            description="Add an item to the todo list",
+            schema=Todo,
+            handler=add_todo,
+        )
+    ],
 )
 '''
 
 _TEST = '''\
-"""The bot's test. A scripted model answers as an LLM would, in the framework's XML protocol, so the test needs
-neither a model nor a network. Run it with `pytest` in this folder, or `pytest $name` from the one above."""
+"""The bot's test. A scripted model answers as an LLM would, in the framework's XML
+protocol, so the test needs neither a model nor a network. Run it with `pytest` in
+this folder, or `pytest $name` from the one above."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from bot import bot, todos
 from core import ActionCall, ActionResult, Log, ScriptedModel, create_agent
 
-# One reply per model call: the model calls add_todo; shown its result, it has nothing more to do. (On a
-# platform it would then answer the user with the platform's reply, e.g. <output type="cli:message">.)
+from bot import Chat, bot, todos
+
+# One reply per model call: the model calls add_todo, then, shown the result, it
+# has nothing more to do. (On a platform it would answer the user next, with the
+# platform's reply: <output type="cli:message">Added milk.</output>.)
 REPLIES = [
     '<response><action_call name="add_todo">{"item": "milk"}</action_call></response>',
     "<response><reasoning>milk is on the list</reasoning></response>",
@@ -105,11 +124,13 @@ REPLIES = [
 
 
 async def talk(model: ScriptedModel, text: str) -> tuple[list[Log], Any]:
-    """Send ``text`` to chat "1" and return the run's chain of logs and the chat's memory after it."""
+    """Send text to chat "1"; return the run's logs and the chat's memory after it."""
     agent = create_agent(model=model, bot=bot)
+    chat = Chat(chat="1")
     async with agent:
-        chain = await agent.send(todos, {"chat": "1"}, {"type": "todo:message", "data": text})
-        state = await agent.load_state(todos, {"chat": "1"})
+        said = {"type": "todo:message", "data": text}
+        chain = await agent.send(todos, chat, said)
+        state = await agent.load_state(todos, chat)
     return chain, state.memory
 
 
@@ -119,16 +140,20 @@ def test_add_todo_is_called_and_remembered() -> None:
     calls = [log for log in chain if isinstance(log, ActionCall)]
     results = [log for log in chain if isinstance(log, ActionResult)]
     assert [call.name for call in calls] == ["add_todo"]
-    assert [(result.error, result.data) for result in results] == [(None, {"todos": 1})]
+    assert [(r.error, r.data) for r in results] == [(None, {"todos": 1})]
     assert memory == {"todos": ["milk"]}
-    assert "Todo list: milk" in model.requests[1].prompt  # the model saw the new list in its next step
+    # The model saw the new list in its next step.
+    assert "Todo list: milk" in model.requests[1].prompt
 '''
 
 _PYTEST_INI = """\
-# pytest here, or `pytest $name` from the folder above: this file makes the folder pytest's root, and
-# pythonpath puts it on sys.path, so test_bot.py imports bot.py.
+# pytest here, or `pytest $name` from the folder above: this file makes the folder
+# pytest's root, and pythonpath puts it on sys.path, so test_bot.py imports bot.py.
 [pytest]
 pythonpath = .
+# test_bot.py runs its own event loop (asyncio.run) and needs no asyncio plugin:
+# for `async def` tests, install pytest-asyncio; write `asyncio_mode = auto` instead.
+addopts = -p no:asyncio
 """
 
 _ENV_EXAMPLE = """\
