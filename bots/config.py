@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from pydantic_settings import SettingsError
 
 from core.errors import ConfigError
+from core.url_secrets import mask_query
 
 from .settings import Settings
 from .tracing import tracing_problems
@@ -496,16 +497,16 @@ async def _ping_redis(url: str, *, timeout: float, password: str | None = None) 
 
 
 def safe_url(url: str) -> str:
-    """``url`` with its password replaced by ``********``."""
+    """``url`` with its password and its query values (``?api-key=...``) replaced by ``********``."""
     try:
         parts = urllib.parse.urlsplit(url)
         password = parts.password
     except ValueError:
         return "(unparsable URL)"
     if not password:
-        return url
+        return mask_query(url)
     netloc = parts.netloc.replace(f":{password}@", ":********@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return mask_query(urllib.parse.urlunsplit(parts._replace(netloc=netloc)))
 
 
 def _flatten(model: pydantic.BaseModel, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, SecretStr
 
 from core import tracing
 from core.trace import correlation_id
+from core.url_secrets import query_secrets
 
 from .settings import LogSettings
 
@@ -59,7 +60,8 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))
 
 
 def secrets_of(settings: BaseModel) -> list[str]:
-    """Every secret value in ``settings``: ``SecretStr`` fields and passwords inside URL values."""
+    """Every secret value in ``settings``: ``SecretStr`` fields, and passwords and query secrets (``?api-key=``)
+    inside URL values."""
     found: list[str] = []
 
     def visit(value: Any) -> None:
@@ -74,6 +76,7 @@ def secrets_of(settings: BaseModel) -> list[str]:
                 password = urllib.parse.urlsplit(value).password
                 if password:
                     found.append(password)
+            found.extend(query_secrets(value))
         elif isinstance(value, list | tuple):  # MCP servers, with their header and env secrets
             for item in value:
                 visit(item)

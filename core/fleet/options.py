@@ -5,22 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from ..url_secrets import mask_query
+
 __all__ = ("QueueConfig", "redact_url")
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for logs and error messages)."""
+    """``url`` with any password replaced by ``***`` and its query values masked (redis-py reads ``?password=``
+    too), for logs and error messages."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable REDIS_URL>"
     if parts.password is None:
-        return url
+        return mask_query(url)
     user = parts.username or ""
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    return mask_query(urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from ..errors import ModelAuthError, ModelError
+from ..url_secrets import mask_query
 
 __all__ = ("Failure", "RetryPolicy", "http_failure", "parse_retry_after", "redact", "retrying_stream", "safe_url")
 
@@ -97,17 +98,18 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def safe_url(url: str) -> str:
-    """``url`` without user and password, fit for logs and error messages."""
+    """``url`` without user and password, and its query values masked (``?api-key=********``), fit for logs and
+    error messages."""
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return "<invalid url>"
     if parts.username is None and parts.password is None:
-        return url
+        return mask_query(url)
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return mask_query(urllib.parse.urlunsplit(parts._replace(netloc=host)))
 
 
 def http_failure(

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from core.url_secrets import mask_query
+
 __all__ = ("McpServerConfig", "McpSettings", "parse_servers")
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]{0,39}$")
@@ -131,8 +133,8 @@ def _masked_header(name: str, value: SecretStr) -> str:
 def _safe_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.password:
-        return url.replace(f":{parts.password}@", ":********@", 1)
-    return url
+        url = url.replace(f":{parts.password}@", ":********@", 1)
+    return mask_query(url)  # ?token=... too
 
 
 def parse_servers(value: Any) -> list[dict[str, Any]]:

@@ -245,3 +245,20 @@ def test_errors_printed_by_main_mask_every_secret(
     err = capsys.readouterr().err
     assert "login refused for token ********" in err
     assert token not in err
+
+
+def test_secrets_in_url_query_strings_are_masked_in_bots_config(tmp_path: Path) -> None:
+    servers = [{"name": "tools", "url": "http://127.0.0.1:9/mcp?token=mcp-query-token-value&v=2", "required": True}]
+    done = run(
+        tmp_path,
+        "config",
+        LLM_PROVIDER="openai",
+        LLM_BASE_URL="https://x.example/v1?api-key=llm-query-key-value",
+        LLM_API_KEY="sk-api-key-value-0123",
+        MCP_SERVERS=json.dumps(servers),
+    )
+    out = done.stdout + done.stderr
+    assert "llm-query-key-value" not in out and "mcp-query-token-value" not in out, out
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip() and line.split()[0].isupper()}
+    assert "https://x.example/v1?api-key=********" in lines["LLM_BASE_URL"]
+    assert "?token=********&v=********" in out  # the MCP server's line and its problem
