@@ -53,7 +53,7 @@ class Sessions:
 
     def session(self, cookie: str | None) -> str | None:
         """The session id a cookie carries when it is valid, signed, unexpired and not logged out; else None."""
-        if not cookie or cookie.count(".") != 2:
+        if not cookie or not cookie.isascii() or cookie.count(".") != 2:
             return None
         session, expires, signature = cookie.split(".")
         if not hmac.compare_digest(signature.encode(), self._mac("session", f"{session}.{expires}").encode()):
@@ -78,4 +78,6 @@ class Sessions:
 
     def check_csrf(self, session: str, token: str | None) -> bool:
         """True when ``token`` is the session's CSRF token (constant time)."""
-        return token is not None and hmac.compare_digest(token.encode(), self.csrf(session).encode())
+        return (
+            token is not None and token.isascii() and hmac.compare_digest(token.encode(), self.csrf(session).encode())
+        )

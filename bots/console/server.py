@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from core.errors import ConfigError, address_in_use, cannot_listen
-from extensions.web import Templates, local_only, security_headers, web_runtime
+from extensions.web import Templates, local_only, security_headers, web_runtime, well_formed
 from extensions.web.pages import STATIC as WEB_STATIC
 
-from .auth import Sessions
+from .auth import SESSION_COOKIE, Sessions
 from .data import Tail
 from .views import Views
 
@@ -84,7 +84,8 @@ class Console:
         """The console's aiohttp application."""
         views = Views(self)
         app = web.Application(
-            middlewares=[security_headers, local_only(self.settings.console.host)], client_max_size=64 * 1024
+            middlewares=[security_headers, local_only(self.settings.console.host), well_formed(SESSION_COOKIE)],
+            client_max_size=64 * 1024,
         )
         app.router.add_get("/healthz", views.health)
         app.router.add_get("/login", views.login_page)

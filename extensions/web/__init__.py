@@ -24,7 +24,7 @@ from .definitions import (
     web_message_input,
     web_message_output,
 )
-from .guard import is_loopback, local_only, refused, request_is_local, security_headers
+from .guard import is_loopback, local_only, refused, request_is_local, security_headers, well_formed
 from .hub import Hub
 from .pages import Templates
 from .relay import RedisRelay, Relay
@@ -57,6 +57,7 @@ __all__ = (
     "web_message_input",
     "web_message_output",
     "web_runtime",
+    "well_formed",
 )
 
 

@@ -5,16 +5,33 @@
 - ``local_only``: when a server is bound to a loopback address, a request is answered only if it comes from
   loopback, names a loopback host (a DNS-rebinding page names its own) and was not forwarded for another machine
   (``X-Forwarded-For``, ``Forwarded``). Anything else gets the same short 403.
+- ``well_formed``: a request the server cannot read (its cookie holds a byte that is not ASCII, its body names a
+  charset Python does not know, or is not valid in its charset, or its JSON is nested past the parser's depth) gets
+  a short 400 saying what is wrong, never a 500 with a traceback in the log.
 """
 
 from __future__ import annotations
 
+import codecs
 import ipaddress
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-__all__ = ("CSP", "is_loopback", "local_only", "refused", "request_is_local", "security_headers", "visitor_address")
+__all__ = (
+    "CSP",
+    "bad_request",
+    "is_loopback",
+    "local_only",
+    "refused",
+    "request_is_local",
+    "security_headers",
+    "visitor_address",
+    "well_formed",
+)
+
+log = logging.getLogger("extensions.web")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -80,6 +97,46 @@ def local_only(bound_host: str, proxies: Networks = ()) -> Callable[..., Awaitab
         return await handler(request)
 
     return middleware
+
+
+def bad_request(reason: str) -> web.Response:
+    """The answer to a request that cannot be read: 400 and what is wrong with it, in one line."""
+    return web.Response(status=400, text=f"Bad request: {reason}", content_type="text/plain")
+
+
+def well_formed(*cookies: str) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A middleware answering 400 to a request it cannot read: one of ``cookies`` (the server's own; other sites'
+    cookies on the same host are never read) with a byte that is not ASCII, a body in a charset Python does not know;
+    and, from the handler, a body that is not valid in its charset or JSON nested too deep to parse."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        problem = _unreadable(request, cookies)
+        if problem is not None:
+            log.info("%s %s refused with 400: %s", request.method, request.path, problem)
+            return bad_request(problem)
+        try:
+            return await handler(request)
+        except (UnicodeDecodeError, RecursionError) as exc:  # raised reading the body (text, form or JSON)
+            problem = "the body is too deeply nested" if isinstance(exc, RecursionError) else "the body is not text"
+            log.info("%s %s refused with 400: %s", request.method, request.path, problem)
+            return bad_request(problem)
+
+    return middleware
+
+
+def _unreadable(request: web.Request, cookies: Sequence[str]) -> str | None:
+    for name in cookies:
+        value = request.cookies.get(name)
+        if value is not None and not value.isascii():  # (a non-UTF-8 byte arrives as a lone surrogate)
+            return f"the {name} cookie is malformed"
+    charset = request.charset
+    if charset and request.body_exists:
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            return "the body's charset is unknown"
+    return None
 
 
 @web.middleware

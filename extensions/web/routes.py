@@ -27,7 +27,7 @@ from core.errors import BotError
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
 from .definitions import web_chat
-from .guard import local_only, refused, security_headers, visitor_address
+from .guard import local_only, refused, security_headers, visitor_address, well_formed
 from .pages import STATIC, TEMPLATES, Templates
 from .visitors import COOKIE, new_visitor_id
 
@@ -48,7 +48,7 @@ def chat_application(runtime: WebRuntime) -> web.Application:
     """The aiohttp application of the web chat."""
     pages = ChatPages(runtime)
     guard = local_only(runtime.settings.host, runtime.settings.trusted_proxies)
-    app = web.Application(middlewares=[security_headers, guard], client_max_size=256 * 1024)
+    app = web.Application(middlewares=[security_headers, guard, well_formed(COOKIE)], client_max_size=256 * 1024)
     app.router.add_get("/healthz", pages.health)
     if runtime.settings.chat_enabled:
         app.router.add_get("/", pages.page)
@@ -152,7 +152,7 @@ class ChatPages:
             return refused()
         try:
             body = await request.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # (RecursionError: JSON nested too deep)
             return web.json_response({"error": 'send JSON: {"text": "..."}'}, status=400)
         text = body.get("text") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():

@@ -61,7 +61,7 @@ class Signer:
 
     def visitor(self, cookie: str | None) -> str | None:
         """The visitor a cookie names, or None when it is missing, malformed or not signed by this key."""
-        if not cookie or cookie.count(".") != 1:
+        if not cookie or not cookie.isascii() or cookie.count(".") != 1:
             return None
         visitor, signature = cookie.split(".")
         if not visitor or len(visitor) > 64:
@@ -76,4 +76,6 @@ class Signer:
 
     def check_csrf(self, subject: str, token: str | None) -> bool:
         """True when ``token`` is ``subject``'s CSRF token (constant time)."""
-        return token is not None and hmac.compare_digest(token.encode(), self.csrf(subject).encode())
+        return (
+            token is not None and token.isascii() and hmac.compare_digest(token.encode(), self.csrf(subject).encode())
+        )

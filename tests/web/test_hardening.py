@@ -3,7 +3,16 @@ the settings page, malformed input refused with a clean 400, half-sent requests 
 
 from __future__ import annotations
 
-from .conftest import StartBot, client, login, scripted
+import asyncio
+import logging
+from urllib.parse import urlsplit
+
+import pytest
+
+from bots.console.auth import SESSION_COOKIE
+from extensions.web.visitors import COOKIE
+
+from .conftest import StartBot, client, csrf_of, login, scripted
 
 LLM_URL = "https://x.example/v1?api-key=llm-query-key-value"
 
@@ -17,3 +26,69 @@ async def test_secrets_in_url_query_strings_are_masked_on_the_console_settings_p
     assert response.status == 200
     assert "llm-query-key-value" not in html
     assert "https://x.example/v1?api-key=********" in html
+
+
+async def _raw(url: str, request: bytes, *, timeout: float = 10.0) -> bytes:
+    """What the server at ``url`` answers to the bytes of ``request`` (sent as they are, on a fresh connection)."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        async with asyncio.timeout(timeout):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+def _request(url: str, method: str, path: str, *headers: bytes, body: bytes = b"") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nConnection: close\r\n".encode()
+    if body:
+        head += f"Content-Length: {len(body)}\r\n".encode()
+    return head + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body
+
+
+def _status(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1])
+
+
+async def test_malformed_input_gets_a_clean_400_never_a_500(
+    start_bot: StartBot, caplog: pytest.LogCaptureFixture
+) -> None:
+    bot = await start_bot(scripted("hi"))
+    async with client() as visitor, visitor.get(bot.chat_url) as response:
+        csrf = csrf_of(await response.text())
+        cookie = f"Cookie: {COOKIE}={response.cookies[COOKIE].value}".encode()
+    chat, console = bot.chat_url, bot.console_url
+    json_type = b"Content-Type: application/json"
+    token = f"X-CSRF-Token: {csrf}".encode()
+    refused = [
+        # a non-UTF-8 byte in the server's own cookie, on every page of the web chat and the console
+        (chat, _request(chat, "GET", "/", b"Cookie: " + COOKIE.encode() + b"=abc.\xff\xfe")),
+        (chat, _request(chat, "GET", "/chat/history", b"Cookie: " + COOKIE.encode() + b"=\xff.x")),
+        (console, _request(console, "GET", "/fleet", b"Cookie: " + SESSION_COOKIE.encode() + b"=a.1.\xff")),
+        (console, _request(console, "GET", "/login", b"Cookie: " + SESSION_COOKIE.encode() + b"=\xc3\x28")),
+        # a charset Python does not know, a body that is not valid in its charset
+        (chat, _request(chat, "POST", "/chat/send", cookie, token, json_type + b"; charset=bogus", body=b"{}")),
+        (console, _request(console, "POST", "/login", b"Content-Type: text/plain; charset=bogus", body=b"x")),
+        (
+            console,
+            _request(console, "POST", "/login", b"Content-Type: application/x-www-form-urlencoded", body=b"s=\xff"),
+        ),
+        # JSON nested 100,000 deep, JSON that is not UTF-8
+        (chat, _request(chat, "POST", "/chat/send", cookie, token, json_type, body=b"[" * 100_000 + b"]" * 100_000)),
+        (chat, _request(chat, "POST", "/chat/send", cookie, token, json_type, body=b'{"text": "\xff"}')),
+    ]
+    with caplog.at_level(logging.INFO):
+        for url, request in refused:
+            answer = await _raw(url, request)
+            assert _status(answer) == 400, (request[:120], answer[:300])
+        # a CSRF token with a non-UTF-8 byte is a wrong token (403), not a crash; other sites' cookies are not read
+        bad_token = _request(chat, "POST", "/chat/send", cookie, b"X-CSRF-Token: \xff", json_type, body=b"{}")
+        assert _status(await _raw(chat, bad_token)) == 403
+        other_site = _request(chat, "GET", "/", b"Cookie: elsewhere=\xff\xfe")
+        assert _status(await _raw(chat, other_site)) == 200
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "no traceback, no ERROR"
+    async with client() as visitor, visitor.get(chat) as response:  # and the servers go on answering
+        assert response.status == 200
