@@ -86,9 +86,9 @@ def test_secrets_in_headers_and_env_are_masked(monkeypatch: pytest.MonkeyPatch) 
 
 
 def _readme_example() -> str:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## MCP tools", 1)[1]
-    return section.split("```json", 1)[1].split("```", 1)[0]
+    """The example of the MCP how-to guide (docs/how-to/mcp.md, once the README's MCP section)."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "mcp.md").read_text(encoding="utf-8")
+    return guide.split("```json", 1)[1].split("```", 1)[0]
 
 
 def test_the_readme_example_is_a_valid_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
