@@ -36,6 +36,7 @@ from prometheus_client.openmetrics import exposition
 from core.errors import cannot_listen
 from core.health import Degraded
 from core.models.base import HoldsWeights, SelfChecking, ServedOverHttp
+from extensions.chat.http_server import DEFAULT_LIMITS, HttpLimits, start_site
 
 from .metrics import RunTracker
 
@@ -266,19 +267,16 @@ def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
 
 
 @contextlib.asynccontextmanager
-async def serve(ops: Ops, *, host: str, port: int) -> AsyncIterator[int]:
-    """Serve ``ops`` on ``host:port`` while the block runs; yields the bound port (``port=0`` picks one)."""
-    runner = web.AppRunner(ops.application(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
+async def serve(ops: Ops, *, host: str, port: int, limits: HttpLimits = DEFAULT_LIMITS) -> AsyncIterator[int]:
+    """Serve ``ops`` on ``host:port`` while the block runs, within ``limits`` (a half-sent request dropped, the
+    connections capped); yields the bound port (``port=0`` picks one)."""
     try:
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise cannot_listen(exc, host_var="HTTP_HOST", host=host, port_var="HTTP_PORT", port=port) from exc
-        bound = runner.addresses[0][1] if runner.addresses else port
+        runner, bound = await start_site(ops.application(), host, port, limits=limits)
+    except OSError as exc:
+        raise cannot_listen(exc, host_var="HTTP_HOST", host=host, port_var="HTTP_PORT", port=port) from exc
+    try:
         log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", host, bound)
-        yield int(bound)
+        yield bound
     finally:
         await runner.cleanup()
 

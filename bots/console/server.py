@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from core.errors import ConfigError, address_in_use, cannot_listen
+from extensions.chat.http_server import HttpLimits, start_site
 from extensions.web import Templates, local_only, security_headers, web_runtime, well_formed
 from extensions.web.pages import STATIC as WEB_STATIC
 
@@ -107,12 +108,11 @@ class Console:
     async def start(self) -> None:
         """Serve the console and watch the agent's run events for the live tail."""
         console = self.settings.console
-        runner = web.AppRunner(self.application(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
+        web_settings = self.settings.web  # the console's pages are bounded like the web chat's
+        limits = HttpLimits(header_timeout=web_settings.header_timeout, max_connections=web_settings.max_connections)
         try:
-            await web.TCPSite(runner, console.host, console.port).start()
+            runner, port = await start_site(self.application(), console.host, console.port, limits=limits)
         except OSError as exc:
-            await runner.cleanup()
             if address_in_use(exc) and "port" not in console.model_fields_set:
                 log.warning("the console is off: port %d is busy; set CONSOLE_PORT to a free port", console.port)
                 return
@@ -121,7 +121,6 @@ class Console:
             ) from exc
         self._runner = runner
         self._undo = self.agent.add_event_listener(self.tail.on_event)
-        port = runner.addresses[0][1] if runner.addresses else console.port
         shown = console.host if ":" not in console.host else f"[{console.host}]"
         self.address = f"http://{shown}:{port}/"
         log.info("operator console on %s", self.address)

@@ -27,6 +27,8 @@ from telegram import Bot, Update
 
 from core.errors import DispatchError, MemoryStoreError
 
+from ..chat.http_server import DEFAULT_LIMITS, HttpLimits, start_site
+
 __all__ = ("SECRET_HEADER", "WEBHOOK_DEADLINE", "WebhookServer")
 
 log = logging.getLogger("extensions.telegram")
@@ -50,6 +52,7 @@ class WebhookServer:
         path: str,
         secret: str,
         deadline: float = WEBHOOK_DEADLINE,
+        limits: HttpLimits = DEFAULT_LIMITS,
     ) -> None:
         self.bot = bot
         """Gives the updates their bot (``Update.de_json``)."""
@@ -59,6 +62,8 @@ class WebhookServer:
         self.listen, self.port, self.path = listen, port, path
         self.deadline = deadline
         """Seconds ``handle`` may take before the request is answered 503."""
+        self.limits = limits
+        """How long a request may take to arrive, and how many connections may be open at once."""
         self._secret = secret.encode()
         self._runner: web.AppRunner | None = None
         self._in_flight = 0
@@ -74,14 +79,9 @@ class WebhookServer:
         """Listen (an ``OSError`` when the address cannot be used)."""
         app = web.Application()
         app.router.add_post(self.path, self._on_request)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self.listen, self.port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
+        self._runner, _port = await start_site(
+            app, self.listen, self.port, limits=self.limits, shutdown_timeout=shutdown_timeout
+        )
 
     async def stop(self) -> None:
         """Accept no more requests; give those in progress ``shutdown_timeout`` seconds to be answered."""

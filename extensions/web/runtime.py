@@ -26,6 +26,7 @@ from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
 from ..chat.counters import Ignored
 from ..chat.exactly_once import REPLY_LEDGER
+from ..chat.http_server import HttpLimits, start_site
 from ..chat.i18n import say
 from ..chat.stream import LiveReply, ReplyKey
 from ..chat.trust import SlidingCap
@@ -168,12 +169,10 @@ class WebRuntime(ChatAdapter):
         app = chat_application(self)
         for prefix, sub in self.mounts:
             app.add_subapp(prefix, sub)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
+        limits = HttpLimits(header_timeout=self.settings.header_timeout, max_connections=self.settings.max_connections)
         try:
-            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+            runner, port = await start_site(app, self.settings.host, self.settings.port, limits=limits)
         except OSError as exc:
-            await runner.cleanup()
             if address_in_use(exc) and "port" not in self.settings.model_fields_set:
                 log.warning("the web chat is off: port %d is busy; set WEB_PORT to a free port", DEFAULT_PORT)
                 return
@@ -182,7 +181,6 @@ class WebRuntime(ChatAdapter):
                 exc, host_var="WEB_HOST", host=settings.host, port_var="WEB_PORT", port=settings.port
             ) from exc
         self._runner = runner
-        port = runner.addresses[0][1] if runner.addresses else self.settings.port
         shown = self.settings.host if ":" not in self.settings.host else f"[{self.settings.host}]"
         self.address = f"http://{shown}:{port}/"
         log.info("web chat on %s", self.address)

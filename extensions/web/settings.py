@@ -47,6 +47,20 @@ class WebSettings(BaseModel):
         "page: past it the page says to try later, so clearing cookies does not give endless fresh per-user limits "
         "(0: no limit)",
     )
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Seconds a client has to send a request's headers, then as long for its body, to the web chat "
+        "and the console; a half-sent request is dropped, and so is a kept-alive connection idle that long",
+    )
+    max_connections: int = Field(
+        default=256,
+        ge=1,
+        le=1_000_000,
+        description="Connections open at once at most on the web chat and on the console, each (open pages' event "
+        "streams count); one more is answered 503",
+    )
     trusted_proxies: Annotated[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...], NoDecode] = Field(
         default=(),
         description="Addresses or networks (10.0.0.0/8) of the reverse proxies in front of the web chat, "

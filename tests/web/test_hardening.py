@@ -92,3 +92,78 @@ async def test_malformed_input_gets_a_clean_400_never_a_500(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "no traceback, no ERROR"
     async with client() as visitor, visitor.get(chat) as response:  # and the servers go on answering
         assert response.status == 200
+
+
+async def _closed_within(url: str, sent: bytes, seconds: float) -> bytes:
+    """Send ``sent`` and wait for the server to close the connection (within ``seconds``); what it answered."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        writer.write(sent)
+        await writer.drain()
+        async with asyncio.timeout(seconds):
+            return await reader.read()  # b"" or an answer, then EOF: the server closed it
+    finally:
+        writer.close()
+
+
+async def _bounded(url: str, *, header_timeout: float, max_connections: int) -> None:
+    """The server at ``url`` drops a half-sent request, a trickling body and an idle connection after about
+    ``header_timeout``, and answers 503 to a connection past ``max_connections``, then serves again."""
+    host = urlsplit(url).netloc.encode()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await _closed_within(url, b"GET / HTTP/1.1\r\nHost: " + host + b"\r\nX-Slow:", header_timeout + 5) == b""
+    assert await _closed_within(url, b"", header_timeout + 5) == b""  # connected, never wrote a byte
+    body = b"POST /x HTTP/1.1\r\nHost: " + host + b"\r\nContent-Length: 100\r\n\r\nonly a part"
+    answer = await _closed_within(url, body, header_timeout + 5)
+    assert answer == b"" or _status(answer) in (404, 405, 408), answer[:200]  # the body never completes
+    assert loop.time() - started >= header_timeout  # (not refused at once: dropped once the time was up)
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None
+    held = [await asyncio.open_connection(parts.hostname, parts.port) for _ in range(max_connections)]
+    try:
+        await asyncio.sleep(0.1)  # (accepted)
+        answer = await _closed_within(url, b"", 5)
+        assert _status(answer) == 503, answer[:200]
+    finally:
+        for _reader, writer in held:
+            writer.close()
+    async with asyncio.timeout(5):  # the cap counts open connections: once they closed, a request is served
+        while True:
+            answer = await _raw(url, b"GET /healthz HTTP/1.1\r\nHost: " + host + b"\r\nConnection: close\r\n\r\n")
+            if _status(answer) != 503:
+                break
+            await asyncio.sleep(0.05)
+    assert _status(answer) in (200, 404), answer[:200]
+
+
+async def test_the_web_chat_and_the_console_drop_half_sent_requests_and_cap_connections(start_bot: StartBot) -> None:
+    bot = await start_bot(scripted("hi"), web={"header_timeout": 0.5, "max_connections": 3})
+    await _bounded(bot.chat_url, header_timeout=0.5, max_connections=3)
+    await _bounded(bot.console_url, header_timeout=0.5, max_connections=3)
+
+
+async def test_the_ops_endpoints_and_the_telegram_webhook_drop_half_sent_requests_and_cap_connections() -> None:
+    from telegram import Bot
+
+    from bots.ops import Ops, serve
+    from extensions.chat.http_server import HttpLimits
+    from extensions.telegram.webhook import WebhookServer
+
+    limits = HttpLimits(header_timeout=0.5, max_connections=3)
+    async with serve(Ops(), host="127.0.0.1", port=0, limits=limits) as port:
+        await _bounded(f"http://127.0.0.1:{port}/", header_timeout=0.5, max_connections=3)
+
+    async def handle(update: object) -> None:
+        raise AssertionError("no update arrives")
+
+    hook = WebhookServer(Bot("1:x"), handle, listen="127.0.0.1", port=0, path="/hook", secret="s" * 32, limits=limits)
+    await hook.start(shutdown_timeout=1)
+    try:
+        assert hook._runner is not None
+        port = hook._runner.addresses[0][1]
+        await _bounded(f"http://127.0.0.1:{port}/", header_timeout=0.5, max_connections=3)
+    finally:
+        await hook.stop()
