@@ -2,40 +2,42 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 from core import (
     Agent,
+    AgentOptions,
+    Bot,
     ChatPolicy,
     Dispatcher,
     Extension,
+    InMemoryUsage,
     MemoryStore,
     Model,
-    Price,
     SQLiteStore,
     SQLiteUsage,
     UsageStore,
     create_agent,
     service,
 )
-from core.approvals import ApprovalDesk, ApprovalStore
+from core.approvals import ApprovalStore
 from core.errors import ConfigError, MemoryStoreError
-from core.limits import LimitConfig, Limiter, LimitStore
+from core.limits import LimitStore
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
 from core.memory.recording import RetentionSweeper
 from core.schedules import Clock, ScheduleStore
 from core.summary import SummaryLock, SummaryPolicy
-from core.trust import Tier, Trust
-from extensions.chat.i18n import LANGUAGE_NAMES, say
+from extensions.chat.i18n import LANGUAGE_NAMES
 from extensions.chat.trust import TrustRules
 
-from .assistant import assistant_extension, persona_text
+from .assistant import persona_text
 from .config import check_settings, platforms
+from .loading import load_bot
 from .models import build_model, close_model, open_model
-from .reminders import ReminderRules
-from .schedules import attach_schedules
+from .plugins import Deployment, attach, build_limiter, build_trust, resolve
 from .settings import Settings
 
 __all__ = (
@@ -158,58 +160,17 @@ def build_trust_rules(settings: Settings) -> TrustRules:
     )
 
 
-def _notice(language: str | None, action: str, tier: Tier, needed: Tier | None) -> str:
-    if needed is None:
-        return say("action_refused_nobody", language, action=action)
-    return say("action_refused", language, action=action, needed=needed.value, tier=tier.value)
-
-
-def build_trust(settings: Settings) -> Trust:
-    """Who may call which action (``ACTIONS_POLICY``; ``ConfigError`` when it cannot be read), the refusals told
-    in the chat's language."""
-    try:
-        policy = settings.actions.parsed()
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return Trust(policy=policy, owners=settings.bot.admins, notice=_notice)
-
-
-def build_limiter(settings: Settings, store: LimitStore | None = None) -> Limiter:
-    """The limits of ``BOT_*`` and the admin users; messages are counted in ``store`` (this process's memory by
-    default; a worker passes Redis), tokens are read from the agent's usage store."""
-    bot = settings.bot
-    config = LimitConfig(
-        messages_per_minute=bot.messages_per_minute,
-        tokens_per_day_user=bot.tokens_per_day_user,
-        tokens_per_day_conversation=bot.tokens_per_day_conversation,
-        max_input_chars=bot.max_input_chars,
-        admins=bot.admins,
-    )
-    return Limiter(config, store)
-
-
 def build_extensions(
     settings: Settings,
     *,
     listen: bool = True,
     only: list[str] | None = None,
-    tools: bool = True,
-    search: bool = True,
     web_fleet: dict[str, Any] | None = None,
 ) -> list[Extension]:
-    """The assistant (with ``search_history`` if ``search``: the bot keeps history), the MCP servers' tools
-    (unless ``tools`` is false: a gateway runs no actions) and one extension per configured platform (or
-    those named in ``only``; ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet)."""
+    """One extension per configured platform (or those named in ``only``; ``web_fleet``: the web chat's
+    ``gateway_id`` and ``relay`` in a fleet). The bot's own definitions and features come from its APP."""
     chosen = platforms(settings) if only is None else only
-    bot = settings.bot
-    rules = ReminderRules(
-        per_user=bot.schedules_per_user, per_chat=bot.schedules_per_chat, min_interval=bot.schedules_min_interval
-    )
-    extensions = [assistant_extension(search=search, reminders=rules)]
-    if tools and settings.mcp.enabled:
-        from extensions.mcp import mcp_extension
-
-        extensions.append(mcp_extension(settings.mcp))
+    extensions: list[Extension] = []
     for name in chosen:
         if name == "discord":
             from extensions.discord import discord_extension
@@ -243,6 +204,7 @@ def build_extensions(
 def build_agent(
     settings: Settings,
     *,
+    bot: Bot | None = None,
     dispatcher: Dispatcher | None = None,
     listen: bool = True,
     model: Model | None = None,
@@ -261,57 +223,63 @@ def build_agent(
     sweep_approvals: bool = True,
     **options: Any,
 ) -> Agent:
-    """The bot's agent. Raises ``ConfigError`` listing every problem in the settings. ``tools=False``
-    leaves the MCP servers out (a gateway only stores inputs). Without ``memory`` (embedded) and without
-    ``history``, the history is kept in SQLite next to the memory store. ``limit_store`` holds the message
-    counts of the limits (``BOT_MESSAGES_PER_MINUTE``; default: this process's memory); the per-day token limits
-    read ``usage``. ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet (``bots.console.roles``).
-    ``schedules``: where reminders and scheduled messages live (default: the memory store, one process; a fleet
-    passes ``RedisScheduleStore``, without which a queued agent has none); ``fire_schedules``: this process fires
-    the due ones (a gateway does not); ``schedules_clock``: what time it is for them (a test's ``ManualClock``).
-    ``approvals``: where calls waiting for an approval live (default: the memory store, one process; a fleet
-    passes ``RedisApprovalStore``, without which a queued agent refuses such calls); ``sweep_approvals``: this
-    process times requests out (a gateway does not)."""
+    """The agent of ``bot`` (default: the built-in assistant, ``bots.assistant.assistant``) on the platforms of the
+    settings. Raises ``ConfigError`` listing every problem in the settings. ``tools=False`` leaves the MCP servers
+    out (a gateway only stores inputs). Without ``memory`` (embedded) and without ``history``, the history is kept
+    in SQLite next to the memory store. ``limit_store`` holds the message counts of the limits
+    (``BOT_MESSAGES_PER_MINUTE``; default: this process's memory); the per-day token limits read ``usage``.
+    ``web_fleet``: the web chat's ``gateway_id`` and ``relay`` in a fleet (``bots.console.roles``). ``schedules``:
+    where reminders and scheduled messages live (default: the memory store, one process; a fleet passes
+    ``RedisScheduleStore``, without which a queued agent has none); ``fire_schedules``: this process fires the due
+    ones (a gateway does not); ``schedules_clock``: what time it is for them (a test's ``ManualClock``).
+    ``approvals``: where calls waiting for an approval live (default: the memory store, one process; a fleet passes
+    ``RedisApprovalStore``, without which a queued agent refuses such calls); ``sweep_approvals``: this process
+    times requests out (a gateway does not). ``options``: fields of ``core.AgentOptions`` to set."""
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
+    if bot is None:
+        bot = load_bot(settings.bot.app, settings)
     chosen_model = model if model is not None else build_model_from_settings(settings)
     media = build_media(settings)
     if history is None and memory is None:
         history = build_history(settings)
     policy = build_summary_policy(settings)
-    extensions = build_extensions(
-        settings, listen=listen, only=platforms, tools=tools, search=history is not None, web_fleet=web_fleet
-    )
-    if approvals is not None or dispatcher is None or not dispatcher.distributed:
-        desk = ApprovalDesk(
-            approvals,
-            timeout=settings.actions.approval_timeout,
-            admin_chats=settings.actions.admin_chats(),
-            sweep=sweep_approvals,
-        )
-        extensions.append(desk.extension())
-    agent = create_agent(
-        model=chosen_model,
-        extensions=extensions,
-        memory=memory if memory is not None else build_memory(settings),
-        usage=usage if usage is not None else (build_usage(settings) if memory is None else None),
-        chat_policy=build_chat_policy(settings),
-        prices={name: Price(input=given, output=taken) for name, (given, taken) in settings.llm.prices.items()},
+    deployment = Deployment(
+        settings=settings,
         dispatcher=dispatcher,
-        persona=persona_text(settings.bot.name, settings.bot.persona),
+        usage=usage if usage is not None else (build_usage(settings) if memory is None else InMemoryUsage()),
+        limit_store=limit_store,
+        history=history,
+        schedules=schedules,
+        fire_schedules=fire_schedules,
+        schedules_clock=schedules_clock,
+        approvals=approvals,
+        sweep_approvals=sweep_approvals,
+        tools=tools,
+    )
+    agent_options = AgentOptions(
+        persona=persona_text(settings.bot.name, bot.persona) if bot.persona else "",
         max_tokens=settings.llm.max_tokens,
         model_idle_timeout=settings.llm.timeout,
         compact_prompt=(
             settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
         ),
+        chat_policy=build_chat_policy(settings),
         media=media,
         history=history,
         summary=policy,
         summary_lock=summary_lock,
-        limiter=build_limiter(settings, limit_store),
-        trust=build_trust(settings),
-        **options,
+    )
+    for name, value in options.items():
+        setattr(agent_options, name, value)
+    agent = create_agent(
+        model=chosen_model,
+        bot=dataclasses.replace(bot, plugins=resolve(bot.plugins, deployment)),
+        extensions=build_extensions(settings, listen=listen, only=platforms, web_fleet=web_fleet),
+        memory=memory if memory is not None else build_memory(settings),
+        dispatcher=dispatcher,
+        options=agent_options,
     )
     agent.add_service(
         service(
@@ -330,8 +298,7 @@ def build_agent(
     transcriber = media.transcriber
     if isinstance(transcriber, OpenAITranscriber):
         agent.add_service(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
-    if schedules is not None or not agent.distributed:
-        attach_schedules(agent, settings, schedules, fire=fire_schedules, clock=schedules_clock)
+    attach(bot.plugins, agent, deployment)
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
         # the window is all working memory keeps: what leaves it lives in the history store (searchable, summarized);

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
 
-from core import ActionContext, Extension, Host, action, extension
+from core import ActionContext, Bot, Extension, Host, action, extension
 from core.memory.history import excerpt, query_words
 
 from .reminders import ReminderRules, reminder_actions
 
-__all__ = ("assistant_extension", "persona_text")
+if TYPE_CHECKING:
+    from .settings import Settings
+
+__all__ = ("assistant", "assistant_extension", "persona_text", "search_history")
 
 MAX_FACTS = 50
 
@@ -159,3 +162,21 @@ def assistant_extension(*, search: bool = True, reminders: ReminderRules | None 
     answer "this bot keeps no reminders" in an agent without schedules)."""
     actions = [remember, recall, current_time, *([search_history] if search else []), *reminder_actions(reminders)]
     return extension(name="assistant", actions=actions)
+
+
+def assistant(settings: Settings) -> Bot:
+    """The built-in assistant, the default APP of ``bots run``: a persona (``BOT_NAME``, ``BOT_PERSONA``), facts
+    it remembers, the time, reminders, and every built-in feature (``bots.plugins.standard``) from the settings.
+    It brings no context of its own: each platform's conversation is used as it is."""
+    from . import plugins
+
+    bot = settings.bot
+    rules = ReminderRules(
+        per_user=bot.schedules_per_user, per_chat=bot.schedules_per_chat, min_interval=bot.schedules_min_interval
+    )
+    return Bot(
+        name="assistant",
+        persona=bot.persona,
+        extensions=[assistant_extension(search=False, reminders=rules)],
+        plugins=plugins.standard(),
+    )

@@ -37,6 +37,7 @@ from .config import (
     scaling_notes,
     settings_table,
 )
+from .loading import load_bot
 from .logs import MASK, configure_logging, secrets_of
 from .schedules import next_firings
 from .settings import Settings
@@ -65,6 +66,8 @@ COMMANDS = {
     "worker": "run agents from the Redis queue and post replies",
 }
 """The subcommands and their help (the deploy files and the README name only these)."""
+APP_COMMANDS = ("run", "chat", "gateway", "worker")
+"""The subcommands that run a bot, and so take its APP."""
 
 
 def stop_bound(settings: Settings, command: str) -> float:
@@ -390,7 +393,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bots", description="An LLM agent as a Discord and Telegram bot.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
-        sub.add_parser(name, help=help_text)
+        command = sub.add_parser(name, help=help_text)
+        if name in APP_COMMANDS:
+            command.add_argument(
+                "app",
+                nargs="?",
+                default=None,
+                metavar="APP",
+                help="the bot to run: a .py file, a folder holding bot.py, or a module, with an optional :attribute "
+                "(default: BOT_APP, else the built-in assistant)",
+            )
     scaffold.add_arguments(sub.add_parser("new", help=scaffold.HELP))
     args = parser.parse_args(argv)
     if args.command == "new":  # writes files only: no settings read, so a broken .env does not stop it
@@ -407,6 +419,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         secrets = sorted({*secrets_of(settings), *header_secrets()}, key=len, reverse=True)  # the longest first
         if args.command == "config":
             return _config(settings)
+        if getattr(args, "app", None) is not None:
+            settings.bot.app = args.app
+        load_bot(settings.bot.app, settings)  # a mistake in the bot's file stops start-up here, naming file and line
         problems = check_settings(settings, role=args.command)
         if problems:
             raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))

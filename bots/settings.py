@@ -64,6 +64,12 @@ class BotSettings(BaseModel):
         names = _names(value)
         return [str(n).lower().lstrip("/") for n in names] if isinstance(names, list) else names
 
+    app: str = Field(
+        default="",
+        description="The bot to run: a .py file, a folder holding bot.py, or a module, with an optional :attribute "
+        "(mybot.py, mybot, mypackage.bot:build); the argument of bots run/chat/gateway/worker wins; empty: the "
+        "built-in assistant",
+    )
     name: str = Field(default="Daydream", description="The bot's name, used in its persona")
     persona: str = Field(
         default="You are {name}, a friendly and concise assistant in a group chat. Answer in the language of the user.",

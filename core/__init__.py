@@ -4,6 +4,8 @@ Nothing here imports a chat platform; ``extensions/`` brings those.
 """
 
 from .agent import Agent, create_agent
+from .agent_options import AgentOptions
+from .bot import Bot
 from .chat_settings import ChatPolicy, ChatSetting, ChatSettings
 from .definitions import (
     Action,
@@ -59,6 +61,7 @@ from .limits import InMemoryLimitStore, LimitConfig, Limiter
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
 from .parser import StreamParser
+from .plugin import Brings, CallGate, ModelCall, Plugin, RunHooks, RunView
 from .prompt import Prompt, build_prompt
 from .schema import external_schema
 from .state_access import data_input, read_state, write_state
@@ -71,8 +74,12 @@ __all__ = (
     "ActionError",
     "ActionResult",
     "Agent",
+    "AgentOptions",
     "BackpressureError",
+    "Bot",
     "BotError",
+    "Brings",
+    "CallGate",
     "ChatPolicy",
     "ChatSetting",
     "ChatSettings",
@@ -101,6 +108,7 @@ __all__ = (
     "MemoryStoreError",
     "Model",
     "ModelAuthError",
+    "ModelCall",
     "ModelError",
     "ModelRequest",
     "ModelUsage",
@@ -109,11 +117,14 @@ __all__ = (
     "OutputRef",
     "OutputRefResponse",
     "PlatformError",
+    "Plugin",
     "Price",
     "Prompt",
     "RunError",
     "RunEvent",
     "RunEventType",
+    "RunHooks",
+    "RunView",
     "Runner",
     "SQLiteStore",
     "SQLiteUsage",

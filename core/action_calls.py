@@ -5,20 +5,18 @@ the task runner once its arguments are valid, without anyone waiting for it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from . import tracing
 from .dataflow import CallSlot
-from .delivery import post_text
-from .entries import ActionCall, ActionResult, InputRef
+from .entries import ActionCall, ActionResult
 from .errors import RunError
 from .events import RunEventType
 from .handlers import CheckedCall, perform_action, prepare_action
 from .parser import TagEnd
+from .plugin import CallGate
 from .references import declared_targets
-from .trace import correlation_id
-from .trust import ApprovalRequest, AuditEvent, Tier, Verdict, address_of, audit
-from .usage import user_of
 
 if TYPE_CHECKING:
     from .definitions import Action
@@ -26,12 +24,9 @@ if TYPE_CHECKING:
     from .media.attachment import Attachment
     from .step import Step
 
-__all__ = ("ask_approval", "refuse_call", "start_call")
+__all__ = ("start_call",)
 
 log = logging.getLogger("core.engine")
-
-NOTICE_INDEX = -1000
-"""Refusal notices are posted at element indexes from here down (limits and schedules use -1, -2...)."""
 
 
 def start_call(run: Run, step: Step, event: TagEnd) -> None:
@@ -47,9 +42,7 @@ def start_call(run: Run, step: Step, event: TagEnd) -> None:
     if action is not None:
         slot.targets = declared_targets(action.schema, event.content)
     run.emitter.emit(RunEventType.TOOL_CALL, {"id": call.id, "name": name, "arguments": event.content.strip()})
-    guard = run.guard
-    if action is None and guard is not None and name in guard.hidden:
-        refuse_call(run, step, call, slot, name, needed=guard.hidden[name].tier)
+    if action is None and run.hooks.gate and _gated(run, step, call, slot, name, None, index):
         return
     if action is None:
         available = ", ".join(sorted(step.actions)) or "none"
@@ -72,10 +65,51 @@ def start_call(run: Run, step: Step, event: TagEnd) -> None:
             ),
         )
         return
-    if guard is not None and guard.verdict(action) is Verdict.APPROVE:
-        step.tasks.create_task(ask_approval(run, action, call, slot, step, index))
+    if run.hooks.gate and _gated(run, step, call, slot, name, action, index):
         return
     step.tasks.create_task(_call(run, action, call, slot, step, index))
+
+
+def _gated(
+    run: Run, step: Step, call: ActionCall, slot: CallSlot, name: str, action: Action | None, index: int
+) -> bool:
+    """Ask the plugins' ``gate`` hooks about a call (trust: refused, or handed to an approval); True when one
+    decided, and the call is then finished with their outcome instead of running."""
+
+    async def check() -> Any:
+        assert action is not None
+        checked = await prepare_action(
+            host=run.deps.host, state=run.state, action=action, call=call, slots=step.calls, index=index
+        )
+        return checked.copies if checked.instanced else checked.copies[0]
+
+    gate = CallGate(name=name, action=action, call=call, check=check)
+    for decide in run.hooks.gate:
+        decide(gate)
+        if gate.done:
+            break
+    else:
+        return False
+    if gate.deferred is not None:
+        step.tasks.create_task(_answered(run, call, slot, gate.deferred))
+    else:
+        _finish(run, call, slot, error=gate.error or f"{name!r} was not run")
+    return True
+
+
+async def _answered(run: Run, call: ActionCall, slot: CallSlot, answer: Awaitable[Any]) -> None:
+    """A call a plugin answers itself (an approval asked): what it gives is the result the model reads."""
+    try:
+        result = await answer
+    except RunError as exc:
+        _finish(run, call, slot, error=str(exc))
+    except Exception as exc:
+        log.exception("a plugin answering a call of %s failed", call.name)
+        _finish(run, call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
+    else:
+        run.loop_guard.call_done(call.name, call.content, step=run.steps)
+        slot.set(result)
+        _finish(run, call, slot, result=result)
 
 
 def _forgotten(checked: CheckedCall) -> bool:
@@ -151,111 +185,3 @@ def _finish(
     content = {"id": call.id, "name": call.name}
     content.update({"error": error} if error is not None else {"result": result})
     run.emitter.emit(RunEventType.TOOL_CALL_RESULT, content)
-
-
-# -- trust: calls the run's tier may not make, and calls that wait for an approval (``core.trust``) -------------
-
-
-def refuse_call(run: Run, step: Step, call: ActionCall, slot: CallSlot, name: str, *, needed: Tier | None) -> None:
-    """A call of an action the run's tier may not call: it never runs; the model reads why, the call is audited,
-    and the user is told once per action and run (in the chat's language)."""
-    guard = run.guard
-    assert guard is not None
-    tier = guard.acting
-    audit(
-        run.deps.observe,
-        AuditEvent.REFUSED,
-        context_id=run.state.id,
-        tier=tier,
-        action=name,
-        arguments=call.content,
-        detail=f"needs {needed.value}" if needed is not None else "nobody may call it",
-    )
-    who = "nobody here" if needed is None else f"the {needed.value} tier or above"
-    _finish(
-        run,
-        call,
-        slot,
-        error=(
-            f"{name!r} was not run: it is reserved to {who}, and the person you are answering is {tier.value}; "
-            "tell them you may not do this for them, and do not call it again"
-        ),
-    )
-    if name not in guard.notified:
-        guard.notified.add(name)
-        text = guard.trust.notice(run.state.chat.language, name, tier, needed)
-        step.tasks.create_task(_tell(run, text, index=NOTICE_INDEX - len(guard.notified)))
-
-
-async def _tell(run: Run, text: str, *, index: int) -> None:
-    try:
-        await post_text(run, text, index=index)
-    except Exception as exc:
-        log.warning("%s: could not tell the user a call was refused: %s", run.state.id, exc)
-
-
-async def ask_approval(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
-    """A call whose rule says ``approve``: its arguments are checked, then it is handed to the agent's approvals
-    (``Trust.approvals``), whose answer is the result the model reads now; the call does not run in this run.
-    Without approvals set up, it is refused."""
-    guard = run.guard
-    assert guard is not None
-    approvals = guard.trust.approvals
-    tier = guard.acting
-    if approvals is None:
-        audit(
-            run.deps.observe,
-            AuditEvent.REFUSED,
-            context_id=run.state.id,
-            tier=tier,
-            action=action.name,
-            arguments=call.content,
-            detail="needs an approval, and no approvals are set up",
-        )
-        _finish(
-            run,
-            call,
-            slot,
-            error=(
-                f"{action.name!r} was not run: it needs an approval by an admin, and approvals are not set up on "
-                "this bot; tell the user it cannot be done here"
-            ),
-        )
-        return
-    deps = run.deps
-    try:
-        checked = await prepare_action(
-            host=deps.host, state=run.state, action=action, call=call, slots=step.calls, index=index
-        )
-        asker = next((user_of(e) for e in reversed(run.chain) if isinstance(e, InputRef) and user_of(e)), None)
-        request = ApprovalRequest(
-            call_id=call.id,
-            context_id=run.state.id,
-            context_type=run.state.context.type,
-            args=run.state.args,
-            action=action.name,
-            address=address_of(action),
-            arguments=call.content,
-            parsed=checked.copies if checked.instanced else checked.copies[0],
-            tier=tier,
-            user=asker,
-            correlation_id=correlation_id.get(),
-        )
-        result = await approvals.request(request, state=run.state, host=deps.host)
-    except RunError as exc:
-        _finish(run, call, slot, error=str(exc))
-    except Exception as exc:
-        log.exception("asking an approval of %s failed inside the framework", action.name)
-        _finish(run, call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
-    else:
-        audit(
-            run.deps.observe,
-            AuditEvent.APPROVAL_REQUESTED,
-            context_id=run.state.id,
-            tier=tier,
-            action=action.name,
-            arguments=call.content,
-        )
-        run.loop_guard.call_done(action.name, call.content, step=run.steps)
-        slot.set(result)
-        _finish(run, call, slot, result=result)

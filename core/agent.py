@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from . import tracing
+from .agent_options import AgentOptions
+from .bot import Bot
 from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
@@ -32,21 +34,25 @@ from .event_stream import events_of
 from .events import RunEvent
 from .extension_points import ExtensionPoints
 from .limits import Limiter
+from .limits.plugin import Limits
 from .media.reader import MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
 from .memory.recording import history_entries
 from .models.base import CallsTools, Model
-from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLATE, PromptTemplate
+from .plugin import Plugin, find_plugin
+from .prompt import PromptTemplate
 from .registry import Registry
 from .run_deps import RunDeps
 from .run_table import Pending, RunTable
 from .run_traces import RunTrace, remember_run
 from .state_store import StateStore
-from .summary import Summarizer, SummaryLock, SummaryPolicy
+from .summary import Summarizer
 from .task_runner import TaskRunner
 from .trace import correlation_id
 from .trust import Trust
-from .usage import InMemoryUsage, Price, UsageStore
+from .trust.plugin import TrustGuard
+from .usage import InMemoryUsage, UsageStore
+from .usage.plugin import Usage
 
 __all__ = ("Agent", "create_agent")
 
@@ -63,44 +69,30 @@ class Agent(ExtensionPoints):
         self,
         *,
         model: Model,
+        bot: Bot | None = None,
         contexts: Sequence[Context] = (),
-        extensions: Sequence[Extension] = (),
         actions: Sequence[Action] = (),
         outputs: Sequence[Output] = (),
         inputs: Sequence[Input] = (),
+        extensions: Sequence[Extension] = (),
         services: Sequence[Service] = (),
+        plugins: Sequence[Plugin] = (),
         memory: MemoryStore | None = None,
         dispatcher: Dispatcher | None = None,
-        intro: str = DEFAULT_INTRO,
-        instructions: str = INSTRUCTIONS,
-        response: str = RESPONSE_FORMAT,
-        footer: str = FOOTER,
-        template: str = TEMPLATE,
-        persona: str = "",
-        max_tokens: int = 1024,
-        model_idle_timeout: float = 60.0,
-        output_timeout: float = 60.0,
-        queues: Mapping[str, int] | None = None,
-        stop_timeout: float = 10.0,
-        state_cache: int = 1024,
-        compact_prompt: bool = False,
-        limiter: Limiter | None = None,
-        media: MediaReader | None = None,
-        history: HistoryStore | None = None,
-        summary: SummaryPolicy | None = None,
-        summary_lock: SummaryLock | None = None,
-        chat_policy: ChatPolicy | None = None,
-        usage: UsageStore | None = None,
-        prices: Mapping[str, Price] | None = None,
-        trust: Trust | None = None,
+        options: AgentOptions | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise DefinitionError(
                 f"create_agent(model=...): {type(model).__name__} is not a model; a model has the attributes name, "
                 "model, vision and last_usage and a stream(request) method (core.Model; ScriptedModel shows them)"
             )
+        opts = options if options is not None else AgentOptions()
         self.model = model
         """The model every run uses."""
+        self.bot = bot if bot is not None else Bot(name="agent")
+        """The bot this agent runs (``core.Bot``): its definitions are registered beside those given here."""
+        self.plugins: tuple[Plugin, ...] = (*self.bot.plugins, *plugins)
+        """The features attached to the engine's hooks (``core.plugin``), the bot's first."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
         """Where context memory and working memory are kept."""
         self.chat_settings = ChatSettingsStore(self.memory)
@@ -108,48 +100,60 @@ class Agent(ExtensionPoints):
         store."""
         self.dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
         """How ``send`` reaches ``run``."""
+        history = opts.history
         self.history: HistoryStore | None = history
         """Where every input and output is kept and searched (None: only the working memory is kept)."""
+        summary = opts.summary
         self.summarizer: Summarizer | None = (
-            Summarizer(self, history, summary, lock=summary_lock)
+            Summarizer(self, history, summary, lock=opts.summary_lock)
             if history is not None and summary is not None and summary.every > 0
             else None
         )
         """Folds what leaves the prompt's window into each conversation's summary, after its runs."""
+        instructions = opts.instructions
+        if self.bot.instructions:
+            instructions = f"{instructions}\n\n{self.bot.instructions}" if instructions else self.bot.instructions
         self.prompt = PromptTemplate(
-            template=template, intro=intro, instructions=instructions, response=response, footer=footer
+            template=opts.template,
+            intro=opts.intro,
+            instructions=instructions,
+            response=opts.response,
+            footer=opts.footer,
         )
         """The prompt's sections and how they are arranged (``core.prompt.PromptTemplate``)."""
-        self.persona = persona
+        self.persona = opts.persona or self.bot.persona
         """Who the bot is, added to the system prompt."""
-        self.compact_prompt = compact_prompt
-        """Use the short, tool-less prompt made for small local models."""
-        self.limiter = limiter
-        """Per-user and per-conversation limits checked before the model is called (None: no limits); the token
-        limits read ``usage``."""
-        self.media = media if media is not None else MediaReader()
+        self.compact_prompt = (
+            bool(getattr(model, "prefers_compact", False)) if opts.compact_prompt is None else opts.compact_prompt
+        )
+        """Use the short, tool-less prompt made for small local models (by default when the model prefers it)."""
+        self.media = opts.media if opts.media is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
-        self.chat_policy = chat_policy if chat_policy is not None else ChatPolicy()
+        self.chat_policy = opts.chat_policy if opts.chat_policy is not None else ChatPolicy()
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
-        self.usage: UsageStore = usage if usage is not None else InMemoryUsage()
-        """Tokens and estimated cost per day, per user, conversation and model (``/stats`` and the token limits)."""
-        self.prices: dict[str, Price] = dict(prices or {})
-        """What each model costs (dollars per million tokens), by model name."""
-        self.trust = trust
-        """Who may call which action (``core.trust``: tiers, the operator's policy, approvals); None: every action
-        is offered to everyone."""
-        self.max_tokens = max_tokens
+        usage = find_plugin(self.plugins, Usage)
+        self.usage: UsageStore = usage.store if usage is not None else InMemoryUsage()
+        """Tokens and estimated cost per day, per user, conversation and model (the ``Usage`` plugin's store;
+        without it, this process's memory, which nothing fills)."""
+        limits = find_plugin(self.plugins, Limits)
+        self.limiter: Limiter | None = limits.limiter if limits is not None else None
+        """The ``Limits`` plugin's limits (None: no limits)."""
+        guard = find_plugin(self.plugins, TrustGuard)
+        self.trust: Trust | None = guard.trust if guard is not None else None
+        """Who may call which action (the ``TrustGuard`` plugin's settings); None: every action is offered to
+        everyone."""
+        self.max_tokens = opts.max_tokens
         """Upper bound on tokens per model call."""
-        self.model_idle_timeout = model_idle_timeout
+        self.model_idle_timeout = opts.model_idle_timeout
         """Seconds the model may stay silent before the call fails."""
-        self.output_timeout = output_timeout
+        self.output_timeout = opts.output_timeout
         """Seconds an output handler may take."""
-        self.stop_timeout = stop_timeout
+        self.stop_timeout = opts.stop_timeout
         """Seconds ``stop()`` waits for running runs, then for fire-and-forget calls, before cancelling them."""
-        self.states = StateStore(self.memory, cache=0 if self.dispatcher.distributed else state_cache)
+        self.states = StateStore(self.memory, cache=0 if self.dispatcher.distributed else opts.state_cache)
         """Loads and saves context instances' state; it keeps ``state_cache`` working memories loaded between runs
         (none when other processes share the memory store, as Redis workers do)."""
-        self.tasks = TaskRunner(dict(queues or {}))
+        self.tasks = TaskRunner(dict(opts.queues))
         """Where action handlers run."""
         self.observers = []
         """Metric hooks."""
@@ -162,7 +166,8 @@ class Agent(ExtensionPoints):
         self.failure: BaseException | None = None
         """The error a service could not recover from, reported with ``fail`` (the first one), else None."""
         self._failed = asyncio.Event()
-        self.extensions = tuple(extensions)
+        brought = [ext for ext in (p.extension() for p in self.plugins) if ext is not None]
+        self.extensions = (*extensions, *self.bot.extensions, *brought)
         self.registry = Registry()
         """The definitions (``core.registry``); ``contexts``, ``actions``, ``action_sources``, ``outputs`` and
         ``inputs`` are its containers."""
@@ -171,17 +176,23 @@ class Agent(ExtensionPoints):
         self.action_sources = self.registry.action_sources
         self.outputs = self.registry.outputs
         self.inputs = self.registry.inputs
-        self.services = list(services)
+        self.services = [*services, *self.bot.services]
         self._runs = RunTable()
         self._unsubscribers: list[Callable[[], Any]] = []
         self._started = False
         self._stopping = False
-        self._tools_of: tuple[Model, bool] | None = None
-        self._deps: RunDeps | None = None  # what runs read, built at the first run after a setting changed
+        self._deps: RunDeps | None = None  # what runs read, built at the first run and again when the model changes
         for ext in self.extensions:
             self.registry.register(ext.contexts, ext.actions, ext.outputs, ext.inputs, owner=f"extension {ext.name!r}")
             self.services.extend(ext.services)
+        bot_ = self.bot
+        own = (bot_.context,) if bot_.context is not None else ()
+        self.registry.register(
+            (*own, *bot_.contexts), bot_.actions, bot_.outputs, bot_.inputs, owner=f"bot {bot_.name!r}"
+        )
         self.registry.register(contexts, actions, outputs, inputs, owner="create_agent")
+        if bot_.context is not None:
+            self.registry.lay(bot_.context)
 
     # -- definitions and instances --------------------------------------------------------------------
 
@@ -280,6 +291,7 @@ class Agent(ExtensionPoints):
 
     async def load_state(self, context: Context, args: Any) -> ContextState:
         """Load (or create) the state of the instance ``args`` names."""
+        context = self.registry.resolve(context)
         cid = self.context_id(context, args)
         chat = await self.chat_of(cid, self.settings_parents(context, args))
         summary = None
@@ -295,6 +307,7 @@ class Agent(ExtensionPoints):
 
     async def reset(self, context: Context, args: Any) -> None:
         """Forget everything about the instance ``args`` names (``/reset``)."""
+        context = self.registry.resolve(context)
         args = context.schema.validate(args)
         cid = self.context_id(context, args)
         current = self._runs.get(cid)
@@ -313,6 +326,7 @@ class Agent(ExtensionPoints):
     async def forget(self, context: Context, args: Any) -> None:
         """Erase everything about the instance ``args`` names (``/forget``): its memory, facts and state
         as ``reset`` does, and its full history and summary."""
+        context = self.registry.resolve(context)
         args = context.schema.validate(args)
         cid = self.context_id(context, args)
         if self.summarizer is not None:
@@ -327,24 +341,16 @@ class Agent(ExtensionPoints):
         compact prompt of small local models is text only)."""
         return self.model.vision and not self.compact_prompt
 
-    def _calls_tools(self) -> bool:
-        """Whether the model writes tool calls in its own format, asked once per model (a check against a
-        runtime protocol costs microseconds, too much for every run)."""
-        model = self.model
-        if self._tools_of is None or self._tools_of[0] is not model:
-            self._tools_of = (model, isinstance(model, CallsTools) and model.calls_tools)
-        return self._tools_of[1]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        if name != "_deps":  # a setting changed (``agent.limiter = ...``): the next run builds its deps anew
-            object.__setattr__(self, "_deps", None)
-
     def run_deps(self) -> RunDeps:
-        """What a run of the step loop reads, as the agent is configured now: built once and shared by the runs
-        until a setting of the agent or the model's ``vision`` changes (runs only read it)."""
+        """What a run of the step loop reads: built once and shared by the runs until the model, its ``vision`` or
+        the prompt's kind changes (runs only read it; the other settings are read when the first run starts)."""
         deps = self._deps
-        if deps is None or deps.model is not self.model or deps.sees_images != self.sees_images:
+        if (
+            deps is None
+            or deps.model is not self.model
+            or deps.sees_images != self.sees_images
+            or deps.compact_prompt != self.compact_prompt
+        ):
             deps = self._deps = self._build_deps()
         return deps
 
@@ -358,17 +364,14 @@ class Agent(ExtensionPoints):
             prompt=self.prompt,
             persona=self.persona,
             compact_prompt=self.compact_prompt,
-            calls_tools=self._calls_tools(),
+            calls_tools=isinstance(self.model, CallsTools) and self.model.calls_tools,
             sees_images=self.sees_images,
-            limiter=self.limiter,
-            usage=self.usage,
-            prices=self.prices,
             tasks=self.tasks,
             available=self.available,
             observe=self.observe,
             observe_model=self.observe_model,
             observe_output=self.observe_output,
-            trust=self.trust,
+            plugins=self.plugins,
         )
 
     # -- sending and running ---------------------------------------------------------------------------
@@ -397,6 +400,7 @@ class Agent(ExtensionPoints):
     ) -> list[Log]:
         """Deliver an input to the instance ``args`` names. With the in-process dispatcher this returns
         the chain of the run that handled it; with a queue it returns once the input is stored."""
+        context = self.registry.resolve(context)
         args = context.schema.validate(args)
         ref = self.make_input(input)
         token = correlation_id.set(ref.correlation_id)
@@ -418,6 +422,7 @@ class Agent(ExtensionPoints):
 
         ``options`` are copied into ``state.options`` when a new run starts (a queue passes the batch id
         there for output handlers); inputs that join a running run leave its options as they are."""
+        context = self.registry.resolve(context)
         cid = self.context_id(context, args)
         while True:
             current = self._runs.get(cid)
@@ -497,6 +502,8 @@ class Agent(ExtensionPoints):
                 if context.while_running is not None:
                     await during.enter_async_context(context.while_running(state, self))
                 chain = await run.execute()
+                for ended in run.hooks.ended:
+                    await ended(chain)
                 if context.on_run is not None:
                     try:
                         await maybe_await(context.on_run(state, self))
@@ -560,6 +567,8 @@ class Agent(ExtensionPoints):
         reasoning: bool = True,
     ) -> AsyncIterator[RunEvent]:
         """Send ``input`` and yield the run's events as they happen (runs in this process)."""
+
+        context = self.registry.resolve(context)
 
         async def start(listener: Callable[[RunEvent], None]) -> None:
             valid = context.schema.validate(args)

@@ -194,6 +194,16 @@ class Context(Generic[ArgsT_co]):
     settings_from: Callable[[ArgsT_co], Any | None] | None = None
     """The arguments of the conversation whose chat settings (its choices and the operator's pins) this one starts
     from, or None (a Discord thread: its channel). What this conversation chose itself wins."""
+    conversation: bool = False
+    """A platform's chat (keyed by its channel): a bot's own context is laid over it (``core.bot.layer``)."""
+    laid_over: Context[Any] | None = None
+    """The platform context this one lays a bot's context over (same type, arguments and key); None otherwise."""
+    laid: Context[Any] | None = None
+    """The bot's context laid over ``laid_over`` (its memory, render, actions and outputs); None otherwise."""
+
+    def includes(self, other: Context[Any]) -> bool:
+        """True when ``other`` is this context, or one of the two it lays together (a platform's and a bot's)."""
+        return other is self or (self.laid_over is not None and (other is self.laid_over or other is self.laid))
 
 
 @dataclass(kw_only=True, eq=False)

@@ -386,6 +386,7 @@ def context(
     load: Callable[[str, H], Any] | None = None,
     save: Callable[[ContextState[S], H], Any] | None = None,
     settings_from: Callable[[S], Any | None] | None = None,
+    conversation: bool = False,
 ) -> Context[S]: ...
 @overload
 def context(
@@ -412,6 +413,7 @@ def context(
     load: Callable[[str, H], Any] | None = None,
     save: Callable[[ContextState, H], Any] | None = None,
     settings_from: Callable[[Any], Any | None] | None = None,
+    conversation: bool = False,
 ) -> Context[Any]: ...
 def context(
     *,
@@ -437,6 +439,7 @@ def context(
     load: Callable[[str, Any], Any] | None = None,
     save: Callable[[ContextState, Any], Any] | None = None,
     settings_from: Callable[[Any], Any | None] | None = None,
+    conversation: bool = False,
 ) -> Context[Any]:
     """Define a context; ``schema`` validates the arguments (default: anything) and ``key(args)`` names the
     instance (mypy checks that it and the hooks read what the schema declares)."""
@@ -483,6 +486,7 @@ def context(
         load=load,
         save=save,
         settings_from=settings_from,
+        conversation=conversation,
     )
 
 

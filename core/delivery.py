@@ -172,7 +172,8 @@ async def post_text(run: Run, text: str, *, index: int, record: bool = False) ->
     response uses; ``record``: the post joins the conversation's working memory (the model sees it was said). The
     output's errors are raised."""
     _, outputs = run.deps.available(run.state)
-    own = [o for o in outputs if o.context is run.state.context] or outputs
+    platform = run.state.context.laid_over or run.state.context  # the platform's reply, before a bot's outputs
+    own = [o for o in outputs if o.context is platform] or outputs
     if not own:
         return
     ref = OutputRef(type=own[0].type, content=text, processed=True)

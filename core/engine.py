@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
@@ -20,22 +19,22 @@ from . import tracing
 from .action_calls import start_call
 from .chat_settings import escape_persona
 from .definitions import ContextState, maybe_await
-from .delivery import abandon_outputs, close_output, notify, open_output, output_text, post_text
+from .delivery import abandon_outputs, close_output, open_output, output_text, post_text
 from .entries import ErrorLog, InputRef, Log, Thought, now_ms
 from .errors import DispatchError, ModelError, RunError
 from .events import EventEmitter, RunEventType
 from .loop_guard import LoopGuard
-from .model_call import as_response, charge_usage, images_in, stream_model
+from .model_call import as_response, images_in, model_name, stream_model
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
-from .prompt import build_compact_prompt, build_prompt, format_value
-from .schedules.model import posted_as_written
+from .plugin import NO_HOOKS, ModelCall, PluginHooks
+from .prompt import build_compact_prompt, build_prompt
 from .step import Step
-from .trust import RunGuard
 from .turns import TURN_STOPS
 from .usage import user_of
 
 if TYPE_CHECKING:
+    from .host import Host
     from .run_deps import RunDeps
 
 __all__ = ("Run",)
@@ -76,8 +75,8 @@ class Run:
         """The id of the trace the run is part of (32 hex digits), None while tracing is off."""
         self.started_ms = now_ms()
         """When the run started, in ms since the epoch."""
-        self.guard = RunGuard(deps.trust) if deps.trust is not None else None
-        """The run's trust decisions (``core.trust``): its tier, the actions it may call; None: no policy."""
+        self.hooks: PluginHooks = NO_HOOKS
+        """The hooks of the agent's plugins in this run (``core.plugin``)."""
         state.record = self.record  # what the context records (state.emit) joins this run's chain
         self._joined = False
         self._joining = 0
@@ -85,6 +84,32 @@ class Run:
         self._first_input_ms: int | None = None
         self._replied = False
         self._notices = 0
+        self._tasks: asyncio.TaskGroup | None = None
+        if deps.plugins:
+            self.hooks = PluginHooks.of([part for p in deps.plugins if (part := p.begin(self)) is not None])
+
+    # -- the run as plugins see it (``core.plugin.RunView``) -------------------------------------------
+
+    @property
+    def host(self) -> Host:
+        """The agent, as handlers see it."""
+        return self.deps.host
+
+    def observe(self, kind: str, value: float = 1.0) -> None:
+        """Report a measure of the run to the agent's observers."""
+        self.deps.observe(kind, self.state.id, value)
+
+    async def say(self, text: str, *, record: bool = False) -> None:
+        """Post ``text`` as written through the conversation's own output, without the model (each at an element
+        index of its own, below those of responses); raises the output's errors."""
+        self._notices += 1
+        await post_text(self, text, index=-self._notices, record=record)
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        """Run ``work`` within the current step (or now, between steps)."""
+        if self._tasks is None:
+            raise RuntimeError("Run.spawn is called during a step")
+        self._tasks.create_task(_awaited(work))
 
     # -- log entries -----------------------------------------------------------------------------------
 
@@ -93,8 +118,8 @@ class Run:
         self.state.working_memory.push(ref)
         self.chain.append(ref)
         self._joined = True
-        if self.guard is not None:
-            self.guard.admit(ref)
+        for joined in self.hooks.joined:
+            joined(ref)
         if self._first_input_ms is None or ref.timestamp < self._first_input_ms:
             self._first_input_ms = ref.timestamp
 
@@ -243,75 +268,35 @@ class Run:
             except Exception:
                 log.exception("on_error of context %s raised", self.state.context.type)
 
-    async def _admit(self, updates: list[Log]) -> list[Log]:
-        """The updates the model may see: an input over a limit is taken out of working memory (the model never
-        reads it) and its author told once per window. Admin users pass."""
-        limiter = self.deps.limiter
-        if limiter is None:
-            return updates
-        admitted: list[Log] = []
-        for entry in updates:
-            if not isinstance(entry, InputRef):
-                admitted.append(entry)
-                continue
-            text = entry.text if entry.text is not None else format_value(entry.data)
-            refusal = await limiter.check(entry, conversation=self.state.id, text=text, usage=self.deps.usage)
-            if refusal is None:
-                admitted.append(entry)
-                continue
-            entry.processed = True
-            logs = self.state.working_memory.logs
-            if entry in logs:
-                logs.remove(entry)
-            self.deps.observe(f"limited:{refusal.kind.value}", self.state.id, 1.0)
-            log.info("%s: an input of %s is over the %s limit", self.state.id, user_of(entry), refusal.kind.value)
-            if await limiter.notice_due(refusal):
-                self._notices += 1
-                await notify(self, refusal, index=-self._notices)
-        return admitted
-
-    async def _post_as_written(self, pending: list[Log], fixed: list[InputRef]) -> list[Log] | None:
-        """Post the texts of scheduled messages meant to be posted as written (``fixed``, ``core.schedules``)
-        through the conversation's own output, without the model; the rest of ``pending``, or None when nothing
-        else is left for the model."""
-        for entry in fixed:
-            entry.processed = True
-            self._notices += 1
-            try:
-                await post_text(self, str(entry.data.get("text", "")), index=-self._notices, record=True)
-            except Exception as exc:
-                log.warning("%s: a scheduled message was not posted: %s", self.state.id, exc)
-        rest = [entry for entry in pending if entry not in fixed]
-        return rest or None
-
     async def _charge(self, request: ModelRequest, input_tokens: int, output_tokens: int, estimated: bool) -> None:
-        await charge_usage(
-            self.deps,
-            self.state,
-            request,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            estimated=estimated,
-            asker=self.asker,
-            step=self.steps,
-        )
+        name = model_name(self.deps, request)
+        if not estimated:  # tokens the provider reported go to the observers; estimated ones do not
+            self.deps.observe(f"input_tokens:{name}", self.state.id, input_tokens)
+            self.deps.observe(f"output_tokens:{name}", self.state.id, output_tokens)
+        if self.hooks.charged:
+            call = ModelCall(
+                request=request,
+                model=name,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                estimated=estimated,
+            )
+            for charged in self.hooks.charged:
+                await charged(call)
 
     async def _step(self) -> Step | None:
         """One model call and what it wrote (None: every new input was over a limit, the model was not called)."""
         deps, state = self.deps, self.state
+        hooks = self.hooks
         actions, outputs = deps.available(state)
-        if self.guard is not None:  # only what the run's tier may call is shown (and callable)
-            actions = self.guard.offered(actions)
+        for offer in hooks.offer:  # (trust: only what the run's tier may call is shown, and callable)
+            actions = offer(actions)
         pending = state.working_memory.unprocessed()
-        fixed = [entry for entry in pending if isinstance(entry, InputRef) and posted_as_written(entry)]
-        if fixed:
-            rest = await self._post_as_written(pending, fixed)
-            if rest is None:
-                return None  # only texts posted as written: the model is not called
-            pending = rest
-        updates = await self._admit(pending) if deps.limiter is not None else pending
+        updates = pending
+        for admit in hooks.admit:  # (limits, scheduled texts: inputs answered without the model)
+            updates = await admit(updates)
         if pending and not updates:
-            return None  # every new input was over a limit: the model is not called
+            return None  # every new input was answered otherwise: the model is not called
         if self.steps > 1 and any(isinstance(entry, InputRef) for entry in updates):
             self.loop_guard = LoopGuard()  # a message joined the run: the same answer to it is not a repeat
         persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona
@@ -361,7 +346,10 @@ class Run:
                 guarded=request.plain,
                 speakers=prompt.speakers,
             )
-            stream = stream_model(deps, request, charge=functools.partial(self._charge, request))
+            self._tasks = tg
+            stream = stream_model(
+                deps, request, charge=lambda given, taken, guess: self._charge(request, given, taken, guess)
+            )
             if request.plain:
                 chunks: AsyncGenerator[str, None] = as_response(
                     stream, outputs[0].type if outputs else "", step.speakers
@@ -380,6 +368,7 @@ class Run:
                 abandon_outputs(step)
             finally:
                 step.calls.close()  # no call can follow: a reference nothing writes stops waiting
+        self._tasks = None
         if failure is not None:
             raise failure
         deps.observe_model(state.id, time.perf_counter() - started)
@@ -419,3 +408,7 @@ class Run:
         elif event.name == "output":
             step.produced += 1
             await close_output(self, step, event)
+
+
+async def _awaited(work: Awaitable[None]) -> None:
+    await work

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .bot import Bot
     from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
     from .definitions import Action, Context, ContextState, Service
     from .dispatch import Dispatcher
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .media.reader import Fetcher, MediaReader
     from .memory import HistoryStore, MemoryStore
     from .models.base import Model
+    from .plugin import Plugin
     from .trust import Approvals, Trust
     from .usage import UsageStore
 
@@ -86,6 +88,16 @@ class Host(Protocol):
         ...
 
     # -- what it may read ----------------------------------------------------------------------------
+
+    @property
+    def plugins(self) -> tuple[Plugin, ...]:
+        """The features attached to the engine's hooks (``core.plugin``)."""
+        ...
+
+    @property
+    def bot(self) -> Bot:
+        """The bot this agent runs (``core.Bot``)."""
+        ...
 
     @property
     def model(self) -> Model:

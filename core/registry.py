@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from .bot import layer
 from .definitions import Action, Context, ContextState, Input, Output
 from .errors import DefinitionError
 from .references import call_keys
@@ -62,26 +63,44 @@ class Registry:
                 raise DefinitionError(f"{owner}: input {inp.type!r} is defined twice")
             self.inputs[inp.type] = inp
 
+    def lay(self, own: Context) -> None:
+        """Lay the bot's context ``own`` over every platform conversation registered (``core.bot.layer``): each
+        chat of a platform is then an instance of both."""
+        for type_, ctx in list(self.contexts.items()):
+            if ctx.conversation and ctx is not own and ctx.laid_over is None:
+                laid = layer(ctx, own)
+                self.contexts[type_] = laid
+                for inp in own.inputs:
+                    self.inputs.setdefault(inp.type, inp)
+
+    def resolve(self, context: Context) -> Context:
+        """The registered context that serves ``context``: the one laid over it when a bot's context is laid over
+        this platform's, else ``context`` itself."""
+        registered = self.contexts.get(context.type)
+        if registered is not None and registered is not context and registered.includes(context):
+            return registered
+        return context
+
     def available(self, state: ContextState) -> tuple[list[Action], list[Output]]:
         """The actions and outputs offered to the model in ``state``'s context."""
         ctx = state.context
         actions = [
             a
             for a in (*ctx.actions, *self.actions)
-            if (a.context is None or a.context is ctx) and (a.enabled is None or a.enabled(state))
+            if (a.context is None or ctx.includes(a.context)) and (a.enabled is None or a.enabled(state))
         ]
         if self.action_sources:
             taken = {a.name for a in actions}
             for source in self.action_sources:
                 for a in source(state):
-                    fits = a.context is None or a.context is ctx
+                    fits = a.context is None or ctx.includes(a.context)
                     if fits and a.name not in taken and (a.enabled is None or a.enabled(state)):
                         taken.add(a.name)
                         actions.append(a)
         outputs = [
             o
             for o in (*ctx.outputs, *self.outputs)
-            if (o.context is None or o.context is ctx) and (o.enabled is None or o.enabled(state))
+            if (o.context is None or ctx.includes(o.context)) and (o.enabled is None or o.enabled(state))
         ]
         return actions, outputs
 

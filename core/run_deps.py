@@ -1,25 +1,23 @@
 """What the step loop needs from the agent, handed to each run as one object (``Agent.run_deps``).
 
-A run reads only this: the model and its limits, the prompt's parts, the limits and the usage counters, the
-definitions offered in a context, the observers, and the host handlers receive. The agent builds it once and
-builds it again after a setting changed (``agent.limiter = ...`` applies to the next run); runs only read it.
+A run reads only this: the model and its limits, the prompt's parts, the definitions offered in a context, the
+plugins, the observers, and the host handlers receive. The agent builds it once and builds it again when the model
+changes (``agent.model = ...`` applies to the next run); runs only read it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .definitions import Action, ContextState, Output
     from .host import Host
-    from .limits import Limiter
     from .models.base import Model
+    from .plugin import Plugin
     from .prompt import PromptTemplate
     from .task_runner import TaskRunner
-    from .trust import Trust
-    from .usage import Price, UsageStore
 
 __all__ = ("RunDeps",)
 
@@ -48,12 +46,6 @@ class RunDeps:
     """With the compact prompt, offer the actions as tools in the model's own format (``CallsTools``)."""
     sees_images: bool
     """The model is shown the images the prompt refers to."""
-    limiter: Limiter | None
-    """Limits checked before the model is called (None: no limits)."""
-    usage: UsageStore
-    """Where each call's tokens are counted."""
-    prices: Mapping[str, Price]
-    """What each model costs, by model name."""
     tasks: TaskRunner
     """Where action handlers run."""
     available: Callable[[ContextState], tuple[list[Action], list[Output]]]
@@ -64,5 +56,5 @@ class RunDeps:
     """``observe_model(context_id, seconds)``: report a model call's duration."""
     observe_output: Callable[[str, str], None]
     """``observe_output(context_id, output_type)``: report a delivered output."""
-    trust: Trust | None = None
-    """Who may call which action (``core.trust``); None: every action is offered to everyone."""
+    plugins: tuple[Plugin, ...] = ()
+    """The agent's plugins: each may take part in a run (``core.plugin``)."""

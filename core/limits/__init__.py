@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from .entries import InputRef, now_ms
-from .usage import UsageStore, day_of, user_of
+from ..entries import InputRef, now_ms
+from ..usage import UsageStore, day_of, user_of
 
 __all__ = (
     "InMemoryLimitStore",

@@ -28,6 +28,7 @@ from ..task_runner import finish_or_cancel
 from ..trust.tiers import TIER_PARAM
 from .clock import Clock, SyncedClock, SystemClock
 from .model import SCHEDULE_INPUT, Schedule, ScheduleKind, check_zone, to_utc
+from .plugin import ScheduledTexts
 from .store import MemoryScheduleStore, ScheduleStore
 
 if TYPE_CHECKING:
@@ -141,6 +142,11 @@ class Schedules:
                 )
             store = MemoryScheduleStore(agent.memory)
         found = cls(store, **options)
+        if not any(isinstance(p, ScheduledTexts) for p in agent.plugins):
+            log.warning(
+                "schedules attached to an agent without the ScheduledTexts plugin: a scheduled text is answered by "
+                "the model instead of posted as written; add core.schedules.plugin.ScheduledTexts() to its plugins"
+            )
         found._agent = agent
         _attached[agent] = found
         agent.add_service(service(name="schedules", start=found._start, stop=found._stop))

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from .entries import InputRef
-from .memory.sqlite import SQLiteFile
+from ..entries import InputRef
+from ..memory.sqlite import SQLiteFile
 
 __all__ = (
     "USAGE_DAYS",

@@ -172,6 +172,7 @@ discord_channel = context(
     settings_from=lambda args: (
         ChannelArgs(channel_id=args.parent_id, guild_id=args.guild_id) if args.parent_id is not None else None
     ),
+    conversation=True,
 )
 """The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel; a thread starts
 from its channel's chat settings)."""

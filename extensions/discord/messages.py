@@ -77,11 +77,12 @@ def tier_of(message: discord.Message, rules: TrustRules) -> Tier:
     roles: list[str] = []
     admin = False
     joined: float | None = None
-    if isinstance(author, discord.Member):
-        if author.joined_at is not None:
+    if isinstance(author, discord.Member):  # (only what the rules read: this runs at every message)
+        if rules.guest_days and author.joined_at is not None:
             joined = (discord.utils.utcnow() - author.joined_at).total_seconds() / 86400
-        for role in author.roles:
-            roles += (str(role.id), role.name)
+        if rules.admin_roles or rules.member_roles:
+            for role in author.roles:
+                roles += (str(role.id), role.name)
         channel = message.channel
         if rules.chat_admins and isinstance(channel, discord.abc.GuildChannel | discord.Thread):
             permissions = channel.permissions_for(author)

@@ -221,7 +221,7 @@ class Poster:
         """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
         agent = self.adapter.agent
         state = agent.state_of(event.context_id) if agent is not None else None
-        if state is None or state.context is not discord_channel or self._client() is None:
+        if state is None or not state.context.includes(discord_channel) or self._client() is None:
             return None
         reply_to = state.options.get(REPLY_TO)
         # stable for one answer to one message (in a queued run the ledger's keys are used instead)

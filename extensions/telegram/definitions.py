@@ -231,6 +231,7 @@ telegram_chat = context(
     on_error=_on_error,
     on_run=_on_run,
     settings_from=lambda args: ChatArgs(chat_id=args.chat_id) if args.thread_id is not None else None,
+    conversation=True,
 )
 """The ``telegram:chat`` context, keyed by chat (and forum topic: a topic starts from its group's chat settings)."""
 

@@ -78,7 +78,7 @@ class Posting:
         """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
         agent = self.adapter.agent
         state = agent.state_of(event.context_id) if agent is not None else None
-        if state is None or state.context is not telegram_chat or not self.adapter.connected:
+        if state is None or not state.context.includes(telegram_chat) or not self.adapter.connected:
             return None
         args: ChatArgs = state.args
         return live_reply(

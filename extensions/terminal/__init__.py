@@ -16,6 +16,7 @@ cli_session = context(
     key=lambda session: session,
     description="A conversation with one person in a terminal.",
     instructions='Answer with <output type="cli:message">. Plain text or Markdown.',
+    conversation=True,
 )
 """One terminal conversation, keyed by session name."""
 

@@ -146,6 +146,7 @@ web_chat = context(
     instructions=_instructions,
     while_running=_while_running,
     on_error=_on_error,
+    conversation=True,
 )
 """The ``web:chat`` context, keyed by visitor id."""
 

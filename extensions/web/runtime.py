@@ -307,7 +307,7 @@ class WebRuntime(ChatAdapter):
     def start_live(self, event: RunEvent) -> LiveReply | None:
         agent = self.agent
         state = agent.state_of(event.context_id) if agent is not None else None
-        if state is None or state.context is not web_chat or not self._connected:
+        if state is None or not state.context.includes(web_chat) or not self._connected:
             return None
         return self._live(
             state.args, str(state.options.get(GATEWAY, "")), ledger=state.options.get(REPLY_LEDGER), streamed=True

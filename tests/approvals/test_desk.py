@@ -19,6 +19,7 @@ from core import InMemoryStore
 from core.approvals import Approval, ApprovalDesk, ApprovalStatus, ApprovalStore, Decision, MemoryApprovalStore, Pressed
 from core.fleet import QueueConfig, RedisApprovalStore, RedisBackend
 from core.trust import ActionsPolicy, Tier, Trust
+from core.trust.plugin import TrustGuard
 from tests.fleet.server import RedisServer
 
 OUT = "cli:message"
@@ -152,7 +153,7 @@ def built(
         actions=[action],
         outputs=[reply],
         extensions=[approvals.extension()],
-        trust=Trust(policy=ActionsPolicy.parse("close_ticket=member/approve")),
+        plugins=[TrustGuard(Trust(policy=ActionsPolicy.parse("close_ticket=member/approve")))],
     )
     recorder = Recorder()
     approvals.add_asker("cli", recorder)

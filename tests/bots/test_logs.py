@@ -16,6 +16,7 @@ from bots.logs import MASK, configure_logging, secrets_of
 from bots.settings import LogSettings, Settings
 from core import Agent, InputRef, ScriptedModel, context, create_agent, extension, input, output
 from core.trace import correlation_id
+from tests.agent_args import agent_args
 
 REPLY = '<response><output type="t:reply">Hello</output></response>'
 log = logging.getLogger("tests.adapter")
@@ -42,7 +43,7 @@ def chat_agent(**options: Any) -> Agent:
     reply = output(type="t:reply", handler=post, context=chat)
     message = input(type="t:message", schema=str, context=chat)
     ext = extension(name="t", contexts=[chat], outputs=[reply], inputs=[message])
-    return create_agent(model=ScriptedModel([REPLY], repeat_last=True), extensions=[ext], **options)
+    return create_agent(**agent_args(model=ScriptedModel([REPLY], repeat_last=True), extensions=[ext], **options))
 
 
 @pytest.mark.usefixtures("restore_logging")

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from core import (
     ActionError,
     ActionResult,
+    AgentOptions,
     DefinitionError,
     ErrorLog,
     InMemoryStore,
@@ -328,7 +329,10 @@ async def test_a_silent_model_times_out() -> None:
             yield ""
 
     agent = create_agent(
-        model=Silent(), contexts=[chat], outputs=[output(type="chat:message")], model_idle_timeout=0.05
+        model=Silent(),
+        contexts=[chat],
+        outputs=[output(type="chat:message")],
+        options=AgentOptions(model_idle_timeout=0.05),
     )
     async with agent:
         chain = await agent.send(chat, "u", msg("hi"))
@@ -427,8 +431,7 @@ async def test_compact_prompt_for_small_models_has_the_conversation_and_no_tools
         contexts=[chat],
         actions=[action(name="add", schema=Add, handler=lambda a, c, g: 0)],
         outputs=[output(type="chat:message")],
-        persona="You are Tester.",
-        compact_prompt=True,
+        options=AgentOptions(persona="You are Tester.", compact_prompt=True),
     )
     async with agent:
         await agent.send(chat, "u", {"type": "chat:message", "data": "hello", "params": {"user": "ada"}})

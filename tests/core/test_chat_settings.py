@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from core import (
+    AgentOptions,
     ChatPolicy,
     ChatSettings,
     InMemoryStore,
@@ -20,6 +21,7 @@ from core import (
 )
 from core.chat_settings import ChatSetting, ChatSettingsStore, escape_persona
 from core.usage import last_days
+from core.usage.plugin import Usage
 from extensions.chat.commands import parse_channel_settings
 from extensions.chat.i18n import MESSAGES
 
@@ -47,7 +49,7 @@ async def test_a_group_s_reply_policy_overrides_the_operator_s_unless_pinned_or_
     from extensions.chat.commands import ChatCommands
 
     policy = ChatPolicy(pinned={"pinned": {"reply": "mention"}})
-    agent = create_agent(model=ScriptedModel([]), chat_policy=policy)
+    agent = create_agent(model=ScriptedModel([]), options=AgentOptions(chat_policy=policy))
     commands = ChatCommands(agent)
     for cid in ("chosen", "pinned"):
         await agent.chat_settings.change(cid, reply="always")
@@ -61,7 +63,7 @@ async def test_a_group_s_reply_policy_overrides_the_operator_s_unless_pinned_or_
 
 async def test_a_conversation_starts_from_its_parent_s_choices_and_pins() -> None:
     policy = ChatPolicy(allowed_models=("m1", "m2"), pinned={"channel": {"model": "m1"}, "thread": {"language": "en"}})
-    agent = create_agent(model=ScriptedModel([]), chat_policy=policy)
+    agent = create_agent(model=ScriptedModel([]), options=AgentOptions(chat_policy=policy))
     await agent.chat_settings.change("channel", persona="pirate", language="fr", reply="always")
     await agent.chat_settings.change("thread", reply="mention", model="m2")
     assert await agent.chat_of("thread", ("channel",)) == ChatSettings(
@@ -151,7 +153,10 @@ async def test_concurrent_runs_count_their_own_usage_to_their_own_user() -> None
 
     chat = context(type="chat", schema=str, key=lambda s: s)
     agent = create_agent(
-        model=Model(), contexts=[chat], outputs=[output(type="o", handler=lambda data, ctx, agent: None)]
+        model=Model(),
+        contexts=[chat],
+        outputs=[output(type="o", handler=lambda data, ctx, agent: None)],
+        plugins=[Usage()],
     )
 
     def said(text: str, user: str) -> InputRef:

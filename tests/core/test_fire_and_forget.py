@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from core import ActionResult, DefinitionError, InMemoryStore, ScriptedModel, action, context, create_agent, output
+from tests.agent_args import agent_args
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
 
@@ -25,12 +26,14 @@ def R(body: str) -> str:
 def make(replies: list[str], act: Any, **kw: Any) -> tuple[Any, ScriptedModel]:
     model = ScriptedModel(replies)
     agent = create_agent(
-        model=model,
-        contexts=[chat],
-        actions=[act],
-        outputs=[output(type="chat:message", handler=lambda data, ctx, agent: None)],
-        memory=InMemoryStore(),
-        **kw,
+        **agent_args(
+            model=model,
+            contexts=[chat],
+            actions=[act],
+            outputs=[output(type="chat:message", handler=lambda data, ctx, agent: None)],
+            memory=InMemoryStore(),
+            **kw,
+        )
     )
     return agent, model
 

@@ -20,7 +20,9 @@ from core import (
     create_agent,
     output,
 )
+from core.limits.plugin import Limits
 from core.usage import day_of
+from core.usage.plugin import Usage
 
 chat = context(type="chat", schema=str, key=lambda s: s)
 
@@ -47,7 +49,7 @@ def _agent(
         model=model,
         contexts=[chat],
         outputs=[output(type="say", handler=lambda data, ctx, agent: said.append(data), context=chat)],
-        limiter=Limiter(config, store),
+        plugins=[Usage(), Limits(Limiter(config, store))],
     )
     seen: list[str] = []
     agent.observers.append(lambda kind, cid, value: seen.append(kind) if kind.startswith("limited") else None)

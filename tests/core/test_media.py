@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import InMemoryStore, InputRef, ScriptedModel, context, create_agent, output
+from core import AgentOptions, InMemoryStore, InputRef, ScriptedModel, context, create_agent, output
 from core.media import Attachment, AttachmentKind, MediaLimits, MediaReader
 from core.models import ImagePart, ModelRequest, interleave
 
@@ -40,8 +40,7 @@ def make(files: Files, *, vision: bool = True, compact: bool = False, **limits: 
         contexts=[chat],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: None)],
         memory=InMemoryStore(),
-        media=reader,
-        compact_prompt=compact,
+        options=AgentOptions(media=reader, compact_prompt=compact),
     )
     return agent, model
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core import InMemoryStore, ScriptedModel, context, create_agent, output
+from core import AgentOptions, InMemoryStore, ScriptedModel, context, create_agent, output
 from core.definitions import ContextState
 from core.entries import InputRef, Log, OutputRef, WorkingMemory
 from core.models import LocalModel, ModelRequest
@@ -93,7 +93,7 @@ async def test_a_plain_reply_becomes_the_output_and_the_generation_stops_at_an_i
         contexts=[room],
         outputs=[output(type="room:message", handler=lambda data, c, a: said.append(data))],
         memory=InMemoryStore(),
-        compact_prompt=True,
+        options=AgentOptions(compact_prompt=True),
     )
     async with agent:
         await agent.send(room, "r", {"type": "room:message", "data": "What is the capital of France?"})
@@ -112,7 +112,9 @@ async def test_the_terminal_chat_never_shows_an_invented_turn_or_a_stray_bracket
         "Your name is Ada.<|im_end|>\n<|im_start|>user\nWho am I?",
     ]
     model = ScriptedModel(replies, chunk_size=2)
-    agent = create_agent(model=model, extensions=[cli_extension()], memory=InMemoryStore(), compact_prompt=True)
+    agent = create_agent(
+        model=model, extensions=[cli_extension()], memory=InMemoryStore(), options=AgentOptions(compact_prompt=True)
+    )
     lines = ["Hello", "What is the capital of France?", "What is my name?"]
     written: list[str] = []
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core import (
+    AgentOptions,
     ModelRequest,
     OutputRef,
     ScriptedModel,
@@ -56,12 +57,12 @@ async def test_a_lone_surrogate_among_other_messages_costs_none_of_them(tmp_path
 
     history = SQLiteHistory(tmp_path / "history.sqlite3")
     agent = create_agent(
-        model=ScriptedModel(answer, first_delay=0.05),  # slow enough that the burst is batched with the first
+        model=ScriptedModel(answer, first_delay=0.05),
         contexts=[chat],
         inputs=[input(type="chat:message", schema=str)],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: sent.append(data))],
         memory=SQLiteStore(tmp_path / "memory.sqlite3"),
-        history=history,
+        options=AgentOptions(history=history),
     )
     texts = ["first", f"broken {BAD} text", "third", f"{BAD}", "fifth"]
     async with agent:
@@ -98,7 +99,7 @@ async def test_a_lone_surrogate_from_an_action_or_the_model_is_repaired_before_i
         actions=[action(name="lookup", handler=lambda args, ctx, ag: {"title": f"odd {BAD} name", BAD: [BAD]})],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: sent.append(data))],
         memory=SQLiteStore(tmp_path / "memory.sqlite3"),
-        history=history,
+        options=AgentOptions(history=history),
     )
     async with agent:
         await agent.send(chat, "room", {"type": "chat:message", "data": "look it up"})

@@ -13,6 +13,7 @@ import core
 from extensions.chat.trust import TrustRules
 from extensions.discord import DiscordSettings, discord_extension, get_runtime
 from extensions.discord.runtime import DiscordRuntime
+from tests.agent_args import agent_args
 from tests.fakes.discord_server import FakeDiscord, Json
 
 TOKEN = "fake-token"
@@ -91,12 +92,14 @@ async def start_bot(world: World) -> AsyncIterator[StartBot]:
     ) -> core.Agent:
         options: dict[str, Any] = {"memory": core.InMemoryStore(), "stop_timeout": 5.0, **(agent_options or {})}
         agent = core.create_agent(
-            model=model,
-            extensions=[
-                discord_extension(settings_for(world.fake, **overrides), listen=listen, trust=trust),
-                *extensions,
-            ],
-            **options,
+            **agent_args(
+                model=model,
+                extensions=[
+                    discord_extension(settings_for(world.fake, **overrides), listen=listen, trust=trust),
+                    *extensions,
+                ],
+                **options,
+            )
         )
         await agent.start()
         agents.append(agent)

@@ -31,8 +31,10 @@ async def test_a_failed_command_sync_is_a_warning_and_the_bot_runs(
 
 
 async def test_reset_needs_manage_messages_or_an_admin_user(world: World, start_bot: StartBot) -> None:
-    agent = await start_bot(answers())
-    agent.limiter = core.Limiter(core.LimitConfig(admins=frozenset({f"discord:{world.bob['id']}"})))
+    agent = await start_bot(
+        answers(),
+        agent_options={"limiter": core.Limiter(core.LimitConfig(admins=frozenset({f"discord:{world.bob['id']}"})))},
+    )
     await world.fake.say(world.general, "remember pineapple", author=world.alice, mention_bot=True)
     await world.fake.wait_posted(world.general)
     await runtime_of(agent).wait_idle()

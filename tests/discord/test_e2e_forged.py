@@ -45,8 +45,9 @@ async def test_a_users_markup_round_trips_unchanged(world: World, start_bot: Sta
 
 async def test_over_the_limit_the_user_is_told_once(world: World, start_bot: StartBot) -> None:
     model = core.ScriptedModel(lambda request: say("ok"))
-    agent = await start_bot(model)
-    agent.limiter = core.Limiter(core.LimitConfig(messages_per_minute=1, message_window=86_400))
+    await start_bot(
+        model, agent_options={"limiter": core.Limiter(core.LimitConfig(messages_per_minute=1, message_window=86_400))}
+    )
     for i in range(3):
         await world.fake.say(world.dm, f"message {i}", author=world.alice)
         await world.fake.wait_posted(world.dm, min(i + 1, 2))

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core import Agent, ScriptedModel, create_agent
+from core import Agent, AgentOptions, ScriptedModel, create_agent
 from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.fleet.keys import Keys
 from extensions.chat.i18n import say as notice
@@ -39,7 +39,7 @@ async def gateway(server: RedisServer, fake: FakeDiscord, **config: Any) -> Asyn
         extensions=[discord_extension(discord_settings(fake, sync_commands=True))],
         dispatcher=RedisDispatcher(backend),
         memory=RedisMemoryStore(backend),
-        stop_timeout=10,
+        options=AgentOptions(stop_timeout=10),
     )
     try:
         async with agent:

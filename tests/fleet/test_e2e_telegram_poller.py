@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from core import Agent, ScriptedModel, create_agent
+from core import Agent, AgentOptions, ScriptedModel, create_agent
 from core.errors import ConfigError
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.fleet.keys import Keys
@@ -82,7 +82,7 @@ async def start_gateway(redis_server: RedisServer, telegram: FakeTelegramServer)
             extensions=[telegram_extension(settings_for(telegram))],
             dispatcher=RedisDispatcher(backend),
             memory=RedisMemoryStore(backend),
-            stop_timeout=10,
+            options=AgentOptions(stop_timeout=10),
         )
         started.append((agent, backend))
         await agent.start()

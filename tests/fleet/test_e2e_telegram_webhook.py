@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from core import Agent, ScriptedModel, create_agent
+from core import Agent, AgentOptions, ScriptedModel, create_agent
 from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.fleet.keys import Keys
 from extensions.telegram import telegram_extension
@@ -58,7 +58,7 @@ async def start_gateway(
             extensions=[telegram_extension(settings)],
             dispatcher=RedisDispatcher(backend),
             memory=RedisMemoryStore(backend),
-            stop_timeout=10,
+            options=AgentOptions(stop_timeout=10),
         )
         started.append((agent, backend))
         await agent.start()

@@ -16,6 +16,7 @@ from typing import Any
 
 from core import create_agent
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+from tests.agent_args import agent_args
 
 from .conftest import ROOT
 from .logs import assert_nothing_left_behind
@@ -45,7 +46,8 @@ async def serve(backend: RedisBackend, **agent: Any) -> None:
     """Run ``create_agent(**agent)`` (Redis its dispatcher and memory) as a queue worker on ``backend`` until
     it is stopped (SIGTERM); ``backend`` is closed after."""
     worker = QueueWorker(
-        create_agent(dispatcher=RedisDispatcher(backend), memory=RedisMemoryStore(backend), **agent), backend
+        create_agent(**agent_args(dispatcher=RedisDispatcher(backend), memory=RedisMemoryStore(backend), **agent)),
+        backend,
     )
     try:
         await worker.run()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core import Action, Agent, Context, InMemoryStore, Output, ScriptedModel, context, create_agent, output
+from tests.agent_args import agent_args
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=5)
 """The context most seed tests talk in: one conversation per string key."""
@@ -35,12 +36,14 @@ def bot(
     sink = sent if sent is not None else []
     model = ScriptedModel(replies, chunk_size=chunk_size)
     agent = create_agent(
-        model=model,
-        contexts=contexts,
-        actions=actions,
-        outputs=outputs or (output(type="chat:message", handler=lambda data, ctx, agent: sink.append(data)),),
-        memory=InMemoryStore(),
-        **agent_kw,
+        **agent_args(
+            model=model,
+            contexts=contexts,
+            actions=actions,
+            outputs=outputs or (output(type="chat:message", handler=lambda data, ctx, agent: sink.append(data)),),
+            memory=InMemoryStore(),
+            **agent_kw,
+        )
     )
     return agent, model
 

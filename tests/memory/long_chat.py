@@ -15,6 +15,7 @@ from bots.assistant import search_history
 from core import Agent, ModelRequest, ScriptedModel, context, create_agent, output
 from core.memory import HistoryStore, InMemoryStore, MemoryStore
 from core.summary import SummaryLock, SummaryPolicy
+from tests.agent_args import agent_args
 
 __all__ = ("QUESTION", "brain", "chat", "long_chat_agent", "message_text", "replies")
 
@@ -88,14 +89,16 @@ def long_chat_agent(
     """The bot with ``history`` and a summary folded every ``every`` entries (``answer``: the model)."""
     model = ScriptedModel(answer, chunk_size=4096)
     agent = create_agent(
-        model=model,
-        contexts=[chat],
-        actions=[search_history],
-        outputs=[say],
-        memory=memory if memory is not None else InMemoryStore(),
-        history=history,
-        summary=SummaryPolicy(every=every, keep=keep, timeout=10),
-        summary_lock=lock,
-        **options,
+        **agent_args(
+            model=model,
+            contexts=[chat],
+            actions=[search_history],
+            outputs=[say],
+            memory=memory if memory is not None else InMemoryStore(),
+            history=history,
+            summary=SummaryPolicy(every=every, keep=keep, timeout=10),
+            summary_lock=lock,
+            **options,
+        )
     )
     return agent, model

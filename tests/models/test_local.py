@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from core import InMemoryStore, context, create_agent, output
+from core import AgentOptions, InMemoryStore, context, create_agent, output
 from core.errors import ModelError
 from core.models import LocalModel, ModelRequest
 from core.parser import TagEnd, TagStart, Text, parse
@@ -25,7 +25,9 @@ async def test_one_real_answer_is_a_complete_response_with_an_output(local_model
     sent: list[str] = []
     chat = context(type="chat", schema=str, key=lambda s: s, max_steps=1)
     say = output(type="chat:message", description="Reply to the user", handler=lambda data, c, a: sent.append(data))
-    agent = create_agent(model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), max_tokens=96)
+    agent = create_agent(
+        model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), options=AgentOptions(max_tokens=96)
+    )
     await agent.start()
     try:
         await agent.send(chat, "ann", {"type": "chat:message", "data": "Hello! What is the capital of France?"})
@@ -110,7 +112,11 @@ async def test_the_embedded_model_answers_a_photo_from_its_stand_in_text(local_m
     chat = context(type="chat", schema=str, key=lambda s: s, max_steps=1)
     say = output(type="chat:message", handler=lambda data, c, a: sent.append(data))
     agent = create_agent(
-        model=Seen(), contexts=[chat], outputs=[say], memory=InMemoryStore(), max_tokens=64, compact_prompt=True
+        model=Seen(),
+        contexts=[chat],
+        outputs=[say],
+        memory=InMemoryStore(),
+        options=AgentOptions(max_tokens=64, compact_prompt=True),
     )
     photo = Attachment(kind=AttachmentKind.IMAGE, name="photo.jpg", mime="image/jpeg", size=83_000, source="x", ref="1")
     await agent.run(chat, "ann", [InputRef(type="chat:message", data="look!", attachments=[photo])])

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core import InMemoryStore, context, create_agent, output
+from core import AgentOptions, InMemoryStore, context, create_agent, output
 from core.errors import ModelAuthError, ModelError
 from core.models import ModelRequest, ModelUsage, OpenAICompatModel, RetryPolicy
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
@@ -252,7 +252,9 @@ async def test_a_small_model_served_over_http_gets_chat_turns_and_its_invented_t
     chat = context(type="chat", schema=str, key=lambda s: s, max_steps=1)
     say = output(type="chat:message", handler=lambda data, ctx, agent: sent.append(data))
     model = make(server, policy)
-    agent = create_agent(model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), compact_prompt=True)
+    agent = create_agent(
+        model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), options=AgentOptions(compact_prompt=True)
+    )
     await agent.start()
     try:
         await agent.send(chat, "ann", {"type": "chat:message", "data": "hello <|im_start|>"})

@@ -7,6 +7,7 @@ from typing import Any
 
 from core import Agent, ModelRequest, ModelUsage, ScriptedModel, create_agent
 from extensions.terminal import cli_extension
+from tests.agent_args import agent_args
 
 __all__ = ("REPLY", "CountingModel", "make_agent", "sample")
 
@@ -29,9 +30,11 @@ class CountingModel(ScriptedModel):
 
 def make_agent(model: Any = None, **options: Any) -> Agent:
     return create_agent(
-        model=model if model is not None else ScriptedModel([REPLY], repeat_last=True),
-        extensions=[cli_extension()],
-        **options,
+        **agent_args(
+            model=model if model is not None else ScriptedModel([REPLY], repeat_last=True),
+            extensions=[cli_extension()],
+            **options,
+        )
     )
 
 

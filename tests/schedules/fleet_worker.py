@@ -5,6 +5,8 @@ schedule not moved), with other occurrences claimed and not yet sent."""
 
 from __future__ import annotations
 
+from core.schedules.plugin import ScheduledTexts
+
 import argparse
 import asyncio
 import logging
@@ -41,6 +43,7 @@ async def amain(args: argparse.Namespace) -> None:
         extensions=[probe_extension(args.url)],
         dispatcher=RedisDispatcher(backend),
         memory=RedisMemoryStore(backend),
+        plugins=[ScheduledTexts()],
     )
     store = (
         CrashingStore(backend, crash_after=args.crash_after)

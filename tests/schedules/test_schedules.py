@@ -26,6 +26,7 @@ from core.schedules import (
     schedule_input,
     schedules_of,
 )
+from core.schedules.plugin import ScheduledTexts
 from core.usage import user_of
 
 chat = context(type="chat", schema=str, key=lambda s: s)
@@ -39,7 +40,9 @@ def make(memory: Any = None, *, sent: list[tuple[str, str]] | None = None, clock
     posted = sent if sent is not None else []
     say = output(type="chat:message", handler=lambda data, ctx, ag: posted.append((ctx.state.key, data)))
     model = ScriptedModel(answer)
-    agent = create_agent(model=model, contexts=[chat], outputs=[say], memory=memory or InMemoryStore())
+    agent = create_agent(
+        model=model, contexts=[chat], outputs=[say], memory=memory or InMemoryStore(), plugins=[ScheduledTexts()]
+    )
     seen: list[tuple[str, str, float]] = []
     agent.add_observer(lambda kind, cid, value: seen.append((kind, cid, value)))
     schedules = Schedules.attach(agent, clock=clock, **options)

@@ -13,6 +13,7 @@ from core import Agent, Extension, InMemoryStore, MemoryStore, Model, ScriptedMo
 from extensions.chat.trust import TrustRules
 from extensions.telegram import TelegramSettings, telegram_extension
 from extensions.telegram.definitions import MESSAGE
+from tests.agent_args import agent_args
 from tests.fakes.telegram_server import FakeTelegramServer
 
 StartBot = Callable[..., Awaitable[Agent]]
@@ -71,11 +72,13 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
         values.update(overrides)
         settings = TelegramSettings(**values)
         agent = create_agent(
-            model=model,
-            extensions=[telegram_extension(settings, listen=listen, trust=trust), *extensions],
-            memory=memory if memory is not None else InMemoryStore(),
-            stop_timeout=stop_timeout,
-            **(agent_options or {}),
+            **agent_args(
+                model=model,
+                extensions=[telegram_extension(settings, listen=listen, trust=trust), *extensions],
+                memory=memory if memory is not None else InMemoryStore(),
+                stop_timeout=stop_timeout,
+                **(agent_options or {}),
+            )
         )
         agents.append(agent)
         await agent.start()

@@ -14,8 +14,12 @@ async def test_over_the_limit_the_user_is_told_once_and_the_model_is_not_called(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
     model = scripted("hello")
-    agent = await start_bot(model)
-    agent.limiter = Limiter(LimitConfig(messages_per_minute=2, message_window=86_400, max_input_chars=100))
+    agent = await start_bot(
+        model,
+        agent_options={
+            "limiter": Limiter(LimitConfig(messages_per_minute=2, message_window=86_400, max_input_chars=100))
+        },
+    )
     for i in range(5):
         server.user_says(f"message {i}")
         await server.wait_replies(min(i + 1, 3))
@@ -33,8 +37,9 @@ async def test_in_a_group_reset_needs_a_chat_administrator_or_an_admin_user(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
     group = -100777
-    agent = await start_bot(scripted("noted"))
-    agent.limiter = Limiter(LimitConfig(admins=frozenset({"telegram:55"})))
+    agent = await start_bot(
+        scripted("noted"), agent_options={"limiter": Limiter(LimitConfig(admins=frozenset({"telegram:55"})))}
+    )
     server.admins[group] = {44}
     server.user_says("@daydream_test_bot remember the code word", chat_id=group, kind="supergroup", user_id=33)
     await server.wait_replies(1)

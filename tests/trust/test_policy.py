@@ -19,6 +19,7 @@ from core.trust import (
     Verdict,
     tier_of,
 )
+from core.trust.plugin import TrustGuard
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
 
@@ -92,7 +93,7 @@ def test_a_bad_policy_says_what_to_fix(text: str, says: str) -> None:
         ActionsPolicy.parse(text)
 
 
-def _agent(replies: list[str], trust: Trust, ran: list[str], posted: list[str]) -> tuple[Any, ScriptedModel]:
+def _agent(replies: list[str], trust: Trust | None, ran: list[str], posted: list[str]) -> tuple[Any, ScriptedModel]:
     model = ScriptedModel(replies)
 
     def tool(name: str, address: str | None = None) -> Any:
@@ -104,7 +105,7 @@ def _agent(replies: list[str], trust: Trust, ran: list[str], posted: list[str]) 
         actions=[tool("remember"), tool("tickets:open", "mcp:tickets:open"), tool("deploy")],
         outputs=[output(type="chat:message", handler=lambda data, ctx, agent: posted.append(data))],
         memory=InMemoryStore(),
-        trust=trust,
+        plugins=[TrustGuard(trust)] if trust is not None else [],
     )
     return agent, model
 
@@ -188,8 +189,7 @@ async def test_a_call_that_needs_approval_is_refused_without_approvals_and_hande
 
 
 async def test_without_trust_every_action_is_offered() -> None:
-    agent, model = _agent([R('<output type="chat:message">hi</output>')], Trust(), [], [])
-    agent.trust = None
+    agent, model = _agent([R('<output type="chat:message">hi</output>')], None, [], [])
     async with agent:
         await agent.send(chat, "c", said("guest"))
     assert len(model.requests[0].action_names) == 3

@@ -13,6 +13,7 @@ from bots.console.charts import Bar, bar_chart, money, tokens
 from bots.console.data import conversation_of, usage_report
 from core import InMemoryUsage, ScriptedModel, create_agent
 from core.usage import day_of
+from core.usage.plugin import Usage
 from extensions.web import Hub, WebSettings, load_secret
 
 from .conftest import StartBot, client, csrf_of, scripted, until
@@ -65,7 +66,7 @@ async def test_usage_is_added_up_per_day_model_user_and_chat() -> None:
     await usage.add(
         day=today, keys=["model:gpt", "user:web:v", "chat:web:chat:v"], input_tokens=10, output_tokens=5, cost=0
     )
-    agent = create_agent(model=ScriptedModel(["x"]), usage=usage)
+    agent = create_agent(model=ScriptedModel(["x"]), plugins=[Usage(usage)])
     report = await usage_report(agent, days=7, user_limit=2000, chat_limit=0)
     assert report.total.tokens == 1015 and report.days[-1].input == 810
     assert [m for m, _ in report.models] == ["gpt"]

@@ -1,0 +1,244 @@
+"""The built-in features as plugins a bot opts into with one line, each built from the settings when the bot is
+deployed (``bots run``, ``bots worker``...): ``Bot(plugins=[plugins.usage(), plugins.limits()])``, or
+``plugins.standard()`` for everything the built-in assistant has.
+
+A plugin here is a ``FromSettings``: a placeholder the deployment replaces (``resolve``) with the plugins of
+``core`` configured from the settings and the deployment's stores (this process's, or Redis in a fleet). A bot
+without plugins runs none: no limits, no usage counters, no trust policy, no schedules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.errors import ConfigError
+from core.limits import LimitConfig, Limiter
+from core.plugin import Brings, Plugin, RunHooks, RunView
+from core.trust import Tier, Trust
+from extensions.chat.i18n import say
+
+if TYPE_CHECKING:
+    from core import Dispatcher, Host, UsageStore
+    from core.approvals import ApprovalStore
+    from core.limits import LimitStore
+    from core.memory import HistoryStore
+    from core.schedules import Clock, ScheduleStore
+
+    from .settings import Settings
+
+__all__ = (
+    "Deployment",
+    "FromSettings",
+    "approvals",
+    "build_limiter",
+    "build_trust",
+    "history_search",
+    "limits",
+    "mcp",
+    "resolve",
+    "schedules",
+    "standard",
+    "trust",
+    "usage",
+)
+
+log = logging.getLogger("bots.plugins")
+
+
+@dataclass(kw_only=True)
+class Deployment:
+    """What the plugins are built from: the settings and where this deployment keeps things."""
+
+    settings: Settings
+    """The operator's settings."""
+    dispatcher: Dispatcher | None = None
+    """How inputs reach runs (None: in this process)."""
+    usage: UsageStore
+    """Where usage is counted (SQLite in one process, Redis in a fleet)."""
+    limit_store: LimitStore | None = None
+    """Where the message counts of the limits are kept (None: this process's memory)."""
+    history: HistoryStore | None = None
+    """Where the full history is kept (None: not kept)."""
+    schedules: ScheduleStore | None = None
+    """Where schedules live (None: the memory store, one process; a fleet passes Redis)."""
+    fire_schedules: bool = True
+    """This process fires the due schedules (a gateway does not)."""
+    schedules_clock: Clock | None = None
+    """What time it is for the schedules (a test's ``ManualClock``)."""
+    approvals: ApprovalStore | None = None
+    """Where calls waiting for an approval live (None: the memory store, one process)."""
+    sweep_approvals: bool = True
+    """This process times approval requests out (a gateway does not)."""
+    tools: bool = True
+    """This process runs actions (a gateway does not): the MCP servers are connected."""
+
+    @property
+    def distributed(self) -> bool:
+        """Inputs go through a shared queue."""
+        return self.dispatcher is not None and self.dispatcher.distributed
+
+
+class FromSettings(Plugin):
+    """A feature the deployment builds from the settings (``resolve``); until then it takes no part in runs."""
+
+    def __init__(
+        self,
+        name: str,
+        build: Callable[[Deployment], Sequence[Plugin]],
+        *,
+        attach: Callable[[Host, Deployment], None] | None = None,
+    ) -> None:
+        self.name = name  # type: ignore[misc]  # (each instance names its feature)
+        self.build = build
+        """The plugins of the feature, from the deployment."""
+        self.attach = attach
+        """What the feature sets up on the agent once it is built (a service that fires schedules), or None."""
+
+    def begin(self, run: RunView) -> RunHooks | None:
+        log.warning(
+            "plugin %s is built from the settings by `bots run`; in create_agent, pass core's plugins instead",
+            self.name,
+        )
+        return None
+
+
+def resolve(plugins: Sequence[Plugin], deployment: Deployment) -> list[Plugin]:
+    """``plugins`` with each ``FromSettings`` replaced by what it builds for ``deployment``."""
+    found: list[Plugin] = []
+    for plugin in plugins:
+        found.extend(plugin.build(deployment) if isinstance(plugin, FromSettings) else (plugin,))
+    return found
+
+
+def attach(plugins: Sequence[Plugin], agent: Host, deployment: Deployment) -> None:
+    """Set up on ``agent`` what the ``FromSettings`` among ``plugins`` need once it is built."""
+    for plugin in plugins:
+        if isinstance(plugin, FromSettings) and plugin.attach is not None:
+            plugin.attach(agent, deployment)
+
+
+def _notice(language: str | None, action: str, tier: Tier, needed: Tier | None) -> str:
+    if needed is None:
+        return say("action_refused_nobody", language, action=action)
+    return say("action_refused", language, action=action, needed=needed.value, tier=tier.value)
+
+
+def build_trust(settings: Settings) -> Trust:
+    """Who may call which action (``ACTIONS_POLICY``; ``ConfigError`` when it cannot be read), the refusals told
+    in the chat's language."""
+    try:
+        policy = settings.actions.parsed()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return Trust(policy=policy, owners=settings.bot.admins, notice=_notice)
+
+
+def build_limiter(settings: Settings, store: LimitStore | None = None) -> Limiter:
+    """The limits of ``BOT_*`` and the admin users; messages are counted in ``store`` (this process's memory by
+    default; a worker passes Redis), tokens are read from the agent's usage store."""
+    bot = settings.bot
+    config = LimitConfig(
+        messages_per_minute=bot.messages_per_minute,
+        tokens_per_day_user=bot.tokens_per_day_user,
+        tokens_per_day_conversation=bot.tokens_per_day_conversation,
+        max_input_chars=bot.max_input_chars,
+        admins=bot.admins,
+    )
+    return Limiter(config, store)
+
+
+def usage() -> FromSettings:
+    """Tokens and costs per day, per user, conversation and model (``/stats``, ``LLM_PRICES``)."""
+    from core import Price
+    from core.usage.plugin import Usage
+
+    def build(d: Deployment) -> list[Plugin]:
+        prices = {name: Price(input=given, output=taken) for name, (given, taken) in d.settings.llm.prices.items()}
+        return [Usage(d.usage, prices=prices)]
+
+    return FromSettings("usage", build)
+
+
+def limits() -> FromSettings:
+    """Per-user and per-conversation limits (``BOT_MESSAGES_PER_MINUTE``, ``BOT_TOKENS_PER_DAY_*``,
+    ``BOT_MAX_INPUT_CHARS``); the token limits read the usage counters."""
+    from core.limits.plugin import Limits
+
+    return FromSettings("limits", lambda d: [Limits(build_limiter(d.settings, d.limit_store), usage=d.usage)])
+
+
+def trust() -> FromSettings:
+    """Trust tiers and the operator's action policy (``ACTIONS_POLICY``, ``BOT_ADMIN_USERS``)."""
+    from core.trust.plugin import TrustGuard
+
+    return FromSettings("trust", lambda d: [TrustGuard(build_trust(d.settings))])
+
+
+def approvals() -> FromSettings:
+    """Calls an admin approves first (``ACTIONS_POLICY``'s ``approve``, ``ACTIONS_APPROVAL_*``); with ``trust()``."""
+    from core.approvals import ApprovalDesk
+
+    def build(d: Deployment) -> list[Plugin]:
+        if d.approvals is None and d.distributed:
+            return []  # a queued agent without a shared store refuses such calls (the gateway keeps none)
+        desk = ApprovalDesk(
+            d.approvals,
+            timeout=d.settings.actions.approval_timeout,
+            admin_chats=d.settings.actions.admin_chats(),
+            sweep=d.sweep_approvals,
+        )
+        return [Brings(desk.extension())]
+
+    return FromSettings("approvals", build)
+
+
+def schedules() -> FromSettings:
+    """Reminders and scheduled messages (``BOT_SCHEDULES*``): fired through each conversation's inbox; a scheduled
+    text is posted as written."""
+    from core.schedules.plugin import ScheduledTexts
+
+    def build(d: Deployment) -> list[Plugin]:
+        return [ScheduledTexts()] if d.schedules is not None or not d.distributed else []
+
+    def attach(agent: Host, d: Deployment) -> None:
+        from .schedules import attach_schedules
+
+        if d.schedules is not None or not d.distributed:
+            attach_schedules(agent, d.settings, d.schedules, fire=d.fire_schedules, clock=d.schedules_clock)
+
+    return FromSettings("schedules", build, attach=attach)
+
+
+def history_search() -> FromSettings:
+    """The ``search_history`` action, where the bot keeps a history to search."""
+    from core import extension
+
+    from .assistant import search_history
+
+    def build(d: Deployment) -> list[Plugin]:
+        if d.history is None:
+            return []
+        return [Brings(extension(name="history-search", actions=[search_history]))]
+
+    return FromSettings("history-search", build)
+
+
+def mcp() -> FromSettings:
+    """The tools of the MCP servers (``MCP_SERVERS``), in the processes that run actions."""
+
+    def build(d: Deployment) -> list[Plugin]:
+        if not (d.tools and d.settings.mcp.enabled):
+            return []
+        from extensions.mcp import mcp_extension
+
+        return [Brings(mcp_extension(d.settings.mcp))]
+
+    return FromSettings("mcp", build)
+
+
+def standard() -> list[Plugin]:
+    """Every built-in feature, as the built-in assistant has them."""
+    return [schedules(), usage(), limits(), trust(), approvals(), history_search(), mcp()]

@@ -1,0 +1,61 @@
+"""How an agent runs, apart from what it is made of: the prompt's sections, the model's budgets and deadlines,
+the task queues, how long stopping may take, the chat settings' rules, and what it reads of attachments
+(``create_agent(options=AgentOptions(...))``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLATE
+
+if TYPE_CHECKING:
+    from .chat_settings import ChatPolicy
+    from .media.reader import MediaReader
+    from .memory import HistoryStore
+    from .summary import SummaryLock, SummaryPolicy
+
+__all__ = ("AgentOptions",)
+
+
+@dataclass(kw_only=True)
+class AgentOptions:
+    """Everything about how an agent runs that has a default."""
+
+    persona: str = ""
+    """Who the bot is, in the system prompt (a conversation's ``/persona`` replaces it)."""
+    intro: str = DEFAULT_INTRO
+    """The prompt's first section."""
+    instructions: str = INSTRUCTIONS
+    """The protocol's instructions (a ``Bot``'s own instructions follow them)."""
+    response: str = RESPONSE_FORMAT
+    """How the model must answer."""
+    footer: str = FOOTER
+    """The prompt's last section."""
+    template: str = TEMPLATE
+    """Where the sections go (``core.prompt.PromptTemplate``)."""
+    compact_prompt: bool | None = None
+    """Use the short prompt made for small local models; None: when the model prefers it (the embedded model)."""
+    max_tokens: int = 1024
+    """Upper bound on tokens per model call."""
+    model_idle_timeout: float = 60.0
+    """Seconds the model may stay silent before the call fails."""
+    output_timeout: float = 60.0
+    """Seconds an output handler may take."""
+    queues: Mapping[str, int] = field(default_factory=dict)
+    """Task-runner queues and their concurrency (actions name theirs with ``queue=``)."""
+    stop_timeout: float = 10.0
+    """Seconds ``stop()`` waits for running runs, then for fire-and-forget calls, before cancelling them."""
+    state_cache: int = 1024
+    """Working memories kept loaded between runs (in one process)."""
+    chat_policy: ChatPolicy | None = None
+    """The operator's rules for settings changed from the chat (allowed models, pins, admins); None: no rules."""
+    media: MediaReader | None = None
+    """What is read of attachments, and how (None: the defaults of ``MediaReader``)."""
+    history: HistoryStore | None = None
+    """Where every input and output is kept and searched (None: only the working memory is kept)."""
+    summary: SummaryPolicy | None = None
+    """When and how what leaves the prompt's window is folded into each conversation's summary (needs ``history``)."""
+    summary_lock: SummaryLock | None = None
+    """Who may summarize a conversation now, when several processes share the history."""

@@ -1,0 +1,157 @@
+"""A bot as a value: its conversation context, actions, outputs, instructions and plugins (``Bot``), and how its
+context is laid over each platform's chat (``layer``).
+
+A platform (Telegram, Discord, the web chat, the terminal) brings a context per conversation, keyed by its
+channel, marked ``conversation=True``. A bot brings its own context: what it remembers of a conversation
+(``create``), how it shows it to the model (``render``), its instructions, actions and outputs. When an agent
+holds both, every platform conversation is an instance of the two laid together: the platform keeps the key,
+the arguments and its reply output; the bot gives the memory, the render, its instructions, actions and outputs.
+So the same bot file runs on every platform, in one process or in a fleet, unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .definitions import Action, Context, ContextState, Extension, Input, Output, Service, maybe_await
+from .errors import DefinitionError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from .host import Host
+    from .plugin import Plugin
+
+__all__ = ("Bot", "layer")
+
+
+@dataclass(kw_only=True, eq=False)
+class Bot:
+    """Everything that makes one bot, handed to ``create_agent(bot=...)`` or loaded by ``bots run APP``."""
+
+    name: str = "bot"
+    """The bot's name: logs, the fleet's check that a gateway and its workers run the same bot."""
+    context: Context[Any] | None = None
+    """The bot's conversation: on every platform each chat is an instance of it laid over the platform's
+    context (``layer``); None: the platforms' own contexts as they are."""
+    persona: str = ""
+    """Who the bot is, in the system prompt; a conversation's ``/persona`` replaces it."""
+    instructions: str = ""
+    """What the bot must always do, in the system prompt after the protocol's instructions."""
+    actions: Sequence[Action[Any]] = ()
+    """Actions offered in every conversation."""
+    outputs: Sequence[Output[Any, Any]] = ()
+    """Outputs offered in every conversation (beside each platform's reply)."""
+    inputs: Sequence[Input[Any]] = ()
+    """Inputs of the bot's own (a webhook, a feed)."""
+    contexts: Sequence[Context[Any]] = ()
+    """Further contexts the bot uses (beside ``context``)."""
+    extensions: Sequence[Extension] = ()
+    """Extensions the bot brings (a platform of its own, a toolset)."""
+    services: Sequence[Service] = ()
+    """Services started and stopped with the agent."""
+    plugins: Sequence[Plugin] = ()
+    """Features attached to the engine's hooks (``core.plugin``): limits, usage, trust, schedules..."""
+
+    def __post_init__(self) -> None:
+        if self.context is not None and not isinstance(self.context, Context):
+            raise DefinitionError(
+                f"Bot(name={self.name!r}, context=...): {type(self.context).__name__} is not a context; "
+                "build one with core.context(type=..., schema=..., key=...)"
+            )
+
+
+def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:
+    """``own`` laid over the platform's conversation context ``platform``: the platform's type, arguments, key,
+    inputs and reply output; ``own``'s memory (``create``, ``load``, ``save``), ``render`` and budgets; both
+    instructions (the platform's first), actions, outputs and hooks (the platform's first)."""
+    return dataclasses.replace(
+        platform,
+        create=own.create if own.create is not None else platform.create,
+        render=own.render if own.render is not None else platform.render,
+        load=own.load if own.load is not None else platform.load,
+        save=own.save if own.save is not None else platform.save,
+        description=own.description or platform.description,
+        instructions=_joined_instructions(platform.instructions, own.instructions),
+        max_steps=own.max_steps,
+        max_working_memory=own.max_working_memory,
+        max_prompt_tokens=own.max_prompt_tokens,
+        keep_logs=own.keep_logs,
+        actions=(*platform.actions, *own.actions),
+        outputs=(*platform.outputs, *own.outputs),
+        inputs=(*platform.inputs, *own.inputs),
+        on_run=_both(platform.on_run, own.on_run),
+        on_step=_both(platform.on_step, own.on_step),
+        on_error=_both_errors(platform.on_error, own.on_error),
+        while_running=_both_running(platform.while_running, own.while_running),
+        should_continue=own.should_continue if own.should_continue is not None else platform.should_continue,
+        laid_over=platform,
+        laid=own,
+        conversation=True,
+    )
+
+
+def _joined_instructions(
+    first: str | Callable[[ContextState[Any]], str], second: str | Callable[[ContextState[Any]], str]
+) -> str | Callable[[ContextState[Any]], str]:
+    if not second:
+        return first
+    if not first:
+        return second
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n{second}"
+
+    def joined(state: ContextState[Any]) -> str:
+        parts = (part(state) if callable(part) else part for part in (first, second))
+        return "\n".join(p for p in parts if p)
+
+    return joined
+
+
+Hook = Callable[[ContextState[Any], "Host"], Any]
+
+
+def _both(first: Hook | None, second: Hook | None) -> Hook | None:
+    if first is None or second is None:
+        return first or second
+
+    async def both(state: ContextState[Any], host: Host) -> None:
+        await maybe_await(first(state, host))
+        await maybe_await(second(state, host))
+
+    return both
+
+
+ErrorHook = Callable[[Exception, ContextState[Any], "Host"], Any]
+
+
+def _both_errors(first: ErrorHook | None, second: ErrorHook | None) -> ErrorHook | None:
+    if first is None or second is None:
+        return first or second
+
+    async def both(exc: Exception, state: ContextState[Any], host: Host) -> None:
+        await maybe_await(first(exc, state, host))
+        await maybe_await(second(exc, state, host))
+
+    return both
+
+
+Running = Callable[[ContextState[Any], "Host"], AbstractAsyncContextManager[Any]]
+
+
+def _both_running(first: Running | None, second: Running | None) -> Running | None:
+    if first is None or second is None:
+        return first or second
+
+    @asynccontextmanager
+    async def both(state: ContextState[Any], host: Host) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(first(state, host))
+            await stack.enter_async_context(second(state, host))
+            yield
+
+    return both

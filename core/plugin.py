@@ -1,0 +1,215 @@
+"""Plugins: features attached to the step loop's declared hooks, so the engine runs only the loop itself.
+
+A ``Plugin`` belongs to an agent (``create_agent(plugins=[...])`` or ``Bot(plugins=[...])``). When a run starts,
+each plugin may return a ``RunHooks`` for that run (``Plugin.begin``): an object holding what the plugin decides
+during the run (the run's trust tier, for instance) and the hooks it overrides. The engine calls a hook only on
+the plugins that override it, so a bot without plugins runs no plugin code at all, and a plugin pays only for
+the hooks it has.
+
+The hooks, in the order a run meets them:
+
+- ``joined(ref)``: an input joined the run (before it is shown to the model);
+- ``offer(actions)``: the actions a step offers the model, filtered (trust tiers);
+- ``admit(updates)``: what the model may read of the new entries; an input taken out was answered some other
+  way (refused over a limit and its author told, or a scheduled text posted as written). Nothing left: the
+  model is not called;
+- ``charged(call)``: a model call's tokens, once it answered (usage counters, costs);
+- ``gate(call)``: an action call is about to run: a hook may refuse it or answer it itself (an approval);
+- ``ended(chain)``: the run is over, its memory not yet saved.
+
+Plugins see a run through ``RunView``: its state, who asked, how to say something in the conversation and how to
+report a measure. ``core.plugin`` imports nothing of the engine, and the engine nothing of any plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .definition_types import Action, Extension
+    from .entries import ActionCall, InputRef, Log
+    from .handler_context import ContextState
+    from .host import Host
+    from .models.base import ModelRequest
+
+__all__ = ("Brings", "CallGate", "ModelCall", "Plugin", "PluginHooks", "RunHooks", "RunView", "find_plugin")
+
+
+class RunView(Protocol):
+    """A run as plugins see it."""
+
+    @property
+    def state(self) -> ContextState[Any]:
+        """The context instance the run is for."""
+        ...
+
+    @property
+    def host(self) -> Host:
+        """The agent, as handlers see it."""
+        ...
+
+    @property
+    def steps(self) -> int:
+        """Model calls made so far."""
+        ...
+
+    @property
+    def asker(self) -> str | None:
+        """Who wrote the newest input shown to the model (``telegram:123``), None before one."""
+        ...
+
+    @property
+    def chain(self) -> Sequence[Log]:
+        """Every log entry of the run so far."""
+        ...
+
+    def observe(self, kind: str, value: float = 1.0) -> None:
+        """Report a measure of the run to the agent's observers (``kind`` as metrics name them)."""
+        ...
+
+    async def say(self, text: str, *, record: bool = False) -> None:
+        """Post ``text`` as written through the conversation's own output, without the model (a notice, a scheduled
+        text); ``record``: it joins working memory, so the model sees it was said. Raises the output's errors."""
+        ...
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        """Run ``work`` within the current step: the step ends when it has (a notice posted while the model goes
+        on)."""
+        ...
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelCall:
+    """A model call that answered, and what it cost in tokens."""
+
+    request: ModelRequest
+    """What was sent."""
+    model: str
+    """The name of the model that answered."""
+    input_tokens: int
+    """Tokens sent."""
+    output_tokens: int
+    """Tokens received."""
+    estimated: bool
+    """The provider reported no usage: the tokens were estimated from the text."""
+
+
+@dataclass(kw_only=True, slots=True)
+class CallGate:
+    """An action call about to run, as ``gate`` hooks see it. A hook that decides leaves an outcome: ``refuse``
+    (the model reads the error) or ``answer`` (a result the hook computed; the handler does not run)."""
+
+    name: str
+    """The name the model called (``action`` None: no such action is offered now)."""
+    action: Action[Any] | None
+    """The action, when one of that name is offered in this step."""
+    call: ActionCall
+    """The call's log entry (its arguments in ``content``)."""
+    check: Callable[[], Awaitable[Any]]
+    """Validates the arguments (references resolved) and returns them parsed; raises ``RunError`` when invalid."""
+    error: str | None = None
+    """Set by ``refuse``."""
+    deferred: Awaitable[Any] | None = None
+    """Set by ``answer``: awaited for the result the model reads."""
+    done: bool = field(default=False)
+    """A hook decided."""
+
+    def refuse(self, error: str) -> None:
+        """The call does not run; the model reads ``error``."""
+        self.error, self.done = error, True
+
+    def answer(self, result: Awaitable[Any]) -> None:
+        """The call does not run; the model reads what ``result`` gives (it may raise ``RunError``)."""
+        self.deferred, self.done = result, True
+
+
+class RunHooks:
+    """A plugin's part in one run. Override the hooks the plugin needs; the others are never called."""
+
+    def joined(self, ref: InputRef) -> None:
+        """An input joined the run."""
+
+    def offer(self, actions: list[Action[Any]]) -> list[Action[Any]]:
+        """Of the actions a step would offer, those offered."""
+        return actions
+
+    async def admit(self, updates: list[Log]) -> list[Log]:
+        """Of the new entries, those the model reads."""
+        return updates
+
+    async def charged(self, call: ModelCall) -> None:
+        """A model call answered."""
+
+    def gate(self, gate: CallGate) -> None:
+        """An action call is about to run; ``gate.refuse`` or ``gate.answer`` to decide instead of the handler."""
+
+    async def ended(self, chain: Sequence[Log]) -> None:
+        """The run is over (before its memory is saved)."""
+
+
+class Plugin:
+    """A feature of a bot on the engine's hooks. Subclass it: ``begin`` returns the run's ``RunHooks`` (None: the
+    plugin has nothing to do in this run); ``extension`` the definitions and services it brings."""
+
+    name: ClassVar[str] = "plugin"
+    """For logs and errors."""
+
+    def begin(self, run: RunView) -> RunHooks | None:
+        """The plugin's part in a run that starts, or None."""
+        return None
+
+    def extension(self) -> Extension | None:
+        """Contexts, actions, outputs, inputs and services the plugin brings, installed with the agent."""
+        return None
+
+
+HOOKS = ("joined", "offer", "admit", "charged", "gate", "ended")
+"""The hooks of ``RunHooks``, by name."""
+
+P = TypeVar("P", bound=Plugin)
+
+
+@dataclass(kw_only=True, slots=True)
+class PluginHooks:
+    """A run's hooks, each the bound methods of the plugins that override it (in the plugins' order)."""
+
+    joined: tuple[Callable[[InputRef], None], ...] = ()
+    offer: tuple[Callable[[list[Action[Any]]], list[Action[Any]]], ...] = ()
+    admit: tuple[Callable[[list[Log]], Awaitable[list[Log]]], ...] = ()
+    charged: tuple[Callable[[ModelCall], Awaitable[None]], ...] = ()
+    gate: tuple[Callable[[CallGate], None], ...] = ()
+    ended: tuple[Callable[[Sequence[Log]], Awaitable[None]], ...] = ()
+
+    @classmethod
+    def of(cls, parts: Sequence[RunHooks]) -> PluginHooks:
+        """The hooks ``parts`` override."""
+        found: dict[str, list[Any]] = {name: [] for name in HOOKS}
+        for part in parts:
+            kind = type(part)
+            for name in HOOKS:
+                if getattr(kind, name) is not getattr(RunHooks, name):
+                    found[name].append(getattr(part, name))
+        return cls(**{name: tuple(hooks) for name, hooks in found.items()})
+
+
+NO_HOOKS = PluginHooks()
+"""The hooks of a run without plugins."""
+
+
+def find_plugin(plugins: Sequence[Plugin], kind: type[P]) -> P | None:
+    """The first of ``plugins`` that is a ``kind``, or None."""
+    return next((p for p in plugins if isinstance(p, kind)), None)
+
+
+class Brings(Plugin):
+    """A plugin that only brings definitions and services (an extension), with no part in runs."""
+
+    name = "brings"
+
+    def __init__(self, extension: Extension) -> None:
+        self._extension = extension
+
+    def extension(self) -> Extension:
+        return self._extension
