@@ -17,7 +17,7 @@ from aiohttp import web
 
 from core.errors import ConfigError, address_in_use, cannot_listen
 from extensions.chat.http_server import HttpLimits, start_site
-from extensions.web import Templates, local_only, security_headers, web_runtime, well_formed
+from extensions.web import Templates, cookie_name, local_only, security_headers, web_runtime, well_formed
 from extensions.web.pages import STATIC as WEB_STATIC
 
 from .auth import SESSION_COOKIE, Sessions
@@ -85,7 +85,11 @@ class Console:
         """The console's aiohttp application."""
         views = Views(self)
         app = web.Application(
-            middlewares=[security_headers, local_only(self.settings.console.host), well_formed(SESSION_COOKIE)],
+            middlewares=[
+                security_headers,
+                local_only(self.settings.console.host),
+                well_formed(cookie_name(SESSION_COOKIE, secure=self.settings.console.secure_cookies)),
+            ],
             client_max_size=64 * 1024,
         )
         app.router.add_get("/healthz", views.health)

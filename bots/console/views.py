@@ -17,7 +17,7 @@ from core.errors import BotError
 from core.run_traces import recent_runs
 from core.usage import UsageTotals
 from extensions.chat.reminders import describe, schedules_or_none
-from extensions.web import refused
+from extensions.web import cookie_name, refused
 
 from ..config import settings_table
 from .auth import SESSION_COOKIE
@@ -49,12 +49,14 @@ class Views:
         self.console = console
         self.sessions = console.sessions
         self.templates = console.templates
+        self.cookie = cookie_name(SESSION_COOKIE, secure=console.settings.console.secure_cookies)
+        """The session cookie's name (``__Host-console_session`` over HTTPS)."""
         self._failures = asyncio.Lock()
 
     # -- helpers ---------------------------------------------------------------------------------------
 
     def session(self, request: web.Request) -> str | None:
-        return self.sessions.session(request.cookies.get(SESSION_COOKIE))
+        return self.sessions.session(request.cookies.get(self.cookie))
 
     def page(self, request: web.Request, name: str, session: str, *, status: int = 200, **values: Any) -> web.Response:
         return self.templates.response(
@@ -114,7 +116,7 @@ class Views:
             return self.templates.response("login.html", status=403, bot=self.console.settings.bot.name, failed=True)
         response = web.HTTPSeeOther("/fleet")
         response.set_cookie(
-            SESSION_COOKIE,
+            self.cookie,
             cookie,
             max_age=self.sessions.seconds,
             httponly=True,
@@ -128,9 +130,9 @@ class Views:
         checked = await self.change(request)
         if isinstance(checked, web.Response):
             return checked
-        self.sessions.logout(request.cookies.get(SESSION_COOKIE))
+        self.sessions.logout(request.cookies.get(self.cookie))
         response = web.HTTPSeeOther("/login")
-        response.del_cookie(SESSION_COOKIE, path="/")
+        response.del_cookie(self.cookie, path="/", secure=self.console.settings.console.secure_cookies)
         raise response
 
     def _require(self, request: web.Request) -> str:

@@ -30,7 +30,7 @@ from .pages import Templates
 from .relay import RedisRelay, Relay
 from .runtime import WebRuntime
 from .settings import WebSettings
-from .visitors import Signer, load_secret
+from .visitors import Signer, cookie_name, load_secret
 
 if TYPE_CHECKING:
     from core import Host
@@ -44,6 +44,7 @@ __all__ = (
     "Templates",
     "WebRuntime",
     "WebSettings",
+    "cookie_name",
     "find_runtime",
     "get_runtime",
     "is_loopback",

@@ -29,7 +29,7 @@ from ..chat.i18n import say
 from .definitions import web_chat
 from .guard import local_only, refused, security_headers, visitor_address, well_formed
 from .pages import STATIC, TEMPLATES, Templates
-from .visitors import COOKIE, new_visitor_id
+from .visitors import COOKIE, cookie_name, new_visitor_id
 
 if TYPE_CHECKING:
     from .runtime import WebRuntime
@@ -48,7 +48,7 @@ def chat_application(runtime: WebRuntime) -> web.Application:
     """The aiohttp application of the web chat."""
     pages = ChatPages(runtime)
     guard = local_only(runtime.settings.host, runtime.settings.trusted_proxies)
-    app = web.Application(middlewares=[security_headers, guard, well_formed(COOKIE)], client_max_size=256 * 1024)
+    app = web.Application(middlewares=[security_headers, guard, well_formed(pages.cookie)], client_max_size=256 * 1024)
     app.router.add_get("/healthz", pages.health)
     if runtime.settings.chat_enabled:
         app.router.add_get("/", pages.page)
@@ -65,13 +65,15 @@ class ChatPages:
     def __init__(self, runtime: WebRuntime) -> None:
         self.runtime = runtime
         self.templates = Templates(TEMPLATES)
+        self.cookie = cookie_name(COOKIE, secure=runtime.settings.secure_cookies)
+        """The visitor cookie's name (``__Host-visitor`` over HTTPS)."""
 
     def _visitor(self, request: web.Request) -> str | None:
-        return self.runtime.signer.visitor(request.cookies.get(COOKIE))
+        return self.runtime.signer.visitor(request.cookies.get(self.cookie))
 
     def _set_cookie(self, response: web.StreamResponse, visitor: str) -> None:
         response.set_cookie(
-            COOKIE,
+            self.cookie,
             self.runtime.signer.cookie(visitor),
             max_age=COOKIE_AGE,
             httponly=True,

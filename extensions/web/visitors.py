@@ -14,10 +14,19 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ("COOKIE", "Signer", "load_secret", "new_visitor_id")
+__all__ = ("COOKIE", "Signer", "cookie_name", "load_secret", "new_visitor_id")
 
 COOKIE = "visitor"
-"""The cookie's name."""
+"""The cookie's name (over HTTPS, with the ``__Host-`` prefix: ``cookie_name``)."""
+
+
+def cookie_name(name: str, *, secure: bool) -> str:
+    """``name`` as the cookie is called: with the ``__Host-`` prefix when it is sent over HTTPS only (``secure``),
+    so the browser keeps it for this host alone, set over HTTPS with ``Path=/`` and no ``Domain``: a sibling
+    subdomain or a page on plain http cannot plant or overwrite it."""
+    return f"__Host-{name}" if secure else name
+
+
 MIN_SECRET = 32
 """Characters a secret has at least."""
 

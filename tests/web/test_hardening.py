@@ -12,7 +12,7 @@ import pytest
 from bots.console.auth import SESSION_COOKIE
 from extensions.web.visitors import COOKIE
 
-from .conftest import StartBot, client, csrf_of, login, scripted
+from .conftest import SECRET, StartBot, client, csrf_of, login, scripted
 
 LLM_URL = "https://x.example/v1?api-key=llm-query-key-value"
 
@@ -167,3 +167,21 @@ async def test_the_ops_endpoints_and_the_telegram_webhook_drop_half_sent_request
         await _bounded(f"http://127.0.0.1:{port}/", header_timeout=0.5, max_connections=3)
     finally:
         await hook.stop()
+
+
+async def test_cookies_get_the_host_prefix_when_served_over_https(start_bot: StartBot) -> None:
+    bot = await start_bot(scripted("hi"), web={"secure_cookies": True}, console={"secure_cookies": True})
+    async with client() as visitor:
+        async with visitor.get(bot.chat_url) as response:
+            set_cookie = response.headers["Set-Cookie"]
+        assert set_cookie.startswith("__Host-visitor=") and "Secure" in set_cookie and "Path=/" in set_cookie
+        assert "Domain" not in set_cookie
+        value = set_cookie.split(";", 1)[0].split("=", 1)[1]
+        async with visitor.get(bot.chat_url + "chat/history", headers={"Cookie": f"__Host-visitor={value}"}) as known:
+            assert known.status == 200  # the prefixed cookie names the visitor
+        async with visitor.get(bot.chat_url + "chat/history", headers={"Cookie": f"{COOKIE}={value}"}) as plain:
+            assert plain.status == 403  # the unprefixed name is not read: a page on http:// cannot plant it
+        async with visitor.post(bot.console_url + "login", data={"secret": SECRET}, allow_redirects=False) as login:
+            set_cookie = login.headers["Set-Cookie"]
+        assert set_cookie.startswith(f"__Host-{SESSION_COOKIE}=") and "Secure" in set_cookie
+        assert "Path=/" in set_cookie and "Domain" not in set_cookie
