@@ -13,20 +13,23 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from .call_format import CallFormat
-from .entries import InputRef, OutputRef
+from .entries import InputRef, OutputRef, OutputRefResponse
 from .handler_context import ActionContext, ContextState, InputContext, OutputContext
 from .schema import Schema
 
 if TYPE_CHECKING:
     from .host import Host
 
-__all__ = ("Action", "Context", "Extension", "Input", "Output", "Send", "Service", "maybe_await")
+__all__ = ("Action", "Context", "Extension", "Input", "Output", "OutputResult", "Send", "Service", "maybe_await")
 
 Send = Callable[..., Awaitable[Any]]
 """What an input's ``subscribe`` receives: ``await send(context, args, data, ...)`` (``Host.send``)."""
 
 ArgsT_co = TypeVar("ArgsT_co", covariant=True, default=Any)
 """The validated arguments of an action, or of a context's instances (its ``schema``)."""
+ArgsT = TypeVar("ArgsT", default=Any)
+"""The validated arguments of a context's instances: invariant (its ``key`` takes them), so that mypy checks
+the ``args`` of ``send(context, args, input)`` against the context's ``schema``."""
 DataT_co = TypeVar("DataT_co", covariant=True, default=Any)
 """The validated content of an output, or data of an input (its ``schema``)."""
 AttrsT_co = TypeVar("AttrsT_co", covariant=True, default=Any)
@@ -37,6 +40,11 @@ A = TypeVar("A", default=dict[str, str])
 """What a helper's ``attributes`` validates into (without one, the tag's attributes as text)."""
 H = TypeVar("H", bound="Host", default="Host")
 """The agent as a handler annotates it: ``Host``, or ``Agent``, which is one."""
+
+OutputResult = OutputRefResponse | list[OutputRefResponse] | dict[str, Any] | None
+"""What an output handler returns (or its coroutine returns), applied to the output's log entry: None keeps it as
+written, an ``OutputRefResponse`` updates it (a list: each further one adds an entry), a dict updates its
+``data``, ``params`` or ``processed``. mypy refuses anything else, which the engine would silently drop."""
 
 
 async def maybe_await(value: Any) -> Any:
@@ -108,8 +116,8 @@ class Output(Generic[DataT_co, AttrsT_co]):
     """The content's schema (default ``str``)."""
     attributes: Schema[AttrsT_co] | None = None
     """The schema of the tag's attributes, if it takes any."""
-    handler: Callable[[DataT_co, OutputContext[AttrsT_co], Host], Any] | None = None
-    """``handler(data, ctx, agent)``, plain or async; may return a dict that updates the log entry."""
+    handler: Callable[[DataT_co, OutputContext[AttrsT_co], Host], OutputResult | Awaitable[OutputResult]] | None = None
+    """``handler(data, ctx, agent)``, plain or async; what it returns may update the log entry (``OutputResult``)."""
     format: Callable[[OutputRef], str] | None = None
     """How the output is shown to the model in working memory."""
     examples: Sequence[str] = ()
@@ -144,21 +152,21 @@ class Input(Generic[DataT_co]):
 
 
 @dataclass(kw_only=True, eq=False)
-class Context(Generic[ArgsT_co]):
+class Context(Generic[ArgsT]):
     """A kind of conversation; each instance (one chat) has its own memory and runs one at a time;
     ``Context[Args]`` names its instances with ``Args``."""
 
     type: str
     """Unique type, for example ``telegram:chat``."""
-    schema: Schema[ArgsT_co]
+    schema: Schema[ArgsT]
     """The schema of the arguments that identify an instance."""
-    key: Callable[[ArgsT_co], str]
+    key: Callable[[ArgsT], str]
     """The instance key from the arguments."""
-    create: Callable[[ContextState[ArgsT_co]], Any] | None = None
+    create: Callable[[ContextState[ArgsT]], Any] | None = None
     """Initial persistent memory for a new instance (default: an empty dict)."""
-    render: Callable[[ContextState[ArgsT_co]], str] | None = None
+    render: Callable[[ContextState[ArgsT]], str] | None = None
     """How the instance's state is shown to the model."""
-    instructions: str | Callable[[ContextState[ArgsT_co]], str] = ""
+    instructions: str | Callable[[ContextState[ArgsT]], str] = ""
     """Instructions for the model in this context."""
     description: str = ""
     """What this context is, shown to the model."""
@@ -176,22 +184,22 @@ class Context(Generic[ArgsT_co]):
     """Outputs offered only in this context."""
     inputs: Sequence[Input] = ()
     """Inputs that feed this context."""
-    on_run: Callable[[ContextState[ArgsT_co], Host], Any] | None = None
+    on_run: Callable[[ContextState[ArgsT], Host], Any] | None = None
     """Called when a run finishes (before memory is saved)."""
-    while_running: Callable[[ContextState[ArgsT_co], Host], AbstractAsyncContextManager[Any]] | None = None
+    while_running: Callable[[ContextState[ArgsT], Host], AbstractAsyncContextManager[Any]] | None = None
     """An async context manager entered when a run starts (its memory loaded) and exited when the run
     ends, however it ends: for what lasts exactly as long as the run (a typing indicator)."""
-    on_step: Callable[[ContextState[ArgsT_co], Host], Any] | None = None
+    on_step: Callable[[ContextState[ArgsT], Host], Any] | None = None
     """Called after every step."""
-    on_error: Callable[[Exception, ContextState[ArgsT_co], Host], Any] | None = None
+    on_error: Callable[[Exception, ContextState[ArgsT], Host], Any] | None = None
     """Called when a run fails; the error is also logged."""
-    should_continue: Callable[[ContextState[ArgsT_co], Host], bool] | None = None
+    should_continue: Callable[[ContextState[ArgsT], Host], bool] | None = None
     """Keep stepping even with nothing left to process while this returns true (bounded by max_steps)."""
     load: Callable[[str, Host], Any] | None = None
     """Load the persistent memory yourself instead of the agent's memory store."""
-    save: Callable[[ContextState[ArgsT_co], Host], Any] | None = None
+    save: Callable[[ContextState[ArgsT], Host], Any] | None = None
     """Save the persistent memory yourself instead of the agent's memory store."""
-    settings_from: Callable[[ArgsT_co], Any | None] | None = None
+    settings_from: Callable[[ArgsT], Any | None] | None = None
     """The arguments of the conversation whose chat settings (its choices and the operator's pins) this one starts
     from, or None (a Discord thread: its channel). What this conversation chose itself wins."""
     conversation: bool = False

@@ -6,15 +6,16 @@ which checks it at once so a mistake is a ``DefinitionError`` at import time, no
 The definitions are generic in their schemas, and the helpers infer them from the pydantic model or type given
 as ``schema`` (as the TypeScript API infers them from zod): ``action(schema=Weather, handler=h)`` is an
 ``Action[Weather]``, and mypy checks that ``h`` takes a ``Weather``, that a ``key`` lambda reads fields ``Args``
-has, that an output's handler takes ``str`` content when no schema is given. The agent a handler or hook
-receives is typed ``Host`` (``core.host``); a handler may annotate it ``Host`` or ``Agent`` (the helpers accept
-any type of ``Host``, and the agent is the one there is).
+has, that an output's handler takes ``str`` content when no schema is given and returns what the engine applies
+to the output's log entry (``OutputResult``: None, an ``OutputRefResponse``, a list of them or a dict, never an
+``int`` the engine would drop). The agent a handler or hook receives is typed ``Host`` (``core.host``); a handler
+may annotate it ``Host`` or ``Agent`` (the helpers accept any type of ``Host``, and the agent is the one there is).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -28,6 +29,7 @@ from .definition_types import (
     H,
     Input,
     Output,
+    OutputResult,
     S,
     Send,
     Service,
@@ -53,6 +55,7 @@ __all__ = (
     "InputContext",
     "Output",
     "OutputContext",
+    "OutputResult",
     "Send",
     "Service",
     "action",
@@ -210,7 +213,7 @@ def action(
 def output(
     *,
     type: str,
-    handler: Callable[[str, OutputContext[A], H], Any] | None = None,
+    handler: Callable[[str, OutputContext[A], H], OutputResult | Awaitable[OutputResult]] | None = None,
     description: str = "",
     instructions: str = "",
     attributes: type[A] | Schema[A] | None = None,
@@ -224,7 +227,7 @@ def output(
 def output(
     *,
     type: str,
-    handler: Callable[[S, OutputContext[A], H], Any] | None = None,
+    handler: Callable[[S, OutputContext[A], H], OutputResult | Awaitable[OutputResult]] | None = None,
     description: str = "",
     instructions: str = "",
     schema: type[S] | Schema[S],
@@ -239,7 +242,7 @@ def output(
 def output(
     *,
     type: str,
-    handler: Callable[[Any, OutputContext[A], H], Any] | None = None,
+    handler: Callable[[Any, OutputContext[A], H], OutputResult | Awaitable[OutputResult]] | None = None,
     description: str = "",
     instructions: str = "",
     schema: UnionType | _SpecialForm,
@@ -253,7 +256,7 @@ def output(
 def output(
     *,
     type: str,
-    handler: Callable[[Any, OutputContext[Any], Any], Any] | None = None,
+    handler: Callable[[Any, OutputContext[Any], Any], OutputResult | Awaitable[OutputResult]] | None = None,
     description: str = "",
     instructions: str = "",
     schema: Any = str,

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+
+from pydantic import BaseModel
 
 if TYPE_CHECKING:
     from .bot import Bot
@@ -34,6 +36,11 @@ Observer = Callable[[str, str, float], Any]
 ``run_seconds``, ``reply_seconds``, ``input_tokens``, ``output_tokens``, ``attachment:<kind>:<outcome>`` and
 ``attachment_bytes``; extensions and queues report more through ``Host.observe`` (``bots.metrics`` lists the
 kinds it counts)."""
+
+Args = TypeVar("Args")
+"""The arguments of a context's instances (``Context[Args]``), as ``send`` takes them."""
+ModelArgs = TypeVar("ModelArgs", bound=BaseModel)
+"""Arguments that are a pydantic model: ``send`` takes the model or a mapping it validates into one."""
 
 Check = Callable[[], Any]
 """A readiness check: returns (or awaits to) ``True``/``None`` when ready, ``False`` or a reason string when
@@ -186,6 +193,24 @@ class Host(Protocol):
 
     # -- what it may do ------------------------------------------------------------------------------
 
+    @overload
+    async def send(
+        self,
+        context: Context[ModelArgs],
+        args: ModelArgs | Mapping[str, Any],
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]: ...
+    @overload
+    async def send(
+        self,
+        context: Context[Args],
+        args: Args,
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]: ...
     async def send(
         self,
         context: Context,
@@ -194,7 +219,8 @@ class Host(Protocol):
         *,
         dedupe_key: str | None = None,
     ) -> list[Log]:
-        """Deliver an input to the instance ``args`` names."""
+        """Deliver an input to the instance ``args`` names: a ``Context[Args]`` takes ``Args`` (mypy checks it), a
+        context whose arguments are a pydantic model also a mapping that validates into one."""
         ...
 
     def stream(

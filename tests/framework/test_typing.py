@@ -25,6 +25,8 @@ MISTAKES = {
     "misspelled-attribute": ('"Weather" has no attribute "citty"',),
     "int-for-string-content": ('Argument "handler" to "output"', "int", "str"),
     "key-reads-a-missing-field": ('"ChatArgs" has no attribute "channel"',),
+    "output-returns-an-int": ('Argument "handler" to "output"', "Host], int]", "OutputRefResponse | list["),
+    "args-of-another-context": ('Cannot infer value of type parameter "Args" of "send" of "Host"',),
 }
 """Each mistake of wrong_bot.py (its ``# mistake:`` mark) and what mypy's message on that line must say."""
 

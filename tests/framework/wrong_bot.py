@@ -1,4 +1,4 @@
-"""A bot file with four mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
+"""A bot file with six mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
 
 Each mistake is on the line marked ``# mistake: <name>``. The file is only type-checked, never run.
 """
@@ -31,7 +31,16 @@ def say(data: int, ctx: OutputContext, agent: Host) -> None:
     print(data + 1)
 
 
+def count(data: str, ctx: OutputContext, agent: Host) -> int:
+    return len(data)
+
+
+async def relay(args: Weather, ctx: ActionContext, agent: Host) -> None:
+    await agent.send(chat, args.city, {"type": "chat:message", "data": args.city})  # mistake: args-of-another-context
+
+
 weather = action(name="weather", schema=Weather, handler=forecast)  # mistake: handler-for-another-schema
 sky = action(name="sky", schema=Weather, handler=lambda args, ctx, agent: args.citty)  # mistake: misspelled-attribute
 message = output(type="chat:message", schema=str, handler=say)  # mistake: int-for-string-content
+counted = output(type="chat:count", handler=count)  # mistake: output-returns-an-int
 chat = context(type="chat", schema=ChatArgs, key=lambda args: args.channel)  # mistake: key-reads-a-missing-field
