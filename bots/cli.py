@@ -37,11 +37,13 @@ from .config import (
     scaling_notes,
     settings_table,
 )
+from .hardening import weak_settings
 from .loading import load_bot
 from .logs import MASK, configure_logging, secrets_of
 from .schedules import next_firings
 from .settings import Settings
 from .tracing import header_secrets, start_tracing
+from .unknown_env import unknown_variables_warnings
 
 if TYPE_CHECKING:
     from core import Agent
@@ -346,7 +348,7 @@ async def _serve(settings: Settings, command: str) -> int:
         stop.uninstall()
 
 
-def _config(settings: Settings) -> int:
+def _config(settings: Settings, *, strict: bool = False) -> int:
     rows = settings_table(settings)
     width = max(len(r[0]) for r in rows)
     value_width = min(40, max(len(r[1]) for r in rows))
@@ -357,6 +359,11 @@ def _config(settings: Settings) -> int:
         print("\nscaling:")
         for note in notes:
             print(f"  {note}")
+    warnings = [*unknown_variables_warnings(os.environ), *weak_settings(settings)]
+    if warnings:
+        print("\nwarnings:")
+        for warning in warnings:
+            print(f"  {warning}")
     problems = check_settings(settings, role="config")
     redis_lines, redis_problems = asyncio.run(redis_report(settings, role="config"))
     if redis_lines:
@@ -379,6 +386,8 @@ def _config(settings: Settings) -> int:
         for line in firings:
             print(f"  {line}")
     problems += [] if redis_problems else schedule_problems  # (Redis's own problem says why they are not read)
+    if strict and warnings:
+        problems += ["--strict: the warnings above count as problems"]
     if problems:
         print("\nproblems:", file=sys.stderr)
         for p in problems:
@@ -394,6 +403,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
         command = sub.add_parser(name, help=help_text)
+        if name == "config":
+            command.add_argument(
+                "--explain", metavar="NAME", help="print what one setting (TELEGRAM_TOKEN, BOT_APP...) does, and exit"
+            )
+            command.add_argument(
+                "--strict", action="store_true", help="fail (exit 1) on warnings too (weak secrets, unknown variables)"
+            )
+            command.add_argument(
+                "--generate-secret", action="store_true", help="print a fresh random secret (32 bytes) and exit"
+            )
         if name in APP_COMMANDS:
             command.add_argument(
                 "app",
@@ -414,11 +433,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = message.replace(secret, MASK)
         print(f"bots: {message}", file=sys.stderr)
 
+    if getattr(args, "generate_secret", False):
+        from .hardening import generate_secret
+
+        print(generate_secret())
+        return 0
+    if getattr(args, "explain", None):  # reads no settings: works with a broken .env
+        from .explain import explain
+
+        try:
+            print(explain(args.explain))
+        except ConfigError as exc:
+            print(f"bots: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         settings = load_settings()
         secrets = sorted({*secrets_of(settings), *header_secrets()}, key=len, reverse=True)  # the longest first
         if args.command == "config":
-            return _config(settings)
+            return _config(settings, strict=args.strict)
         if getattr(args, "app", None) is not None:
             settings.bot.app = args.app
         load_bot(settings.bot.app, settings)  # a mistake in the bot's file stops start-up here, naming file and line
@@ -429,6 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if terminal_chat and "level" not in settings.log.model_fields_set:
             settings.log.level = "WARNING"  # keep the conversation readable; LOG_LEVEL still wins
         configure_logging(settings.log, secrets=secrets)
+        for warning in unknown_variables_warnings(os.environ):
+            log.warning("%s", warning)
         return asyncio.run(_serve(settings, args.command))
     except ConfigError as exc:
         say(str(exc))

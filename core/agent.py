@@ -453,6 +453,16 @@ class Agent(ExtensionPoints):
         self._runs.start(cid, self._run(context, args, cid, pending), context=run_context)
         return await asyncio.shield(pending.finished)
 
+    async def say(self, state: ContextState, text: str) -> None:
+        """Post ``text`` as written through the conversation's own reply output (the platform's: a Telegram message,
+        a Discord message...), from a handler during the run of ``state``: how a bot's own output or action shows
+        something in whatever platform the conversation is on. Raises ``RunError`` outside of that run, and the
+        output's errors."""
+        run = self._runs.get(state.id)
+        if not isinstance(run, Run) or run.state is not state:
+            raise RunError(f"agent.say(state, ...) is for a handler during the run of {state.id}")
+        await run.say(text)
+
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue
         worker lost the context's lease). True if there was one to cancel."""

@@ -234,6 +234,10 @@ class Host(Protocol):
         """Send ``input`` and yield the run's events as they happen."""
         ...
 
+    async def say(self, state: ContextState, text: str) -> None:
+        """Post ``text`` through the conversation's own reply output, from a handler during its run."""
+        ...
+
     async def reset(self, context: Context, args: Any) -> None:
         """Forget the instance's memory (``/reset``)."""
         ...
@@ -260,6 +264,11 @@ class Runner(Protocol):
 
     model: Model
     """The model every run uses (a queue worker wraps it to replay stored answers)."""
+
+    @property
+    def bot(self) -> Bot:
+        """The bot it runs: a worker runs only the batches its gateway stored for the same bot."""
+        ...
 
     @property
     def contexts(self) -> Mapping[str, Context]:

@@ -67,15 +67,18 @@ def dedupe_fields(key: str | None) -> tuple[str, str, str]:
     return f"d:{key}", f"f:{ordered.group(1)}", number
 
 
-def encode_entry(context: Context, args: Any, input_ref: InputRef) -> str:
-    """One inbox entry: the context type, its arguments, the input, when it was stored and, while tracing, the
-    trace it belongs to (W3C ``traceparent``: the worker's run continues it)."""
+def encode_entry(context: Context, args: Any, input_ref: InputRef, *, bot: str | None = None) -> str:
+    """One inbox entry: the context type, its arguments, the input, when it was stored, the name of the bot of the
+    process that stored it (a worker runs only its own bot's) and, while tracing, the trace it belongs to (W3C
+    ``traceparent``: the worker's run continues it)."""
     entry = {
         "c": context.type,
         "a": context.schema.dump(args),
         "i": input_ref.model_dump(mode="json"),
         "t": time.time(),
     }
+    if bot is not None:
+        entry["b"] = bot
     parent = tracing.traceparent()
     if parent is not None:
         entry["tp"] = parent
@@ -114,7 +117,8 @@ class RedisDispatcher:
         is full (nothing was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
         cid = self._agent.context_id(context, args) if self._agent else f"{context.type}:{context.key(args)}"
         with tracing.span("ingest", kind="producer") as span:
-            result = await self.ingest(cid, encode_entry(context, args, input_ref), dedupe_key=dedupe_key)
+            bot = self._agent.bot.name if self._agent is not None else None
+            result = await self.ingest(cid, encode_entry(context, args, input_ref, bot=bot), dedupe_key=dedupe_key)
             if span.is_recording():
                 span.set_attributes(
                     {

@@ -37,6 +37,14 @@ MEMORY_KINDS = ("context", "working", "statelog", "settings")
 settings too: written by the gateway's commands, read at the start of each batch as a separate read would be)."""
 
 
+FOREIGN_PAUSE = 1.0
+"""Seconds a worker waits after handing back a batch stored for another bot (so it does not take it again at once)."""
+
+
+class _ForeignBatch(Exception):
+    """A batch stored by a gateway running another bot than this worker's."""
+
+
 @dataclass(kw_only=True)
 class DrainStats:
     """Counters of one worker process."""
@@ -200,6 +208,11 @@ class Drainer:
                 scope.cache = await self._ledger(scope)
             try:
                 ok = await self._run(scope, entries)
+            except _ForeignBatch:  # another bot's: handed back untouched (no attempt counted), for its workers
+                await self._close(scope, acknowledged=False)
+                await self._hand_back(lease)
+                await asyncio.sleep(FOREIGN_PAUSE)
+                return "handed back"
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 await self._close(scope, acknowledged=False)
@@ -254,6 +267,17 @@ class Drainer:
                 scope.keys.cid,
             )
             return False
+        stored_by = {entry["b"] for entry in entries if "b" in entry}
+        mine = self.agent.bot.name
+        if stored_by - {mine}:
+            log.error(
+                "a batch of %s was stored by a gateway running the bot %s, and this worker runs %r: it is left for a "
+                "worker that runs the same bot (give bots gateway and bots worker the same APP, or the same BOT_APP)",
+                scope.keys.cid,
+                " and ".join(repr(name) for name in sorted(stored_by)),
+                mine,
+            )
+            raise _ForeignBatch
         try:
             args = context.schema.validate(last["a"])
             inputs = [InputRef.model_validate(entry["i"]) for entry in entries]

@@ -45,7 +45,7 @@ async def test_a_users_markup_round_trips_unchanged(world: World, start_bot: Sta
 
 async def test_over_the_limit_the_user_is_told_once(world: World, start_bot: StartBot) -> None:
     model = core.ScriptedModel(lambda request: say("ok"))
-    await start_bot(
+    agent = await start_bot(
         model, agent_options={"limiter": core.Limiter(core.LimitConfig(messages_per_minute=1, message_window=86_400))}
     )
     for i in range(3):
