@@ -9,7 +9,9 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel
 
 from . import tracing
 from .agent_options import AgentOptions
@@ -57,6 +59,11 @@ from .usage.plugin import Usage
 __all__ = ("Agent", "create_agent")
 
 log = logging.getLogger("core.agent")
+
+Args = TypeVar("Args")
+"""The arguments of a context's instances (``Context[Args]``)."""
+ModelArgs = TypeVar("ModelArgs", bound=BaseModel)
+"""Arguments that are a pydantic model: a mapping that validates into one is taken too."""
 
 
 class Agent(ExtensionPoints):
@@ -390,6 +397,24 @@ class Agent(ExtensionPoints):
             ref.data = definition.schema.dump(definition.schema.validate(ref.data))
         return ref
 
+    @overload
+    async def send(
+        self,
+        context: Context[ModelArgs],
+        args: ModelArgs | Mapping[str, Any],
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]: ...
+    @overload
+    async def send(
+        self,
+        context: Context[Args],
+        args: Args,
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]: ...
     async def send(
         self,
         context: Context,

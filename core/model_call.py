@@ -16,13 +16,12 @@ from .models.base import ImagePart, ModelRequest, call_usage
 from .prompt import xml_attr
 from .turns import TurnGuard
 from .unicode_text import repair_text
-from .usage import cost_micros, day_of
 
 if TYPE_CHECKING:
     from .definitions import ContextState
     from .run_deps import RunDeps
 
-__all__ = ("Charge", "as_response", "charge_usage", "images_in", "model_name", "stream_model")
+__all__ = ("Charge", "as_response", "images_in", "model_name", "stream_model")
 
 log = logging.getLogger("core.engine")
 
@@ -163,47 +162,6 @@ def _request_attributes(span: tracing.SpanLike, deps: RunDeps, request: ModelReq
 def model_name(deps: RunDeps, request: ModelRequest) -> str:
     """The name of the model ``request`` is answered by (a conversation's ``/model`` or the configured one)."""
     return request.model or deps.model.model or deps.model.name
-
-
-async def charge_usage(
-    deps: RunDeps,
-    state: ContextState,
-    request: ModelRequest,
-    *,
-    input_tokens: int,
-    output_tokens: int,
-    estimated: bool,
-    asker: str | None,
-    step: int,
-) -> None:
-    """Add a call's tokens to the usage counters of the user who asked (``asker``), the conversation and the
-    model (what ``/stats`` shows and the per-day token limits read), once per batch and step: a batch run again
-    after a crash charges nothing twice. Tokens the provider reported also go to the observers
-    (``input_tokens:<model>``), ``estimated`` ones do not. A failing store is logged: the answer is on its
-    way."""
-    name = model_name(deps, request)
-    cost = cost_micros(deps.prices.get(name), input_tokens, output_tokens)
-    if not estimated:
-        deps.observe(f"input_tokens:{name}", state.id, input_tokens)
-        deps.observe(f"output_tokens:{name}", state.id, output_tokens)
-        if cost:
-            deps.observe(f"cost_micros:{name}", state.id, cost)
-    keys = [f"chat:{state.id}", f"model:{name}"]
-    if asker is not None:
-        keys.insert(0, f"user:{asker}")
-    batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
-    # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
-    try:
-        await deps.usage.add(
-            day=day_of(),
-            keys=keys,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost=cost,
-            charge=f"{batch}:{step}" if batch else None,
-        )
-    except Exception:
-        log.exception("could not count the usage of %s", state.id)
 
 
 async def as_response(

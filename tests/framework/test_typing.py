@@ -27,6 +27,7 @@ MISTAKES = {
     "key-reads-a-missing-field": ('"ChatArgs" has no attribute "channel"',),
     "output-returns-an-int": ('Argument "handler" to "output"', "Host], int]", "OutputRefResponse | list["),
     "args-of-another-context": ('Cannot infer value of type parameter "Args" of "send" of "Host"',),
+    "agent-send-wrong-args": ('"send" of "Agent"',),
 }
 """Each mistake of wrong_bot.py (its ``# mistake:`` mark) and what mypy's message on that line must say."""
 

@@ -1,4 +1,4 @@
-"""A bot file with six mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
+"""A bot file with seven mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
 
 Each mistake is on the line marked ``# mistake: <name>``. The file is only type-checked, never run.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from core import ActionContext, Host, OutputContext, action, context, output
+from core import ActionContext, Agent, Host, OutputContext, action, context, output
 
 
 class Weather(BaseModel):
@@ -44,3 +44,7 @@ sky = action(name="sky", schema=Weather, handler=lambda args, ctx, agent: args.c
 message = output(type="chat:message", schema=str, handler=say)  # mistake: int-for-string-content
 counted = output(type="chat:count", handler=count)  # mistake: output-returns-an-int
 chat = context(type="chat", schema=ChatArgs, key=lambda args: args.channel)  # mistake: key-reads-a-missing-field
+
+
+async def main(agent: Agent) -> None:
+    await agent.send(chat, "general", {"type": "chat:message", "data": "hi"})  # mistake: agent-send-wrong-args

@@ -5,8 +5,6 @@ schedule not moved), with other occurrences claimed and not yet sent."""
 
 from __future__ import annotations
 
-from core.schedules.plugin import ScheduledTexts
-
 import argparse
 import asyncio
 import logging
@@ -17,6 +15,7 @@ from datetime import datetime
 from core import ScriptedModel, create_agent
 from core.fleet import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, RedisScheduleStore
 from core.schedules import Schedule, Schedules
+from core.schedules.plugin import ScheduledTexts
 from tests.fleet.probe import answer, probe_extension
 
 

@@ -14,7 +14,7 @@ async def test_over_the_limit_the_user_is_told_once_and_the_model_is_not_called(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
     model = scripted("hello")
-    agent = await start_bot(
+    await start_bot(
         model,
         agent_options={
             "limiter": Limiter(LimitConfig(messages_per_minute=2, message_window=86_400, max_input_chars=100))

@@ -136,7 +136,7 @@ async def test_a_text_file_is_read_and_a_failing_download_becomes_a_note(
 async def test_the_embedded_model_gets_stand_in_text(server: FakeTelegramServer, start_bot: StartBot) -> None:
     assert LocalModel.vision is False
     model = ScriptedModel([answer("I cannot see pictures.")], repeat_last=True, vision=False)
-    agent = await start_bot(model, agent_options={"compact_prompt": True})  # as bots run configures the local provider
+    await start_bot(model, agent_options={"compact_prompt": True})  # as bots run configures the local provider
     server.user_sends("photo", JPEG, caption="look")
     await server.wait_replies(1)
     [request] = model.requests
