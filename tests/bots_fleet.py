@@ -93,10 +93,10 @@ async def telegram() -> AsyncIterator[FakeTelegramServer]:
 
 
 class Process:
-    """``bots <command>`` as an asyncio subprocess: its JSON log lines are read as they come."""
+    """``bots <command> [APP]`` as an asyncio subprocess: its JSON log lines are read as they come."""
 
-    def __init__(self, command: str, env: dict[str, str], cwd: Path) -> None:
-        self.command, self.env, self.cwd = command, env, cwd
+    def __init__(self, command: str, env: dict[str, str], cwd: Path, *, app: str | None = None) -> None:
+        self.command, self.env, self.cwd, self.app = command, env, cwd, app
         self.port = int(env["HTTP_PORT"])
         self.proc: asyncio.subprocess.Process | None = None
         self.lines: list[dict[str, Any]] = []
@@ -107,6 +107,7 @@ class Process:
             "-m",
             "bots.cli",
             self.command,
+            *([self.app] if self.app is not None else []),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
@@ -197,12 +198,12 @@ def model_settings(
 
 
 async def start_fleet(
-    tmp_path: Path, settings: dict[str, str], processes: list[Process], *, workers: int = 1
+    tmp_path: Path, settings: dict[str, str], processes: list[Process], *, workers: int = 1, app: str | None = None
 ) -> tuple[Process, list[Process]]:
-    """``bots gateway`` and ``workers`` ``bots worker`` with ``settings`` (each with ``env_for``), added to
-    ``processes`` and started; returns once the gateway listens and every worker is ready."""
-    gateway = Process("gateway", env_for(tmp_path, **settings), tmp_path)
-    started = [Process("worker", env_for(tmp_path, **settings), tmp_path) for _ in range(workers)]
+    """``bots gateway [APP]`` and ``workers`` ``bots worker [APP]`` with ``settings`` (each with ``env_for``), added
+    to ``processes`` and started; returns once the gateway listens and every worker is ready."""
+    gateway = Process("gateway", env_for(tmp_path, **settings), tmp_path, app=app)
+    started = [Process("worker", env_for(tmp_path, **settings), tmp_path, app=app) for _ in range(workers)]
     processes.extend([gateway, *started])
     for process in (gateway, *started):
         await process.start()
