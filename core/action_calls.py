@@ -20,8 +20,8 @@ from .references import declared_targets
 
 if TYPE_CHECKING:
     from .definitions import Action
-    from .engine import Run
     from .media.attachment import Attachment
+    from .run_surface import RunSurface
     from .step import Step
 
 __all__ = ("start_call",)
@@ -29,7 +29,7 @@ __all__ = ("start_call",)
 log = logging.getLogger("core.engine")
 
 
-def start_call(run: Run, step: Step, event: TagEnd) -> None:
+def start_call(run: RunSurface, step: Step, event: TagEnd) -> None:
     """The tag of a call closed: log it and start it (or refuse it, with an error result the model reads)."""
     name = event.attrs.get("name", "")
     params = {k: v for k, v in event.attrs.items() if k != "name"}
@@ -71,7 +71,7 @@ def start_call(run: Run, step: Step, event: TagEnd) -> None:
 
 
 def _gated(
-    run: Run, step: Step, call: ActionCall, slot: CallSlot, name: str, action: Action | None, index: int
+    run: RunSurface, step: Step, call: ActionCall, slot: CallSlot, name: str, action: Action | None, index: int
 ) -> bool:
     """Ask the plugins' ``gate`` hooks about a call (trust: refused, or handed to an approval); True when one
     decided, and the call is then finished with their outcome instead of running."""
@@ -97,7 +97,7 @@ def _gated(
     return True
 
 
-async def _answered(run: Run, call: ActionCall, slot: CallSlot, answer: Awaitable[Any]) -> None:
+async def _answered(run: RunSurface, call: ActionCall, slot: CallSlot, answer: Awaitable[Any]) -> None:
     """A call a plugin answers itself (an approval asked): what it gives is the result the model reads."""
     try:
         result = await answer
@@ -119,7 +119,7 @@ def _forgotten(checked: CheckedCall) -> bool:
     return mode is True or (mode == "without_output_path" and checked.target is None)
 
 
-async def _call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
+async def _call(run: RunSurface, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
     with tracing.span(f"execute_tool {action.name}") if tracing.active() else tracing.NO_SPAN as span:
         if span.is_recording():
             span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": action.name})
@@ -131,7 +131,7 @@ async def _call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step
             span.set_attribute("error.type", "action_error")
 
 
-async def _run_call(run: Run, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
+async def _run_call(run: RunSurface, action: Action, call: ActionCall, slot: CallSlot, step: Step, index: int) -> None:
     deps = run.deps
     try:
         checked = await prepare_action(
@@ -154,7 +154,7 @@ async def _run_call(run: Run, action: Action, call: ActionCall, slot: CallSlot, 
         _finish(run, call, slot, result=result, text=text, attachments=attachments)
 
 
-async def _unwaited(run: Run, checked: CheckedCall) -> None:
+async def _unwaited(run: RunSurface, checked: CheckedCall) -> None:
     """A fire-and-forget call's handler, run to its end in the task runner (the run may be over by then: its
     result is logged here, not shown to the model)."""
     name = checked.action.name
@@ -167,7 +167,7 @@ async def _unwaited(run: Run, checked: CheckedCall) -> None:
 
 
 def _finish(
-    run: Run,
+    run: RunSurface,
     call: ActionCall,
     slot: CallSlot,
     *,

@@ -23,7 +23,7 @@ from .errors import DefinitionError
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from .host import Host
+    from .definition_types import Host
     from .plugin import Plugin
 
 __all__ = ("Bot", "layer")

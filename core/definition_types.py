@@ -1,35 +1,417 @@
-"""What a definition is: the keyword-only dataclasses of actions, outputs, inputs, contexts, services and
-extensions, generic in their schemas. A bot author builds them with the helpers of ``core.definitions``
-(``action(...)``, ``output(...)``), which check them and infer their types."""
+"""The framework's vocabulary, in one place because each part names the others: what a definition is (the
+keyword-only dataclasses of actions, outputs, inputs, contexts, services and extensions), what handlers and hooks
+receive (the state of a context instance, ``ContextState``, and the ``ActionContext``, ``OutputContext`` and
+``InputContext`` given with it) and the agent as they see it (``Host``: the third argument of every handler, what
+``install``/``start``/``subscribe`` receive; core depends on it, never on ``core.agent``).
+
+A bot author builds definitions with the helpers of ``core.definitions`` (``action(...)``, ``output(...)``), which
+check them and infer their types. ``ContextState`` and ``OutputContext`` are generic in what the definitions declare
+(the context's arguments, the output's attributes), so a handler's annotations are checked against them; written
+bare, they hold ``Any``. ``core.Agent`` satisfies ``Host``; a test may hand a handler a small stand-in.
+"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, overload
 
+from pydantic import BaseModel
 from typing_extensions import TypeVar
 
 from .call_format import CallFormat
-from .entries import InputRef, OutputRef, OutputRefResponse
-from .handler_context import ActionContext, ContextState, InputContext, OutputContext
+from .chat_settings import ChatSettings
+from .entries import ActionCall, EventRef, InputRef, Log, OutputRef, OutputRefResponse, WorkingMemory
+from .errors import DefinitionError
+from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
+from .media.reader import IMAGE_TYPES
 from .schema import Schema
+from .statelog import StateLog
 
 if TYPE_CHECKING:
-    from .host import Host
+    from .chat_settings import ChatPolicy, ChatSettingsStore
+    from .events import RunEvent
+    from .media.reader import Fetcher, MediaReader
+    from .memory import HistoryStore, MemoryStore
+    from .models.base import Model
+    from .usage import UsageStore
 
-__all__ = ("Action", "Context", "Extension", "Input", "Output", "OutputResult", "Send", "Service", "maybe_await")
+__all__ = (
+    "Action",
+    "ActionContext",
+    "ArgsT",
+    "AttrsT",
+    "Check",
+    "Context",
+    "ContextState",
+    "Extension",
+    "Host",
+    "Input",
+    "InputContext",
+    "Observer",
+    "Output",
+    "OutputContext",
+    "OutputResult",
+    "Send",
+    "Service",
+    "maybe_await",
+)
+
+ArgsT = TypeVar("ArgsT", default=Any)
+"""The validated arguments of a context instance (its context's ``schema``): invariant (its ``key`` takes them), so
+that mypy checks the ``args`` of ``send(context, args, input)`` against the context's ``schema``."""
+AttrsT = TypeVar("AttrsT", default=Any)
+"""The validated attributes of an output (its ``attributes`` schema)."""
+
+_EVENT_NAME = re.compile(r"^[A-Za-z_][\w:.\-]*$")
+
+
+@dataclass(kw_only=True, eq=False)
+class ContextState(Generic[ArgsT]):
+    """One instance of a context (one chat, one channel) while the agent works on it; ``ContextState[Args]`` for
+    a context whose ``schema`` is ``Args``."""
+
+    id: str
+    """``<type>:<key>``, the id memory is stored under."""
+    context: Context[ArgsT]
+    """The definition."""
+    args: ArgsT
+    """The validated arguments that identify the instance."""
+    key: str
+    """The instance key, from ``context.key(args)``."""
+    memory: Any
+    """The persistent memory of the instance (JSON-compatible), created by ``context.create``."""
+    working_memory: WorkingMemory = field(repr=False)
+    """The logs of the instance."""
+    state_log: StateLog = field(default_factory=StateLog, repr=False)
+    """The append-only state log that ``_outputPath`` writes to."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Per-run values handlers may share (for example the platform message being answered)."""
+    summary: str = ""
+    """The rolling summary of what left the working memory's window (with a history store)."""
+    chat: ChatSettings = field(default_factory=ChatSettings)
+    """This conversation's settings as the run uses them (``/model``, ``/persona``; operator pins applied)."""
+    media: dict[str, Loaded] = field(default_factory=dict, repr=False)
+    """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
+    never saved: later runs see the attachments' descriptions."""
+    record: Callable[[Log], None] | None = field(default=None, repr=False)
+    """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
+    straight into working memory."""
+
+    def emit(self, name: str, data: Any = None, *, processed: bool = False, source: str = "") -> EventRef:
+        """Record that ``name`` happened (the seed's ``EventRef``): the model sees it in working memory, and
+        in the next step's updates unless ``processed`` (an unprocessed event asks for another step)."""
+        if not isinstance(name, str) or not _EVENT_NAME.match(name):
+            raise DefinitionError(
+                f"event name {name!r} is not a valid name: use letters, digits, '_', ':', '.' or '-', "
+                "starting with a letter"
+            )
+        event = EventRef(name=name, data=data, processed=processed, source=source)
+        if self.record is not None:
+            self.record(event)
+        else:
+            self.working_memory.push(event)
+        return event
+
+
+@dataclass(kw_only=True, eq=False)
+class ActionContext:
+    """What an action handler receives besides its arguments."""
+
+    state: ContextState
+    """The context instance the action runs in."""
+    call: ActionCall
+    """The call being answered."""
+    agent: Host
+    """The agent."""
+    attachments: list[Attachment] = field(default_factory=list)
+    """Pictures shown to the model with the result (``show_image``)."""
+
+    @property
+    def memory(self) -> Any:
+        """The context instance's persistent memory."""
+        return self.state.memory
+
+    def emit(self, name: str, data: Any = None, *, processed: bool = False) -> EventRef:
+        """Record an event in the context (``ContextState.emit``), its source this action."""
+        return self.state.emit(name, data, processed=processed, source=f"action:{self.call.name}")
+
+    def show_image(self, data: bytes, *, mime: str, name: str = "") -> Attachment:
+        """Show the model a picture with this call's result (an MCP tool's screenshot). A model that sees
+        images gets it where the result stands, during this run (history keeps its description); any
+        other model reads a note saying it was not shown."""
+        attachment = Attachment(
+            kind=AttachmentKind.IMAGE, name=name, mime=mime, size=len(data), source="action", ref=self.call.id
+        )
+        if not self.agent.sees_images:
+            attachment.note = "not shown: this model reads text only"
+        elif mime not in IMAGE_TYPES:
+            attachment.note = f"not shown: {mime or 'this type'} is not an image type the model reads"
+        elif len(data) > self.agent.media.limits.image_bytes:
+            attachment.note = f"not shown: larger than {human_size(self.agent.media.limits.image_bytes)}"
+        else:
+            self.state.media[attachment.id] = Loaded(attachment=attachment, data=data)
+        self.attachments.append(attachment)
+        return attachment
+
+
+@dataclass(kw_only=True, eq=False)
+class OutputContext(Generic[AttrsT]):
+    """What an output handler receives besides its content; ``OutputContext[Attrs]`` for an output whose
+    ``attributes`` is ``Attrs``."""
+
+    state: ContextState
+    """The context instance the output belongs to."""
+    output_ref: OutputRef
+    """The output's log entry; its ``params`` are the tag's attributes as text."""
+    agent: Host
+    """The agent."""
+    attributes: AttrsT
+    """The validated attributes (the ``attributes`` model), or the raw dict when there is no schema."""
+    step: int = 0
+    """The step of the run that produced the output (1-based); with ``index``, the key of its run events."""
+    index: int = -1
+    """The output's element index within the step's response (``RunEvent.output_index``)."""
+
+    @property
+    def memory(self) -> Any:
+        """The context instance's persistent memory."""
+        return self.state.memory
+
+    def emit(self, name: str, data: Any = None, *, processed: bool = False) -> EventRef:
+        """Record an event in the context (``ContextState.emit``), its source this output."""
+        return self.state.emit(name, data, processed=processed, source=f"output:{self.output_ref.type}")
+
+
+@dataclass(kw_only=True, eq=False)
+class InputContext:
+    """What an input handler receives besides the data."""
+
+    state: ContextState
+    """The context instance the input goes to."""
+    input_ref: InputRef
+    """The input's log entry."""
+    agent: Host
+    """The agent."""
+
+
+Observer = Callable[[str, str, float], Any]
+"""``observer(kind, context_id, value)``: hooks for metrics. The agent reports ``model_seconds``, ``output``,
+``run_seconds``, ``reply_seconds``, ``input_tokens``, ``output_tokens``, ``attachment:<kind>:<outcome>`` and
+``attachment_bytes``; extensions and queues report more through ``Host.observe`` (``bots.metrics`` lists the
+kinds it counts)."""
+
+Args = TypeVar("Args")
+"""The arguments of a context's instances (``Context[Args]``), as ``send`` takes them."""
+ModelArgs = TypeVar("ModelArgs", bound=BaseModel)
+"""Arguments that are a pydantic model: ``send`` takes the model or a mapping it validates into one."""
+
+Check = Callable[[], Any]
+"""A readiness check: returns (or awaits to) ``True``/``None`` when ready, ``False`` or a reason string when
+not, or raises; a ``Degraded`` reason is reported while the process stays ready."""
+
+
+class Host(Protocol):
+    """The agent as handlers, context hooks, extensions and services see it."""
+
+    # -- what an extension registers (each returns its undo) ---------------------------------------
+
+    def add_readiness(self, name: str, check: Check) -> Callable[[], None]:
+        """Register the readiness check ``name`` (``/readyz``); a second check of the same name replaces it."""
+        ...
+
+    def add_observer(self, observer: Observer) -> Callable[[], None]:
+        """Have ``observer(kind, context_id, value)`` see what the agent measures (metrics)."""
+        ...
+
+    def add_event_listener(self, listener: Callable[[RunEvent], Any]) -> Callable[[], None]:
+        """Have ``listener`` see the events of every run in this process (live replies, metrics)."""
+        ...
+
+    def add_action_source(self, source: Callable[[ContextState], Iterable[Action]]) -> Callable[[], None]:
+        """Offer the actions ``source`` gives at each step (an MCP server's tools)."""
+        ...
+
+    def add_media_fetcher(self, source: str, fetch: Fetcher) -> Callable[[], None]:
+        """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch``."""
+        ...
+
+    def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:
+        """Start ``svc`` with the agent (before the others when ``first``) and stop it in reverse order."""
+        ...
+
+    def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:
+        """Hold chat settings of ``context_id`` at the operator's values (``ChatPolicy.pinned``)."""
+        ...
+
+    @property
+    def readiness_checks(self) -> Mapping[str, Check]:
+        """The readiness checks registered so far, by name (read only)."""
+        ...
+
+    # -- what it may read ----------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model every run uses."""
+        ...
+
+    @property
+    def memory(self) -> MemoryStore:
+        """Where context memory and working memory are kept."""
+        ...
+
+    @property
+    def history(self) -> HistoryStore | None:
+        """Where every input and output is kept and searched (None: not kept)."""
+        ...
+
+    @property
+    def media(self) -> MediaReader:
+        """Reads attachments when a run starts (limits, whether heard audio is echoed)."""
+        ...
+
+    @property
+    def chat_policy(self) -> ChatPolicy:
+        """The operator's rules for settings changed from the chat."""
+        ...
+
+    @property
+    def chat_settings(self) -> ChatSettingsStore:
+        """Each conversation's own settings."""
+        ...
+
+    @property
+    def usage(self) -> UsageStore:
+        """Tokens and estimated cost per day, per user, conversation and model."""
+        ...
+
+    @property
+    def contexts(self) -> Mapping[str, Context]:
+        """Contexts by type."""
+        ...
+
+    @property
+    def stop_timeout(self) -> float:
+        """Seconds ``stop()`` waits for running runs before cancelling them."""
+        ...
+
+    @property
+    def distributed(self) -> bool:
+        """True when a queue shared with other processes runs the contexts."""
+        ...
+
+    @property
+    def sees_images(self) -> bool:
+        """True when the model is given images."""
+        ...
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and the beginning of ``stop()``."""
+        ...
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error a service reported with ``fail``, else None."""
+        ...
+
+    def context_id(self, context: Context, args: Any) -> str:
+        """``<type>:<key>`` of the instance ``args`` names."""
+        ...
+
+    def settings_parents(self, context: Context, args: Any) -> tuple[str, ...]:
+        """The conversations whose chat settings this one starts from, nearest first."""
+        ...
+
+    async def chat_of(self, context_id: str, parents: Sequence[str] = ()) -> ChatSettings:
+        """The settings a run of ``context_id`` uses."""
+        ...
+
+    def state_of(self, context_id: str) -> ContextState | None:
+        """The state of the run of ``context_id`` going on in this process, None between runs."""
+        ...
+
+    def is_admin(self, user: str) -> bool:
+        """True for a platform-qualified user id listed as an admin (``BOT_ADMIN_USERS``)."""
+        ...
+
+    # -- what it may do ------------------------------------------------------------------------------
+
+    @overload
+    async def send(
+        self,
+        context: Context[ModelArgs],
+        args: ModelArgs | Mapping[str, Any],
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]: ...
+    @overload
+    async def send(
+        self,
+        context: Context[Args],
+        args: Args,
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]: ...
+    async def send(
+        self,
+        context: Context,
+        args: Any,
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> list[Log]:
+        """Deliver an input to the instance ``args`` names: a ``Context[Args]`` takes ``Args`` (mypy checks it), a
+        context whose arguments are a pydantic model also a mapping that validates into one."""
+        ...
+
+    def stream(
+        self,
+        context: Context,
+        args: Any,
+        input: InputRef | Mapping[str, Any],
+        *,
+        reasoning: bool = True,
+    ) -> AsyncIterator[RunEvent]:
+        """Send ``input`` and yield the run's events as they happen."""
+        ...
+
+    async def say(self, state: ContextState, text: str) -> None:
+        """Post ``text`` through the conversation's own reply output, from a handler during its run."""
+        ...
+
+    async def reset(self, context: Context, args: Any) -> None:
+        """Forget the instance's memory (``/reset``)."""
+        ...
+
+    async def forget(self, context: Context, args: Any) -> None:
+        """Erase everything about the instance, its history too (``/forget``)."""
+        ...
+
+    def observe(self, kind: str, context_id: str, value: float = 1.0) -> None:
+        """Report ``value`` of ``kind`` for ``context_id`` to the observers."""
+        ...
+
+    def fail(self, error: BaseException) -> None:
+        """Report an error a service cannot recover from; whoever runs the agent stops it."""
+        ...
+
+    async def failed(self) -> BaseException:
+        """Wait until a service reports a fatal error; return it."""
+        ...
+
 
 Send = Callable[..., Awaitable[Any]]
 """What an input's ``subscribe`` receives: ``await send(context, args, data, ...)`` (``Host.send``)."""
 
 ArgsT_co = TypeVar("ArgsT_co", covariant=True, default=Any)
 """The validated arguments of an action, or of a context's instances (its ``schema``)."""
-ArgsT = TypeVar("ArgsT", default=Any)
-"""The validated arguments of a context's instances: invariant (its ``key`` takes them), so that mypy checks
-the ``args`` of ``send(context, args, input)`` against the context's ``schema``."""
 DataT_co = TypeVar("DataT_co", covariant=True, default=Any)
 """The validated content of an output, or data of an input (its ``schema``)."""
 AttrsT_co = TypeVar("AttrsT_co", covariant=True, default=Any)

@@ -43,7 +43,7 @@ from .schema import Schema, as_schema
 if TYPE_CHECKING:
     from typing import _SpecialForm
 
-    from .host import Host
+    from .definition_types import Host
 
 __all__ = (
     "Action",

@@ -18,7 +18,7 @@ from .step import OpenOutput, Step
 from .turns import TurnGuard, cut_turns
 
 if TYPE_CHECKING:
-    from .engine import Run
+    from .run_surface import RunSurface
     from .templates import TemplateStream
 
 __all__ = ("abandon_outputs", "close_output", "notify", "open_output", "output_text", "post_text")
@@ -26,7 +26,7 @@ __all__ = ("abandon_outputs", "close_output", "notify", "open_output", "output_t
 log = logging.getLogger("core.engine")
 
 
-def open_output(run: Run, step: Step, event: TagStart) -> None:
+def open_output(run: RunSurface, step: Step, event: TagStart) -> None:
     """The tag of an output opened: its log entry goes into working memory now, and grows as it streams."""
     attrs = dict(event.attrs)
     type_ = attrs.pop("type", None) or attrs.pop("name", None) or ""
@@ -36,7 +36,7 @@ def open_output(run: Run, step: Step, event: TagStart) -> None:
     step.open[event.index] = OpenOutput(ref, turns=TurnGuard(step.speakers) if step.guarded else None)
 
 
-def output_text(run: Run, step: Step, event: TagText) -> Coroutine[Any, Any, None] | None:
+def output_text(run: RunSurface, step: Step, event: TagText) -> Coroutine[Any, Any, None] | None:
     """A piece of an output's text: added to its log entry and streamed to the listeners. Returns what to await
     when the text has templates to resolve first (a plain delta costs no coroutine)."""
     out = step.open.get(event.index)
@@ -59,13 +59,13 @@ def output_text(run: Run, step: Step, event: TagText) -> Coroutine[Any, Any, Non
     return None
 
 
-async def _resolved(run: Run, out: OpenOutput, templates: TemplateStream, text: str, index: int) -> None:
+async def _resolved(run: RunSurface, out: OpenOutput, templates: TemplateStream, text: str, index: int) -> None:
     text = await templates.feed(text)
     if text:
         _show(run, out, text, index)
 
 
-def _show(run: Run, out: OpenOutput, text: str, index: int, *, final: bool = False) -> None:
+def _show(run: RunSurface, out: OpenOutput, text: str, index: int, *, final: bool = False) -> None:
     """Stream ``text`` unless, with what came before it, it may still be a reply already delivered (then it is
     held until the text differs, or the output closes)."""
     if not out.checked:
@@ -82,7 +82,7 @@ def _show(run: Run, out: OpenOutput, text: str, index: int, *, final: bool = Fal
         run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=out.ref.type, output_index=index)
 
 
-async def close_output(run: Run, step: Step, event: TagEnd) -> None:
+async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
     """The tag of an output closed: validate it, refuse a repeat, run its handler, tell the listeners."""
     out = step.open.pop(event.index, None)
     if out is None:  # the parser opens every tag it closes; this is a safety net
@@ -157,7 +157,7 @@ def abandon_outputs(step: Step) -> None:
     step.open.clear()
 
 
-async def notify(run: Run, refusal: Refusal, *, index: int) -> None:
+async def notify(run: RunSurface, refusal: Refusal, *, index: int) -> None:
     """Tell the user a limit was reached, through the conversation's own output (in a queued run it follows the
     reply ledger); ``index`` is a negative element index no response uses."""
     try:
@@ -166,7 +166,7 @@ async def notify(run: Run, refusal: Refusal, *, index: int) -> None:
         log.warning("could not tell %s that a limit was reached: %s", run.state.id, exc)
 
 
-async def post_text(run: Run, text: str, *, index: int, record: bool = False) -> None:
+async def post_text(run: RunSurface, text: str, *, index: int, record: bool = False) -> None:
     """Post ``text`` as written through the conversation's own output, without the model (a limit's notice, a
     scheduled message); in a queued run it follows the reply ledger. ``index`` is a negative element index no
     response uses; ``record``: the post joins the conversation's working memory (the model sees it was said). The

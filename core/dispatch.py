@@ -7,15 +7,76 @@ dispatcher (``core.fleet``) puts the input in the context's inbox instead, and w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .definitions import Context
 from .entries import InputRef, Log
 
 if TYPE_CHECKING:
-    from .host import Runner
+    from .bot import Bot
+    from .events import RunEvent
+    from .models.base import Model
 
-__all__ = ("Dispatcher", "InProcessDispatcher")
+__all__ = ("Dispatcher", "InProcessDispatcher", "Runner")
+
+
+class Runner(Protocol):
+    """The agent as a dispatcher or a queue worker sees it: something that runs contexts."""
+
+    model: Model
+    """The model every run uses (a queue worker wraps it to replay stored answers)."""
+
+    @property
+    def bot(self) -> Bot:
+        """The bot it runs: a worker runs only the batches its gateway stored for the same bot."""
+        ...
+
+    @property
+    def contexts(self) -> Mapping[str, Context]:
+        """Contexts by type."""
+        ...
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """How ``send`` reaches ``run``."""
+        ...
+
+    def context_id(self, context: Context, args: Any) -> str:
+        """``<type>:<key>`` of the instance ``args`` names."""
+        ...
+
+    async def run(
+        self,
+        context: Context,
+        args: Any,
+        inputs: Sequence[InputRef] = (),
+        *,
+        listener: Callable[[RunEvent], Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[Log]:
+        """Run the instance with ``inputs``; if it is already running here, the inputs join that run."""
+        ...
+
+    def cancel_run(self, context_id: str) -> bool:
+        """Cancel the run of ``context_id`` going on in this process, without saving its memory."""
+        ...
+
+    async def start(self) -> None:
+        """Install definitions, start services and the dispatcher, subscribe inputs."""
+        ...
+
+    async def stop(self) -> None:
+        """Unsubscribe inputs, let running runs finish, then stop services."""
+        ...
+
+    async def __aenter__(self) -> object:
+        """``start()``."""
+        ...
+
+    async def __aexit__(self, *exc: object) -> None:
+        """``stop()``."""
+        ...
 
 
 @runtime_checkable

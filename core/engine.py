@@ -34,7 +34,7 @@ from .turns import TURN_STOPS
 from .usage import user_of
 
 if TYPE_CHECKING:
-    from .host import Host
+    from .definition_types import Host
     from .run_deps import RunDeps
 
 __all__ = ("Run",)

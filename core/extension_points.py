@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
+    from .definition_types import Check, Observer
     from .definitions import Action, ContextState, Service
     from .dispatch import Dispatcher
     from .events import RunEvent
-    from .host import Check, Observer
     from .media.reader import Fetcher, MediaReader
     from .trust import Approvals, Trust
 

@@ -22,7 +22,7 @@ from .references import Target, declared_targets, output_target, prepare_call, s
 from .templates import TemplateStream, call_refs, resolve
 
 if TYPE_CHECKING:
-    from .host import Host
+    from .definition_types import Host
     from .task_runner import TaskRunner
 
 __all__ = (

@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from .definition_types import Action, Extension
+    from .definition_types import Action, Extension, Host
     from .entries import ActionCall, InputRef, Log
     from .handler_context import ContextState
-    from .host import Host
     from .models.base import ModelRequest
 
 __all__ = ("Brings", "CallGate", "ModelCall", "Plugin", "PluginHooks", "RunHooks", "RunView", "find_plugin")

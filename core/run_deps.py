@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .definition_types import Host
     from .definitions import Action, ContextState, Output
-    from .host import Host
     from .models.base import Model
     from .plugin import Plugin
     from .prompt import PromptTemplate

@@ -14,7 +14,7 @@ from .run_traces import traces_key
 from .statelog import StateLog
 
 if TYPE_CHECKING:
-    from .host import Host
+    from .definition_types import Host
     from .memory import MemoryStore
 
 __all__ = ("CACHE_ENTRIES", "StateStore")

@@ -25,7 +25,7 @@ from .memory.history import HistoryEntry, HistoryStore, Summary
 from .models.base import Model, ModelRequest, closing_stream
 
 if TYPE_CHECKING:
-    from .host import Host
+    from .definition_types import Host
 
 __all__ = ("LocalSummaryLock", "Summarizer", "SummaryLock", "SummaryPolicy", "summary_prompt")
 

@@ -40,11 +40,11 @@ from .model import APPROVAL_INPUT, Approval, ApprovalStatus, Decision, shorten, 
 from .store import ApprovalStore, MemoryApprovalStore
 
 if TYPE_CHECKING:
-    from ..definition_types import Action, Extension, Output
+    from ..definition_types import Action, Extension, Host, Output
     from ..definitions import ContextState
     from ..handler_context import InputContext
-    from ..host import Host
     from ..task_runner import TaskRunner
+    from ..trust import Approvals, Trust
 
 __all__ = ("ApprovalDesk", "Asker", "DecisionData", "Pressed", "desk_of")
 
@@ -112,6 +112,11 @@ class _Agent(Protocol):
     @property
     def tasks(self) -> TaskRunner: ...
 
+    @property
+    def trust(self) -> Trust | None: ...
+
+    def set_approvals(self, approvals: Approvals) -> Callable[[], None]: ...
+
 
 class ApprovalDesk:
     """The approvals of one agent: the ``core.trust.Approvals`` the step loop hands calls to, the presses the
@@ -172,7 +177,8 @@ class ApprovalDesk:
             self.store = MemoryApprovalStore(agent.memory)
         self._agent = agent
         _desks[agent] = self
-        agent.set_approvals(self)
+        full: _Agent = agent  # type: ignore[assignment]  # core.Agent (the trust plugin's settings hold the desk)
+        full.set_approvals(self)
 
     @property
     def agent(self) -> Host:
@@ -426,7 +432,7 @@ class ApprovalDesk:
         """Run the approved call as the step loop would have: its arguments resolved and validated again, its
         handler in the task runner. Its outcome (``result`` as text, or ``error``)."""
         agent: _Agent = host  # type: ignore[assignment]  # core.Agent; tests may give a stand-in with both
-        trust = host.trust
+        trust = agent.trust
         if trust is not None and trust.policy.verdict(approval.address, approval.tier) is Verdict.REFUSE:
             return {"error": f"{approval.action!r} may no longer be called here (the policy changed): not run"}
         actions, _ = agent.available(state)

@@ -29,7 +29,7 @@ from .drain import Drainer, DrainStats
 from .reply_ledger import ReplayModel
 
 if TYPE_CHECKING:
-    from ..host import Runner
+    from ..dispatch import Runner
 
 __all__ = ("QueueWorker",)
 

@@ -23,7 +23,7 @@ from .backend import RedisBackend
 from .options import QueueConfig
 
 if TYPE_CHECKING:
-    from ..host import Runner
+    from ..dispatch import Runner
 
 __all__ = (
     "DEDUPE_KEEP",

@@ -26,7 +26,7 @@ from .scope import Lease, RunScope
 from .usage_store import USAGE_TTL
 
 if TYPE_CHECKING:
-    from ..host import Runner
+    from ..dispatch import Runner
 
 __all__ = ("MEMORY_KINDS", "DrainStats", "Drainer")
 

@@ -28,11 +28,10 @@ from ..task_runner import finish_or_cancel
 from ..trust.tiers import TIER_PARAM
 from .clock import Clock, SyncedClock, SystemClock
 from .model import SCHEDULE_INPUT, Schedule, ScheduleKind, check_zone, to_utc
-from .plugin import ScheduledTexts
 from .store import MemoryScheduleStore, ScheduleStore
 
 if TYPE_CHECKING:
-    from ..host import Host
+    from ..definition_types import Host
 
 __all__ = ("Schedules", "schedule_input", "schedules_of")
 
@@ -133,7 +132,9 @@ class Schedules:
     def attach(cls, agent: Host, store: ScheduleStore | None = None, **options: Any) -> Schedules:
         """Give ``agent`` schedules kept in ``store`` (default: in its memory store, one process only), fired by
         a service started and stopped with the agent (at once when it is already running). ``options``:
-        ``clock``, ``grace``, ``fire``, ``poll``, ``lease``, ``batch``, ``concurrency``."""
+        ``clock``, ``grace``, ``fire``, ``poll``, ``lease``, ``batch``, ``concurrency``. A scheduled text
+        (``ScheduleKind.TEXT``) is posted as written by the agent's ``core.schedules.plugin.ScheduledTexts``
+        plugin: without it, the model answers it like any other input."""
         if store is None:
             if agent.distributed:
                 raise ConfigError(
@@ -142,11 +143,6 @@ class Schedules:
                 )
             store = MemoryScheduleStore(agent.memory)
         found = cls(store, **options)
-        if not any(isinstance(p, ScheduledTexts) for p in agent.plugins):
-            log.warning(
-                "schedules attached to an agent without the ScheduledTexts plugin: a scheduled text is answered by "
-                "the model instead of posted as written; add core.schedules.plugin.ScheduledTexts() to its plugins"
-            )
         found._agent = agent
         _attached[agent] = found
         agent.add_service(service(name="schedules", start=found._start, stop=found._stop))

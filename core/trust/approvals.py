@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..definition_types import Host
     from ..definitions import ContextState
-    from ..host import Host
     from .tiers import Tier
 
 __all__ = ("ApprovalRequest", "Approvals")
