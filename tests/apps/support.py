@@ -203,6 +203,10 @@ class ScriptedServer(FakeOpenAIServer):
         super().__init__(default=Reply(chunks=(IDLE,)))
         self.scripts = {p: deque(conversation.answers(f"{p}:message")) for p in platforms}
 
+    async def __aenter__(self) -> ScriptedServer:
+        await super().__aenter__()
+        return self
+
     async def stream(self, response: web.StreamResponse, reply: Reply, body: dict[str, Any]) -> None:
         script = self.scripts.get(self.platform_of(prompt_of(body)) or "")
         if script:

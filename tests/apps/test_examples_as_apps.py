@@ -10,13 +10,17 @@ and the file and line of the mistake.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.bots_fleet import Process, env_for
+from tests.bots_fleet import Process, env_for, start_fleet, stop_all
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fleet.server import RedisServer
 
 from .support import (
     CONVERSATIONS,
@@ -124,3 +128,117 @@ async def test_an_app_runs_in_one_process_on_telegram_and_discord(
     for platform in PLATFORMS:
         check(conversation, model, platform)
     assert not [line for line in bot.lines if line.get("level") in ("ERROR", "CRITICAL")], bot.lines
+
+
+FLEET = ("notebook",)
+"""The conversations that also run through a fleet (each costs a gateway and two workers): the notebook's own
+context laid over each platform's chat, its state and memory read back from Redis by whichever worker takes the next
+turn."""
+
+
+@pytest.mark.parametrize("name", FLEET)
+async def test_an_app_runs_on_a_gateway_and_two_workers_on_telegram_and_discord(
+    name: str, tmp_path: Path, redis_server: RedisServer, processes: list[Process]
+) -> None:
+    conversation = CONVERSATIONS[name]
+    app = app_of(conversation, tmp_path)
+    async with ScriptedServer(conversation) as model, FakeTelegramServer() as telegram, FakeDiscord() as discord:
+        settings = {**platform_settings(telegram, discord, model), "REDIS_URL": redis_server.url}
+        gateway, workers = await start_fleet(tmp_path, settings, processes, workers=2, app=app)
+        await talk_on_both(conversation, model, telegram, discord)
+        await stop_all(gateway, *workers)
+        assert telegram.unknown_calls == [] and discord.unhandled == []
+    for platform in PLATFORMS:
+        check(conversation, model, platform)
+    for process in (gateway, *workers):
+        assert not [line for line in process.lines if line.get("level") in ("ERROR", "CRITICAL")], process.lines
+
+
+async def test_a_worker_running_another_bot_leaves_the_batch_to_one_running_the_gateways(
+    tmp_path: Path, redis_server: RedisServer, redis_client: Any, processes: list[Process]
+) -> None:
+    notebook = CONVERSATIONS["notebook"]
+    async with ScriptedServer(notebook, platforms=("telegram",)) as model, FakeTelegramServer() as telegram:
+        settings = {
+            "REDIS_URL": redis_server.url,
+            "TELEGRAM_TOKEN": telegram.token,
+            "TELEGRAM_API_URL": telegram.api_url,
+            "TELEGRAM_POLL_TIMEOUT": "1",
+            "LLM_PROVIDER": "openai",
+            "LLM_BASE_URL": model.url,
+            "LLM_API_KEY": "sk-test",
+            "LLM_MODEL": "fake-model",
+            "WEB_PORT": "0",
+        }
+        gateway = Process("gateway", env_for(tmp_path, **settings, BOT_APP=str(ROOT / notebook.app)), tmp_path)
+        other = Process("worker", env_for(tmp_path, **settings), tmp_path, app=str(ROOT / CONVERSATIONS["tools"].app))
+        processes.extend([gateway, other])
+        for process in (gateway, other):
+            await process.start()
+        await gateway.wait_for("gateway listening")
+        await other.wait_for("worker ready")
+        user = TelegramUser(telegram, 4243)
+        user.says(notebook.first.says)
+        refused = await other.wait_for("stored by a gateway running the bot 'notebook'")
+        assert refused["level"] == "ERROR"
+        assert "this worker runs 'tools'" in refused["message"] and "same APP" in refused["message"], refused
+        assert model.requests == [] and user.seen() == []  # not run by the wrong bot
+        same = Process("worker", env_for(tmp_path, **settings), tmp_path, app=str(ROOT / notebook.app))
+        processes.append(same)
+        await same.start()
+        await user.sees(notebook.first.sees)
+        await stop_all(gateway, other, same)
+    assert user.seen() == ["Noted."]  # answered once, by the notebook
+    assert await redis_client.zcard("bots:queue") == 0 and not await redis_client.keys("bots:{*}:inbox")
+    assert f'<action_result name="{notebook.action}"' in model.prompts("telegram")[-1]
+
+
+BROKEN = {
+    "a syntax error": ("from core import Bot\n\nbot = Bot(name='broken'\n", 3, "SyntaxError"),
+    "a definition error": (
+        "from core import Bot, action\n\nbad = action(name='not a name!', handler=lambda a, c, h: None)\nbot = Bot()\n",
+        3,
+        "DefinitionError",
+    ),
+    "an import error": ("from core import Bot\nimport no_such_module_here\n\nbot = Bot()\n", 2, "ModuleNotFoundError"),
+}
+
+
+BUILT = (
+    "from core import Bot, action\n\nfirst = action(name='same', handler=lambda a, c, h: 1)\n"
+    "second = action(name='same', handler=lambda a, c, h: 2)\nbot = Bot(actions=[first, second])\n"
+)
+"""A definition error found only when the agent is built (two actions of one name), after the file imported."""
+
+
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        *BROKEN,
+        pytest.param(
+            "found when the agent is built",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a definition error the registry finds (a name defined twice, an output clashing with a "
+                "platform's) exits 1 naming neither the file nor the line: `bots: bot 'bot': action 'same' is "
+                "defined twice`",
+            ),
+        ),
+    ],
+)
+def test_run_of_a_bot_file_with_a_mistake_exits_2_naming_the_file_and_line(mistake: str, tmp_path: Path) -> None:
+    source, line, error = BROKEN.get(mistake, (BUILT, 4, "DefinitionError"))
+    broken = tmp_path / "broken.py"
+    broken.write_text(source, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "bots.cli", "run", "broken.py"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env_for(tmp_path, WEB_PORT="0"),
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{broken}:{line}: {error}" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
