@@ -30,10 +30,12 @@ from .pages import Templates
 from .relay import RedisRelay, Relay
 from .runtime import WebRuntime
 from .settings import WebSettings
-from .visitors import Signer, cookie_name, load_secret
+from .visitors import Signer, cookie_name, load_secret, visitor_tier
 
 if TYPE_CHECKING:
     from core import Host
+
+    from ..chat.trust import TrustRules
 
 __all__ = (
     "MESSAGE",
@@ -53,6 +55,7 @@ __all__ = (
     "refused",
     "request_is_local",
     "security_headers",
+    "visitor_tier",
     "web_chat",
     "web_extension",
     "web_message_input",
@@ -70,12 +73,17 @@ def web_extension(
     title: str = "",
     gateway_id: str = "",
     relay: Relay | None = None,
+    trust: TrustRules | None = None,
 ) -> Extension:
     """The web chat extension. ``secret_file`` keeps a generated signing key when ``WEB_SECRET`` is empty;
-    ``gateway_id`` and ``relay`` connect the processes of a fleet."""
+    ``gateway_id`` and ``relay`` connect the processes of a fleet; ``trust``: the owners and members the operator
+    names (``BOT_ADMIN_USERS``, ``TRUST_MEMBER_USERS`` with ``web:<visitor id>``); every other visitor has the tier
+    of ``WEB_VISITOR_TIER``."""
     runtime = WebRuntime(
         settings, listen=listen, secret_file=secret_file, title=title, gateway_id=gateway_id, relay=relay
     )
+    if trust is not None:
+        runtime.set_trust(trust)
 
     return extension(
         name="web",

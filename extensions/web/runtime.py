@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from core.errors import BotError, ConfigError, address_in_use, cannot_listen
+from core.trust import TIER_PARAM, Tier
 
 from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
@@ -34,7 +35,7 @@ from .definitions import GATEWAY, MESSAGE, web_chat
 from .hub import Hub
 from .routes import chat_application
 from .settings import DEFAULT_PORT, WebSettings
-from .visitors import Signer, load_secret
+from .visitors import Signer, load_secret, visitor_tier
 
 if TYPE_CHECKING:
     from core import Host
@@ -224,10 +225,17 @@ class WebRuntime(ChatAdapter):
             return False
         self.metrics.received(web_chat, visitor)
         key = f"web:{message_id}"
+        tier = visitor_tier(self.trust, visitor, default=Tier(self.settings.visitor_tier))
         ref = {
             "type": MESSAGE,
             "data": text,
-            "params": {"user": "visitor", "user_id": visitor, "message_id": message_id, "gateway": self.gateway_id},
+            "params": {
+                "user": "visitor",
+                "user_id": visitor,
+                "message_id": message_id,
+                "gateway": self.gateway_id,
+                TIER_PARAM: tier.value,  # (a stranger: WEB_VISITOR_TIER, guest unless the operator raises it)
+            },
             "correlation_id": key,
         }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
@@ -46,6 +46,12 @@ class WebSettings(BaseModel):
         description="New visitors (new cookies) one address may start per hour at most, in each process serving the "
         "page: past it the page says to try later, so clearing cookies does not give endless fresh per-user limits "
         "(0: no limit)",
+    )
+    visitor_tier: Literal["guest", "member"] = Field(
+        default="guest",
+        description="The trust tier of a web visitor's messages, guest or member: an action or MCP tool above it "
+        "(ACTIONS_POLICY; by default actions are for members, MCP tools for admins) never runs for a visitor, "
+        "since anyone who reaches the page is one",
     )
     header_timeout: float = Field(
         default=10.0,

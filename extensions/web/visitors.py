@@ -3,6 +3,9 @@
 The cookie is ``<id>.<signature>``; ``Signer.visitor(cookie)`` returns the id only when the signature matches
 (compared in constant time). The key is ``WEB_SECRET``, or one generated once and kept in a file (mode 0600) in the
 bot's data folder. The page's CSRF token is derived from the same key and the visitor id.
+
+Anyone who reaches the page gets an id: a visitor is a stranger, whose messages carry the ``guest`` tier unless the
+operator raises it (``WEB_VISITOR_TIER``) or names the visitor (``visitor_tier``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ("COOKIE", "Signer", "cookie_name", "load_secret", "new_visitor_id")
+from core.trust import Tier
+
+from ..chat.trust import TrustRules
+
+__all__ = ("COOKIE", "Signer", "cookie_name", "load_secret", "new_visitor_id", "visitor_tier")
 
 COOKIE = "visitor"
 """The cookie's name (over HTTPS, with the ``__Host-`` prefix: ``cookie_name``)."""
@@ -34,6 +41,17 @@ MIN_SECRET = 32
 def new_visitor_id() -> str:
     """A fresh visitor id: 22 URL-safe characters (128 random bits)."""
     return secrets.token_urlsafe(16)
+
+
+def visitor_tier(rules: TrustRules, visitor: str, *, default: Tier) -> Tier:
+    """The tier of ``visitor``'s messages: the owner's when ``BOT_ADMIN_USERS`` lists ``web:<visitor>``, a
+    member's when ``TRUST_MEMBER_USERS`` does, else ``default`` (``WEB_VISITOR_TIER``: ``guest`` unless raised)."""
+    who = f"web:{visitor}"
+    if who in rules.owners:
+        return Tier.OWNER
+    if who in rules.member_users and not default.at_least(Tier.MEMBER):
+        return Tier.MEMBER
+    return default
 
 
 def load_secret(path: Path) -> bytes:
