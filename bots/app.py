@@ -23,7 +23,7 @@ from core import (
     service,
 )
 from core.approvals import ApprovalStore
-from core.errors import ConfigError, MemoryStoreError
+from core.errors import ConfigError, DefinitionError, MemoryStoreError
 from core.limits import LimitStore
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
@@ -261,6 +261,7 @@ def build_agent(
     agent_options = AgentOptions(
         persona=persona_text(settings.bot.name, bot.persona) if bot.persona else "",
         max_tokens=settings.llm.max_tokens,
+        max_batch=settings.redis.batch_size,
         model_idle_timeout=settings.llm.timeout,
         compact_prompt=(
             settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
@@ -273,14 +274,17 @@ def build_agent(
     )
     for name, value in options.items():
         setattr(agent_options, name, value)
-    agent = create_agent(
-        model=chosen_model,
-        bot=dataclasses.replace(bot, plugins=resolve(bot.plugins, deployment)),
-        extensions=build_extensions(settings, listen=listen, only=platforms, web_fleet=web_fleet),
-        memory=memory if memory is not None else build_memory(settings),
-        dispatcher=dispatcher,
-        options=agent_options,
-    )
+    try:
+        agent = create_agent(
+            model=chosen_model,
+            bot=dataclasses.replace(bot, plugins=resolve(bot.plugins, deployment)),
+            extensions=build_extensions(settings, listen=listen, only=platforms, web_fleet=web_fleet),
+            memory=memory if memory is not None else build_memory(settings),
+            dispatcher=dispatcher,
+            options=agent_options,
+        )
+    except DefinitionError as exc:  # a mistake in the bot's definitions: where the bot is built says which
+        raise ConfigError(f"{bot.defined_at}: DefinitionError: {exc}") from exc
     agent.add_service(
         service(
             name="model", start=lambda _agent: open_model(chosen_model), stop=lambda _agent: close_model(chosen_model)

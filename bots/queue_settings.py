@@ -123,7 +123,13 @@ class RedisSettings(BaseModel):
     handoff_batches: int = Field(
         default=8, ge=1, description="Batches in a row before a busy conversation goes back to the queue"
     )
-    batch_size: int = Field(default=50, ge=1, le=1000, description="Messages answered by one run at most")
+    batch_size: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description="Messages answered by one run at most, in one process and in a fleet (the rest of a burst waits "
+        "for the next run)",
+    )
     max_attempts: int = Field(
         default=3, ge=1, le=100, description="Deliveries of a batch before it moves to the dead-letter list"
     )

@@ -96,8 +96,9 @@ class Agent(ExtensionPoints):
         opts = options if options is not None else AgentOptions()
         self.model = model
         """The model every run uses."""
-        self.bot = bot if bot is not None else Bot(name="agent")
-        """The bot this agent runs (``core.Bot``): its definitions are registered beside those given here."""
+        self.bot = bot if bot is not None else Bot(name="")
+        """The bot this agent runs (``core.Bot``): its definitions are registered beside those given here (without
+        one, an anonymous bot: no name, so a fleet does not check that its gateway and workers run the same)."""
         self.plugins: tuple[Plugin, ...] = (*self.bot.plugins, *plugins)
         """The features attached to the engine's hooks (``core.plugin``), the bot's first."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
@@ -155,6 +156,8 @@ class Agent(ExtensionPoints):
         """Seconds the model may stay silent before the call fails."""
         self.output_timeout = opts.output_timeout
         """Seconds an output handler may take."""
+        self.max_batch = opts.max_batch
+        """Inputs one run answers at most (0: no cap)."""
         self.stop_timeout = opts.stop_timeout
         """Seconds ``stop()`` waits for running runs, then for fire-and-forget calls, before cancelling them."""
         self.states = StateStore(self.memory, cache=0 if self.dispatcher.distributed else opts.state_cache)
@@ -373,6 +376,7 @@ class Agent(ExtensionPoints):
             compact_prompt=self.compact_prompt,
             calls_tools=isinstance(self.model, CallsTools) and self.model.calls_tools,
             sees_images=self.sees_images,
+            max_batch=self.max_batch,
             tasks=self.tasks,
             available=self.available,
             observe=self.observe,
@@ -454,10 +458,11 @@ class Agent(ExtensionPoints):
             if current is None:
                 break
             if isinstance(current, Pending):
-                current.inputs.extend(inputs)
+                target = current.room(self.max_batch)  # (a full one: they go to the run after it)
+                target.inputs.extend(inputs)
                 if listener is not None:
-                    current.listeners.append(listener)
-                return await asyncio.shield(current.finished)
+                    target.listeners.append(listener)
+                return await asyncio.shield(target.finished)
             if current.accepting:
                 if listener is not None:
                     current.emitter.listeners.append(listener)
@@ -521,11 +526,12 @@ class Agent(ExtensionPoints):
         loop = asyncio.get_running_loop()
         started = loop.time()
         entry: Run | Pending = pending
+        cancelled = False
         try:
             state = await self.load_state(context, args)
             state.options.update(pending.options)
             run = Run(self.run_deps(), state, finished=future)
-            while pending.inputs:  # inputs keep arriving while earlier ones are prepared
+            while pending.inputs and not run.full:  # inputs keep arriving while earlier ones are prepared
                 ref = pending.inputs.pop(0)
                 await self._prepare_input(state, ref)
                 run.push(ref)
@@ -556,6 +562,7 @@ class Agent(ExtensionPoints):
             if self.summarizer is not None and not run.forget:
                 self.summarizer.schedule(cid)  # after the answer: never delays it
         except BaseException as exc:
+            cancelled = not isinstance(exc, Exception)
             if not future.done():
                 if isinstance(exc, asyncio.CancelledError):
                     future.cancel()
@@ -570,6 +577,25 @@ class Agent(ExtensionPoints):
             if isinstance(entry, Run):  # the run is over: the state no longer points back to it (a cycle left
                 entry.state.record = None  # for the garbage collector at every message, ~10% of the time)
             self._runs.release(cid, entry)
+            self._follow(context, args, cid, pending, cancelled=cancelled)
+
+    def _follow(self, context: Context, args: Any, cid: str, pending: Pending, *, cancelled: bool) -> None:
+        """After the run of ``pending``: start the run that follows it (the inputs it had no room for, ``max_batch``),
+        or, when it was cancelled, cancel those that follow (their inputs come again from whoever sent them)."""
+        if pending.inputs:  # one caller gave more than a run takes: the rest goes first in the next run
+            rest = Pending(pending.inputs, None)
+            rest.options, rest.following, pending.inputs = dict(pending.options), pending.following, []
+            pending.following = rest
+        following = pending.following
+        if following is None:
+            return
+        if cancelled:
+            while following is not None:
+                following.finished.cancel()
+                following = following.following
+            return
+        self._runs.put(cid, following)
+        self._runs.start(cid, self._run(context, args, cid, following), context=contextvars.copy_context())
 
     async def _record(self, state: ContextState, chain: Sequence[Log]) -> None:
         """Add the run's inputs and outputs to the full history (a store that fails is logged: the

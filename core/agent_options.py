@@ -47,6 +47,9 @@ class AgentOptions:
     """Task-runner queues and their concurrency (actions name theirs with ``queue=``)."""
     stop_timeout: float = 10.0
     """Seconds ``stop()`` waits for running runs, then for fire-and-forget calls, before cancelling them."""
+    max_batch: int = 0
+    """Inputs one run answers at most (0: no cap): the rest of a burst waits for the next run, so no model request
+    carries a thousand messages (``REDIS_BATCH_SIZE`` in the bot, the same cap as a fleet's batches)."""
     state_cache: int = 1024
     """Working memories kept loaded between runs (in one process)."""
     chat_policy: ChatPolicy | None = None

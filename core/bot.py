@@ -12,9 +12,10 @@ So the same bot file runs on every platform, in one process or in a fleet, uncha
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .definitions import Action, Context, ContextState, Extension, Input, Output, Service, maybe_await
@@ -34,7 +35,8 @@ class Bot:
     """Everything that makes one bot, handed to ``create_agent(bot=...)`` or loaded by ``bots run APP``."""
 
     name: str = "bot"
-    """The bot's name: logs, the fleet's check that a gateway and its workers run the same bot."""
+    """The bot's name: logs, the fleet's check that a gateway and its workers run the same bot (empty: not
+    checked)."""
     context: Context[Any] | None = None
     """The bot's conversation: on every platform each chat is an instance of it laid over the platform's
     context (``layer``); None: the platforms' own contexts as they are."""
@@ -56,8 +58,13 @@ class Bot:
     """Services started and stopped with the agent."""
     plugins: Sequence[Plugin] = ()
     """Features attached to the engine's hooks (``core.plugin``): limits, usage, trust, schedules..."""
+    defined_at: str = field(default="", repr=False)
+    """Where the bot was built (``file:line``), for errors about its definitions; filled in when empty."""
 
     def __post_init__(self) -> None:
+        if not self.defined_at:
+            caller = sys._getframe(2)  # (1: the dataclass's __init__; 2: whoever called Bot(...))
+            self.defined_at = f"{caller.f_code.co_filename}:{caller.f_lineno}"
         if self.context is not None and not isinstance(self.context, Context):
             raise DefinitionError(
                 f"Bot(name={self.name!r}, context=...): {type(self.context).__name__} is not a context; "

@@ -198,3 +198,5 @@ async def post_text(run: RunSurface, text: str, *, index: int, record: bool = Fa
         for entry in added:
             run.record(entry)
         run.delivered(ref.type)
+    # listeners see it was said (the terminal prints it; a platform's live replies have nothing of it to finish)
+    run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=ref.type, output_index=index, final=True)

@@ -84,6 +84,7 @@ class Run:
         self._first_input_ms: int | None = None
         self._replied = False
         self._notices = 0
+        self._taken = 0
         self._tasks: asyncio.TaskGroup | None = None
         if deps.plugins:
             self.hooks = PluginHooks.of([part for p in deps.plugins if (part := p.begin(self)) is not None])
@@ -113,10 +114,17 @@ class Run:
 
     # -- log entries -----------------------------------------------------------------------------------
 
+    @property
+    def full(self) -> bool:
+        """The run took as many inputs as one run answers (``RunDeps.max_batch``): the next wait for the next run."""
+        cap = self.deps.max_batch
+        return bool(cap) and self._taken >= cap
+
     def push(self, ref: InputRef) -> None:
         """Add an input to the run; the next step shows it to the model."""
         self.state.working_memory.push(ref)
         self.chain.append(ref)
+        self._taken += 1
         self._joined = True
         for joined in self.hooks.joined:
             joined(ref)
@@ -133,8 +141,10 @@ class Run:
         self._joining += 1
         try:
             for i, ref in enumerate(refs):
+                if self.full:
+                    return list(refs[i:])
                 await prepare(self.state, ref)
-                if not self.accepting:
+                if not self.accepting or self.full:
                     return list(refs[i:])
                 self.push(ref)
             return []
@@ -335,6 +345,9 @@ class Run:
             tools=prompt.tools,
             stop=TURN_STOPS if deps.compact_prompt else ("</response>",),
         )
+        for allow in hooks.allow:  # (limits: the tokens this call sends against what is left of a day's budget)
+            if not await allow(request, updates):
+                return None
         parser = StreamParser()
         started = time.perf_counter()
         failure: Exception | None = None

@@ -13,6 +13,8 @@ The hooks, in the order a run meets them:
 - ``admit(updates)``: what the model may read of the new entries; an input taken out was answered some other
   way (refused over a limit and its author told, or a scheduled text posted as written). Nothing left: the
   model is not called;
+- ``allow(request, updates)``: a model call about to be made, with the entries it shows for the first time; False:
+  it is not made (a token budget it would overspend; the hook told the author), and those entries are left out;
 - ``charged(call)``: a model call's tokens, once it answered (usage counters, costs);
 - ``gate(call)``: an action call is about to run: a hook may refuse it or answer it itself (an approval);
 - ``ended(chain)``: the run is over, its memory not yet saved.
@@ -138,6 +140,10 @@ class RunHooks:
         """Of the new entries, those the model reads."""
         return updates
 
+    async def allow(self, request: ModelRequest, updates: list[Log]) -> bool:
+        """Whether the model call ``request`` (showing ``updates`` for the first time) is made."""
+        return True
+
     async def charged(self, call: ModelCall) -> None:
         """A model call answered."""
 
@@ -164,7 +170,7 @@ class Plugin:
         return None
 
 
-HOOKS = ("joined", "offer", "admit", "charged", "gate", "ended")
+HOOKS = ("joined", "offer", "admit", "allow", "charged", "gate", "ended")
 """The hooks of ``RunHooks``, by name."""
 
 P = TypeVar("P", bound=Plugin)
@@ -177,6 +183,7 @@ class PluginHooks:
     joined: tuple[Callable[[InputRef], None], ...] = ()
     offer: tuple[Callable[[list[Action[Any]]], list[Action[Any]]], ...] = ()
     admit: tuple[Callable[[list[Log]], Awaitable[list[Log]]], ...] = ()
+    allow: tuple[Callable[[ModelRequest, list[Log]], Awaitable[bool]], ...] = ()
     charged: tuple[Callable[[ModelCall], Awaitable[None]], ...] = ()
     gate: tuple[Callable[[CallGate], None], ...] = ()
     ended: tuple[Callable[[Sequence[Log]], Awaitable[None]], ...] = ()

@@ -46,6 +46,8 @@ class RunDeps:
     """With the compact prompt, offer the actions as tools in the model's own format (``CallsTools``)."""
     sees_images: bool
     """The model is shown the images the prompt refers to."""
+    max_batch: int
+    """Inputs one run answers at most (0: no cap)."""
     tasks: TaskRunner
     """Where action handlers run."""
     available: Callable[[ContextState], tuple[list[Action], list[Output]]]

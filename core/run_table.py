@@ -29,6 +29,17 @@ class Pending:
         """Copied into ``state.options`` when the run starts."""
         self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
         """Resolved with the run's chain."""
+        self.following: Pending | None = None
+        """The run after this one, for the inputs this one has no room for (``room``)."""
+
+    def room(self, cap: int) -> Pending:
+        """This pending run, or the first following one with fewer than ``cap`` inputs (0: no cap)."""
+        target = self
+        while cap and len(target.inputs) >= cap:
+            if target.following is None:
+                target.following = Pending([], None)
+            target = target.following
+        return target
 
 
 class RunTable:

@@ -23,6 +23,7 @@ from .entries import now_ms
 from .errors import RunError
 from .memory.history import HistoryEntry, HistoryStore, Summary
 from .models.base import Model, ModelRequest, closing_stream
+from .usage import day_of
 
 if TYPE_CHECKING:
     from .definition_types import Host
@@ -185,6 +186,20 @@ class Summarizer:
             self.failures += 1
             log.warning("summary of %s not updated (kept the old one; tried again after the next run): %s", cid, exc)
 
+    async def _charge(self, cid: str, model: Model, request: ModelRequest, answer: str) -> None:
+        """Count a fold's tokens in the conversation's (and the model's) usage, as a run's calls are counted: the
+        per-conversation token limit sees them (estimated, about 4 characters a token; a failing store is logged)."""
+        try:
+            await self.agent.usage.add(
+                day=day_of(),
+                keys=[f"chat:{cid}", f"model:{model.model or model.name}"],
+                input_tokens=(len(request.system) + len(request.prompt)) // 4,
+                output_tokens=len(answer) // 4,
+                cost=0,
+            )
+        except Exception as exc:
+            log.warning("the usage of a summary of %s was not counted: %s", cid, exc)
+
     async def fold(self, cid: str) -> bool:
         """Fold the next batch of ``cid`` if one is due; True if a new summary was written. Raises when
         the model or the store fails (the old summary stays)."""
@@ -199,7 +214,9 @@ class Summarizer:
         async with asyncio.timeout(policy.timeout):
             async with closing_stream(model.stream(request)) as stream:
                 chunks = [chunk async for chunk in stream]
-        text = _clean("".join(chunks), limit=policy.max_chars)
+        raw = "".join(chunks)
+        await self._charge(cid, model, request, raw)
+        text = _clean(raw, limit=policy.max_chars)
         if not text:
             raise RunError(f"the summary model {model.name!r} answered nothing")
         new = Summary(text=text, upto=entries[-1].seq, updated=now_ms())

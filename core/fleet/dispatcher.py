@@ -117,7 +117,7 @@ class RedisDispatcher:
         is full (nothing was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
         cid = self._agent.context_id(context, args) if self._agent else f"{context.type}:{context.key(args)}"
         with tracing.span("ingest", kind="producer") as span:
-            bot = self._agent.bot.name if self._agent is not None else None
+            bot = (self._agent.bot.name or None) if self._agent is not None else None
             result = await self.ingest(cid, encode_entry(context, args, input_ref, bot=bot), dedupe_key=dedupe_key)
             if span.is_recording():
                 span.set_attributes(

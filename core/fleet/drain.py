@@ -269,7 +269,7 @@ class Drainer:
             return False
         stored_by = {entry["b"] for entry in entries if "b" in entry}
         mine = self.agent.bot.name
-        if stored_by - {mine}:
+        if mine and stored_by - {mine}:
             log.error(
                 "a batch of %s was stored by a gateway running the bot %s, and this worker runs %r: it is left for a "
                 "worker that runs the same bot (give bots gateway and bots worker the same APP, or the same BOT_APP)",

@@ -223,6 +223,40 @@ class Limiter:
                     )
         return None
 
+    async def check_call(
+        self, *, tokens: int, user: str | None, conversation: str, usage: UsageStore
+    ) -> Refusal | None:
+        """Whether a model call that sends ``tokens`` fits in what is left today of ``user``'s and ``conversation``'s
+        token budgets (None: make it). A burst of messages answered by one call counts whole: a call that would
+        pass a budget is not made, however little of the budget was spent before it."""
+        cfg = self.config
+        if not (cfg.tokens_per_day_user or cfg.tokens_per_day_conversation) or self.is_admin(user):
+            return None
+        now = now_ms()
+        day = day_of(now)
+        until = _next_day_ms(now)
+        budgets = (
+            (LimitKind.USER_TOKENS, cfg.tokens_per_day_user if user else 0, "user", user),
+            (LimitKind.CONVERSATION_TOKENS, cfg.tokens_per_day_conversation, "chat", conversation),
+        )
+        for kind, limit, prefix, who in budgets:
+            if not limit:
+                continue
+            spent = (await usage.totals(f"{prefix}:{who}", [day])).tokens
+            if spent + tokens > limit:
+                whose = "your" if prefix == "user" else "this conversation's"
+                return Refusal(
+                    kind=kind,
+                    notice=(
+                        f"Sorry, answering this would take about {tokens:,} tokens, more than what is left of {whose} "
+                        f"daily budget ({max(0, limit - spent):,} of {limit:,}). Please send less at once, or try "
+                        f"again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
+                    ),
+                    notice_key=f"{kind}:call:{who}:{day}:{spent}",
+                    until_ms=until,
+                )
+        return None
+
     async def notice_due(self, refusal: Refusal) -> bool:
         """True when the user was not told about this limit in this window yet (then they are, now)."""
         return await self.store.notice_due(key=refusal.notice_key, until_ms=refusal.until_ms)

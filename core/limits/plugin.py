@@ -1,5 +1,6 @@
 """The limits plugin: an input over a per-user or per-conversation limit is taken out before the model reads it,
-and its author told once per window (admin users pass)."""
+and its author told once per window (admin users pass); a model call that would send more tokens than what is
+left of a day's budget is not made, and the inputs it would have answered are told why."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..usage import user_of
 from . import Limiter
 
 if TYPE_CHECKING:
+    from ..models.base import ModelRequest
     from ..usage import UsageStore
 
 __all__ = ("Limits",)
@@ -34,6 +36,12 @@ class Limits(Plugin):
 
     def begin(self, run: RunView) -> RunHooks | None:
         return _Admit(self, run) if self.limiter.config.active else None
+
+
+def _estimate(request: ModelRequest) -> int:
+    """The tokens a request sends, about 4 characters a token (as usage estimates a call the provider does not
+    report)."""
+    return (len(request.system) + len(request.prompt)) // 4
 
 
 class _Admit(RunHooks):
@@ -69,3 +77,24 @@ class _Admit(RunHooks):
                 except Exception as exc:
                     log.warning("could not tell %s that a limit was reached: %s", state.id, exc)
         return admitted
+
+    async def allow(self, request: ModelRequest, updates: list[Log]) -> bool:
+        run, limiter = self.run, self.plugin.limiter
+        state = run.state
+        usage = self.plugin.usage if self.plugin.usage is not None else run.host.usage
+        tokens = _estimate(request)
+        refusal = await limiter.check_call(tokens=tokens, user=run.asker, conversation=state.id, usage=usage)
+        if refusal is None:
+            return True
+        logs = state.working_memory.logs
+        for entry in updates:  # not answered: the model never reads them, in this run or later
+            if isinstance(entry, InputRef) and entry in logs:
+                logs.remove(entry)
+        run.observe(f"limited:{refusal.kind.value}")
+        log.info("%s: a model call of about %d tokens is over the %s limit", state.id, tokens, refusal.kind.value)
+        if await limiter.notice_due(refusal):
+            try:
+                await run.say(refusal.notice)
+            except Exception as exc:
+                log.warning("could not tell %s that a limit was reached: %s", state.id, exc)
+        return False

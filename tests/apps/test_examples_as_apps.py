@@ -215,19 +215,11 @@ BUILT = (
     "mistake",
     [
         *BROKEN,
-        pytest.param(
-            "found when the agent is built",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a definition error the registry finds (a name defined twice, an output clashing with a "
-                "platform's) exits 1 naming neither the file nor the line: `bots: bot 'bot': action 'same' is "
-                "defined twice`",
-            ),
-        ),
+        "found when the agent is built",
     ],
 )
 def test_run_of_a_bot_file_with_a_mistake_exits_2_naming_the_file_and_line(mistake: str, tmp_path: Path) -> None:
-    source, line, error = BROKEN.get(mistake, (BUILT, 4, "DefinitionError"))
+    source, line, error = BROKEN.get(mistake, (BUILT, 5, "DefinitionError"))
     broken = tmp_path / "broken.py"
     broken.write_text(source, encoding="utf-8")
     done = subprocess.run(

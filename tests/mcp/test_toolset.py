@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bots.app import build_extensions
+from bots import plugins
 from bots.cli import main
 from bots.config import check_mcp_servers, load_settings
 from bots.ops import Ops
 from bots.settings import Settings
-from core import ScriptedModel, create_agent
+from core import InMemoryUsage, ScriptedModel, create_agent
 from extensions.mcp import McpSettings, mcp_toolset
 from tests.mcp.support import stdio_config
 
@@ -117,9 +117,14 @@ def test_bots_config_lists_the_servers_with_secrets_masked(
 def test_gateways_run_no_tools_and_workers_do(clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_SERVERS", json.dumps([stdio_config()]))
     loaded = load_settings()
-    assert "mcp" in [e.name for e in build_extensions(loaded, only=[])]
-    assert "mcp" in [e.name for e in build_extensions(loaded, only=[], listen=False)]  # a queue worker
-    assert "mcp" not in [e.name for e in build_extensions(loaded, only=[], tools=False)]  # a gateway
+
+    def brought(*, tools: bool) -> list[str]:
+        deployment = plugins.Deployment(settings=loaded, usage=InMemoryUsage(), tools=tools)
+        found = [p.extension() for p in plugins.resolve([plugins.mcp()], deployment)]
+        return [ext.name for ext in found if ext is not None]
+
+    assert "mcp" in brought(tools=True)  # one process, a queue worker
+    assert "mcp" not in brought(tools=False)  # a gateway
 
 
 async def test_the_readme_demo_server_answers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,80 @@
+"""What a kept fact is: its text, who said it (its owner), for whom (its scope) and the message it came from; who
+may see it; and who is asking in a conversation.
+
+A fact is its owner's. In a group, the owner's facts are shown only when the owner is the one asking, unless the
+owner said a fact is for everyone there (``FactScope.GROUP``). Facts kept before they had owners (plain strings in
+a conversation's memory) become group facts of no known owner: the conversation saw them all before, and still
+does; nobody's ``/memory`` lists them, and ``/forget`` erases them with the conversation.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from collections.abc import Iterable, Sequence
+
+import pydantic
+
+from ..entries import InputRef, Log, now_ms
+from ..usage import user_of
+
+__all__ = ("Fact", "FactScope", "author_of", "visible")
+
+
+class FactScope(enum.StrEnum):
+    """Who a fact is for."""
+
+    PRIVATE = "private"
+    """Its owner only: shown when they ask, in any conversation's run that is theirs."""
+    GROUP = "group"
+    """Everyone in its conversation (the owner said so, or nobody is known to own it)."""
+
+
+class Fact(pydantic.BaseModel):
+    """One fact the bot keeps in one conversation; stores keep it as JSON (``model_dump(mode="json")``)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    id: str = pydantic.Field(default_factory=lambda: secrets.token_hex(6))
+    """Unique id (12 hex digits)."""
+    conversation: str
+    """The context id it was said in (``telegram:chat:-100123``)."""
+    text: str
+    """The fact, in one sentence."""
+    owner: str | None = None
+    """The platform-qualified id of who said it (``telegram:456``); None: not known (kept before facts had
+    owners, or said where nobody is identified)."""
+    scope: FactScope = FactScope.PRIVATE
+    """Who it is for."""
+    message: str | None = None
+    """The platform id of the message it came from (its deletion drops the fact, where the platform says so)."""
+    at: int = pydantic.Field(default_factory=now_ms)
+    """When it was kept, in ms since the epoch."""
+
+    def visible_to(self, asker: str | None) -> bool:
+        """True when ``asker`` (a platform-qualified id, None: nobody known) may be shown this fact."""
+        return self.scope is FactScope.GROUP or (self.owner is not None and self.owner == asker)
+
+    def same_as(self, other: Fact) -> bool:
+        """The same fact kept twice (a retried run): same conversation, owner, scope and text."""
+        return (self.conversation, self.owner, self.scope, self.text) == (
+            other.conversation,
+            other.owner,
+            other.scope,
+            other.text,
+        )
+
+
+def visible(facts: Iterable[Fact], asker: str | None) -> list[Fact]:
+    """Of ``facts``, those ``asker`` may be shown: their own and the group's, in the order given."""
+    return [f for f in facts if f.visible_to(asker)]
+
+
+def author_of(logs: Sequence[Log], *, shown_only: bool = False) -> InputRef | None:
+    """The newest input of ``logs`` with an author (``core.usage.user_of``): who is asking. ``shown_only``: among
+    those the model has read already (an action runs for what the model read, not for a message that joined the
+    run while it wrote)."""
+    for entry in reversed(logs):
+        if isinstance(entry, InputRef) and (entry.processed or not shown_only) and user_of(entry) is not None:
+            return entry
+    return None
