@@ -193,6 +193,7 @@ def build_extensions(
                     listen=listen,
                     secret_file=settings.bot.data_dir / "web_secret",
                     title=settings.bot.name,
+                    trust=build_trust_rules(settings),
                     **(web_fleet or {}),
                 )
             )
