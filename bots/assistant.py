@@ -172,7 +172,10 @@ def assistant(settings: Settings) -> Bot:
 
     bot = settings.bot
     rules = ReminderRules(
-        per_user=bot.schedules_per_user, per_chat=bot.schedules_per_chat, min_interval=bot.schedules_min_interval
+        per_user=bot.schedules_per_user,
+        per_chat=bot.schedules_per_chat,
+        min_interval=bot.schedules_min_interval,
+        web=settings.web.schedules,
     )
     return Bot(
         name="assistant",

@@ -6,6 +6,9 @@ fires them), within the operator's limits (``BOT_SCHEDULES_PER_USER``, ``BOT_SCH
 A reminder belongs to the conversation it was asked in and to the person who asked (the latest input's author:
 their per-user limits count it, and its firings count to their usage and limits); it acts with that person's
 trust tier. Whoever set one may cancel it; so may the chat's admins and ``BOT_ADMIN_USERS``.
+
+In the web chat, where anyone who reaches the page is a new visitor, no reminder is set unless the operator allows
+it (``WEB_SCHEDULES``): a reminder fires with no page open, so each visitor could start model calls that never stop.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from pydantic import BaseModel, Field
 
 from core import Action, ActionContext, Host, action
 from core.entries import InputRef
-from core.errors import ConfigError, ValidationError
+from core.errors import ActionError, ConfigError, ValidationError
 from core.schedules import Schedule, ScheduleKind, Schedules, check_cron, check_zone, next_after, schedules_of
 from core.trust import TIER_PARAM, Tier, tier_of
 from core.usage import user_of
 from extensions.chat.reminders import describe, find, short_id
+from extensions.web import web_chat
 
 __all__ = ("ReminderRules", "reminder_actions")
 
@@ -38,6 +42,8 @@ class ReminderRules:
     """Active reminders one chat may have (0: no limit; ``BOT_SCHEDULES_PER_CHAT``)."""
     min_interval: float = 300.0
     """Seconds between two occurrences of a recurring reminder at least (``BOT_SCHEDULES_MIN_INTERVAL``)."""
+    web: bool = False
+    """Reminders may be set in the web chat (``WEB_SCHEDULES``)."""
 
 
 class SetReminderArgs(BaseModel):
@@ -152,6 +158,11 @@ def reminder_actions(rules: ReminderRules | None = None) -> list[Action[Any]]:
     limits = rules or ReminderRules()
 
     async def set_reminder(args: SetReminderArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+        if not limits.web and ctx.state.context.includes(web_chat):
+            raise ActionError(
+                "no reminder was set: reminders and scheduled messages cannot be set from the web chat here (the "
+                "operator allows them with WEB_SCHEDULES=true); tell the person you cannot set one for them"
+            )
         schedules = _schedules(agent)
         tz = agent.chat_policy.zone_of(ctx.state.chat)
         now = schedules.clock.now()

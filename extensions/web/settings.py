@@ -53,6 +53,11 @@ class WebSettings(BaseModel):
         "(ACTIONS_POLICY; by default actions are for members, MCP tools for admins) never runs for a visitor, "
         "since anyone who reaches the page is one",
     )
+    schedules: bool = Field(
+        default=False,
+        description="Let web visitors set reminders and scheduled messages: they fire with no page open, so any "
+        "visitor could start model calls that never stop; off, set_reminder is refused in the web chat",
+    )
     header_timeout: float = Field(
         default=10.0,
         gt=0,

@@ -3,18 +3,15 @@ it, so an action above it never runs for them; through the real web chat server 
 
 from __future__ import annotations
 
-import asyncio
-import json
-from typing import Any
-
 import aiohttp
 
-from core import ContextState, ScriptedModel
+from core import ScriptedModel
 from core.trust import Tier
 from extensions.chat.trust import TrustRules
-from extensions.web import visitor_tier, web_chat
+from extensions.web import visitor_tier
 
-from .conftest import Bot, StartBot, answer, client, csrf_of, until
+from .conftest import Bot, StartBot, answer, client, until
+from .visiting import saved, state_of, talk
 
 ANSWER = "Noted what I could."
 REMEMBER = '<response><action_call name="remember">{"fact": "the locker code is 4711"}</action_call></response>'
@@ -25,46 +22,17 @@ def remember_then_answer() -> ScriptedModel:
     return ScriptedModel([REMEMBER, answer(ANSWER)], repeat_last=True)
 
 
-async def _talk(bot: Bot, session: aiohttp.ClientSession, text: str) -> list[dict[str, Any]]:
-    """Send ``text`` from the page and return what the page is shown until the answer is posted."""
-    async with session.get(bot.chat_url) as response:
-        csrf = csrf_of(await response.text())
-    shown: list[dict[str, Any]] = []
-    async with session.get(bot.chat_url + "chat/events") as events:
-        await events.content.readuntil(b'"ready"}\n\n')
-        async with session.post(
-            bot.chat_url + "chat/send", json={"text": text}, headers={"X-CSRF-Token": csrf}
-        ) as response:
-            assert response.status == 202, await response.text()
-        async with asyncio.timeout(10):
-            while not any(e.get("op") == "post" and e.get("text") == ANSWER for e in shown):
-                line = await events.content.readline()
-                if line.startswith(b"data: "):
-                    shown.append(json.loads(line[6:]))
-    return shown
-
-
-async def _state(bot: Bot, session: aiohttp.ClientSession) -> ContextState:
-    cookie = next(c for c in session.cookie_jar if c.key == "visitor")
-    return await bot.agent.load_state(web_chat, cookie.value.partition(".")[0])
-
-
 async def _facts(bot: Bot, session: aiohttp.ClientSession) -> list[str]:
-    memory = (await _state(bot, session)).memory
+    memory = (await state_of(bot, session)).memory
     return list(memory.get("facts", [])) if isinstance(memory, dict) else []
-
-
-async def _saved(bot: Bot, session: aiohttp.ClientSession) -> bool:
-    """The run ended and saved its state (its answer is in the working memory)."""
-    return ANSWER in str((await _state(bot, session)).working_memory.logs)
 
 
 async def test_a_web_visitor_is_a_guest_refused_a_member_action(start_bot: StartBot) -> None:
     model = remember_then_answer()
     bot = await start_bot(model, actions={"policy": "remember=member"})
     async with client() as visitor:
-        shown = await _talk(bot, visitor, "remember my locker code 4711")
-        await until(lambda: _saved(bot, visitor))
+        shown = await talk(bot, visitor, "remember my locker code 4711", until=ANSWER)
+        await until(lambda: saved(bot, visitor, ANSWER))
         assert await _facts(bot, visitor) == []
     notices = [e["text"] for e in shown if e.get("op") in ("notice", "post") and e.get("text") != ANSWER]
     assert len(notices) == 1 and "⛔" in notices[0] and "remember" in notices[0] and "guest" in notices[0], shown
@@ -78,7 +46,7 @@ async def test_web_visitor_tier_member_lets_them_call_member_actions(start_bot: 
     model = remember_then_answer()
     bot = await start_bot(model, actions={"policy": "remember=member"}, web={"visitor_tier": "member"})
     async with client() as visitor:
-        shown = await _talk(bot, visitor, "remember my locker code 4711")
+        shown = await talk(bot, visitor, "remember my locker code 4711", until=ANSWER)
         assert not any("⛔" in str(e.get("text")) for e in shown)
         await until(lambda: _kept(bot, visitor))  # (saved as the run ends, after the answer is posted)
     assert 'tier="member"' in model.requests[0].prompt
@@ -90,7 +58,6 @@ def test_a_visitor_the_operator_names_keeps_their_tier() -> None:
     assert visitor_tier(rules, "friend", default=Tier.GUEST) is Tier.MEMBER
     assert visitor_tier(rules, "stranger", default=Tier.GUEST) is Tier.GUEST
     assert visitor_tier(rules, "stranger", default=Tier.MEMBER) is Tier.MEMBER
-    assert web_chat.type == "web:chat"
 
 
 async def _kept(bot: Bot, session: aiohttp.ClientSession) -> bool:
