@@ -160,10 +160,14 @@ README_NOTES = Conversation(
         answers=['<response><action_call name="keep">{"text": "buy milk"}</action_call></response>', _reply("Kept.")],
         sees=["Kept."],
     ),
-    second=Turn(says="What do you keep?", answers=[_reply("You keep: buy milk.")], sees=["You keep: buy milk."]),
-    saved=["Notes: buy milk"],  # the README's bot keeps its notes in the chat's memory (it has no _outputPath)
+    second=Turn(
+        says="What do you keep?",
+        answers=['<response><output type="notes:list">You keep:</output></response>'],
+        sees=["You keep: buy milk"],  # the output's handler read the state the first turn saved
+    ),
+    saved=["Notes: buy milk"],
     action="keep",
-    output=None,  # nor an output of its own
+    output="notes:list",
 )
 CONVERSATIONS = {"readme": README_NOTES, "notebook": NOTEBOOK, "tools": TOOLS, "plan": PLAN}
 
