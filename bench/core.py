@@ -1,16 +1,26 @@
 """Core benchmark: throughput, per-message overhead, prompt build time vs history, parser speed.
 
 Prints figures; asserts nothing. Run: python bench/core.py
+
+``python bench/core.py --plugins both`` measures instead what the built-in features cost per message: the same
+traffic (messages from a few users interleaved across chats, on the scripted model) through a bot without plugins
+and through one with the built-in assistant's plugins that take part in runs (scheduled texts, usage, limits and
+trust, built from core as ``bots.plugins.standard()`` builds them, every limit on and never reached), in
+alternating rounds, with each one's p50 and p99 and their ratio. ``--plugins none`` or ``--plugins full`` runs one
+of the two alone (to alternate whole processes).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +29,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from core import (  # noqa: E402
     InMemoryStore,
+    InMemoryUsage,
     InputRef,
+    Plugin,
+    Price,
     ScriptedModel,
     StreamParser,
     WorkingMemory,
@@ -29,20 +42,150 @@ from core import (  # noqa: E402
 )
 from core.definitions import ContextState  # noqa: E402
 from core.entries import OutputRef  # noqa: E402
+from core.limits import LimitConfig, Limiter  # noqa: E402
+from core.limits.plugin import Limits  # noqa: E402
 from core.prompt import build_prompt  # noqa: E402
+from core.schedules.plugin import ScheduledTexts  # noqa: E402
+from core.trust import ActionsPolicy, Trust  # noqa: E402
+from core.trust.plugin import TrustGuard  # noqa: E402
+from core.usage.plugin import Usage  # noqa: E402
 
 REPLY = '<response><reasoning>greet</reasoning><output type="m">Hello there, nice to meet you!</output></response>'
 
 
-def _agent() -> tuple[Any, Any]:
+def _agent(plugins: list[Plugin] | None = None) -> tuple[Any, Any]:
     chat = context(type="chat", schema=str, key=lambda s: s)
     agent = create_agent(
         model=ScriptedModel(lambda request: REPLY, chunk_size=64),
         contexts=[chat],
         outputs=[output(type="m", handler=lambda data, ctx, agent: None)],
         memory=InMemoryStore(),
+        plugins=plugins or (),
     )
     return agent, chat
+
+
+NEVER = 10**9
+"""A limit no traffic here reaches: every limit is checked, none refuses."""
+
+
+def full_plugins() -> list[Plugin]:
+    """The plugins of ``bots.plugins.standard()`` that take part in runs, in its order, built from core as the
+    deployment builds them (in-memory stores; the approvals, history search and MCP plugins only bring
+    definitions, and no definition of theirs is offered here)."""
+    usage = InMemoryUsage()
+    limits = LimitConfig(
+        messages_per_minute=NEVER,
+        tokens_per_day_user=NEVER,
+        tokens_per_day_conversation=NEVER,
+        max_input_chars=NEVER,
+        admins=frozenset({"telegram:owner"}),
+    )
+    return [
+        ScheduledTexts(),
+        Usage(usage, prices={ScriptedModel.name: Price(input=0.15, output=0.6)}),
+        Limits(Limiter(limits), usage=usage),
+        TrustGuard(Trust(policy=ActionsPolicy.parse("mcp:*=admin, reminders:*=member"), owners=limits.admins)),
+    ]
+
+
+CHATS = 16
+"""Chats the plugin comparison's traffic is interleaved across."""
+USERS = 5
+"""Users writing in them (each message from one, as a platform's input carries it)."""
+
+
+def _message(i: int) -> tuple[str, dict[str, Any]]:
+    """The ``i``-th message of the plugin comparison: its chat and the input (a Telegram user, member tier)."""
+    params = {"platform": "telegram", "user_id": f"u{i % USERS}", "tier": "member"}
+    return f"c{i % CHATS}", {"type": "m", "data": f"hi {i}", "params": params}
+
+
+class Traffic:
+    """One agent and the latencies of its messages (seconds), the messages numbered across rounds."""
+
+    def __init__(self, name: str, plugins: list[Plugin]) -> None:
+        self.name = name
+        self.agent, self.chat = _agent(plugins)
+        self.sent = 0
+        self.crowds = 0
+        self.lat: list[float] = []
+
+    async def round(self, n: int, *, keep: bool = True) -> list[float]:
+        """Send ``n`` messages one after the other; their latencies (kept in ``lat`` unless warming up)."""
+        agent, chat = self.agent, self.chat
+        lat: list[float] = []
+        for _ in range(n):
+            key, message = _message(self.sent)
+            self.sent += 1
+            t = time.perf_counter()
+            await agent.send(chat, key, message)
+            lat.append(time.perf_counter() - t)
+        if keep:
+            self.lat.extend(lat)
+        return lat
+
+    async def concurrently(self, chats: int) -> float:
+        """Messages per second with one message in each of ``chats`` chats at once, twice (chats of their own)."""
+        agent, chat = self.agent, self.chat
+        self.crowds += 1
+        start = time.perf_counter()
+        for word in ("hi", "again"):
+            await asyncio.gather(
+                *(
+                    agent.send(
+                        chat, f"crowd{self.crowds}:{i}", {"type": "m", "data": word, "params": _message(i)[1]["params"]}
+                    )
+                    for i in range(chats)
+                )
+            )
+        return 2 * chats / (time.perf_counter() - start)
+
+    def report(self) -> str:
+        return f"p50 {statistics.median(self.lat) * 1e3:.3f} ms, p99 {_pct(self.lat, 0.99) * 1e3:.3f} ms"
+
+
+async def bench_plugins(which: str, *, rounds: int = 10, per_round: int = 300) -> None:
+    """Per-message cost without plugins and with the full set: ``which`` is ``both`` (alternating rounds in this
+    process), ``none`` or ``full``."""
+    configs: dict[str, tuple[str, Callable[[], list[Plugin]]]] = {
+        "none": ("no plugins", list),
+        "full": ("full plugin set", full_plugins),
+    }
+    runs = [Traffic(name, plugins()) for key, (name, plugins) in configs.items() if which in ("both", key)]
+    async with contextlib.AsyncExitStack() as stack:
+        for t in runs:
+            await stack.enter_async_context(t.agent)
+            await t.round(200, keep=False)  # warm up
+        ratios: list[float] = []
+        for r in range(rounds):
+            order = runs if r % 2 == 0 else runs[::-1]  # who goes first alternates
+            p50: dict[str, float] = {}
+            for t in order:
+                gc.collect()
+                p50[t.name] = statistics.median(await t.round(per_round))
+            if len(runs) == 2:
+                ratios.append(p50["full plugin set"] / p50["no plugins"])
+        n = rounds * per_round
+        for t in runs:
+            print(f"{t.name}: per message over {n:,} messages ({CHATS} chats, {USERS} users): {t.report()}")
+        if len(runs) == 2:
+            none, full = (statistics.median(t.lat) for t in runs)
+            print(
+                f"full plugin set / no plugins, p50: {full / none:.2f}x "
+                f"(median of {rounds} alternating rounds' ratios: {statistics.median(ratios):.2f}x, "
+                f"min {min(ratios):.2f}x, max {max(ratios):.2f}x)"
+            )
+        rates: dict[str, list[float]] = {t.name: [] for t in runs}
+        for r in range(3):
+            for t in runs if r % 2 == 0 else runs[::-1]:
+                gc.collect()
+                rates[t.name].append(await t.concurrently(1000))
+        for t in runs:
+            print(
+                f"{t.name}: 1,000 chats concurrently: {statistics.median(rates[t.name]):,.0f} messages/s "
+                "(median of 3, alternating)"
+            )
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -137,6 +280,19 @@ def traced() -> contextlib.AbstractContextManager[Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--plugins",
+        choices=("both", "none", "full"),
+        help="measure the per-message cost of the plugins instead (both: alternating rounds; none, full: one alone)",
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="with --plugins: rounds of each (default 10)")
+    parser.add_argument("--per-round", type=int, default=300, help="with --plugins: messages a round (default 300)")
+    args = parser.parse_args()
+    if args.plugins is not None:
+        with traced():
+            asyncio.run(bench_plugins(args.plugins, rounds=args.rounds, per_round=args.per_round))
+        return
     with traced():
         asyncio.run(bench_send())
     bench_prompt()
