@@ -3,7 +3,9 @@ session cookie, and a CSRF token bound to the session on every change.
 
 The session cookie is ``<session id>.<expiry>.<signature>``, signed with a key derived from the secret (so any
 process of a fleet with the same secret accepts it, and changing the secret logs everyone out). A logged-out
-session is refused until it expires. Refusals look the same whatever failed.
+session is refused until it expires, by every process of a fleet and after a restart (``bots.console.logouts``).
+Login attempts take turns, at most two a second in the whole fleet, before the secret is even compared, so guesses
+sent at once wait in line like guesses sent one by one. Refusals look the same whatever failed.
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ import hmac
 import secrets
 import time
 
-__all__ = ("SESSION_COOKIE", "Sessions", "same_secret")
+from .logouts import LocalLoginTurns, LocalLogouts, LoginTurns, Logouts
+
+__all__ = ("LOGIN_SPACING", "SESSION_COOKIE", "Sessions", "same_secret")
 
 SESSION_COOKIE = "console_session"
 """The session cookie's name."""
+LOGIN_SPACING = 0.5
+"""Seconds between two login attempts at least (in the whole fleet with Redis)."""
 
 
 def same_secret(given: str, expected: str) -> bool:
@@ -31,46 +37,55 @@ def same_secret(given: str, expected: str) -> bool:
 class Sessions:
     """Issues and checks the operators' sessions and their CSRF tokens."""
 
-    def __init__(self, secret: str, *, hours: float) -> None:
+    def __init__(
+        self, secret: str, *, hours: float, logouts: Logouts | None = None, turns: LoginTurns | None = None
+    ) -> None:
         self._secret = secret
         self._key = hmac.new(secret.encode(), b"bots-console-session-key", hashlib.sha256).digest()
         self.seconds = int(hours * 3600)
         """How long a session lasts."""
-        self._revoked: dict[str, int] = {}
+        self.logouts: Logouts = logouts if logouts is not None else LocalLogouts()
+        """The sessions logged out (Redis in a fleet, a file under ``BOT_DATA_DIR`` in one process)."""
+        self.turns: LoginTurns = turns if turns is not None else LocalLoginTurns(LOGIN_SPACING)
+        """The pace of login attempts (fleet-wide in Redis)."""
 
     def _mac(self, purpose: str, value: str) -> str:
         digest = hmac.new(self._key, f"{purpose}|{value}".encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
-    def login(self, given: str) -> str | None:
-        """A new session's cookie value when ``given`` is the secret, else None."""
-        if not same_secret(given, self._secret):
+    async def login(self, given: str) -> str | None:
+        """A new session's cookie value when ``given`` is the secret, else None; compared in turn (``turns``), and
+        refused uncompared when the turns are taken for too long."""
+        if not await self.turns.wait() or not same_secret(given, self._secret):
             return None
         session = secrets.token_urlsafe(18)
         expires = int(time.time()) + self.seconds
         body = f"{session}.{expires}"
         return f"{body}.{self._mac('session', body)}"
 
-    def session(self, cookie: str | None) -> str | None:
-        """The session id a cookie carries when it is valid, signed, unexpired and not logged out; else None."""
+    def signed(self, cookie: str | None) -> tuple[str, int] | None:
+        """The session id and expiry a cookie carries when it is well formed, signed and unexpired; else None."""
         if not cookie or not cookie.isascii() or cookie.count(".") != 2:
             return None
         session, expires, signature = cookie.split(".")
         if not hmac.compare_digest(signature.encode(), self._mac("session", f"{session}.{expires}").encode()):
             return None
-        now = int(time.time())
-        if not expires.isdigit() or int(expires) < now or session in self._revoked:
+        if not expires.isdigit() or int(expires) < int(time.time()):
             return None
-        return session
+        return session, int(expires)
 
-    def logout(self, cookie: str | None) -> None:
-        """Refuse the session of ``cookie`` from now on."""
-        session = self.session(cookie)
-        if session is None:
-            return
-        now = int(time.time())
-        self._revoked = {s: e for s, e in self._revoked.items() if e >= now}
-        self._revoked[session] = now + self.seconds
+    async def session(self, cookie: str | None) -> str | None:
+        """The session id a cookie carries when it is valid, signed, unexpired and not logged out; else None."""
+        signed = self.signed(cookie)
+        if signed is None or await self.logouts.has(signed[0]):
+            return None
+        return signed[0]
+
+    async def logout(self, cookie: str | None) -> None:
+        """Refuse the session of ``cookie`` from now on, until it expires."""
+        signed = self.signed(cookie)
+        if signed is not None:
+            await self.logouts.add(signed[0], until=signed[1])
 
     def csrf(self, session: str) -> str:
         """The CSRF token of ``session`` (a hidden field in every form that changes something)."""

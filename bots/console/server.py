@@ -20,8 +20,9 @@ from extensions.chat.http_server import HttpLimits, start_site
 from extensions.web import Templates, cookie_name, local_only, security_headers, web_runtime, well_formed
 from extensions.web.pages import STATIC as WEB_STATIC
 
-from .auth import SESSION_COOKIE, Sessions
+from .auth import LOGIN_SPACING, SESSION_COOKIE, Sessions
 from .data import Tail
+from .logouts import LocalLogouts, RedisLoginTurns, RedisLogouts
 from .views import Views
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from .fleet import FleetView
 
-__all__ = ("MIN_SECRET", "Console", "console_address", "start_console", "stop_console")
+__all__ = ("LOGOUTS_FILE", "MIN_SECRET", "Console", "console_address", "start_console", "stop_console")
 
 log = logging.getLogger("bots.console")
 
@@ -40,6 +41,8 @@ TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 MIN_SECRET = 16
 """Characters ``CONSOLE_SECRET`` has at least."""
+LOGOUTS_FILE = "console_logouts.json"
+"""The file under ``BOT_DATA_DIR`` keeping the console's logouts in one process."""
 
 _consoles: weakref.WeakKeyDictionary[Any, Console] = weakref.WeakKeyDictionary()
 
@@ -68,7 +71,17 @@ class Console:
         """The fleet's state in Redis (None in one process)."""
         self.redis = redis
         """``(client, prefix)`` for the fleet's usage counters (None in one process)."""
-        self.sessions = Sessions(secret, hours=settings.console.session_hours)
+        if redis is not None:  # a fleet: every gateway sees a logout, and login attempts share one pace
+            client, prefix = redis
+            self.sessions = Sessions(
+                secret,
+                hours=settings.console.session_hours,
+                logouts=RedisLogouts(client, prefix=prefix),
+                turns=RedisLoginTurns(client, prefix=prefix, spacing=LOGIN_SPACING),
+            )
+        else:  # one process: its logouts survive a restart
+            logouts = LocalLogouts(settings.bot.data_dir / LOGOUTS_FILE)
+            self.sessions = Sessions(secret, hours=settings.console.session_hours, logouts=logouts)
         self.templates = Templates(TEMPLATES)
         self.tail = Tail()
         self.address: str | None = None

@@ -31,8 +31,6 @@ __all__ = ("Views",)
 
 log = logging.getLogger("bots.console")
 
-FAILED_LOGIN_DELAY = 0.5
-"""Seconds a wrong secret waits before its answer; wrong guesses wait in turn (at most two a second)."""
 PAGES = (("fleet", "Fleet"), ("conversations", "Conversations"), ("usage", "Usage"), ("settings", "Settings"))
 """The navigation: path and title."""
 
@@ -51,12 +49,11 @@ class Views:
         self.templates = console.templates
         self.cookie = cookie_name(SESSION_COOKIE, secure=console.settings.console.secure_cookies)
         """The session cookie's name (``__Host-console_session`` over HTTPS)."""
-        self._failures = asyncio.Lock()
 
     # -- helpers ---------------------------------------------------------------------------------------
 
-    def session(self, request: web.Request) -> str | None:
-        return self.sessions.session(request.cookies.get(self.cookie))
+    async def session(self, request: web.Request) -> str | None:
+        return await self.sessions.session(request.cookies.get(self.cookie))
 
     def page(self, request: web.Request, name: str, session: str, *, status: int = 200, **values: Any) -> web.Response:
         return self.templates.response(
@@ -82,7 +79,7 @@ class Views:
     async def change(self, request: web.Request) -> tuple[str, Any] | web.Response:
         """The session and the form of a change, or the refusal (no session, a wrong CSRF token, a foreign
         origin)."""
-        session = self.session(request)
+        session = await self.session(request)
         origin = request.headers.get("Origin")
         if session is None or (origin is not None and origin.split("://", 1)[-1] != request.host):
             return refused()
@@ -98,7 +95,7 @@ class Views:
         return web.json_response({"status": "ok"})
 
     async def login_page(self, request: web.Request) -> web.Response:
-        if self.session(request) is not None:
+        if await self.session(request) is not None:
             raise web.HTTPSeeOther("/fleet")
         return self.templates.response("login.html", bot=self.console.settings.bot.name, failed=False)
 
@@ -108,10 +105,8 @@ class Views:
             return refused()
         form = await request.post()
         given = form.get("secret")
-        cookie = self.sessions.login(given if isinstance(given, str) else "")
+        cookie = await self.sessions.login(given if isinstance(given, str) else "")  # (in turn: two a second)
         if cookie is None:
-            async with self._failures:  # one wrong guess at a time, each answered after the delay
-                await asyncio.sleep(FAILED_LOGIN_DELAY)
             log.warning("console: a wrong secret from %s", request.remote)
             return self.templates.response("login.html", status=403, bot=self.console.settings.bot.name, failed=True)
         response = web.HTTPSeeOther("/fleet")
@@ -130,13 +125,13 @@ class Views:
         checked = await self.change(request)
         if isinstance(checked, web.Response):
             return checked
-        self.sessions.logout(request.cookies.get(self.cookie))
+        await self.sessions.logout(request.cookies.get(self.cookie))
         response = web.HTTPSeeOther("/login")
         response.del_cookie(self.cookie, path="/", secure=self.console.settings.console.secure_cookies)
         raise response
 
-    def _require(self, request: web.Request) -> str:
-        session = self.session(request)
+    async def _require(self, request: web.Request) -> str:
+        session = await self.session(request)
         if session is None:
             raise web.HTTPSeeOther("/login")
         return session
@@ -144,11 +139,11 @@ class Views:
     # -- pages -----------------------------------------------------------------------------------------
 
     async def home(self, request: web.Request) -> web.Response:
-        self._require(request)
+        await self._require(request)
         raise web.HTTPSeeOther("/fleet")
 
     async def fleet(self, request: web.Request) -> web.Response:
-        session = self._require(request)
+        session = await self._require(request)
         view = self.console.fleet
         snapshot = await view.snapshot() if view is not None else None
         web_runtime = self.console.web_chat
@@ -184,13 +179,13 @@ class Views:
         raise self.done("/fleet", done)
 
     async def conversations(self, request: web.Request) -> web.Response:
-        session = self._require(request)
+        session = await self._require(request)
         words = request.query.get("q", "")[:200]
         found = await conversations(self.console.agent, words)
         return self.page(request, "conversations", session, words=words, found=found, when=when, quote=quote)
 
     async def conversation(self, request: web.Request) -> web.Response:
-        session = self._require(request)
+        session = await self._require(request)
         cid = request.query.get("cid", "")
         agent = self.console.agent
         known = conversation_of(agent, cid)
@@ -246,7 +241,7 @@ class Views:
         raise self.done("/conversations", f"{cid} forgotten")
 
     async def tail(self, request: web.Request) -> web.StreamResponse:
-        if self.session(request) is None:
+        if await self.session(request) is None:
             return refused()
         cid = request.query.get("cid", "")
         response = web.StreamResponse(
@@ -277,7 +272,7 @@ class Views:
         return response  # (the page went away)
 
     async def usage(self, request: web.Request) -> web.Response:
-        session = self._require(request)
+        session = await self._require(request)
         bot = self.console.settings.bot
         report = await usage_report(
             self.console.agent,
@@ -311,7 +306,7 @@ class Views:
         )
 
     async def settings(self, request: web.Request) -> web.Response:
-        session = self._require(request)
+        session = await self._require(request)
         rows = settings_table(self.console.settings)
         ready, checks = await self.console.ops.readiness()
         return self.page(request, "settings", session, rows=rows, ready=ready, checks=checks)

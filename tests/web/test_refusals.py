@@ -12,6 +12,7 @@ from aiohttp.test_utils import make_mocked_request
 from yarl import URL
 
 from bots.console.auth import Sessions, same_secret
+from bots.console.logouts import LocalLoginTurns
 from extensions.web import Signer, local_only
 from extensions.web.visitors import COOKIE
 
@@ -205,23 +206,24 @@ async def test_the_pages_show_no_secret_and_no_message_outside_the_conversation_
             assert "script-src 'self'" in response.headers["Content-Security-Policy"]
 
 
-def test_secrets_are_compared_in_constant_time_and_cookies_are_signed() -> None:
+async def test_secrets_are_compared_in_constant_time_and_cookies_are_signed() -> None:
     assert same_secret(SECRET, SECRET) and not same_secret(SECRET + "x", SECRET) and not same_secret("", SECRET)
     sessions = Sessions(SECRET, hours=1)
-    cookie = sessions.login(SECRET)
-    assert cookie is not None and sessions.login("nope") is None
-    session = sessions.session(cookie)
+    sessions.turns = LocalLoginTurns(0.0)
+    cookie = await sessions.login(SECRET)
+    assert cookie is not None and await sessions.login("nope") is None
+    session = await sessions.session(cookie)
     assert session is not None
     assert sessions.check_csrf(session, sessions.csrf(session)) and not sessions.check_csrf(session, None)
-    assert Sessions(SECRET + "changed", hours=1).session(cookie) is None  # a new secret logs everyone out
+    assert await Sessions(SECRET + "changed", hours=1).session(cookie) is None  # a new secret logs everyone out
     sid, expires, mac = cookie.split(".")
-    assert sessions.session(f"{sid}.{int(expires) + 3600}.{mac}") is None  # a longer life cannot be forged
+    assert await sessions.session(f"{sid}.{int(expires) + 3600}.{mac}") is None  # a longer life cannot be forged
     expired = Sessions(SECRET, hours=1)
     expired.seconds = -10
-    old = expired.login(SECRET)
-    assert old is not None and expired.session(old) is None
-    sessions.logout(cookie)
-    assert sessions.session(cookie) is None
+    old = await expired.login(SECRET)
+    assert old is not None and await expired.session(old) is None
+    await sessions.logout(cookie)
+    assert await sessions.session(cookie) is None
 
     signer = Signer(WEB_SECRET.encode())
     value = signer.cookie("visitor1")
