@@ -37,7 +37,7 @@ from .assistant import persona_text
 from .config import check_settings, platforms
 from .loading import load_bot
 from .models import build_model, close_model, open_model
-from .plugins import Deployment, attach, build_limiter, build_trust, resolve
+from .plugins import Deployment, build_limiter, build_trust, resolve, set_up
 from .settings import Settings
 
 __all__ = (
@@ -252,6 +252,8 @@ def build_agent(
         usage=usage if usage is not None else (build_usage(settings) if memory is None else InMemoryUsage()),
         limit_store=limit_store,
         history=history,
+        summary=policy,
+        summary_lock=summary_lock,
         schedules=schedules,
         fire_schedules=fire_schedules,
         schedules_clock=schedules_clock,
@@ -269,9 +271,6 @@ def build_agent(
         ),
         chat_policy=build_chat_policy(settings),
         media=media,
-        history=history,
-        summary=policy,
-        summary_lock=summary_lock,
     )
     for name, value in options.items():
         setattr(agent_options, name, value)
@@ -303,7 +302,7 @@ def build_agent(
     transcriber = media.transcriber
     if isinstance(transcriber, OpenAITranscriber):
         agent.add_service(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
-    attach(bot.plugins, agent, deployment)
+    set_up(bot.plugins, agent, deployment)
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps
         # the window is all working memory keeps: what leaves it lives in the history store (searchable, summarized);

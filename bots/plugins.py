@@ -23,9 +23,11 @@ from extensions.chat.i18n import say
 if TYPE_CHECKING:
     from core import Dispatcher, Host, UsageStore
     from core.approvals import ApprovalStore
+    from core.facts import FactStore
     from core.limits import LimitStore
     from core.memory import HistoryStore
     from core.schedules import Clock, ScheduleStore
+    from core.summary import SummaryLock, SummaryPolicy
 
     from .settings import Settings
 
@@ -35,11 +37,14 @@ __all__ = (
     "approvals",
     "build_limiter",
     "build_trust",
+    "facts",
     "history_search",
     "limits",
+    "long_memory",
     "mcp",
     "resolve",
     "schedules",
+    "set_up",
     "standard",
     "trust",
     "usage",
@@ -62,6 +67,10 @@ class Deployment:
     """Where the message counts of the limits are kept (None: this process's memory)."""
     history: HistoryStore | None = None
     """Where the full history is kept (None: not kept)."""
+    summary: SummaryPolicy | None = None
+    """When and how conversations are summarized (``BOT_SUMMARY_EVERY``, ``LLM_SUMMARY_MODEL``)."""
+    summary_lock: SummaryLock | None = None
+    """Who may summarize a conversation now, when several processes share the history (Redis in a fleet)."""
     schedules: ScheduleStore | None = None
     """Where schedules live (None: the memory store, one process; a fleet passes Redis)."""
     fire_schedules: bool = True
@@ -74,6 +83,8 @@ class Deployment:
     """This process times approval requests out (a gateway does not)."""
     tools: bool = True
     """This process runs actions (a gateway does not): the MCP servers are connected."""
+    facts: FactStore | None = None
+    """Where facts live (None: the memory store in one process, the queue's Redis in a fleet)."""
 
     @property
     def distributed(self) -> bool:
@@ -89,12 +100,12 @@ class FromSettings(Plugin):
         name: str,
         build: Callable[[Deployment], Sequence[Plugin]],
         *,
-        attach: Callable[[Host, Deployment], None] | None = None,
+        setup: Callable[[Host, Deployment], None] | None = None,
     ) -> None:
         self.name = name  # type: ignore[misc]  # (each instance names its feature)
         self.build = build
         """The plugins of the feature, from the deployment."""
-        self.attach = attach
+        self.setup = setup
         """What the feature sets up on the agent once it is built (a service that fires schedules), or None."""
 
     def begin(self, run: RunView) -> RunHooks | None:
@@ -113,11 +124,11 @@ def resolve(plugins: Sequence[Plugin], deployment: Deployment) -> list[Plugin]:
     return found
 
 
-def attach(plugins: Sequence[Plugin], agent: Host, deployment: Deployment) -> None:
+def set_up(plugins: Sequence[Plugin], agent: Host, deployment: Deployment) -> None:
     """Set up on ``agent`` what the ``FromSettings`` among ``plugins`` need once it is built."""
     for plugin in plugins:
-        if isinstance(plugin, FromSettings) and plugin.attach is not None:
-            plugin.attach(agent, deployment)
+        if isinstance(plugin, FromSettings) and plugin.setup is not None:
+            plugin.setup(agent, deployment)
 
 
 def _notice(language: str | None, action: str, tier: Tier, needed: Tier | None) -> str:
@@ -203,13 +214,44 @@ def schedules() -> FromSettings:
     def build(d: Deployment) -> list[Plugin]:
         return [ScheduledTexts()] if d.schedules is not None or not d.distributed else []
 
-    def attach(agent: Host, d: Deployment) -> None:
+    def setup(agent: Host, d: Deployment) -> None:
         from .schedules import attach_schedules
 
         if d.schedules is not None or not d.distributed:
             attach_schedules(agent, d.settings, d.schedules, fire=d.fire_schedules, clock=d.schedules_clock)
 
-    return FromSettings("schedules", build, attach=attach)
+    return FromSettings("schedules", build, setup=setup)
+
+
+def facts() -> FromSettings:
+    """Facts people ask the bot to remember (``remember``, ``recall``, ``/memory``), each its owner's: in one process
+    in the memory store, in a fleet in the queue's Redis (every gateway and worker reads the same)."""
+    from core.facts import Facts
+
+    def build(d: Deployment) -> list[Plugin]:
+        store = d.facts
+        if store is None and d.distributed:
+            from core.fleet import RedisDispatcher, RedisFactStore
+
+            if not isinstance(d.dispatcher, RedisDispatcher):
+                raise ConfigError("facts on a shared queue need its Redis: pass Deployment(facts=...) to keep them")
+            store = RedisFactStore(d.dispatcher.backend)
+        return [Facts(store)]
+
+    return FromSettings("facts", build)
+
+
+def long_memory() -> FromSettings:
+    """Every input and output kept in the history store (SQLite, or PostgreSQL at ``DATABASE_URL``) and each
+    conversation's summary (``BOT_SUMMARY_EVERY``), where the deployment keeps a history."""
+    from core.memory.long_memory import LongMemory
+
+    def build(d: Deployment) -> list[Plugin]:
+        if d.history is None:
+            return []
+        return [LongMemory(d.history, summary=d.summary, lock=d.summary_lock)]
+
+    return FromSettings("long-memory", build)
 
 
 def history_search() -> FromSettings:
@@ -241,4 +283,4 @@ def mcp() -> FromSettings:
 
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them."""
-    return [schedules(), usage(), limits(), trust(), approvals(), history_search(), mcp()]
+    return [schedules(), usage(), limits(), trust(), approvals(), long_memory(), facts(), history_search(), mcp()]

@@ -38,10 +38,10 @@ from .extension_points import ExtensionPoints
 from .limits import Limiter
 from .limits.plugin import Limits
 from .media.reader import MediaReader, attachment_outcome
-from .memory import HistoryStore, InMemoryStore, MemoryStore, Summary
-from .memory.recording import history_entries
+from .memory import HistoryStore, InMemoryStore, MemoryStore
+from .memory.long_memory import LongMemory
 from .models.base import CallsTools, Model
-from .plugin import Plugin, find_plugin
+from .plugin import AgentHooks, Plugin, find_plugin
 from .prompt import PromptTemplate
 from .registry import Registry
 from .run_deps import RunDeps
@@ -108,16 +108,12 @@ class Agent(ExtensionPoints):
         store."""
         self.dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
         """How ``send`` reaches ``run``."""
-        history = opts.history
-        self.history: HistoryStore | None = history
-        """Where every input and output is kept and searched (None: only the working memory is kept)."""
-        summary = opts.summary
-        self.summarizer: Summarizer | None = (
-            Summarizer(self, history, summary, lock=opts.summary_lock)
-            if history is not None and summary is not None and summary.every > 0
-            else None
-        )
-        """Folds what leaves the prompt's window into each conversation's summary, after its runs."""
+        self.hooks = AgentHooks.of(self.plugins)
+        """The plugins' hooks around runs (``core.plugin.Plugin``): loaded, saved, reset, stop."""
+        memory_plugin = find_plugin(self.plugins, LongMemory)
+        self.history: HistoryStore | None = memory_plugin.history if memory_plugin is not None else None
+        """Where every input and output is kept and searched (the ``LongMemory`` plugin's; None: only the working
+        memory is kept)."""
         instructions = opts.instructions
         if self.bot.instructions:
             instructions = f"{instructions}\n\n{self.bot.instructions}" if instructions else self.bot.instructions
@@ -203,6 +199,11 @@ class Agent(ExtensionPoints):
         self.registry.register(contexts, actions, outputs, inputs, owner="create_agent")
         if bot_.context is not None:
             self.registry.lay(bot_.context)
+        for plugin in self.plugins:
+            plugin.attach(self)
+        self.summarizer: Summarizer | None = memory_plugin.summarizer if memory_plugin is not None else None
+        """Folds what leaves the prompt's window into each conversation's summary, after its runs (the
+        ``LongMemory`` plugin's, with a summary policy)."""
 
     # -- definitions and instances --------------------------------------------------------------------
 
@@ -262,11 +263,12 @@ class Agent(ExtensionPoints):
                     await maybe_await(svc.stop(self))
                 except Exception:
                     log.exception("service %s failed to stop", svc.name)
-        if self.summarizer is not None:
-            await self.summarizer.stop()
+        for stop in self.hooks.stop:
+            try:
+                await stop()
+            except Exception:
+                log.exception("a plugin failed to stop")
         await self.memory.close()
-        if self.history is not None:
-            await self.history.close()
         await self.usage.close()
 
     @property
@@ -304,19 +306,27 @@ class Agent(ExtensionPoints):
         context = self.registry.resolve(context)
         cid = self.context_id(context, args)
         chat = await self.chat_of(cid, self.settings_parents(context, args))
-        summary = None
-        if self.history is not None:
-            with tracing.span("read history summary"):
-                summary = (await self.history.summary(cid)).text
         with tracing.span("read memory"):
-            return await self.states.load(context, args, cid=cid, chat=chat, summary=summary, host=self)
+            state = await self.states.load(context, args, cid=cid, chat=chat, summary=None, host=self)
+        for loaded in self.hooks.loaded:
+            await loaded(state)
+        return state
 
     async def save_state(self, state: ContextState) -> None:
         """Save the instance's memory and its (trimmed) working memory."""
         await self.states.save(state, host=self)
 
     async def reset(self, context: Context, args: Any) -> None:
-        """Forget everything about the instance ``args`` names (``/reset``)."""
+        """Forget everything about the instance ``args`` names (``/reset``): its memory and state; its history
+        stays searchable (the ``LongMemory`` plugin drops its summary)."""
+        await self._reset(context, args, erase=False)
+
+    async def forget(self, context: Context, args: Any) -> None:
+        """Erase everything about the instance ``args`` names (``/forget``): as ``reset`` does, and its full
+        history and summary."""
+        await self._reset(context, args, erase=True)
+
+    async def _reset(self, context: Context, args: Any, *, erase: bool) -> None:
         context = self.registry.resolve(context)
         args = context.schema.validate(args)
         cid = self.context_id(context, args)
@@ -324,26 +334,8 @@ class Agent(ExtensionPoints):
         if isinstance(current, Run):
             current.forget = True  # a run in progress must not save back what is being forgotten
         await self.states.delete(cid)
-        if self.history is not None:  # the summary goes too; the history stays searchable (``forget`` erases it)
-            try:
-                newest = await self.history.search(cid, limit=1)
-                old = await self.history.summary(cid)
-                upto = max(old.upto, newest[0].seq if newest else 0)
-                await self.history.set_summary(cid, Summary(text="", upto=upto), expected=old.upto)
-            except RunError as exc:
-                log.warning("reset of %s: the summary is kept (history store unavailable): %s", cid, exc)
-
-    async def forget(self, context: Context, args: Any) -> None:
-        """Erase everything about the instance ``args`` names (``/forget``): its memory, facts and state
-        as ``reset`` does, and its full history and summary."""
-        context = self.registry.resolve(context)
-        args = context.schema.validate(args)
-        cid = self.context_id(context, args)
-        if self.summarizer is not None:
-            self.summarizer.cancel(cid)
-        await self.reset(context, args)
-        if self.history is not None:
-            await self.history.forget(cid)
+        for reset in self.hooks.reset:
+            await reset(cid, erase=erase)
 
     @property
     def sees_images(self) -> bool:
@@ -551,16 +543,15 @@ class Agent(ExtensionPoints):
                     except Exception:
                         log.exception("on_run of context %s raised", context.type)
             if not run.forget:
-                await self._record(state, chain)
                 await self.save_state(state)
+                for saved in self.hooks.saved:  # (long memory: the history, the summary's next fold)
+                    await saved(state, chain)
                 if run.trace_id is not None:  # tracing is on
                     await self._remember_trace(cid, run)
             for observer in self.observers:
                 observer("run_seconds", cid, loop.time() - started)
             if not future.done():
                 future.set_result(chain)
-            if self.summarizer is not None and not run.forget:
-                self.summarizer.schedule(cid)  # after the answer: never delays it
         except BaseException as exc:
             cancelled = not isinstance(exc, Exception)
             if not future.done():
@@ -596,17 +587,6 @@ class Agent(ExtensionPoints):
             return
         self._runs.put(cid, following)
         self._runs.start(cid, self._run(context, args, cid, following), context=contextvars.copy_context())
-
-    async def _record(self, state: ContextState, chain: Sequence[Log]) -> None:
-        """Add the run's inputs and outputs to the full history (a store that fails is logged: the
-        conversation goes on without it)."""
-        if self.history is None:
-            return
-        entries = history_entries(state, chain)
-        try:
-            await self.history.append(state.id, entries)
-        except RunError as exc:
-            log.warning("history of %s: %d entries not stored: %s", state.id, len(entries), exc)
 
     async def _remember_trace(self, cid: str, run: Run) -> None:
         """Keep the run's trace id with the conversation (``core.run_traces``; nothing while tracing is off; a

@@ -13,8 +13,6 @@ from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLA
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
     from .media.reader import MediaReader
-    from .memory import HistoryStore
-    from .summary import SummaryLock, SummaryPolicy
 
 __all__ = ("AgentOptions",)
 
@@ -56,9 +54,3 @@ class AgentOptions:
     """The operator's rules for settings changed from the chat (allowed models, pins, admins); None: no rules."""
     media: MediaReader | None = None
     """What is read of attachments, and how (None: the defaults of ``MediaReader``)."""
-    history: HistoryStore | None = None
-    """Where every input and output is kept and searched (None: only the working memory is kept)."""
-    summary: SummaryPolicy | None = None
-    """When and how what leaves the prompt's window is folded into each conversation's summary (needs ``history``)."""
-    summary_lock: SummaryLock | None = None
-    """Who may summarize a conversation now, when several processes share the history."""

@@ -21,6 +21,11 @@ The hooks, in the order a run meets them:
 
 Plugins see a run through ``RunView``: its state, who asked, how to say something in the conversation and how to
 report a measure. ``core.plugin`` imports nothing of the engine, and the engine nothing of any plugin.
+
+A plugin may also take part in what the agent does around runs (``Plugin``'s own hooks, called only on the plugins
+that override them): ``attach(host)`` once the agent is built, ``loaded(state)`` when a conversation's state is
+loaded for a run, ``saved(state, chain)`` once a run's memory is saved, ``reset(context_id, erase=...)`` when a
+conversation is reset (``/reset``) or erased (``/forget``), and ``stop()`` when the agent stops.
 """
 
 from __future__ import annotations
@@ -35,7 +40,17 @@ if TYPE_CHECKING:
     from .handler_context import ContextState
     from .models.base import ModelRequest
 
-__all__ = ("Brings", "CallGate", "ModelCall", "Plugin", "PluginHooks", "RunHooks", "RunView", "find_plugin")
+__all__ = (
+    "AgentHooks",
+    "Brings",
+    "CallGate",
+    "ModelCall",
+    "Plugin",
+    "PluginHooks",
+    "RunHooks",
+    "RunView",
+    "find_plugin",
+)
 
 
 class RunView(Protocol):
@@ -169,6 +184,21 @@ class Plugin:
         """Contexts, actions, outputs, inputs and services the plugin brings, installed with the agent."""
         return None
 
+    def attach(self, host: Host) -> None:
+        """The agent is built (it has not started)."""
+
+    async def loaded(self, state: ContextState[Any]) -> None:
+        """A conversation's state was loaded for a run."""
+
+    async def saved(self, state: ContextState[Any], chain: Sequence[Log]) -> None:
+        """A run ended and its memory was saved (not called for a run whose conversation was reset meanwhile)."""
+
+    async def reset(self, context_id: str, *, erase: bool) -> None:
+        """A conversation was reset (``/reset``), or, with ``erase``, everything about it erased (``/forget``)."""
+
+    async def stop(self) -> None:
+        """The agent stops (after its runs)."""
+
 
 HOOKS = ("joined", "offer", "admit", "allow", "charged", "gate", "ended")
 """The hooks of ``RunHooks``, by name."""
@@ -202,6 +232,30 @@ class PluginHooks:
 
 NO_HOOKS = PluginHooks()
 """The hooks of a run without plugins."""
+
+AGENT_HOOKS = ("loaded", "saved", "reset", "stop")
+"""The hooks of ``Plugin`` the agent calls around runs, by name."""
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentHooks:
+    """The agent's hooks, each the bound methods of the plugins that override it (in the plugins' order)."""
+
+    loaded: tuple[Callable[[ContextState[Any]], Awaitable[None]], ...] = ()
+    saved: tuple[Callable[[ContextState[Any], Sequence[Log]], Awaitable[None]], ...] = ()
+    reset: tuple[Callable[..., Awaitable[None]], ...] = ()
+    stop: tuple[Callable[[], Awaitable[None]], ...] = ()
+
+    @classmethod
+    def of(cls, plugins: Sequence[Plugin]) -> AgentHooks:
+        """The hooks ``plugins`` override."""
+        found: dict[str, list[Any]] = {name: [] for name in AGENT_HOOKS}
+        for plugin in plugins:
+            kind = type(plugin)
+            for name in AGENT_HOOKS:
+                if getattr(kind, name) is not getattr(Plugin, name):
+                    found[name].append(getattr(plugin, name))
+        return cls(**{name: tuple(hooks) for name, hooks in found.items()})
 
 
 def find_plugin(plugins: Sequence[Plugin], kind: type[P]) -> P | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from core import AgentOptions
 from core.limits.plugin import Limits
+from core.memory.long_memory import LongMemory
 from core.plugin import Plugin
 from core.trust.plugin import TrustGuard
 from core.usage.plugin import Usage
@@ -19,7 +20,8 @@ OPTIONS = frozenset(AgentOptions.__dataclass_fields__)
 
 def agent_args(**given: Any) -> dict[str, Any]:
     """``create_agent`` keywords for ``given``: its own keywords as they are, the options in one
-    ``AgentOptions``, ``usage``/``prices``, ``limiter`` and ``trust`` as plugins (after ``plugins``)."""
+    ``AgentOptions``, ``usage``/``prices``, ``limiter``, ``trust`` and ``history`` (with ``summary`` and
+    ``summary_lock``) as plugins (after ``plugins``)."""
     plugins: list[Plugin] = list(given.pop("plugins", ()))
     usage, prices = given.pop("usage", None), given.pop("prices", None)
     if usage is not None or prices is not None:
@@ -30,5 +32,8 @@ def agent_args(**given: Any) -> dict[str, Any]:
     trust = given.pop("trust", None)
     if trust is not None:
         plugins.append(TrustGuard(trust))
+    history, summary, lock = given.pop("history", None), given.pop("summary", None), given.pop("summary_lock", None)
+    if history is not None:
+        plugins.append(LongMemory(history, summary=summary, lock=lock))
     options = {k: given.pop(k) for k in list(given) if k in OPTIONS}
     return {**given, "plugins": plugins, "options": AgentOptions(**options)}

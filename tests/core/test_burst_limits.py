@@ -20,6 +20,7 @@ from core import (
 )
 from core.limits.plugin import Limits
 from core.memory import SQLiteHistory
+from core.memory.long_memory import LongMemory
 from core.summary import SummaryPolicy
 from core.usage import InMemoryUsage, day_of
 from core.usage.plugin import Usage
@@ -104,8 +105,7 @@ async def test_a_summary_is_charged_to_the_conversation(tmp_path: Path) -> None:
         contexts=[chat],
         outputs=[output(type="say", handler=lambda data, ctx, agent: None)],
         memory=InMemoryStore(),
-        plugins=[Usage(usage)],
-        options=AgentOptions(history=history, summary=SummaryPolicy(every=2, keep=2, timeout=5)),
+        plugins=[Usage(usage), LongMemory(history, summary=SummaryPolicy(every=2, keep=2, timeout=5))],
     )
     async with agent:
         for i in range(6):

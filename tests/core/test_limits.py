@@ -28,16 +28,17 @@ chat = context(type="chat", schema=str, key=lambda s: s)
 
 
 class CountingModel(ScriptedModel):
-    """Answers ``ok`` and reports 100 tokens read and 20 written per call."""
+    """Answers ``ok`` and reports ``read`` tokens read and a fifth of them written per call."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: int = 100) -> None:
         super().__init__(lambda request: '<response><output type="say">ok</output></response>')
         self.last_usage: ModelUsage | None = None
+        self.read = read
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         async for chunk in super().stream(request):
             yield chunk
-        self.last_usage = ModelUsage(input_tokens=100, output_tokens=20)
+        self.last_usage = ModelUsage(input_tokens=self.read, output_tokens=self.read // 5)
 
 
 def _agent(
@@ -75,24 +76,30 @@ async def test_messages_per_minute_refuses_the_rest_with_one_notice() -> None:
 
 
 async def test_tokens_per_day_per_user_and_per_conversation() -> None:
-    agent, model, said = _agent(LimitConfig(tokens_per_day_user=200, tokens_per_day_conversation=500))
+    """Each call reports 1,200 tokens (its prompt is estimated at a few hundred): an input is refused once the day's
+    tokens reached a limit, and a call is not made when it would pass one (issue 35: bursts)."""
+    agent, model, said = _agent(
+        LimitConfig(tokens_per_day_user=2000, tokens_per_day_conversation=5000), model=CountingModel(read=1000)
+    )
     async with agent:
         await agent.send(chat, "c", _msg("one"))
-        await agent.send(chat, "c", _msg("two"))  # 120 tokens used: still under 200
-        await agent.send(chat, "c", _msg("three"))  # 240: over
+        await agent.send(chat, "c", _msg("two"))  # 1,200 used: still under 2,000
+        await agent.send(chat, "c", _msg("three"))  # 2,400: over
         await agent.send(chat, "c", _msg("four"))  # over again: no second notice today
         assert len(model.requests) == 2
-        for user in ("8", "9"):  # the conversation reaches 480 with user 8 and 9's first messages... then 600
+        for user in ("8", "9"):  # the conversation reaches 4,800 with user 8's two messages
             await agent.send(chat, "c", _msg("hi", user=user))
             await agent.send(chat, "c", _msg("hi", user=user))
+        assert len(model.requests) == 4  # user 9's call would pass the conversation's 5,000: not made
+        await agent.send(chat, "c", _msg("one more", user="9"))  # 4,800 of 5,000: the call would pass it too
     today = [day_of()]  # the limits read the counters /stats shows
-    assert (await agent.usage.totals("user:telegram:7", today)).tokens == 240
-    assert (await agent.usage.totals("chat:chat:c", today)).input_tokens == 500  # the context chat:c
-    assert len(model.requests) == 5
+    assert (await agent.usage.totals("user:telegram:7", today)).tokens == 2400
+    assert (await agent.usage.totals("chat:chat:c", today)).input_tokens == 4000  # the context chat:c
+    assert len(model.requests) == 4
     notices = [s for s in said if s != "ok"]
-    assert len(notices) == 2
+    assert len(notices) == 2, notices
     assert "you have used up" in notices[0] and "midnight UTC" in notices[0]
-    assert "this conversation has used up" in notices[1]
+    assert "more than what is left of this conversation's daily budget (200 of 5,000)" in notices[1]
 
 
 async def test_a_long_input_is_refused_and_admins_pass() -> None:
@@ -125,14 +132,20 @@ async def test_a_charge_counts_once_per_batch_and_step(batch: str | None) -> Non
 
 async def test_a_model_that_reports_no_usage_is_charged_about_4_characters_a_token() -> None:
     reply = '<response><output type="say">ok</output></response>'
+    probe = ScriptedModel(lambda request: reply)
+    measured, _, _ = _agent(LimitConfig(), model=probe)
+    async with measured:
+        await measured.send(chat, "c", _msg("one"))
+    first = (len(probe.requests[0].system) + len(probe.requests[0].prompt)) // 4 + len(reply) // 4
     model = ScriptedModel(lambda request: reply)
-    agent, _, said = _agent(LimitConfig(tokens_per_day_conversation=50), model=model)
+    agent, _, said = _agent(LimitConfig(tokens_per_day_conversation=first), model=model)  # one call's worth
     async with agent:
         await agent.send(chat, "c", _msg("one"))
         await agent.send(chat, "c", _msg("two"))
     request = model.requests[0]
     used = await agent.usage.totals("chat:chat:c", [day_of()])
     assert used.input_tokens == (len(request.system) + len(request.prompt)) // 4 >= 50
+    assert used.tokens == first
     assert used.output_tokens == len(reply) // 4
     assert len(model.requests) == 1 and "this conversation has used up" in said[-1]
 

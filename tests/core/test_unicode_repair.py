@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from core import (
-    AgentOptions,
     ModelRequest,
     OutputRef,
     ScriptedModel,
@@ -20,6 +19,7 @@ from core import (
     output,
 )
 from core.memory import SQLiteHistory
+from core.memory.long_memory import LongMemory
 from core.unicode_text import repair_strings, repair_text
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
@@ -62,7 +62,7 @@ async def test_a_lone_surrogate_among_other_messages_costs_none_of_them(tmp_path
         inputs=[input(type="chat:message", schema=str)],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: sent.append(data))],
         memory=SQLiteStore(tmp_path / "memory.sqlite3"),
-        options=AgentOptions(history=history),
+        plugins=[LongMemory(history)],
     )
     texts = ["first", f"broken {BAD} text", "third", f"{BAD}", "fifth"]
     async with agent:
@@ -99,7 +99,7 @@ async def test_a_lone_surrogate_from_an_action_or_the_model_is_repaired_before_i
         actions=[action(name="lookup", handler=lambda args, ctx, ag: {"title": f"odd {BAD} name", BAD: [BAD]})],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: sent.append(data))],
         memory=SQLiteStore(tmp_path / "memory.sqlite3"),
-        options=AgentOptions(history=history),
+        plugins=[LongMemory(history)],
     )
     async with agent:
         await agent.send(chat, "room", {"type": "chat:message", "data": "look it up"})

@@ -99,8 +99,8 @@ async def test_reset_clears_the_channels_memory(world: World, start_bot: StartBo
 
 
 async def test_forget_erases_the_channels_history_too(world: World, start_bot: StartBot, tmp_path: Path) -> None:
-    agent = await start_bot(answers())
-    history = agent.history = SQLiteHistory(tmp_path / "history.sqlite3")
+    history = SQLiteHistory(tmp_path / "history.sqlite3")
+    agent = await start_bot(answers(), agent_options={"history": history})
     await world.fake.say(world.general, "my secret word is pineapple", author=world.alice, mention_bot=True)
     await world.fake.wait_posted(world.general)
     await world.fake.say(world.dm, "a DM stays", author=world.alice)

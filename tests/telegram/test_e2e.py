@@ -316,8 +316,8 @@ async def test_start_help_and_reset(server: FakeTelegramServer, start_bot: Start
 async def test_forget_erases_history_summary_facts_and_state(
     server: FakeTelegramServer, start_bot: StartBot, tmp_path: Path
 ) -> None:
-    agent = await start_bot(scripted("noted"))
-    history = agent.history = SQLiteHistory(tmp_path / "history.sqlite3")
+    history = SQLiteHistory(tmp_path / "history.sqlite3")
+    agent = await start_bot(scripted("noted"), agent_options={"history": history})
     runs = RunWatcher(agent)
     server.user_says("my name is Ann")
     await runs.wait(1)

@@ -1,0 +1,82 @@
+"""The long-memory plugin: every input and output of a conversation kept in a history store (searchable beyond
+the prompt's window, ``search_history``), and what leaves the window folded into the conversation's summary
+(``core.summary``), shown to the model with its state."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import tracing
+from ..errors import RunError
+from ..plugin import Plugin
+from ..summary import Summarizer, SummaryLock, SummaryPolicy
+from .history import HistoryStore, Summary
+from .recording import history_entries
+
+if TYPE_CHECKING:
+    from ..definition_types import ContextState, Host
+    from ..entries import Log
+
+__all__ = ("LongMemory",)
+
+log = logging.getLogger("core.memory")
+
+
+class LongMemory(Plugin):
+    """Keeps every input and output in ``history``; with ``summary`` (and ``every`` above 0), folds what leaves the
+    prompt's window into each conversation's summary after its runs (``lock``: who may fold now, when several
+    processes share the history)."""
+
+    name = "long-memory"
+
+    def __init__(
+        self, history: HistoryStore, *, summary: SummaryPolicy | None = None, lock: SummaryLock | None = None
+    ) -> None:
+        self.history = history
+        """Where every input and output is kept and searched."""
+        self.policy = summary
+        """When and how conversations are summarized (None: they are not)."""
+        self.lock = lock
+        self.summarizer: Summarizer | None = None
+        """Folds the summaries (set when the agent is built, with a policy)."""
+
+    def attach(self, host: Host) -> None:
+        policy = self.policy
+        if policy is not None and policy.every > 0:
+            self.summarizer = Summarizer(host, self.history, policy, lock=self.lock)
+
+    async def loaded(self, state: ContextState[Any]) -> None:
+        with tracing.span("read history summary"):
+            state.summary = (await self.history.summary(state.id)).text
+
+    async def saved(self, state: ContextState[Any], chain: Sequence[Log]) -> None:
+        """Add the run's inputs and outputs to the history (a store that fails is logged: the conversation goes on
+        without it), then fold its summary if one is due (after the answer: it never delays it)."""
+        entries = history_entries(state, chain)
+        try:
+            await self.history.append(state.id, entries)
+        except RunError as exc:
+            log.warning("history of %s: %d entries not stored: %s", state.id, len(entries), exc)
+        if self.summarizer is not None:
+            self.summarizer.schedule(state.id)
+
+    async def reset(self, context_id: str, *, erase: bool) -> None:
+        """``/reset``: the summary goes, the history stays searchable; ``/forget`` (``erase``): both go."""
+        if erase and self.summarizer is not None:
+            self.summarizer.cancel(context_id)
+        try:
+            newest = await self.history.search(context_id, limit=1)
+            old = await self.history.summary(context_id)
+            upto = max(old.upto, newest[0].seq if newest else 0)
+            await self.history.set_summary(context_id, Summary(text="", upto=upto), expected=old.upto)
+        except RunError as exc:
+            log.warning("reset of %s: the summary is kept (history store unavailable): %s", context_id, exc)
+        if erase:
+            await self.history.forget(context_id)
+
+    async def stop(self) -> None:
+        if self.summarizer is not None:
+            await self.summarizer.stop()
+        await self.history.close()
