@@ -3,15 +3,15 @@ it, so an action above it never runs for them; through the real web chat server 
 
 from __future__ import annotations
 
-import aiohttp
+import re
 
 from core import ScriptedModel
 from core.trust import Tier
 from extensions.chat.trust import TrustRules
 from extensions.web import visitor_tier
 
-from .conftest import Bot, StartBot, answer, client, until
-from .visiting import saved, state_of, talk
+from .conftest import StartBot, answer, client, until
+from .visiting import saved, talk
 
 ANSWER = "Noted what I could."
 REMEMBER = '<response><action_call name="remember">{"fact": "the locker code is 4711"}</action_call></response>'
@@ -22,9 +22,11 @@ def remember_then_answer() -> ScriptedModel:
     return ScriptedModel([REMEMBER, answer(ANSWER)], repeat_last=True)
 
 
-async def _facts(bot: Bot, session: aiohttp.ClientSession) -> list[str]:
-    memory = (await state_of(bot, session)).memory
-    return list(memory.get("facts", [])) if isinstance(memory, dict) else []
+def _remember_result(prompt: str) -> str:
+    """What the model read of its ``remember`` call: the result's body, an ``<error>`` when it did not run."""
+    found = re.search(r'<action_result name="remember"[^>]*>(.*?)</action_result>', prompt, re.S)
+    assert found is not None, prompt[-2000:]
+    return found.group(1)
 
 
 async def test_a_web_visitor_is_a_guest_refused_a_member_action(start_bot: StartBot) -> None:
@@ -33,13 +35,13 @@ async def test_a_web_visitor_is_a_guest_refused_a_member_action(start_bot: Start
     async with client() as visitor:
         shown = await talk(bot, visitor, "remember my locker code 4711", until=ANSWER)
         await until(lambda: saved(bot, visitor, ANSWER))
-        assert await _facts(bot, visitor) == []
     notices = [e["text"] for e in shown if e.get("op") in ("notice", "post") and e.get("text") != ANSWER]
     assert len(notices) == 1 and "⛔" in notices[0] and "remember" in notices[0] and "guest" in notices[0], shown
     first = model.requests[0]
     assert 'tier="guest"' in first.prompt
     assert "remember" not in first.action_names  # not offered to a guest
-    assert "was not run" in model.requests[1].prompt and "guest" in model.requests[1].prompt
+    told = _remember_result(model.requests[1].prompt)
+    assert told.startswith("<error>") and "was not run" in told and "guest" in told
 
 
 async def test_web_visitor_tier_member_lets_them_call_member_actions(start_bot: StartBot) -> None:
@@ -48,8 +50,8 @@ async def test_web_visitor_tier_member_lets_them_call_member_actions(start_bot: 
     async with client() as visitor:
         shown = await talk(bot, visitor, "remember my locker code 4711", until=ANSWER)
         assert not any("⛔" in str(e.get("text")) for e in shown)
-        await until(lambda: _kept(bot, visitor))  # (saved as the run ends, after the answer is posted)
-    assert 'tier="member"' in model.requests[0].prompt
+    assert 'tier="member"' in model.requests[0].prompt and "remember" in model.requests[0].action_names
+    assert not _remember_result(model.requests[1].prompt).startswith("<error>")  # it ran
 
 
 def test_a_visitor_the_operator_names_keeps_their_tier() -> None:
@@ -58,7 +60,3 @@ def test_a_visitor_the_operator_names_keeps_their_tier() -> None:
     assert visitor_tier(rules, "friend", default=Tier.GUEST) is Tier.MEMBER
     assert visitor_tier(rules, "stranger", default=Tier.GUEST) is Tier.GUEST
     assert visitor_tier(rules, "stranger", default=Tier.MEMBER) is Tier.MEMBER
-
-
-async def _kept(bot: Bot, session: aiohttp.ClientSession) -> bool:
-    return await _facts(bot, session) == ["the locker code is 4711"]
