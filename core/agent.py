@@ -40,7 +40,7 @@ from .limits.plugin import Limits
 from .media.reader import MediaReader, attachment_outcome
 from .memory import HistoryStore, InMemoryStore, MemoryStore
 from .memory.long_memory import LongMemory
-from .models.base import CallsTools, Model
+from .models.base import CallsTools, Model, PrefersCompact
 from .plugin import AgentHooks, Plugin, find_plugin
 from .prompt import PromptTemplate
 from .registry import Registry
@@ -128,7 +128,9 @@ class Agent(ExtensionPoints):
         self.persona = opts.persona or self.bot.persona
         """Who the bot is, added to the system prompt."""
         self.compact_prompt = (
-            bool(getattr(model, "prefers_compact", False)) if opts.compact_prompt is None else opts.compact_prompt
+            isinstance(model, PrefersCompact) and model.prefers_compact
+            if opts.compact_prompt is None
+            else opts.compact_prompt
         )
         """Use the short, tool-less prompt made for small local models (by default when the model prefers it)."""
         self.media = opts.media if opts.media is not None else MediaReader()

@@ -199,6 +199,15 @@ class CallsTools(Protocol):
 
 
 @runtime_checkable
+class PrefersCompact(Protocol):
+    """A model small enough to be given the compact prompt by default (the embedded model): a plain-text answer,
+    the last few messages, tools only in its own format (``AgentOptions.compact_prompt`` None follows it)."""
+
+    prefers_compact: bool
+    """True: ``create_agent`` gives it the compact prompt unless told otherwise."""
+
+
+@runtime_checkable
 class SelfChecking(Protocol):
     """A model that answers ``/readyz`` itself (the embedded model: its weights are loaded or loadable)."""
 

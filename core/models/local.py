@@ -81,6 +81,8 @@ class LocalModel:
     does; ``weights=`` names other packaged weights, ``model_path=`` any GGUF file."""
 
     vision = False
+    prefers_compact = True
+    """A model of a few hundred million parameters: ``create_agent`` gives it the compact prompt by default."""
     """Text only: attachments reach it as stand-in text."""
     model = ""
     """No provider model name: usage is counted under ``name``."""

@@ -459,3 +459,19 @@ async def test_reset_during_a_run_is_not_undone_by_the_run_saving() -> None:
         await running
         state = await agent.load_state(chat, "u")
     assert state.working_memory.logs == []
+
+
+def test_the_compact_prompt_follows_a_model_that_prefers_it() -> None:
+    """``create_agent`` gives the embedded model the compact prompt as ``bots run`` does (issue 34); an option
+    still decides."""
+    from core.models.local import LocalModel
+
+    class Small(ScriptedModel):
+        prefers_compact = True
+
+    assert LocalModel.prefers_compact is True
+    chat = context(type="chat", schema=str, key=lambda s: s)
+    assert create_agent(model=Small([]), contexts=[chat]).compact_prompt is True
+    assert create_agent(model=ScriptedModel([]), contexts=[chat]).compact_prompt is False
+    forced = create_agent(model=Small([]), contexts=[chat], options=AgentOptions(compact_prompt=False))
+    assert forced.compact_prompt is False
