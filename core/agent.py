@@ -487,6 +487,13 @@ class Agent(ExtensionPoints):
             raise RunError(f"agent.say(state, ...) is for a handler during the run of {state.id}")
         await run.say(text)
 
+    def stop_answer(self, context_id: str) -> bool:
+        """Stop the answer being written in ``context_id`` in this process (a person pressed Stop): its model call
+        is cancelled now, what it had written is kept with a mark, no further action runs, and the run ends with
+        its memory saved (``Run.stop``). False when no answer is being written here."""
+        current = self._runs.get(context_id)
+        return isinstance(current, Run) and current.stop()
+
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue
         worker lost the context's lease). True if there was one to cancel."""

@@ -97,6 +97,9 @@ class ContextState(Generic[ArgsT]):
     media: dict[str, Loaded] = field(default_factory=dict, repr=False)
     """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
     never saved: later runs see the attachments' descriptions."""
+    facts: list[str] = field(default_factory=list)
+    """The kept facts this run may show the model (whoever it answers: their own and the group's), set before each
+    model call by the facts plugin (``core.facts``); never saved (the facts live in their own store)."""
     record: Callable[[Log], None] | None = field(default=None, repr=False)
     """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
     straight into working memory."""
@@ -384,6 +387,10 @@ class Host(Protocol):
 
     async def say(self, state: ContextState, text: str) -> None:
         """Post ``text`` through the conversation's own reply output, from a handler during its run."""
+        ...
+
+    def stop_answer(self, context_id: str) -> bool:
+        """Stop the answer being written in ``context_id`` in this process (Stop); False when there is none."""
         ...
 
     async def reset(self, context: Context, args: Any) -> None:

@@ -46,6 +46,8 @@ COMPACT_MAX_TOKENS = 160
 only drifts further from the question)."""
 HARD_STEP_CAP = 50
 """No run takes more model calls than this, however many inputs keep joining it."""
+STOP_MARK = " [stopped]"
+"""Added to what an output had written when its answer was stopped (``Run.stop``)."""
 
 
 class Run:
@@ -86,6 +88,11 @@ class Run:
         self._notices = 0
         self._taken = 0
         self._tasks: asyncio.TaskGroup | None = None
+        self.stopped = False
+        """Set by ``stop``: the answer was stopped; no further action or step runs."""
+        self._stoppable: asyncio.Task[Any] | None = None
+        self._stop_cancelled = False
+        self._streaming: Step | None = None
         if deps.plugins:
             self.hooks = PluginHooks.of([part for p in deps.plugins if (part := p.begin(self)) is not None])
 
@@ -163,6 +170,19 @@ class Run:
             await self._settled.wait()
         return any(isinstance(p, InputRef) for p in self.state.working_memory.unprocessed())
 
+    def stop(self) -> bool:
+        """Stop the answer (a person pressed Stop): the model call is cancelled now, what its outputs had written is
+        delivered with ``STOP_MARK``, no further action or step runs, and the run ends (its memory saved, the stop
+        recorded). False when the run was not answering any more."""
+        if self.stopped or not self.accepting:
+            return False
+        self.stopped = True
+        task = self._stoppable
+        if task is not None and not task.done():
+            self._stop_cancelled = True
+            task.cancel()
+        return True
+
     def record(self, entry: Log) -> None:
         """Add an entry the run produced to working memory and the chain."""
         self.state.working_memory.push(entry)
@@ -217,6 +237,9 @@ class Run:
                         step = await self._step()
                 else:
                     step = await self._step()
+                if self.stopped:
+                    self._note_stop()
+                    break
                 if ctx.on_step is not None:
                     await maybe_await(ctx.on_step(self.state, self.deps.host))
                 if self._joined:
@@ -350,6 +373,38 @@ class Run:
                 return None
         parser = StreamParser()
         started = time.perf_counter()
+        if self.stopped:
+            return None
+        task = self._stoppable = asyncio.current_task()
+        try:
+            return await self._stream(deps, request, prompt, actions, outputs, parser, started)
+        except asyncio.CancelledError:
+            if not self._stop_cancelled:
+                raise  # cancelled from outside (a lost lease, a stop of the agent): not a person's Stop
+            self._stop_cancelled = False
+            if task is not None:
+                task.uncancel()
+            step: Step | None = self._streaming
+            if step is not None:
+                await self._stopped_outputs(step)
+            return step
+        finally:
+            self._stoppable = None
+            self._streaming = None
+            self._tasks = None
+
+    async def _stream(
+        self,
+        deps: RunDeps,
+        request: ModelRequest,
+        prompt: Any,
+        actions: list[Any],
+        outputs: list[Any],
+        parser: StreamParser,
+        started: float,
+    ) -> Step:
+        """The model call of a step and what it wrote, acted on as it closes."""
+        state = self.state
         failure: Exception | None = None
         async with asyncio.TaskGroup() as tg:  # action tasks never raise: they report errors as results
             step = Step(
@@ -359,6 +414,7 @@ class Run:
                 guarded=request.plain,
                 speakers=prompt.speakers,
             )
+            self._streaming = step
             self._tasks = tg
             stream = stream_model(
                 deps, request, charge=lambda given, taken, guess: self._charge(request, given, taken, guess)
@@ -381,7 +437,6 @@ class Run:
                 abandon_outputs(step)
             finally:
                 step.calls.close()  # no call can follow: a reference nothing writes stops waiting
-        self._tasks = None
         if failure is not None:
             raise failure
         deps.observe_model(state.id, time.perf_counter() - started)
@@ -393,6 +448,29 @@ class Run:
                 source="parser",
             )
         return step
+
+    async def _stopped_outputs(self, step: Step) -> None:
+        """The answer was stopped while ``step``'s outputs were being written: each is delivered as far as it got,
+        marked as stopped (an output with nothing written is dropped)."""
+        for index, out in list(step.open.items()):
+            written = str(out.ref.content or "").strip()
+            if not written:
+                step.open.pop(index, None)
+                continue
+            try:
+                await close_output(self, step, TagEnd(name="output", content=written + STOP_MARK, index=index))
+            except Exception as exc:
+                log.warning("%s: a stopped answer was not delivered: %s", self.state.id, exc)
+        step.open.clear()
+
+    def _note_stop(self) -> None:
+        """The run ends on a person's Stop: recorded (the model reads it next time) and told to the listeners."""
+        for entry in self.state.working_memory.unprocessed():
+            entry.processed = True  # not answered: the next message starts afresh
+        note = ErrorLog(message="the person stopped this answer before it was finished", source="stop")
+        note.processed = True
+        self.record(note)
+        self.emitter.emit(RunEventType.ERROR, note.message)
 
     async def _on_event(self, event: object, step: Step) -> None:
         if isinstance(event, TagText):

@@ -1,5 +1,6 @@
 """What a fleet process adds for the web chat and the console: its presence lease (the console's fleet page), the
-web chat's relay (a worker's answers reach the gateway holding the page) and, in a gateway, the console itself.
+web chat's relay (a worker's answers reach the gateway holding the page), its visitor book in Redis and, in a
+gateway, the console itself.
 
 ``bots gateway`` and ``bots worker`` each make one ``FleetRole``; ``bots run`` needs none.
 """
@@ -64,10 +65,14 @@ class FleetRole:
         await self.presence.stop()
 
     def web_options(self) -> dict[str, Any]:
-        """``web_extension``'s fleet options: a gateway listens on its channel, a worker only publishes."""
+        """``web_extension``'s fleet options: a gateway listens on its channel, a worker only publishes; the
+        visitors (their visits, the new ones per address) are the fleet's, in Redis."""
+        from core.fleet import RedisVisitorBook
+
         return {
             "gateway_id": self.presence.id,
             "relay": RedisRelay(self.backend.client, prefix=self.prefix, listen=self.role == "gateway"),
+            "visitors": RedisVisitorBook(self.backend),
         }
 
     async def start_console(self, agent: Host, *, ops: Ops) -> Console | None:

@@ -18,6 +18,7 @@ from .schedule_store import RedisScheduleStore, ServerClock
 from .shard_leases import IdentifySlots, ShardLeases
 from .summary_lock import RedisSummaryLock
 from .usage_store import RedisUsage
+from .visitor_book import RedisVisitorBook
 
 __all__ = (
     "REPLY_LEDGER",
@@ -37,6 +38,7 @@ __all__ = (
     "RedisScheduleStore",
     "RedisSummaryLock",
     "RedisUsage",
+    "RedisVisitorBook",
     "ReplayModel",
     "ReplyLedger",
     "ReplySlot",

@@ -11,10 +11,11 @@ Per context ``cid`` (prefix ``bots:``)::
     bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies), until its ack
     bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
 
-Shared by all contexts: ``bots:queue`` (arq's job queue, a sorted set idle workers block on with
-BZMPOP), ``bots:active`` (sorted set of contexts with work, scored by when the sweeper should look at
-them), ``bots:dead`` (batches that failed too often). A drain job is only its id in the queue (arq's job keys,
-``arq:job:<id>``, are not written: the worker runs the job from its id).
+Shared by all contexts: ``bots:queue`` (arq's job queue, a sorted set idle workers block on with BZMPOP),
+``bots:active`` (sorted set of contexts with work, scored by when the sweeper should look at them), ``bots:dead``
+(batches that failed too often), ``bots:visitors`` and ``bots:newcomers:<address>`` (the web chat's visitors: when
+each was last seen, and the new ones each address started lately). A drain job is only its id in the queue (arq's
+job keys, ``arq:job:<id>``, are not written: the worker runs the job from its id).
 """
 
 from __future__ import annotations
@@ -85,6 +86,17 @@ class Keys:
     @property
     def dead(self) -> str:
         return self.prefix + "dead"
+
+    @property
+    def visitors(self) -> str:
+        """The web chat's visitors (a sorted set: each visitor id scored by when it was last seen, in ms), so the
+        ones idle ``WEB_VISITOR_IDLE_DAYS`` are forgotten (``RedisVisitorBook``)."""
+        return self.prefix + "visitors"
+
+    def newcomers(self, address: str) -> str:
+        """The new web visitors ``address`` started lately (a sorted set scored by when, in ms, kept an hour), counted
+        by every gateway against ``WEB_NEW_VISITORS_PER_HOUR``."""
+        return f"{self.prefix}newcomers:{address}"
 
     def lock(self, name: str) -> str:
         """A named single-holder lease (one Telegram poller per token)."""

@@ -26,10 +26,12 @@ from .definitions import (
 )
 from .guard import is_loopback, local_only, refused, request_is_local, security_headers, well_formed
 from .hub import Hub
+from .idle import IdleVisitors, forget_visitor
 from .pages import Templates
 from .relay import RedisRelay, Relay
 from .runtime import WebRuntime
 from .settings import WebSettings
+from .visitor_book import LocalVisitorBook, VisitorBook
 from .visitors import Signer, cookie_name, load_secret, visitor_tier
 
 if TYPE_CHECKING:
@@ -40,14 +42,18 @@ if TYPE_CHECKING:
 __all__ = (
     "MESSAGE",
     "Hub",
+    "IdleVisitors",
+    "LocalVisitorBook",
     "RedisRelay",
     "Relay",
     "Signer",
     "Templates",
+    "VisitorBook",
     "WebRuntime",
     "WebSettings",
     "cookie_name",
     "find_runtime",
+    "forget_visitor",
     "get_runtime",
     "is_loopback",
     "load_secret",
@@ -74,13 +80,21 @@ def web_extension(
     gateway_id: str = "",
     relay: Relay | None = None,
     trust: TrustRules | None = None,
+    visitors: VisitorBook | None = None,
 ) -> Extension:
-    """The web chat extension. ``secret_file`` keeps a generated signing key when ``WEB_SECRET`` is empty;
-    ``gateway_id`` and ``relay`` connect the processes of a fleet; ``trust``: the owners and members the operator
-    names (``BOT_ADMIN_USERS``, ``TRUST_MEMBER_USERS`` with ``web:<visitor id>``); every other visitor has the tier
-    of ``WEB_VISITOR_TIER``."""
+    """The web chat extension. ``secret_file`` keeps a generated signing key when ``WEB_SECRET`` is empty (and,
+    without ``visitors``, the visitors file is kept beside it); ``gateway_id``, ``relay`` and ``visitors``
+    (``core.fleet.RedisVisitorBook``) connect the processes of a fleet; ``trust``: the owners and members the
+    operator names (``BOT_ADMIN_USERS``, ``TRUST_MEMBER_USERS`` with ``web:<visitor id>``); every other visitor has
+    the tier of ``WEB_VISITOR_TIER``."""
     runtime = WebRuntime(
-        settings, listen=listen, secret_file=secret_file, title=title, gateway_id=gateway_id, relay=relay
+        settings,
+        listen=listen,
+        secret_file=secret_file,
+        title=title,
+        gateway_id=gateway_id,
+        relay=relay,
+        visitors=visitors,
     )
     if trust is not None:
         runtime.set_trust(trust)

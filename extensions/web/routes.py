@@ -1,7 +1,8 @@
 """The web chat's HTTP side: the page, its event stream and what it posts.
 
 - ``GET /``: the page (it carries no message: the script reads the history); a visitor without a valid cookie gets
-  a new id in a signed cookie (HttpOnly, SameSite=Strict).
+  a new id in a signed cookie (HttpOnly, SameSite=Strict), within ``WEB_NEW_VISITORS_PER_HOUR`` per address; the
+  cookie lasts ``WEB_VISITOR_IDLE_DAYS`` from the last visit (``extensions.web.idle``).
 - ``GET /chat/history``: the visitor's own conversation, as JSON.
 - ``GET /chat/events``: server-sent events, each a JSON object (``extensions.web.hub``).
 - ``POST /chat/send``: ``{"text": ...}`` with the page's CSRF token in ``X-CSRF-Token``; commands (``/forget``,
@@ -41,7 +42,7 @@ log = logging.getLogger("extensions.web")
 HEARTBEAT = 15.0
 """Seconds between two keep-alive comments on an idle event stream."""
 COOKIE_AGE = 365 * 86400
-"""Seconds a visitor's cookie lasts."""
+"""Seconds a visitor's cookie lasts when identities never expire (``WEB_VISITOR_IDLE_DAYS=0``)."""
 
 
 def chat_application(runtime: WebRuntime) -> web.Application:
@@ -75,7 +76,7 @@ class ChatPages:
         response.set_cookie(
             self.cookie,
             self.runtime.signer.cookie(visitor),
-            max_age=COOKIE_AGE,
+            max_age=int(self.runtime.visitors.idle_seconds or COOKIE_AGE),  # (renewed at each visit)
             httponly=True,
             samesite="Strict",
             secure=self.runtime.settings.secure_cookies,
@@ -87,10 +88,9 @@ class ChatPages:
 
     async def page(self, request: web.Request) -> web.Response:
         visitor = self._visitor(request)
-        fresh = visitor is None
         if visitor is None:
-            newcomers, address = self.runtime.newcomers, visitor_address(request, self.runtime.settings.trusted_proxies)
-            if newcomers is not None and address is not None and not newcomers.take(address):  # None: not known
+            address = visitor_address(request, self.runtime.settings.trusted_proxies)
+            if address is not None and not await self.runtime.visitors.newcomer(address):  # None: not known
                 log.info("web chat: a new visitor refused (WEB_NEW_VISITORS_PER_HOUR reached for their address)")
                 text = say("web.too_many_visitors")
                 return web.Response(status=429, text=text, content_type="text/plain", headers={"Retry-After": "600"})
@@ -101,14 +101,15 @@ class ChatPages:
             csrf=self.runtime.signer.csrf(visitor),
             max_chars=self.runtime.settings.max_chars,
         )
-        if fresh:
-            self._set_cookie(response, visitor)
+        self._set_cookie(response, visitor)  # (a new one, or the same one lasting from this visit)
+        await self.runtime.visitors.visited(visitor)
         return response
 
     async def history(self, request: web.Request) -> web.Response:
         visitor = self._visitor(request)
         if visitor is None:
             return refused()
+        await self.runtime.visitors.visited(visitor)
         try:
             messages = await self.runtime.history_of(visitor)
         except BotError as exc:
@@ -120,6 +121,7 @@ class ChatPages:
         visitor = self._visitor(request)
         if visitor is None:
             return refused()
+        await self.runtime.visitors.visited(visitor)
         if self.runtime.hub.full(visitor):
             return web.Response(status=429, text="Too many pages open", content_type="text/plain")
         response = web.StreamResponse(
@@ -152,6 +154,7 @@ class ChatPages:
         origin = request.headers.get("Origin")
         if origin is not None and origin.split("://", 1)[-1] != request.host:
             return refused()
+        await self.runtime.visitors.visited(visitor)
         try:
             body = await request.json()
         except (ValueError, UnicodeDecodeError, RecursionError):  # (RecursionError: JSON nested too deep)

@@ -30,11 +30,12 @@ from ..chat.exactly_once import REPLY_LEDGER
 from ..chat.http_server import HttpLimits, start_site
 from ..chat.i18n import say
 from ..chat.stream import LiveReply, ReplyKey
-from ..chat.trust import SlidingCap
 from .definitions import GATEWAY, MESSAGE, web_chat
 from .hub import Hub
+from .idle import IdleVisitors
 from .routes import chat_application
 from .settings import DEFAULT_PORT, WebSettings
+from .visitor_book import VISITORS_FILE, LocalVisitorBook, VisitorBook
 from .visitors import Signer, load_secret, visitor_tier
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class WebRuntime(ChatAdapter):
         title: str = "",
         gateway_id: str = "",
         relay: Relay | None = None,
+        visitors: VisitorBook | None = None,
     ) -> None:
         super().__init__(log=log, typing_every=2.0, live_output=MESSAGE)
         self.settings = settings
@@ -105,9 +107,13 @@ class WebRuntime(ChatAdapter):
         """The page's title."""
         self.hub = Hub()
         """The pages open in this process."""
-        per_hour = settings.new_visitors_per_hour
-        self.newcomers = SlidingCap(per_hour, 3600.0) if per_hour else None
-        """New visitors per address in the last hour (``WEB_NEW_VISITORS_PER_HOUR``; None: no limit)."""
+        if visitors is None:  # one process: in the data folder (beside the signing key), or in memory
+            visitors = LocalVisitorBook(secret_file.with_name(VISITORS_FILE) if secret_file is not None else None)
+        self.visitors = IdleVisitors(
+            visitors, idle_days=settings.visitor_idle_days, new_per_hour=settings.new_visitors_per_hour
+        )
+        """The visits and new visitors (``WEB_VISITOR_IDLE_DAYS``, ``WEB_NEW_VISITORS_PER_HOUR``; in Redis in a
+        fleet), and the sweep of the idle visitors where the page is served."""
         self.gateway_id = gateway_id
         """This process's id in a fleet (the channel its pages' events come through); empty in one process."""
         self.relay = relay
@@ -157,6 +163,8 @@ class WebRuntime(ChatAdapter):
             self._signer = Signer(await asyncio.to_thread(self._key))
         if self.listen and self.settings.port:
             await self._serve()
+            if self._runner is not None and self.settings.chat_enabled:
+                self.visitors.start(agent)
         try:
             if self.relay is not None:
                 await self.relay.start(self)
@@ -196,6 +204,7 @@ class WebRuntime(ChatAdapter):
 
     async def disconnect(self) -> None:
         self.hub.close()
+        await self.visitors.stop()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()

@@ -43,9 +43,17 @@ class WebSettings(BaseModel):
         default=30,
         ge=0,
         le=1_000_000,
-        description="New visitors (new cookies) one address may start per hour at most, in each process serving the "
-        "page: past it the page says to try later, so clearing cookies does not give endless fresh per-user limits "
-        "(0: no limit)",
+        description="New visitors (new cookies) one address may start per hour at most, counted in Redis for the "
+        "whole fleet (REDIS_URL) or in the one process: past it the page says to try later, so clearing cookies "
+        "does not give endless fresh per-user limits (0: no limit)",
+    )
+    visitor_idle_days: float = Field(
+        default=30.0,
+        ge=0,
+        le=3650,
+        description="Days a web visitor's identity lasts after their last visit: then their conversation is "
+        "forgotten (memory, history, settings, reminders, and its Redis keys in a fleet) and their cookie has "
+        "expired (0: kept forever)",
     )
     visitor_tier: Literal["guest", "member"] = Field(
         default="guest",

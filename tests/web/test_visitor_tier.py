@@ -33,7 +33,7 @@ async def test_a_web_visitor_is_a_guest_refused_a_member_action(start_bot: Start
     model = remember_then_answer()
     bot = await start_bot(model, actions={"policy": "remember=member"})
     async with client() as visitor:
-        shown = await talk(bot, visitor, "remember my locker code 4711", until=ANSWER)
+        shown = await talk(bot.chat_url, visitor, "remember my locker code 4711", until=ANSWER)
         await until(lambda: saved(bot, visitor, ANSWER))
     notices = [e["text"] for e in shown if e.get("op") in ("notice", "post") and e.get("text") != ANSWER]
     assert len(notices) == 1 and "⛔" in notices[0] and "remember" in notices[0] and "guest" in notices[0], shown
@@ -48,7 +48,7 @@ async def test_web_visitor_tier_member_lets_them_call_member_actions(start_bot: 
     model = remember_then_answer()
     bot = await start_bot(model, actions={"policy": "remember=member"}, web={"visitor_tier": "member"})
     async with client() as visitor:
-        shown = await talk(bot, visitor, "remember my locker code 4711", until=ANSWER)
+        shown = await talk(bot.chat_url, visitor, "remember my locker code 4711", until=ANSWER)
         assert not any("⛔" in str(e.get("text")) for e in shown)
     assert 'tier="member"' in model.requests[0].prompt and "remember" in model.requests[0].action_names
     assert not _remember_result(model.requests[1].prompt).startswith("<error>")  # it ran

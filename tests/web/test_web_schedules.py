@@ -27,7 +27,7 @@ async def test_a_web_visitor_is_refused_a_schedule_by_default(start_bot: StartBo
     model = set_then_answer()
     bot = await start_bot(model, web={"visitor_tier": "member"})  # (a guest is not even offered set_reminder)
     async with client() as session:
-        await talk(bot, session, "ping me every 5 minutes", until=ANSWER)
+        await talk(bot.chat_url, session, "ping me every 5 minutes", until=ANSWER)
         await until(lambda: saved(bot, session, ANSWER))
         assert await _reminders(bot, visitor_of(session)) == 0
     assert "set_reminder" in model.requests[0].action_names
@@ -39,7 +39,7 @@ async def test_a_guest_web_visitor_is_not_offered_set_reminder(start_bot: StartB
     model = set_then_answer()
     bot = await start_bot(model)
     async with client() as session:
-        await talk(bot, session, "ping me every 5 minutes", until=ANSWER)
+        await talk(bot.chat_url, session, "ping me every 5 minutes", until=ANSWER)
         await until(lambda: saved(bot, session, ANSWER))
         assert await _reminders(bot, visitor_of(session)) == 0
     assert "set_reminder" not in model.requests[0].action_names
@@ -49,6 +49,6 @@ async def test_web_schedules_true_lets_a_visitor_set_one(start_bot: StartBot) ->
     model = set_then_answer()
     bot = await start_bot(model, web={"visitor_tier": "member", "schedules": True})
     async with client() as session:
-        await talk(bot, session, "ping me every 5 minutes", until=ANSWER)
+        await talk(bot.chat_url, session, "ping me every 5 minutes", until=ANSWER)
         await until(lambda: saved(bot, session, ANSWER))
         assert await _reminders(bot, visitor_of(session)) == 1

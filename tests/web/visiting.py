@@ -15,16 +15,16 @@ from extensions.web import web_chat
 from .conftest import Bot, csrf_of
 
 
-async def talk(bot: Bot, session: aiohttp.ClientSession, text: str, *, until: str) -> list[dict[str, Any]]:
-    """Send ``text`` from the page; what the page is shown until a message ``until`` is posted."""
-    async with session.get(bot.chat_url) as response:
+async def talk(chat_url: str, session: aiohttp.ClientSession, text: str, *, until: str) -> list[dict[str, Any]]:
+    """Send ``text`` from the page at ``chat_url``; what the page is shown until a message ``until`` is posted."""
+    async with session.get(chat_url) as response:
         assert response.status == 200, await response.text()
         csrf = csrf_of(await response.text())
     shown: list[dict[str, Any]] = []
-    async with session.get(bot.chat_url + "chat/events") as events:
+    async with session.get(chat_url + "chat/events") as events:
         await events.content.readuntil(b'"ready"}\n\n')
         async with session.post(
-            bot.chat_url + "chat/send", json={"text": text}, headers={"X-CSRF-Token": csrf}
+            chat_url + "chat/send", json={"text": text}, headers={"X-CSRF-Token": csrf}
         ) as response:
             assert response.status == 202, await response.text()
         async with asyncio.timeout(10):

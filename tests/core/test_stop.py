@@ -1,0 +1,84 @@
+"""Stop (issue 37): a person stops an answer while it is written; the model call is cancelled at once, what was
+written is kept with a mark, no later action runs, and the stop is in the run's chain and events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from core import ErrorLog, InMemoryStore, ModelRequest, OutputRef, RunEventType, action, context, create_agent, output
+from core.engine import STOP_MARK
+
+chat = context(type="chat", schema=str, key=lambda s: s, max_steps=5)
+
+
+class Slow:
+    """Writes an answer a word at a time, forever, and calls an action first; notes when it was cancelled."""
+
+    name = "slow"
+    model = "slow"
+    vision = False
+    last_usage = None
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = False
+        self.calls = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        self.calls += 1
+        try:
+            yield '<response><output type="say">Here is a long answer'
+            self.started.set()
+            while True:
+                await asyncio.sleep(0.01)
+                yield " and more"
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled = True
+            raise
+
+
+async def test_stop_cancels_the_model_call_keeps_what_was_written_and_ends_the_run() -> None:
+    model, said, ran = Slow(), [], []
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        actions=[action(name="later", handler=lambda args, ctx, agent: ran.append(1))],
+        outputs=[output(type="say", handler=lambda data, ctx, agent: said.append(data))],
+        memory=InMemoryStore(),
+    )
+    events = []
+    async with agent:
+        sending = asyncio.create_task(
+            agent.run(chat, "c", [agent.make_input({"type": "chat:message", "data": "tell me"})], listener=events.append)
+        )
+        await asyncio.wait_for(model.started.wait(), 5)
+        assert agent.stop_answer("chat:c") is True
+        chain = await asyncio.wait_for(sending, 5)
+        assert agent.stop_answer("chat:c") is False  # nothing left to stop
+    assert model.cancelled and model.calls == 1
+    assert len(said) == 1 and said[0].startswith("Here is a long answer") and said[0].endswith(STOP_MARK)
+    assert ran == []
+    assert any(isinstance(e, ErrorLog) and e.source == "stop" for e in chain)
+    assert any(isinstance(e, OutputRef) and str(e.content).endswith(STOP_MARK) for e in chain)
+    assert any(e.type is RunEventType.ERROR and "stopped" in str(e.content) for e in events)
+    state = await agent.load_state(chat, "c")
+    assert any(isinstance(e, OutputRef) for e in state.working_memory.logs)  # saved: the next run sees it
+
+
+async def test_a_new_message_after_a_stop_gets_an_answer() -> None:
+    model = Slow()
+    agent = create_agent(
+        model=model, contexts=[chat], outputs=[output(type="say", handler=lambda data, ctx, agent: None)]
+    )
+    async with agent:
+        first = asyncio.create_task(agent.send(chat, "c", {"type": "chat:message", "data": "one"}))
+        await asyncio.wait_for(model.started.wait(), 5)
+        agent.stop_answer("chat:c")
+        await asyncio.wait_for(first, 5)
+        model.started.clear()
+        second = asyncio.create_task(agent.send(chat, "c", {"type": "chat:message", "data": "two"}))
+        await asyncio.wait_for(model.started.wait(), 5)
+        assert agent.stop_answer("chat:c")
+        await asyncio.wait_for(second, 5)
+    assert model.calls == 2
