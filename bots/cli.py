@@ -38,7 +38,7 @@ from .config import (
     settings_table,
 )
 from .hardening import weak_settings
-from .loading import load_bot
+from .loading import DEFAULT_APP, load_bot
 from .logs import MASK, configure_logging, secrets_of
 from .schedules import next_firings
 from .settings import Settings
@@ -259,7 +259,8 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
             log.info("ready: terminal chat; Ctrl-D or /quit leaves")
             _print_addresses(agent)
             stdin = _StdinLines()
-            talk = chat(agent, bot_name=settings.bot.name, read_line=stdin.read_line)
+            own = settings.bot.app.strip() not in ("", DEFAULT_APP)  # a bot of the author's: its own name
+            talk = chat(agent, bot_name=agent.bot.name if own else settings.bot.name, read_line=stdin.read_line)
             failure = await _until_stopped_or_failed(stop, agent, talk)
         if failure is not None:
             log.info("stopping: %s failed", "a platform" if chosen else "a service")
