@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, Field
 
 from core import ActionContext, Bot, Extension, Host, action, extension
+from core.facts import recall, remember
 from core.memory.history import excerpt, query_words
 
 from .reminders import ReminderRules, reminder_actions
@@ -17,14 +18,6 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 __all__ = ("assistant", "assistant_extension", "persona_text", "search_history")
-
-MAX_FACTS = 50
-
-
-class RememberArgs(BaseModel):
-    """Arguments of ``remember``."""
-
-    fact: str = Field(min_length=1, max_length=500, description="The fact to keep, in one sentence")
 
 
 class TimeArgs(BaseModel):
@@ -80,28 +73,6 @@ async def _search_history(args: SearchArgs, ctx: ActionContext, agent: Host) -> 
     return {"found": len(messages), "messages": messages}
 
 
-def _facts(ctx: ActionContext) -> list[str]:
-    memory = ctx.state.memory
-    if not isinstance(memory, dict):
-        raise TypeError("this context's memory is not a dict")
-    facts = memory.setdefault("facts", [])
-    assert isinstance(facts, list)
-    return facts
-
-
-def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
-    facts = _facts(ctx)
-    fact = args.fact.strip()
-    if fact not in facts:
-        facts.append(fact)
-    del facts[:-MAX_FACTS]
-    return {"remembered": fact, "facts": len(facts)}
-
-
-def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, Any]:
-    return {"facts": list(_facts(ctx))}
-
-
 def _current_time(args: TimeArgs, ctx: ActionContext, agent: Host) -> dict[str, str]:
     name = args.timezone.strip() or agent.chat_policy.zone_of(ctx.state.chat)
     try:
@@ -116,20 +87,6 @@ def _current_time(args: TimeArgs, ctx: ActionContext, agent: Host) -> dict[str, 
     }
 
 
-remember = action(
-    name="remember",
-    description="Keeps a fact about this conversation (a name, a preference) for later conversations.",
-    instructions="Use it when the user tells you something worth remembering or asks you to remember.",
-    schema=RememberArgs,
-    handler=_remember,
-    examples=('<action_call name="remember">{"fact": "The user\'s name is Ada"}</action_call>',),
-)
-recall = action(
-    name="recall",
-    description="Lists the facts kept about this conversation.",
-    schema=dict[str, Any],
-    handler=_recall,
-)
 current_time = action(
     name="current_time",
     description="The current date and time (in the chat's time zone unless another is given).",

@@ -316,6 +316,8 @@ def _context_block(state: ContextState) -> str:
             ) from exc
     elif state.memory:
         parts.append(f"<memory>{escape_text(format_value(state.memory))}</memory>")
+    if state.facts:  # people's words: escaped like them
+        parts.append("<facts>\n" + "\n".join(f"- {escape_text(fact)}" for fact in state.facts) + "\n</facts>")
     if state.summary:  # the model wrote it from what people said: escaped like them
         parts.append(f"<summary>{escape_text(state.summary)}</summary>")
     if state.state_log.entries:
@@ -513,10 +515,12 @@ _INTRODUCTION = re.compile(
 
 
 def _facts(state: ContextState, logs: Sequence[Log]) -> list[str]:
-    """The facts kept in the context's memory (``remember``), and the names people gave in ``logs``."""
+    """The facts the run may show (``ContextState.facts``, or those its memory dict holds: a bot without the facts
+    plugin), and the names people gave in ``logs``."""
     memory = state.memory
-    kept = memory.get("facts") if isinstance(memory, dict) else None
-    facts = [escape_text(str(f)) for f in kept if str(f).strip()][-10:] if isinstance(kept, list) else []
+    stored = memory.get("facts") if isinstance(memory, dict) else None
+    kept = [*state.facts, *(stored if isinstance(stored, list) else [])]
+    facts = [escape_text(str(f)) for f in kept if str(f).strip()][-10:]
     for log in logs:
         if isinstance(log, InputRef) and log.text:
             for name in _INTRODUCTION.findall(log.text):

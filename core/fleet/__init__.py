@@ -9,6 +9,7 @@ from .arq_worker import QueueWorker
 from .backend import RedisBackend
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
+from .fact_store import RedisFactStore
 from .limit_store import RedisLimitStore
 from .lock import PlatformLock
 from .memory_store import RedisMemoryStore
@@ -32,6 +33,7 @@ __all__ = (
     "RedisApprovalStore",
     "RedisBackend",
     "RedisDispatcher",
+    "RedisFactStore",
     "RedisLimitStore",
     "RedisMemoryStore",
     "RedisReplyLedger",

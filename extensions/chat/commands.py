@@ -1,5 +1,6 @@
 """The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
-``/reply``, ``/timezone``, ``/settings``, ``/stats`` and ``/reminders`` (``extensions.chat.reminders``). The
+``/reply``, ``/timezone``, ``/settings``, ``/stats``, ``/reminders`` (``extensions.chat.reminders``) and
+``/memory`` (``extensions.chat.memory``: what the bot keeps about the caller, shown to them alone). The
 adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord as an ephemeral reply, Telegram as a
 message with an inline keyboard for the choices).
 
@@ -23,6 +24,7 @@ from core.chat_settings import REPLY_CHOICES, ChatSetting, ChatSettings, known_z
 from core.usage import UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
+from .memory import memory_text
 from .policy import ReplyPolicy
 from .reminders import CANCEL_PREFIX, SHOWN, describe, find, schedules_or_none, short_id
 
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "all_zones", "parse_channel_settings", "zone_named")
 
-COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders")
+COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders", "memory")
 """The settings commands, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
 
 
@@ -56,6 +58,8 @@ class Answer:
     """``(label, value)`` buttons to offer (Telegram's inline keyboard); a value is ``<setting>:<choice>``."""
     changed: bool = False
     """A setting was changed."""
+    personal: bool = False
+    """It shows what the bot keeps about the caller (``/memory``): the platform shows it to them alone."""
 
 
 class ChatCommands:
@@ -141,6 +145,8 @@ class ChatCommands:
             return await self.settings(context_id)
         if command == "reminders":
             return await self.reminders(context_id, caller, arg or None)
+        if command == "memory":
+            return await self.memory(context_id, caller, arg or None)
         return await self.stats(context_id, caller)
 
     async def model(self, context_id: str, caller: Caller, name: str | None) -> Answer:
@@ -292,6 +298,13 @@ class ChatCommands:
         done = say("reminders_cancelled", lang, id=short_id(found))
         answer = await self.list_reminders(context_id, before=done)
         return Answer(text=answer.text, choices=answer.choices, changed=True)
+
+    async def memory(self, context_id: str, caller: Caller, arg: str | None) -> Answer:
+        """``/memory``: what the bot keeps about the caller (their facts everywhere, their reminders, their usage);
+        ``/memory delete <number>`` deletes one item, ``/memory delete all`` all of it. Anyone, for themselves."""
+        lang = await self.language(context_id)
+        text, deleted = await memory_text(self.agent, caller.user, arg, here=context_id, lang=lang, quote=self.quote)
+        return Answer(text=text, changed=deleted, personal=True)
 
     async def settings(self, context_id: str) -> Answer:
         """``/settings``: every setting of the chat, the pinned ones marked."""

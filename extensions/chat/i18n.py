@@ -132,6 +132,32 @@ _EN: dict[str, str] = {
     "reminders.every_second": "every {n} second(s)",
     "reminders.text": "[posted as written] ",
     "reminders.operator": "the operator",
+    "memory_none": "I keep nothing about you: no facts, no reminders.",
+    "memory_list": "What I keep about you ({count}):\n{items}",
+    "memory.fact": "{n}. Fact ({where}, {scope}): {text}",
+    "memory.reminder": "{n}. Reminder ({where}): {text}",
+    "memory.here": "here",
+    "memory.private": "only for you",
+    "memory.group": "for everyone there",
+    "memory_usage": (
+        "Your usage: today {today} tokens (about ${cost_today}), last 30 days {month} tokens (about ${cost_month}). "
+        "These counts are kept {days} days for the limits; /memory does not delete them."
+    ),
+    "memory_how": (
+        "/memory delete <number> deletes one item; /memory delete all deletes every fact and reminder of yours."
+    ),
+    "memory_usage_hint": (
+        "/memory lists what I keep about you; /memory delete <number> or /memory delete all deletes it."
+    ),
+    "memory_unknown": "There is no item {n}; /memory lists them with their numbers.",
+    "memory_deleted": "Deleted: {item}",
+    "memory_deleted_all": "Deleted everything I kept about you: {facts} fact(s) and {reminders} reminder(s).",
+    "memory_unavailable": "This bot keeps nothing about people.",
+    "memory_sent_privately": "I sent you what I keep about you in our private chat.",
+    "memory_private_only": (
+        "I don't show what I keep about you in a group: write /memory to me in a private chat (start one with me "
+        "first)."
+    ),
     "settings_default_persona": "the bot's own",
     "pinned_mark": " (fixed by the operator)",
     "stats": (
@@ -266,6 +292,30 @@ _FR: dict[str, str] = {
     "reminders.every_second": "toutes les {n} seconde(s)",
     "reminders.text": "[publié tel quel] ",
     "reminders.operator": "l'opérateur",
+    "memory_none": "Je ne garde rien sur vous : aucun fait, aucun rappel.",
+    "memory_list": "Ce que je garde sur vous ({count}) :\n{items}",
+    "memory.fact": "{n}. Fait ({where}, {scope}) : {text}",
+    "memory.reminder": "{n}. Rappel ({where}) : {text}",
+    "memory.here": "ici",
+    "memory.private": "pour vous seul",
+    "memory.group": "pour tout le monde là-bas",
+    "memory_usage": (
+        "Votre usage : aujourd'hui {today} jetons (environ {cost_today} $), 30 derniers jours {month} jetons "
+        "(environ {cost_month} $). Ces comptes sont gardés {days} jours pour les limites ; /memory ne les efface pas."
+    ),
+    "memory_how": ("/memory delete <numéro> en efface un ; /memory delete all efface tous vos faits et rappels."),
+    "memory_usage_hint": (
+        "/memory liste ce que je garde sur vous ; /memory delete <numéro> ou /memory delete all l'efface."
+    ),
+    "memory_unknown": "Il n'y a pas d'élément {n} ; /memory les liste avec leurs numéros.",
+    "memory_deleted": "Effacé : {item}",
+    "memory_deleted_all": "J'ai effacé tout ce que je gardais sur vous : {facts} fait(s) et {reminders} rappel(s).",
+    "memory_unavailable": "Ce bot ne garde rien sur les personnes.",
+    "memory_sent_privately": "Je vous ai envoyé ce que je garde sur vous dans notre chat privé.",
+    "memory_private_only": (
+        "Je ne montre pas ce que je garde sur vous dans un groupe : écrivez /memory dans un chat privé avec moi "
+        "(commencez-en un d'abord)."
+    ),
     "settings_default_persona": "celui du bot",
     "pinned_mark": " (fixé par l'opérateur)",
     "stats": (

@@ -48,6 +48,9 @@ class ClientHooks:
     on_removed: Callable[[int, list[int]], Awaitable[None]] | None = None
     """The bot was removed from a server (kicked, banned, or the server deleted): its id and the ids of the
     channels and threads the bot knew in it."""
+    on_deleted: Callable[[int, int | None, list[int]], Awaitable[None]] | None = None
+    """Messages were deleted (by their author, a moderator, or in bulk): the channel, its server (None in a DM)
+    and the messages' ids."""
 
 
 def intents() -> discord.Intents:
@@ -136,6 +139,16 @@ class BotClient(discord.Client):
         if self.hooks.on_removed is not None:
             channels = [c.id for c in guild.channels] + [t.id for t in guild.threads]
             await self.hooks.on_removed(guild.id, channels)
+
+    async def on_raw_message_delete(self, payload: discord.RawMessageDeleteEvent) -> None:
+        """A message was deleted (raw: whether or not discord.py had it in its cache)."""
+        if self.hooks.on_deleted is not None:
+            await self.hooks.on_deleted(payload.channel_id, payload.guild_id, [payload.message_id])
+
+    async def on_raw_bulk_message_delete(self, payload: discord.RawBulkMessageDeleteEvent) -> None:
+        """Messages were deleted at once (a moderator's purge)."""
+        if self.hooks.on_deleted is not None:
+            await self.hooks.on_deleted(payload.channel_id, payload.guild_id, sorted(payload.message_ids))
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Every interaction; a component's (a button pressed) goes to the hook (slash commands go to the tree)."""

@@ -28,6 +28,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from core.errors import BotError
+from core.facts import facts_of
+
 from ..chat.adapter import ChatAdapter
 from ..chat.reminders import drop_conversation
 from ..chat.stream import LiveReply, ReplyKey
@@ -149,6 +152,7 @@ class DiscordRuntime(ChatAdapter):
             request_timeout=self.settings.request_timeout,
             on_component=self.on_component if self.listen else None,
             on_removed=self.on_removed if self.listen else None,
+            on_deleted=self.on_deleted if self.listen else None,
         )
         return BotClient(
             hooks,
@@ -190,6 +194,23 @@ class DiscordRuntime(ChatAdapter):
         for channel_id in channels:
             cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=guild_id))
             await drop_conversation(agent, cid, f"the bot was removed from Discord server {guild_id}")
+
+    async def on_deleted(self, channel_id: int, guild_id: int | None, message_ids: list[int]) -> None:
+        """Messages were deleted: the facts that came from them are dropped (``core.facts``). A store that fails is
+        logged (the facts stay until ``/memory delete``)."""
+        agent = self.agent
+        facts = facts_of(agent) if agent is not None else None
+        if agent is None or facts is None:
+            return
+        cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=guild_id))
+        for message_id in message_ids:
+            try:
+                dropped = await facts.store.drop_message(cid, str(message_id))
+            except BotError as exc:
+                log.warning("discord: the facts of deleted message %s in %s stay: %s", message_id, cid, exc)
+                continue
+            if dropped:
+                log.info("discord: message %s in %s was deleted; dropped %d fact(s)", message_id, cid, len(dropped))
 
     async def disconnect(self) -> None:
         """Close the shards, the client and the gateway connection."""

@@ -1,9 +1,10 @@
 """The slash commands and who may use them: ``/reset`` and ``/forget`` (members with Manage Messages, the admin
 users of ``BOT_ADMIN_USERS``, anyone in a DM), ``/help``, and the settings commands of ``extensions.chat.commands``
 (``/model``, ``/persona``, ``/language``, ``/reply``, ``/timezone``, ``/settings``, ``/stats``: members with Manage
-Server or Manage Channels may change settings), and ``/reminders`` (the channel's reminders with a Cancel button
-each, or ``/reminders cancel:<id>``, the ids offered as you type). Every answer is in the channel's language
-(``extensions.chat.i18n``); those in ``BOT_DISABLED_COMMANDS`` are not offered."""
+Server or Manage Channels may change settings), ``/reminders`` (the channel's reminders with a Cancel button
+each, or ``/reminders cancel:<id>``, the ids offered as you type) and ``/memory`` (what the bot keeps about the
+caller, ``/memory delete:<number or all>``; always an ephemeral answer, seen by the caller alone). Every answer is in
+the channel's language (``extensions.chat.i18n``); those in ``BOT_DISABLED_COMMANDS`` are not offered."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..chat.adapter import ChatAdapter
 from ..chat.commands import Answer, Caller, ChatCommands, all_zones, zone_named
 from ..chat.i18n import LANGUAGE_NAMES, localized, say
+from ..chat.memory import erase_conversation
 from ..chat.reminders import CANCEL_PREFIX, describe, schedules_or_none
 from ._lib import app_commands, discord
 from .definitions import discord_channel
@@ -99,11 +101,8 @@ class SlashCommands:
             )
             return say("discord.reset_refused", language)
         args = {"channel_id": channel_id, "guild_id": interaction.guild_id}
-        if erase:
-            await agent.forget(discord_channel, args)
-            return say("forget_done", language)
-        await agent.reset(discord_channel, args)
-        return say("reset_done", language)
+        await erase_conversation(agent, discord_channel, args, history=erase)
+        return say("forget_done" if erase else "reset_done", language)
 
     def model_choices(self, typed: str) -> list[str]:
         """The models of ``LLM_ALLOWED_MODELS`` that contain what the user typed so far (autocomplete)."""
@@ -182,8 +181,8 @@ class SlashCommands:
 def _commands(served: SlashCommands) -> list[SlashCommand]:
     """/reset and /forget (offered to everyone; ``SlashCommands.reset_channel`` lets through members with Manage
     Messages, admin users of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the settings commands (/model,
-    /persona, /language, /reply, /timezone, /settings, /stats, /reminders); those in BOT_DISABLED_COMMANDS are left
-    out."""
+    /persona, /language, /reply, /timezone, /settings, /stats, /reminders, /memory); those in BOT_DISABLED_COMMANDS
+    are left out."""
     none = discord.AllowedMentions.none()
 
     async def reset(interaction: discord.Interaction) -> None:
@@ -201,12 +200,11 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
     async def answer(interaction: discord.Interaction, command: str, arg: str | None = None) -> None:
         reply = await served.settings_command(interaction, command, arg)
         view = cancel_buttons(reply)
+        ephemeral = reply.personal or not reply.changed  # what the bot keeps about someone: for them alone
         if view is None:
-            await interaction.response.send_message(reply.text, ephemeral=not reply.changed, allowed_mentions=none)
+            await interaction.response.send_message(reply.text, ephemeral=ephemeral, allowed_mentions=none)
             return
-        await interaction.response.send_message(
-            reply.text, ephemeral=not reply.changed, allowed_mentions=none, view=view
-        )
+        await interaction.response.send_message(reply.text, ephemeral=ephemeral, allowed_mentions=none, view=view)
         view.stop()  # the presses go to on_button (the client's component hook), whichever process receives them
 
     @app_commands.describe(name="The model to use in this channel (leave empty to see the choices)")
@@ -263,6 +261,10 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         found = await served.reminder_choices(interaction, current)
         return [app_commands.Choice(name=line[:100], value=sid) for line, sid in found][:25]
 
+    @app_commands.describe(delete="A number from the list to delete that item, or all to delete all of it")
+    async def memory(interaction: discord.Interaction, delete: str | None = None) -> None:
+        await answer(interaction, "memory", f"delete {delete}" if delete else None)
+
     reset_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
     )
@@ -307,6 +309,11 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
         "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),
         "reminders": reminders_command,
+        "memory": app_commands.Command(
+            name="memory",
+            description="What the bot keeps about you (facts, reminders, usage); delete it",
+            callback=memory,
+        ),
     }
     disabled = served.adapter.disabled_commands()
     return [command for name, command in commands.items() if name not in disabled]

@@ -1,7 +1,11 @@
 """The bot's commands in Telegram, and who may use them: ``/help``, ``/reset``, ``/forget`` and the settings commands
 (``/model``, ``/persona``, ``/language``, ``/reply``, ``/timezone``, ``/settings``, ``/stats``, ``/reminders``,
-served by ``extensions.chat.commands``), with the inline keyboard of an answer and its buttons (a choice, or
-cancelling a reminder).
+``/memory``, served by ``extensions.chat.commands``), with the inline keyboard of an answer and its buttons (a
+choice, or cancelling a reminder).
+
+``/memory`` shows what the bot keeps about its caller: in a group its answer goes to the caller's private chat with
+the bot, never to the group (a person who never started one is told to). Telegram does not tell bots that a message
+was deleted (the Bot API has no such update outside business accounts), so a fact stays until ``/memory delete``.
 
 Who administers a chat: in a private chat its user; in a group an admin user (``BOT_ADMIN_USERS``, known without
 asking Telegram) or one of the group's administrators, asked with ``getChatMember``.
@@ -17,9 +21,12 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 from telegram.constants import ChatMemberStatus
 from telegram.error import TelegramError
 
+from core.errors import PlatformError
+
 from ..chat.adapter import ChatAdapter
 from ..chat.commands import Caller, ChatCommands
 from ..chat.i18n import localized, say
+from ..chat.memory import erase_conversation
 from ..chat.policy import Allowlist
 from .definitions import ChatArgs, telegram_chat
 from .filters import MessageFacts
@@ -48,6 +55,7 @@ COMMANDS = (
     ("settings", "This chat's settings"),
     ("stats", "Your usage and this chat's"),
     ("reminders", "This chat's reminders (cancel with the buttons)"),
+    ("memory", "What I keep about you (/memory delete <number> or all)"),
 )
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
 CHOICE_PREFIX = "cfg:"
@@ -98,13 +106,8 @@ class BotCommands:
             log.info("chat %s: %s by user %s refused (not an administrator)", facts.chat_id, command, facts.user_id)
             await self.posting.notice(facts, RESET_REFUSED)
             return
-        args = facts.args
-        if erase:
-            await agent.forget(telegram_chat, args)
-            await self.posting.say(facts, "forget_done")
-            return
-        await agent.reset(telegram_chat, args)
-        await self.posting.say(facts, "reset_done")
+        await erase_conversation(agent, telegram_chat, facts.args, history=erase)
+        await self.posting.say(facts, "forget_done" if erase else "reset_done")
 
     async def administers(self, chat_id: int, user_id: int | None, *, private: bool, doing: str) -> bool:
         """True when the user may ``/reset`` the chat or change its settings (``doing`` names the command, for the
@@ -156,12 +159,19 @@ class BotCommands:
         commands, cid = ChatCommands.of(agent, telegram_chat, facts.args)
         parts = facts.text.split(maxsplit=1)
         arg = parts[1] if len(parts) > 1 else None
-        changes = arg is not None and not (facts.command == "persona" and arg.strip().lower() == "show")
+        changes = (
+            arg is not None
+            and facts.command != "memory"
+            and not (facts.command == "persona" and arg.strip().lower() == "show")
+        )
         manages = changes and await self.administers(
             facts.chat_id, facts.user_id, private=facts.private, doing=f"/{facts.command}"
         )
         caller = Caller(user=f"telegram:{facts.user_id}", manages_chat=manages)
         answer = await commands.run(facts.command, cid, caller, arg)
+        if answer.personal and not facts.private:
+            await self._in_private(facts, answer.text, language=await commands.language(cid))
+            return
         buttons = _keyboard(answer.choices)
         if not buttons:
             await self.posting.notice(facts, answer.text)
@@ -176,6 +186,26 @@ class BotCommands:
             )
         except TelegramError as exc:
             log.warning("could not answer /%s in chat %s: %s", facts.command, facts.chat_id, exc.message)
+
+    async def _in_private(self, facts: MessageFacts, text: str, *, language: str) -> None:
+        """An answer for the caller alone, asked in a group: posted in their private chat with the bot, the group
+        told it was (or, when Telegram refuses because they never started one, told to ask there)."""
+        assert facts.user_id is not None
+        try:
+            await self.posting.post_reply(
+                chat_id=facts.user_id, thread_id=None, text=text, reply_to=None, markdown=False
+            )
+        except PlatformError as exc:
+            log.info(
+                "chat %s: /%s answered in the group (no private chat with %s: %s)",
+                facts.chat_id,
+                facts.command,
+                facts.user_id,
+                exc,
+            )
+            await self.posting.notice(facts, say("memory_private_only", language))
+            return
+        await self.posting.notice(facts, say("memory_sent_privately", language))
 
     async def on_choice(self, query: CallbackQuery) -> None:
         """A button of a settings answer was pressed: make the choice (if the user may) and show the result in

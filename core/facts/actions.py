@@ -1,0 +1,64 @@
+"""``remember`` and ``recall``: the actions a bot offers to keep facts and read them back, through the agent's
+``Facts`` plugin (``facts_of``). Who a fact belongs to is never the model's to say: it is whoever wrote the message
+the model is answering."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..definition_types import ActionContext, Host
+from ..definitions import action
+from ..errors import ActionError
+from .model import FactScope
+from .plugin import Facts, facts_of
+
+__all__ = ("RememberArgs", "recall", "remember")
+
+
+class RememberArgs(BaseModel):
+    """Arguments of ``remember``."""
+
+    fact: str = Field(min_length=1, max_length=500, description="The fact to keep, in one sentence")
+    for_everyone: bool = Field(
+        default=False,
+        description="true only when the person says it is for everyone in this chat; otherwise it is theirs alone "
+        "and recalled only for them",
+    )
+
+
+def _facts(agent: Host) -> Facts:
+    found = facts_of(agent)
+    if found is None:
+        raise ActionError("this bot keeps no facts (it runs without the facts plugin): say you cannot remember")
+    return found
+
+
+async def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    scope = FactScope.GROUP if args.for_everyone else FactScope.PRIVATE
+    fact = await _facts(agent).remember(ctx.state, " ".join(args.fact.split()), scope=scope)
+    whose = "everyone in this chat" if fact.scope is FactScope.GROUP else "the person who said it, alone"
+    return {"remembered": fact.text, "for": whose}
+
+
+async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    return {"facts": [fact.text for fact in await _facts(agent).recall(ctx.state)]}
+
+
+remember = action(
+    name="remember",
+    description="Keeps a fact the person tells you (a name, a preference) for later conversations. It is theirs: "
+    "in a group, only they get it back, unless they say it is for everyone here.",
+    instructions="Use it when the user tells you something worth remembering or asks you to remember.",
+    schema=RememberArgs,
+    handler=_remember,
+    examples=('<action_call name="remember">{"fact": "The user\'s name is Ada"}</action_call>',),
+)
+recall = action(
+    name="recall",
+    description="Lists the facts kept that the person you answer may see: their own, and those meant for everyone "
+    "in this chat. Never say a fact of someone else that it does not list.",
+    schema=dict[str, Any],
+    handler=_recall,
+)
