@@ -1,14 +1,15 @@
 """The facts plugin: keeps what people ask the bot to remember in a ``FactStore``, each fact its owner's, and shows
 each run the facts of whoever is asking (their own and the group's) before every model call (``ContextState.facts``:
-the prompt's facts). ``facts_of(agent)`` is how the actions, the chat commands and the platforms reach it.
+the prompt's facts). ``/reset`` and ``/forget`` erase a conversation's facts (``Plugin.reset``). ``facts_of(agent)``
+is how the actions, the chat commands and the platforms reach it.
 
     facts = Facts()                                   # in the agent's memory store (one process)
     agent = create_agent(..., plugins=[facts])
     Facts(core.fleet.RedisFactStore(backend))         # in a fleet: every gateway and worker
 
 It also takes over the facts of the memory dict where ``remember`` kept them before (``memory["facts"]``, plain
-strings): the first run of a conversation moves them into the store as group facts of no known owner (the whole
-conversation saw them before; nobody's ``/memory`` lists them; ``/forget`` erases them with the conversation).
+strings): when a conversation's state is next loaded they move into the store as group facts of no known owner (the
+whole conversation saw them before; nobody's ``/memory`` lists them; ``/forget`` erases them with the conversation).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ..definitions import extension
 from ..errors import ConfigError, MemoryStoreError
 from ..plugin import Plugin, RunHooks, RunView
 from ..usage import user_of
@@ -25,7 +25,7 @@ from .model import Fact, FactScope, author_of, visible
 from .store import FactStore, MemoryFactStore
 
 if TYPE_CHECKING:
-    from ..definition_types import Extension, Host
+    from ..definition_types import Host
     from ..entries import Log
     from ..handler_context import ContextState
 
@@ -40,7 +40,7 @@ _kept: weakref.WeakKeyDictionary[Any, Facts] = weakref.WeakKeyDictionary()
 
 
 def facts_of(agent: Host) -> Facts | None:
-    """The facts of ``agent`` (the ``Facts`` plugin it was built with, once started), or None."""
+    """The facts of ``agent`` (the ``Facts`` plugin it was built with), or None."""
     return _kept.get(agent)
 
 
@@ -62,23 +62,28 @@ class Facts(Plugin):
             raise ConfigError("these Facts are installed on no agent: pass them in create_agent(plugins=[...])")
         return self._store
 
-    def extension(self) -> Extension:
-        return extension(name="facts", install=self._install)
-
-    def _install(self, agent: Host) -> None:
+    def attach(self, host: Host) -> None:
         if self._store is None:
-            if agent.distributed:
+            if host.distributed:
                 raise ConfigError(
                     "facts of an agent on a shared queue must live in Redis: pass "
                     "Facts(core.fleet.RedisFactStore(backend)) (bots.plugins.facts() does)"
                 )
-            self._store = MemoryFactStore(agent.memory)
-        _kept[agent] = self
+            self._store = MemoryFactStore(host.memory)
+        _kept[host] = self
 
     def begin(self, run: RunView) -> RunHooks:
-        if self._store is None:  # an agent run without being started (a test's agent.run)
-            self._install(run.host)
         return _Shown(self, run)
+
+    async def loaded(self, state: ContextState[Any]) -> None:
+        try:
+            await self.take_over(state)
+        except MemoryStoreError as exc:  # left in the memory dict: taken over at a later load
+            log.warning("%s: its facts kept before owners could not be moved yet: %s", state.id, exc)
+
+    async def reset(self, context_id: str, *, erase: bool) -> None:
+        """``/reset`` and ``/forget``: the conversation's facts go (both forget what the conversation kept)."""
+        await self.store.forget(context_id)
 
     # -- what the actions and commands do ----------------------------------------------------------------
 
@@ -125,18 +130,14 @@ class Facts(Plugin):
 class _Shown(RunHooks):
     """Before each model call: the facts of whoever is asking, on the run's state for the prompt."""
 
-    __slots__ = ("facts", "run", "taken_over")
+    __slots__ = ("facts", "run")
 
     def __init__(self, facts: Facts, run: RunView) -> None:
         self.facts, self.run = facts, run
-        self.taken_over = False
 
     async def admit(self, updates: list[Log]) -> list[Log]:
         state = self.run.state
         try:
-            if not self.taken_over:
-                self.taken_over = True
-                await self.facts.take_over(state)
             author = author_of(updates) or author_of(state.working_memory.logs, shown_only=True)
             asker = user_of(author) if author is not None else None
             shown = visible(await self.facts.store.of_conversation(state.id), asker)

@@ -8,8 +8,6 @@ Telegram: in their private chat with the bot, never in a group; the web chat's v
 
 The usage counters are shown and not deleted: the per-day token limits read them (``core.limits``), and they hold
 numbers, not what anyone said.
-
-And what ``/reset`` and ``/forget`` also erase: the conversation's facts (``erase_conversation``).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.facts import Fact, FactScope, facts_of
 from core.usage import USAGE_DAYS, last_days
@@ -27,10 +25,9 @@ from .reminders import describe, schedules_or_none
 
 if TYPE_CHECKING:
     from core import Host
-    from core.definitions import Context
     from core.schedules import Schedule
 
-__all__ = ("SHOWN", "Kept", "erase_conversation", "kept_about", "memory_text")
+__all__ = ("SHOWN", "Kept", "kept_about", "memory_text")
 
 log = logging.getLogger("extensions.chat")
 
@@ -143,16 +140,3 @@ async def memory_text(
         lines.append(say("reminders_more", lang, count=len(items) - SHOWN))
     listed = say("memory_list", lang, count=len(items), items="\n".join(lines))
     return f"{listed}\n\n{usage}\n{say('memory_how', lang)}", False
-
-
-async def erase_conversation(agent: Host, context: Context[Any], args: Any, *, history: bool) -> None:
-    """``/reset`` (``history``: ``/forget``, its whole history too) of the conversation of ``context`` and
-    ``args``, and its facts."""
-    if history:
-        await agent.forget(context, args)
-    else:
-        await agent.reset(context, args)
-    facts = facts_of(agent)
-    if facts is None:
-        return
-    await facts.store.forget(agent.context_id(context, context.schema.validate(args)))

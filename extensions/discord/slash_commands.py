@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from ..chat.adapter import ChatAdapter
 from ..chat.commands import Answer, Caller, ChatCommands, all_zones, zone_named
 from ..chat.i18n import LANGUAGE_NAMES, localized, say
-from ..chat.memory import erase_conversation
 from ..chat.reminders import CANCEL_PREFIX, describe, schedules_or_none
 from ._lib import app_commands, discord
 from .definitions import discord_channel
@@ -101,8 +100,11 @@ class SlashCommands:
             )
             return say("discord.reset_refused", language)
         args = {"channel_id": channel_id, "guild_id": interaction.guild_id}
-        await erase_conversation(agent, discord_channel, args, history=erase)
-        return say("forget_done" if erase else "reset_done", language)
+        if erase:
+            await agent.forget(discord_channel, args)
+            return say("forget_done", language)
+        await agent.reset(discord_channel, args)
+        return say("reset_done", language)
 
     def model_choices(self, typed: str) -> list[str]:
         """The models of ``LLM_ALLOWED_MODELS`` that contain what the user typed so far (autocomplete)."""

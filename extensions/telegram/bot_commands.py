@@ -26,7 +26,6 @@ from core.errors import PlatformError
 from ..chat.adapter import ChatAdapter
 from ..chat.commands import Caller, ChatCommands
 from ..chat.i18n import localized, say
-from ..chat.memory import erase_conversation
 from ..chat.policy import Allowlist
 from .definitions import ChatArgs, telegram_chat
 from .filters import MessageFacts
@@ -106,8 +105,13 @@ class BotCommands:
             log.info("chat %s: %s by user %s refused (not an administrator)", facts.chat_id, command, facts.user_id)
             await self.posting.notice(facts, RESET_REFUSED)
             return
-        await erase_conversation(agent, telegram_chat, facts.args, history=erase)
-        await self.posting.say(facts, "forget_done" if erase else "reset_done")
+        args = facts.args
+        if erase:
+            await agent.forget(telegram_chat, args)
+            await self.posting.say(facts, "forget_done")
+            return
+        await agent.reset(telegram_chat, args)
+        await self.posting.say(facts, "reset_done")
 
     async def administers(self, chat_id: int, user_id: int | None, *, private: bool, doing: str) -> bool:
         """True when the user may ``/reset`` the chat or change its settings (``doing`` names the command, for the

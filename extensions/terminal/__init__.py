@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable
 
 from core import Agent, Extension, RunEventType, context, extension, input, output
 
-from ..chat import memory
-
 __all__ = ("chat", "cli_extension", "cli_input", "cli_message", "cli_session")
 
 cli_session = context(
@@ -79,7 +77,7 @@ async def chat(
             write(_HELP)
             continue
         if text == "/reset":
-            await memory.erase_conversation(agent, cli_session, session, history=False)
+            await agent.reset(cli_session, session)
             write("(conversation forgotten)\n")
             continue
         await _exchange(agent, session, text, write=write, bot_name=bot_name)

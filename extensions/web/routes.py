@@ -27,7 +27,6 @@ from core.errors import BotError
 
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
-from ..chat.memory import erase_conversation
 from .definitions import web_chat
 from .guard import local_only, refused, security_headers, visitor_address, well_formed
 from .pages import STATIC, TEMPLATES, Templates
@@ -190,8 +189,11 @@ class ChatPages:
         if name in ("reset", "forget"):
             if name in disabled or "reset" in disabled:
                 return say("disabled", language, command=name)
-            await erase_conversation(agent, web_chat, visitor, history=name == "forget")
-            return say("forget_done" if name == "forget" else "reset_done", language)
+            if name == "forget":
+                await agent.forget(web_chat, visitor)
+                return say("forget_done", language)
+            await agent.reset(web_chat, visitor)
+            return say("reset_done", language)
         if name in COMMANDS:
             caller = Caller(user=f"web:{visitor}", manages_chat=True)  # the only person in this conversation
             answer = await commands.run(name, cid, caller, arg or None)

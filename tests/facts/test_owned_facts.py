@@ -148,3 +148,14 @@ async def test_a_fact_said_by_no_known_person_is_the_group_s(who: str | None) ->
         await agent.send(ROOM, "r", {"type": "room:message", "data": "remember the wifi", "params": params})
         kept = await facts.store.of_conversation("room:r")
     assert [(f.owner, f.scope) for f in kept] == [(None, FactScope.GROUP)]
+
+
+@pytest.mark.parametrize("command", ["reset", "forget"])
+async def test_reset_and_forget_erase_the_conversation_s_facts(command: str) -> None:
+    facts = Facts()
+    agent = agent_with(ScriptedModel(lambda request: "ok"), facts)
+    for where in ("room:r", "room:other"):
+        await facts.store.add(Fact(conversation=where, text="x", owner="room:alice"), limit=50)
+    await getattr(agent, command)(ROOM, "r")  # /reset, /forget: whoever may use them on the platform
+    assert await facts.store.of_conversation("room:r") == []
+    assert [f.conversation for f in await facts.store.of_owner("room:alice")] == ["room:other"]
