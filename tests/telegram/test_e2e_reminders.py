@@ -228,10 +228,10 @@ async def test_a_firing_counts_against_the_limits_of_whoever_set_it(
     model = ScriptedModel(
         lambda request: reply("Reminder: " + ("Bob's" if "Bob's thing" in request.prompt else "Ann's"))
     )
-    agent = await bots(model, clock, tokens_per_day_user=1000)
+    agent = await bots(model, clock, tokens_per_day_user=10_000)  # (a call's prompt is a few thousand tokens)
     schedules = schedules_of(agent)
     await agent.usage.add(
-        day=day_of(now_ms()), keys=[f"user:telegram:{ANN}"], input_tokens=1000, output_tokens=0, cost=0
+        day=day_of(now_ms()), keys=[f"user:telegram:{ANN}"], input_tokens=10_000, output_tokens=0, cost=0
     )  # Ann spent her day's tokens
     where = (telegram_chat, ChatArgs(chat_id=GROUP))
     await schedules.once(*where, at=START + timedelta(minutes=1), text="Ann's thing", creator=f"telegram:{ANN}")
