@@ -440,11 +440,14 @@ class Agent(ExtensionPoints):
         *,
         listener: Callable[[RunEvent], Any] | None = None,
         options: Mapping[str, Any] | None = None,
+        stopped: bool = False,
     ) -> list[Log]:
         """Run the instance with ``inputs``; if it is already running here, the inputs join that run.
 
         ``options`` are copied into ``state.options`` when a new run starts (a queue passes the batch id
-        there for output handlers); inputs that join a running run leave its options as they are."""
+        there for output handlers); inputs that join a running run leave its options as they are. ``stopped``:
+        a Stop was pressed before these inputs began to run (a queued batch, ``core.fleet.stops``): they are
+        recorded, the stop with them, and not answered."""
         context = self.registry.resolve(context)
         cid = self.context_id(context, args)
         while True:
@@ -469,6 +472,7 @@ class Agent(ExtensionPoints):
                 await asyncio.shield(current.finished)  # closing: wait until its memory is saved
         pending = Pending(list(inputs), listener)
         pending.options = dict(options or {})
+        pending.stopped = stopped
         self._runs.put(cid, pending)
         run_context = contextvars.copy_context()
         if run_context.get(correlation_id) is None:  # a queue worker: take the id the input carried
@@ -490,9 +494,23 @@ class Agent(ExtensionPoints):
     def stop_answer(self, context_id: str) -> bool:
         """Stop the answer being written in ``context_id`` in this process (a person pressed Stop): its model call
         is cancelled now, what it had written is kept with a mark, no further action runs, and the run ends with
-        its memory saved (``Run.stop``). False when no answer is being written here."""
+        its memory saved (``Run.stop``); a run still being prepared (its state loading, its media fetched) starts
+        stopped. False when no answer is being written here."""
         current = self._runs.get(context_id)
+        if isinstance(current, Pending):
+            current.stopped = True
+            return True
         return isinstance(current, Run) and current.stop()
+
+    async def request_stop(self, context_id: str) -> bool:
+        """A person pressed Stop in ``context_id``: stop its answer wherever it is written, in this process
+        (``stop_answer``) and, with a queue, on the worker that holds the conversation (the dispatcher tells every
+        worker and records the stop with the conversation, ``core.fleet.stops``). False when there was nothing to
+        stop. Raises ``DispatchError`` when the queue cannot be reached."""
+        here = self.stop_answer(context_id)
+        if not self.dispatcher.distributed:
+            return here
+        return await self.dispatcher.stop_answer(context_id) or here
 
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue
@@ -540,6 +558,8 @@ class Agent(ExtensionPoints):
             run.emitter.listeners.extend(pending.listeners)
             self._runs.put(cid, run)
             entry = run
+            if pending.stopped:  # Stop was pressed while the run was prepared: nothing is answered
+                run.stop()
             async with contextlib.AsyncExitStack() as during:
                 if context.while_running is not None:
                     await during.enter_async_context(context.while_running(state, self))

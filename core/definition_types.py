@@ -393,6 +393,11 @@ class Host(Protocol):
         """Stop the answer being written in ``context_id`` in this process (Stop); False when there is none."""
         ...
 
+    async def request_stop(self, context_id: str) -> bool:
+        """A person pressed Stop in ``context_id``: stop its answer here and, with a queue, on the worker that holds
+        the conversation; False when there was nothing to stop."""
+        ...
+
     async def reset(self, context: Context, args: Any) -> None:
         """Forget the instance's memory (``/reset``)."""
         ...

@@ -54,8 +54,14 @@ class Runner(Protocol):
         *,
         listener: Callable[[RunEvent], Any] | None = None,
         options: Mapping[str, Any] | None = None,
+        stopped: bool = False,
     ) -> list[Log]:
-        """Run the instance with ``inputs``; if it is already running here, the inputs join that run."""
+        """Run the instance with ``inputs``; if it is already running here, the inputs join that run (``stopped``:
+        a Stop was pressed before they began to run, so they are recorded and not answered)."""
+        ...
+
+    def stop_answer(self, context_id: str) -> bool:
+        """Stop the answer being written in ``context_id`` in this process (a person pressed Stop)."""
         ...
 
     def cancel_run(self, context_id: str) -> bool:
@@ -98,6 +104,11 @@ class Dispatcher(Protocol):
         an empty list once the input is stored; raises ``BackpressureError`` when the inbox is full."""
         ...
 
+    async def stop_answer(self, context_id: str) -> bool:
+        """A person pressed Stop: stop the answer of ``context_id`` wherever the dispatcher runs it (in-process:
+        nothing to add to ``Agent.stop_answer``). True when there was something to stop."""
+        ...
+
     async def stop(self) -> None:
         """Stop taking inputs and release resources."""
         ...
@@ -130,6 +141,10 @@ class InProcessDispatcher:
             if len(self._seen) > self._dedupe_size:
                 self._seen.pop(next(iter(self._seen)))
         return await self._agent.run(context, args, [input_ref])
+
+    async def stop_answer(self, context_id: str) -> bool:
+        """Nothing runs elsewhere: ``Agent.stop_answer`` stops the runs of this process."""
+        return False
 
     async def stop(self) -> None:
         """Nothing to release."""

@@ -31,6 +31,8 @@ class Pending:
         """Resolved with the run's chain."""
         self.following: Pending | None = None
         """The run after this one, for the inputs this one has no room for (``room``)."""
+        self.stopped = False
+        """A Stop was pressed before the run began (``Agent.stop_answer``): it starts stopped."""
 
     def room(self, cap: int) -> Pending:
         """This pending run, or the first following one with fewer than ``cap`` inputs (0: no cap)."""

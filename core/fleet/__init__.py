@@ -17,6 +17,7 @@ from .options import QueueConfig, redact_url
 from .reply_ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
 from .schedule_store import RedisScheduleStore, ServerClock
 from .shard_leases import IdentifySlots, ShardLeases
+from .stops import FleetStops
 from .summary_lock import RedisSummaryLock
 from .usage_store import RedisUsage
 from .visitor_book import RedisVisitorBook
@@ -25,6 +26,7 @@ __all__ = (
     "REPLY_LEDGER",
     "DrainStats",
     "Drainer",
+    "FleetStops",
     "IdentifySlots",
     "LeaseLostError",
     "PlatformLock",

@@ -27,6 +27,7 @@ from .backend import DRAIN_FUNCTION, RETRY_PAUSE_MAX, RETRYABLE, RedisBackend, c
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
 from .reply_ledger import ReplayModel
+from .stops import FleetStops
 
 if TYPE_CHECKING:
     from ..dispatch import Runner
@@ -192,6 +193,8 @@ class QueueWorker:
         """The connection."""
         self.drainer = Drainer(agent, backend)
         """Runs the drain jobs."""
+        self.stops = FleetStops(backend)
+        """The Stops pressed on the gateways, for the runs of this worker (``Drainer.stop``)."""
         self.rescheduled = 0
         """Contexts this worker's sweeper rescheduled after their lease expired."""
         self._stop = asyncio.Event()
@@ -221,13 +224,17 @@ class QueueWorker:
             await self.backend.run(self.backend.client.ping, what="connecting", retry_for=cfg.retry_seconds)
             async with self.agent:
                 worker = self._arq = _WakeWorker(backend=self.backend, drainer=self.drainer, pool=pool)
-                log.info(
-                    "worker ready: %d contexts at a time, lease %.1fs, redis %s",
-                    cfg.concurrency,
-                    cfg.lease_seconds,
-                    cfg.shown_url,
-                )
                 async with asyncio.TaskGroup() as tg:
+                    listening = tg.create_task(self.stops.listen(self.drainer.stop), name="stops")
+                    with contextlib.suppress(TimeoutError):  # (not yet: it keeps trying, and says so)
+                        async with asyncio.timeout(cfg.retry_seconds):
+                            await self.stops.subscribed.wait()
+                    log.info(
+                        "worker ready: %d contexts at a time, lease %.1fs, redis %s",
+                        cfg.concurrency,
+                        cfg.lease_seconds,
+                        cfg.shown_url,
+                    )
                     main = tg.create_task(worker.serve(), name="arq-loop")
                     sweeper = tg.create_task(self._sweep(), name="sweeper")
                     renewer = tg.create_task(self.drainer.renew_forever(), name="renewer")
@@ -237,7 +244,7 @@ class QueueWorker:
                         main.result()  # the loop failed: raise its error
                     await self._shutdown(worker)
                     worker.closing = self._closing = True
-                    for task in (main, sweeper, renewer, stopped):
+                    for task in (main, sweeper, renewer, stopped, listening):
                         task.cancel()
                 with contextlib.suppress(*_POLL_ERRORS):  # arq's close() would use a deprecated call
                     await pool.delete(worker.health_check_key)

@@ -21,6 +21,7 @@ from ..entries import InputRef, Log
 from ..errors import BackpressureError
 from .backend import RedisBackend
 from .options import QueueConfig
+from .stops import FleetStops
 
 if TYPE_CHECKING:
     from ..dispatch import Runner
@@ -97,6 +98,8 @@ class RedisDispatcher:
         """The connection (shared with the memory store and the worker)."""
         self._owns_backend = owns
         self._agent: Runner | None = None
+        self.stops = FleetStops(self.backend)
+        """Stops pressed here reach the worker that holds the conversation."""
 
     @property
     def config(self) -> QueueConfig:
@@ -164,6 +167,12 @@ class RedisDispatcher:
             confirm=True,  # a platform is told it was stored (Telegram's offset, a webhook's 200)
         )
         return result
+
+    async def stop_answer(self, context_id: str) -> bool:
+        """A person pressed Stop: the worker that holds ``context_id`` stops its run, and a worker that takes what
+        was stored before the press begins it stopped (``core.fleet.stops``). True when something was there to
+        stop; raises ``DispatchError`` when Redis cannot be reached."""
+        return await self.stops.press(context_id)
 
     async def stop(self) -> None:
         """Close the connection if this dispatcher opened it."""

@@ -23,6 +23,7 @@ from .backend import RedisBackend
 from .batch_trace import batch_span
 from .reply_ledger import REPLY_LEDGER, RedisReplyLedger
 from .scope import Lease, RunScope
+from .stops import covers
 from .usage_store import USAGE_TTL
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class Drainer:
         self.stats = DrainStats()
         """Counters."""
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
+        self._starting: dict[str, bool] = {}  # batches taken whose run has not begun: stopped before it?
 
     # -- the job ---------------------------------------------------------------------------------------
 
@@ -163,6 +165,18 @@ class Drainer:
             elif not lease.ended:  # (a lease released while this renewal was on its way is not lost)
                 self._lose(lease)
 
+    def stop(self, cid: str) -> bool:
+        """A Stop was pressed for ``cid`` (``core.fleet.stops``): its run here stops, or a batch taken here whose run
+        has not begun yet begins stopped. False when this worker holds nothing of ``cid``."""
+        if cid in self._starting:
+            self._starting[cid] = True
+            log.info("%s: Stop pressed before its run began: it begins stopped", cid)
+            return True
+        stopped = self.agent.stop_answer(cid)
+        if stopped:
+            log.info("%s: Stop pressed: its run is stopped", cid)
+        return stopped
+
     def _lose(self, lease: Lease) -> None:
         if lease.lost:
             return
@@ -203,11 +217,16 @@ class Drainer:
             for kind, value in zip(MEMORY_KINDS, result[7:], strict=False):
                 scope.loaded[scope.keys.memory(kind)] = value
             entries = json.loads(result[4])
+            stop = result[7 + len(MEMORY_KINDS)] if len(result) > 7 + len(MEMORY_KINDS) else None
+            self._starting[lease.cid] = covers(stop, scope.batch_id, entries)
             if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
                 self.stats.redelivered += 1
                 scope.cache = await self._ledger(scope)
             try:
-                ok = await self._run(scope, entries)
+                try:
+                    ok = await self._run(scope, entries)
+                finally:
+                    self._starting.pop(lease.cid, None)
             except _ForeignBatch:  # another bot's: handed back untouched (no attempt counted), for its workers
                 await self._close(scope, acknowledged=False)
                 await self._hand_back(lease)
@@ -290,10 +309,17 @@ class Drainer:
             "enqueued_at": [entry.get("t") for entry in entries],
             REPLY_LEDGER: RedisReplyLedger(scope),
         }
+        stopped = self._starting.pop(scope.keys.cid, False)  # (no wait from here until the run is in the table)
+        if stopped:
+            log.info(
+                "batch %s of %s: Stop was pressed before it began; recorded, not answered",
+                scope.batch_id,
+                scope.keys.cid,
+            )
         token = scope.enter()
         try:
             with batch_span(entries, scope):
-                await self.agent.run(context, args, inputs, options=options)
+                await self.agent.run(context, args, inputs, options=options, stopped=stopped)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the agent logged its traceback ("run of ... crashed")
@@ -310,7 +336,7 @@ class Drainer:
         job_id = "" if mode == "take" else keys.job_id(lease.cid, uuid.uuid4().hex)  # take schedules nothing
         writes = list(acked.staged.items()) if acked is not None else []
         usage = list(acked.usage.items()) if acked is not None else []
-        reads = [ck.memory(kind) for kind in MEMORY_KINDS] if mode == "take" else []
+        reads = [*(ck.memory(kind) for kind in MEMORY_KINDS), ck.stop] if mode == "take" else []
         args: list[Any] = [
             lease.fence,
             lease.cid,

@@ -10,12 +10,15 @@ Per context ``cid`` (prefix ``bots:``)::
                                      f:<source> (the highest number of an ordered source dropped from them)
     bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies), until its ack
     bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
+    bots:{cid}:stop         string   the last Stop pressed: "<batch held>|<t of the newest input waiting>", kept
+                                     an hour (``core.fleet.stops``)
 
 Shared by all contexts: ``bots:queue`` (arq's job queue, a sorted set idle workers block on with BZMPOP),
 ``bots:active`` (sorted set of contexts with work, scored by when the sweeper should look at them), ``bots:dead``
 (batches that failed too often), ``bots:visitors`` and ``bots:newcomers:<address>`` (the web chat's visitors: when
 each was last seen, and the new ones each address started lately). A drain job is only its id in the queue (arq's
-job keys, ``arq:job:<id>``, are not written: the worker runs the job from its id).
+job keys, ``arq:job:<id>``, are not written: the worker runs the job from its id). ``bots:stops`` is a pub/sub
+channel: a gateway publishes there the id of a conversation whose Stop was pressed, every worker listens.
 """
 
 from __future__ import annotations
@@ -62,6 +65,11 @@ class ContextKeys:
     def memory(self, kind: str) -> str:
         return self.base + "mem:" + kind
 
+    @property
+    def stop(self) -> str:
+        """The last Stop pressed in the conversation and what it covers (``core.fleet.stops``)."""
+        return self.base + "stop"
+
 
 @dataclass(frozen=True, slots=True)
 class Keys:
@@ -86,6 +94,11 @@ class Keys:
     @property
     def dead(self) -> str:
         return self.prefix + "dead"
+
+    @property
+    def stops(self) -> str:
+        """The pub/sub channel of Stops: a gateway publishes a conversation's id, the workers stop its run."""
+        return self.prefix + "stops"
 
     @property
     def visitors(self) -> str:

@@ -24,6 +24,7 @@ __all__ = (
     "SHARD_RENEW",
     "SHARD_TAKE",
     "STEP",
+    "STOP",
     "STORE_MODEL",
 )
 
@@ -402,3 +403,24 @@ end
 return {redis.call('ZCARD', KEYS[1]), lost}
 """
 )
+
+STOP = """
+-- KEYS: batch inbox stop        ARGV: channel cid keep_ms
+-- A person pressed Stop: record what it covers (the batch taken and not yet acknowledged, and the time its
+-- gateway stored the newest input waiting, as the input says) for whichever worker takes them, and tell every
+-- worker at once (pub/sub). Returns 1 when a batch was held or inputs waited, 0 when nothing was stored to stop.
+local held = redis.call('HGET', KEYS[1], 'id') or ''
+local waiting = ''
+local last = redis.call('LINDEX', KEYS[2], -1)
+if last then
+  local ok, entry = pcall(cjson.decode, last)
+  if ok and type(entry) == 'table' and type(entry.t) == 'number' then waiting = string.format('%.17g', entry.t) end
+end
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+if held == '' and waiting == '' then
+  redis.call('DEL', KEYS[3])
+  return 0
+end
+redis.call('SET', KEYS[3], held .. '|' .. waiting, 'PX', ARGV[3])
+return 1
+"""

@@ -50,7 +50,9 @@ async def test_stop_cancels_the_model_call_keeps_what_was_written_and_ends_the_r
     events = []
     async with agent:
         sending = asyncio.create_task(
-            agent.run(chat, "c", [agent.make_input({"type": "chat:message", "data": "tell me"})], listener=events.append)
+            agent.run(
+                chat, "c", [agent.make_input({"type": "chat:message", "data": "tell me"})], listener=events.append
+            )
         )
         await asyncio.wait_for(model.started.wait(), 5)
         assert agent.stop_answer("chat:c") is True
@@ -82,3 +84,40 @@ async def test_a_new_message_after_a_stop_gets_an_answer() -> None:
         assert agent.stop_answer("chat:c")
         await asyncio.wait_for(second, 5)
     assert model.calls == 2
+
+
+async def test_a_stop_pressed_while_the_run_is_prepared_stops_it_as_it_starts() -> None:
+    model, said = Slow(), []
+    loading = asyncio.Event()
+
+    class SlowStore(InMemoryStore):
+        async def get(self, key: str) -> object:
+            loading.set()
+            await asyncio.sleep(0.05)
+            return await super().get(key)
+
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        outputs=[output(type="say", handler=lambda data, ctx, agent: said.append(data))],
+        memory=SlowStore(),
+    )
+    async with agent:
+        sending = asyncio.create_task(agent.send(chat, "c", {"type": "chat:message", "data": "one"}))
+        await asyncio.wait_for(loading.wait(), 5)
+        assert agent.stop_answer("chat:c") is True  # the run is still loading its state
+        chain = await asyncio.wait_for(sending, 5)
+    assert model.calls == 0 and said == []
+    assert any(isinstance(e, ErrorLog) and e.source == "stop" for e in chain)
+
+
+async def test_a_run_given_as_stopped_records_its_inputs_and_answers_nothing() -> None:
+    model = Slow()
+    agent = create_agent(model=model, contexts=[chat], outputs=[output(type="say", handler=lambda *a: None)])
+    async with agent:
+        ref = agent.make_input({"type": "chat:message", "data": "stopped before it began"})
+        chain = await asyncio.wait_for(agent.run(chat, "c", [ref], stopped=True), 5)
+        state = await agent.load_state(chat, "c")
+    assert model.calls == 0
+    assert any(isinstance(e, ErrorLog) and e.source == "stop" for e in chain)
+    assert [e.data for e in state.working_memory.logs if e.kind == "input"] == ["stopped before it began"]
