@@ -68,6 +68,12 @@ class RunError(BotError):
 class ModelError(RunError):
     """The model provider failed: network, timeout, rate limit, server error or an unusable answer."""
 
+    def __init__(self, *args: object, transient: bool = False) -> None:
+        super().__init__(*args)
+        self.transient = transient
+        """The failure may pass and another model may answer now: a timeout, a 429, a 5xx, a refused connection
+        or a stream the server broke off (a chain of models, ``core.models.FallbackModel``, asks the next)."""
+
 
 class ModelAuthError(ModelError):
     """The model provider refused the credentials."""

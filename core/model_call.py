@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from . import tracing
 from .errors import ModelError, RunError
 from .media.attachment import image_marker
-from .models.base import ImagePart, ModelRequest, call_usage
+from .models.base import ImagePart, ModelRequest, ModelRoute, call_route, call_usage
 from .prompt import xml_attr
 from .turns import TurnGuard
 from .unicode_text import repair_text
@@ -36,6 +36,7 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
     model = deps.model
     usage_before = model.last_usage
     call_usage.set(None)
+    call_route.set(None)  # a chain of models (FallbackModel) says here which of them answered
     span = tracing.start(f"chat {model_name(deps, request)}", kind="client") if tracing.active() else tracing.NO_SPAN
     recording = span.is_recording()
     if recording:
@@ -99,6 +100,9 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
         aclose = getattr(it, "aclose", None)
         if aclose is not None:
             await aclose()
+        route = call_route.get()
+        if route is not None:
+            _observe_route(deps, request, route, span)
         if captured is not None:
             span.set_attribute("gen_ai.output.messages", "".join(captured))
         if span is not tracing.NO_SPAN:
@@ -160,8 +164,32 @@ def _request_attributes(span: tracing.SpanLike, deps: RunDeps, request: ModelReq
 
 
 def model_name(deps: RunDeps, request: ModelRequest) -> str:
-    """The name of the model ``request`` is answered by (a conversation's ``/model`` or the configured one)."""
+    """The name of the model ``request`` is answered by: the one of a chain that answered (``call_route``, set
+    once its first chunk came), else a conversation's ``/model`` or the configured one."""
+    route = call_route.get()
+    if route is not None and route.answered:
+        return route.answered
     return request.model or deps.model.model or deps.model.name
+
+
+def _observe_route(deps: RunDeps, request: ModelRequest, route: ModelRoute, span: tracing.SpanLike) -> None:
+    """The models of a chain that failed this call or were skipped, to the observers (``model_failed:<name>``,
+    ``model_skipped:<name>``) and the call's span (an event each)."""
+    context_id = request.metadata.get("context_id", "")
+    for name, error in route.failed:
+        deps.observe(f"model_failed:{name}", context_id, 1.0)
+        span.add_event("gen_ai.model.failed", {"gen_ai.request.model": name, "error.message": error[:500]})
+    for name in route.skipped:
+        deps.observe(f"model_skipped:{name}", context_id, 1.0)
+        span.add_event("gen_ai.model.skipped", {"gen_ai.request.model": name})
+    if route.answered and span.is_recording():
+        span.set_attributes(
+            {
+                "gen_ai.response.model": route.answered,
+                "gen_ai.system": route.provider,
+                "gen_ai.provider.name": route.provider,
+            }
+        )
 
 
 async def as_response(

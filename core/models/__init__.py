@@ -1,4 +1,5 @@
-"""Model providers: the protocol, a scripted model, OpenAI-compatible, Anthropic and the embedded model.
+"""Model providers: the protocol, a scripted model, OpenAI-compatible, Anthropic and the embedded model, and a chain
+of them that fails over (``FallbackModel``).
 
 The SDKs (``openai``, ``anthropic``, ``xllamacpp``) are imported only when a provider is built.
 """
@@ -10,6 +11,7 @@ from .base import (
     ImagePart,
     Model,
     ModelRequest,
+    ModelRoute,
     ModelUsage,
     PrefersCompact,
     SelfChecking,
@@ -18,6 +20,8 @@ from .base import (
     report_usage,
     without_images,
 )
+from .breaker import BreakerPolicy, BreakerState, CircuitBreaker
+from .fallback import FallbackModel
 from .grammar import GrammarLimits, build_grammar, grammar_for
 from .local import LocalModel, default_model_path
 from .openai_compat import OpenAICompatModel
@@ -26,13 +30,18 @@ from .scripted import ScriptedModel
 
 __all__ = (
     "AnthropicModel",
+    "BreakerPolicy",
+    "BreakerState",
     "CallsTools",
+    "CircuitBreaker",
+    "FallbackModel",
     "GrammarLimits",
     "HoldsWeights",
     "ImagePart",
     "LocalModel",
     "Model",
     "ModelRequest",
+    "ModelRoute",
     "ModelUsage",
     "OpenAICompatModel",
     "PrefersCompact",

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
 from .base import ModelRequest, ModelUsage, interleave, report_usage
-from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
+from .retry import (
+    Failure,
+    RetryPolicy,
+    http_failure,
+    parse_retry_after,
+    redact,
+    retrying_stream,
+    safe_url,
+    transport_failure,
+)
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -132,12 +141,15 @@ class AnthropicModel:
         if isinstance(exc, anthropic.APITimeoutError):
             return Failure(
                 error=ModelError(
-                    f"{self._where} sent no answer within {self.timeout:g}s: raise LLM_TIMEOUT or try again later"
+                    f"{self._where} sent no answer within {self.timeout:g}s: raise LLM_TIMEOUT or try again later",
+                    transient=True,
                 )
             )
         if isinstance(exc, anthropic.APIConnectionError):
             return Failure(
-                error=ModelError(f"cannot reach {self._where}: check the network (and LLM_BASE_URL if set)"),
+                error=ModelError(
+                    f"cannot reach {self._where}: check the network (and LLM_BASE_URL if set)", transient=True
+                ),
                 retryable=True,
             )
         if isinstance(exc, anthropic.APIStatusError):
@@ -153,6 +165,9 @@ class AnthropicModel:
                 retry_after=parse_retry_after(exc.response.headers),
                 secret=self._secret,
             )
+        transport = transport_failure(exc, self._where, self.timeout)
+        if transport is not None:
+            return transport
         detail = redact(str(exc), self._secret)[:300]
         return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
 

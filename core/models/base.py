@@ -17,10 +17,12 @@ __all__ = (
     "ImagePart",
     "Model",
     "ModelRequest",
+    "ModelRoute",
     "ModelUsage",
     "SelfChecking",
     "ServedOverHttp",
     "ToolSpec",
+    "call_route",
     "call_usage",
     "closing_stream",
     "interleave",
@@ -250,3 +252,25 @@ provider's stream runs in the task that reads it, so concurrent runs never see e
 def report_usage(usage: ModelUsage) -> None:
     """Called by a provider as its stream ends: the reader of the stream (the step loop) counts ``usage``."""
     call_usage.set(usage)
+
+
+@dataclass(kw_only=True)
+class ModelRoute:
+    """Which models of a chain (``FallbackModel``) one call went through, filled in as it goes."""
+
+    answered: str = ""
+    """The name usage is counted under of the model that answered (its ``model``, else its ``name``); empty
+    while none has sent its first chunk."""
+    provider: str = ""
+    """The provider part of its ``name`` (``openai`` of ``openai:gpt-4o``)."""
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    """``(name, error)`` of each model that failed this call (a timeout, a 429, a 5xx, a refused connection,
+    a dropped stream), in the order they were asked; named as usage names them."""
+    skipped: list[str] = field(default_factory=list)
+    """The models passed over because their circuit breaker had them paused, named as usage names them."""
+
+
+call_route: ContextVar[ModelRoute | None] = ContextVar("call_route", default=None)
+"""The route of the model call streaming in this task, set by a chain of models (``FallbackModel``) as its stream
+starts; the step loop resets it before each call and reads which model answered from it (usage, metrics, traces).
+None: a single model answered."""

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
 from .base import ModelRequest, ModelUsage, interleave, report_usage, without_images
-from .retry import Failure, RetryPolicy, http_failure, parse_retry_after, redact, retrying_stream, safe_url
+from .retry import (
+    Failure,
+    RetryPolicy,
+    http_failure,
+    parse_retry_after,
+    redact,
+    retrying_stream,
+    safe_url,
+    transport_failure,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -173,12 +182,15 @@ class OpenAICompatModel:
         if isinstance(exc, openai.APITimeoutError):
             return Failure(
                 error=ModelError(
-                    f"{self._where} sent no answer within {self.timeout:g}s: raise LLM_TIMEOUT or check the server"
+                    f"{self._where} sent no answer within {self.timeout:g}s: raise LLM_TIMEOUT or check the server",
+                    transient=True,
                 )
             )
         if isinstance(exc, openai.APIConnectionError):
             return Failure(
-                error=ModelError(f"cannot reach {self._where}: check LLM_BASE_URL and that the server is running"),
+                error=ModelError(
+                    f"cannot reach {self._where}: check LLM_BASE_URL and that the server is running", transient=True
+                ),
                 retryable=True,
             )
         if isinstance(exc, openai.APIStatusError):
@@ -192,7 +204,12 @@ class OpenAICompatModel:
             )
         if isinstance(exc, openai.APIError):  # an error event in the middle of the stream
             detail = redact(_detail(exc.body, exc.message), self._secret)
-            return Failure(error=ModelError(f"{self._where} reported an error while answering: {detail}"))
+            return Failure(
+                error=ModelError(f"{self._where} reported an error while answering: {detail}", transient=True)
+            )
+        transport = transport_failure(exc, self._where, self.timeout)
+        if transport is not None:
+            return transport
         detail = redact(str(exc), self._secret)[:300]
         return Failure(error=ModelError(f"{self._where} failed: {type(exc).__name__}: {detail}"))
 

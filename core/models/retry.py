@@ -21,7 +21,16 @@ from dataclasses import dataclass, field
 from ..errors import ModelAuthError, ModelError
 from ..url_secrets import mask_query
 
-__all__ = ("Failure", "RetryPolicy", "http_failure", "parse_retry_after", "redact", "retrying_stream", "safe_url")
+__all__ = (
+    "Failure",
+    "RetryPolicy",
+    "http_failure",
+    "parse_retry_after",
+    "redact",
+    "retrying_stream",
+    "safe_url",
+    "transport_failure",
+)
 
 log = logging.getLogger(__name__)
 
@@ -143,15 +152,41 @@ def http_failure(
         return Failure(error=ModelError(f"{where} has no model {model!r} (HTTP 404): check LLM_MODEL and LLM_BASE_URL"))
     if status == 429:
         return Failure(
-            error=ModelError(f"{where} is rate limiting requests (HTTP 429): {detail}"),
+            error=ModelError(f"{where} is rate limiting requests (HTTP 429): {detail}", transient=True),
             retryable=True,
             retry_after=retry_after,
         )
     if status == 408 or status >= 500:
         return Failure(
-            error=ModelError(f"{where} failed (HTTP {status}): {detail}"), retryable=True, retry_after=retry_after
+            error=ModelError(f"{where} failed (HTTP {status}): {detail}", transient=True),
+            retryable=True,
+            retry_after=retry_after,
         )
     return Failure(error=ModelError(f"{where} rejected the request (HTTP {status}): {detail}"))
+
+
+def transport_failure(exc: Exception, where: str, timeout: float) -> Failure | None:
+    """The ``Failure`` of an HTTP client's own exception that an SDK let through while reading a stream (the
+    server went silent past ``timeout`` or broke the connection off half-way); None for anything else. Both are
+    transient, but only retried before the first chunk, as every failure is."""
+    import httpx  # the SDKs' HTTP client, imported only by a provider that is built
+
+    if isinstance(exc, httpx.TimeoutException):
+        return Failure(
+            error=ModelError(
+                f"{where} went silent for {timeout:g}s while answering: raise LLM_TIMEOUT or check the server",
+                transient=True,
+            )
+        )
+    if isinstance(exc, httpx.TransportError):
+        return Failure(
+            error=ModelError(
+                f"{where} broke the connection off while answering ({type(exc).__name__}): check the server",
+                transient=True,
+            ),
+            retryable=True,
+        )
+    return None
 
 
 async def retrying_stream(
@@ -184,11 +219,12 @@ async def retrying_stream(
             if failure.retry_after is not None and failure.retry_after > policy.max_retry_after:
                 raise ModelError(
                     f"{failure.error} (the server asked to wait {failure.retry_after:.0f}s, longer than "
-                    f"{policy.max_retry_after:.0f}s; try again later)"
+                    f"{policy.max_retry_after:.0f}s; try again later)",
+                    transient=failure.error.transient,
                 ) from exc
             if attempt >= policy.retries:
                 suffix = f" after {attempt} retries; raise LLM_RETRIES or try again later" if attempt else ""
-                raise type(failure.error)(f"{failure.error}{suffix}") from exc
+                raise type(failure.error)(f"{failure.error}{suffix}", transient=failure.error.transient) from exc
             wait = policy.delay(attempt, failure.retry_after)
             attempt += 1
             log.warning("%s: %s; retry %d/%d in %.2fs", label, failure.error, attempt, policy.retries, wait)

@@ -2,8 +2,9 @@
 and ``POST /v1/audio/transcriptions`` (multipart upload, answered with ``transcript``).
 
 Each request takes the next scripted ``Reply`` (or the default one): a streamed answer, an error status with
-headers (``Retry-After``), a stall that never answers, or an error event in the middle of the stream. The
-server checks the bearer key when given one and, like the real API, echoes part of a wrong key in its error.
+headers (``Retry-After``), a stall that never answers, an error event in the middle of the stream, or a
+connection cut off in the middle of it. The server checks the bearer key when given one and, like the real API,
+echoes part of a wrong key in its error.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Reply:
     """Never answer (until the server closes)."""
     fail_after: int | None = None
     """Send this many chunks, then an error event."""
+    drop_after: int | None = None
+    """Send this many chunks, then cut the connection off (no end of the stream)."""
     usage: tuple[int, int] | None = (12, 3)
     """(input, output) tokens reported at the end, if the client asks for usage."""
 
@@ -50,6 +53,10 @@ class Recorded:
     path: str
     headers: Mapping[str, str]
     body: dict[str, Any]
+
+
+class _Cut(Exception):
+    """Raised by ``stream`` to cut the connection off half-way (``Reply.drop_after``)."""
 
 
 class FakeModelServer:
@@ -108,7 +115,12 @@ class FakeModelServer:
             return self.error(reply)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        await self.stream(response, reply, body)
+        try:
+            await self.stream(response, reply, body)
+        except _Cut:
+            if request.transport is not None:
+                request.transport.abort()
+            return response
         await response.write_eof()
         return response
 
@@ -181,6 +193,8 @@ class FakeOpenAIServer(FakeModelServer):
 
         await send({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
         for i, text in enumerate(reply.chunks):
+            if reply.drop_after is not None and i == reply.drop_after:
+                raise _Cut
             if reply.fail_after is not None and i == reply.fail_after:
                 error = {"error": {"message": "the model crashed", "type": "server_error"}}
                 await response.write(f"data: {json.dumps(error)}\n\n".encode())
