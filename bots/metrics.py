@@ -22,6 +22,8 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from core import tracing
 from core.events import RunEvent, RunEventType
+from core.models import ModelRoute
+from core.models.base import call_route
 from core.trust import AuditEvent
 
 if TYPE_CHECKING:
@@ -39,7 +41,9 @@ __all__ = (
     "MESSAGES_FAILED",
     "MESSAGES_IGNORED",
     "MESSAGES_RECEIVED",
+    "MODEL_FAILED",
     "MODEL_SECONDS",
+    "MODEL_SKIPPED",
     "PLATFORM_RATE_LIMITED",
     "QUEUE_DEPTH",
     "REPLIES_UNCERTAIN",
@@ -85,7 +89,20 @@ QUEUE_DEPTH = Gauge("bots_queue_depth", "Inputs waiting in the queue", ["queue"]
 RUN_SECONDS = Histogram(
     "bots_run_seconds", "Duration of a run, from start to saved memory", ["platform"], buckets=_LATENCY
 )
-MODEL_SECONDS = Histogram("bots_model_seconds", "Duration of one model call (a step)", ["model"], buckets=_LATENCY)
+MODEL_SECONDS = Histogram(
+    "bots_model_seconds", "Duration of one model call (a step), by the model that answered", ["model"], buckets=_LATENCY
+)
+MODEL_FAILED = Counter(
+    "bots_model_failed",
+    "Calls a model of the chain (LLM_FALLBACKS) failed with a timeout, a 429, a 5xx, a refused connection or a "
+    "dropped stream; the next model answered the step unless the answer had begun",
+    ["model"],
+)
+MODEL_SKIPPED = Counter(
+    "bots_model_skipped",
+    "Calls that passed a model of the chain over while its circuit breaker paused it (LLM_BREAKER_PAUSE)",
+    ["model"],
+)
 REPLY_SECONDS = Histogram(
     "bots_reply_seconds",
     "From the message's arrival to the first reply delivered for it (across the queue)",
@@ -177,7 +194,9 @@ KINDS = (
     "limited",
     "message_ignored",
     "message_received",
+    "model_failed",
     "model_seconds",
+    "model_skipped",
     "output",
     "output_tokens",
     "queue_depth",
@@ -192,7 +211,8 @@ KINDS = (
     "schedule_missed",
 )
 """What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``input_tokens:<model>``,
-``output_tokens:<model>`` and ``cost_micros:<model>`` the model (totals by model, never by user);
+``output_tokens:<model>`` and ``cost_micros:<model>`` the model (totals by model, never by user), as do
+``model_failed:<model>`` and ``model_skipped:<model>`` (a chain of models, ``LLM_FALLBACKS``);
 ``queue_depth`` takes the queue's name as ``context_id`` and the depth as value; ``rate_limited`` and
 ``reply_uncertain:<outcome>`` take a platform or context id; ``attachment:<kind>:<outcome>`` counts one
 attachment, ``attachment_bytes`` the bytes downloaded; ``limited:<limit>`` counts an input a limit refused
@@ -283,6 +303,10 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         TOKENS.labels(direction=base.removesuffix("_tokens")).inc(max(0.0, value))
         if detail:
             MODEL_TOKENS.labels(model=detail, direction=base.removesuffix("_tokens")).inc(max(0.0, value))
+    elif base == "model_failed":
+        MODEL_FAILED.labels(model=detail or "model").inc(value)
+    elif base == "model_skipped":
+        MODEL_SKIPPED.labels(model=detail or "model").inc(value)
     elif base == "cost_micros":
         MODEL_COST.labels(model=detail or "model").inc(max(0.0, value) / 1_000_000)
     elif base == "message_received":
@@ -310,6 +334,15 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         lease(base.removeprefix("lease_"))
     elif base != "output":
         log.debug("unknown metric kind %r dropped", kind)
+
+
+def _answered_by(route: ModelRoute | None) -> str:
+    """The model of a chain that answered the call, named as a provider names itself (``openai:gpt-4o``)."""
+    if route is None or not route.answered:
+        return ""
+    if not route.provider or route.answered.startswith(f"{route.provider}:"):
+        return route.answered
+    return f"{route.provider}:{route.answered}"
 
 
 def _exemplar() -> dict[str, str] | None:
@@ -343,7 +376,10 @@ class RunTracker:
                 message_answered(platform_of(context_id))
             else:
                 message_ignored(platform_of(context_id), "no_reply")
-        observe(kind, context_id, value, model=self.model)
+        model = self.model
+        if kind == "model_seconds":  # reported in the task that called the model, right after its stream
+            model = _answered_by(call_route.get()) or model
+        observe(kind, context_id, value, model=model)
 
     def on_event(self, event: RunEvent) -> None:
         """The event listener: ``agent.add_event_listener(tracker.on_event)``."""

@@ -1,4 +1,5 @@
-"""The model the ``LLM_*`` settings ask for, or a ``ConfigError`` naming the variable to fix."""
+"""The model the ``LLM_*`` settings ask for (a chain of models with ``LLM_FALLBACKS``), or a ``ConfigError`` naming
+the variable to fix."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.models import Model, ModelRequest, ScriptedModel
+from core.models import BreakerPolicy, FallbackModel, Model, ModelRequest, ScriptedModel
 from core.models.retry import RetryPolicy
 
-from .settings import LlmProvider, LlmSettings
+from .settings import FallbackEntry, LlmProvider, LlmSettings
 
-__all__ = ("SCRIPTED_REPLY", "build_model", "close_model", "open_model")
+__all__ = ("SCRIPTED_REPLY", "build_model", "chain_problems", "close_model", "open_model")
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,75 @@ SCRIPTED_REPLY = "Hello! I am up and running (LLM_PROVIDER=scripted, so this is 
 
 def build_model(llm: LlmSettings, *, data_dir: Path | None = None) -> Model:
     """Build the model of ``llm``; a bad combination raises ``ConfigError`` with one line naming the variable.
-    The local model's weights are assembled under ``LLM_WEIGHTS_DIR``, by default ``data_dir/models``."""
+    The local model's weights are assembled under ``LLM_WEIGHTS_DIR``, by default ``data_dir/models``.
+
+    With ``LLM_FALLBACKS``, a ``FallbackModel``: ``LLM_PROVIDER``'s model first, then each entry; every model
+    but the last hands a failed message to the next at once (no retries of its own: the next model is the
+    retry), and each has ``LLM_TIMEOUT`` seconds for its first chunk."""
+    if not llm.fallbacks:
+        return _build_one(llm, data_dir)
+    problems = chain_problems(llm)
+    if problems:
+        raise ConfigError(problems[0])
+    members = [_build_one(llm.model_copy(update={"retries": 0}), data_dir)]
+    for number, entry in enumerate(llm.fallbacks, start=1):
+        last = number == len(llm.fallbacks)
+        entry_llm = _entry_settings(llm, entry, last=last)
+        try:
+            members.append(_build_one(entry_llm, data_dir))
+        except ConfigError as exc:
+            raise ConfigError(f"LLM_FALLBACKS entry {number} ({entry}): {exc}") from exc
+    breaker = BreakerPolicy(failures=llm.breaker_failures, window=llm.breaker_window, pause=llm.breaker_pause)
+    return FallbackModel(members, breaker=breaker, timeout=llm.timeout)
+
+
+def chain_problems(llm: LlmSettings) -> list[str]:
+    """What ``build_model`` would refuse in ``LLM_FALLBACKS``, one line each (``bots config``), without building
+    anything."""
+    problems = []
+    if sum(1 for e in llm.fallbacks if e.provider is LlmProvider.LOCAL) + (llm.provider is LlmProvider.LOCAL) > 1:
+        problems.append("LLM_FALLBACKS names the embedded model (local) twice: keep it once, last in the chain")
+    for number, entry in enumerate(llm.fallbacks, start=1):
+        try:
+            _entry_settings(llm, entry, last=number == len(llm.fallbacks))
+        except ConfigError as exc:
+            problems.append(f"LLM_FALLBACKS entry {number} ({entry}): {exc}")
+    return problems
+
+
+def _entry_settings(llm: LlmSettings, entry: FallbackEntry, *, last: bool) -> LlmSettings:
+    """``llm`` as one entry of ``LLM_FALLBACKS`` asks for it: LLM_API_KEY goes only to the same provider at the
+    same URL (another server never sees it)."""
+    base_url = (entry.base_url or "").strip() or None
+    key = entry.api_key
+    same_server = entry.provider is llm.provider and base_url == ((llm.base_url or "").strip() or None)
+    if key is None and same_server:
+        key = llm.api_key
+    if entry.provider is LlmProvider.OPENAI and key is None and base_url is None:
+        raise ConfigError(
+            'needs an api_key for api.openai.com: give it in the JSON form, [{"provider": "openai", "model": '
+            '"gpt-4o-mini", "api_key": "${OPENAI_API_KEY}"}], or a base_url (openai:MODEL@http://host/v1)'
+        )
+    if entry.provider is LlmProvider.ANTHROPIC and key is None:
+        raise ConfigError(
+            'needs an api_key: give it in the JSON form, [{"provider": "anthropic", "api_key": "${ANTHROPIC_API_KEY}"}]'
+        )
+    if entry.provider is LlmProvider.OPENAI and base_url is not None and not entry.model.strip():
+        raise ConfigError(f"names no model: write the one served at {base_url} (openai:llama3.2@{base_url})")
+    return llm.model_copy(
+        update={
+            "provider": entry.provider,
+            "model": entry.model,
+            "base_url": base_url,
+            "api_key": key,
+            "vision": llm.vision if entry.vision is None else entry.vision,
+            "retries": llm.retries if last else 0,
+            "fallbacks": (),
+        }
+    )
+
+
+def _build_one(llm: LlmSettings, data_dir: Path | None) -> Model:
     provider = LlmProvider(llm.provider)
     key = llm.api_key.get_secret_value().strip() if llm.api_key is not None else ""
     base_url = (llm.base_url or "").strip() or None

@@ -35,6 +35,7 @@ from prometheus_client.openmetrics import exposition
 
 from core.errors import cannot_listen
 from core.health import Degraded
+from core.models import FallbackModel
 from core.models.base import HoldsWeights, SelfChecking, ServedOverHttp
 from extensions.chat.http_server import DEFAULT_LIMITS, HttpLimits, start_site
 
@@ -229,7 +230,10 @@ def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
     """Is the model reachable? A model's own ``ready()`` when it has one; the embedded model is ready once
     its weights are loaded or loadable; an HTTP model is when its server answers ``GET <base_url>/models``
     (any HTTP status: 401 still proves the server is there; no key is sent). The answer is kept for
-    ``cache_seconds`` so probes do not hammer the provider."""
+    ``cache_seconds`` so probes do not hammer the provider. A chain of models (``LLM_FALLBACKS``) is ready while
+    one of them is."""
+    if isinstance(model, FallbackModel):
+        return _chain_check(model, cache_seconds)
     if isinstance(model, SelfChecking):
         return model.ready
     if isinstance(model, HoldsWeights):
@@ -264,6 +268,32 @@ def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
         return outcome
 
     return remote
+
+
+def _chain_check(chain: FallbackModel, cache_seconds: float) -> Check:
+    """Ready when the first model of the chain is; degraded (still ready) when a later one must answer for it or a
+    model is paused by its circuit breaker; not ready when none can answer."""
+    checks = [(member.name, model_check(member, cache_seconds=cache_seconds)) for member in chain.models]
+
+    async def any_ready() -> bool | str:
+        reasons = [
+            f"{member.name} paused for {breaker.reopens_in():.0f}s after repeated failures"
+            for member, breaker in zip(chain.models, chain.breakers, strict=True)
+            if breaker.reopens_in() > 0
+        ]
+        for name, check in checks:
+            try:
+                outcome = check()
+                if inspect.isawaitable(outcome):
+                    outcome = await outcome
+            except Exception as exc:  # a failing check is a model that cannot answer
+                outcome = f"{type(exc).__name__}: {exc}"
+            if outcome is True or outcome is None or isinstance(outcome, Degraded):
+                return Degraded("; ".join(reasons)) if reasons else True
+            reasons.append(f"{name}: {outcome or 'not ready'}")
+        return "no model of the LLM_FALLBACKS chain can answer: " + "; ".join(reasons)
+
+    return any_ready
 
 
 @contextlib.asynccontextmanager

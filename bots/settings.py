@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.chat_settings import known_zone
 from core.media import AttachmentKind
+from core.url_secrets import mask_query
 from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
 from extensions.telegram.settings import TelegramSettings
@@ -31,6 +35,7 @@ from .trust_settings import ActionsSettings, TrustSettings
 __all__ = (
     "BotSettings",
     "DatabaseSettings",
+    "FallbackEntry",
     "HttpSettings",
     "LlmProvider",
     "LlmSettings",
@@ -192,8 +197,103 @@ class LocalWeights(enum.StrEnum):
     """SmolLM2-135M-Instruct, Q4_1 (the former default)."""
 
 
+class FallbackEntry(BaseModel):
+    """One model of ``LLM_FALLBACKS``: where it is, and how to reach it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: LlmProvider = Field(description="local, openai, anthropic or scripted")
+    model: str = Field(default="", description="The model's name (the provider's default when empty)")
+    base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible or Anthropic server")
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Its API key; ${NAME} is read from the environment. Empty: LLM_API_KEY when the provider and "
+        "base_url are LLM_PROVIDER's and LLM_BASE_URL's, else none",
+    )
+    vision: bool | None = Field(default=None, description="Send it images (empty: LLM_VISION)")
+
+    @model_validator(mode="after")
+    def _check(self) -> FallbackEntry:
+        if self.provider in (LlmProvider.LOCAL, LlmProvider.SCRIPTED) and (self.base_url or self.api_key or self.model):
+            raise ValueError(
+                f"LLM_FALLBACKS: {self.provider.value} takes no model, base_url nor api_key (the embedded model's "
+                "weights are LLM_LOCAL_MODEL's or LLM_MODEL_PATH's)"
+            )
+        if self.base_url is not None:
+            parts = urllib.parse.urlsplit(self.base_url.strip())
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(
+                    f"LLM_FALLBACKS: {self.base_url!r} is not an http(s) URL: use e.g. http://127.0.0.1:11434/v1"
+                )
+        if self.api_key is not None:
+            self.api_key = SecretStr(_expand(self.api_key.get_secret_value()))
+        return self
+
+    def describe(self) -> str:
+        """``openai:gpt-4o-mini@http://host/v1 (key ********)``: for ``bots config`` and errors, secrets masked."""
+        text = self.provider.value + (f":{self.model}" if self.model else "")
+        if self.base_url:
+            parts = urllib.parse.urlsplit(self.base_url)
+            if parts.password:
+                text += "@" + mask_query(self.base_url.replace(f":{parts.password}@", ":********@", 1))
+            else:
+                text += "@" + mask_query(self.base_url)
+        if self.api_key is not None:
+            text += " (key ********)"
+        return text
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_COMPACT = re.compile(r"^(?P<provider>[A-Za-z]+)(?::(?P<model>.*?))?(?:@(?P<url>https?://.+))?$")
+
+
+def _expand(value: str) -> str:
+    """``${NAME}`` replaced by the environment's value (a key kept in a secret store's variable)."""
+
+    def swap(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ValueError(f"LLM_FALLBACKS: an api_key refers to ${{{name}}}, which is not set in the environment")
+        return os.environ[name]
+
+    return _VAR.sub(swap, value)
+
+
+def _fallbacks(value: Any) -> Any:
+    """``LLM_FALLBACKS``: comma-separated ``provider[:model][@base_url]`` (``openai:gpt-4o-mini,local``), or a
+    JSON list of such strings and of objects with provider, model, base_url, api_key and vision."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    items: list[Any] = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
+    entries: list[Any] = []
+    for item in items:
+        if not isinstance(item, str):
+            entries.append(item)
+            continue
+        found = _COMPACT.match(item.strip())
+        if found is None:
+            raise ValueError(
+                f"LLM_FALLBACKS: {item.strip()!r} is not provider[:model][@base_url], for example "
+                "openai:gpt-4o-mini, openai:llama3.2@http://127.0.0.1:11434/v1 or local"
+            )
+        entry = {"provider": found["provider"].lower(), "model": found["model"] or ""}
+        if found["url"]:
+            entry["base_url"] = found["url"]
+        entries.append(entry)
+    return entries
+
+
 class LlmSettings(BaseModel):
     """``LLM_*``: the model."""
+
+    @field_validator("fallbacks", mode="before")
+    @classmethod
+    def _chain(cls, value: Any) -> Any:
+        return _fallbacks(value)
 
     @field_validator("allowed_models", mode="before")
     @classmethod
@@ -233,7 +333,38 @@ class LlmSettings(BaseModel):
     )
     temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="Sampling temperature")
     timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds to wait for the model before failing")
-    retries: int = Field(default=3, ge=0, le=10, description="Retries on 429 and 5xx, with backoff")
+    retries: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        description="Retries on 429 and 5xx, with backoff (with LLM_FALLBACKS: of the last model of the chain only; "
+        "the others hand the message to the next model at their first failure)",
+    )
+    fallbacks: Annotated[tuple[FallbackEntry, ...], NoDecode] = Field(
+        default=(),
+        description="Models that answer, in this order, when the one before them times out, answers 429 or 5xx or "
+        "cannot be reached: comma-separated provider[:model][@base_url] (openai:gpt-4o-mini,"
+        "openai:llama3.2@http://127.0.0.1:11434/v1,local) or a JSON list of objects with provider, model, base_url, "
+        "api_key (${NAME} reads the environment) and vision; local, the embedded model, may close the chain. "
+        "They get the prompt written for LLM_PROVIDER's model",
+    )
+    breaker_failures: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="Failures of one model of the LLM_FALLBACKS chain within LLM_BREAKER_WINDOW seconds that pause "
+        "it: the next model answers at once (0: never paused)",
+    )
+    breaker_window: float = Field(
+        default=60.0, gt=0, le=86_400, description="Seconds over which LLM_BREAKER_FAILURES are counted"
+    )
+    breaker_pause: float = Field(
+        default=30.0,
+        gt=0,
+        le=86_400,
+        description="Seconds a paused model of the chain is skipped; then one message tries it again (it stays "
+        "paused as long as that trial fails)",
+    )
     context_size: int = Field(default=4096, ge=512, description="Context window of the local model (tokens)")
     threads: int = Field(default=0, ge=0, description="CPU threads of the local model (0: all cores)")
     summary_model: str = Field(
