@@ -16,7 +16,7 @@ import enum
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 from ..errors import ModelError
 from .base import Model, ModelRequest, ModelRoute, ModelUsage, call_route, call_usage, closing_stream, without_images
@@ -85,7 +85,7 @@ class FallbackModel:
                 if inspect.isawaitable(result):
                     await result
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         """Stream the answer of the first model that gives one; ``ModelError`` when none does, or when the
         answering model fails half-way."""
         route = ModelRoute()

@@ -2,8 +2,9 @@
 press answered (an alert for whoever may not decide) and the decision shown in place of the keyboard.
 
 The request goes to the conversation (its forum topic), or to ``ACTIONS_APPROVAL_CHATS``' Telegram chat. The
-presser's tier is computed like a message author's, in the chat of the pressed message: its administrators
-(getChatAdministrators, kept ``TRUST_CACHE_SECONDS``) and the owners may decide; in a private chat only the owners.
+presser's tier is computed like a message author's (``members``), in the chat of the pressed message: its
+administrators (getChatAdministrators, kept ``TRUST_CACHE_SECONDS``) and the owners may decide; in a private chat
+only the owners.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..chat.approvals import (
 
 if TYPE_CHECKING:
     from ..chat.trust import TrustRules
+    from .members import ChatMembers
 
 __all__ = ("TelegramApprovals",)
 
@@ -47,13 +49,14 @@ class TelegramApprovals(ChatApprovals):
         *,
         bot: Callable[[], Bot],
         rules: Callable[[], TrustRules],
+        members: ChatMembers,
         timeout: float,
         language: Callable[[Approval], Awaitable[str | None]] | None = None,
     ) -> None:
         super().__init__(rules=rules, timeout=timeout, language=language)
         self.bot = bot
-        self.admins: Callable[[int], Awaitable[frozenset[str] | None]] | None = None
-        """The administrators of a group (the listener's cached lookup); None: nobody is a chat admin."""
+        self.members = members
+        """The presser's tier, in the chat they pressed in."""
 
     # -- core.approvals.Asker -------------------------------------------------------------------------
 
@@ -92,22 +95,19 @@ class TelegramApprovals(ChatApprovals):
 
     # -- a press ----------------------------------------------------------------------------------------
 
-    async def on_press(self, query: CallbackQuery) -> bool:
-        """Handle a press on an approval button; False when ``query`` is not one."""
+    async def on_press(self, query: CallbackQuery) -> None:
+        """Handle a press on an approval button (one whose data does not read as an approval's is left)."""
         parsed = parse_button(query.data or "")
         desk = self.desk()
         message = query.message
         if parsed is None or desk is None or message is None:
-            return False
+            return
         approval_id, approve = parsed
         chat = message.chat
         user = query.from_user
-        admin = False
-        rules = self.rules()
-        if chat.type != "private" and f"telegram:{user.id}" not in rules.owners and self.admins is not None:
-            admins = await self.admins(chat.id)
-            admin = admins is not None and str(user.id) in admins
-        tier = rules.tier("telegram", user.id, is_bot=user.is_bot, admin=admin)
+        tier = await self.members.tier_in(
+            chat_id=chat.id, user_id=user.id, private=chat.type == "private", is_bot=user.is_bot
+        )
         target = desk.admin_chats.get(self.platform)
         pressed, approval = await desk.press(
             approval_id,
@@ -130,7 +130,6 @@ class TelegramApprovals(ChatApprovals):
                     )
         except (TelegramError, TimeoutError) as exc:
             log.warning("could not answer a press on approval %s: %s", approval_id, exc)
-        return True
 
 
 def _posted_at(approval: Approval, target: str | None, chat_id: int, message_id: int) -> bool:

@@ -140,21 +140,6 @@ class BotCommands:
             return False
         return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
-    async def chat_admins(self, chat_id: int) -> frozenset[str] | None:
-        """The user ids of the administrators of the group ``chat_id`` (getChatAdministrators), kept
-        ``TRUST_CACHE_SECONDS``; None when Telegram could not say (not kept: asked again next time)."""
-
-        async def load() -> frozenset[str]:
-            async with asyncio.timeout(self.settings.request_timeout):
-                members = await self.bot().get_chat_administrators(chat_id=chat_id)
-            return frozenset(str(m.user.id) for m in members)
-
-        try:
-            return await self.adapter.chat_admins.get(chat_id, load)
-        except (TelegramError, TimeoutError) as exc:
-            log.warning("chat %s: could not ask for its administrators (%s); they count as members", chat_id, exc)
-            return None
-
     async def settings_command(self, facts: MessageFacts) -> None:
         """``/model``, ``/persona``, ``/language``, ``/settings``, ``/stats``: the answer, with an inline keyboard
         when there is something to choose."""

@@ -1,13 +1,17 @@
-"""Who gets an answer in Telegram: the facts of a message, and the decision taken from them in code.
+"""Who gets an answer in Telegram, and as whom: the facts of a message, and the verdict taken from them in code.
 
-``MessageFacts.of`` reads what matters from a python-telegram-bot ``Message``; ``decide`` applies the reply
-policy and the allowlists, and ``ignore_reason`` says why a message is ignored (for the metrics). Nothing
-here calls Telegram.
+``MessageFacts.of`` reads what matters from a python-telegram-bot ``Message``. ``Judge.verdict_on`` turns them into
+the message's ``Verdict``: the chat's reply policy (its own choice, ``/reply``, over ``TELEGRAM_REPLY_POLICY``),
+why it is ignored (``ignore_reason``: the reply policy, the allowlists, the bots let in; and an allowed bot past
+its answers per chat, ``TRUST_BOT_REPLIES``), what it asks for (``asked``: a command of the bot's, or an answer)
+and its author's tier (``members``). The rules themselves (``ignore_reason``, ``asked``, ``decide``) are plain
+functions of the facts; only the judge reads the store and, through ``ChatMembers``, Telegram.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,12 +20,29 @@ from core.media import Attachment, AttachmentKind, kind_of
 from ..chat.commands import COMMANDS
 from ..chat.counters import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
-from .definitions import ChatArgs
+from .definitions import ChatArgs, telegram_chat
 
 if TYPE_CHECKING:
     from telegram import Message
 
-__all__ = ("PHOTO_SIDE", "Decision", "MessageFacts", "attachments_of", "decide", "ignore_reason")
+    from core.trust import Tier
+
+    from ..chat.adapter import ChatAdapter
+    from .members import ChatMembers
+
+__all__ = (
+    "PHOTO_SIDE",
+    "Decision",
+    "Judge",
+    "MessageFacts",
+    "Verdict",
+    "asked",
+    "attachments_of",
+    "decide",
+    "ignore_reason",
+)
+
+log = logging.getLogger("extensions.telegram")
 
 PHOTO_SIDE = 1600
 """Of the sizes Telegram keeps of a photo, the largest whose longer side is at most this is read (vision
@@ -221,11 +242,9 @@ def ignore_reason(
     return None
 
 
-def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist, bots: bool = False) -> Decision:
-    """What to do with the message: ignore it (see ``ignore_reason``), run the adapter's own commands,
-    or answer it (a bot's message is only ever answered, never taken as a command)."""
-    if ignore_reason(facts, policy=policy, allowlist=allowlist, bots=bots) is not None:
-        return Decision.IGNORE
+def asked(facts: MessageFacts) -> Decision:
+    """What a message for the bot asks for: one of the adapter's own commands, or an answer (a bot's message is
+    only ever answered, never taken as a command)."""
     if facts.from_bot:
         return Decision.ANSWER
     if facts.command in ("start", "help"):
@@ -237,3 +256,70 @@ def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist, bo
     if facts.command in COMMANDS:
         return Decision.SETTINGS
     return Decision.ANSWER
+
+
+def decide(facts: MessageFacts, *, policy: ReplyPolicy, allowlist: Allowlist, bots: bool = False) -> Decision:
+    """What to do with the message: ignore it (see ``ignore_reason``), or what it asks for (see ``asked``)."""
+    if ignore_reason(facts, policy=policy, allowlist=allowlist, bots=bots) is not None:
+        return Decision.IGNORE
+    return asked(facts)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """What becomes of one message."""
+
+    decision: Decision
+    """What to do with it (``IGNORE`` when ``ignored`` says why)."""
+    ignored: Ignored | None = None
+    """Why it gets no answer (the reason the metrics count), or None."""
+    tier: Tier | None = None
+    """Its author's tier, for a message handed to the agent (``core.trust``)."""
+
+
+class Judge:
+    """Gives each message of one bot its verdict."""
+
+    def __init__(
+        self, adapter: ChatAdapter, *, default_policy: ReplyPolicy, allowlist: Allowlist, members: ChatMembers
+    ) -> None:
+        self.adapter = adapter
+        """The chats' own reply policies (``/reply``), the trust rules and the answers to bots per chat."""
+        self.default_policy = default_policy
+        """When the bot answers in a group that chose nothing (``TELEGRAM_REPLY_POLICY``)."""
+        self.allowlist = allowlist
+        """``TELEGRAM_ALLOWED_CHATS`` and ``TELEGRAM_ALLOWED_USERS``."""
+        self.members = members
+        """The tier of the message's author."""
+
+    async def verdict_on(self, facts: MessageFacts) -> Verdict:
+        """The verdict on the message of ``facts``: what it asks for, unless it is ignored (``ignore_reason``, or an
+        allowed bot's message past ``TRUST_BOT_REPLIES`` answers in its chat), with its author's tier when it goes
+        to the agent."""
+        adapter = self.adapter
+        policy = await self.reply_policy(facts)
+        decision = asked(facts)
+        bots = facts.from_bot and adapter.trust.allows_bot("telegram", facts.user_id or 0, facts.username)
+        reason = ignore_reason(facts, policy=policy, allowlist=self.allowlist, bots=bots)
+        if reason is None and facts.from_bot and not adapter.bot_exchanges.take((facts.chat_id, facts.thread_id)):
+            log.warning("chat %s: bot %s not answered: TRUST_BOT_REPLIES reached", facts.chat_id, facts.user_id)
+            reason = Ignored.BOT_CAP
+        if reason is not None:
+            return Verdict(decision=Decision.IGNORE, ignored=reason)
+        if decision is not Decision.ANSWER:
+            return Verdict(decision=decision)
+        tier = await self.members.tier_in(
+            chat_id=facts.chat_id,
+            user_id=facts.user_id,
+            private=facts.private,
+            is_bot=facts.from_bot,
+            anonymous_admin=facts.anonymous_admin,
+        )
+        return Verdict(decision=decision, tier=tier)
+
+    async def reply_policy(self, facts: MessageFacts) -> ReplyPolicy:
+        """When the bot answers in the group of ``facts``: its own choice (``/reply``) over
+        ``TELEGRAM_REPLY_POLICY`` (read from the store at each message, so a change applies at once)."""
+        if facts.private or facts.from_bot:
+            return self.default_policy
+        return await self.adapter.reply_policy(telegram_chat, facts.args, self.default_policy)

@@ -3,9 +3,12 @@ Telegram modules, each with one job.
 
 - ``application``: python-telegram-bot's Application (the Bot API client, rate limiter, token check);
 - ``update_source``: where updates come from (``Poller``, ``WebhookServer`` or PTB's ``Updater``) and how they stop;
-- ``listener``: what gets answered (filters, dedupe, reply policy, commands) and handing it over (embedded or
-  queued, with full-inbox holding);
+- ``listener``: every update routed by what it is (a membership change, a button pressed, a message), and a
+  message decided on (dedupe, then its verdict: ``filters``);
+- ``handover``: a message handed to the agent or to the commands (embedded or queued, with full-inbox holding);
 - ``bot_commands``: the commands and who may use them;
+- ``approvals``: approval requests posted with buttons, and the presses on them;
+- ``members``: the tier of whoever writes or presses, and a group's administrators;
 - ``posting``: what the bot writes (answers, live replies, notices, "typing...").
 
 This module alone imports them all; none of them imports it back.
@@ -52,7 +55,10 @@ from .application import App, build_application, initialize, quiet_library_logs
 from .approvals import TelegramApprovals
 from .bot_commands import COMMANDS, FORGET_DONE, RESET_DONE, RESET_REFUSED, BotCommands
 from .definitions import MESSAGE, ChatArgs, telegram_chat
+from .filters import Judge
+from .handover import Handover
 from .listener import BotIdentity, Listener
+from .members import ChatMembers
 from .posting import Posting
 from .settings import TelegramSettings
 from .update_source import ALLOWED_UPDATES, UpdateSource, uses_ptb_updater
@@ -106,9 +112,12 @@ class TelegramRuntime(ChatAdapter):
         """Seconds the gateway's webhook server may take to store an update before answering 503."""
         self.posting = Posting(self, settings, bot=lambda: self.bot)
         """What the bot writes."""
+        self.members = ChatMembers(self, bot=lambda: self.bot, timeout=settings.request_timeout)
+        """The tiers of message authors and approval pressers (``TRUST_*``)."""
         self.approvals = TelegramApprovals(
             bot=lambda: self.bot,
             rules=lambda: self.trust,
+            members=self.members,
             timeout=settings.request_timeout,
             language=lambda approval: self.language(telegram_chat, ChatArgs.model_validate(approval.args)),
         )
@@ -151,14 +160,23 @@ class TelegramRuntime(ChatAdapter):
             log.info("Telegram bot @%s started (send only)", me.username or "")
             return
         commands = BotCommands(self, self.settings, self.posting, bot=lambda: self.bot, allowlist=self._allowlist)
-        listener = self._listener = Listener(
+        judge = Judge(self, default_policy=self.settings.reply_policy, allowlist=self._allowlist, members=self.members)
+        handover = Handover(
             self,
-            self.settings,
-            me=BotIdentity(id=me.id, username=me.username or "", name=me.first_name),
             queued=queued,
-            allowlist=self._allowlist,
+            max_concurrent=self.settings.max_concurrent,
             commands=commands,
             posting=self.posting,
+            bot_name=me.first_name,
+        )
+        listener = self._listener = Listener(
+            self,
+            me=BotIdentity(id=me.id, username=me.username or ""),
+            queued=queued,
+            judge=judge,
+            handover=handover,
+            approvals=self.approvals,
+            commands=commands,
         )
         self._source = UpdateSource(
             app,
@@ -168,8 +186,6 @@ class TelegramRuntime(ChatAdapter):
             on_invalid_token=self._polling_refused,
             failure=lambda: self.failure,
         )
-        self.approvals.admins = commands.chat_admins
-        listener.approvals = self.approvals
         app.add_handler(TypeHandler(Update, listener.on_update))
         await app.start()
         await commands.register_menu()

@@ -251,3 +251,14 @@ def test_failures_outside_the_window_do_not_add_up() -> None:
     assert state(breaker) is BreakerState.CLOSED
     never = CircuitBreaker(BreakerPolicy(failures=0), clock=clock)
     assert not any(never.failed() for _ in range(10)) and never.allows()
+
+
+async def test_a_reader_that_stops_early_leaves_the_model_healthy() -> None:
+    clock = Clock()
+    chain = FallbackModel(
+        [ScriptedModel(["a long answer"], chunk_size=2)], breaker=BreakerPolicy(failures=1), clock=clock
+    )
+    stream = chain.stream(REQUEST)
+    assert await anext(stream) == "a "
+    await stream.aclose()  # a turn guard cut the answer off: the model did answer
+    assert state(chain.breakers[0]) is BreakerState.CLOSED and chain.breakers[0].allows()

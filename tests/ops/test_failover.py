@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bots.ops import Ops, model_check, serve
 from core import Price
+from core.events import RunEvent, RunEventType
 from core.health import Degraded
 from core.models import BreakerPolicy, FallbackModel, OpenAICompatModel, RetryPolicy
 from core.usage import day_of
@@ -111,3 +112,21 @@ async def test_readiness_fails_only_when_no_model_of_the_chain_can_answer() -> N
         assert outcome.startswith("no model of the LLM_FALLBACKS chain can answer")
         for model in (chain, lone):
             await model.aclose()
+
+
+async def test_an_answer_broken_off_half_way_is_shown_once_and_fails_the_run() -> None:
+    first = FakeOpenAIServer(default=Reply(chunks=(*ANSWER[:2], " and more", ANSWER[2]), fail_after=2))
+    second = FakeOpenAIServer(default=Reply(chunks=ANSWER))
+    async with first, second:
+        chain = FallbackModel([first.model("first"), second.model("second")], timeout=5)
+        agent = make_agent(chain)
+        events: list[RunEvent] = []
+        agent.add_event_listener(events.append)
+        async with agent:
+            await agent.send(cli_session, "half", {"type": "cli:message", "data": "hello"})
+        await chain.aclose()
+    assert second.requests == []  # not asked again: its answer would repeat what was shown
+    written = "".join(e.content for e in events if e.type is RunEventType.OUTPUT_TEXT and not e.final)
+    assert written == "Hi there"  # once
+    [error] = [e for e in events if e.type is RunEventType.ERROR]
+    assert "reported an error while answering" in error.content
