@@ -343,7 +343,7 @@ class LlmSettings(BaseModel):
     fallbacks: Annotated[tuple[FallbackEntry, ...], NoDecode] = Field(
         default=(),
         description="Models that answer, in this order, when the one before them times out, answers 429 or 5xx or "
-        "cannot be reached: comma-separated provider[:model][@base_url] (openai:gpt-4o-mini,"
+        "cannot be reached: comma-separated provider, provider:model or provider:model@base_url (openai:gpt-4o-mini,"
         "openai:llama3.2@http://127.0.0.1:11434/v1,local) or a JSON list of objects with provider, model, base_url, "
         "api_key (${NAME} reads the environment) and vision; local, the embedded model, may close the chain. "
         "They get the prompt written for LLM_PROVIDER's model",
