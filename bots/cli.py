@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
@@ -82,11 +82,14 @@ def stop_bound(settings: Settings, command: str) -> float:
 
 
 class _Stop:
-    """SIGTERM / SIGINT as events: ``first`` on the first signal, ``again`` on any later one."""
+    """SIGTERM / SIGINT as events: ``first`` on the first signal, ``again`` on any later one; a SIGINT that
+    ``interrupt`` takes (the terminal chat stopped the answer being written) is neither."""
 
     def __init__(self) -> None:
         self.first = asyncio.Event()
         self.again = asyncio.Event()
+        self.interrupt: Callable[[], bool] | None = None
+        """Offered each Ctrl-C first (``extensions.terminal.StopKey.press``): True when it took it."""
         self._installed: list[signal.Signals] = []
 
     def install(self) -> None:
@@ -103,6 +106,9 @@ class _Stop:
         self._installed.clear()
 
     def _on_signal(self, sig: signal.Signals) -> None:
+        if sig is signal.SIGINT and self.interrupt is not None and self.interrupt():
+            log.info("SIGINT: the answer being written was stopped")
+            return
         if self.first.is_set():
             log.warning("%s again: stopping now", sig.name)
             self.again.set()
@@ -238,7 +244,7 @@ async def _endpoints(settings: Settings) -> AsyncIterator[None]:
 
 
 async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
-    from extensions.terminal import chat
+    from extensions.terminal import StopKey, chat
 
     from .app import build_agent
     from .ops import ops
@@ -256,11 +262,14 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
             log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(chosen))
             failure = await _until_stopped_or_failed(stop, agent)
         else:
-            log.info("ready: terminal chat; Ctrl-D or /quit leaves")
+            log.info("ready: terminal chat; Ctrl-C stops an answer, Ctrl-D or /quit leaves")
             _print_addresses(agent)
             stdin = _StdinLines()
             own = settings.bot.app.strip() not in ("", DEFAULT_APP)  # a bot of the author's: its own name
-            talk = chat(agent, bot_name=agent.bot.name if own else settings.bot.name, read_line=stdin.read_line)
+            key = StopKey()  # Ctrl-C while an answer is written stops the answer, not the bot
+            stop.interrupt = key.press
+            name = agent.bot.name if own else settings.bot.name
+            talk = chat(agent, bot_name=name, read_line=stdin.read_line, stop_key=key)
             failure = await _until_stopped_or_failed(stop, agent, talk)
         if failure is not None:
             log.info("stopping: %s failed", "a platform" if chosen else "a service")

@@ -1,6 +1,7 @@
 """The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
 ``/reply``, ``/timezone``, ``/settings``, ``/stats``, ``/reminders`` (``extensions.chat.reminders``) and
-``/memory`` (``extensions.chat.memory``: what the bot keeps about the caller, shown to them alone). The
+``/memory`` (``extensions.chat.memory``: what the bot keeps about the caller, shown to them alone), and ``/stop``
+(the answer being written here stops, on whichever worker writes it). The
 adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord as an ephemeral reply, Telegram as a
 message with an inline keyboard for the choices).
 
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "all_zones", "parse_channel_settings", "zone_named")
 
-COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders", "memory")
-"""The settings commands, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
+COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders", "memory", "stop")
+"""The settings commands and ``/stop``, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +126,8 @@ class ChatCommands:
 
     async def run(self, command: str, context_id: str, caller: Caller, arg: str | None = None) -> Answer:
         """Answer ``/command arg`` in ``context_id``."""
+        if command == "stop" and self.enabled(command):
+            return await self.stop(context_id)  # at once: the chat's language is read after
         lang = await self.language(context_id)
         if command not in COMMANDS:
             raise ValueError(f"unknown settings command {command!r}")
@@ -305,6 +308,13 @@ class ChatCommands:
         lang = await self.language(context_id)
         text, deleted = await memory_text(self.agent, caller.user, arg, here=context_id, lang=lang, quote=self.quote)
         return Answer(text=text, changed=deleted, personal=True)
+
+    async def stop(self, context_id: str) -> Answer:
+        """``/stop``: stop the answer being written in this conversation, wherever it runs (``Host.request_stop``:
+        the model call is cancelled, what was written stays with a mark, no later action runs). Anyone who may
+        talk to the bot here may."""
+        stopped = await self.agent.request_stop(context_id)
+        return Answer(text=say("stop_done" if stopped else "stop_nothing", await self.language(context_id)))
 
     async def settings(self, context_id: str) -> Answer:
         """``/settings``: every setting of the chat, the pinned ones marked."""

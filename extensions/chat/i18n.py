@@ -21,13 +21,14 @@ _EN: dict[str, str] = {
     ),
     "discord.help": (
         "Talk to me in a DM, or mention me (or reply to one of my messages) in a server channel. Each channel and "
-        "each thread is its own conversation. /reset makes me forget this channel's conversation; /forget also "
-        "erases its whole history; /settings shows "
+        "each thread is its own conversation. /stop stops the answer I am writing; /reset makes me forget this "
+        "channel's conversation; /forget also erases its whole history; /settings shows "
         "its settings (/model, /persona, /language, /reply, /timezone), /reminders its reminders, /stats your usage."
     ),
     "telegram.help": (
         "Hi! I am {name}. Write to me here and I will answer. In a group, mention me, reply to one of my messages "
-        "or use a command.\n\n/help shows this text\n/reset makes me forget this chat\n/forget erases this chat "
+        "or use a command.\n\n/help shows this text\n/stop stops the answer I am writing\n"
+        "/reset makes me forget this chat\n/forget erases this chat "
         "and its whole history\n/settings shows this "
         "chat's settings (/model, /persona, /language, /reply, /timezone)\n/reminders lists this chat's reminders\n"
         "/stats shows your usage"
@@ -42,6 +43,8 @@ _EN: dict[str, str] = {
     "Please try again later, or keep this browser's cookies to go on with yours.",
     "reset_done": "Done: I forgot everything about this conversation.",
     "forget_done": "Done: I erased this conversation: its history, summary, facts and state are deleted.",
+    "stop_done": "Stopped: I left the answer where it was.",
+    "stop_nothing": "I am not writing an answer here, so there is nothing to stop.",
     "not_ready": "I am not ready yet; try again in a moment.",
     "not_served": "I don't talk in this channel, so there is nothing to change here.",
     "nothing_to_forget": "I don't talk in this channel, so there is nothing to forget.",
@@ -175,14 +178,16 @@ _FR: dict[str, str] = {
     ),
     "discord.help": (
         "Parlez-moi en message privé, ou mentionnez-moi (ou répondez à l'un de mes messages) dans un salon. Chaque "
-        "salon et chaque fil est une conversation à part. /reset me fait oublier la conversation de ce salon ; "
+        "salon et chaque fil est une conversation à part. /stop arrête la réponse que j'écris ; /reset me fait "
+        "oublier la conversation de ce salon ; "
         "/forget efface aussi tout son historique ; "
         "/settings montre ses réglages (/model, /persona, /language, /reply, /timezone), /reminders ses rappels, "
         "/stats votre usage."
     ),
     "telegram.help": (
         "Bonjour ! Je suis {name}. Écrivez-moi ici et je répondrai. Dans un groupe, mentionnez-moi, répondez à l'un "
-        "de mes messages ou utilisez une commande.\n\n/help affiche ce texte\n/reset me fait oublier ce chat\n"
+        "de mes messages ou utilisez une commande.\n\n/help affiche ce texte\n/stop arrête la réponse que j'écris\n"
+        "/reset me fait oublier ce chat\n"
         "/forget efface ce chat et tout son historique\n"
         "/settings montre les réglages de ce chat (/model, /persona, /language, /reply, /timezone)\n"
         "/reminders liste les rappels de ce chat\n/stats montre votre usage"
@@ -197,6 +202,8 @@ _FR: dict[str, str] = {
     "heure. Réessayez plus tard, ou gardez les cookies de ce navigateur pour reprendre la vôtre.",
     "reset_done": "C'est fait : j'ai tout oublié de cette conversation.",
     "forget_done": "C'est fait : j'ai effacé cette conversation : son historique, son résumé, ses faits et son état.",
+    "stop_done": "Arrêté : j'ai laissé la réponse où elle en était.",
+    "stop_nothing": "Je n'écris pas de réponse ici, il n'y a donc rien à arrêter.",
     "not_ready": "Je ne suis pas encore prêt ; réessayez dans un instant.",
     "not_served": "Je ne parle pas dans ce salon, il n'y a donc rien à changer ici.",
     "nothing_to_forget": "Je ne parle pas dans ce salon, il n'y a donc rien à oublier.",

@@ -3,8 +3,9 @@ users of ``BOT_ADMIN_USERS``, anyone in a DM), ``/help``, and the settings comma
 (``/model``, ``/persona``, ``/language``, ``/reply``, ``/timezone``, ``/settings``, ``/stats``: members with Manage
 Server or Manage Channels may change settings), ``/reminders`` (the channel's reminders with a Cancel button
 each, or ``/reminders cancel:<id>``, the ids offered as you type) and ``/memory`` (what the bot keeps about the
-caller, ``/memory delete:<number or all>``; always an ephemeral answer, seen by the caller alone). Every answer is in
-the channel's language (``extensions.chat.i18n``); those in ``BOT_DISABLED_COMMANDS`` are not offered."""
+caller, ``/memory delete:<number or all>``; always an ephemeral answer, seen by the caller alone), and ``/stop``
+(anyone: the answer being written in the channel stops). Every answer is in the channel's language
+(``extensions.chat.i18n``); those in ``BOT_DISABLED_COMMANDS`` are not offered."""
 
 from __future__ import annotations
 
@@ -263,6 +264,9 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         found = await served.reminder_choices(interaction, current)
         return [app_commands.Choice(name=line[:100], value=sid) for line, sid in found][:25]
 
+    async def stop(interaction: discord.Interaction) -> None:
+        await answer(interaction, "stop")
+
     @app_commands.describe(delete="A number from the list to delete that item, or all to delete all of it")
     async def memory(interaction: discord.Interaction, delete: str | None = None) -> None:
         await answer(interaction, "memory", f"delete {delete}" if delete else None)
@@ -311,6 +315,9 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
         "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),
         "reminders": reminders_command,
+        "stop": app_commands.Command(
+            name="stop", description="Stop the answer I am writing in this channel", callback=stop
+        ),
         "memory": app_commands.Command(
             name="memory",
             description="What the bot keeps about you (facts, reminders, usage); delete it",

@@ -1,7 +1,7 @@
 """The bot's commands in Telegram, and who may use them: ``/help``, ``/reset``, ``/forget`` and the settings commands
 (``/model``, ``/persona``, ``/language``, ``/reply``, ``/timezone``, ``/settings``, ``/stats``, ``/reminders``,
-``/memory``, served by ``extensions.chat.commands``), with the inline keyboard of an answer and its buttons (a
-choice, or cancelling a reminder).
+``/memory``, and ``/stop`` for anyone who may talk to the bot, served by ``extensions.chat.commands``), with the
+inline keyboard of an answer and its buttons (a choice, or cancelling a reminder).
 
 ``/memory`` shows what the bot keeps about its caller: in a group its answer goes to the caller's private chat with
 the bot, never to the group (a person who never started one is told to). Telegram does not tell bots that a message
@@ -44,6 +44,7 @@ RESET_REFUSED = "Only an administrator of this group can make me forget this con
 """The answer to ``/reset`` or ``/forget`` by a group member who is not a chat administrator nor an admin user."""
 COMMANDS = (
     ("help", "What I can do"),
+    ("stop", "Stop the answer I am writing"),
     ("reset", "Forget this conversation"),
     ("forget", "Erase this conversation and its history"),
     ("model", "Show or choose the model of this chat"),

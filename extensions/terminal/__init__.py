@@ -1,4 +1,5 @@
-"""The terminal chat: context ``cli:session``, input and output ``cli:message``; replies stream as written."""
+"""The terminal chat: context ``cli:session``, input and output ``cli:message``; replies stream as written. Ctrl-C
+while an answer is written stops the answer (``StopKey``), not the program; at the prompt it still leaves."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from core import Agent, Extension, RunEventType, context, extension, input, output
 
-__all__ = ("chat", "cli_extension", "cli_input", "cli_message", "cli_session")
+__all__ = ("StopKey", "chat", "cli_extension", "cli_input", "cli_message", "cli_session")
 
 cli_session = context(
     type="cli:session",
@@ -48,7 +49,28 @@ def _stdout(text: str) -> None:
     sys.stdout.flush()
 
 
-_HELP = "Type a message and press Enter. /reset forgets this conversation, /quit (or Ctrl-D) leaves.\n"
+_HELP = (
+    "Type a message and press Enter. Ctrl-C (or /stop) stops an answer being written, /reset forgets this "
+    "conversation, /quit (or Ctrl-D) leaves.\n"
+)
+
+
+class StopKey:
+    """Ctrl-C in the terminal chat: whoever receives the signal (``bots chat``) calls ``press``. While an answer is
+    written it stops that answer (``Agent.stop_answer``) and returns True; otherwise it returns False and the
+    signal does what it did (the program leaves)."""
+
+    def __init__(self) -> None:
+        self._stop: Callable[[], bool] | None = None
+        self.pressed = False
+        """The answer being written was stopped with it."""
+
+    def press(self) -> bool:
+        """Ctrl-C was pressed: True when it stopped an answer."""
+        if self._stop is None or not self._stop():
+            return False
+        self.pressed = True
+        return True
 
 
 async def chat(
@@ -59,8 +81,12 @@ async def chat(
     write: Callable[[str], None] = _stdout,
     prompt: str = "you> ",
     bot_name: str = "bot",
+    stop_key: StopKey | None = None,
 ) -> None:
-    """Talk to ``agent`` in the terminal until EOF or ``/quit``."""
+    """Talk to ``agent`` in the terminal until EOF or ``/quit``; ``stop_key`` stops an answer while it is written
+    (its owner presses it on Ctrl-C)."""
+    key = stop_key if stop_key is not None else StopKey()
+    cid = agent.context_id(cli_session, session)
     write(_HELP)
     while True:
         write(prompt)
@@ -80,10 +106,19 @@ async def chat(
             await agent.reset(cli_session, session)
             write("(conversation forgotten)\n")
             continue
-        await _exchange(agent, session, text, write=write, bot_name=bot_name)
+        if text == "/stop":  # (nothing is written while the prompt waits)
+            write("(no answer is being written)\n")
+            continue
+        key._stop, key.pressed = (lambda: agent.stop_answer(cid)), False
+        try:
+            await _exchange(agent, session, text, write=write, bot_name=bot_name, stop_key=key)
+        finally:
+            key._stop = None
 
 
-async def _exchange(agent: Agent, session: str, text: str, *, write: Callable[[str], None], bot_name: str) -> None:
+async def _exchange(
+    agent: Agent, session: str, text: str, *, write: Callable[[str], None], bot_name: str, stop_key: StopKey
+) -> None:
     streamed: dict[int, str] = {}
     answered = False
     said = {"type": "cli:message", "data": text, "params": {"tier": "owner"}}  # the terminal is the operator's
@@ -105,6 +140,8 @@ async def _exchange(agent: Agent, session: str, text: str, *, write: Callable[[s
             final = str(event.content)
             if shown is None:
                 write(f"{bot_name}> {final}\n")
+            elif shown.strip() != final and final.startswith(shown.strip()):  # (a stopped answer: its mark)
+                write(f"{final[len(shown.strip()) :]}\n")
             elif shown.strip() != final:
                 write(f"\n{bot_name}> {final}\n")
             else:
@@ -113,6 +150,12 @@ async def _exchange(agent: Agent, session: str, text: str, *, write: Callable[[s
         elif event.type == RunEventType.TOOL_CALL:
             write(f"  [{event.content['name']}]\n")
         elif event.type == RunEventType.ERROR:
+            if stop_key.pressed:  # what was written shows its mark; nothing written: say so
+                if streamed:
+                    write("\n")
+                if not answered:
+                    write("(stopped)\n")
+                return
             write(f"[error] {event.content}\n")
             return
     if not answered:

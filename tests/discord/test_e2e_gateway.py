@@ -61,6 +61,7 @@ async def test_slash_commands_are_registered(world: World, start_bot: StartBot) 
         "stats",
         "reminders",
         "memory",
+        "stop",
     }
     assert names["reset"]["default_member_permissions"] is None  # offered to all; the bot checks Manage Messages
     assert names["forget"]["default_member_permissions"] is None  # the same people

@@ -67,7 +67,7 @@ async def test_a_stop_taken_by_the_gateway_stops_the_run_the_worker_holds(
         await send(gateway, "s1", "and now?")  # the next message is answered as usual
         await wait_until(lambda: _len_at_least(client, "s1", 2), what="the answer to the message after the stop")
     assert (await replies(client, "s1"))[1] == "and now?"
-    assert await client.llen(f"bots:{{probe:chat:s1}}:inbox") == 0
+    assert await client.llen("bots:{probe:chat:s1}:inbox") == 0
 
 
 async def test_a_stop_pressed_before_any_worker_took_the_batch_makes_it_begin_stopped(

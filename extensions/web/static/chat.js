@@ -1,4 +1,5 @@
 // The web chat: the history when the page opens, then the answers as they are written (server-sent events).
+// While the bot writes (its "typing", or an answer growing, seen lately), a Stop button sends /stop.
 (function () {
   "use strict";
   var csrf = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
@@ -8,8 +9,27 @@
   var button = document.getElementById("send");
   var status = document.getElementById("status");
   var typing = document.getElementById("typing");
+  var stopButton = document.getElementById("stop");
   var bubbles = {};
   var typingTimer = null;
+  var writingTimer = null;
+  var WRITING_QUIET_MS = 3000;  // the bot's "typing" comes every 2 s while it works
+  var STOPPED = / \[stopped\]$/;  // the mark of an answer stopped (core.engine.STOP_MARK)
+
+  function writing() {
+    stopButton.hidden = false;
+    if (writingTimer) { clearTimeout(writingTimer); }
+    writingTimer = setTimeout(quiet, WRITING_QUIET_MS);
+  }
+
+  function growing(text) {  // an answer shown or grown: still writing, unless it ends stopped
+    if (STOPPED.test(text)) { quiet(); } else { writing(); }
+  }
+
+  function quiet() {
+    stopButton.hidden = true;
+    if (writingTimer) { clearTimeout(writingTimer); writingTimer = null; }
+  }
 
   function setStatus(state, text) {
     status.setAttribute("data-state", state);
@@ -40,8 +60,10 @@
       button.disabled = false;
     } else if (event.op === "post") {
       stopTyping();
+      growing(event.text);
       bubbles[event.id] = add("bot", event.text, event.id);
     } else if (event.op === "edit") {
+      growing(event.text);
       var item = bubbles[event.id];
       if (item) { item.firstChild.textContent = event.text; } else { bubbles[event.id] = add("bot", event.text, event.id); }
     } else if (event.op === "delete") {
@@ -51,6 +73,7 @@
       stopTyping();
       add("notice", event.text);
     } else if (event.op === "typing") {
+      writing();
       typing.hidden = false;
       if (typingTimer) { clearTimeout(typingTimer); }
       typingTimer = setTimeout(stopTyping, 6000);
@@ -77,17 +100,31 @@
       .catch(function () { /* no history shown */ });
   }
 
+  function post(text) {
+    return fetch("chat/send", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify({ text: text })
+    });
+  }
+
+  function stop() {
+    quiet();
+    post("/stop").then(function (response) {
+      return response.json().catch(function () { return {}; }).then(function (body) {
+        add("notice", body.notice || body.error || "The answer could not be stopped (" + response.status + ").");
+      });
+    }).catch(function () { add("notice", "The answer could not be stopped: the bot is not reachable."); });
+  }
+
   function send() {
     var text = input.value.trim();
     if (!text || button.disabled) { return; }
     add("user", text);
     input.value = "";
-    fetch("chat/send", {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
-      body: JSON.stringify({ text: text })
-    }).then(function (response) {
+    if (text.charAt(0) !== "/") { writing(); }
+    post(text).then(function (response) {
       return response.json().catch(function () { return {}; }).then(function (body) {
         if (body.notice) {
           if (text === "/forget" || text === "/reset") { list.textContent = ""; }
@@ -100,6 +137,7 @@
   }
 
   form.addEventListener("submit", function (event) { event.preventDefault(); send(); });
+  stopButton.addEventListener("click", stop);
   input.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); send(); }
   });

@@ -1,0 +1,37 @@
+"""/stop in Discord (issue 37), through the real discord.py client and the fake Discord: during a slow streamed
+answer the slash command cancels the model call, the answer keeps what was written with its mark, no later action
+runs, and the presser alone is told; with nothing being written it says so."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core import action
+from core.engine import STOP_MARK
+from extensions.chat.i18n import say
+from extensions.discord.posting import MESSAGE
+from tests.fakes.slow_model import EndlessModel
+
+from .conftest import StartBot, World
+
+
+async def test_stop_cancels_the_answer_being_written_in_the_channel(world: World, start_bot: StartBot) -> None:
+    model, ran = EndlessModel(MESSAGE), []
+    later = action(name="later", handler=lambda args, ctx, agent: ran.append(1))
+    await start_bot(model, stream_interval=0.05, agent_options={"actions": [later]})
+    await world.fake.say(world.dm, "tell me a story", author=world.alice)
+    await asyncio.wait_for(model.writing.wait(), 10)
+    await world.fake.wait_until(lambda: any("Once upon a time" in m["content"] for m in world.fake.posted_in(world.dm)))
+
+    iid = await world.fake.slash("stop", world.dm, user=world.alice)
+    await world.fake.wait_until(lambda: iid in world.fake.interaction_responses)
+    response = world.fake.interaction_responses[iid]["data"]
+    assert response["content"] == say("stop_done") and response["flags"] & 64  # ephemeral: the presser alone
+    await world.fake.wait_until(
+        lambda: any(m["content"].endswith(STOP_MARK) for m in world.fake.posted_in(world.dm)), timeout=10
+    )
+    assert model.cancelled and ran == []
+
+    iid = await world.fake.slash("stop", world.dm, user=world.alice)
+    await world.fake.wait_until(lambda: iid in world.fake.interaction_responses)
+    assert world.fake.interaction_responses[iid]["data"]["content"] == say("stop_nothing")

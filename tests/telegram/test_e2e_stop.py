@@ -1,0 +1,49 @@
+"""/stop in Telegram (issue 37), through the real python-telegram-bot client and the fake Bot API: during a slow
+streamed answer it cancels the model call, the answer keeps what was written with its mark, no later action runs,
+and the next message is answered; with nothing being written it says so."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core import action
+from core.engine import STOP_MARK
+from extensions.chat.i18n import say
+from extensions.telegram.definitions import MESSAGE
+from tests.fakes.slow_model import EndlessModel
+from tests.fakes.telegram_server import FakeTelegramServer
+
+from .conftest import RunWatcher, StartBot
+
+GROUP = -100300400
+
+
+async def test_stop_cancels_the_answer_being_written_in_a_group(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    model, ran = EndlessModel(MESSAGE), []
+    later = action(name="later", handler=lambda args, ctx, agent: ran.append(1))
+    server.chat(GROUP, kind="supergroup")
+    agent = await start_bot(model, stream_interval=0.05, reply_policy="always", agent_options={"actions": [later]})
+    runs = RunWatcher(agent)
+    server.user_says("tell me a story", chat_id=GROUP)
+    await asyncio.wait_for(model.writing.wait(), 10)
+    await server.wait_for(lambda: any("Once upon a time" in m.text for m in server.sent), timeout=10)
+    server.user_says("/stop", chat_id=GROUP, user_id=2002, first_name="Bo")  # anyone in the group may
+    await runs.wait(1)
+    assert model.cancelled and ran == []
+    await server.wait_for(lambda: any(m.text == say("stop_done") for m in server.sent), timeout=10)
+    [story] = [m for m in server.sent if m.text.startswith("Once upon a time")]
+    assert story.text.endswith(STOP_MARK.strip())
+
+    server.user_says("and now?", chat_id=GROUP)
+    await server.wait_for(lambda: any(m.text == "Short answer 2." for m in server.sent), timeout=10)
+    assert "and now?" in model.prompts[1] and "Once upon a time" in model.prompts[1]  # the stopped answer is kept
+
+
+async def test_stop_with_nothing_being_written_says_so(server: FakeTelegramServer, start_bot: StartBot) -> None:
+    await start_bot(["hello"])
+    server.user_says("/stop")
+    [notice] = await server.wait_replies(1)
+    assert notice.text == say("stop_nothing")
+    assert [c for c in server.calls_of("setMyCommands") if "stop" in str(c.params["commands"])]
