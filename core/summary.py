@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from .entries import now_ms
 from .errors import RunError
 from .memory.history import HistoryEntry, HistoryStore, Summary
-from .models.base import Model, ModelRequest, closing_stream
+from .models.base import Model, ModelRequest, call_route, closing_stream
 from .usage import day_of
 
 if TYPE_CHECKING:
@@ -189,10 +189,12 @@ class Summarizer:
     async def _charge(self, cid: str, model: Model, request: ModelRequest, answer: str) -> None:
         """Count a fold's tokens in the conversation's (and the model's) usage, as a run's calls are counted: the
         per-conversation token limit sees them (estimated, about 4 characters a token; a failing store is logged)."""
+        route = call_route.get()  # a chain of models says which of them answered
+        name = route.answered if route is not None and route.answered else model.model or model.name
         try:
             await self.agent.usage.add(
                 day=day_of(),
-                keys=[f"chat:{cid}", f"model:{model.model or model.name}"],
+                keys=[f"chat:{cid}", f"model:{name}"],
                 input_tokens=(len(request.system) + len(request.prompt)) // 4,
                 output_tokens=len(answer) // 4,
                 cost=0,
@@ -211,6 +213,7 @@ class Summarizer:
         model = policy.model or self.agent.model
         request = summary_prompt(current.text, entries, words=max(30, policy.max_chars // 7))
         request.metadata["context_id"] = cid
+        call_route.set(None)
         async with asyncio.timeout(policy.timeout):
             async with closing_stream(model.stream(request)) as stream:
                 chunks = [chunk async for chunk in stream]
