@@ -51,7 +51,8 @@ class FallbackModel:
         """One circuit breaker per model, in the same order."""
         self.timeout = timeout
         """Seconds each model has to send its first chunk before the next one is asked (``LLM_TIMEOUT``; None:
-        the models' own timeouts)."""
+        the models' own timeouts). The agent's ``model_idle_timeout`` must leave room for every model to use it
+        (``bots`` gives it ``LLM_TIMEOUT`` per model of the chain), or the run's own deadline ends the call first."""
         first = self.models[0]
         self.name: str = first.name
         self.model: str = first.model
