@@ -12,7 +12,6 @@ from .entries import OutputRef
 from .errors import DispatchError, RunError
 from .events import RunEventType
 from .handlers import delivered_text, output_stream, run_output
-from .limits import Refusal
 from .parser import TagEnd, TagStart, TagText
 from .step import OpenOutput, Step
 from .turns import TurnGuard, cut_turns
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
     from .run_surface import RunSurface
     from .templates import TemplateStream
 
-__all__ = ("abandon_outputs", "close_output", "notify", "open_output", "output_text", "post_text")
+__all__ = ("abandon_outputs", "close_output", "open_output", "output_text", "post_text")
 
 log = logging.getLogger("core.engine")
 
@@ -155,15 +154,6 @@ def abandon_outputs(step: Step) -> None:
     for out in step.open.values():
         out.ref.error = "the answer broke off before this output was complete; it was not delivered"
     step.open.clear()
-
-
-async def notify(run: RunSurface, refusal: Refusal, *, index: int) -> None:
-    """Tell the user a limit was reached, through the conversation's own output (in a queued run it follows the
-    reply ledger); ``index`` is a negative element index no response uses."""
-    try:
-        await post_text(run, refusal.notice, index=index)
-    except Exception as exc:
-        log.warning("could not tell %s that a limit was reached: %s", run.state.id, exc)
 
 
 async def post_text(run: RunSurface, text: str, *, index: int, record: bool = False) -> None:

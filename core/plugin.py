@@ -220,14 +220,24 @@ class PluginHooks:
 
     @classmethod
     def of(cls, parts: Sequence[RunHooks]) -> PluginHooks:
-        """The hooks ``parts`` override."""
+        """The hooks ``parts`` override (which ones a class overrides is found once per class)."""
         found: dict[str, list[Any]] = {name: [] for name in HOOKS}
         for part in parts:
-            kind = type(part)
-            for name in HOOKS:
-                if getattr(kind, name) is not getattr(RunHooks, name):
-                    found[name].append(getattr(part, name))
+            for name in _overridden(type(part)):
+                found[name].append(getattr(part, name))
         return cls(**{name: tuple(hooks) for name, hooks in found.items()})
+
+
+_OVERRIDES: dict[type[RunHooks], tuple[str, ...]] = {}
+"""What each class of ``RunHooks`` overrides, found at its first run (a cache: classes are few and live as long)."""
+
+
+def _overridden(kind: type[RunHooks]) -> tuple[str, ...]:
+    """The hooks of ``RunHooks`` that ``kind`` overrides."""
+    found = _OVERRIDES.get(kind)
+    if found is None:
+        found = _OVERRIDES[kind] = tuple(n for n in HOOKS if getattr(kind, n) is not getattr(RunHooks, n))
+    return found
 
 
 NO_HOOKS = PluginHooks()

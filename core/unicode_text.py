@@ -19,6 +19,8 @@ __all__ = ("repair_strings", "repair_text")
 
 def repair_text(text: str) -> str:
     """``text`` with each lone surrogate replaced by U+FFFD (``text`` itself when it is valid, the common case)."""
+    if text.isascii():  # (most text: one pass in C, nothing to repair)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -26,19 +28,25 @@ def repair_text(text: str) -> str:
     return text
 
 
+def _broken(value: Any) -> bool:
+    """True when a string inside ``value`` needs repair (nothing is built to find out)."""
+    if isinstance(value, str):
+        return not value.isascii() and repair_text(value) is not value
+    if isinstance(value, dict):
+        return any(_broken(k) or _broken(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_broken(v) for v in value)
+    return False
+
+
 def repair_strings(value: Any) -> Any:
     """``value`` with ``repair_text`` applied to every string inside it (dict keys and values, list and tuple items);
-    the same object when nothing needed repair, other values as they are."""
+    the same object when nothing needed repair (found without copying anything), other values as they are."""
     if isinstance(value, str):
         return repair_text(value)
+    if not _broken(value):
+        return value
     if isinstance(value, dict):
-        pairs = [(repair_strings(k), repair_strings(v)) for k, v in value.items()]
-        if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items(), strict=True)):
-            return value
-        return dict(pairs)
-    if isinstance(value, list | tuple):
-        items = [repair_strings(v) for v in value]
-        if all(a is b for a, b in zip(value, items, strict=True)):
-            return value
-        return items if isinstance(value, list) else tuple(items)
-    return value
+        return {repair_strings(k): repair_strings(v) for k, v in value.items()}
+    items = [repair_strings(v) for v in value]
+    return items if isinstance(value, list) else tuple(items)

@@ -195,8 +195,6 @@ class Limiter:
                 )
         if cfg.tokens_per_day_user or cfg.tokens_per_day_conversation:
             day = day_of(now)
-            until = _next_day_ms(now)
-            later = f"Please try again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
             budgets = (
                 (
                     LimitKind.USER_TOKENS,
@@ -215,6 +213,8 @@ class Limiter:
             )
             for kind, limit, prefix, who, spent in budgets:
                 if limit and (await usage.totals(f"{prefix}:{who}", [day])).tokens >= limit:
+                    until = _next_day_ms(now)
+                    later = f"Please try again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
                     return Refusal(
                         kind=kind,
                         notice=f"Sorry, {spent} today. {later}",
@@ -234,7 +234,6 @@ class Limiter:
             return None
         now = now_ms()
         day = day_of(now)
-        until = _next_day_ms(now)
         budgets = (
             (LimitKind.USER_TOKENS, cfg.tokens_per_day_user if user else 0, "user", user),
             (LimitKind.CONVERSATION_TOKENS, cfg.tokens_per_day_conversation, "chat", conversation),
@@ -244,6 +243,7 @@ class Limiter:
                 continue
             spent = (await usage.totals(f"{prefix}:{who}", [day])).tokens
             if spent + tokens > limit:
+                until = _next_day_ms(now)
                 whose = "your" if prefix == "user" else "this conversation's"
                 return Refusal(
                     kind=kind,

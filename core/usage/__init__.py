@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,10 +86,20 @@ def cost_micros(price: Price | None, input_tokens: int, output_tokens: int) -> i
     return round(input_tokens * price.input + output_tokens * price.output)
 
 
+_DAY_MS = 86_400_000
+_last_day: tuple[int, str] = (-1, "")
+"""The last day asked (its number since the epoch, its text): the same day is not formatted again."""
+
+
 def day_of(ms: int | None = None) -> str:
     """The UTC day of ``ms`` (milliseconds since the epoch; now by default) as ``YYYY-MM-DD``."""
-    moment = dt.datetime.now(dt.UTC) if ms is None else dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return moment.date().isoformat()
+    global _last_day
+    if ms is None:
+        ms = int(time.time() * 1000)
+    number = ms // _DAY_MS
+    if _last_day[0] != number:
+        _last_day = (number, dt.datetime.fromtimestamp(number * 86_400, tz=dt.UTC).date().isoformat())
+    return _last_day[1]
 
 
 def last_days(count: int, *, today: str | None = None) -> list[str]:
