@@ -1,12 +1,14 @@
 """A flood against the per-day token limits (issue 35): one user sends 300 messages to the bot's private chat on
 the fake Telegram server as fast as it can while the model (a fake OpenAI-compatible server) takes its time to
 answer, with ``BOT_TOKENS_PER_DAY_USER`` and ``BOT_TOKENS_PER_DAY_CONVERSATION`` set, in one process (``bots run``)
-and in a fleet (``bots gateway`` and two ``bots worker`` on a real redis-server).
+and in a fleet (``bots gateway`` and two ``bots worker`` on a real redis-server), without and with a history the
+workers summarize (``DATABASE_URL``: a fleet keeps no history without one, so it makes no summary).
 
 What the model was sent is read from its own requests (each estimated as the limits plugin does, a token for 4
 characters; the fake reports the same figure as its usage, as a provider would): none carries more than the day's
 budget or more than ``REDIS_BATCH_SIZE`` of the flood's messages, and together, answers included, they stay within
-the day's budget (plus one answer: a call is allowed on what was spent before it, its answer counted after).
+the day's budget (plus one answer: a call is allowed on what was spent before it, its answer counted after), and
+none, a summary's included, carries a message that was not answered (the model never reads what a limit refused).
 
 Each of the 300 messages is either answered (the model was asked about it, its answer was posted to the chat) or
 refused by a limit: the operator's ``bots_limited`` counter (inputs refused by a limit, summed over the processes)
