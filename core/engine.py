@@ -107,6 +107,15 @@ class Run:
         """Report a measure of the run to the agent's observers."""
         self.deps.observe(kind, self.state.id, value)
 
+    def drop(self, entry: InputRef) -> None:
+        """An input the run will not answer: out of working memory and of the chain the history keeps."""
+        entry.processed = True
+        logs = self.state.working_memory.logs
+        if entry in logs:
+            logs.remove(entry)
+        if entry in self.chain:
+            self.chain.remove(entry)
+
     async def say(self, text: str, *, record: bool = False) -> None:
         """Post ``text`` as written through the conversation's own output, without the model (each at an element
         index of its own, below those of responses); raises the output's errors."""

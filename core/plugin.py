@@ -85,6 +85,11 @@ class RunView(Protocol):
         """Report a measure of the run to the agent's observers (``kind`` as metrics name them)."""
         ...
 
+    def drop(self, entry: InputRef) -> None:
+        """An input the run will not answer (refused): out of working memory and of what the run keeps (the
+        history, so a summary does not fold it either): the model never reads it, in this run or later."""
+        ...
+
     async def say(self, text: str, *, record: bool = False) -> None:
         """Post ``text`` as written through the conversation's own output, without the model (a notice, a scheduled
         text); ``record``: it joins working memory, so the model sees it was said. Raises the output's errors."""

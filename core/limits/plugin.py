@@ -65,10 +65,7 @@ class _Admit(RunHooks):
             if refusal is None:
                 admitted.append(entry)
                 continue
-            entry.processed = True
-            logs = state.working_memory.logs
-            if entry in logs:
-                logs.remove(entry)
+            run.drop(entry)
             run.observe(f"limited:{refusal.kind.value}")
             log.info("%s: an input of %s is over the %s limit", state.id, user_of(entry), refusal.kind.value)
             if await limiter.notice_due(refusal):
@@ -86,11 +83,10 @@ class _Admit(RunHooks):
         refusal = await limiter.check_call(tokens=tokens, user=run.asker, conversation=state.id, usage=usage)
         if refusal is None:
             return True
-        logs = state.working_memory.logs
         for entry in updates:  # not answered: the model never reads them, in this run or later
-            if isinstance(entry, InputRef) and entry in logs:
-                logs.remove(entry)
-        run.observe(f"limited:{refusal.kind.value}")
+            if isinstance(entry, InputRef):
+                run.drop(entry)
+                run.observe(f"limited:{refusal.kind.value}")  # (counted per input, as the metric says)
         log.info("%s: a model call of about %d tokens is over the %s limit", state.id, tokens, refusal.kind.value)
         if await limiter.notice_due(refusal):
             try:
