@@ -39,7 +39,6 @@ import redis.asyncio  # noqa: E402
 
 from core import Host, OutputContext, ScriptedModel, context, create_agent, output  # noqa: E402
 from core.fleet import (  # noqa: E402
-    REPLY_LEDGER,
     QueueConfig,
     QueueWorker,
     RedisBackend,
@@ -72,7 +71,7 @@ def bench_bot(url: str) -> tuple[Any, Any]:
     client = redis.asyncio.Redis.from_url(url, decode_responses=True)
 
     async def deliver(data: str, ctx: OutputContext, agent: Host) -> None:
-        ledger = ctx.state.options.get(REPLY_LEDGER)
+        ledger = ctx.state.ledger
         slot = await ledger.begin("bench:reply", data) if ledger is not None else None
         if slot is not None and slot.done:
             return

@@ -37,7 +37,6 @@ import redis.asyncio  # noqa: E402
 from core import Host, OutputContext, ScriptedModel, context, create_agent, output  # noqa: E402
 from core.entries import InputRef  # noqa: E402
 from core.fleet import (  # noqa: E402
-    REPLY_LEDGER,
     QueueConfig,
     QueueWorker,
     RedisBackend,
@@ -71,7 +70,7 @@ async def run_worker(args: argparse.Namespace) -> None:
     client = redis.asyncio.Redis.from_url(args.url, decode_responses=True)
 
     async def deliver(data: str, ctx: OutputContext, agent: Host) -> None:
-        ledger = ctx.state.options.get(REPLY_LEDGER)
+        ledger = ctx.state.ledger
         slot = await ledger.begin("bench:reply", data) if ledger is not None else None
         if slot is not None and slot.done:
             return

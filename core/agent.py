@@ -44,6 +44,7 @@ from .models.base import CallsTools, Model, PrefersCompact
 from .plugin import AgentHooks, Plugin, find_plugin
 from .prompt import PromptTemplate
 from .registry import Registry
+from .reply_ledger import ReplyLedger
 from .run_deps import RunDeps
 from .run_table import Pending, RunTable
 from .run_traces import RunTrace, remember_run
@@ -440,6 +441,7 @@ class Agent(ExtensionPoints):
         *,
         listener: Callable[[RunEvent], Any] | None = None,
         options: Mapping[str, Any] | None = None,
+        ledger: ReplyLedger | None = None,
         stopped: bool = False,
     ) -> list[Log]:
         """Run the instance with ``inputs``; if it is already running here, the inputs join that run.
@@ -472,6 +474,7 @@ class Agent(ExtensionPoints):
                 await asyncio.shield(current.finished)  # closing: wait until its memory is saved
         pending = Pending(list(inputs), listener)
         pending.options = dict(options or {})
+        pending.ledger = ledger
         pending.stopped = stopped
         self._runs.put(cid, pending)
         run_context = contextvars.copy_context()
@@ -549,6 +552,7 @@ class Agent(ExtensionPoints):
         try:
             state = await self.load_state(context, args)
             state.options.update(pending.options)
+            state.ledger = pending.ledger
             run = Run(self.run_deps(), state, finished=future)
             while pending.inputs and not run.full:  # inputs keep arriving while earlier ones are prepared
                 ref = pending.inputs.pop(0)
@@ -605,6 +609,7 @@ class Agent(ExtensionPoints):
         if pending.inputs:  # one caller gave more than a run takes: the rest goes first in the next run
             rest = Pending(pending.inputs, None)
             rest.options, rest.following, pending.inputs = dict(pending.options), pending.following, []
+            rest.ledger = pending.ledger
             pending.following = rest
         following = pending.following
         if following is None:

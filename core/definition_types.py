@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .media.reader import Fetcher, MediaReader
     from .memory import HistoryStore, MemoryStore
     from .models.base import Model
+    from .reply_ledger import ReplyLedger
     from .usage import UsageStore
 
 __all__ = (
@@ -90,6 +91,9 @@ class ContextState(Generic[ArgsT]):
     """The append-only state log that ``_outputPath`` writes to."""
     options: dict[str, Any] = field(default_factory=dict)
     """Per-run values handlers may share (for example the platform message being answered)."""
+    ledger: ReplyLedger | None = None
+    """The reply ledger of a queued run (``core.reply_ledger``): a reply is stored before it is posted, so a run
+    again posts nothing twice; None in one process."""
     summary: str = ""
     """The rolling summary of what left the working memory's window (with a history store)."""
     chat: ChatSettings = field(default_factory=ChatSettings)

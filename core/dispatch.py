@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .bot import Bot
     from .events import RunEvent
     from .models.base import Model
+    from .reply_ledger import ReplyLedger
 
 __all__ = ("Dispatcher", "InProcessDispatcher", "Runner")
 
@@ -54,6 +55,7 @@ class Runner(Protocol):
         *,
         listener: Callable[[RunEvent], Any] | None = None,
         options: Mapping[str, Any] | None = None,
+        ledger: ReplyLedger | None = None,
         stopped: bool = False,
     ) -> list[Log]:
         """Run the instance with ``inputs``; if it is already running here, the inputs join that run (``stopped``:

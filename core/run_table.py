@@ -12,6 +12,7 @@ from .definitions import ContextState
 from .engine import Run
 from .entries import InputRef, Log
 from .events import RunEvent
+from .reply_ledger import ReplyLedger
 from .task_runner import finish_or_cancel
 
 __all__ = ("Pending", "RunTable")
@@ -29,6 +30,8 @@ class Pending:
         """Copied into ``state.options`` when the run starts."""
         self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
         """Resolved with the run's chain."""
+        self.ledger: ReplyLedger | None = None
+        """The queued run's reply ledger, given to its state."""
         self.following: Pending | None = None
         """The run after this one, for the inputs this one has no room for (``room``)."""
         self.stopped = False

@@ -14,7 +14,7 @@ from .limit_store import RedisLimitStore
 from .lock import PlatformLock
 from .memory_store import RedisMemoryStore
 from .options import QueueConfig, redact_url
-from .reply_ledger import REPLY_LEDGER, LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
+from .reply_ledger import LeaseLostError, RedisReplyLedger, ReplayModel, ReplyLedger, ReplySlot
 from .schedule_store import RedisScheduleStore, ServerClock
 from .shard_leases import IdentifySlots, ShardLeases
 from .stops import FleetStops
@@ -23,7 +23,6 @@ from .usage_store import RedisUsage
 from .visitor_book import RedisVisitorBook
 
 __all__ = (
-    "REPLY_LEDGER",
     "DrainStats",
     "Drainer",
     "FleetStops",

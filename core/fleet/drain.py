@@ -21,7 +21,7 @@ from ..entries import InputRef
 from ..errors import DispatchError
 from .backend import RedisBackend
 from .batch_trace import batch_span
-from .reply_ledger import REPLY_LEDGER, RedisReplyLedger
+from .reply_ledger import RedisReplyLedger
 from .scope import Lease, RunScope
 from .stops import covers
 from .usage_store import USAGE_TTL
@@ -307,7 +307,6 @@ class Drainer:
             "batch_id": f"{scope.keys.cid}#{scope.batch_id}",
             "attempt": scope.attempt,
             "enqueued_at": [entry.get("t") for entry in entries],
-            REPLY_LEDGER: RedisReplyLedger(scope),
         }
         stopped = self._starting.pop(scope.keys.cid, False)  # (no wait from here until the run is in the table)
         if stopped:
@@ -319,7 +318,9 @@ class Drainer:
         token = scope.enter()
         try:
             with batch_span(entries, scope):
-                await self.agent.run(context, args, inputs, options=options, stopped=stopped)
+                await self.agent.run(
+                    context, args, inputs, options=options, ledger=RedisReplyLedger(scope), stopped=stopped
+                )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the agent logged its traceback ("run of ... crashed")

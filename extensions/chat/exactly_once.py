@@ -33,16 +33,11 @@ from core.errors import DispatchError
 
 if TYPE_CHECKING:
     from core.definitions import ContextState
-    from core.fleet.reply_ledger import ReplyLedger, ReplySlot
+    from core.reply_ledger import ReplyLedger, ReplySlot
 
-__all__ = ("REPLY_LEDGER", "UNKNOWN_ID", "ReplyRecord", "Uncertain", "may_post", "post_once")
+__all__ = ("UNKNOWN_ID", "ReplyRecord", "Uncertain", "may_post", "post_once")
 
 log = logging.getLogger("extensions.chat")
-
-REPLY_LEDGER = "reply_ledger"
-"""The ``state.options`` key of a queued run's ledger (``core.fleet.REPLY_LEDGER``; ``core.fleet`` itself
-needs the ``redis`` extra, so the name is repeated here and a test keeps the two equal)."""
-
 
 UNKNOWN_ID = "?"
 """The recorded id of a message taken as shown without its id (``Uncertain.SKIP``): never edited or deleted."""
@@ -64,7 +59,7 @@ def may_post(state: ContextState) -> bool:
     """Whether a run may still write to its conversation: always in the embedded mode; in a queued run only
     while the worker holds the conversation (a worker whose lease is lost leaves notices to the one that took
     the conversation over). For what does not go through a ``ReplyRecord``, such as a failure notice."""
-    ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
+    ledger: ReplyLedger | None = state.ledger
     return ledger is None or ledger.valid
 
 
@@ -75,7 +70,7 @@ async def post_once(state: ContextState, what: str, text: str, post: Callable[[]
     posts nothing, since a notice shown twice is worse than one missing. ``post`` returns the posted messages'
     ids. Returns whether it posted. Raises what ``post`` raises, and the ledger's ``DispatchError`` once this
     worker no longer answers the batch."""
-    ledger: ReplyLedger | None = state.options.get(REPLY_LEDGER)
+    ledger: ReplyLedger | None = state.ledger
     if ledger is None:
         await post()
         return True
@@ -136,7 +131,7 @@ class ReplyRecord:
     @classmethod
     def of(cls, state: ContextState, output_type: str, *, streamed: bool) -> ReplyRecord | None:
         """The record for a reply in the run of ``state``; None outside a queued run."""
-        ledger = state.options.get(REPLY_LEDGER)
+        ledger = state.ledger
         return None if ledger is None else cls(ledger, output_type, streamed=streamed)
 
     @property

@@ -25,7 +25,7 @@ from core.definitions import (
     output,
 )
 
-from ..chat.exactly_once import REPLY_LEDGER, may_post
+from ..chat.exactly_once import may_post
 from ..chat.heard import heard_quote
 from ..chat.i18n import localized
 from ..chat.registry import RuntimeRegistry
@@ -223,7 +223,7 @@ async def _post(data: str, ctx: OutputContext, agent: Host) -> None:
         text=data,
         reply_to=state.options.get(REPLY_TO),
         idempotency_key=ctx.output_ref.id,
-        ledger=state.options.get(REPLY_LEDGER),
+        ledger=state.ledger,
     )
 
 

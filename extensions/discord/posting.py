@@ -7,7 +7,8 @@ and its nonces come from the ledger's stable keys, the same in every attempt at 
 crash posts nothing that was posted. With ``DISCORD_STREAM_REPLIES`` an answer is shown while it is written: posted
 when its first words arrive, edited at most once per ``DISCORD_STREAM_INTERVAL``, continued in a new message past
 2,000 characters, and finished by the output handler with the exact final text (``deliver``); the
-platform-independent part is ``extensions.chat.stream``.
+platform-independent part is ``extensions.chat.stream``. The first message of an answer being written carries a
+Stop button (``STOP_BUTTON``, answered by ``SlashCommands.on_stop_button``), taken off once the answer is delivered.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from core.errors import PlatformError
 from core.media import Attachment
 
 from ..chat.adapter import ChatAdapter
-from ..chat.exactly_once import REPLY_LEDGER, ReplyRecord
+from ..chat.commands import STOP_BUTTON
+from ..chat.exactly_once import ReplyRecord
+from ..chat.i18n import say
 from ..chat.split import split_message
 from ..chat.stream import LiveReply, ReplyKey
 from ._lib import discord
@@ -70,30 +73,33 @@ class _Sink:
         reply_to: int | None,
         key: str,
         record: ReplyRecord | None = None,
+        stop_label: str | None = None,
     ) -> None:
         self.poster = poster
         self.channel_id = channel_id
         self.reply_to = reply_to
         self.key = key
         self.record = record
+        self.stop_label = stop_label
+        """The label of the Stop button the first message carries (None: no button)."""
+        self.buttoned: int | None = None
+        """The message posted with the Stop button."""
         self.posts = 0
 
     async def post(self, text: str, *, index: int) -> int:
         self.posts += 1  # every post its own nonce (a repost after a failed edit is a new message)
-        if self.record is None:
-            return await self.poster.send_message(
-                channel_id=self.channel_id,
-                text=text,
-                reply_to=self.reply_to if index == 0 else None,
-                nonce=nonce_for(self.key, self.posts - 1),
-            )
+        label = self.stop_label if index == 0 and self.buttoned is None else None
+        nonce = nonce_for(self.key, self.posts - 1) if self.record is None else self.record.next_key()
         message = await self.poster.send(
             channel_id=self.channel_id,
             text=text,
             reply_to=self.reply_to if index == 0 else None,
-            nonce=self.record.next_key(),  # the same in every attempt at the batch
+            nonce=nonce,  # in a queued run the same in every attempt at the batch
+            stop_label=label,
         )
-        if message.content.strip() != text.strip():  # the nonce's message, posted by an earlier attempt
+        if label is not None:
+            self.buttoned = message.id
+        if self.record is not None and message.content.strip() != text.strip():  # posted by an earlier attempt
             await self.edit(message.id, text)
         return message.id
 
@@ -152,14 +158,22 @@ class Poster:
         message = await self.send(channel_id=channel_id, text=text, reply_to=reply_to, nonce=nonce)
         return message.id
 
-    async def send(self, *, channel_id: int, text: str, reply_to: int | None, nonce: str) -> discord.Message:
+    async def send(
+        self, *, channel_id: int, text: str, reply_to: int | None, nonce: str, stop_label: str | None = None
+    ) -> discord.Message:
         """``send_message``, returning the message Discord answered with: with a nonce Discord saw before
-        (``enforce_nonce``), the message posted then, whatever it shows."""
+        (``enforce_nonce``), the message posted then, whatever it shows. ``stop_label``: with a Stop button."""
         client = self._require_client()
         channel = client.get_partial_messageable(channel_id)
         reference = None
         if reply_to is not None:
             reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+        view = discord.utils.MISSING
+        if stop_label is not None:
+            view = discord.ui.View(timeout=None)
+            view.add_item(
+                discord.ui.Button(style=discord.ButtonStyle.secondary, label=stop_label, custom_id=STOP_BUTTON)
+            )
         try:
             async with _traced("create_message", channel_id), asyncio.timeout(self.settings.request_timeout):
                 sent = await channel.send(
@@ -167,10 +181,24 @@ class Poster:
                     nonce=nonce,
                     reference=reference,  # type: ignore[arg-type]
                     allowed_mentions=discord.AllowedMentions.none(),
+                    view=view,
                 )
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"post a message in channel {channel_id}", in_channel=True) from exc
+        finally:
+            if view is not discord.utils.MISSING:
+                view.stop()  # a press goes to the client's component hook, whichever process receives it
         return sent
+
+    async def drop_stop_button(self, *, channel_id: int, message_id: int) -> None:
+        """Take the Stop button off a message (its answer is delivered); a failure is logged (a press then says
+        there is nothing to stop)."""
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with _traced("edit_message", channel_id), asyncio.timeout(self.settings.request_timeout):
+                await message.edit(view=None)
+        except NETWORK_ERRORS as exc:
+            log.warning("discord: could not take the Stop button off message %s: %s", message_id, exc)
 
     async def edit_message(self, *, channel_id: int, message_id: int, text: str) -> None:
         """Replace the text of one of the bot's messages; no mention pings."""
@@ -220,17 +248,30 @@ class Poster:
     def start_live(self, event: RunEvent) -> LiveReply | None:
         """The live reply for an answer that starts streaming (an event listener: runs in the run's task)."""
         agent = self.adapter.agent
-        state = agent.state_of(event.context_id) if agent is not None else None
+        if agent is None:
+            return None
+        state = agent.state_of(event.context_id)
         if state is None or not state.context.includes(discord_channel) or self._client() is None:
             return None
         reply_to = state.options.get(REPLY_TO)
         # stable for one answer to one message (in a queued run the ledger's keys are used instead)
         key = f"live:{event.context_id}:{reply_to or uuid.uuid4().hex}:{event.step}:{event.output_index}"
-        record = self.adapter.record(state.options.get(REPLY_LEDGER), MESSAGE, streamed=True)
-        return self._live_reply(channel_id=state.args.channel_id, reply_to=reply_to, key=key, record=record)
+        record = self.adapter.record(state.ledger, MESSAGE, streamed=True)
+        label = say("stop_button", state.chat.language or agent.chat_policy.default_language)
+        return self._live_reply(
+            channel_id=state.args.channel_id, reply_to=reply_to, key=key, record=record, stop_label=label
+        )
 
-    def _live_reply(self, *, channel_id: int, reply_to: int | None, key: str, record: ReplyRecord | None) -> LiveReply:
-        sink = _Sink(self, channel_id=channel_id, reply_to=reply_to, key=key, record=record)
+    def _live_reply(
+        self,
+        *,
+        channel_id: int,
+        reply_to: int | None,
+        key: str,
+        record: ReplyRecord | None,
+        stop_label: str | None = None,
+    ) -> LiveReply:
+        sink = _Sink(self, channel_id=channel_id, reply_to=reply_to, key=key, record=record, stop_label=stop_label)
         return LiveReply(sink=sink, split=_split, interval=self.settings.stream_interval, record=record)
 
     async def deliver(
@@ -253,6 +294,7 @@ class Poster:
             return self._live_reply(channel_id=channel_id, reply_to=reply_to, key=idempotency_key, record=record)
 
         content_log.info("channel %s reply: %s", channel_id, text)
+        live = self.adapter.live.get(key) if self.adapter.live is not None else None
         ids = await self.adapter.deliver_with(
             key,
             text,
@@ -262,6 +304,9 @@ class Poster:
                 channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
             ),
         )
+        buttoned = live.sink.buttoned if live is not None and isinstance(live.sink, _Sink) else None
+        if buttoned is not None and buttoned in ids:  # the answer is delivered: nothing left to stop
+            await self.drop_stop_button(channel_id=channel_id, message_id=buttoned)
         log.info(
             "discord: channel %s: replied to message %s (%d characters in %d messages)",
             channel_id,

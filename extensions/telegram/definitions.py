@@ -18,7 +18,7 @@ from core.definitions import ContextState, InputContext, OutputContext, context,
 from core.entries import ErrorLog, InputRef, OutputRef
 from core.errors import ModelError
 
-from ..chat.exactly_once import REPLY_LEDGER, may_post, post_once
+from ..chat.exactly_once import may_post, post_once
 from ..chat.heard import heard_quote
 from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
@@ -210,7 +210,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
         thread_id=args.thread_id,
         text=text,
         reply_to=ctx.state.options.get(REPLY_TO),
-        ledger=ctx.state.options.get(REPLY_LEDGER),
+        ledger=ctx.state.ledger,
     )
 
 

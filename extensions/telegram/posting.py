@@ -20,7 +20,6 @@ from telegram.constants import ChatAction
 from core.errors import PlatformError
 
 from ..chat.adapter import ChatAdapter
-from ..chat.exactly_once import REPLY_LEDGER
 from ..chat.i18n import say
 from ..chat.stream import LiveReply, ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
@@ -88,9 +87,7 @@ class Posting:
             reply_to=state.options.get(REPLY_TO),
             interval=self.settings.stream_interval,
             drafts=self.settings.stream_drafts,
-            record=self.adapter.record(
-                state.options.get(REPLY_LEDGER), MESSAGE, streamed=True, uncertain=self.settings.uncertain_replies
-            ),
+            record=self.adapter.record(state.ledger, MESSAGE, streamed=True, uncertain=self.settings.uncertain_replies),
         )
 
     async def deliver(

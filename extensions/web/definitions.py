@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from core.definitions import ContextState, InputContext, OutputContext, context, input, output
 from core.errors import ModelError
 
-from ..chat.exactly_once import REPLY_LEDGER, may_post
+from ..chat.exactly_once import may_post
 from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
 
@@ -129,7 +129,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
         visitor=ctx.state.args,
         gateway=_gateway(ctx.state),
         text=text,
-        ledger=ctx.state.options.get(REPLY_LEDGER),
+        ledger=ctx.state.ledger,
     )
 
 

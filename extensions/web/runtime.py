@@ -26,7 +26,6 @@ from core.trust import TIER_PARAM, Tier
 from ..chat.adapter import ChatAdapter
 from ..chat.backpressure import Incoming
 from ..chat.counters import Ignored
-from ..chat.exactly_once import REPLY_LEDGER
 from ..chat.http_server import HttpLimits, start_site
 from ..chat.i18n import say
 from ..chat.stream import LiveReply, ReplyKey
@@ -326,9 +325,7 @@ class WebRuntime(ChatAdapter):
         state = agent.state_of(event.context_id) if agent is not None else None
         if state is None or not state.context.includes(web_chat) or not self._connected:
             return None
-        return self._live(
-            state.args, str(state.options.get(GATEWAY, "")), ledger=state.options.get(REPLY_LEDGER), streamed=True
-        )
+        return self._live(state.args, str(state.options.get(GATEWAY, "")), ledger=state.ledger, streamed=True)
 
     async def deliver(
         self, *, key: ReplyKey, visitor: str, gateway: str, text: str, ledger: ReplyLedger | None = None

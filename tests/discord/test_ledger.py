@@ -13,7 +13,6 @@ import core
 from core.entries import InputRef
 from core.errors import ModelError
 from core.fleet.reply_ledger import ReplySlot
-from extensions.chat.exactly_once import REPLY_LEDGER
 from extensions.discord import ChannelArgs, discord_channel
 
 from .conftest import StartBot, World, runtime_of, say
@@ -61,7 +60,7 @@ class MemoryLedger:
 async def answer_batch(agent: core.Agent, world: World, ledger: MemoryLedger, text: str = "hi") -> None:
     """Run the batch (the message ``text`` in the DM) as a queue worker does."""
     ref = InputRef(type="discord:message", data=text, params={"author": "alice", "message_id": "42"})
-    await agent.run(discord_channel, ChannelArgs(channel_id=world.dm), [ref], options={REPLY_LEDGER: ledger})
+    await agent.run(discord_channel, ChannelArgs(channel_id=world.dm), [ref], ledger=ledger)
 
 
 def message_posts(world: World) -> list[Any]:

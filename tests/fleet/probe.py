@@ -18,7 +18,7 @@ import redis.asyncio
 import redis.exceptions
 
 from core import Agent, OutputContext, context, extension, output, service
-from core.fleet import REPLY_LEDGER, ReplyLedger
+from core.fleet import ReplyLedger
 from core.models.base import ModelRequest
 
 __all__ = ("ChatArgs", "answer", "chat", "probe_extension", "replies")
@@ -80,7 +80,7 @@ def probe_extension(url: str) -> Any:
         await holder["client"].aclose()
 
     async def deliver(data: str, ctx: OutputContext, agent: Agent) -> dict[str, Any]:
-        ledger: ReplyLedger | None = ctx.state.options.get(REPLY_LEDGER)
+        ledger: ReplyLedger | None = ctx.state.ledger
         nonce = None
         if ledger is not None:
             slot = await ledger.begin("probe:reply", data)

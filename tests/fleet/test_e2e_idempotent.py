@@ -17,9 +17,8 @@ import pytest
 import core
 from core import ScriptedModel, create_agent
 from core.definitions import Extension
-from core.fleet import REPLY_LEDGER, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
+from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.models.base import ModelRequest
-from extensions.chat.exactly_once import REPLY_LEDGER as CHAT_REPLY_LEDGER
 from extensions.discord import ChannelArgs, DiscordSettings, discord_channel, discord_extension
 from extensions.telegram import ChatArgs, TelegramSettings, telegram_chat, telegram_extension
 from tests.fakes.discord_server import FakeDiscord
@@ -89,10 +88,6 @@ async def front(server: RedisServer, extension: Extension) -> AsyncIterator[core
     async with agent:
         yield agent
     await backend.close()
-
-
-def test_the_chat_adapters_find_the_queue_s_ledger() -> None:
-    assert CHAT_REPLY_LEDGER == REPLY_LEDGER
 
 
 # -- Discord ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from core import Agent, ScriptedModel
 from core.entries import InputRef
 from core.errors import ModelError
 from core.media import Attachment, AttachmentKind, OpenAITranscriber
-from extensions.chat.exactly_once import REPLY_LEDGER, Uncertain
+from extensions.chat.exactly_once import Uncertain
 from extensions.telegram import ChatArgs, get_runtime, telegram_chat
 from tests.discord.test_ledger import MemoryLedger
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -28,7 +28,7 @@ CHAT = 404
 async def answer_batch(agent: Agent, ledger: MemoryLedger) -> None:
     """Run the batch (one message in the chat) as a queue worker does."""
     ref = InputRef(type="telegram:message", data="hi", params={"user": "Ann", "user_id": "1", "message_id": "7"})
-    await agent.run(telegram_chat, ChatArgs(chat_id=CHAT), [ref], options={REPLY_LEDGER: ledger})
+    await agent.run(telegram_chat, ChatArgs(chat_id=CHAT), [ref], ledger=ledger)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["posted", "streamed"])
@@ -178,7 +178,7 @@ async def test_a_voice_message_is_quoted_once_however_often_its_batch_runs(
         try:
             for _ in range(2):  # the batch, then the batch again (the ack was lost)
                 inputs = [ref.model_copy(deep=True)]
-                await agent.run(telegram_chat, ChatArgs(chat_id=CHAT), inputs, options={REPLY_LEDGER: ledger.attempt()})
+                await agent.run(telegram_chat, ChatArgs(chat_id=CHAT), inputs, ledger=ledger.attempt())
         finally:
             await stt.aclose()
     assert [m.text for m in server.sent] == ['🎤 "remind me to call mum"', "Noted."]
