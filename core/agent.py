@@ -168,6 +168,8 @@ class Agent(ExtensionPoints):
         """Metric hooks."""
         self.event_listeners = []
         """Listeners that see the events of every run."""
+        self.slots = {}
+        """What extensions gave the agent for their own later use (``provide``)."""
         self.readiness = {}
         """Readiness checks by name (``/readyz``), registered by extensions and services: each returns (or
         awaits to) ``True``/``None`` when ready, ``False`` or a reason string when not, or raises; a

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .memory import HistoryStore, MemoryStore
     from .models.base import Model
     from .reply_ledger import ReplyLedger
+    from .slots import Slot
     from .usage import UsageStore
 
 __all__ = (
@@ -211,6 +212,8 @@ Observer = Callable[[str, str, float], Any]
 ``attachment_bytes``; extensions and queues report more through ``Host.observe`` (``bots.metrics`` lists the
 kinds it counts)."""
 
+T = TypeVar("T")
+"""What a slot holds (``Host.provide``)."""
 Args = TypeVar("Args")
 """The arguments of a context's instances (``Context[Args]``), as ``send`` takes them."""
 ModelArgs = TypeVar("ModelArgs", bound=BaseModel)
@@ -244,6 +247,14 @@ class Host(Protocol):
 
     def add_media_fetcher(self, source: str, fetch: Fetcher) -> Callable[[], None]:
         """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch``."""
+        ...
+
+    def provide(self, slot: Slot[T], value: T) -> Callable[[], None]:
+        """Keep ``value`` under ``slot`` for the extension's own later use (its platform runtime)."""
+        ...
+
+    def provided(self, slot: Slot[T]) -> T | None:
+        """What was given under ``slot``, or None."""
         ...
 
     def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:

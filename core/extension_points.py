@@ -9,7 +9,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
@@ -18,11 +18,14 @@ if TYPE_CHECKING:
     from .dispatch import Dispatcher
     from .events import RunEvent
     from .media.reader import Fetcher, MediaReader
+    from .slots import Slot
     from .trust import Approvals, Trust
 
 __all__ = ("ExtensionPoints",)
 
 log = logging.getLogger("core.agent")
+
+T = TypeVar("T")
 
 
 class ExtensionPoints:
@@ -47,6 +50,24 @@ class ExtensionPoints:
     """How ``send`` reaches ``run``."""
     trust: Trust | None
     """Who may call which action (``core.trust``); None: every action is offered to everyone."""
+    slots: dict[Slot[Any], Any]
+    """What extensions gave the agent for their own later use, by slot (``provide``)."""
+
+    def provide(self, slot: Slot[T], value: T) -> Callable[[], None]:
+        """Keep ``value`` under ``slot`` (a platform's runtime, which its output handlers find with
+        ``provided``); a second value replaces the first."""
+        self.slots[slot] = value
+
+        def take_back() -> None:
+            if self.slots.get(slot) is value:
+                del self.slots[slot]
+
+        return take_back
+
+    def provided(self, slot: Slot[T]) -> T | None:
+        """What was given under ``slot``, or None."""
+        found: T | None = self.slots.get(slot)
+        return found
 
     @property
     def distributed(self) -> bool:

@@ -1,11 +1,12 @@
-"""Which platform runtime serves which agent: both adapters keep one, weakly, per agent."""
+"""Which platform runtime serves which agent: each adapter keeps its runtime in the agent it serves, under a typed
+slot (``core.slots.Slot``; ``Host.provide``), so nothing global holds an agent or its runtime."""
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from core.errors import ConfigError
+from core.slots import Slot
 
 if TYPE_CHECKING:
     from core import Host
@@ -16,24 +17,25 @@ R = TypeVar("R")
 
 
 class RuntimeRegistry(Generic[R]):
-    """Maps an agent to its platform runtime without keeping the agent alive."""
+    """The slot of one platform's runtime in the agents it serves, and the error when an agent has none."""
 
     def __init__(self, *, platform: str, extension: str) -> None:
         self._platform = platform
         self._extension = extension
-        self._runtimes: weakref.WeakKeyDictionary[Host, R] = weakref.WeakKeyDictionary()
+        self.slot: Slot[R] = Slot(f"{platform} runtime")
+        """Where an agent keeps this platform's runtime."""
 
     def bind(self, agent: Host, runtime: R) -> None:
         """Make ``runtime`` the platform side of ``agent`` (the extension's install hook does this)."""
-        self._runtimes[agent] = runtime
+        agent.provide(self.slot, runtime)
 
     def find(self, agent: Host) -> R | None:
         """The runtime of ``agent``, or None."""
-        return self._runtimes.get(agent)
+        return agent.provided(self.slot)
 
     def get(self, agent: Host) -> R:
         """The runtime of ``agent``; a ``ConfigError`` when the agent was built without the extension."""
-        runtime = self._runtimes.get(agent)
+        runtime = agent.provided(self.slot)
         if runtime is None:
             raise ConfigError(
                 f"the agent has no {self._platform} runtime: build it with "
