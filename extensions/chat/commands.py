@@ -33,10 +33,22 @@ if TYPE_CHECKING:
     from core import Host
     from core.definitions import Context
 
-__all__ = ("COMMANDS", "Answer", "Caller", "ChatCommands", "all_zones", "parse_channel_settings", "zone_named")
+__all__ = (
+    "COMMANDS",
+    "STOP_BUTTON",
+    "Answer",
+    "Caller",
+    "ChatCommands",
+    "all_zones",
+    "parse_channel_settings",
+    "zone_named",
+)
 
 COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders", "memory", "stop")
 """The settings commands and ``/stop``, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
+STOP_BUTTON = "bots:stop"
+"""The id of the Stop button under an answer being written (its label ``say("stop_button")``): pressing it is
+``/stop`` in the conversation where it was pressed (the conversation is taken from the press, never from the id)."""
 
 
 @dataclass(frozen=True, kw_only=True)

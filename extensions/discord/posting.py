@@ -305,8 +305,12 @@ class Poster:
             ),
         )
         buttoned = live.sink.buttoned if live is not None and isinstance(live.sink, _Sink) else None
-        if buttoned is not None and buttoned in ids:  # the answer is delivered: nothing left to stop
-            await self.drop_stop_button(channel_id=channel_id, message_id=buttoned)
+        if buttoned is not None and buttoned in ids:  # delivered: nothing left to stop (beside the run, not in it)
+            self.adapter.spawn(
+                self.drop_stop_button(channel_id=channel_id, message_id=buttoned),
+                name=f"discord:unbutton:{buttoned}",
+                key=idempotency_key,
+            )
         log.info(
             "discord: channel %s: replied to message %s (%d characters in %d messages)",
             channel_id,

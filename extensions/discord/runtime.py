@@ -179,8 +179,10 @@ class DiscordRuntime(ChatAdapter):
         self.listener.close()
 
     async def on_component(self, interaction: discord.Interaction) -> None:
-        """A button was pressed: a command answer's (``/reminders``' Cancel) goes to the slash commands, any other
-        to the approvals."""
+        """A button was pressed: Stop under an answer being written, or a command answer's (``/reminders``' Cancel),
+        goes to the slash commands, any other to the approvals."""
+        if await self.commands.on_stop_button(interaction):
+            return
         if not await self.commands.on_button(interaction):
             await self.approvals.on_component(interaction)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..chat.adapter import ChatAdapter
-from ..chat.commands import Answer, Caller, ChatCommands, all_zones, zone_named
+from ..chat.commands import STOP_BUTTON, Answer, Caller, ChatCommands, all_zones, zone_named
 from ..chat.i18n import LANGUAGE_NAMES, localized, say
 from ..chat.reminders import CANCEL_PREFIX, describe, schedules_or_none
 from ._lib import app_commands, discord
@@ -170,6 +170,18 @@ class SlashCommands:
                 view.stop()
         else:
             await interaction.response.send_message(reply.text, ephemeral=True, allowed_mentions=none)
+        return True
+
+    async def on_stop_button(self, interaction: discord.Interaction) -> bool:
+        """The Stop button under an answer being written was pressed (False for any other button): ``/stop`` in
+        the channel where it was pressed, answered to the presser alone."""
+        data: Any = interaction.data or {}
+        if str(data.get("custom_id", "")) != STOP_BUTTON:
+            return False
+        reply = await self.settings_command(interaction, "stop", None)
+        await interaction.response.send_message(
+            reply.text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
         return True
 
     async def command_failed(self, interaction: discord.Interaction) -> str:

@@ -35,3 +35,21 @@ async def test_stop_cancels_the_answer_being_written_in_the_channel(world: World
     iid = await world.fake.slash("stop", world.dm, user=world.alice)
     await world.fake.wait_until(lambda: iid in world.fake.interaction_responses)
     assert world.fake.interaction_responses[iid]["data"]["content"] == say("stop_nothing")
+
+
+async def test_the_stop_button_under_the_answer_being_written_stops_it(world: World, start_bot: StartBot) -> None:
+    model = EndlessModel(MESSAGE)
+    await start_bot(model, stream_interval=0.05)
+    await world.fake.say(world.general, "tell me a story", author=world.alice, mention_bot=True)
+    await asyncio.wait_for(model.writing.wait(), 10)
+    [story] = await world.fake.wait_until(
+        lambda: [m for m in world.fake.posted_in(world.general) if "Once upon a time" in m["content"]]
+    )
+    assert list(world.fake.buttons(story)) == [say("stop_button")]
+
+    iid = await world.fake.press(story, say("stop_button"), user=world.bob)  # anyone in the channel
+    await world.fake.wait_until(lambda: iid in world.fake.interaction_responses)
+    response = world.fake.interaction_responses[iid]["data"]
+    assert response["content"] == say("stop_done") and response["flags"] & 64
+    await world.fake.wait_until(lambda: story["content"].endswith(STOP_MARK) and not world.fake.buttons(story))
+    assert model.cancelled
