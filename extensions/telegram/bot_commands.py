@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
 from telegram.constants import ChatMemberStatus
@@ -113,6 +114,27 @@ class BotCommands:
             return
         await agent.reset(telegram_chat, args)
         await self.posting.say(facts, "reset_done")
+
+    async def on_draft_stopped(self, stopped: Mapping[str, Any]) -> None:
+        """Stop was pressed on a draft being written (the update ``stopped_message_generation``, Bot API 10.3): the
+        chat's answer stops wherever it is written (``Host.request_stop``), and the answer then posted keeps what
+        was written with its mark. A chat the allowlist leaves out is ignored."""
+        agent, chat = self.adapter.agent, stopped.get("chat")
+        chat_id = chat.get("id") if isinstance(chat, Mapping) else None
+        if agent is None or not isinstance(chat, Mapping) or not isinstance(chat_id, int):
+            return
+        user_id = chat_id if chat.get("type") == "private" else None  # (drafts are for private chats)
+        if not self.allowlist.allows(chat_ids=[chat_id], user_id=user_id):
+            return
+        thread = stopped.get("message_thread_id") if chat.get("is_forum") else None
+        cid = agent.context_id(telegram_chat, ChatArgs(chat_id=chat_id, thread_id=thread))
+        stopping = await agent.request_stop(cid)
+        log.info(
+            "chat %s: Stop pressed on draft %s (%s)",
+            chat_id,
+            stopped.get("draft_id"),
+            "stopping" if stopping else "nothing to stop",
+        )
 
     async def administers(self, chat_id: int, user_id: int | None, *, private: bool, doing: str) -> bool:
         """True when the user may ``/reset`` the chat or change its settings (``doing`` names the command, for the

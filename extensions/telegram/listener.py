@@ -106,6 +106,10 @@ class Listener:
         if update.callback_query is not None:
             await self._press(update.callback_query)
             return None
+        stopped = update.api_kwargs.get("stopped_message_generation")  # (Bot API 10.3: PTB 22.8 has no type)
+        if isinstance(stopped, dict):
+            await self.commands.on_draft_stopped(stopped)
+            return None
         message = update.message
         if message is None:
             return None

@@ -20,9 +20,14 @@ from core.errors import ChatGoneError, PlatformError
 
 from .render import MESSAGE_LIMIT, render_html, split_markdown, split_plain, utf16_len, visible_text
 
-__all__ = ("delete_message", "edit_piece", "post_piece", "post_reply", "send_draft", "translate_error")
+__all__ = ("DRAFT_STOP", "delete_message", "edit_piece", "post_piece", "post_reply", "send_draft", "translate_error")
 
 log = logging.getLogger("extensions.telegram")
+
+DRAFT_STOP = {"can_stop": True, "keep_on_stop": True}
+"""Bot API 10.3 (python-telegram-bot 22.8 has no argument for them, so they go as ``api_kwargs``): a draft shows a
+Stop button, and a press keeps what it showed until the bot posts the answer; Telegram then sends the update
+``stopped_message_generation`` (``Listener``), and the bot stops its own model call."""
 content_log = logging.getLogger("content.telegram")
 
 _INLINE_SPLIT = 4096
@@ -187,8 +192,8 @@ async def delete_message(bot: Bot, *, chat_id: int, message_id: int) -> None:
 
 
 async def send_draft(bot: Bot, *, chat_id: int, thread_id: int | None, draft_id: int, piece: str) -> None:
-    """Show one piece of Markdown as the draft ``draft_id`` of a message being written (private chats);
-    plain text if Telegram cannot parse the rendered HTML."""
+    """Show one piece of Markdown as the draft ``draft_id`` of a message being written (private chats), with
+    Telegram's Stop button (``DRAFT_STOP``); plain text if Telegram cannot parse the rendered HTML."""
     rendered = render_html(piece)
     try:
         try:
@@ -198,12 +203,17 @@ async def send_draft(bot: Bot, *, chat_id: int, thread_id: int | None, draft_id:
                 text=rendered,
                 parse_mode=ParseMode.HTML,
                 message_thread_id=thread_id,
+                api_kwargs=DRAFT_STOP,
             )
         except BadRequest as exc:
             if not _is_parse_error(exc):
                 raise
             await bot.send_message_draft(
-                chat_id=chat_id, draft_id=draft_id, text=_plain(piece, rendered), message_thread_id=thread_id
+                chat_id=chat_id,
+                draft_id=draft_id,
+                text=_plain(piece, rendered),
+                message_thread_id=thread_id,
+                api_kwargs=DRAFT_STOP,
             )
     except TelegramError as exc:
         raise translate_error(exc, chat_id=chat_id) from exc

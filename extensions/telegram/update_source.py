@@ -32,8 +32,8 @@ __all__ = ("ALLOWED_UPDATES", "UpdateHandler", "UpdateSource", "uses_ptb_updater
 
 log = logging.getLogger("extensions.telegram")
 
-ALLOWED_UPDATES = ("message", "callback_query", "my_chat_member")
-"""The update types the bot asks Telegram for."""
+ALLOWED_UPDATES = ("message", "callback_query", "my_chat_member", "stopped_message_generation")
+"""The update types the bot asks Telegram for (``stopped_message_generation``: Stop pressed on a draft)."""
 
 
 class UpdateHandler(Protocol):

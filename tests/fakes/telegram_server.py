@@ -201,6 +201,8 @@ class FakeTelegramServer:
         """``(chat_id, action, thread_id)`` of every ``sendChatAction``."""
         self.drafts: list[tuple[int, int, str]] = []
         """``(chat_id, draft_id, visible text)`` of every ``sendMessageDraft``."""
+        self.stoppable_drafts: dict[tuple[int, int], bool] = {}
+        """``(chat_id, draft_id)`` of the drafts sent with ``can_stop`` (Bot API 10.3): whether ``keep_on_stop`` too."""
         self.pending: list[dict[str, Any]] = []
         """Updates not yet confirmed by an offset (or, with a webhook, not yet answered 2xx)."""
         self.served: dict[int, int] = {}
@@ -426,6 +428,18 @@ class FakeTelegramServer:
             "new_chat_member": member,
         }
         update = {"update_id": next(self._update_ids), "my_chat_member": change}
+        self.push(update)
+        return update
+
+    def user_stops_draft(self, chat_id: int, draft_id: int, *, thread_id: int | None = None) -> dict[str, Any]:
+        """The user presses Stop on the draft ``draft_id`` being written in their chat (it must have been sent with
+        ``can_stop``, which shows the button); returns the update (a ``stopped_message_generation``, also queued)."""
+        if (chat_id, draft_id) not in self.stoppable_drafts:
+            raise AssertionError(f"draft {draft_id} in chat {chat_id} was not sent with can_stop: no Stop button shown")
+        stopped: dict[str, Any] = {"chat": self._chats[chat_id], "draft_id": draft_id}
+        if thread_id is not None:
+            stopped["message_thread_id"] = thread_id
+        update = {"update_id": next(self._update_ids), "stopped_message_generation": stopped}
         self.push(update)
         return update
 
@@ -671,6 +685,8 @@ class FakeTelegramServer:
         if not params.get("draft_id"):
             raise _ApiError(400, "Bad Request: draft_id must be non-zero")
         self.drafts.append((chat["id"], int(params["draft_id"]), self._visible(params)))
+        if _true(params.get("can_stop")):
+            self.stoppable_drafts[(chat["id"], int(params["draft_id"]))] = _true(params.get("keep_on_stop"))
         return True
 
     async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
@@ -860,3 +876,8 @@ class _ApiError(Exception):
         super().__init__(description)
         self.status = status
         self.description = description
+
+
+def _true(value: Any) -> bool:
+    """A boolean parameter as PTB sends it (JSON ``true``, or ``"true"`` in a form body)."""
+    return value is True or str(value).lower() == "true"

@@ -47,3 +47,23 @@ async def test_stop_with_nothing_being_written_says_so(server: FakeTelegramServe
     [notice] = await server.wait_replies(1)
     assert notice.text == say("stop_nothing")
     assert [c for c in server.calls_of("setMyCommands") if "stop" in str(c.params["commands"])]
+
+
+async def test_telegrams_stop_button_on_a_draft_stops_the_answer(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    model = EndlessModel(MESSAGE)
+    agent = await start_bot(model, stream_interval=0.05, stream_drafts=True)
+    runs = RunWatcher(agent)
+    server.user_says("tell me a story", user_id=1001)
+    await asyncio.wait_for(model.writing.wait(), 10)
+    await server.wait_for(lambda: any("Once upon a time" in text for _, _, text in server.drafts), timeout=10)
+    [(chat_id, draft_id, _), *_] = server.drafts
+    assert server.stoppable_drafts[(chat_id, draft_id)] is True  # can_stop, and keep_on_stop
+    server.user_stops_draft(chat_id, draft_id)
+    await runs.wait(1)
+    assert model.cancelled
+    [story] = await server.wait_replies(1)
+    assert story.text.startswith("Once upon a time") and story.text.endswith(STOP_MARK.strip())
+    asked = [c.params.get("allowed_updates") for c in server.calls_of("getUpdates")]
+    assert all("stopped_message_generation" in str(a) for a in asked)
