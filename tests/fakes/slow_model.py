@@ -67,9 +67,16 @@ class SlowModelServer(FakeOpenAIServer):
         self.began: dict[int, float] = {}
         """``time.monotonic()`` when each endless call wrote its first words."""
         self.closed: dict[int, float] = {}
-        """``time.monotonic()`` when the client closed each endless call's stream."""
+        """``time.monotonic()`` when the server found each endless call's stream closed by the client (at its next
+        write: up to ``delay`` after the client closed it)."""
         self.writing = asyncio.Event()
         """Set while an endless call writes."""
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await super()._handle(request)
+        except ConnectionError:  # the client closed the stream: noted in ``closed``, nothing to answer
+            return web.Response()
 
     async def stream(self, response: web.StreamResponse, reply: Reply, body: dict[str, Any]) -> None:
         self.calls += 1
