@@ -25,7 +25,6 @@ from core import (
 from core.approvals import ApprovalStore
 from core.errors import ConfigError, DefinitionError, MemoryStoreError
 from core.limits import LimitStore
-from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.memory import HistoryStore, SQLiteHistory
 from core.memory.recording import RetentionSweeper
 from core.schedules import Clock, ScheduleStore
@@ -37,7 +36,7 @@ from .assistant import persona_text
 from .config import check_settings, platforms
 from .loading import load_bot
 from .models import build_model, close_model, open_model
-from .plugins import Deployment, build_limiter, build_trust, resolve, set_up
+from .plugins import Deployment, build_limiter, build_media, build_trust, resolve, set_up
 from .settings import Settings
 
 __all__ = (
@@ -106,26 +105,6 @@ async def _open_history(opener: Any) -> None:
 def build_usage(settings: Settings) -> UsageStore:
     """The embedded default: usage counters in SQLite under ``BOT_DATA_DIR``, next to the memory store."""
     return SQLiteUsage(settings.bot.data_dir / "usage.sqlite3")
-
-
-def build_media(settings: Settings) -> MediaReader:
-    """What the bot reads of attachments (``MEDIA_*``), and speech to text when ``STT_BASE_URL`` is set."""
-    media, stt = settings.media, settings.stt
-    limits = MediaLimits(
-        image_bytes=int(media.max_image_mb * 1_000_000),
-        audio_bytes=int(media.max_audio_mb * 1_000_000),
-        file_bytes=media.max_file_kb * 1000,
-        text_chars=media.max_text_chars,
-        fetch_retries=media.fetch_retries,
-        fetch_timeout=media.fetch_timeout,
-        kinds=frozenset(media.read),
-    )
-    transcriber = None
-    base_url = (stt.base_url or "").strip()
-    if base_url:
-        key = stt.api_key.get_secret_value().strip() if stt.api_key is not None else ""
-        transcriber = OpenAITranscriber(base_url=base_url, model=stt.model, api_key=key or None, timeout=stt.timeout)
-    return MediaReader(limits=limits, transcriber=transcriber, echo=stt.echo and transcriber is not None)
 
 
 def build_chat_policy(settings: Settings) -> ChatPolicy:
@@ -242,7 +221,6 @@ def build_agent(
     if bot is None:
         bot = load_bot(settings.bot.app, settings)
     chosen_model = model if model is not None else build_model_from_settings(settings)
-    media = build_media(settings)
     if history is None and memory is None:
         history = build_history(settings)
     policy = build_summary_policy(settings)
@@ -271,7 +249,6 @@ def build_agent(
             settings.llm.provider == "local" if settings.llm.compact_prompt is None else settings.llm.compact_prompt
         ),
         chat_policy=build_chat_policy(settings),
-        media=media,
     )
     for name, value in options.items():
         setattr(agent_options, name, value)
@@ -300,9 +277,6 @@ def build_agent(
     if history is not None and settings.bot.history_retention_days > 0:
         sweeper = RetentionSweeper(history, days=settings.bot.history_retention_days)
         agent.add_service(service(name="history-retention", start=sweeper.start, stop=sweeper.stop))
-    transcriber = media.transcriber
-    if isinstance(transcriber, OpenAITranscriber):
-        agent.add_service(service(name="speech-to-text", stop=lambda _agent: transcriber.aclose()))
     set_up(bot.plugins, agent, deployment)
     for ctx in agent.contexts.values():
         ctx.max_steps = settings.bot.max_steps

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.limits import LimitConfig, Limiter
+from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.plugin import Brings, Plugin, RunHooks, RunView
 from core.trust import Tier, Trust
 from extensions.chat.i18n import say
@@ -36,12 +37,14 @@ __all__ = (
     "FromSettings",
     "approvals",
     "build_limiter",
+    "build_media",
     "build_trust",
     "facts",
     "history_search",
     "limits",
     "long_memory",
     "mcp",
+    "media",
     "resolve",
     "schedules",
     "set_up",
@@ -161,6 +164,26 @@ def build_limiter(settings: Settings, store: LimitStore | None = None) -> Limite
     return Limiter(config, store)
 
 
+def build_media(settings: Settings) -> MediaReader:
+    """What the bot reads of attachments (``MEDIA_*``), and speech to text when ``STT_BASE_URL`` is set."""
+    media, stt = settings.media, settings.stt
+    limits = MediaLimits(
+        image_bytes=int(media.max_image_mb * 1_000_000),
+        audio_bytes=int(media.max_audio_mb * 1_000_000),
+        file_bytes=media.max_file_kb * 1000,
+        text_chars=media.max_text_chars,
+        fetch_retries=media.fetch_retries,
+        fetch_timeout=media.fetch_timeout,
+        kinds=frozenset(media.read),
+    )
+    transcriber = None
+    base_url = (stt.base_url or "").strip()
+    if base_url:
+        key = stt.api_key.get_secret_value().strip() if stt.api_key is not None else ""
+        transcriber = OpenAITranscriber(base_url=base_url, model=stt.model, api_key=key or None, timeout=stt.timeout)
+    return MediaReader(limits=limits, transcriber=transcriber, echo=stt.echo and transcriber is not None)
+
+
 def usage() -> FromSettings:
     """Tokens and costs per day, per user, conversation and model (``/stats``, ``LLM_PRICES``)."""
     from core import Price
@@ -241,6 +264,24 @@ def facts() -> FromSettings:
     return FromSettings("facts", build)
 
 
+def media() -> FromSettings:
+    """Attachments read (pictures for a model that sees them, voice through speech to text, text files):
+    ``MEDIA_*``, ``STT_*``."""
+    from core import extension, service
+    from core.media.plugin import Media
+
+    def build(d: Deployment) -> list[Plugin]:
+        reader = build_media(d.settings)
+        found: list[Plugin] = [Media(reader)]
+        transcriber = reader.transcriber
+        if isinstance(transcriber, OpenAITranscriber):
+            stop = service(name="speech-to-text", stop=lambda _agent: transcriber.aclose())
+            found.append(Brings(extension(name="speech-to-text", services=[stop])))
+        return found
+
+    return FromSettings("media", build)
+
+
 def long_memory() -> FromSettings:
     """Every input and output kept in the history store (SQLite, or PostgreSQL at ``DATABASE_URL``) and each
     conversation's summary (``BOT_SUMMARY_EVERY``), where the deployment keeps a history."""
@@ -283,4 +324,15 @@ def mcp() -> FromSettings:
 
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them."""
-    return [schedules(), usage(), limits(), trust(), approvals(), long_memory(), facts(), history_search(), mcp()]
+    return [
+        schedules(),
+        usage(),
+        limits(),
+        trust(),
+        approvals(),
+        media(),
+        long_memory(),
+        facts(),
+        history_search(),
+        mcp(),
+    ]

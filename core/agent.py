@@ -37,7 +37,8 @@ from .events import RunEvent
 from .extension_points import ExtensionPoints
 from .limits import Limiter
 from .limits.plugin import Limits
-from .media.reader import MediaReader, attachment_outcome
+from .media.plugin import Media
+from .media.reader import MediaReader
 from .memory import HistoryStore, InMemoryStore, MemoryStore
 from .memory.long_memory import LongMemory
 from .models.base import CallsTools, Model, PrefersCompact
@@ -134,7 +135,8 @@ class Agent(ExtensionPoints):
             else opts.compact_prompt
         )
         """Use the short, tool-less prompt made for small local models (by default when the model prefers it)."""
-        self.media = opts.media if opts.media is not None else MediaReader()
+        media_plugin = find_plugin(self.plugins, Media)
+        self.media = media_plugin.reader if media_plugin is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
         self.chat_policy = opts.chat_policy if opts.chat_policy is not None else ChatPolicy()
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
@@ -523,17 +525,8 @@ class Agent(ExtensionPoints):
         return self._runs.cancel(context_id)
 
     async def _prepare_input(self, state: ContextState, ref: InputRef) -> None:
-        if ref.attachments:  # fetched here, in the process that runs the context (a worker, with a queue)
-            prepared = await self.media.prepare(ref.attachments, state.media, vision=self.sees_images)
-            if prepared.heard:
-                text = ref.data if isinstance(ref.data, str) else ""
-                ref.data = f"{text}\n{prepared.heard}" if text.strip() else prepared.heard
-            for attachment in ref.attachments:
-                self.observe(
-                    f"attachment:{attachment.kind.value}:{attachment_outcome(attachment, state.media)}", state.id
-                )
-            if prepared.fetched_bytes:
-                self.observe("attachment_bytes", state.id, prepared.fetched_bytes)
+        for prepare in self.hooks.prepare:  # (media: the attachments, read in the process that runs the context)
+            await prepare(state, ref)
         definition = self.inputs.get(ref.type)
         if definition is None:
             return

@@ -1,5 +1,5 @@
 """How an agent runs, apart from what it is made of: the prompt's sections, the model's budgets and deadlines,
-the task queues, how long stopping may take, the chat settings' rules, and what it reads of attachments
+the task queues, how long stopping may take and the chat settings' rules
 (``create_agent(options=AgentOptions(...))``)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLA
 
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
-    from .media.reader import MediaReader
 
 __all__ = ("AgentOptions",)
 
@@ -52,5 +51,3 @@ class AgentOptions:
     """Working memories kept loaded between runs (in one process)."""
     chat_policy: ChatPolicy | None = None
     """The operator's rules for settings changed from the chat (allowed models, pins, admins); None: no rules."""
-    media: MediaReader | None = None
-    """What is read of attachments, and how (None: the defaults of ``MediaReader``)."""

@@ -24,8 +24,9 @@ report a measure. ``core.plugin`` imports nothing of the engine, and the engine 
 
 A plugin may also take part in what the agent does around runs (``Plugin``'s own hooks, called only on the plugins
 that override them): ``attach(host)`` once the agent is built, ``loaded(state)`` when a conversation's state is
-loaded for a run, ``saved(state, chain)`` once a run's memory is saved, ``reset(context_id, erase=...)`` when a
-conversation is reset (``/reset``) or erased (``/forget``), and ``stop()`` when the agent stops.
+loaded for a run, ``prepare(state, ref)`` when an input is prepared for it (its attachments read), ``saved(state,
+chain)`` once a run's memory is saved, ``reset(context_id, erase=...)`` when a conversation is reset (``/reset``) or
+erased (``/forget``), and ``stop()`` when the agent stops.
 """
 
 from __future__ import annotations
@@ -195,6 +196,9 @@ class Plugin:
     async def loaded(self, state: ContextState[Any]) -> None:
         """A conversation's state was loaded for a run."""
 
+    async def prepare(self, state: ContextState[Any], ref: InputRef) -> None:
+        """An input is prepared for the run that takes it, before its input handler (its attachments read)."""
+
     async def saved(self, state: ContextState[Any], chain: Sequence[Log]) -> None:
         """A run ended and its memory was saved (not called for a run whose conversation was reset meanwhile)."""
 
@@ -248,7 +252,7 @@ def _overridden(kind: type[RunHooks]) -> tuple[str, ...]:
 NO_HOOKS = PluginHooks()
 """The hooks of a run without plugins."""
 
-AGENT_HOOKS = ("loaded", "saved", "reset", "stop")
+AGENT_HOOKS = ("loaded", "prepare", "saved", "reset", "stop")
 """The hooks of ``Plugin`` the agent calls around runs, by name."""
 
 
@@ -257,6 +261,7 @@ class AgentHooks:
     """The agent's hooks, each the bound methods of the plugins that override it (in the plugins' order)."""
 
     loaded: tuple[Callable[[ContextState[Any]], Awaitable[None]], ...] = ()
+    prepare: tuple[Callable[[ContextState[Any], InputRef], Awaitable[None]], ...] = ()
     saved: tuple[Callable[[ContextState[Any], Sequence[Log]], Awaitable[None]], ...] = ()
     reset: tuple[Callable[..., Awaitable[None]], ...] = ()
     stop: tuple[Callable[[], Awaitable[None]], ...] = ()

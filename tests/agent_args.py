@@ -8,6 +8,7 @@ from typing import Any
 
 from core import AgentOptions
 from core.limits.plugin import Limits
+from core.media.plugin import Media
 from core.memory.long_memory import LongMemory
 from core.plugin import Plugin
 from core.trust.plugin import TrustGuard
@@ -20,7 +21,7 @@ OPTIONS = frozenset(AgentOptions.__dataclass_fields__)
 
 def agent_args(**given: Any) -> dict[str, Any]:
     """``create_agent`` keywords for ``given``: its own keywords as they are, the options in one
-    ``AgentOptions``, ``usage``/``prices``, ``limiter``, ``trust`` and ``history`` (with ``summary`` and
+    ``AgentOptions``, ``usage``/``prices``, ``limiter``, ``trust``, ``media`` and ``history`` (with ``summary`` and
     ``summary_lock``) as plugins (after ``plugins``)."""
     plugins: list[Plugin] = list(given.pop("plugins", ()))
     usage, prices = given.pop("usage", None), given.pop("prices", None)
@@ -32,6 +33,9 @@ def agent_args(**given: Any) -> dict[str, Any]:
     trust = given.pop("trust", None)
     if trust is not None:
         plugins.append(TrustGuard(trust))
+    media = given.pop("media", None)
+    if media is not None:
+        plugins.append(Media(media))
     history, summary, lock = given.pop("history", None), given.pop("summary", None), given.pop("summary_lock", None)
     if history is not None:
         plugins.append(LongMemory(history, summary=summary, lock=lock))

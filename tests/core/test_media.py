@@ -8,6 +8,7 @@ from typing import Any
 
 from core import AgentOptions, InMemoryStore, InputRef, ScriptedModel, context, create_agent, output
 from core.media import Attachment, AttachmentKind, MediaLimits, MediaReader
+from core.media.plugin import Media
 from core.models import ImagePart, ModelRequest, interleave
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
@@ -40,7 +41,8 @@ def make(files: Files, *, vision: bool = True, compact: bool = False, **limits: 
         contexts=[chat],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: None)],
         memory=InMemoryStore(),
-        options=AgentOptions(media=reader, compact_prompt=compact),
+        plugins=[Media(reader)],
+        options=AgentOptions(compact_prompt=compact),
     )
     return agent, model
 

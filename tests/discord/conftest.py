@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import core
+from core.media import MediaReader
 from extensions.chat.trust import TrustRules
 from extensions.discord import DiscordSettings, discord_extension, get_runtime
 from extensions.discord.runtime import DiscordRuntime
@@ -90,7 +91,12 @@ async def start_bot(world: World) -> AsyncIterator[StartBot]:
         trust: TrustRules | None = None,
         **overrides: Any,
     ) -> core.Agent:
-        options: dict[str, Any] = {"memory": core.InMemoryStore(), "stop_timeout": 5.0, **(agent_options or {})}
+        options: dict[str, Any] = {
+            "memory": core.InMemoryStore(),
+            "stop_timeout": 5.0,
+            "media": MediaReader(),  # a bot that reads attachments, as bots run's
+            **(agent_options or {}),
+        }
         agent = core.create_agent(
             **agent_args(
                 model=model,

@@ -14,6 +14,7 @@ import pytest
 
 from core import AgentOptions, InMemoryStore, context, create_agent, output
 from core.errors import ModelError
+from core.media.plugin import Media
 from core.models import LocalModel, ModelRequest
 from core.parser import TagEnd, TagStart, Text, parse
 
@@ -116,6 +117,7 @@ async def test_the_embedded_model_answers_a_photo_from_its_stand_in_text(local_m
         contexts=[chat],
         outputs=[say],
         memory=InMemoryStore(),
+        plugins=[Media()],  # the attachments are read (the bot's media plugin): the model is told it cannot see
         options=AgentOptions(max_tokens=64, compact_prompt=True),
     )
     photo = Attachment(kind=AttachmentKind.IMAGE, name="photo.jpg", mime="image/jpeg", size=83_000, source="x", ref="1")

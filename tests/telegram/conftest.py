@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from core import Agent, Extension, InMemoryStore, MemoryStore, Model, ScriptedModel, create_agent
+from core.media import MediaReader
 from extensions.chat.trust import TrustRules
 from extensions.telegram import TelegramSettings, telegram_extension
 from extensions.telegram.definitions import MESSAGE
@@ -77,7 +78,7 @@ async def start_bot(server: FakeTelegramServer) -> AsyncIterator[StartBot]:
                 extensions=[telegram_extension(settings, listen=listen, trust=trust), *extensions],
                 memory=memory if memory is not None else InMemoryStore(),
                 stop_timeout=stop_timeout,
-                **(agent_options or {}),
+                **{"media": MediaReader(), **(agent_options or {})},  # a bot that reads attachments, as bots run's
             )
         )
         agents.append(agent)
