@@ -51,3 +51,14 @@ def test_explain_prints_one_setting() -> None:
 def test_explain_names_the_closest_settings_for_a_typo() -> None:
     with pytest.raises(ConfigError, match="TELEGRAM_TOKN is not a setting: did you mean TELEGRAM_TOKEN"):
         explain("TELEGRAM_TOKN")
+
+
+def test_bots_config_explain_prints_one_setting_and_refuses_a_typo(capsys: pytest.CaptureFixture[str]) -> None:
+    """``bots config --explain NAME`` on the command line (it reads no settings: a broken .env does not stop it)."""
+    from bots.cli import main
+
+    assert main(["config", "--explain", "TELEGRAM_TOKEN"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("TELEGRAM_TOKEN") and "Telegram" in out
+    assert main(["config", "--explain", "TELEGRAM_TOKN"]) == 2
+    assert "TELEGRAM_TOKEN" in capsys.readouterr().err
