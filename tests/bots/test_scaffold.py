@@ -94,21 +94,23 @@ async def test_run_of_a_new_bot_answers_in_the_terminal_and_runs_its_action(tmp_
     ran_add_todo(model)
 
 
-async def test_run_of_a_new_bot_with_telegram_token_answers_on_telegram(tmp_path: Path) -> None:
-    assert main(["new", str(tmp_path / "mybot")]) == 0
+async def answered_on_telegram(folder: Path, *app: str) -> FakeOpenAIServer:
+    """``bots run APP`` in ``folder`` with a token, against the fake Telegram server and a fake model: a message
+    from a user is answered (the model calls ``add_todo``, then answers through ``telegram:message``), then SIGTERM
+    stops it cleanly. The fake model, with the requests it received."""
     model = FakeOpenAIServer(replies=[Reply(chunks=(CALL,)), answer("telegram")])
     async with model, FakeTelegramServer() as telegram:
         env = clean_env(
-            tmp_path,
+            folder,
             WEB_PORT="0",
             TELEGRAM_TOKEN=telegram.token,
             TELEGRAM_API_URL=telegram.api_url,
             TELEGRAM_POLL_TIMEOUT="10",
             **fake_model(model.url),
         )
-        with (tmp_path / "stderr.txt").open("wb") as log:
+        with (folder / "stderr.txt").open("wb") as log:
             proc = await asyncio.create_subprocess_exec(
-                *BOTS, "run", "mybot", stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, cwd=tmp_path, env=env
+                *BOTS, "run", *app, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, cwd=folder, env=env
             )
             try:
                 telegram.user_says("remind me to buy milk")
@@ -120,8 +122,13 @@ async def test_run_of_a_new_bot_with_telegram_token_answers_on_telegram(tmp_path
                 if proc.returncode is None:
                     proc.kill()
                     await proc.wait()
-    assert code == 0, (tmp_path / "stderr.txt").read_text()
-    ran_add_todo(model)
+    assert code == 0, (folder / "stderr.txt").read_text()
+    return model
+
+
+async def test_run_of_a_new_bot_with_telegram_token_answers_on_telegram(tmp_path: Path) -> None:
+    assert main(["new", str(tmp_path / "mybot")]) == 0
+    ran_add_todo(await answered_on_telegram(tmp_path, "mybot"))
 
 
 def test_new_refuses_a_folder_that_is_not_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,15 +9,12 @@ import asyncio
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.bots.test_cli import BOTS, DEADLINE, STOP_TIMEOUT, clean_env
-from tests.bots.test_scaffold import ADDED, CALL, answer, fake_model, ran_add_todo
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.fakes.telegram_server import FakeTelegramServer
+from tests.bots.test_cli import BOTS
+from tests.bots.test_scaffold import answered_on_telegram, ran_add_todo
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "first-bot.md"
 _SH = re.compile(r"^[ \t]*```sh[ \t]*\n(?P<code>.*?)^[ \t]*```[ \t]*$", re.S | re.M)
@@ -61,35 +58,5 @@ async def test_a_newcomer_following_the_first_tutorial_gets_their_bot_answering_
             assert done.returncode == 0, f"{step}:\n{done.stdout}\n{done.stderr}"
     assert (tmp_path / "todo" / "bot.py").is_file()
     [run] = [step for step in commands() if re.fullmatch(r"TELEGRAM_TOKEN=\S+ bots run todo", step)]
-    model = FakeOpenAIServer(replies=[Reply(chunks=(CALL,)), answer("telegram")])
-    async with model, FakeTelegramServer() as telegram:
-        env = clean_env(
-            tmp_path,
-            WEB_PORT="0",
-            TELEGRAM_TOKEN=telegram.token,  # the token BotFather gave, and where this Telegram is
-            TELEGRAM_API_URL=telegram.api_url,
-            TELEGRAM_POLL_TIMEOUT="10",
-            **fake_model(model.url),
-        )
-        with (tmp_path / "stderr.txt").open("wb") as log:
-            proc = await asyncio.create_subprocess_exec(
-                *BOTS,
-                *shlex.split(run)[2:],
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                cwd=tmp_path,
-                env=env,
-            )
-            try:
-                telegram.user_says("remind me to buy milk")
-                await telegram.wait_for(lambda: any(m.text == ADDED for m in telegram.sent), timeout=DEADLINE)
-                proc.send_signal(signal.SIGTERM)
-                async with asyncio.timeout(DEADLINE + STOP_TIMEOUT):
-                    code = await proc.wait()
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-    assert code == 0, (tmp_path / "stderr.txt").read_text()
-    ran_add_todo(model)
+    # the token BotFather gave, and where this Telegram is, come from the fake server
+    ran_add_todo(await answered_on_telegram(tmp_path, *shlex.split(run)[3:]))
