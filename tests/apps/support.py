@@ -176,11 +176,11 @@ _BLOCK = re.compile(r"^```python[ \t]*\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
 
 
 def readme_bot(folder: Path) -> Path | None:
-    """The README's bot as a file in ``folder``: its first python block defining ``bot = Bot(``, as a reader
-    saves it (``notes.py``); None when the README shows no such bot."""
+    """The README's author example as a file in ``folder``: its python block defining ``bot = Bot(`` with an action
+    saving to the state, as a reader saves it (``notes.py``); None when the README shows no such bot."""
     for block in _BLOCK.finditer(README.read_text(encoding="utf-8")):
         code = textwrap.dedent(block["code"])
-        if re.search(r"^bot = Bot\(", code, re.M):
+        if re.search(r"^bot = Bot\(", code, re.M) and "_outputPath" in code:  # (not the ten-line one before it)
             path = folder / "readme_bot.py"
             path.write_text(code, encoding="utf-8")
             return path
