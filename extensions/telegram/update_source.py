@@ -87,7 +87,6 @@ class UpdateSource:
     async def start(self, *, stop_timeout: float) -> None:
         """Start receiving; raise a ``ConfigError`` or ``PlatformError`` that says what to fix."""
         s, app = self.settings, self.app
-        updater = app.updater
         try:
             if s.mode is TelegramMode.POLLING:
                 poller = Poller(
@@ -100,20 +99,8 @@ class UpdateSource:
                 await poller.bootstrap(drop_pending_updates=s.drop_pending_updates)
                 poller.start()
                 self._poller = poller
-            elif self.queued:
+            else:  # our webhook server in both deployments: its header timeout and connection cap hold everywhere
                 await self._start_webhook(stop_timeout=stop_timeout)
-            else:
-                assert updater is not None and s.webhook_secret is not None
-                await updater.start_webhook(
-                    listen=s.webhook_listen,
-                    port=s.webhook_port,
-                    url_path=s.listen_path,
-                    webhook_url=s.webhook_url,
-                    secret_token=s.webhook_secret.get_secret_value(),
-                    allowed_updates=ALLOWED_UPDATES,
-                    drop_pending_updates=s.drop_pending_updates,
-                    bootstrap_retries=3,
-                )
         except OSError as exc:
             raise ConfigError(
                 f"cannot listen for webhooks on {s.webhook_listen}:{s.webhook_port} ({exc.strerror}); "
@@ -130,12 +117,13 @@ class UpdateSource:
         return await self.handler.take(update, retry=True)
 
     async def _webhook_update(self, update: Update) -> None:
-        """Storing is tried once (the Redis client retries for ``REDIS_RETRY_SECONDS``); a failure is raised, and
-        Telegram, answered 503, delivers the update again."""
+        """In front of a queue, storing is tried once (the Redis client retries for ``REDIS_RETRY_SECONDS``); a
+        failure is raised, and Telegram, answered 503, delivers the update again. In one process the update is
+        answered in a task of its own, and Telegram told at once that it arrived (as PTB's own server did)."""
         await self.handler.take(update, retry=False)
 
     async def _start_webhook(self, *, stop_timeout: float) -> None:
-        """The gateway's webhook server (``WebhookServer``: 200 only once an update is stored), then
+        """The webhook server (``WebhookServer``: in front of a queue, 200 only once an update is stored), then
         ``setWebhook`` with the secret, tried like PTB's bootstrap."""
         s, bot = self.settings, self.app.bot
         assert s.webhook_secret is not None and s.webhook_url is not None
