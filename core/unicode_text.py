@@ -29,13 +29,29 @@ def repair_text(text: str) -> str:
 
 
 def _broken(value: Any) -> bool:
-    """True when a string inside ``value`` needs repair (nothing is built to find out)."""
-    if isinstance(value, str):
+    """True when a string inside ``value`` needs repair (nothing is built to find out; plain loops, as this runs for
+    every log entry made)."""
+    kind = type(value)
+    if kind is str:
+        return not value.isascii() and repair_text(value) is not value
+    if kind is dict:
+        for key, item in value.items():
+            if (type(key) is not str or not key.isascii()) and _broken(key):
+                return True
+            if type(item) is str:
+                if not item.isascii() and repair_text(item) is not item:
+                    return True
+            elif item is not None and _broken(item):
+                return True
+        return False
+    if kind is list or kind is tuple:
+        return any(map(_broken, value))
+    if isinstance(value, str):  # a subclass (a str enum's value)
         return not value.isascii() and repair_text(value) is not value
     if isinstance(value, dict):
-        return any(_broken(k) or _broken(v) for k, v in value.items())
+        return _broken(dict(value))
     if isinstance(value, list | tuple):
-        return any(_broken(v) for v in value)
+        return any(map(_broken, value))
     return False
 
 
