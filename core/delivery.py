@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 from .entries import OutputRef
 from .errors import DispatchError, RunError
 from .events import RunEventType
-from .handlers import delivered_text, output_stream, run_output
+from .handlers import run_output
 from .parser import TagEnd, TagStart, TagText
 from .step import OpenOutput, Step
+from .templates import delivered_text, output_stream
 from .turns import TurnGuard, cut_turns
 
 if TYPE_CHECKING:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .call_format import xml_arguments
-from .dataflow import CallSlot, run_instances, wait_for_calls
+from .dataflow import CallSlot, run_instances
 from .definitions import Action, ActionContext, ContextState, Output, OutputContext, maybe_await
 from .entries import ActionCall, OutputRef, OutputRefResponse
-from .errors import ActionError, RunError, TemplateError, ValidationError
+from .errors import ActionError, RunError, ValidationError
 from .media.attachment import Attachment
 from .prompt import format_value
 from .references import Target, declared_targets, output_target, prepare_call, save_result, saved_note
-from .templates import TemplateStream, call_refs, resolve
+from .templates import call_refs, call_scope, resolve
 
 if TYPE_CHECKING:
     from .definition_types import Host
@@ -27,62 +27,13 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CheckedCall",
-    "delivered_text",
-    "output_stream",
     "parse_arguments",
     "perform_action",
     "prepare_action",
     "run_output",
-    "template_lookup",
 )
 
 log = logging.getLogger("core.handlers")
-
-
-async def _scope(
-    value: Any, slots: Sequence[CallSlot], *, upto: int, state: ContextState, me: CallSlot | None = None
-) -> dict[str, Any]:
-    """Wait for the calls ``value`` refers to (``me``: the call that asks, to find cycles), then return the
-    template scope."""
-    refs = call_refs(value)
-    for n in sorted(refs):
-        if n >= upto:
-            raise TemplateError(
-                f"{{{{calls[{n}]}}}} refers to a call that comes later or does not exist; "
-                f"only calls[0]..calls[{upto - 1}] come before this point"
-                if upto
-                else f"{{{{calls[{n}]}}}} refers to a call, but no action was called before this point"
-            )
-        slot = slots[n]
-        await wait_for_calls(me, [slot])
-        if slot.error is not None:
-            raise TemplateError(f"{{{{calls[{n}]}}}} ({slot.name}) failed: {slot.error}")
-    results = [s.future.result() if s.future.done() and s.error is None else None for s in slots[:upto]]
-    return {"calls": results, "memory": state.memory if state.memory is not None else {}}
-
-
-def template_lookup(slots: Sequence[CallSlot], state: ContextState) -> Callable[[str], Awaitable[Any]]:
-    """``lookup(expr)``: the value of ``{{expr}}`` for an output of this response, once the call it names is
-    done (for ``TemplateStream``)."""
-
-    async def lookup(expr: str) -> Any:
-        text = "{{" + expr + "}}"
-        return resolve(text, await _scope(text, slots, upto=len(slots), state=state))
-
-    return lookup
-
-
-def output_stream(slots: Sequence[CallSlot], state: ContextState) -> TemplateStream:
-    """Resolves the templates of one output's deltas as they stream (the step loop makes one per output)."""
-    return TemplateStream(template_lookup(slots, state))
-
-
-async def delivered_text(content: str, slots: Sequence[CallSlot], state: ContextState) -> str:
-    """An output's whole text with its templates resolved: the content of its final run event."""
-    if "{{" not in content:
-        return content.strip()
-    stream = output_stream(slots, state)
-    return (await stream.feed(content) + await stream.close()).strip()
 
 
 def parse_arguments(action: Action, content: str) -> Any:
@@ -135,7 +86,7 @@ async def prepare_action(
     if mine is not None and not mine.targets:
         mine.targets = declared_targets(action.schema, call.content)
     if call_refs(raw) or "{{" in call.content:
-        scope = await _scope(raw, slots, upto=index, state=state, me=mine)
+        scope = await call_scope(raw, slots, upto=index, state=state, me=mine)
         raw = resolve(raw, scope)
     prepared = await prepare_call(action.name, action.schema, raw, calls=slots, index=index, log=state.state_log)
     copies = [action.schema.validate(r) for r in prepared.copies]
@@ -254,7 +205,7 @@ async def run_output(
     content: Any = ref.content
     params: dict[str, Any] = dict(ref.params)
     if "{{" in content or any("{{" in v for v in params.values()):
-        scope = await _scope([content, params], slots, upto=len(slots), state=state)
+        scope = await call_scope([content, params], slots, upto=len(slots), state=state)
         content = resolve(content, scope)
         params = resolve(params, scope)
         if not isinstance(content, str):

@@ -8,19 +8,33 @@ templates inside longer text are replaced by their text. A template that cannot 
 
 ``TemplateStream`` does the same to a text that arrives in pieces (an output's deltas): text passes at once, a
 template is held from its ``{{`` until its ``}}`` and then replaced by its value's text, so a delta never
-carries ``{{calls[0].x}}``.
+carries ``{{calls[0].x}}``. In a response, ``call_scope`` waits for the calls a template names and gives their
+results; ``delivered_text`` and ``output_stream`` resolve an output's text with it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from .dataflow import CallSlot, wait_for_calls
 from .errors import TemplateError
 
-__all__ = ("TemplateStream", "call_refs", "has_templates", "resolve")
+if TYPE_CHECKING:
+    from .definition_types import ContextState
+
+__all__ = (
+    "TemplateStream",
+    "call_refs",
+    "call_scope",
+    "delivered_text",
+    "has_templates",
+    "output_stream",
+    "resolve",
+    "template_lookup",
+)
 
 _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_]\w*(?:\[\d+\]|\[\"[^\"\]]*\"\]|\.[A-Za-z_]\w*)*)\s*\}\}")
 _STEP = re.compile(r"\[(\d+)\]|\[\"([^\"\]]*)\"\]|\.([A-Za-z_]\w*)")
@@ -163,3 +177,52 @@ class TemplateStream:
             return _as_text(await self.lookup(m.group(1)))
         except TemplateError:
             return ""
+
+
+# -- the templates of a response: the calls they name, waited for --------------------------------------
+
+
+async def call_scope(
+    value: Any, slots: Sequence[CallSlot], *, upto: int, state: ContextState, me: CallSlot | None = None
+) -> dict[str, Any]:
+    """The scope of ``value``'s templates in a response: once the calls it refers to (among the first ``upto`` of
+    ``slots``) are done (``me``: the call that asks, to find cycles), their results and the context's memory."""
+    refs = call_refs(value)
+    for n in sorted(refs):
+        if n >= upto:
+            raise TemplateError(
+                f"{{{{calls[{n}]}}}} refers to a call that comes later or does not exist; "
+                f"only calls[0]..calls[{upto - 1}] come before this point"
+                if upto
+                else f"{{{{calls[{n}]}}}} refers to a call, but no action was called before this point"
+            )
+        slot = slots[n]
+        await wait_for_calls(me, [slot])
+        if slot.error is not None:
+            raise TemplateError(f"{{{{calls[{n}]}}}} ({slot.name}) failed: {slot.error}")
+    results = [s.future.result() if s.future.done() and s.error is None else None for s in slots[:upto]]
+    return {"calls": results, "memory": state.memory if state.memory is not None else {}}
+
+
+def template_lookup(slots: Sequence[CallSlot], state: ContextState) -> Callable[[str], Awaitable[Any]]:
+    """``lookup(expr)``: the value of ``{{expr}}`` for an output of this response, once the call it names is
+    done (for ``TemplateStream``)."""
+
+    async def lookup(expr: str) -> Any:
+        text = "{{" + expr + "}}"
+        return resolve(text, await call_scope(text, slots, upto=len(slots), state=state))
+
+    return lookup
+
+
+def output_stream(slots: Sequence[CallSlot], state: ContextState) -> TemplateStream:
+    """Resolves the templates of one output's deltas as they stream (the step loop makes one per output)."""
+    return TemplateStream(template_lookup(slots, state))
+
+
+async def delivered_text(content: str, slots: Sequence[CallSlot], state: ContextState) -> str:
+    """An output's whole text with its templates resolved: the content of its final run event."""
+    if "{{" not in content:
+        return content.strip()
+    stream = output_stream(slots, state)
+    return (await stream.feed(content) + await stream.close()).strip()
