@@ -40,7 +40,7 @@ from .config import (
 from .hardening import weak_settings
 from .loading import DEFAULT_APP, load_bot
 from .logs import MASK, configure_logging, secrets_of
-from .schedules import next_firings
+from .schedule_service import next_firings
 from .settings import Settings
 from .tracing import header_secrets, start_tracing
 from .unknown_env import unknown_variables_warnings

@@ -21,6 +21,8 @@ from core.plugin import Brings, Plugin, RunHooks, RunView
 from core.trust import Tier, Trust
 from extensions.chat.i18n import say
 
+from .history_search import search_history
+
 if TYPE_CHECKING:
     from core import Dispatcher, Host, UsageStore
     from core.approvals import ApprovalStore
@@ -238,7 +240,7 @@ def schedules() -> FromSettings:
         return [ScheduledTexts()] if d.schedules is not None or not d.distributed else []
 
     def setup(agent: Host, d: Deployment) -> None:
-        from .schedules import attach_schedules
+        from .schedule_service import attach_schedules
 
         if d.schedules is not None or not d.distributed:
             attach_schedules(agent, d.settings, d.schedules, fire=d.fire_schedules, clock=d.schedules_clock)
@@ -298,8 +300,6 @@ def long_memory() -> FromSettings:
 def history_search() -> FromSettings:
     """The ``search_history`` action, where the bot keeps a history to search."""
     from core import extension
-
-    from .assistant import search_history
 
     def build(d: Deployment) -> list[Plugin]:
         if d.history is None:

@@ -8,7 +8,7 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from aiohttp import web
@@ -25,7 +25,14 @@ from .charts import Bar, bar_chart, money, tokens
 from .data import conversation_of, conversations, transcript, usage_report, when
 
 if TYPE_CHECKING:
-    from .server import Console
+    from core import Host
+    from extensions.web import Templates, WebRuntime
+
+    from ..ops import Ops
+    from ..settings import Settings
+    from .auth import Sessions
+    from .data import Tail
+    from .fleet import FleetView
 
 __all__ = ("Views",)
 
@@ -38,6 +45,32 @@ PAGES = (("fleet", "Fleet"), ("conversations", "Conversations"), ("usage", "Usag
 def _short(name: str, width: int = 18) -> str:
     """A chart's label: ``telegram:chat:-1001234567890`` -> ``…at:-1001234567890`` (the end tells them apart)."""
     return name if len(name) <= width else "…" + name[-(width - 1) :]
+
+
+class Console(Protocol):
+    """What the pages read of the console that serves them (``bots.console.server.Console`` is one)."""
+
+    agent: Host
+    """The agent the console shows."""
+    settings: Settings
+    """The bot's settings."""
+    ops: Ops
+    """The process's health and metrics."""
+    fleet: FleetView | None
+    """The fleet's state in Redis (None in one process)."""
+    redis: tuple[Any, str] | None
+    """``(client, prefix)`` for the fleet's usage counters (None in one process)."""
+    sessions: Sessions
+    """The operators' sessions."""
+    templates: Templates
+    """The pages' templates."""
+    tail: Tail
+    """The live tail of conversations."""
+
+    @property
+    def web_chat(self) -> WebRuntime | None:
+        """The web chat of the agent, if it has one."""
+        ...
 
 
 class Views:

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .runtime import WebRuntime
+    from .site import ChatSite
 
 __all__ = ("RedisRelay", "Relay")
 
@@ -25,7 +25,7 @@ log = logging.getLogger("extensions.web")
 class Relay(Protocol):
     """Carries page events between the processes of a fleet."""
 
-    async def start(self, runtime: WebRuntime) -> None:
+    async def start(self, runtime: ChatSite) -> None:
         """Start relaying to ``runtime``'s pages what is published for its gateway (when it holds pages)."""
         ...
 
@@ -55,7 +55,7 @@ class RedisRelay:
         """The channel of ``gateway``."""
         return f"{self.prefix}web:{gateway}"
 
-    async def start(self, runtime: WebRuntime) -> None:
+    async def start(self, runtime: ChatSite) -> None:
         if not self.listen or not runtime.gateway_id or self._task is not None:
             return
         self._ready.clear()
@@ -68,7 +68,7 @@ class RedisRelay:
         if self._task in done:
             self._task.result()
 
-    async def _pump(self, runtime: WebRuntime) -> None:
+    async def _pump(self, runtime: ChatSite) -> None:
         while True:
             try:
                 pubsub = self.client.pubsub(ignore_subscribe_messages=True)

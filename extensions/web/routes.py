@@ -33,7 +33,7 @@ from .pages import STATIC, TEMPLATES, Templates
 from .visitors import COOKIE, cookie_name, new_visitor_id
 
 if TYPE_CHECKING:
-    from .runtime import WebRuntime
+    from .site import ChatSite
 
 __all__ = ("HEARTBEAT", "chat_application")
 
@@ -45,7 +45,7 @@ COOKIE_AGE = 365 * 86400
 """Seconds a visitor's cookie lasts when identities never expire (``WEB_VISITOR_IDLE_DAYS=0``)."""
 
 
-def chat_application(runtime: WebRuntime) -> web.Application:
+def chat_application(runtime: ChatSite) -> web.Application:
     """The aiohttp application of the web chat."""
     pages = ChatPages(runtime)
     guard = local_only(runtime.settings.host, runtime.settings.trusted_proxies)
@@ -63,7 +63,7 @@ def chat_application(runtime: WebRuntime) -> web.Application:
 class ChatPages:
     """The handlers, around one runtime."""
 
-    def __init__(self, runtime: WebRuntime) -> None:
+    def __init__(self, runtime: ChatSite) -> None:
         self.runtime = runtime
         self.templates = Templates(TEMPLATES)
         self.cookie = cookie_name(COOKIE, secure=runtime.settings.secure_cookies)

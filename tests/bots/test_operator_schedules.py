@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from bots import metrics
 from bots.app import build_agent
 from bots.config import load_settings
-from bots.schedules import next_firings
+from bots.schedule_service import next_firings
 from bots.settings import Settings
 from core import ScriptedModel
 from core.errors import ConfigError

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from bots.assistant import search_history
+from bots.history_search import search_history
 from core import Agent, ModelRequest, ScriptedModel, context, create_agent, output
 from core.memory import HistoryStore, InMemoryStore, MemoryStore
 from core.summary import SummaryLock, SummaryPolicy
