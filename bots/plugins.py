@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from core.errors import ConfigError
 from core.limits import LimitConfig, Limiter
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
-from core.plugin import Brings, Plugin, RunHooks, RunView
+from core.plugin import Brings, Plugin
 from core.trust import Tier, Trust
 from extensions.chat.i18n import say
 
@@ -113,12 +113,11 @@ class FromSettings(Plugin):
         self.setup = setup
         """What the feature sets up on the agent once it is built (a service that fires schedules), or None."""
 
-    def begin(self, run: RunView) -> RunHooks | None:
-        log.warning(
+    def attach(self, host: Host) -> None:
+        log.warning(  # (once, when the agent is built: the placeholder takes no part in its runs)
             "plugin %s is built from the settings by `bots run`; in create_agent, pass core's plugins instead",
             self.name,
         )
-        return None
 
 
 def resolve(plugins: Sequence[Plugin], deployment: Deployment) -> list[Plugin]:

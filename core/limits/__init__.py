@@ -195,33 +195,36 @@ class Limiter:
                 )
         if cfg.tokens_per_day_user or cfg.tokens_per_day_conversation:
             day = day_of(now)
-            budgets = (
-                (
-                    LimitKind.USER_TOKENS,
-                    cfg.tokens_per_day_user if user else 0,
-                    "user",
-                    user,
-                    "you have used up what I can answer you",
-                ),
-                (
-                    LimitKind.CONVERSATION_TOKENS,
-                    cfg.tokens_per_day_conversation,
-                    "chat",
-                    conversation,
-                    "this conversation has used up what I can answer",
-                ),
-            )
-            for kind, limit, prefix, who, spent in budgets:
-                if limit and (await usage.totals(f"{prefix}:{who}", [day])).tokens >= limit:
+            for kind, limit, who, spent in await self._spent_today(user, conversation, usage, day):
+                if spent >= limit:
                     until = _next_day_ms(now)
                     later = f"Please try again after midnight UTC (in about {_wait_text((until - now) / 1000)})."
+                    used_up = (
+                        "you have used up what I can answer you"
+                        if kind is LimitKind.USER_TOKENS
+                        else "this conversation has used up what I can answer"
+                    )
                     return Refusal(
                         kind=kind,
-                        notice=f"Sorry, {spent} today. {later}",
+                        notice=f"Sorry, {used_up} today. {later}",
                         notice_key=f"{kind}:{who}:{day}",
                         until_ms=until,
                     )
         return None
+
+    async def _spent_today(
+        self, user: str | None, conversation: str, usage: UsageStore, day: str
+    ) -> list[tuple[LimitKind, int, str | None, int]]:
+        """Each token budget that is on (per user, per conversation): who it is for, and what they spent ``day``."""
+        cfg = self.config
+        found = []
+        for kind, limit, prefix, who in (
+            (LimitKind.USER_TOKENS, cfg.tokens_per_day_user if user else 0, "user", user),
+            (LimitKind.CONVERSATION_TOKENS, cfg.tokens_per_day_conversation, "chat", conversation),
+        ):
+            if limit:
+                found.append((kind, limit, who, (await usage.totals(f"{prefix}:{who}", [day])).tokens))
+        return found
 
     async def check_call(
         self, *, tokens: int, user: str | None, conversation: str, usage: UsageStore
@@ -234,17 +237,10 @@ class Limiter:
             return None
         now = now_ms()
         day = day_of(now)
-        budgets = (
-            (LimitKind.USER_TOKENS, cfg.tokens_per_day_user if user else 0, "user", user),
-            (LimitKind.CONVERSATION_TOKENS, cfg.tokens_per_day_conversation, "chat", conversation),
-        )
-        for kind, limit, prefix, who in budgets:
-            if not limit:
-                continue
-            spent = (await usage.totals(f"{prefix}:{who}", [day])).tokens
+        for kind, limit, who, spent in await self._spent_today(user, conversation, usage, day):
             if spent + tokens > limit:
                 until = _next_day_ms(now)
-                whose = "your" if prefix == "user" else "this conversation's"
+                whose = "your" if kind is LimitKind.USER_TOKENS else "this conversation's"
                 return Refusal(
                     kind=kind,
                     notice=(

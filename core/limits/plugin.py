@@ -54,13 +54,13 @@ class _Admit(RunHooks):
     async def admit(self, updates: list[Log]) -> list[Log]:
         limiter, run = self.plugin.limiter, self.run
         state = run.state
+        usage = self.plugin.usage if self.plugin.usage is not None else run.host.usage
         admitted: list[Log] = []
         for entry in updates:
             if not isinstance(entry, InputRef):
                 admitted.append(entry)
                 continue
             text = entry.text if entry.text is not None else format_value(entry.data)
-            usage = self.plugin.usage if self.plugin.usage is not None else run.host.usage
             refusal = await limiter.check(entry, conversation=state.id, text=text, usage=usage)
             if refusal is None:
                 admitted.append(entry)
