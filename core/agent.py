@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from . import tracing
 from .agent_options import AgentOptions
 from .bot import Bot
+from .busy import BusyPolicy
 from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
@@ -159,6 +160,10 @@ class Agent(ExtensionPoints):
         """Seconds an output handler may take."""
         self.max_batch = opts.max_batch
         """Inputs one run answers at most (0: no cap)."""
+        self.busy = BusyPolicy(opts.busy)
+        """What a message sent while its conversation's run goes on does (``core.busy``)."""
+        self.quiet_ms = opts.quiet_ms
+        """In one process, a run starts once its conversation was quiet this long (``core.busy``; 0: at once)."""
         self.stop_timeout = opts.stop_timeout
         """Seconds ``stop()`` waits for running runs, then for fire-and-forget calls, before cancelling them."""
         self.states = StateStore(self.memory, cache=0 if self.dispatcher.distributed else opts.state_cache)
@@ -466,7 +471,18 @@ class Agent(ExtensionPoints):
                 if listener is not None:
                     target.listeners.append(listener)
                 return await asyncio.shield(target.finished)
-            if current.accepting:
+            busy = self.busy
+            if current.accepting and busy is not BusyPolicy.STEER and not stopped:
+                if busy is BusyPolicy.INTERRUPT:
+                    current.stop()
+                after = self._runs.after(cid)  # (collect, queue, interrupt: the run after this one answers them)
+                if after is not None:
+                    target = after.room(1 if busy is BusyPolicy.QUEUE else self.max_batch)
+                    target.inputs.extend(inputs)
+                    if listener is not None:
+                        target.listeners.append(listener)
+                    return await asyncio.shield(target.finished)
+            elif current.accepting:
                 if listener is not None:
                     current.emitter.listeners.append(listener)
                 inputs = await current.join(inputs, self._prepare_input)
@@ -545,6 +561,8 @@ class Agent(ExtensionPoints):
         entry: Run | Pending = pending
         cancelled = False
         try:
+            if self.quiet_ms and not self.dispatcher.distributed:  # (a queue waits in Redis: core.fleet)
+                await pending.quiet(self.quiet_ms, cap=self.max_batch)
             state = await self.load_state(context, args)
             state.options.update(pending.options)
             state.ledger = pending.ledger
@@ -555,7 +573,7 @@ class Agent(ExtensionPoints):
                 run.push(ref)
             run.emitter.listeners.extend(self.event_listeners)
             run.emitter.listeners.extend(pending.listeners)
-            self._runs.put(cid, run)
+            self._runs.put(cid, run, origin=pending)
             entry = run
             if pending.stopped:  # Stop was pressed while the run was prepared: nothing is answered
                 run.stop()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .busy import BusyPolicy
 from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLATE
 
 if TYPE_CHECKING:
@@ -47,6 +48,12 @@ class AgentOptions:
     max_batch: int = 0
     """Inputs one run answers at most (0: no cap): the rest of a burst waits for the next run, so no model request
     carries a thousand messages (``REDIS_BATCH_SIZE`` in the bot, the same cap as a fleet's batches)."""
+    busy: BusyPolicy = BusyPolicy.STEER
+    """What a message sent while its conversation's run goes on does: ``steer``, ``collect``, ``queue`` or
+    ``interrupt`` (``core.busy``; ``BOT_BUSY`` in the bot)."""
+    quiet_ms: int = 0
+    """Milliseconds a conversation must stay quiet before its run starts, so a burst of messages is one turn (0: at
+    once; ``BOT_QUIET_MS`` in the bot; a fleet waits in Redis, ``QueueConfig.quiet_ms``)."""
     state_cache: int = 1024
     """Working memories kept loaded between runs (in one process)."""
     chat_policy: ChatPolicy | None = None

@@ -8,9 +8,10 @@ import contextvars
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .busy import quiet_wait_ms
 from .definitions import ContextState
 from .engine import Run
-from .entries import InputRef, Log
+from .entries import InputRef, Log, now_ms
 from .events import RunEvent
 from .reply_ledger import ReplyLedger
 from .task_runner import finish_or_cancel
@@ -46,6 +47,19 @@ class Pending:
             target = target.following
         return target
 
+    async def quiet(self, quiet_ms: int, *, cap: int) -> None:
+        """Wait until no input joined this pending run for ``quiet_ms`` (``core.busy``: a burst is one turn), or it
+        holds ``cap`` inputs (0: no cap), or a Stop was pressed."""
+        if not self.inputs:
+            return
+        first = min(ref.timestamp for ref in self.inputs)
+        while not self.stopped and not (cap and len(self.inputs) >= cap):
+            last = max(ref.timestamp for ref in self.inputs)
+            wait = quiet_wait_ms(now=now_ms(), first=first, last=last, quiet_ms=quiet_ms)
+            if not wait:
+                return
+            await asyncio.sleep(min(wait, quiet_ms) / 1000)
+
 
 class RunTable:
     """The run (or the run being set up) of each context instance in this process, and their tasks."""
@@ -54,6 +68,7 @@ class RunTable:
         self._entries: dict[str, Run | Pending] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._task_of: dict[str, asyncio.Task[Any]] = {}
+        self._origin: dict[str, Pending] = {}  # the pending run each run came from: its ``following`` wait for it
 
     def get(self, cid: str) -> Run | Pending | None:
         """The run of ``cid`` (or the one being set up), if any."""
@@ -64,14 +79,29 @@ class RunTable:
         entry = self._entries.get(cid)
         return entry.state if isinstance(entry, Run) else None
 
-    def put(self, cid: str, entry: Run | Pending) -> None:
-        """Make ``entry`` the run of ``cid``."""
+    def put(self, cid: str, entry: Run | Pending, *, origin: Pending | None = None) -> None:
+        """Make ``entry`` the run of ``cid`` (``origin``: the pending run it was set up from)."""
         self._entries[cid] = entry
+        if origin is not None:
+            self._origin[cid] = origin
+        else:
+            self._origin.pop(cid, None)
+
+    def after(self, cid: str) -> Pending | None:
+        """The pending run that follows the run of ``cid`` (made now if none does yet): inputs that must wait for
+        the run in progress go there (``core.busy``). None when ``cid`` has no run set up from a pending one."""
+        origin = self._origin.get(cid)
+        if origin is None or self._entries.get(cid) is None:
+            return None
+        if origin.following is None:
+            origin.following = Pending([], None)
+        return origin.following
 
     def release(self, cid: str, entry: Run | Pending) -> None:
         """``entry`` is over: take it out, unless a newer run took its place."""
         if self._entries.get(cid) is entry:
             del self._entries[cid]
+            self._origin.pop(cid, None)
 
     def start(self, cid: str, job: Coroutine[Any, Any, None], *, context: contextvars.Context) -> None:
         """Drive the run of ``cid`` with ``job``, in a task the table owns (``context``: its context variables)."""
