@@ -66,6 +66,10 @@ class Runner(Protocol):
         """Stop the answer being written in ``context_id`` in this process (a person pressed Stop)."""
         ...
 
+    def observe(self, kind: str, context_id: str, value: float = 1.0) -> None:
+        """Report ``value`` of ``kind`` for ``context_id`` to the observers (a worker's leases and backlog)."""
+        ...
+
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory."""
         ...

@@ -24,6 +24,7 @@ from arq.connections import ArqRedis
 
 from ..errors import DispatchError
 from .backend import DRAIN_FUNCTION, RETRY_PAUSE_MAX, RETRYABLE, RedisBackend, close_client, describe
+from .backlog import measure_backlog
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
 from .reply_ledger import ReplayModel
@@ -37,6 +38,9 @@ __all__ = ("QueueWorker",)
 log = logging.getLogger("core.fleet.arq_worker")
 
 _POLL_ERRORS: tuple[type[BaseException], ...] = (*RETRYABLE, redis.exceptions.RedisError)
+
+BACKLOG_EVERY = 5.0
+"""Seconds between two measures of the backlog (``core.fleet.backlog``), at most: a short lease measures more often."""
 
 DRAIN_JOB_TIMEOUT = 3600
 """Seconds arq lets one drain job run (it hands off after ``handoff_batches`` batches long before)."""
@@ -238,13 +242,14 @@ class QueueWorker:
                     main = tg.create_task(worker.serve(), name="arq-loop")
                     sweeper = tg.create_task(self._sweep(), name="sweeper")
                     renewer = tg.create_task(self.drainer.renew_forever(), name="renewer")
+                    measurer = tg.create_task(self._measure(), name="backlog")
                     stopped = tg.create_task(self._stop.wait(), name="stop-signal")
                     await asyncio.wait({main, stopped}, return_when=asyncio.FIRST_COMPLETED)
                     if main.done():
                         main.result()  # the loop failed: raise its error
                     await self._shutdown(worker)
                     worker.closing = self._closing = True
-                    for task in (main, sweeper, renewer, stopped, listening):
+                    for task in (main, sweeper, renewer, measurer, stopped, listening):
                         task.cancel()
                 with contextlib.suppress(*_POLL_ERRORS):  # arq's close() would use a deprecated call
                     await pool.delete(worker.health_check_key)
@@ -267,6 +272,20 @@ class QueueWorker:
             if pending:
                 log.warning("stopping: handing %d unfinished contexts back to the queue", len(pending))
                 await asyncio.wait(pending)
+
+    async def _measure(self) -> None:
+        """Report the fleet's backlog to the agent's observers (``queue_depth``: ``bots_queue_depth{queue}``) every
+        ``BACKLOG_EVERY`` seconds (less with a short lease) until the worker stops."""
+        every = min(BACKLOG_EVERY, max(0.2, self.backend.config.renew_interval))
+        while not self._closing:
+            try:
+                backlog = await measure_backlog(self.backend)
+            except DispatchError as exc:
+                log.debug("backlog not measured: %s", exc)
+            else:
+                for queue, depth in backlog.depths().items():
+                    self.agent.observe("queue_depth", queue, depth)
+            await asyncio.sleep(every)
 
     # -- the sweeper -----------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from ..definitions import Context
 from ..entries import InputRef, Log
 from ..errors import BackpressureError
 from .backend import RedisBackend
+from .entry_format import ENTRY_FORMAT
 from .options import QueueConfig
 from .stops import FleetStops
 
@@ -69,10 +70,11 @@ def dedupe_fields(key: str | None) -> tuple[str, str, str]:
 
 
 def encode_entry(context: Context, args: Any, input_ref: InputRef, *, bot: str | None = None) -> str:
-    """One inbox entry: the context type, its arguments, the input, when it was stored, the name of the bot of the
-    process that stored it (a worker runs only its own bot's) and, while tracing, the trace it belongs to (W3C
-    ``traceparent``: the worker's run continues it)."""
+    """One inbox entry: its format (``core.fleet.entry_format``), the context type, its arguments, the input, when it
+    was stored, the name of the bot of the process that stored it (a worker runs only its own bot's) and, while
+    tracing, the trace it belongs to (W3C ``traceparent``: the worker's run continues it)."""
     entry = {
+        "v": ENTRY_FORMAT,
         "c": context.type,
         "a": context.schema.dump(args),
         "i": input_ref.model_dump(mode="json"),

@@ -21,6 +21,7 @@ from ..entries import InputRef
 from ..errors import DispatchError
 from .backend import RedisBackend
 from .batch_trace import batch_span
+from .entry_format import ENTRY_FORMAT, newest_format
 from .reply_ledger import RedisReplyLedger
 from .scope import Lease, RunScope
 from .stops import covers
@@ -39,11 +40,13 @@ settings too: written by the gateway's commands, read at the start of each batch
 
 
 FOREIGN_PAUSE = 1.0
-"""Seconds a worker waits after handing back a batch stored for another bot (so it does not take it again at once)."""
+"""Seconds a worker waits after handing back a batch stored for another bot, or in a newer entry format than it
+reads (so it does not take it again at once)."""
 
 
 class _ForeignBatch(Exception):
-    """A batch stored by a gateway running another bot than this worker's."""
+    """A batch this worker leaves for another: stored by a gateway running another bot than this worker's, or holding
+    an entry of a newer format than it reads (``core.fleet.entry_format``)."""
 
 
 @dataclass(kw_only=True)
@@ -64,6 +67,8 @@ class DrainStats:
     """Runs that raised (their batch is delivered again, up to ``max_attempts``)."""
     dead: int = 0
     """Batches moved to the dead-letter list."""
+    handed_back: int = 0
+    """Batches left for another worker: another bot's, or of a newer entry format than this worker reads."""
 
 
 class Drainer:
@@ -79,6 +84,8 @@ class Drainer:
         """Set when the worker stops: running jobs hand their context back after the current batch."""
         self.stats = DrainStats()
         """Counters."""
+        self.entry_format = ENTRY_FORMAT
+        """The newest inbox entry format this worker reads; a batch holding a newer one is handed back."""
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
         self._starting: dict[str, bool] = {}  # batches taken whose run has not begun: stopped before it?
 
@@ -105,6 +112,7 @@ class Drainer:
         assert me is not None
         previous = self._local.get(cid)
         self._local[cid] = (me, lease)
+        self.agent.observe("lease_claimed", cid)
         try:
             if previous is not None and not previous[0].done():
                 previous[1].lost = True  # a job of ours that lost the lease is still winding down
@@ -113,6 +121,7 @@ class Drainer:
             return await self._batches(lease, first)
         finally:
             lease.ended = True
+            self.agent.observe("lease_lost" if lease.lost else "lease_released", cid)
             if self._local.get(cid, (None,))[0] is me:
                 del self._local[cid]
 
@@ -162,6 +171,7 @@ class Drainer:
         for lease, ok in zip(leases, results, strict=True):
             if ok:
                 lease.extended(sent)
+                self.agent.observe("lease_renewed", lease.cid)
             elif not lease.ended:  # (a lease released while this renewal was on its way is not lost)
                 self._lose(lease)
 
@@ -227,7 +237,10 @@ class Drainer:
                     ok = await self._run(scope, entries)
                 finally:
                     self._starting.pop(lease.cid, None)
-            except _ForeignBatch:  # another bot's: handed back untouched (no attempt counted), for its workers
+            except (
+                _ForeignBatch
+            ):  # another bot's, or newer: handed back untouched (no attempt counted), for its workers
+                self.stats.handed_back += 1
                 await self._close(scope, acknowledged=False)
                 await self._hand_back(lease)
                 await asyncio.sleep(FOREIGN_PAUSE)
@@ -277,6 +290,16 @@ class Drainer:
         return cache
 
     async def _run(self, scope: RunScope, entries: list[dict[str, Any]]) -> bool:
+        newest = newest_format(entries)
+        if newest > self.entry_format:
+            log.warning(
+                "a batch of %s holds inbox entries of format %s, and this worker reads formats up to %d: it is left "
+                "for a worker of a newer version (a rolling upgrade: upgrade the workers before the gateways)",
+                scope.keys.cid,
+                newest if newest < 1 << 30 else "unknown",
+                self.entry_format,
+            )
+            raise _ForeignBatch
         last = entries[-1]
         context = self.agent.contexts.get(last["c"])
         if context is None:
