@@ -17,8 +17,15 @@ What a reference waits for (``settle``):
 
 ``run_plan`` runs calls that are all known beforehand the same way (the step loop does it incrementally).
 ``instances`` reads a call's ``_instances`` (one call run as N copies in parallel); ``Workspace`` is the
-private state a copy reads and writes while it runs, added to the context's log in copy order when every copy
-has finished, so no copy sees or spoils another's writes.
+private state a copy reads and writes while it runs, so no copy sees or spoils another's writes. When every copy
+has finished, their writes are gathered into the context's log (``gather``) by one rule:
+
+- what only one copy wrote, and what several copies ``push`` to one list, is added as written, in copy order
+  (the pushes of copy 0 first);
+- a path that more than one copy writes otherwise (``set`` or ``merge`` at the same path, or one copy at a path
+  and another above or below it) is never left to the last copy: the path (the upper one of the two) is set to the
+  list of what each copy left there, in copy order (``null`` for a copy that left nothing there), and the call's
+  result tells the model so. Three copies that set ``†state.scratch`` leave ``[v0, v1, v2]`` there.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ __all__ = (
     "ResponseCalls",
     "Workspace",
     "current_workspace",
+    "gather",
     "instances",
     "related",
     "run_instances",
@@ -270,7 +278,7 @@ def instances(raw: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 class Workspace:
     """The private state of one copy: it reads the context's log with its own writes on top, and its writes
-    stay here until ``commit``."""
+    stay here until ``gather``."""
 
     __slots__ = ("base", "entries", "index")
 
@@ -294,20 +302,54 @@ class Workspace:
             StateEntry.model_validate({"path": list(path), "data": data, "_outputMethod": method, "_call": call})
         )
 
-    def commit(self) -> None:
-        """Add what the copy wrote to the context's log."""
-        if self.entries:
-            self.base.entries.extend(self.entries)
-            self.base.dirty = True
-            self.entries = []
+    def value(self, path: Path) -> Any:
+        """What this copy sees at ``path`` (None where nothing is)."""
+        return self.resolve(path)[1]
+
+
+def _shared(workspaces: Sequence[Workspace]) -> list[Path]:
+    """The upper paths of the writes two copies or more make at related paths, pushes to one path apart."""
+    found: list[Path] = []
+    for i, mine in enumerate(workspaces):
+        for other in workspaces[i + 1 :]:
+            for a in mine.entries:
+                for b in other.entries:
+                    pa, pb = tuple(a.path), tuple(b.path)
+                    if not related(pa, pb) or (pa == pb and a.method == "push" and b.method == "push"):
+                        continue
+                    found.append(pa if len(pa) <= len(pb) else pb)
+    uppers = sorted(set(found), key=len)
+    return [p for i, p in enumerate(uppers) if not any(related(p, q) for q in uppers[:i])]
+
+
+def gather(log: StateLog, workspaces: Sequence[Workspace]) -> list[str]:
+    """Add what the copies wrote to ``log`` by the module's rule; returns a note per path two copies shared."""
+    shared = _shared(workspaces)
+    for workspace in workspaces:
+        for entry in workspace.entries:
+            if not any(related(tuple(entry.path), p) for p in shared):
+                log.entries.append(entry)
+                log.dirty = True
+    notes = []
+    for path in shared:
+        writers = [w.index for w in workspaces if any(related(tuple(e.path), path) for e in w.entries)]
+        log.append(path, [w.value(path) for w in workspaces], call={"gathered": "instances", "copies": writers})
+        shown = ", ".join(str(i) for i in writers)
+        notes.append(
+            f"copies {shown} each wrote {path_text(path)}: it now holds the list of what every copy left there, "
+            "in copy order"
+        )
+    for workspace in workspaces:
+        workspace.entries = []
+    return notes
 
 
 async def run_instances(
     copies: Sequence[Any], run: Callable[[int, Any], Awaitable[Any]], log: StateLog
-) -> list[tuple[Any, str | None]]:
+) -> tuple[list[tuple[Any, str | None]], list[str]]:
     """Run ``run(i, args)`` for every copy at once, each in its own ``Workspace`` over ``log``; once all are
-    done, add what each wrote to ``log`` in copy order. Returns ``(result, error)`` per copy, in order: a copy
-    that fails does not stop the others."""
+    done, gather what they wrote into ``log`` (``gather``). Returns ``(result, error)`` per copy, in order (a
+    copy that fails does not stop the others), and ``gather``'s notes."""
     outcomes: list[tuple[Any, str | None]] = [(None, None)] * len(copies)
     workspaces = [Workspace(log, i) for i in range(len(copies))]
 
@@ -323,6 +365,4 @@ async def run_instances(
     async with asyncio.TaskGroup() as tg:
         for i, args in enumerate(copies):
             tg.create_task(one(i, args))
-    for workspace in workspaces:
-        workspace.commit()
-    return outcomes
+    return outcomes, gather(log, workspaces)

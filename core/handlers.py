@@ -65,7 +65,10 @@ class CheckedCall:
     instanced: bool
     """The call runs as copies (``_instances``)."""
     target: Target | None
-    """Where its result is saved in the state log, if anywhere."""
+    """Where its result is saved in the state log, if anywhere (of an instanced call: the list of every copy's
+    result, unless its copies name paths of their own)."""
+    own_targets: list[Target | None] | None = None
+    """Of an instanced call whose copies name output paths of their own: where each copy's result is saved."""
     ctx: ActionContext
     """What the handler receives as ``ctx``."""
 
@@ -92,11 +95,14 @@ async def prepare_action(
     copies = [action.schema.validate(r) for r in prepared.copies]
     dumped = [action.schema.dump(a) for a in copies]
     call.data = dumped if prepared.instanced else dumped[0]
+    targets = [output_target(action.schema, prepared, d, copy=i) for i, d in enumerate(dumped)]
+    own = prepared.instanced and any(t != targets[0] for t in targets)
     return CheckedCall(
         action=action,
         copies=copies,
         instanced=prepared.instanced,
-        target=output_target(action.schema, prepared, dumped[0]),
+        target=None if own else targets[0],
+        own_targets=targets if own else None,
         ctx=ActionContext(state=state, call=call, agent=host),
     )
 
@@ -150,7 +156,7 @@ async def perform_action(
         return result.model_dump(mode="json") if hasattr(result, "model_dump") else result
 
     if prepared.instanced:
-        result, text = await _run_copies(action, prepared.copies, run_one, ctx)
+        result, text = await _run_copies(action, prepared.copies, run_one, ctx, prepared.own_targets)
     else:
         result = await run_one(prepared.copies[0], ctx)
         text = action.format(result) if action.format is not None else None
@@ -160,6 +166,8 @@ async def perform_action(
         )
         if text is None:
             text = f"{format_value(result)} {saved_note(paths)}"
+        elif prepared.instanced:
+            text = f"{text}\n{saved_note(paths)}"
     return result, text, ctx.attachments
 
 
@@ -168,24 +176,41 @@ async def _run_copies(
     copies: Sequence[Any],
     run_one: Callable[[Any, ActionContext], Awaitable[Any]],
     ctx: ActionContext,
+    targets: Sequence[Target | None] | None,
 ) -> tuple[list[Any], str | None]:
-    """Run an instanced call's copies in parallel, each in its own workspace; the result is the list of
-    the copies' results in order (``{"error": ...}`` for a copy that failed)."""
+    """Run an instanced call's copies in parallel, each in its own workspace, each saving its result where its own
+    output path says (``targets``, if they have paths of their own); the result is the list of the copies'
+    results in order (``{"error": ...}`` for a copy that failed)."""
     contexts = [ActionContext(state=ctx.state, call=ctx.call, agent=ctx.agent) for _ in copies]
-    outcomes = await run_instances(copies, lambda i, args: run_one(args, contexts[i]), ctx.state.state_log)
+    saved: list[str] = [""] * len(copies)
+
+    async def one(i: int, args: Any) -> Any:
+        result = await run_one(args, contexts[i])
+        target = targets[i] if targets is not None else None
+        if target is not None:  # inside the copy's workspace: gathered with its other writes
+            arguments = action.schema.dump(args)
+            paths = save_result(ctx.state.state_log, target, result, call={"name": action.name, "arguments": arguments})
+            saved[i] = f" {saved_note(paths)}"
+        return result
+
+    outcomes, notes = await run_instances(copies, one, ctx.state.state_log)
     for each in contexts:
         ctx.attachments.extend(each.attachments)
     if all(error is not None for _, error in outcomes):
         errors = "; ".join(f"copy {i}: {error}" for i, (_, error) in enumerate(outcomes))
         raise ActionError(f"every copy of {action.name!r} failed: {errors}")
     results = [result if error is None else {"error": error} for result, error in outcomes]
-    if action.format is None:
+    if action.format is None and not notes and not any(saved):
         return results, None
     lines = [
-        f"[{i}] {action.format(result) if error is None else f'error: {error}'}"
+        f"[{i}] {_shown(action, result) if error is None else f'error: {error}'}{saved[i]}"
         for i, (result, error) in enumerate(outcomes)
     ]
-    return results, "\n".join(lines)
+    return results, "\n".join([*lines, *notes])
+
+
+def _shown(action: Action, result: Any) -> str:
+    return action.format(result) if action.format is not None else format_value(result)
 
 
 async def run_output(

@@ -10,7 +10,9 @@ The keys a call may carry besides its arguments (seed: Acts of Emergence 008):
   ``_outputMethod``, a ``const``, a pydantic private attribute ``_outputMethod: Literal["push"] = "push"``) the
   schema's value is kept: its default applies when the model writes none, and a fixed value the model
   contradicts is an error, never a silent ``set`` over the older value.
-- ``_instances``: run the call as copies (``dataflow.instances``).
+- ``_instances``: run the call as copies (``dataflow.instances``). An item of ``_instances`` may carry its own
+  ``_outputPath`` (and ``_outputMethod``): that copy's result is saved there, inside its own workspace, instead of
+  the list of every copy's result at the call's path (``†state.w.paris`` and ``†state.w.rome`` are both filled).
 
 ``†`` references in the arguments are replaced by their values once the calls of the response that write them
 are done (``dataflow.settle``).
@@ -158,12 +160,46 @@ class PreparedCall:
     """The method the model wrote, if the schema does not validate it itself."""
     path: str | None = None
     """The output path the model wrote, if the schema does not validate it itself."""
+    own: list[tuple[str | None, Method | None]] | None = None
+    """Of an instanced call, the ``(path, method)`` each copy's own item of ``_instances`` wrote (None where it
+    wrote none; the schema does not validate them itself)."""
 
 
 def _method(value: Any) -> Method:
     if value not in METHODS:
         raise ValidationError(f"_outputMethod must be set, merge or push, not {value!r}")
     return typing.cast(Method, value)
+
+
+def _hidden_keys(name: str, keys: CallKeys, raw: dict[str, Any]) -> tuple[str | None, Method | None]:
+    """Check the ``_outputPath`` and ``_outputMethod`` of ``raw`` against what the schema declares; take them out
+    of ``raw`` unless the schema validates them itself. Returns ``(path, method)`` taken out."""
+    method: Method | None = None
+    path: str | None = None
+    if "_outputMethod" in raw:
+        given = _method(raw["_outputMethod"])
+        if keys.method_fixed is not None and given != keys.method_fixed:
+            raise ValidationError(
+                f"action {name!r} always saves with _outputMethod {keys.method_fixed!r}, not {given!r}; "
+                "leave _outputMethod out"
+            )
+        if not keys.method_validated:
+            del raw["_outputMethod"]
+            method = given
+    if "_outputPath" in raw:
+        if not keys.path:
+            raise ValidationError(f"action {name!r} takes no _outputPath: its result cannot be saved to the state")
+        if not keys.path_validated:
+            given_path = raw.pop("_outputPath")
+            if keys.path_fixed is not None and given_path != keys.path_fixed:
+                raise ValidationError(
+                    f"action {name!r} always saves to {keys.path_fixed}, not {given_path!r}; leave _outputPath out"
+                )
+            if not isinstance(given_path, str):
+                raise ValidationError(f"_outputPath must be a string such as †state.x, not {given_path!r}")
+            parse_expr(given_path)
+            path = given_path
+    return path, method
 
 
 async def prepare_call(
@@ -177,29 +213,7 @@ async def prepare_call(
     keys = call_keys(schema)
     if isinstance(raw, dict):
         raw = dict(raw)
-        if "_outputMethod" in raw:
-            given = _method(raw["_outputMethod"])
-            if keys.method_fixed is not None and given != keys.method_fixed:
-                raise ValidationError(
-                    f"action {name!r} always saves with _outputMethod {keys.method_fixed!r}, not {given!r}; "
-                    "leave _outputMethod out"
-                )
-            if not keys.method_validated:
-                del raw["_outputMethod"]
-                prepared.method = given
-        if "_outputPath" in raw:
-            if not keys.path:
-                raise ValidationError(f"action {name!r} takes no _outputPath: its result cannot be saved to the state")
-            if not keys.path_validated:
-                given_path = raw.pop("_outputPath")
-                if keys.path_fixed is not None and given_path != keys.path_fixed:
-                    raise ValidationError(
-                        f"action {name!r} always saves to {keys.path_fixed}, not {given_path!r}; leave _outputPath out"
-                    )
-                if not isinstance(given_path, str):
-                    raise ValidationError(f"_outputPath must be a string such as †state.x, not {given_path!r}")
-                parse_expr(given_path)
-                prepared.path = given_path
+        prepared.path, prepared.method = _hidden_keys(name, keys, raw)
     refs = list(find_refs(raw))
     if refs:
         state = view(log)
@@ -216,6 +230,7 @@ async def prepare_call(
     if isinstance(raw, dict):
         copies = instances(raw)
         if copies is not None:
+            prepared.own = [_hidden_keys(name, keys, copy) for copy in copies]
             prepared.copies = list(copies)
             prepared.instanced = True
             return prepared
@@ -235,14 +250,15 @@ class Target:
     """How the result combines with older values."""
 
 
-def output_target(schema: Schema, prepared: PreparedCall, dumped: Any) -> Target | None:
-    """Where the result of a call goes, from its validated arguments (``dumped``, the first copy's) and what
-    ``prepare_call`` read; None when it is not saved (a thought, or fire-and-forget)."""
+def output_target(schema: Schema, prepared: PreparedCall, dumped: Any, *, copy: int = 0) -> Target | None:
+    """Where the result of a call goes, from its validated arguments (``dumped``, those of copy ``copy``) and
+    what ``prepare_call`` read; None when it is not saved (a thought, or fire-and-forget)."""
     keys = call_keys(schema)
     if not keys.path:
         return None
     fields = dumped if isinstance(dumped, dict) else {}
-    written = prepared.path
+    own_path, own_method = prepared.own[copy] if prepared.own is not None else (None, None)
+    written = own_path or prepared.path
     if written is None and keys.path_validated:
         value = fields.get("_outputPath")
         written = value if isinstance(value, str) and value else None
@@ -253,7 +269,7 @@ def output_target(schema: Schema, prepared: PreparedCall, dumped: Any) -> Target
     if keys.method_validated and "_outputMethod" in fields:
         method = _method(fields["_outputMethod"])
     else:
-        method = prepared.method or keys.method_fixed or keys.method_default or "set"
+        method = own_method or prepared.method or keys.method_fixed or keys.method_default or "set"
     return Target(expr=parse_expr(written), written=written, method=method)
 
 
@@ -293,10 +309,16 @@ def declared_targets(schema: Schema, content: str) -> tuple[Path, ...]:
         written = raw.get("_outputPath")
     if written is None:
         written = keys.path_fixed or keys.path_default
-    if not isinstance(written, str):
-        return ()
-    try:
-        expr = parse_expr(written)
-    except ValidationError:
-        return ()
-    return tuple(dict.fromkeys(p for alt in expr for p in alt))
+    every = [written]
+    if isinstance(raw, dict) and isinstance(raw.get("_instances"), list):  # each copy may name its own path
+        every += [item.get("_outputPath") for item in raw["_instances"] if isinstance(item, dict)]
+    found: dict[Path, None] = {}
+    for one in every:
+        if not isinstance(one, str):
+            continue
+        try:
+            expr = parse_expr(one)
+        except ValidationError:
+            continue
+        found.update(dict.fromkeys(p for alt in expr for p in alt))
+    return tuple(found)

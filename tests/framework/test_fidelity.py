@@ -18,6 +18,7 @@ SHORT = {
     "parser": "tests/core/test_parser.py",
     "outputs": "tests/core/test_output_entries.py",
     "forget": "tests/core/test_fire_and_forget.py",
+    "runs": "tests/framework/test_spec_runs.py",
 }
 """The short names the table uses for test files (its introduction lists them)."""
 ROW = re.compile(r"^\| (?P<id>[A-Z]\d+) \| (?P<what>.*) \| (?P<status>[a-z]+) \| (?P<tests>.*) \|$", re.M)

@@ -1,0 +1,133 @@
+"""The behaviours of issue 39 part B (docs/fidelity.md): instanced copies that keep their writes apart, references
+that wait for a later input, working memory for one run, and a run over several contexts."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core import ActionResult, action, read_state, write_state
+
+from .kit import R, bot, chat, msg
+
+
+def results(chain: list[Any]) -> list[ActionResult]:
+    return [c for c in chain if isinstance(c, ActionResult)]
+
+
+class City(BaseModel):
+    """An action's arguments whose result may be saved anywhere (a flexible ``_outputPath``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    city: str
+    output_path: str | None = Field(default=None, alias="_outputPath", pattern="^†")
+
+
+class Plain(BaseModel):
+    city: str
+
+
+# -- instancing (Acts of Emergence 008) -------------------------------------------------------------------
+
+
+async def test_copies_that_set_one_scalar_path_leave_the_list_of_their_values() -> None:
+    barrier = asyncio.Barrier(3)
+
+    async def note(args: Plain, ctx: Any, agent: Any) -> str:
+        write_state(ctx.state, "†state.scratch", f"seen {args.city}")
+        await asyncio.wait_for(barrier.wait(), 30)  # every copy has written: none sees another's write
+        return str(read_state(ctx.state, "†state.scratch"))
+
+    agent, _ = bot(
+        [
+            R(
+                '<action_call name="note">{"_instances": [{"city": "Paris"}, {"city": "Rome"}, {"city": "Oslo"}]}'
+                "</action_call>"
+            ),
+            R(""),
+        ],
+        actions=(action(name="note", schema=Plain, handler=note),),
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("go"))
+        state = await agent.load_state(chat, "u")
+    [result] = results(chain)
+    assert result.data == ["seen Paris", "seen Rome", "seen Oslo"]  # each copy read its own write
+    assert read_state(state, "†state.scratch") == ["seen Paris", "seen Rome", "seen Oslo"]  # none lost
+    assert result.text is not None and "copies 0, 1, 2 each wrote †state.scratch" in result.text
+
+
+async def test_a_copy_writing_above_another_copys_path_is_gathered_too() -> None:
+    async def note(args: Plain, ctx: Any, agent: Any) -> None:
+        if args.city == "Paris":
+            write_state(ctx.state, "†state.trip", {"first": "Paris"})
+        else:
+            write_state(ctx.state, "†state.trip.last", args.city)
+
+    agent, _ = bot(
+        [R('<action_call name="note">{"_instances": [{"city": "Paris"}, {"city": "Rome"}]}</action_call>'), R("")],
+        actions=(action(name="note", schema=Plain, handler=note),),
+    )
+    async with agent:
+        await agent.send(chat, "u", msg("go"))
+        state = await agent.load_state(chat, "u")
+    assert read_state(state, "†state.trip") == [{"first": "Paris"}, {"last": "Rome"}]
+
+
+async def test_each_copy_saves_its_result_to_its_own_output_path() -> None:
+    agent, _ = bot(
+        [
+            R(
+                '<action_call name="weather">{"_instances": ['
+                '{"city": "Paris", "_outputPath": "†state.w.paris"}, {"city": "Rome", "_outputPath": "†state.w.rome"}'
+                "]}</action_call>"
+            ),
+            R(""),
+        ],
+        actions=(action(name="weather", schema=City, handler=lambda args, ctx, agent: f"sunny in {args.city}"),),
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("weather?"))
+        state = await agent.load_state(chat, "u")
+    assert read_state(state, "†state.w") == {"paris": "sunny in Paris", "rome": "sunny in Rome"}
+    [result] = results(chain)
+    assert result.data == ["sunny in Paris", "sunny in Rome"] and result.error is None
+    assert result.text is not None and "(saved to †state.w.rome)" in result.text
+
+
+async def test_copies_naming_one_output_path_are_gathered_not_collapsed() -> None:
+    agent, _ = bot(
+        [
+            R(
+                '<action_call name="weather">{"_instances": ['
+                '{"city": "Paris", "_outputPath": "†state.w"}, {"city": "Rome", "_outputPath": "†state.w"}, '
+                '{"city": "Oslo", "_outputPath": "†state.oslo"}]}</action_call>'
+            ),
+            R(""),
+        ],
+        actions=(action(name="weather", schema=City, handler=lambda args, ctx, agent: args.city),),
+    )
+    async with agent:
+        await agent.send(chat, "u", msg("weather?"))
+        state = await agent.load_state(chat, "u")
+    assert read_state(state, "†state.w") == ["Paris", "Rome", None]
+    assert read_state(state, "†state.oslo") == "Oslo"
+
+
+async def test_a_copys_output_path_on_an_action_that_takes_none_is_an_error_the_model_reads() -> None:
+    agent, _ = bot(
+        [
+            R(
+                '<action_call name="weather">{"_instances": [{"city": "Paris", "_outputPath": "†state.p"}]}'
+                "</action_call>"
+            ),
+            R(""),
+        ],
+        actions=(action(name="weather", schema=Plain, handler=lambda args, ctx, agent: args.city),),
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("weather?"))
+    [result] = results(chain)
+    assert result.error is not None and "takes no _outputPath" in result.error
