@@ -27,6 +27,12 @@ from .server import RedisServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "netfaults: the fleet through network faults on hosts of its own (network namespaces; root)"
+    )
+
+
 @pytest.fixture
 def client(redis_client: Any) -> Any:
     """``redis_client`` (tests/bots_fleet.py: a client of the test's ``redis_server``) by its name here."""

@@ -1,0 +1,208 @@
+"""The network-fault scenarios of the fleet (issue 40), each one run of the usual chat load on ``NetFleet`` with
+one fault in the middle, returning its ``Result``; ``tests/fleet/test_netfaults.py`` runs each once and judges it,
+``bench/network_faults.py`` runs them more often and prints the table."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from .netfleet import NetFleet, Result
+from .netns import FAKETIME
+
+__all__ = ("SCENARIOS",)
+
+LEASE = 3.0
+"""REDIS_LEASE_SECONDS of these fleets."""
+
+
+async def _run(
+    scenario: str,
+    folder: Path,
+    fault: Callable[[NetFleet], Awaitable[float]],
+    *,
+    victim: str = "",
+    setup: Callable[[NetFleet], Awaitable[None]] | None = None,
+    **fleet_args: object,
+) -> Result:
+    """Start a fleet in ``folder``, ``setup`` it (else start its gateway and two workers), run the load with
+    ``fault`` (which returns when it healed), judge what the users saw."""
+    fleet = await NetFleet(folder, **fleet_args).start()  # type: ignore[arg-type]
+    try:
+        if setup is not None:
+            await setup(fleet)
+        else:
+            await fleet.start_processes()
+        healed = 0.0
+
+        async def faulty() -> None:
+            nonlocal healed
+            healed = await fault(fleet)
+
+        fault_at = await fleet.chat_load(faulty)
+        result = await fleet.settle(scenario, fault_at=fault_at, healed_at=healed, victim=victim)
+        result.notes.update(fleet.notes)
+        result.notes.update(fleet_notes(fleet, fault_at, victim))
+        return result
+    finally:
+        await fleet.close()
+
+
+def fleet_notes(fleet: NetFleet, fault_at: float, victim: str) -> dict[str, object]:
+    """What the fake Bot API saw of ``victim``'s posts: how many it made after its lease would have run out."""
+    if not victim:
+        return {}
+    token = fleet.workers[victim][1]
+    posts = ("sendMessage", "editMessageText", "deleteMessage")
+    late = [c for c in fleet.telegram.calls if c.token == token and c.method in posts and c.at > fault_at + LEASE]
+    return {"victim posts after its lease": len(late)}
+
+
+# -- the scenarios -------------------------------------------------------------------------------------------
+
+
+async def worker_cut_from_redis(folder: Path) -> Result:
+    """Worker A cut off Redis (both ways, packets dropped) for three leases while it keeps running."""
+
+    async def fault(fleet: NetFleet) -> float:
+        fleet.net.cut(fleet.hosts["worker-a"], fleet.redis[0])
+        await asyncio.sleep(3 * LEASE)
+        fleet.net.heal()
+        return time.monotonic()
+
+    result = await _run("worker cut from Redis (3 leases)", folder, fault, victim="worker-a", lease=LEASE)
+    return result
+
+
+async def worker_cut_from_platform(folder: Path) -> Result:
+    """Worker A cut off the Bot API (both ways) for two leases, still reaching Redis."""
+
+    async def fault(fleet: NetFleet) -> float:
+        fleet.net.cut(fleet.hosts["worker-a"], fleet.hosts["telegram"])
+        await asyncio.sleep(2 * LEASE)
+        fleet.net.heal()
+        return time.monotonic()
+
+    return await _run("worker cut from the Bot API", folder, fault, lease=LEASE)
+
+
+async def gateway_cut_from_redis(folder: Path) -> Result:
+    """The gateway cut off Redis for 5 s while the Bot API keeps handing it updates."""
+
+    async def fault(fleet: NetFleet) -> float:
+        fleet.net.cut(fleet.hosts["gateway"], fleet.redis[0])
+        await asyncio.sleep(5)
+        fleet.net.heal()
+        return time.monotonic()
+
+    return await _run("gateway cut from Redis (5 s)", folder, fault, lease=LEASE)
+
+
+def split_brain(min_replicas: int) -> Callable[[Path], Awaitable[Result]]:
+    """The primary and the gateway on one side of a partition, the sentinels, the replica and the workers on the
+    other, for 8 s: the sentinels promote the replica while the gateway goes on writing to the old primary, which
+    becomes a replica (its writes dropped) once the partition heals."""
+
+    async def scenario(folder: Path) -> Result:
+        async def fault(fleet: NetFleet) -> float:
+            old, gateway = fleet.redis[0], fleet.hosts["gateway"]
+            other_side = [*fleet.redis[1:], *fleet.sentinels, fleet.hosts["worker-a"], fleet.hosts["worker-b"]]
+            for host in other_side:
+                fleet.net.cut(old, host)
+                fleet.net.cut(gateway, host)
+            await asyncio.sleep(8)
+            promoted = await asyncio.to_thread(fleet.primary)
+            fleet.net.heal()
+            fleet.notes["promoted during the partition"] = promoted is not old
+            return time.monotonic()
+
+        result = await _run(
+            f"split brain, REDIS_MIN_REPLICAS={min_replicas}",
+            folder,
+            fault,
+            replicas=1,
+            lease=5.0,
+            min_replicas=min_replicas,
+        )
+        return result
+
+    return scenario
+
+
+async def primary_lost_two_replicas(folder: Path) -> Result:
+    """Two replicas, ``REDIS_MIN_REPLICAS=1``: the primary cut off everything for good; the sentinels promote one
+    of the replicas (which one is noted)."""
+
+    async def fault(fleet: NetFleet) -> float:
+        old = fleet.redis[0]
+        for host in fleet.net.hosts.values():
+            if host is not old:
+                fleet.net.cut(old, host)
+        deadline = time.monotonic() + 30
+        while (promoted := await asyncio.to_thread(fleet.primary)) is old and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        fleet.notes["promoted"] = promoted.name
+        return time.monotonic()
+
+    return await _run("primary lost, two replicas", folder, fault, replicas=2, lease=5.0, min_replicas=1)
+
+
+def _proxied(delay: float, reset_every: float | None, name: str) -> Callable[[Path], Awaitable[Result]]:
+    """The workers reach Redis through a ``FaultProxy``: for 6 s it delays each way by ``delay`` and resets
+    connections at random (``reset_every``)."""
+
+    async def scenario(folder: Path) -> Result:
+        proxy_of: dict[str, object] = {}
+
+        async def setup(fleet: NetFleet) -> None:
+            proxy = await fleet.proxy(fleet.redis[0]).start()
+            proxy_of["proxy"] = proxy
+            fleet.redis_url_override = f"redis://{proxy.address}:{proxy.port}/0"
+            await fleet.start_processes()
+
+        async def fault(fleet: NetFleet) -> float:
+            proxy = fleet.net.proxies[0]
+            proxy.delay, proxy.reset_every = delay, reset_every
+            await asyncio.sleep(6)
+            proxy.delay, proxy.reset_every = 0.0, None
+            fleet.notes["connections reset"] = proxy.resets
+            return time.monotonic()
+
+        return await _run(name, folder, fault, setup=setup, lease=LEASE)
+
+    return scenario
+
+
+async def clock_off(folder: Path) -> Result:
+    """Worker A's clock a minute ahead, worker B's a minute behind (libfaketime), a link cut in the middle (worker
+    A from Redis for two leases) so that leases are taken over between the two clocks."""
+
+    async def setup(fleet: NetFleet) -> None:
+        fleet.gateway()
+        for name, offset in (("worker-a", "+60s"), ("worker-b", "-60s")):
+            fleet.worker(name, env={"LD_PRELOAD": FAKETIME, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+        await fleet.telegram.wait_for(lambda: len(fleet.telegram.calls_of("getUpdates")) > 0, timeout=60)
+
+    async def fault(fleet: NetFleet) -> float:
+        fleet.net.cut(fleet.hosts["worker-a"], fleet.redis[0])
+        await asyncio.sleep(2 * LEASE)
+        fleet.net.heal()
+        return time.monotonic()
+
+    return await _run("clocks a minute off (+-60 s)", folder, fault, setup=setup, lease=LEASE)
+
+
+SCENARIOS: dict[str, Callable[[Path], Awaitable[Result]]] = {
+    "worker-cut-from-redis": worker_cut_from_redis,
+    "worker-cut-from-platform": worker_cut_from_platform,
+    "gateway-cut-from-redis": gateway_cut_from_redis,
+    "split-brain-0": split_brain(0),
+    "split-brain-1": split_brain(1),
+    "primary-lost-two-replicas": primary_lost_two_replicas,
+    "slow-link": _proxied(0.2, None, "workers<->Redis 200 ms each way"),
+    "random-resets": _proxied(0.0, 1.0, "workers<->Redis reset at random"),
+    "clock-off": clock_off,
+}
+"""Every scenario by its id."""

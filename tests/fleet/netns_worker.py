@@ -1,0 +1,87 @@
+"""The queue worker of the network-fault tests (``python -m tests.fleet.netns_worker``), run inside a host of
+``tests.fleet.netns``: the Telegram extension against the fake Bot API on its host, and a model that is a
+service on another host (the fake's ``POST /echo`` streams ``echo: <the messages of the batch>`` back), so a
+link to the model is one more link of the network."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from .worker_process import run, serve, worker_arguments
+
+_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
+_INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
+
+
+class RemoteEcho:
+    """A model whose answers come from ``<url>/echo`` (the model fake's host), streamed as they come."""
+
+    name = "remote-echo"
+    model = ""
+    vision = False
+    last_usage = None
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._session: aiohttp.ClientSession | None = None
+
+    async def stream(self, request: Any) -> AsyncIterator[str]:
+        found = _UPDATES.search(request.prompt)
+        text = " | ".join(_INPUT.findall(found.group(1)) if found else [])
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        yield '<response><output type="telegram:message">'
+        async with self._session.post(f"{self.url}/echo", data=text.encode()) as answer:
+            answer.raise_for_status()
+            async for chunk in answer.content.iter_any():
+                yield chunk.decode()
+        yield "</output></response>"
+
+
+async def _work(args: argparse.Namespace) -> None:
+    from core.fleet import QueueConfig, RedisBackend
+    from extensions.chat import Uncertain
+    from extensions.telegram import TelegramSettings, telegram_extension
+
+    sentinels = tuple((h, int(p)) for h, p in (s.split(":") for s in args.sentinels.split(",") if s))
+    config = QueueConfig(
+        url=args.url,
+        sentinels=sentinels,
+        sentinel_master="bots",
+        min_replicas=args.min_replicas,
+        lease_seconds=args.lease,
+        retry_seconds=30.0,
+        max_attempts=20,
+    )
+    settings = TelegramSettings(
+        token=args.token,
+        api_url=args.api_url,
+        stream_replies=True,
+        stream_interval=0.05,
+        rate_limit=0,
+        uncertain_replies=Uncertain.RESEND,
+    )
+    model = RemoteEcho(args.model_url)
+    try:
+        await serve(RedisBackend(config), model=model, extensions=[telegram_extension(settings, listen=False)])
+    finally:
+        if model._session is not None:
+            await model._session.close()
+
+
+def main() -> None:
+    p = worker_arguments()
+    p.add_argument("--sentinels", default="")
+    p.add_argument("--min-replicas", type=int, default=0)
+    p.add_argument("--lease", type=float, default=3.0)
+    p.add_argument("--model-url", required=True)
+    run(_work, p, level="WARNING")
+
+
+if __name__ == "__main__":
+    main()
