@@ -341,6 +341,7 @@ def gather(log: StateLog, workspaces: Sequence[Workspace]) -> list[str]:
         )
     for workspace in workspaces:
         workspace.entries = []
+    log.notify()
     return notes
 
 

@@ -505,6 +505,10 @@ class Action(Generic[ArgsT_co]):
     fire_and_forget: bool | Literal["without_output_path"] = False
     """``True``: a call is not waited for (it runs to completion in the task runner, its result is not shown
     to the model); ``"without_output_path"``: only a call that writes no ``_outputPath`` is not waited for."""
+    wait_for_input: float = 0.0
+    """Seconds a ``†`` reference in a call's arguments to a value nothing has written yet (and no call of the same
+    response writes) waits for an input that writes it, such as a data message (``data_input``); past that, the
+    call fails with a result that says so. 0: it fails at once."""
     address: str | None = None
     """The name the operator's policy calls it by (``core.trust``; an MCP tool: ``mcp:<server>:<tool>``); None:
     its ``name``."""

@@ -102,6 +102,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    wait_for_input: float = 0.0,
     address: str | None = None,
 ) -> Action[dict[str, Any]]: ...
 @overload
@@ -125,6 +126,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    wait_for_input: float = 0.0,
     address: str | None = None,
 ) -> Action[S]: ...
 @overload
@@ -148,6 +150,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, H], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    wait_for_input: float = 0.0,
     address: str | None = None,
 ) -> Action[Any]: ...
 def action(
@@ -170,6 +173,7 @@ def action(
     format: Callable[[Any], str] | None = None,
     on_error: Callable[[Exception, ActionContext, Any], Any] | None = None,
     fire_and_forget: bool | Literal["without_output_path"] = False,
+    wait_for_input: float = 0.0,
     address: str | None = None,
 ) -> Action[Any]:
     """Define an action; ``schema`` is a pydantic model or type for the arguments (default: no arguments, a
@@ -186,6 +190,8 @@ def action(
         raise DefinitionError(f"action {name!r}: call_format is 'json' or 'xml', got {call_format!r}")
     if fire_and_forget not in (True, False, "without_output_path"):
         raise DefinitionError(f"action {name!r}: fire_and_forget is True, False or 'without_output_path'")
+    if wait_for_input < 0:
+        raise DefinitionError(f"action {name!r}: wait_for_input is seconds, 0 or more, not {wait_for_input!r}")
     return Action(
         name=name,
         description=description,
@@ -205,6 +211,7 @@ def action(
         format=format,
         on_error=on_error,
         fire_and_forget=fire_and_forget,
+        wait_for_input=wait_for_input,
         address=address,
     )
 

@@ -91,7 +91,15 @@ async def prepare_action(
     if call_refs(raw) or "{{" in call.content:
         scope = await call_scope(raw, slots, upto=index, state=state, me=mine)
         raw = resolve(raw, scope)
-    prepared = await prepare_call(action.name, action.schema, raw, calls=slots, index=index, log=state.state_log)
+    prepared = await prepare_call(
+        action.name,
+        action.schema,
+        raw,
+        calls=slots,
+        index=index,
+        log=state.state_log,
+        wait_for_input=action.wait_for_input,
+    )
     copies = [action.schema.validate(r) for r in prepared.copies]
     dumped = [action.schema.dump(a) for a in copies]
     call.data = dumped if prepared.instanced else dumped[0]

@@ -15,11 +15,15 @@ The keys a call may carry besides its arguments (seed: Acts of Emergence 008):
   the list of every copy's result at the call's path (``†state.w.paris`` and ``†state.w.rome`` are both filled).
 
 ``†`` references in the arguments are replaced by their values once the calls of the response that write them
-are done (``dataflow.settle``).
+are done (``dataflow.settle``). A reference to a value that nothing has written, and that no call of the response
+writes, fails at once, unless the action waits for input (``action(wait_for_input=seconds)``): then it waits up to
+that long for an input that writes it (the seed's "a user's name, even before the user has provided it": a data
+message, ``data_input``), and fails with a result that says no input supplied it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import typing
 import weakref
@@ -203,10 +207,18 @@ def _hidden_keys(name: str, keys: CallKeys, raw: dict[str, Any]) -> tuple[str | 
 
 
 async def prepare_call(
-    name: str, schema: Schema, raw: Any, *, calls: Sequence[CallSlot], index: int, log: StateLog
+    name: str,
+    schema: Schema,
+    raw: Any,
+    *,
+    calls: Sequence[CallSlot],
+    index: int,
+    log: StateLog,
+    wait_for_input: float = 0.0,
 ) -> PreparedCall:
     """Read the hidden keys of the call ``name`` and resolve its references, waiting for the calls of the
-    response (``calls``; this one is at ``index``) that write what it reads."""
+    response (``calls``; this one is at ``index``) that write what it reads, then, for what none of them writes,
+    up to ``wait_for_input`` seconds for an input that does (a data message the user sends)."""
     prepared = PreparedCall(copies=[raw])
     if not isinstance(raw, dict | str):
         return prepared
@@ -223,10 +235,7 @@ async def prepare_call(
             return found and value is not None
 
         note = await settle(calls, index, refs, has_value)
-        try:
-            raw = substitute(raw, state.resolve)
-        except TemplateError as exc:
-            raise TemplateError(f"{exc}: {note}" if note else str(exc)) from None
+        raw = await _substituted(raw, state, log, note, wait_for_input)
     if isinstance(raw, dict):
         copies = instances(raw)
         if copies is not None:
@@ -236,6 +245,27 @@ async def prepare_call(
             return prepared
     prepared.copies = [raw]
     return prepared
+
+
+async def _substituted(raw: Any, state: StateLog | Workspace, log: StateLog, note: str, wait: float) -> Any:
+    """``raw`` with its references replaced; a reference to a value nothing has written waits up to ``wait``
+    seconds for an entry of ``log`` (an input) that gives it one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        try:
+            return substitute(raw, state.resolve)
+        except TemplateError as exc:
+            left = deadline - loop.time()
+            if left <= 0:
+                if wait > 0:
+                    note = f"{note + '; ' if note else ''}no input supplied it within {wait:g}s"
+                raise TemplateError(f"{exc}: {note}" if note else str(exc)) from None
+        try:
+            async with asyncio.timeout(left):
+                await log.changed()
+        except TimeoutError:
+            pass
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -24,6 +24,7 @@ References and output paths are written in one small grammar:
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import re
@@ -291,13 +292,14 @@ def _replaces(entry: StateEntry, path: Path) -> bool:
 class StateLog:
     """The append-only state log of one context."""
 
-    __slots__ = ("dirty", "entries")
+    __slots__ = ("_waiting", "dirty", "entries")
 
     def __init__(self, entries: list[StateEntry] | None = None) -> None:
         self.entries: list[StateEntry] = entries or []
         """Oldest first."""
         self.dirty = False
         """True when entries were added since the log was loaded."""
+        self._waiting: list[asyncio.Future[None]] = []
 
     def append(self, path: Path, data: Any, *, method: Method = "set", call: dict[str, Any] | None = None) -> None:
         """Add an entry (nothing is ever rewritten)."""
@@ -305,6 +307,25 @@ class StateLog:
             StateEntry.model_validate({"path": list(path), "data": data, "_outputMethod": method, "_call": call})
         )
         self.dirty = True
+        if self._waiting:
+            self.notify()
+
+    def notify(self) -> None:
+        """Wake whoever waits in ``changed`` (``append`` does it; call it after adding to ``entries`` directly)."""
+        waiting, self._waiting = self._waiting, []
+        for future in waiting:
+            if not future.done():
+                future.set_result(None)
+
+    async def changed(self) -> None:
+        """Return once an entry is added (a reference waiting for an input that writes what it reads)."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        try:
+            await future
+        finally:
+            if future in self._waiting:
+                self._waiting.remove(future)
 
     def resolve(self, path: Path) -> tuple[bool, Any]:
         """``(found, value)`` of ``path``.

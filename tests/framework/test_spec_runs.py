@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import ActionResult, action, read_state, write_state
+from core import ActionResult, action, data_input, read_state, write_state
 
 from .kit import R, bot, chat, msg
 
@@ -131,3 +131,56 @@ async def test_a_copys_output_path_on_an_action_that_takes_none_is_an_error_the_
         chain = await agent.send(chat, "u", msg("weather?"))
     [result] = results(chain)
     assert result.error is not None and "takes no _outputPath" in result.error
+
+
+# -- a reference to data not written yet (Acts of Emergence 008) ----------------------------------------------
+
+
+class Greeting(BaseModel):
+    name: str
+
+
+def greet_action(**kw: Any) -> Any:
+    return action(name="greet", schema=Greeting, handler=lambda args, ctx, agent: f"Hello {args.name}", **kw)
+
+
+async def test_a_reference_waits_for_the_input_that_supplies_it() -> None:
+    asked = asyncio.Event()
+
+    def first(request: Any) -> str:
+        asked.set()
+        return R('<action_call name="greet">{"name": "†data.user.name"}</action_call>')
+
+    agent, _ = bot([first, R(""), R("")], actions=(greet_action(wait_for_input=30),), inputs=(data_input(),))
+    async with agent:
+        run = asyncio.ensure_future(agent.send(chat, "u", msg("greet me")))
+        await asyncio.wait_for(asked.wait(), 10)
+        for _ in range(20):  # let the call reach its wait: nothing has written the name yet
+            await asyncio.sleep(0)
+        assert not run.done()
+        await agent.send(chat, "u", {"type": "data", "data": {"user": {"name": "Ada"}}})
+        chain = await asyncio.wait_for(run, 10)
+    [result] = results(chain)
+    assert (result.data, result.error) == ("Hello Ada", None)
+
+
+async def test_a_reference_no_input_supplies_in_time_fails_with_a_clear_result() -> None:
+    agent, _ = bot(
+        [R('<action_call name="greet">{"name": "†data.user.name"}</action_call>'), R("")],
+        actions=(greet_action(wait_for_input=0.05),),
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("greet me"))
+    [result] = results(chain)
+    assert result.error is not None
+    assert "†data.user.name has no value" in result.error and "no input supplied it within 0.05s" in result.error
+
+
+async def test_without_a_wait_a_reference_nothing_writes_still_fails_at_once() -> None:
+    agent, _ = bot(
+        [R('<action_call name="greet">{"name": "†data.user.name"}</action_call>'), R("")], actions=(greet_action(),)
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("greet me"))
+    [result] = results(chain)
+    assert result.error is not None and "no input supplied" not in result.error
