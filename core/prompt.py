@@ -1,13 +1,14 @@
 """Prompt building: the sections and XML of the Prompting seed.
 
-The template (``PromptTemplate``) arranges the sections the seed names: ``{{intro}}``, ``{{instructions}}``,
-``{{content}}``, ``{{response}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is); a bot author may
-replace any of them and the template itself (``create_agent(template=..., instructions=...)``). What comes
-before ``{{content}}`` is the system part, the same on every step; the content (the available actions and
-outputs, the contexts, a bounded window of working memory and the updates) and what follows it are the
-prompt part. The default template has no ``{{content}}``: every section is in the system part, and the
-content is the whole prompt part. Building a prompt reads only the window, so it costs the same after 10 or
-100,000 messages.
+The template (``PromptTemplate``) arranges the sections the seed names, in its order: ``{{intro}}``,
+``{{instructions}}``, ``{{content}}``, ``{{response}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is,
+after the intro); a bot author may replace any of them and the template itself (``create_agent(template=...,
+instructions=...)``). The content is made of five parts generated at every step, which a template may also place
+one by one: ``{{actions}}`` (the available actions), ``{{outputs}}`` (the available outputs), ``{{contexts}}``,
+``{{workingMemory}}`` (a bounded window of it) and ``{{updates}}``; ``{{content}}`` holds those the template does
+not place itself. What comes before the first of them is the system part, the same on every step; from there on
+is the prompt part (a template that places none of them: the content opens the prompt part). Building a prompt
+reads only the window, so it costs the same after 10 or 100,000 messages.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = (
     "DEFAULT_TEMPLATE",
     "FOOTER",
     "INSTRUCTIONS",
+    "PARTS",
     "RESPONSE_FORMAT",
     "TEMPLATE",
     "Prompt",
@@ -88,11 +90,16 @@ XML_CALL_FORMAT = (
 )
 """What an action that takes XML arguments tells the model (``call_format="xml"``)."""
 
-TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{response}}\n\n{{footer}}"
-"""The default template: every section in the system part, the content as the prompt part."""
+TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{content}}\n\n{{response}}\n\n{{footer}}"
+"""The default template, in the Prompting seed's order: the intro (and persona) and the instructions are the
+system part; the content, the response format and the footer the prompt part."""
 
-SECTIONS = ("intro", "persona", "instructions", "content", "response", "footer")
+PARTS = ("actions", "outputs", "contexts", "workingMemory", "updates")
+"""The parts of the content, in the order ``{{content}}`` shows them; a template may place each on its own."""
+SECTIONS = ("intro", "persona", "instructions", "content", "response", "footer", *PARTS)
 """The placeholders a template may use."""
+_GENERATED = frozenset(("content", *PARTS))
+"""The placeholders filled anew at every step (the first of them starts the prompt part)."""
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 
@@ -107,8 +114,10 @@ class PromptTemplate:
 
     template: str = TEMPLATE
     """Where the sections go: ``{{intro}}``, ``{{persona}}``, ``{{instructions}}``, ``{{content}}``,
-    ``{{response}}``, ``{{footer}}``. Before ``{{content}}`` is the system part; the content and what follows
-    it are the prompt part (without ``{{content}}``, the content is the whole prompt part)."""
+    ``{{response}}``, ``{{footer}}``, and the content's parts ``{{actions}}``, ``{{outputs}}``, ``{{contexts}}``,
+    ``{{workingMemory}}``, ``{{updates}}`` where they are placed apart (``{{content}}`` holds the others). Before
+    the first of the generated ones is the system part; from there on the prompt part (a template with none of
+    them: the content opens the prompt part)."""
     intro: str = DEFAULT_INTRO
     """What the agent is and does."""
     instructions: str = INSTRUCTIONS
@@ -136,13 +145,28 @@ class PromptTemplate:
                 f"create_agent(template=...): unknown placeholder {', '.join('{{' + n + '}}' for n in unknown)}; "
                 f"a template may use {known}"
             )
-        if found.count("content") > 1:
-            raise DefinitionError("create_agent(template=...): {{content}} may appear once")
+        twice = sorted({name for name in found if name in _GENERATED and found.count(name) > 1})
+        if twice:
+            raise DefinitionError(
+                f"create_agent(template=...): {', '.join('{{' + n + '}}' for n in twice)} may appear once"
+            )
 
-    def render(self, *, persona: str = "", content: str) -> tuple[str, str]:
-        """``(system, prompt)``: the template with its sections and ``content`` in place."""
-        system, after = _arrange(self, persona)
-        return system, "\n\n".join(p for p in (content, after) if p)
+    def render(self, *, persona: str = "", content: str | Mapping[str, str]) -> tuple[str, str]:
+        """``(system, prompt)``: the template with its sections and the content in place. ``content``: the text
+        of each part (``PARTS``), or the whole content as one text, shown where ``{{content}}`` is."""
+        system, pieces = _arrange(self, persona)
+        if isinstance(content, str):
+            parts: Mapping[str, str] = {}
+            whole = content
+        else:
+            parts = content
+            placed = pieces[1::2]
+            whole = "\n\n".join(parts[name] for name in PARTS if name not in placed and parts.get(name))
+        filled = [
+            piece if i % 2 == 0 else whole if piece == "content" else parts.get(piece, "")
+            for i, piece in enumerate(pieces)
+        ]
+        return system, "".join(filled).strip("\n")
 
 
 DEFAULT_TEMPLATE = PromptTemplate()
@@ -150,19 +174,27 @@ DEFAULT_TEMPLATE = PromptTemplate()
 
 
 @functools.lru_cache(maxsize=256)
-def _arrange(template: PromptTemplate, persona: str) -> tuple[str, str]:
-    """The template's text before and after ``{{content}}``, its sections in place (once per persona)."""
+def _arrange(template: PromptTemplate, persona: str) -> tuple[str, tuple[str, ...]]:
+    """The system part, and the prompt part as pieces: the template's own text (its sections in place) at even
+    indexes, the name of a generated placeholder at odd ones (once per persona). The parts the template does not
+    place, when it has no ``{{content}}`` for them, open the prompt part."""
     values = {
-        "intro": template.intro,
-        "persona": persona,
-        "instructions": template.instructions,
-        "response": template.response,
-        "footer": template.footer,
+        name: value.replace("\x00", "")  # the marker of a generated placeholder below
+        for name, value in (
+            ("intro", template.intro),
+            ("persona", persona),
+            ("instructions", template.instructions),
+            ("response", template.response),
+            ("footer", template.footer),
+        )
     }
-    before, _, after = _PLACEHOLDER.sub(
-        lambda m: "\x00" if m.group(1) == "content" else m.group(0), template.template
-    ).partition("\x00")
-    return _fill(before, values), _fill(after, values)
+    marked = _PLACEHOLDER.sub(
+        lambda m: f"\x00{m.group(1)}\x00" if m.group(1) in _GENERATED else m.group(0), template.template
+    )
+    system, *pieces = _fill(marked, values).split("\x00")
+    if "content" not in pieces[::2] and not set(PARTS) <= set(pieces[::2]):
+        pieces = ["content", "\n\n" if pieces else "", *pieces]
+    return system.rstrip("\n"), ("", *pieces)
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -373,14 +405,14 @@ def build_prompt(
         token_budget=ctx.max_prompt_tokens,
         media=state.media,
     )
-    sections = [
-        "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>",
-        "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
-        "<contexts>\n" + _context_block(state) + "\n</contexts>",
-        "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
-        "<updates>\n" + "\n".join(format_log(u, media=state.media) for u in updates) + "\n</updates>",
-    ]
-    system, prompt = template.render(persona=persona, content="\n\n".join(sections))
+    parts = {
+        "actions": "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>",
+        "outputs": "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
+        "contexts": "<contexts>\n" + _context_block(state) + "\n</contexts>",
+        "workingMemory": "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
+        "updates": "<updates>\n" + "\n".join(format_log(u, media=state.media) for u in updates) + "\n</updates>",
+    }
+    system, prompt = template.render(persona=persona, content=parts)
     return Prompt(system=system, prompt=prompt)
 
 

@@ -1,20 +1,51 @@
-"""The prompt template: sections in place, an empty section takes its paragraph, ``{{content}}`` splits the system
-part from the prompt part, and a mistake in a template is a DefinitionError."""
+"""The prompt template: sections in place, an empty section takes its paragraph, the first generated placeholder
+(``{{content}}`` or one of its parts) splits the system part from the prompt part, and a mistake in a template is a
+DefinitionError."""
 
 from __future__ import annotations
 
 import pytest
 
 from core import DefinitionError
-from core.prompt import FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, PromptTemplate
+from core.prompt import FOOTER, INSTRUCTIONS, PARTS, RESPONSE_FORMAT, PromptTemplate
+
+PIECES = {name: name.upper() for name in PARTS}
 
 
-def test_the_default_template_puts_every_section_in_the_system_part() -> None:
+def test_the_default_template_has_the_seed_s_order() -> None:
+    """Intro (and persona), instructions, content, response, footer: the first two are the system part."""
     system, prompt = PromptTemplate(intro="I").render(persona="", content="CONTENT")
-    assert system == f"I\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}\n\n{FOOTER}"
-    assert prompt == "CONTENT"
+    assert system == f"I\n\n{INSTRUCTIONS}"
+    assert prompt == f"CONTENT\n\n{RESPONSE_FORMAT}\n\n{FOOTER}"
     system, _ = PromptTemplate(intro="I").render(persona="P", content="CONTENT")
-    assert system.startswith("I\n\nP\n\n")
+    assert system == f"I\n\nP\n\n{INSTRUCTIONS}"
+    _, prompt = PromptTemplate(intro="I").render(content=PIECES)
+    assert prompt.startswith("ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES\n\n")
+
+
+def test_each_part_of_the_content_can_be_placed_apart() -> None:
+    template = PromptTemplate(
+        template="{{intro}}\n<u>{{updates}}</u>\n{{actions}}\n\n{{content}}\n\n{{footer}}", intro="I", footer="F"
+    )
+    assert template.render(content=PIECES) == (  # the system part ends where the first generated part starts
+        "I\n<u>",
+        "UPDATES</u>\nACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nF",
+    )
+    every = "\n".join("{{" + name + "}}" for name in reversed(PARTS))
+    assert PromptTemplate(template="{{intro}}\n" + every, intro="I").render(content=PIECES) == (
+        "I",
+        "UPDATES\nWORKINGMEMORY\nCONTEXTS\nOUTPUTS\nACTIONS",
+    )
+
+
+def test_the_parts_a_template_does_not_place_are_never_lost() -> None:
+    """Without ``{{content}}``, what the template does not place opens the prompt part."""
+    template = PromptTemplate(template="{{intro}}\n\n{{updates}}\n\n{{footer}}", intro="I", footer="F")
+    assert template.render(content=PIECES) == ("I", "ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES\n\nF")
+    assert PromptTemplate(template="{{intro}}\n\n{{footer}}", intro="I", footer="F").render(content=PIECES) == (
+        "I\n\nF",
+        "ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES",
+    )
 
 
 def test_what_follows_content_comes_after_it_in_the_prompt_part() -> None:
@@ -32,6 +63,7 @@ def test_a_section_is_inserted_as_written_and_never_read_again() -> None:
     [
         ({"template": "{{intro}} {{outro}}"}, "{{outro}}"),
         ({"template": "{{content}} {{content}}"}, "once"),
+        ({"template": "{{updates}} {{content}} {{updates}}"}, "{{updates}} may appear once"),
         ({"footer": 3}, "footer"),
     ],
 )

@@ -345,26 +345,51 @@ async def test_an_output_alone_does_not_call_the_model_again() -> None:
 # -- Prompting ---------------------------------------------------------------------------------------------
 
 
+def in_order(text: str, parts: list[str]) -> bool:
+    """Each of ``parts`` is in ``text`` after the one before it."""
+    at = 0
+    for part in parts:
+        at = text.find(part, at)
+        if at < 0:
+            return False
+        at += len(part)
+    return True
+
+
 async def test_the_prompt_has_the_template_sections_in_order() -> None:
     agent, model = bot([R("")], intro="You are Tester.")
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     request = model.requests[0]
-    system = request.system
-    positions = [system.index(part) for part in ("You are Tester.", INSTRUCTIONS, RESPONSE_FORMAT, FOOTER)]
-    assert positions == sorted(positions) and positions[0] == 0
-    content = [
-        request.prompt.index(f"<{name}>")
-        for name in ("available-actions", "available-outputs", "contexts", "working-memory", "updates")
-    ]
-    assert content == sorted(content)
+    assert request.system == f"You are Tester.\n\n{INSTRUCTIONS}"  # the same at every step
+    whole = f"{request.system}\n\n{request.prompt}"
+    content = [f"<{name}>" for name in ("available-actions", "available-outputs", "contexts", "working-memory")]
+    order = ["You are Tester.", INSTRUCTIONS, *content, "<updates>", RESPONSE_FORMAT, FOOTER]
+    assert in_order(whole, order) and whole.startswith(order[0])
+
+
+async def test_a_template_places_each_part_of_the_content_apart() -> None:
+    template = (
+        "{{intro}}\n\n{{instructions}}\n\n{{contexts}}\n\n{{workingMemory}}\n\n{{response}}\n\n"
+        "NEW:\n{{updates}}\n\nTOOLS:\n{{actions}}\n{{outputs}}\n\n{{footer}}"
+    )
+    agent, model = bot([R("")], intro="INTRO", template=template)
+    async with agent:
+        await agent.send(chat, "u", msg("hi"))
+    request = model.requests[0]
+    assert request.system == f"INTRO\n\n{INSTRUCTIONS}"
+    order = ["<contexts>", "<working-memory>", RESPONSE_FORMAT, "NEW:\n<updates>", "TOOLS:\n<available-actions>"]
+    assert in_order(request.prompt, [*order, "<available-outputs>", FOOTER])
+    assert request.prompt.startswith("<contexts>")
+    assert request.prompt.count("<updates>") == 1 and "hi</input>" in section(request.prompt, "updates")
 
 
 async def test_every_prompt_section_can_be_replaced() -> None:
     agent, model = bot([R("")], intro="INTRO", instructions="INSTRUCTIONS", response="RESPONSE", footer="FOOTER")
     async with agent:
         await agent.send(chat, "u", msg("hi"))
-    assert model.requests[0].system == "INTRO\n\nINSTRUCTIONS\n\nRESPONSE\n\nFOOTER"
+    assert model.requests[0].system == "INTRO\n\nINSTRUCTIONS"
+    assert model.requests[0].prompt.endswith("</updates>\n\nRESPONSE\n\nFOOTER")
 
 
 async def test_the_prompt_template_can_be_replaced() -> None:
