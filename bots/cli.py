@@ -61,7 +61,7 @@ SHUTDOWN_GRACE = 5.0
 """Seconds allowed after ``BOT_STOP_TIMEOUT`` for closing connections before a stopping process gives up."""
 
 COMMANDS = {
-    "run": "everything in one process (terminal chat when no platform token is set)",
+    "run": "everything in one process (the terminal chat when no platform token is set, on a terminal)",
     "chat": "talk to the bot in the terminal",
     "config": "print the effective settings (secrets masked) with their source, and check them",
     "gateway": "platform listeners only; enqueue inputs to Redis",
@@ -251,15 +251,31 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
 
     chosen = [] if force_chat else platforms(settings)
     web = ["web"] if settings.web.chat_enabled and settings.web.port and not force_chat else []
-    agent = build_agent(settings, platforms=(chosen or ["cli"]) + web, stop_timeout=settings.bot.stop_timeout)
+    terminal = force_chat or (not chosen and _on_a_terminal())
+    if not (chosen or web or terminal or settings.http.port or _console_on(settings)):
+        raise ConfigError(
+            "no platform configured and standard input is not a terminal, so there is nothing to serve: set "
+            "TELEGRAM_TOKEN or DISCORD_TOKEN, or WEB_PORT for the web chat (or run `bots chat` in a terminal)"
+        )
+    served = chosen + web
+    agent = build_agent(
+        settings, platforms=served + (["cli"] if terminal else []), stop_timeout=settings.bot.stop_timeout
+    )
     ops.attach(agent)
     clean = True
     failure: BaseException | None = None
     try:
         if not await _until_stopped(_start_with_console(agent, settings), stop):
             log.info("stopped while starting")
-        elif chosen:
-            log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(chosen))
+        elif not terminal:
+            if not chosen:
+                log.warning(
+                    "no platform configured (TELEGRAM_TOKEN, DISCORD_TOKEN) and standard input is not a terminal: "
+                    "no terminal chat; serving %s until SIGTERM",
+                    ", ".join(served) or "the HTTP endpoints",
+                )
+                _print_addresses(agent)
+            log.info("ready with %s; SIGTERM or Ctrl-C stops", ", ".join(served) or "the HTTP endpoints only")
             failure = await _until_stopped_or_failed(stop, agent)
         else:
             log.info("ready: terminal chat; Ctrl-C stops an answer, Ctrl-D or /quit leaves")
@@ -283,10 +299,24 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
     return 0 if clean else 1
 
 
+def _on_a_terminal() -> bool:
+    """Whether standard input is a terminal: the terminal chat opens only there (``bots run < /dev/null``, a
+    container or a systemd unit serve the web chat and the endpoints until a signal instead)."""
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):  # closed, or replaced by something without a descriptor
+        return False
+
+
+def _console_on(settings: Settings) -> bool:
+    secret = settings.console.secret
+    return secret is not None and bool(secret.get_secret_value())
+
+
 async def _start_with_console(agent: Agent, settings: Settings) -> None:
     """Start the agent, then the operator console when ``CONSOLE_SECRET`` is set (``bots.console``)."""
     await agent.start()
-    if settings.console.secret is not None and settings.console.secret.get_secret_value():
+    if _console_on(settings):
         from .console.server import start_console
         from .ops import ops
 
@@ -468,7 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = check_settings(settings, role=args.command)
         if problems:
             raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
-        terminal_chat = args.command == "chat" or (args.command == "run" and not platforms(settings))
+        terminal_chat = args.command == "chat" or (
+            args.command == "run" and not platforms(settings) and _on_a_terminal()
+        )
         if terminal_chat and "level" not in settings.log.model_fields_set:
             settings.log.level = "WARNING"  # keep the conversation readable; LOG_LEVEL still wins
         configure_logging(settings.log, secrets=secrets)

@@ -69,6 +69,8 @@ __all__ = (
 )
 
 log = logging.getLogger("bots.metrics")
+runs_log = logging.getLogger("bots.runs")
+"""One line at INFO per run: how it ended (answered, no reply, failed) and how long it took; never a message's text."""
 
 _LATENCY = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -372,10 +374,21 @@ class RunTracker:
             self._replied.discard(context_id)
             if context_id in self._failed:
                 self._failed.discard(context_id)
+                outcome = "failed"
             elif replied:
                 message_answered(platform_of(context_id))
+                outcome = "answered"
             else:
                 message_ignored(platform_of(context_id), "no_reply")
+                outcome = "no reply"
+            runs_log.info(
+                "%s run of %s: %s in %.2fs",
+                platform_of(context_id),
+                tracing.ident(context_id),
+                outcome,
+                value,
+                extra={"duration_seconds": round(value, 3), "outcome": outcome},
+            )
         model = self.model
         if kind == "model_seconds":  # reported in the task that called the model, right after its stream
             model = _answered_by(call_route.get()) or model

@@ -109,6 +109,7 @@ async def chat(
         if text == "/stop":  # (nothing is written while the prompt waits)
             write("(no answer is being written)\n")
             continue
+        agent.observe("message_received", cid)  # (bots_messages_received_total{platform="cli"})
         key._stop, key.pressed = (lambda: agent.stop_answer(cid)), False
         try:
             await _exchange(agent, session, text, write=write, bot_name=bot_name, stop_key=key)

@@ -171,9 +171,9 @@ def running(tmp_path: Path) -> Iterator[list[Running]]:
             r.proc.communicate()
 
 
-def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(tmp_path: Path, running: list[Running]) -> None:
-    port = free_port()
-    bot = Running(tmp_path, "run", HTTP_PORT=str(port), LOG_FORMAT="json", LOG_LEVEL="INFO")
+def test_chat_serves_the_endpoints_and_stops_cleanly_on_sigterm(tmp_path: Path, running: list[Running]) -> None:
+    port = free_port()  # (bots run opens the terminal chat only on a terminal: tests/bots/test_run_headless.py)
+    bot = Running(tmp_path, "chat", HTTP_PORT=str(port), LOG_FORMAT="json", LOG_LEVEL="INFO")
     running.append(bot)
     bot.wait_for("ready: terminal chat")
     status, body = http_get(port, "/healthz")
@@ -190,6 +190,7 @@ def test_run_serves_the_endpoints_and_stops_cleanly_on_sigterm(tmp_path: Path, r
     assert SCRIPTED_REPLY in shown
     _, body = http_get(port, "/metrics")
     assert 'bots_messages_answered_total{platform="cli"} 1.0' in body
+    assert 'bots_messages_received_total{platform="cli"} 1.0' in body  # as many received as answered
     code, _, err = bot.stop()
     assert code == 0, err
     events = [json.loads(line)["message"] for line in err.splitlines() if line.startswith("{")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -120,15 +121,21 @@ def test_bots_run_prints_the_web_chat_next_to_the_terminal_chat(tmp_path: Path) 
         if not k.startswith(("WEB_", "CONSOLE_", "LLM_", "BOT_", "TELEGRAM_", "DISCORD_"))
     }
     env.update(LLM_PROVIDER="scripted", WEB_PORT=str(port), BOT_DATA_DIR=str(tmp_path / "data"), HTTP_PORT="0")
-    done = subprocess.run(
-        [sys.executable, "-m", "bots.cli", "run"],
-        input="/quit\n",
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
+    terminal, typed = pty.openpty()  # the terminal chat opens only on a terminal
+    try:
+        os.write(terminal, b"/quit\n")  # (waits in the terminal until the chat reads it)
+        done = subprocess.run(
+            [sys.executable, "-m", "bots.cli", "run"],
+            stdin=typed,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    finally:
+        os.close(terminal)
+        os.close(typed)
     assert done.returncode == 0, done.stderr
     assert f"web chat: http://127.0.0.1:{port}/" in done.stdout
 
