@@ -88,6 +88,7 @@ def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:
         max_working_memory=own.max_working_memory,
         max_prompt_tokens=own.max_prompt_tokens,
         keep_logs=own.keep_logs,
+        working_memory=own.working_memory,
         actions=(*platform.actions, *own.actions),
         outputs=(*platform.outputs, *own.outputs),
         inputs=(*platform.inputs, *own.inputs),

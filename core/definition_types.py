@@ -591,6 +591,12 @@ class Context(Generic[ArgsT]):
     """Approximate token budget of the working-memory part of the prompt."""
     keep_logs: int = 200
     """At most this many entries of working memory are kept in the store."""
+    working_memory: Literal["window", "run"] = "window"
+    """``"window"``: a run's working memory goes on from the last run's (its newest ``keep_logs`` entries are kept,
+    the newest ``max_working_memory`` shown): the conversation so far, which a chat bot answers from. ``"run"``: each
+    run starts with an empty working memory, temporary for that run (the seed's Agent Lifecycle); it is still saved
+    at the end of the run (the last run's, in the store) but never shown to a later one: what should last goes in
+    the context's memory or state."""
     actions: Sequence[Action] = ()
     """Actions offered only in this context."""
     outputs: Sequence[Output] = ()

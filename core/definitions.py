@@ -385,6 +385,7 @@ def context(
     max_working_memory: int = 40,
     max_prompt_tokens: int = 6000,
     keep_logs: int = 200,
+    working_memory: Literal["window", "run"] = "window",
     actions: Sequence[Action] = (),
     outputs: Sequence[Output] = (),
     inputs: Sequence[Input] = (),
@@ -412,6 +413,7 @@ def context(
     max_working_memory: int = 40,
     max_prompt_tokens: int = 6000,
     keep_logs: int = 200,
+    working_memory: Literal["window", "run"] = "window",
     actions: Sequence[Action] = (),
     outputs: Sequence[Output] = (),
     inputs: Sequence[Input] = (),
@@ -438,6 +440,7 @@ def context(
     max_working_memory: int = 40,
     max_prompt_tokens: int = 6000,
     keep_logs: int = 200,
+    working_memory: Literal["window", "run"] = "window",
     actions: Sequence[Action] = (),
     outputs: Sequence[Output] = (),
     inputs: Sequence[Input] = (),
@@ -470,6 +473,8 @@ def context(
         _check_callable(fn, f"context {type!r}: {attr}")
     if max_steps < 1 or max_working_memory < 0 or keep_logs < max_working_memory:
         raise DefinitionError(f"context {type!r}: max_steps >= 1 and keep_logs >= max_working_memory >= 0 are required")
+    if working_memory not in ("window", "run"):
+        raise DefinitionError(f"context {type!r}: working_memory is 'window' or 'run', not {working_memory!r}")
     names = [a.name for a in actions]
     if len(set(names)) != len(names):
         raise DefinitionError(f"context {type!r}: two actions share a name in {names}")
@@ -485,6 +490,7 @@ def context(
         max_working_memory=max_working_memory,
         max_prompt_tokens=max_prompt_tokens,
         keep_logs=keep_logs,
+        working_memory=working_memory,
         actions=tuple(actions),
         outputs=tuple(outputs),
         inputs=tuple(inputs),

@@ -54,7 +54,9 @@ class StateStore:
         else:
             stored = await self.memory.get(f"context:{cid}")
         working = self._take(cid)
-        if working is None:
+        if context.working_memory == "run":  # temporary for this run: nothing of the last run's is shown
+            working = WorkingMemory(limit=context.keep_logs)
+        elif working is None:
             raw_logs = await self.memory.get(f"working:{cid}")
             working = WorkingMemory.load(raw_logs, limit=context.keep_logs)
         state = ContextState(

@@ -8,9 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import ActionResult, action, data_input, read_state, write_state
+from core import ActionResult, action, context, data_input, read_state, write_state
+from core.bot import layer
 
-from .kit import R, bot, chat, msg
+from .kit import R, bot, chat, msg, section
 
 
 def results(chain: list[Any]) -> list[ActionResult]:
@@ -184,3 +185,33 @@ async def test_without_a_wait_a_reference_nothing_writes_still_fails_at_once() -
         chain = await agent.send(chat, "u", msg("greet me"))
     [result] = results(chain)
     assert result.error is not None and "no input supplied" not in result.error
+
+
+# -- working memory for one run (Agent Lifecycle) -------------------------------------------------------------
+
+
+async def test_working_memory_is_temporary_for_one_run_when_the_context_asks() -> None:
+    once = context(type="once", schema=str, key=lambda s: s, working_memory="run")
+    say = '<output type="chat:message">noted</output>'
+    agent, model = bot([R(say), R(say)], contexts=(once,))
+    async with agent:
+        await agent.send(once, "u", msg("my code word is heron"))
+        await agent.send(once, "u", msg("what was my code word?"))
+        saved = str(await agent.memory.get("working:once:u"))
+        state = await agent.load_state(once, "u")
+    second = section(model.requests[1].prompt, "working-memory")
+    assert "heron" not in second and "noted" not in second  # nothing of run 1
+    assert "code word?" in section(model.requests[1].prompt, "updates")
+    assert "code word?" in saved and "heron" not in saved  # run 2's working memory is saved, run 1's is gone
+    assert state.working_memory.logs == []  # a new run starts empty
+
+
+async def test_the_window_across_runs_is_the_default_and_a_bot_context_carries_the_choice() -> None:
+    say = '<output type="chat:message">noted</output>'
+    agent, model = bot([R(say), R(say)])
+    async with agent:
+        await agent.send(chat, "u", msg("my code word is heron"))
+        await agent.send(chat, "u", msg("what was my code word?"))
+    assert "heron" in section(model.requests[1].prompt, "working-memory")
+    own = context(type="own", schema=str, working_memory="run")
+    assert chat.working_memory == "window" and layer(chat, own).working_memory == "run"
