@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
 
-from . import scaffold
+from . import knowledge, scaffold
 from .config import (
     check_connectivity,
     check_mcp_servers,
@@ -463,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(default: BOT_APP, else the built-in assistant)",
             )
     scaffold.add_arguments(sub.add_parser("new", help=scaffold.HELP))
+    knowledge.add_arguments(sub.add_parser("knowledge", help=knowledge.HELP))
     args = parser.parse_args(argv)
     if args.command == "new":  # writes files only: no settings read, so a broken .env does not stop it
         return scaffold.command(args)
@@ -492,6 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         secrets = sorted({*secrets_of(settings), *header_secrets()}, key=len, reverse=True)  # the longest first
         if args.command == "config":
             return _config(settings, strict=args.strict)
+        if args.command == "knowledge":
+            configure_logging(settings.log, secrets=secrets)
+            return knowledge.command(args, settings)
         if getattr(args, "app", None) is not None:
             settings.bot.app = args.app
         load_bot(settings.bot.app, settings)  # a mistake in the bot's file stops start-up here, naming file and line

@@ -62,6 +62,7 @@ TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Scale: Redis and PostgreSQL", ("redis", "database")),
     ("Safety: trust tiers, approvals and tools", ("trust", "actions", "mcp")),
     ("Pictures, voice and files", ("media", "stt")),
+    ("A knowledge base the bot answers from", ("knowledge",)),
     ("Observability: logs, endpoints, traces, console", ("log", "http", "tracing", "console")),
 )
 """What an operator is doing, and the settings groups (fields of ``Settings``) it takes; cost and limits are
@@ -107,6 +108,7 @@ TITLES = {
     "tracing": "Traces",
     "trust": "Trust tiers",
     "actions": "Actions policy and approvals",
+    "knowledge": "The knowledge base",
 }
 """A short title per group (the settings classes' docstrings say the rest)."""
 

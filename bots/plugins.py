@@ -43,6 +43,7 @@ __all__ = (
     "build_trust",
     "facts",
     "history_search",
+    "knowledge",
     "limits",
     "long_memory",
     "mcp",
@@ -50,6 +51,7 @@ __all__ = (
     "resolve",
     "schedules",
     "set_up",
+    "skills",
     "standard",
     "trust",
     "usage",
@@ -308,6 +310,37 @@ def history_search() -> FromSettings:
     return FromSettings("history-search", build)
 
 
+def knowledge() -> FromSettings:
+    """The knowledge base (``KNOWLEDGE_*``, ``bots knowledge``): the ``search_knowledge`` action, and with
+    ``KNOWLEDGE_BEFORE_ANSWER`` the best passages in the prompt before every answer; in SQLite under
+    ``BOT_DATA_DIR`` in one process, in PostgreSQL at ``DATABASE_URL`` (which a fleet needs for it)."""
+    from core.knowledge import Knowledge
+
+    from .knowledge import build_embedder, knowledge_store
+
+    def build(d: Deployment) -> list[Plugin]:
+        settings = d.settings
+        if not settings.knowledge.enabled:
+            return []
+        if d.distributed and settings.database.url is None:
+            raise ConfigError(
+                "KNOWLEDGE_ENABLED in a fleet needs DATABASE_URL: the knowledge base lives in PostgreSQL, where every "
+                "worker reads it"
+            )
+        kb = settings.knowledge
+        return [
+            Knowledge(
+                knowledge_store(settings),
+                embedder=build_embedder(settings),
+                collections=kb.collections or None,
+                before_answer=kb.before_answer,
+                limit=kb.limit,
+            )
+        ]
+
+    return FromSettings("knowledge", build)
+
+
 def mcp() -> FromSettings:
     """The tools of the MCP servers (``MCP_SERVERS``), in the processes that run actions."""
 
@@ -319,6 +352,21 @@ def mcp() -> FromSettings:
         return [Brings(mcp_extension(d.settings.mcp))]
 
     return FromSettings("mcp", build)
+
+
+def skills() -> FromSettings:
+    """The installed skills (``SKILLS_*``, ``bots skills add``), in the processes that run actions: ``use_skill``
+    and each script as an action behind the trust tiers and approvals."""
+
+    def build(d: Deployment) -> list[Plugin]:
+        if not (d.tools and d.settings.skills.enabled):
+            return []
+        from extensions.skills import SkillToolset
+
+        toolset = SkillToolset(d.settings.skills, root=d.settings.skills.root(d.settings.bot.data_dir))
+        return [Brings(toolset.extension())] if toolset.skills else []
+
+    return FromSettings("skills", build)
 
 
 def standard() -> list[Plugin]:
@@ -333,5 +381,7 @@ def standard() -> list[Plugin]:
         long_memory(),
         facts(),
         history_search(),
+        knowledge(),
         mcp(),
+        skills(),
     ]

@@ -26,6 +26,7 @@ from extensions.telegram.settings import TelegramSettings
 from extensions.web.settings import WebSettings
 
 from .console.settings import ConsoleSettings
+from .knowledge_settings import KnowledgeSettings
 from .queue_settings import RedisSettings
 from .schedules import OperatorSchedule, parse_operator_schedules
 from .setting_values import names as _names
@@ -514,3 +515,4 @@ class Settings(BaseSettings):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     trust: TrustSettings = Field(default_factory=TrustSettings)
     actions: ActionsSettings = Field(default_factory=ActionsSettings)
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)

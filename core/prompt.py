@@ -350,12 +350,26 @@ def _context_block(state: ContextState) -> str:
         parts.append(f"<memory>{escape_text(format_value(state.memory))}</memory>")
     if state.facts:  # people's words: escaped like them
         parts.append("<facts>\n" + "\n".join(f"- {escape_text(fact)}" for fact in state.facts) + "\n</facts>")
+    if state.passages:  # the operator's documents: escaped like people's words
+        parts.append(knowledge_block(state.passages))
     if state.summary:  # the model wrote it from what people said: escaped like them
         parts.append(f"<summary>{escape_text(state.summary)}</summary>")
     if state.state_log.entries:
         parts.append(f"<state>{escape_text(format_value(state.state_log.folded()))}</state>")
     parts.append("</context>")
     return "\n".join(parts)
+
+
+def knowledge_block(passages: Sequence[tuple[str, str]]) -> str:
+    """The passages of the knowledge base found for the newest question, each with its citation."""
+    shown = "\n".join(
+        f'<passage cite="{xml_attr(cite)}">{escape_text(text)}</passage>' for cite, text in passages
+    )
+    return (
+        "<knowledge>\nPassages of the operator's documents that may answer the newest message. Answer from them "
+        "when they do, and end with the citation of each one you used, as given: (Source: cite).\n"
+        f"{shown}\n</knowledge>"
+    )
 
 
 def window(
@@ -622,6 +636,8 @@ def build_compact_prompt(
     facts = _facts(state, [*state.working_memory.logs, *updates])
     if facts:
         parts.append("What you know about this conversation:\n" + "\n".join(f"- {fact}" for fact in facts))
+    if state.passages:
+        parts.append(knowledge_block(state.passages))
     last = next((log for log in reversed(logs) if isinstance(log, InputRef)), None)
     if last is not None and _speaker(last):
         parts.append(f"You are talking with {_speaker(last)}.")

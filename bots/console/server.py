@@ -22,6 +22,7 @@ from extensions.web.pages import STATIC as WEB_STATIC
 
 from .auth import LOGIN_SPACING, SESSION_COOKIE, Sessions
 from .data import Tail
+from .knowledge_pages import KnowledgePages
 from .logouts import LocalLogouts, RedisLoginTurns, RedisLogouts
 from .views import Views
 
@@ -118,6 +119,7 @@ class Console:
         app.router.add_get("/conversation/events", views.tail)
         app.router.add_get("/usage", views.usage)
         app.router.add_get("/settings", views.settings)
+        KnowledgePages(views).routes(app)
         app.router.add_static("/static/", WEB_STATIC, show_index=False, follow_symlinks=False)
         app.router.add_static("/assets/", STATIC, show_index=False, follow_symlinks=False)
         return app

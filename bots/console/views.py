@@ -38,7 +38,13 @@ __all__ = ("Views",)
 
 log = logging.getLogger("bots.console")
 
-PAGES = (("fleet", "Fleet"), ("conversations", "Conversations"), ("usage", "Usage"), ("settings", "Settings"))
+PAGES = (
+    ("fleet", "Fleet"),
+    ("conversations", "Conversations"),
+    ("usage", "Usage"),
+    ("knowledge", "Knowledge"),
+    ("settings", "Settings"),
+)
 """The navigation: path and title."""
 
 

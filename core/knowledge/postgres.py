@@ -1,0 +1,295 @@
+"""The knowledge base in PostgreSQL (``DATABASE_URL``), shared by a fleet's gateways and workers: a generated
+``tsvector`` column (the ``english`` configuration: stemmed, as SQLite's Porter tokenizer) with a GIN index, ranked
+by ``ts_rank_cd``; and, where the server has the ``pgvector`` extension and an embedding model is configured, the
+passages' embeddings (nearest by cosine distance). Where ``pgvector`` is not installed on the server, searches are
+full-text alone and the reason is logged once. Migrations run at the first connection, under an advisory lock, in
+their own version table (``knowledge_schema``), apart from the history's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from ..entries import now_ms
+from ..errors import MemoryStoreError
+from ..memory.postgres import _safe
+from .model import DocumentInfo, Hit, Passage
+from .store import fuse, query_terms
+
+__all__ = ("MIGRATIONS", "PostgresKnowledge")
+
+log = logging.getLogger("core.knowledge")
+
+T = TypeVar("T")
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE kb_documents (
+        id bigserial PRIMARY KEY,
+        collection text NOT NULL,
+        source text NOT NULL,
+        title text NOT NULL,
+        digest text NOT NULL,
+        passages integer NOT NULL,
+        updated bigint NOT NULL,
+        UNIQUE (collection, source)
+    );
+    CREATE TABLE kb_passages (
+        id bigserial PRIMARY KEY,
+        doc bigint NOT NULL REFERENCES kb_documents (id) ON DELETE CASCADE,
+        section text NOT NULL,
+        text text NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (
+            setweight(to_tsvector('english', section), 'A') || to_tsvector('english', text)
+        ) STORED
+    );
+    CREATE INDEX kb_passages_doc ON kb_passages (doc);
+    CREATE INDEX kb_passages_tsv ON kb_passages USING GIN (tsv);
+    CREATE TABLE kb_scopes (
+        conversation text PRIMARY KEY,
+        collections text NOT NULL
+    );
+    """,
+)
+"""The schema, one step per version; a deployed step is never changed, only followed by new ones."""
+
+VECTORS = "ALTER TABLE kb_passages ADD COLUMN IF NOT EXISTS embedding vector"
+"""The embeddings' column, added where the server has pgvector (any dimension: one model per knowledge base)."""
+
+MIGRATION_LOCK = 0x6264_6B62  # "bdkb"
+_HIT = "d.collection, d.source, d.title, p.section, p.text"
+
+
+class PostgresKnowledge:
+    """Documents and passages in PostgreSQL (one connection per process, serialised)."""
+
+    def __init__(self, url: str, *, vectors: bool = False, timeout: float = 10.0) -> None:
+        self.url = url
+        """The connection URL (secret: never logged; ``shown`` is)."""
+        self.shown = _safe(url)
+        """The URL without credentials, for messages."""
+        self.vectors = vectors
+        """Embeddings are stored and searched: set when asked for and the server has pgvector."""
+        self.timeout = timeout
+        """Seconds each statement (and the connection) may take."""
+        self.why_no_vectors = "" if vectors else "no embedding model is configured"
+        """Why the embeddings are not used, when they are not."""
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=max(1, round(self.timeout)), prepare_threshold=None
+            )
+            try:
+                await self._migrate(conn)
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await conn.execute("CREATE TABLE IF NOT EXISTS knowledge_schema (version integer NOT NULL)")
+            row = await (await conn.execute("SELECT max(version) FROM knowledge_schema")).fetchone()
+            version = int(row[0]) if row is not None and row[0] is not None else 0
+            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+                await conn.execute(step)
+                await conn.execute("INSERT INTO knowledge_schema (version) VALUES (%s)", (number,))
+                log.info("knowledge database %s: migrated to version %d", self.shown, number)
+        if self.vectors:
+            try:
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                    await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    await conn.execute(VECTORS)
+            except psycopg.Error as exc:
+                self.vectors = False
+                self.why_no_vectors = f"the server has no pgvector extension ({type(exc).__name__}: {exc})".strip()
+                log.warning("knowledge database %s: searches are full-text alone: %s", self.shown, self.why_no_vectors)
+
+    async def _do(self, what: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        async with self._lock:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    return await work(await self._connect())
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                if self._conn is not None and (self._conn.broken or isinstance(exc, TimeoutError)):
+                    await self._drop()
+                raise MemoryStoreError(
+                    f"PostgreSQL knowledge base at {self.shown} failed {what}: {type(exc).__name__}: {exc}; "
+                    "check DATABASE_URL and that the server is up"
+                ) from exc
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                await conn.close()
+
+    async def _rows(self, what: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        async def work(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(sql, params)
+            return await cur.fetchall() if cur.description is not None else [cur.rowcount]
+
+        return await self._do(what, work)
+
+    async def start(self) -> None:
+        """Connect and bring the schema up to date now (otherwise done by the first statement)."""
+
+        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
+            return None
+
+        await self._do("migrating", work)
+
+    async def digest(self, collection: str, source: str) -> str | None:
+        rows = await self._rows(
+            "reading a document",
+            "SELECT digest FROM kb_documents WHERE collection = %s AND source = %s",
+            (collection, source),
+        )
+        return str(rows[0][0]) if rows else None
+
+    async def put(
+        self,
+        *,
+        collection: str,
+        source: str,
+        title: str,
+        digest: str,
+        passages: Sequence[Passage],
+        vectors: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    "DELETE FROM kb_documents WHERE collection = %s AND source = %s", (collection, source)
+                )
+                cur = await conn.execute(
+                    "INSERT INTO kb_documents (collection, source, title, digest, passages, updated) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+                    (collection, source, title, digest, len(passages), now_ms()),
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                async with conn.cursor() as many:
+                    if vectors is not None and self.vectors:
+                        await many.executemany(
+                            "INSERT INTO kb_passages (doc, section, text, embedding) VALUES (%s, %s, %s, %s::vector)",
+                            [(row[0], p.section, p.text, _vector(v)) for p, v in zip(passages, vectors, strict=True)],
+                        )
+                    else:
+                        await many.executemany(
+                            "INSERT INTO kb_passages (doc, section, text) VALUES (%s, %s, %s)",
+                            [(row[0], p.section, p.text) for p in passages],
+                        )
+
+        await self._do("storing a document", work)
+
+    async def remove(self, collection: str, source: str | None = None) -> int:
+        if source is None:
+            rows = await self._rows(
+                "removing a collection", "DELETE FROM kb_documents WHERE collection = %s", (collection,)
+            )
+        else:
+            rows = await self._rows(
+                "removing a document",
+                "DELETE FROM kb_documents WHERE collection = %s AND source = %s",
+                (collection, source),
+            )
+        return int(rows[0]) if rows else 0
+
+    async def documents(self, collection: str | None = None) -> list[DocumentInfo]:
+        where, params = ("WHERE collection = %s", (collection,)) if collection is not None else ("", ())
+        rows = await self._rows(
+            "listing documents",
+            "SELECT collection, source, title, digest, passages, updated FROM kb_documents "
+            f"{where} ORDER BY collection, source",
+            params,
+        )
+        return [
+            DocumentInfo(collection=r[0], source=r[1], title=r[2], digest=r[3], passages=r[4], updated=r[5])
+            for r in rows
+        ]
+
+    async def search(
+        self,
+        query: str,
+        *,
+        collections: Sequence[str] | None = None,
+        limit: int = 3,
+        vector: Sequence[float] | None = None,
+    ) -> list[Hit]:
+        if collections is not None and not collections:
+            return []
+        within = " AND d.collection = ANY(%s)" if collections is not None else ""
+        extra: tuple[Any, ...] = (list(collections),) if collections is not None else ()
+        terms = query_terms(query)
+        found: list[Hit] = []
+        wanted = limit * 2 if vector is not None and self.vectors else limit
+        if terms:
+            rows = await self._rows(
+                "searching",
+                f"SELECT {_HIT}, ts_rank_cd(p.tsv, q) AS rank "
+                "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc, "
+                "to_tsquery('english', %s) q "
+                f"WHERE p.tsv @@ q{within} ORDER BY rank DESC LIMIT %s",
+                (" | ".join(_lexeme(t) for t in terms), *extra, wanted),
+            )
+            found = [_hit(r) for r in rows]
+        near: list[Hit] = []
+        if vector is not None and self.vectors:
+            rows = await self._rows(
+                "searching by meaning",
+                f"SELECT {_HIT}, 1 - (p.embedding <=> %s::vector) AS score "
+                "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc "
+                f"WHERE p.embedding IS NOT NULL{within} ORDER BY p.embedding <=> %s::vector LIMIT %s",
+                (_vector(vector), *extra, _vector(vector), wanted),
+            )
+            near = [_hit(r) for r in rows]
+        return fuse(found, near, limit=limit) if near else found[:limit]
+
+    async def scope(self, conversation: str) -> tuple[str, ...] | None:
+        rows = await self._rows(
+            "reading a scope", "SELECT collections FROM kb_scopes WHERE conversation = %s", (conversation,)
+        )
+        return tuple(json.loads(rows[0][0])) if rows else None
+
+    async def set_scope(self, conversation: str, collections: Sequence[str] | None) -> None:
+        if not collections:
+            await self._rows("writing a scope", "DELETE FROM kb_scopes WHERE conversation = %s", (conversation,))
+            return
+        await self._rows(
+            "writing a scope",
+            "INSERT INTO kb_scopes (conversation, collections) VALUES (%s, %s) "
+            "ON CONFLICT (conversation) DO UPDATE SET collections = EXCLUDED.collections",
+            (conversation, json.dumps(list(collections))),
+        )
+
+    async def close(self) -> None:
+        """Close the connection."""
+        async with self._lock:
+            await self._drop()
+
+
+def _vector(values: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+def _lexeme(term: str) -> str:
+    """A word as a ``to_tsquery`` operand: quoted, so no character of it is an operator."""
+    return "'" + term.replace("'", "") + "'"
+
+
+def _hit(row: Sequence[Any]) -> Hit:
+    return Hit(collection=row[0], source=row[1], title=row[2], section=row[3], text=row[4], score=float(row[5]))

@@ -1,0 +1,268 @@
+"""The knowledge base in SQLite (``BOT_DATA_DIR/knowledge.sqlite3``, beside the memory store): an FTS5 index of the
+passages (Porter stemming, diacritics folded) ranked by BM25, and their embeddings where a model makes them.
+
+The embeddings are float32 blobs beside the passages. Where this Python's sqlite3 may load extensions and the
+``sqlite-vec`` package is installed, the nearest are found in SQL (``vec_distance_cosine``); otherwise in Python,
+over the passages of the collections searched (fine for the thousands of passages of a handbook).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import logging
+import math
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from ..entries import now_ms
+from ..memory.sqlite import SQLiteFile
+from .model import DocumentInfo, Hit, Passage
+from .store import fuse, query_terms
+
+__all__ = ("SQLiteKnowledge",)
+
+log = logging.getLogger("core.knowledge")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kb_documents (
+    id INTEGER PRIMARY KEY,
+    collection TEXT NOT NULL,
+    source TEXT NOT NULL,
+    title TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    passages INTEGER NOT NULL,
+    updated INTEGER NOT NULL,
+    UNIQUE (collection, source)
+);
+CREATE TABLE IF NOT EXISTS kb_passages (
+    id INTEGER PRIMARY KEY,
+    doc INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    text TEXT NOT NULL,
+    vec BLOB
+);
+CREATE INDEX IF NOT EXISTS kb_passages_doc ON kb_passages (doc);
+CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(
+    section, text, content='kb_passages', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS kb_passages_ai AFTER INSERT ON kb_passages BEGIN
+    INSERT INTO kb_fts (rowid, section, text) VALUES (new.id, new.section, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS kb_passages_ad AFTER DELETE ON kb_passages BEGIN
+    INSERT INTO kb_fts (kb_fts, rowid, section, text) VALUES ('delete', old.id, old.section, old.text);
+END;
+CREATE TABLE IF NOT EXISTS kb_scopes (
+    conversation TEXT PRIMARY KEY,
+    collections TEXT NOT NULL
+);
+"""
+
+_HIT = "d.collection, d.source, d.title, p.section, p.text"
+
+
+def _blob(vector: Sequence[float]) -> bytes:
+    return array.array("f", vector).tobytes()
+
+
+def _floats(blob: bytes) -> array.array[float]:
+    found = array.array("f")
+    found.frombytes(blob)
+    return found
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def _within(collections: Sequence[str] | None) -> tuple[str, list[Any]]:
+    if collections is None:
+        return "", []
+    return f" AND d.collection IN ({','.join('?' * len(collections))})", list(collections)
+
+
+class SQLiteKnowledge(SQLiteFile):
+    """Documents, passages and their full-text index in one SQLite file (WAL mode)."""
+
+    what = "the SQLite knowledge base"
+    schema = SCHEMA
+    needs = " (SQLite needs FTS5)"
+
+    def __init__(self, path: Any, *, vectors: bool = False) -> None:
+        super().__init__(path)
+        self.vectors = vectors
+        """Embeddings are stored and searched (an embedding model is configured)."""
+        self.vec_sql = False
+        """sqlite-vec is loaded: the nearest embeddings are found in SQL."""
+
+    def _connect(self) -> sqlite3.Connection:
+        fresh = self._conn is None
+        conn = super()._connect()
+        if fresh and self.vectors:
+            self.vec_sql = _load_vec(conn)
+        return conn
+
+    async def digest(self, collection: str, source: str) -> str | None:
+        rows = await self._do(
+            lambda conn: conn.execute(
+                "SELECT digest FROM kb_documents WHERE collection = ? AND source = ?", (collection, source)
+            ).fetchall()
+        )
+        return str(rows[0][0]) if rows else None
+
+    async def put(
+        self,
+        *,
+        collection: str,
+        source: str,
+        title: str,
+        digest: str,
+        passages: Sequence[Passage],
+        vectors: Sequence[Sequence[float]] | None = None,
+    ) -> None:
+        blobs = [_blob(v) for v in vectors] if vectors is not None else [None] * len(passages)
+
+        def work(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                _delete(conn, collection, source)
+                cur = conn.execute(
+                    "INSERT INTO kb_documents (collection, source, title, digest, passages, updated) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (collection, source, title, digest, len(passages), now_ms()),
+                )
+                doc = cur.lastrowid
+                conn.executemany(
+                    "INSERT INTO kb_passages (doc, section, text, vec) VALUES (?, ?, ?, ?)",
+                    [(doc, p.section, p.text, blob) for p, blob in zip(passages, blobs, strict=True)],
+                )
+
+        await self._do(work)
+
+    async def remove(self, collection: str, source: str | None = None) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                if source is not None:
+                    return _delete(conn, collection, source)
+                listed = conn.execute("SELECT source FROM kb_documents WHERE collection = ?", (collection,))
+                sources = [row[0] for row in listed]
+                return sum(_delete(conn, collection, s) for s in sources)
+
+        return await self._do(work)
+
+    async def documents(self, collection: str | None = None) -> list[DocumentInfo]:
+        where, params = ("WHERE collection = ?", (collection,)) if collection is not None else ("", ())
+        rows = await self._do(
+            lambda conn: conn.execute(
+                "SELECT collection, source, title, digest, passages, updated FROM kb_documents "
+                f"{where} ORDER BY collection, source",
+                params,
+            ).fetchall()
+        )
+        return [
+            DocumentInfo(collection=r[0], source=r[1], title=r[2], digest=r[3], passages=r[4], updated=r[5])
+            for r in rows
+        ]
+
+    async def search(
+        self,
+        query: str,
+        *,
+        collections: Sequence[str] | None = None,
+        limit: int = 3,
+        vector: Sequence[float] | None = None,
+    ) -> list[Hit]:
+        if collections is not None and not collections:
+            return []
+        terms = query_terms(query)
+        within, params = _within(collections)
+
+        def work(conn: sqlite3.Connection) -> tuple[list[Hit], list[Hit]]:
+            found: list[Hit] = []
+            if terms:
+                match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+                rows = conn.execute(
+                    f"SELECT {_HIT}, bm25(kb_fts, 2.0, 1.0) AS rank FROM kb_fts f "
+                    "JOIN kb_passages p ON p.id = f.rowid JOIN kb_documents d ON d.id = p.doc "
+                    f"WHERE kb_fts MATCH ?{within} ORDER BY rank LIMIT ?",
+                    (match, *params, limit * 2 if vector is not None else limit),
+                ).fetchall()
+                found = [_hit(r, -float(r[5])) for r in rows]
+            near: list[Hit] = []
+            if vector is not None and self.vectors:
+                near = self._nearest(conn, vector, within, params, limit * 2)
+            return found, near
+
+        found, near = await self._do(work)
+        return fuse(found, near, limit=limit) if near else found[:limit]
+
+    def _nearest(
+        self, conn: sqlite3.Connection, vector: Sequence[float], within: str, params: list[Any], limit: int
+    ) -> list[Hit]:
+        joined = "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc WHERE p.vec IS NOT NULL"
+        if self.vec_sql:
+            rows = conn.execute(
+                f"SELECT {_HIT}, vec_distance_cosine(p.vec, ?) AS distance {joined}{within} ORDER BY distance LIMIT ?",
+                (_blob(vector), *params, limit),
+            ).fetchall()
+            return [_hit(r, 1.0 - float(r[5])) for r in rows]
+        rows = conn.execute(f"SELECT {_HIT}, p.vec {joined}{within}", params).fetchall()
+        scored = sorted(((_cosine(vector, _floats(r[5])), r) for r in rows), key=lambda pair: pair[0], reverse=True)
+        return [_hit(r, score) for score, r in scored[:limit]]
+
+    async def scope(self, conversation: str) -> tuple[str, ...] | None:
+        rows = await self._do(
+            lambda conn: conn.execute(
+                "SELECT collections FROM kb_scopes WHERE conversation = ?", (conversation,)
+            ).fetchall()
+        )
+        return tuple(json.loads(rows[0][0])) if rows else None
+
+    async def set_scope(self, conversation: str, collections: Sequence[str] | None) -> None:
+        params: tuple[str, ...]
+        if not collections:
+            sql, params = "DELETE FROM kb_scopes WHERE conversation = ?", (conversation,)
+        else:
+            sql = (
+                "INSERT INTO kb_scopes (conversation, collections) VALUES (?, ?) "
+                "ON CONFLICT(conversation) DO UPDATE SET collections = excluded.collections"
+            )
+            params = (conversation, json.dumps(list(collections)))
+        await self._do(lambda conn: conn.execute(sql, params).fetchall())
+
+
+def _hit(row: Sequence[Any], score: float) -> Hit:
+    return Hit(collection=row[0], source=row[1], title=row[2], section=row[3], text=row[4], score=score)
+
+
+def _delete(conn: sqlite3.Connection, collection: str, source: str) -> int:
+    row = conn.execute(
+        "SELECT id FROM kb_documents WHERE collection = ? AND source = ?", (collection, source)
+    ).fetchone()
+    if row is None:
+        return 0
+    conn.execute("DELETE FROM kb_passages WHERE doc = ?", (row[0],))
+    conn.execute("DELETE FROM kb_documents WHERE id = ?", (row[0],))
+    return 1
+
+
+def _load_vec(conn: sqlite3.Connection) -> bool:
+    """Load sqlite-vec into ``conn`` if this Python and the installed packages allow it; why not is logged once."""
+    enable = getattr(conn, "enable_load_extension", None)
+    if enable is None:
+        log.info("knowledge: this Python's sqlite3 cannot load extensions; embeddings are ranked in Python")
+        return False
+    try:
+        import sqlite_vec  # type: ignore[import-untyped,unused-ignore]
+
+        enable(True)
+        sqlite_vec.load(conn)
+        enable(False)
+    except (ImportError, sqlite3.Error, AttributeError) as exc:
+        log.info("knowledge: sqlite-vec not loaded (%s); embeddings are ranked in Python", exc)
+        return False
+    return True
