@@ -51,7 +51,6 @@ __all__ = (
     "resolve",
     "schedules",
     "set_up",
-    "skills",
     "standard",
     "trust",
     "usage",
@@ -354,19 +353,17 @@ def mcp() -> FromSettings:
     return FromSettings("mcp", build)
 
 
-def skills() -> FromSettings:
-    """The installed skills (``SKILLS_*``, ``bots skills add``), in the processes that run actions: ``use_skill``
-    and each script as an action behind the trust tiers and approvals."""
+def mcp() -> FromSettings:
+    """The tools of the MCP servers (``MCP_SERVERS``), in the processes that run actions."""
 
     def build(d: Deployment) -> list[Plugin]:
-        if not (d.tools and d.settings.skills.enabled):
+        if not (d.tools and d.settings.mcp.enabled):
             return []
-        from extensions.skills import SkillToolset
+        from extensions.mcp import mcp_extension
 
-        toolset = SkillToolset(d.settings.skills, root=d.settings.skills.root(d.settings.bot.data_dir))
-        return [Brings(toolset.extension())] if toolset.skills else []
+        return [Brings(mcp_extension(d.settings.mcp))]
 
-    return FromSettings("skills", build)
+    return FromSettings("mcp", build)
 
 
 def standard() -> list[Plugin]:
@@ -383,5 +380,4 @@ def standard() -> list[Plugin]:
         history_search(),
         knowledge(),
         mcp(),
-        skills(),
     ]
