@@ -228,7 +228,7 @@ async def _answer(agent: Agent, session: str, text: str) -> tuple[str, list[tupl
     parts: list[str] = []
     calls: list[tuple[str, str]] = []
     async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
-        if event.type == RunEventType.OUTPUT_TEXT and event.final and event.content is not None:
+        if event.type == RunEventType.OUTPUT_TEXT_DONE and event.content is not None:
             if event.output_type == "cli:message":
                 parts.append(str(event.content))
         elif event.type == RunEventType.TOOL_CALL and isinstance(event.content, dict):

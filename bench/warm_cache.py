@@ -90,7 +90,7 @@ async def _turn(agent: Agent, session: str, number: int, text: str) -> Turn:
     first: float | None = None
     parts: list[str] = []
     async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
-        if event.type == RunEventType.OUTPUT_TEXT and event.content:
+        if event.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE) and event.content:
             if first is None:
                 first = time.perf_counter() - started
             if event.final:

@@ -141,6 +141,10 @@ async def _run_call(run: RunSurface, action: Action, call: ActionCall, slot: Cal
             slot.fail(f"{action.name!r} is not waited for (fire-and-forget): its result is not available")
             run.loop_guard.call_done(action.name, call.content, step=run.steps)
             deps.tasks.spawn(_unwaited(run, checked), name=f"action:{action.name}:{call.id}")
+            # its tool_call has a result all the same: that it runs on where nobody waits for it
+            run.emitter.emit(
+                RunEventType.TOOL_CALL_RESULT, {"id": call.id, "name": call.name, "result": None, "background": True}
+            )
             return
         result, text, attachments = await perform_action(checked, host=deps.host, tasks=deps.tasks)
     except RunError as exc:

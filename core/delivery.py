@@ -101,7 +101,7 @@ async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
         available = ", ".join(sorted(step.outputs)) or "none"
         ref.error = f"unknown output type {type_!r}; available outputs: {available}"
         run.error(ref.error, source="output")
-        run.emitter.emit(RunEventType.OUTPUT_TEXT, None, output_index=event.index, final=True, error=ref.error)
+        run.emitter.emit(RunEventType.OUTPUT_TEXT_DONE, None, output_index=event.index, error=ref.error)
         return
     try:
         text = ref.content  # already stripped; templates resolved only where there are any
@@ -115,7 +115,7 @@ async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
             )
             run.error(ref.error, source=f"output:{type_}")
             run.emitter.emit(
-                RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True, error=ref.error
+                RunEventType.OUTPUT_TEXT_DONE, None, output_type=type_, output_index=event.index, error=ref.error
             )
             return
         if rest or out.held:
@@ -138,14 +138,14 @@ async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
         ref.error = str(exc) or type(exc).__name__
         run.error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
         run.emitter.emit(
-            RunEventType.OUTPUT_TEXT, None, output_type=type_, output_index=event.index, final=True, error=ref.error
+            RunEventType.OUTPUT_TEXT_DONE, None, output_type=type_, output_index=event.index, error=ref.error
         )
         return
     for entry in added:
         run.record(entry)
     run.loop_guard.replied(type_, text)
     run.delivered(type_)
-    run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=type_, output_index=event.index, final=True)
+    run.emitter.emit(RunEventType.OUTPUT_TEXT_DONE, text, output_type=type_, output_index=event.index)
 
 
 def abandon_outputs(step: Step) -> None:
@@ -190,4 +190,4 @@ async def post_text(run: RunSurface, text: str, *, index: int, record: bool = Fa
             run.record(entry)
         run.delivered(ref.type)
     # listeners see it was said (the terminal prints it; a platform's live replies have nothing of it to finish)
-    run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=ref.type, output_index=index, final=True)
+    run.emitter.emit(RunEventType.OUTPUT_TEXT_DONE, text, output_type=ref.type, output_index=index)

@@ -35,6 +35,9 @@ __all__ = ("LiveReplies", "LiveReply", "MessageSink", "ReplyKey")
 
 log = logging.getLogger("extensions.chat.stream")
 
+_TEXT = (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE)
+"""The events of an output's text: its pieces, then the one that closes it."""
+
 ReplyKey = tuple[str, int, int]
 """``(context id, step, output index)``: the run events and the ``OutputContext`` of one output share it."""
 
@@ -351,7 +354,7 @@ class LiveReplies:
 
     def on_event(self, event: RunEvent) -> None:
         """The agent's event listener (called synchronously by the run: it never raises)."""
-        if event.type is not RunEventType.OUTPUT_TEXT or event.output_index is None:
+        if event.type not in _TEXT or event.output_index is None:
             return
         key = (event.context_id, event.step, event.output_index)
         try:
@@ -362,7 +365,7 @@ class LiveReplies:
                 return
             if event.output_type != self.output_type or not isinstance(event.content, str):
                 return
-            if key not in self._replies or (event.is_type_switched and _left_over(self._replies[key])):
+            if key not in self._replies or (event.new_item and _left_over(self._replies[key])):
                 self._sweep()
                 self._replies[key] = self._start(event)
             reply = self._replies[key]

@@ -124,7 +124,10 @@ async def _exchange(
     answered = False
     said = {"type": "cli:message", "data": text, "params": {"tier": "owner"}}  # the terminal is the operator's
     async for event in agent.stream(cli_session, session, said, reasoning=False):
-        if event.type == RunEventType.OUTPUT_TEXT and event.output_type == "cli:message":
+        if (
+            event.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE)
+            and event.output_type == "cli:message"
+        ):
             index = event.output_index if event.output_index is not None else -1
             if not event.final:
                 if index not in streamed:

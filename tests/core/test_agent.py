@@ -396,8 +396,11 @@ async def test_stream_events() -> None:
     assert RunEventType.TOOL_CALL in types and RunEventType.TOOL_CALL_RESULT in types
     result = next(e for e in events if e.type == RunEventType.TOOL_CALL_RESULT)
     assert result.role == "tool" and result.content["result"] == {"sum": 2}
-    final = [e for e in events if e.type == RunEventType.OUTPUT_TEXT and e.final]
-    assert final[0].content == "two"
+    final = [e for e in events if e.type == RunEventType.OUTPUT_TEXT_DONE]
+    assert final[0].content == "two" and final[0].final
+    assert "".join(e.content for e in events if e.type == RunEventType.OUTPUT_TEXT) == "two"  # once
+    # is_type_switched to the letter: the first event of a new type, and only that
+    assert [e.is_type_switched for e in events] == [a != b for a, b in zip([None, *types], types, strict=False)]
     async with agent:
         no_reasoning = [e async for e in agent.stream(chat, "v", msg("x"), reasoning=False)]
     assert all(e.type != RunEventType.REASONING for e in no_reasoning)

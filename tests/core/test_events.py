@@ -23,13 +23,13 @@ def emitter() -> tuple[EventEmitter, list[RunEvent]]:
     return em, events
 
 
-def test_each_new_output_starts_a_new_box_even_right_after_another_output() -> None:
+def test_each_new_output_starts_a_new_item_and_a_new_type_switches() -> None:
     em, events = emitter()
     em.emit(T.REASONING, "hm")
     em.emit(T.REASONING, "m")
     em.emit(T.OUTPUT_TEXT, "on", output_index=1)
     em.emit(T.OUTPUT_TEXT, "e", output_index=1)
-    em.emit(T.OUTPUT_TEXT, "one", output_index=1, final=True)
+    em.emit(T.OUTPUT_TEXT_DONE, "one", output_index=1)
     em.emit(T.OUTPUT_TEXT, "tw", output_index=2)
     em.emit(T.OUTPUT_TEXT, "o", output_index=2)
     em.step = 2
@@ -37,35 +37,26 @@ def test_each_new_output_starts_a_new_box_even_right_after_another_output() -> N
     em.emit(T.TOOL_CALL, {"id": "1", "name": "a", "arguments": "{}"})
     em.emit(T.TOOL_CALL, {"id": "2", "name": "b", "arguments": "{}"})
     em.emit(T.TOOL_CALL_RESULT, {"id": "1", "name": "a", "result": 1})
-    assert [e.is_type_switched for e in events] == [
-        True,
-        False,
-        True,
-        False,
-        False,
-        True,
-        False,
-        True,
-        True,
-        True,
-        True,
-    ]
+    literal = [True, False, True, False, True, True, False, False, True, False, True]
+    assert [e.is_type_switched for e in events] == literal
+    boxes = [True, False, True, False, False, True, False, True, True, True, True]
+    assert [e.new_item for e in events] == boxes
     assert [e.role for e in events][-3:] == ["assistant", "assistant", "tool"]
 
 
 def test_the_final_event_is_always_text_and_an_undelivered_output_says_why() -> None:
     em, events = emitter()
-    em.emit(T.OUTPUT_TEXT, "hello", output_index=0, final=True)
-    em.emit(T.OUTPUT_TEXT, None, output_index=1, final=True)
-    em.emit(T.OUTPUT_TEXT, None, output_index=2, final=True, error="bad template")
-    em.emit(T.OUTPUT_TEXT, {"a": 1}, output_index=3, final=True)
+    em.emit(T.OUTPUT_TEXT_DONE, "hello", output_index=0)
+    em.emit(T.OUTPUT_TEXT_DONE, None, output_index=1)
+    em.emit(T.OUTPUT_TEXT_DONE, None, output_index=2, error="bad template")
+    em.emit(T.OUTPUT_TEXT_DONE, {"a": 1}, output_index=3)
     assert [(e.content, e.error) for e in events] == [
         ("hello", None),
         ("", NOT_DELIVERED),
         ("", "bad template"),
         ("{'a': 1}", None),
     ]
-    assert all(isinstance(e.content, str) and not e.is_type_switched for e in events)
+    assert all(isinstance(e.content, str) and e.final and not e.new_item for e in events)
 
 
 def test_nobody_listening_costs_nothing_but_keeps_the_state() -> None:
@@ -86,12 +77,12 @@ async def test_a_run_streams_two_outputs_each_starting_a_box() -> None:
     agent = create_agent(model=model, contexts=[chat], outputs=[output(type="m")])
     async with agent:
         events = [e async for e in agent.stream(chat, "u", {"type": "m", "data": "hi"})]
-    texts = [e for e in events if e.type == T.OUTPUT_TEXT]
+    texts = [e for e in events if e.type in (T.OUTPUT_TEXT, T.OUTPUT_TEXT_DONE)]
     firsts: dict[Any, RunEvent] = {}
     for e in texts:
         if not e.final:
             firsts.setdefault(e.output_index, e)
-    assert len(firsts) == 3 and all(e.is_type_switched for e in firsts.values())
+    assert len(firsts) == 3 and all(e.is_type_switched and e.new_item for e in firsts.values())
     finals = [e for e in texts if e.final]
     assert [(e.content, e.error is None) for e in finals] == [("one", True), ("two", True), ("", False)]
 

@@ -166,7 +166,7 @@ async def test_a_failed_draft_falls_back_to_posting() -> None:
 
 def text_event(content: Any, *, final: bool = False, index: int = 0, type: str = "chat:message") -> RunEvent:
     return RunEvent(
-        type=RunEventType.OUTPUT_TEXT,
+        type=RunEventType.OUTPUT_TEXT_DONE if final else RunEventType.OUTPUT_TEXT,
         role="assistant",
         is_type_switched=False,
         content=content,
@@ -174,7 +174,6 @@ def text_event(content: Any, *, final: bool = False, index: int = 0, type: str =
         output_type=type,
         output_index=index,
         step=1,
-        final=final,
     )
 
 

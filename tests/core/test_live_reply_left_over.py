@@ -24,6 +24,7 @@ def event(content: str, *, first: bool, context_id: str = "ctx") -> RunEvent:
         type=RunEventType.OUTPUT_TEXT,
         role="assistant",
         is_type_switched=first,
+        new_item=first,
         content=content,
         context_id=context_id,
         output_type="chat:message",

@@ -109,7 +109,7 @@ async def test_a_reply_that_starts_like_an_earlier_one_streams_once_it_differs()
     deltas: dict[tuple[int, int | None], str] = {}
     finals = []
     for e in events:
-        if e.type == RunEventType.OUTPUT_TEXT:
+        if e.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE):
             if e.final:
                 finals.append((e.content, e.error))
             else:

@@ -988,9 +988,72 @@ async def test_a_tool_call_is_a_dict_naming_the_action_and_its_arguments() -> No
 async def test_output_text_streams_as_deltas_before_the_output_closes() -> None:
     events = await events_of([R('<output type="chat:message">Hello there, Ada</output>')])
     texts = [e for e in events if e.type == RunEventType.OUTPUT_TEXT]
-    assert len(texts) > 2 and texts[-1].final and not any(e.final for e in texts[:-1])
-    assert "".join(e.content for e in texts[:-1]) == "Hello there, Ada" == texts[-1].content
+    [done] = [e for e in events if e.type == RunEventType.OUTPUT_TEXT_DONE]
+    assert len(texts) > 2 and events.index(done) > events.index(texts[-1]) and done.final
+    assert "".join(e.content for e in texts) == "Hello there, Ada" == done.content
     assert texts[0].is_type_switched and all(isinstance(e.content, str) for e in texts)
+
+
+async def test_output_text_pieces_join_to_the_text_exactly_once() -> None:
+    """A consumer that joins every ``output_text`` event gets each output's text once: the complete text comes in
+    an event of its own type (``output_text_done``), which a consumer of the five Ailoy types skips."""
+    events = await events_of(
+        [R('<output type="chat:message">It is sunny in Oslo.</output><output type="chat:message">Bye.</output>')]
+    )
+    assert "".join(e.content for e in events if e.type == "output_text") == "It is sunny in Oslo.Bye."
+    assert [e.content for e in events if e.type == "output_text_done"] == ["It is sunny in Oslo.", "Bye."]
+
+
+async def test_a_fire_and_forget_call_has_its_tool_call_result() -> None:
+    release = asyncio.Event()
+
+    async def notify(args: Any, ctx: Any, agent: Any) -> None:
+        await release.wait()
+
+    ping = action(name="notify", handler=notify, fire_and_forget=True)
+    agent, _ = bot([R('<action_call name="notify">{}</action_call>')], actions=(ping,))
+    async with agent:
+        events = [e async for e in agent.stream(chat, "u", msg("ping me"))]
+        release.set()
+    [call] = [e.content for e in events if e.type == RunEventType.TOOL_CALL]
+    [result] = [e for e in events if e.type == RunEventType.TOOL_CALL_RESULT]
+    assert result.role == "tool"
+    assert result.content == {"id": call["id"], "name": "notify", "result": None, "background": True}
+
+
+async def test_is_type_switched_is_true_on_the_first_event_of_a_new_type_only() -> None:
+    """To the letter of the format by default; a box per output, call and result with ``switched="item"``."""
+
+    def adder() -> Any:
+        both, started = asyncio.Event(), []
+
+        async def add(args: dict[str, int], ctx: Any, agent: Any) -> int:
+            started.append(args)
+            if len(started) == 2:
+                both.set()
+            await both.wait()  # the two results come after the two calls
+            return sum(args.values())
+
+        return action(name="add", schema=dict[str, int], handler=add)
+
+    calls = '<action_call name="add">{"a": 1}</action_call><action_call name="add">{"a": 2}</action_call>'
+    replies = [R(calls, reasoning=""), R('<output type="chat:message">3</output>', reasoning="")]
+    events = await events_of(replies, actions=(adder(),))
+    kinds = [str(e.type) for e in events]
+    assert kinds == [
+        "tool_call",
+        "tool_call",
+        "tool_call_result",
+        "tool_call_result",
+        "output_text",
+        "output_text_done",
+    ]
+    assert [e.is_type_switched for e in events] == [True, False, True, False, True, True]
+    agent, _ = bot(replies, chunk_size=4, actions=(adder(),))
+    async with agent:
+        boxes = [e async for e in agent.stream(chat, "v", msg("hi"), switched="item")]
+    assert [str(e.type) for e in boxes] == kinds
+    assert [e.is_type_switched for e in boxes] == [True, True, True, True, True, False]
 
 
 async def test_an_error_is_the_last_event_and_says_why() -> None:
@@ -1030,7 +1093,7 @@ async def test_the_final_event_is_the_delivered_text_whatever_the_handler_return
         return {"data": {"content": data, "channelId": "42"}}
 
     events = await events_of([R('<output type="m">Hello</output>')], outputs=(output(type="m", handler=send),))
-    final = next(e for e in events if e.type == RunEventType.OUTPUT_TEXT and e.final)
+    final = next(e for e in events if e.type == RunEventType.OUTPUT_TEXT_DONE)
     assert final.content == "Hello"
 
 

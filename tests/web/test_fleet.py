@@ -140,7 +140,9 @@ async def test_a_gateway_and_two_workers_answer_the_web_chat_and_show_on_the_con
                 await browser.run(browser.driver.switch_to.window, console_tab)
                 try:
                     await browser.wait_for(
-                        lambda: "output_text web:message (final)" in browser.driver.find_element(By.ID, "tail").text,
+                        lambda: (
+                            "output_text_done web:message (final)" in browser.driver.find_element(By.ID, "tail").text
+                        ),
                         timeout=3,
                     )
                     break
