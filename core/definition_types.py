@@ -105,6 +105,9 @@ class ContextState(Generic[ArgsT]):
     facts: list[str] = field(default_factory=list)
     """The kept facts this run may show the model (whoever it answers: their own and the group's), set before each
     model call by the facts plugin (``core.facts``); never saved (the facts live in their own store)."""
+    passages: list[tuple[str, str]] = field(default_factory=list)
+    """Passages of the knowledge base for the newest question, ``(citation, text)``, set before a model call by the
+    knowledge plugin when it searches before every answer (``core.knowledge``); never saved."""
     record: Callable[[Log], None] | None = field(default=None, repr=False)
     """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
     straight into working memory."""
