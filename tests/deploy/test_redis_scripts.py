@@ -1,0 +1,113 @@
+"""The scripts that start Redis in ``deploy/k8s/redis.yaml`` and ``deploy/compose.yaml``, run here with the real
+redis-server on a free loopback port (the container's names and folders stood in for by a few shell shims): Redis
+asks for the password and takes it, has maxmemory and noeviction (a full Redis refuses a write instead of dropping
+a key), keeps its AOF, and the password's file is its user's only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from tests.fleet.server import free_port
+
+from .manifests import DEPLOY, K8S, load_yaml
+
+PASSWORD = "0123456789abcdef0123456789abcdef"
+
+
+def k8s_script(conf: Path) -> str:
+    redis_set = next(m for m in load_yaml(K8S / "redis.yaml") if m["kind"] == "StatefulSet")
+    server = redis_set["spec"]["template"]["spec"]["containers"][0]
+    assert server["command"] == ["sh"] and server["args"][0] == "-c"
+    return str(server["args"][1]).replace("/conf/", f"{conf}/")
+
+
+def compose_script(conf: Path) -> str:
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))["services"]
+    command = services["redis"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    return str(command[2]).replace("$$", "$").replace("/tmp/auth.conf", f"{conf}/auth.conf")
+
+
+def shims(folder: Path, port: int, data: Path) -> Path:
+    """``hostname`` (redis-0), ``redis-cli`` (no sentinel answers: the first start), and ``redis-server`` on ``port``
+    with its files in ``data``."""
+    real = shutil.which("redis-server")
+    if real is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    folder.mkdir()
+    scripts = {
+        "hostname": "#!/bin/sh\necho redis-0\n",
+        "redis-cli": "#!/bin/sh\nexit 1\n",
+        "redis-server": f'#!/bin/sh\nexec {real} "$@" --port {port} --bind 127.0.0.1 --dir {data} --save ""\n',
+    }
+    for name, text in scripts.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return folder
+
+
+@pytest.fixture(params=["k8s", "compose"])
+def started(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    conf, data = tmp_path / "conf", tmp_path / "data"
+    conf.mkdir()
+    data.mkdir()
+    port = free_port()
+    bin_dir = shims(tmp_path / "bin", port, data)
+    script = k8s_script(conf) if request.param == "k8s" else compose_script(conf)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "REDIS_PASSWORD": PASSWORD, "HOME": str(tmp_path)}
+    process = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        client = redis.Redis(port=port, password=PASSWORD, socket_timeout=2)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    out = process.stdout.read().decode() if process.stdout else ""
+                    pytest.fail(f"Redis did not start from the {request.param} script: {out}")
+                time.sleep(0.05)
+        client.close()
+        yield port, conf
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout:
+            process.stdout.close()
+
+
+def test_an_empty_password_stops_the_k8s_script(tmp_path: Path) -> None:
+    bin_dir = shims(tmp_path / "bin", free_port(), tmp_path)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "REDIS_PASSWORD": ""}
+    done = subprocess.run(["sh", "-c", k8s_script(tmp_path)], env=env, capture_output=True, text=True, timeout=10)
+    assert done.returncode != 0 and "REDIS_PASSWORD is empty" in done.stderr
+
+
+def test_redis_asks_for_the_password_and_refuses_writes_when_full(started: tuple[int, Path]) -> None:
+    port, conf = started
+    with redis.Redis(port=port, socket_timeout=2) as anonymous, pytest.raises(redis.AuthenticationError):
+        anonymous.ping()
+    with redis.Redis(port=port, password=PASSWORD, socket_timeout=2, decode_responses=True) as client:
+        config = client.config_get("*")
+        assert int(config["maxmemory"]) == 384 * 1024 * 1024
+        assert config["maxmemory-policy"] == "noeviction"
+        assert config["appendonly"] == "yes"
+        assert config["masterauth"] == PASSWORD  # a replica's, to follow its primary
+        client.config_set("maxmemory", str(4 * 1024 * 1024))  # a small Redis, to fill it here
+        with pytest.raises(redis.exceptions.OutOfMemoryError):  # "OOM command not allowed"
+            for n in range(200):
+                client.set(f"k{n}", "x" * 100_000)
+        assert client.exists("k0"), "a full Redis dropped a key"
+    mode = stat.S_IMODE((conf / "auth.conf").stat().st_mode)
+    assert mode == 0o600, f"the password's file is {oct(mode)}"
