@@ -26,21 +26,9 @@ from typing import TYPE_CHECKING, Any
 from core.errors import BotError, ConfigError
 
 from . import knowledge, scaffold
-from .config import (
-    check_connectivity,
-    check_mcp_servers,
-    check_settings,
-    load_settings,
-    platforms,
-    policy_lines,
-    redis_report,
-    scaling_notes,
-    settings_table,
-)
-from .hardening import weak_settings
+from .config import check_connectivity, check_settings, load_settings, platforms
 from .loading import DEFAULT_APP, load_bot
 from .logs import MASK, configure_logging, secrets_of
-from .schedule_service import next_firings
 from .settings import Settings
 from .tracing import header_secrets, start_tracing
 from .unknown_env import unknown_variables_warnings
@@ -388,55 +376,6 @@ async def _serve(settings: Settings, command: str) -> int:
         stop.uninstall()
 
 
-def _config(settings: Settings, *, strict: bool = False) -> int:
-    rows = settings_table(settings)
-    width = max(len(r[0]) for r in rows)
-    value_width = min(40, max(len(r[1]) for r in rows))
-    for var, shown, source in rows:
-        print(f"{var.ljust(width)}  {shown.ljust(value_width)}  [{source}]")
-    notes = scaling_notes(settings)
-    if notes:
-        print("\nscaling:")
-        for note in notes:
-            print(f"  {note}")
-    warnings = [*unknown_variables_warnings(os.environ), *weak_settings(settings)]
-    if warnings:
-        print("\nwarnings:")
-        for warning in warnings:
-            print(f"  {warning}")
-    problems = check_settings(settings, role="config")
-    redis_lines, redis_problems = asyncio.run(redis_report(settings, role="config"))
-    if redis_lines:
-        print("\nredis:")
-        for line in redis_lines:
-            print(f"  {line}")
-    problems += redis_problems
-    servers, mcp_problems = asyncio.run(check_mcp_servers(settings))
-    if servers:
-        print("\nMCP servers:")
-        for line in servers:
-            print(f"  {line}")
-    problems += mcp_problems
-    print("\nactions policy (ACTIONS_POLICY; the most specific matching pattern wins):")
-    for line in policy_lines(settings):
-        print(f"  {line}")
-    firings, schedule_problems = asyncio.run(next_firings(settings))
-    if firings:
-        print("\nnext schedule firings:")
-        for line in firings:
-            print(f"  {line}")
-    problems += [] if redis_problems else schedule_problems  # (Redis's own problem says why they are not read)
-    if strict and warnings:
-        problems += ["--strict: the warnings above count as problems"]
-    if problems:
-        print("\nproblems:", file=sys.stderr)
-        for p in problems:
-            print(f"  {p}", file=sys.stderr)
-        return 1
-    print("\nsettings OK")
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bots`` console script."""
     parser = argparse.ArgumentParser(prog="bots", description="An LLM agent as a Discord and Telegram bot.")
@@ -450,6 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             command.add_argument(
                 "--strict", action="store_true", help="fail (exit 1) on warnings too (weak secrets, unknown variables)"
             )
+            command.add_argument(
+                "--changed", action="store_true", help="list only the settings whose value differs from the default"
+            )
+            command.add_argument("--json", action="store_true", help="print the report as JSON (secrets masked)")
             command.add_argument(
                 "--generate-secret", action="store_true", help="print a fresh random secret (32 bytes) and exit"
             )
@@ -492,7 +435,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
         secrets = sorted({*secrets_of(settings), *header_secrets()}, key=len, reverse=True)  # the longest first
         if args.command == "config":
-            return _config(settings, strict=args.strict)
+            from .config_command import config_command
+
+            return config_command(settings, strict=args.strict, changed=args.changed, as_json=args.json)
         if args.command == "knowledge":
             configure_logging(settings.log, secrets=secrets)
             return knowledge.command(args, settings)

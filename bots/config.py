@@ -27,11 +27,13 @@ from core.errors import ConfigError
 from core.url_secrets import mask_query
 
 from .models import chain_problems
+from .service_checks import redis_safety
 from .settings import Settings
 from .tracing import tracing_problems
 
 __all__ = (
     "ROLES",
+    "changed_variables",
     "check_connectivity",
     "check_mcp_servers",
     "check_settings",
@@ -294,12 +296,13 @@ async def check_connectivity(settings: Settings, *, role: str = "run", timeout: 
 
 
 async def redis_report(
-    settings: Settings, *, role: str = "config", timeout: float = 3.0
+    settings: Settings, *, role: str = "config", timeout: float = 3.0, warnings: list[str] | None = None
 ) -> tuple[list[str], list[str]]:
     """``(lines, problems)`` about Redis for a process of ``role``: the server (or the primary the sentinels
     name, and how many of them agree), its role and replicas, one problem line per thing that would not work
     (secrets masked). Nothing for the roles without Redis, nor for ``config`` when neither REDIS_URL nor
-    REDIS_SENTINELS was set (the embedded mode needs no Redis)."""
+    REDIS_SENTINELS was set (the embedded mode needs no Redis). ``warnings``, when given, receives what is unsafe
+    in the server's own settings (persistence, eviction, ``maxmemory``: ``bots.service_checks.redis_safety``)."""
     url = _redis_url(settings)
     if url is None or not _has("redis") or role not in ("gateway", "worker", "config"):
         return [], []
@@ -310,9 +313,9 @@ async def redis_report(
         problem = await _ping_redis(url, timeout=timeout, password=password)
         if problem:
             return [], [problem]
-        lines, problems = await _describe_server(url, settings, timeout=timeout, sentinels=False)
+        lines, problems = await _describe_server(url, settings, timeout=timeout, sentinels=False, warnings=warnings)
     else:
-        lines, problems = await _ask_sentinels(settings, timeout=timeout)
+        lines, problems = await _ask_sentinels(settings, timeout=timeout, warnings=warnings)
     if role != "config":  # a process starts anyway: it holds its acknowledgements meanwhile, and says so
         lines += [p for p in problems if p.startswith(_PASSING)]
         problems = [p for p in problems if not p.startswith(_PASSING)]
@@ -325,10 +328,10 @@ _PASSING = ("REDIS_MIN_REPLICAS=", "the sentinels disagree")
 
 
 async def _describe_server(
-    url: str, settings: Settings, *, timeout: float, sentinels: bool
+    url: str, settings: Settings, *, timeout: float, sentinels: bool, warnings: list[str] | None = None
 ) -> tuple[list[str], list[str]]:
     """The server at ``url`` (REDIS_URL, or the primary the sentinels named): it answers, its role, its
-    replicas."""
+    replicas (and, into ``warnings``, what is unsafe in its settings)."""
     import redis.asyncio as aioredis
     import redis.exceptions
 
@@ -348,6 +351,11 @@ async def _describe_server(
                 info = await client.info("replication")
             except redis.exceptions.ResponseError as exc:  # INFO refused by an ACL: the PING was enough
                 return [f"{where} answers (INFO replication refused: {str(exc)[:60]})"], []
+            if warnings is not None:
+                try:
+                    warnings += await redis_safety(client, where)
+                except redis.exceptions.ResponseError as exc:  # INFO and CONFIG refused by an ACL
+                    warnings.append(f"Redis at {where}: its persistence and eviction settings cannot be read ({exc})")
     except redis.exceptions.AuthenticationError:
         return [], [f"Redis at {where} refused the password: fix REDIS_PASSWORD or the password in REDIS_URL"]
     except (redis.exceptions.RedisError, OSError, TimeoutError) as exc:
@@ -378,7 +386,9 @@ def _replication_lines(
     return lines, problems
 
 
-async def _ask_sentinels(settings: Settings, *, timeout: float) -> tuple[list[str], list[str]]:
+async def _ask_sentinels(
+    settings: Settings, *, timeout: float, warnings: list[str] | None = None
+) -> tuple[list[str], list[str]]:
     """Ask each of REDIS_SENTINELS where the primary of REDIS_SENTINEL_MASTER is, then that primary."""
     import redis.asyncio as aioredis
     import redis.exceptions
@@ -439,7 +449,7 @@ async def _ask_sentinels(settings: Settings, *, timeout: float) -> tuple[list[st
     parts = urllib.parse.urlsplit(r.url)
     auth = parts.netloc.rpartition("@")[0]
     primary_url = f"{parts.scheme}://{auth + '@' if auth else ''}{host}:{port}{parts.path or '/0'}"
-    found, more = await _describe_server(primary_url, settings, timeout=timeout, sentinels=True)
+    found, more = await _describe_server(primary_url, settings, timeout=timeout, sentinels=True, warnings=warnings)
     return lines + found, problems + more
 
 
@@ -567,6 +577,18 @@ def settings_table(settings: Settings) -> list[tuple[str, str, str]]:
         source = "environment" if var in environ else ".env" if var in dot else "default"
         rows.append((var, _show(value), source))
     return rows
+
+
+def changed_variables(settings: Settings) -> set[str]:
+    """The variables whose value differs from their default, compared as ``bots config`` shows them (a secret set
+    is a change)."""
+    changed = set()
+    for loc, value in _flatten(settings):
+        field = _field(loc)
+        default = field.get_default(call_default_factory=True) if field is not None else None
+        if _show(value) != _show(default):
+            changed.add(env_name(loc))
+    return changed
 
 
 def scaling_notes(settings: Settings) -> list[str]:
