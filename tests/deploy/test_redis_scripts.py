@@ -1,10 +1,14 @@
 """The scripts that start Redis in ``deploy/k8s/redis.yaml`` and ``deploy/compose.yaml``, run here with the real
 redis-server on a free loopback port (the container's names and folders stood in for by a few shell shims): Redis
 asks for the password and takes it, has maxmemory and noeviction (a full Redis refuses a write instead of dropping
-a key), keeps its AOF, and the password's file is its user's only."""
+a key), keeps its AOF, and the password's file is its user's only. The sentinel's script of
+``deploy/k8s/sentinel.yaml`` too: it watches that Redis with the password, asks for it, and the bots' settings
+(``REDIS_PASSWORD``, ``REDIS_SENTINEL_PASSWORD``) reach Redis through it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import stat
@@ -38,15 +42,15 @@ def compose_script(conf: Path) -> str:
     return str(command[2]).replace("$$", "$").replace("/tmp/auth.conf", f"{conf}/auth.conf")
 
 
-def shims(folder: Path, port: int, data: Path) -> Path:
-    """``hostname`` (redis-0), ``redis-cli`` (no sentinel answers: the first start), and ``redis-server`` on ``port``
-    with its files in ``data``."""
+def shims(folder: Path, port: int, data: Path, *, host: str = "redis-0") -> Path:
+    """``hostname`` (``host``), ``redis-cli`` (no sentinel answers: the first start), and ``redis-server`` on
+    ``port`` with its files in ``data``."""
     real = shutil.which("redis-server")
     if real is None:
         pytest.skip("redis-server is not installed (.ci/run installs it)")
     folder.mkdir()
     scripts = {
-        "hostname": "#!/bin/sh\necho redis-0\n",
+        "hostname": f"#!/bin/sh\necho {host}\n",
         "redis-cli": "#!/bin/sh\nexit 1\n",
         "redis-server": f'#!/bin/sh\nexec {real} "$@" --port {port} --bind 127.0.0.1 --dir {data} --save ""\n',
     }
@@ -56,15 +60,10 @@ def shims(folder: Path, port: int, data: Path) -> Path:
     return folder
 
 
-@pytest.fixture(params=["k8s", "compose"])
-def started(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    conf, data = tmp_path / "conf", tmp_path / "data"
-    conf.mkdir()
-    data.mkdir()
-    port = free_port()
-    bin_dir = shims(tmp_path / "bin", port, data)
-    script = k8s_script(conf) if request.param == "k8s" else compose_script(conf)
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "REDIS_PASSWORD": PASSWORD, "HOME": str(tmp_path)}
+@contextlib.contextmanager
+def running(script: str, *, port: int, bin_dir: Path, what: str) -> Iterator[None]:
+    """``script`` run by sh until it answers (with the password) on ``port``; stopped after."""
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "REDIS_PASSWORD": PASSWORD, "HOME": str(bin_dir)}
     process = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         client = redis.Redis(port=port, password=PASSWORD, socket_timeout=2)
@@ -76,15 +75,27 @@ def started(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[in
             except redis.ConnectionError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     out = process.stdout.read().decode() if process.stdout else ""
-                    pytest.fail(f"Redis did not start from the {request.param} script: {out}")
+                    pytest.fail(f"{what} did not start: {out}")
                 time.sleep(0.05)
         client.close()
-        yield port, conf
+        yield
     finally:
         process.terminate()
         process.wait(timeout=10)
         if process.stdout:
             process.stdout.close()
+
+
+@pytest.fixture(params=["k8s", "compose"])
+def started(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    conf, data = tmp_path / "conf", tmp_path / "data"
+    conf.mkdir()
+    data.mkdir()
+    port = free_port()
+    bin_dir = shims(tmp_path / "bin", port, data)
+    script = k8s_script(conf) if request.param == "k8s" else compose_script(conf)
+    with running(script, port=port, bin_dir=bin_dir, what=f"Redis from the {request.param} script"):
+        yield port, conf
 
 
 def test_an_empty_password_stops_the_k8s_script(tmp_path: Path) -> None:
@@ -111,3 +122,60 @@ def test_redis_asks_for_the_password_and_refuses_writes_when_full(started: tuple
         assert client.exists("k0"), "a full Redis dropped a key"
     mode = stat.S_IMODE((conf / "auth.conf").stat().st_mode)
     assert mode == 0o600, f"the password's file is {oct(mode)}"
+
+
+def sentinel_script(conf: Path, *, port: int, primary: int) -> str:
+    """The sentinel's script, watching the primary on ``primary`` and listening on ``port``."""
+    sentinels = next(m for m in load_yaml(K8S / "sentinel.yaml") if m["kind"] == "StatefulSet")
+    script = str(sentinels["spec"]["template"]["spec"]["containers"][0]["args"][1])
+    for old, new in (
+        ("/data/sentinel.conf", f"{conf}/sentinel.conf"),
+        ("${PRIMARY:-redis-0.redis} 6379 2", f"${{PRIMARY:-127.0.0.1}} {primary} 1"),  # one sentinel here: quorum 1
+        ("port 26379", f"port {port}"),
+    ):
+        assert old in script, old
+        script = script.replace(old, new)
+    return script
+
+
+async def test_the_bots_reach_redis_through_a_sentinel_with_the_password(tmp_path: Path) -> None:
+    from bots.queue_settings import RedisSettings
+    from core.fleet.backend import close_client, make_client
+
+    data, conf = tmp_path / "data", tmp_path / "conf"
+    data.mkdir()
+    conf.mkdir()
+    port, sentinel_port = free_port(), free_port()
+    server_bin = shims(tmp_path / "bin", port, data)
+    sentinel_bin = shims(tmp_path / "sbin", sentinel_port, conf, host="redis-sentinel-0")
+    with (
+        running(k8s_script(conf), port=port, bin_dir=server_bin, what="Redis"),
+        running(sentinel_script(conf, port=sentinel_port, primary=port), port=sentinel_port, bin_dir=sentinel_bin,
+                what="the sentinel"),
+    ):  # fmt: skip
+        with redis.Redis(port=sentinel_port, socket_timeout=2) as anonymous, pytest.raises(redis.AuthenticationError):
+            anonymous.ping()
+        settings = RedisSettings(
+            url="redis://redis:6379/0",  # with sentinels, the host is the sentinels' answer
+            sentinels=f"127.0.0.1:{sentinel_port}",
+            sentinel_master="bots",
+            password=PASSWORD,
+            sentinel_password=PASSWORD,
+        )
+        client = make_client(settings.to_config())
+        try:
+            assert await client.set("deploy-test", "1")
+            assert await client.get("deploy-test") == "1"
+        finally:
+            await close_client(client)
+        with redis.Redis(port=sentinel_port, password=PASSWORD, socket_timeout=2, decode_responses=True) as sentinel:
+            deadline = time.monotonic() + 10
+            while True:  # the sentinel logs in to the primary with auth-pass: it sees it up, not disconnected
+                flags = sentinel.execute_command("SENTINEL", "MASTER", "bots")
+                state = dict(zip(flags[::2], flags[1::2], strict=True))
+                if state["flags"] == "master" and int(state["link-pending-commands"]) == 0:
+                    break
+                assert time.monotonic() < deadline, state
+                await asyncio.sleep(0.1)
+        mode = stat.S_IMODE((conf / "sentinel.conf").stat().st_mode)
+        assert mode == 0o600, f"the sentinel's configuration holds the password and is {oct(mode)}"
