@@ -33,7 +33,7 @@ from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
 from .entries import InputRef, Log
 from .errors import DefinitionError, RunError
-from .event_stream import Switched, events_of
+from .event_stream import events_of
 from .events import RunEvent
 from .extension_points import ExtensionPoints
 from .limits import Limiter
@@ -324,6 +324,31 @@ class Agent(ExtensionPoints):
             await loaded(state)
         return state
 
+    async def _load_used(self, state: ContextState) -> list[ContextState]:
+        """The instances of the other contexts a run of ``state`` uses (``Context.uses``), loaded, each once."""
+        uses = state.context.uses
+        if uses is None:
+            return []
+        try:
+            wanted = list(uses(state))
+        except Exception as exc:  # the author's code: say whose it is
+            raise RunError(
+                f"the uses function of context {state.context.type!r} raised {type(exc).__name__}: {exc}; fix it"
+            ) from exc
+        used: list[ContextState] = []
+        for use in wanted:
+            context = self.registry.resolve(use.context)
+            if self.registry.contexts.get(context.type) is not context:
+                raise DefinitionError(
+                    f"context {state.context.type!r} uses context {context.type!r}, which the agent does not have: "
+                    "register it (create_agent(contexts=...) or Bot(contexts=...))"
+                )
+            args = context.schema.validate(use.args)
+            cid = self.context_id(context, args)
+            if cid != state.id and all(u.id != cid for u in used):
+                used.append(await self.load_state(context, args))
+        return used
+
     async def save_state(self, state: ContextState) -> None:
         """Save the instance's memory and its (trimmed) working memory."""
         await self.states.save(state, host=self)
@@ -564,6 +589,7 @@ class Agent(ExtensionPoints):
             if self.quiet_ms and not self.dispatcher.distributed:  # (a queue waits in Redis: core.fleet)
                 await pending.quiet(self.quiet_ms, cap=self.max_batch)
             state = await self.load_state(context, args)
+            state.used = await self._load_used(state)
             state.options.update(pending.options)
             state.ledger = pending.ledger
             run = Run(self.run_deps(), state, finished=future)
@@ -590,6 +616,8 @@ class Agent(ExtensionPoints):
                         log.exception("on_run of context %s raised", context.type)
             if not run.forget:
                 await self.save_state(state)
+                for used in state.used:  # the other contexts it used (Context.uses), through the same store
+                    await self.save_state(used)
                 for saved in self.hooks.saved:  # (long memory: the history, the summary's next fold)
                     await saved(state, chain)
                 if run.trace_id is not None:  # tracing is on
@@ -653,11 +681,8 @@ class Agent(ExtensionPoints):
         input: InputRef | Mapping[str, Any],
         *,
         reasoning: bool = True,
-        switched: Switched = "type",
     ) -> AsyncIterator[RunEvent]:
-        """Send ``input`` and yield the run's events as they happen (runs in this process). ``reasoning=False``
-        leaves the reasoning events out; ``switched="item"`` sets ``is_type_switched`` on each new output and every
-        tool call and result instead of only on the first event of a new type (``core.event_stream.Switched``)."""
+        """Send ``input`` and yield the run's events as they happen (runs in this process)."""
 
         context = self.registry.resolve(context)
 
@@ -665,7 +690,7 @@ class Agent(ExtensionPoints):
             valid = context.schema.validate(args)
             await self.run(context, valid, [self.make_input(input)], listener=listener)
 
-        return events_of(start, reasoning=reasoning, switched=switched)
+        return events_of(start, reasoning=reasoning)
 
     def settings_parents(self, context: Context, args: Any) -> tuple[str, ...]:
         """The ids of the conversations whose chat settings the one of ``context`` and ``args`` starts from

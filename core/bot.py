@@ -74,7 +74,8 @@ class Bot:
 
 def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:
     """``own`` laid over the platform's conversation context ``platform``: the platform's type, arguments, key,
-    inputs and reply output; ``own``'s memory (``create``, ``load``, ``save``), ``render`` and budgets; both
+    inputs and reply output; ``own``'s memory (``create``, ``load``, ``save``), ``render``, budgets and the contexts
+    it ``uses``; both
     instructions (the platform's first), actions, outputs and hooks (the platform's first)."""
     return dataclasses.replace(
         platform,
@@ -89,6 +90,7 @@ def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:
         max_prompt_tokens=own.max_prompt_tokens,
         keep_logs=own.keep_logs,
         working_memory=own.working_memory,
+        uses=own.uses if own.uses is not None else platform.uses,
         actions=(*platform.actions, *own.actions),
         outputs=(*platform.outputs, *own.outputs),
         inputs=(*platform.inputs, *own.inputs),

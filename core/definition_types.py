@@ -49,6 +49,7 @@ __all__ = (
     "Check",
     "Context",
     "ContextState",
+    "ContextUse",
     "Extension",
     "Host",
     "Input",
@@ -111,6 +112,19 @@ class ContextState(Generic[ArgsT]):
     record: Callable[[Log], None] | None = field(default=None, repr=False)
     """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
     straight into working memory."""
+    used: list[ContextState[Any]] = field(default_factory=list, repr=False)
+    """The instances of the other contexts this run uses (``Context.uses``: a user's profile beside the channel),
+    loaded with this one, shown with it in ``<contexts>`` and saved with it; ``using`` finds one."""
+
+    def using(self, context: Context[Any]) -> ContextState[Any]:
+        """The state of ``context``'s instance this run uses (``Context.uses``); ``KeyError`` when it uses none."""
+        for state in self.used:
+            if state.context is context or state.context.includes(context):
+                return state
+        raise KeyError(
+            f"a run of {self.context.type!r} uses no {context.type!r} context: return a ContextUse of it "
+            f"from the uses of {self.context.type!r}"
+        )
 
     def emit(self, name: str, data: Any = None, *, processed: bool = False, source: str = "") -> EventRef:
         """Record that ``name`` happened (the seed's ``EventRef``): the model sees it in working memory, and
@@ -399,7 +413,6 @@ class Host(Protocol):
         input: InputRef | Mapping[str, Any],
         *,
         reasoning: bool = True,
-        switched: Literal["type", "item"] = "type",
     ) -> AsyncIterator[RunEvent]:
         """Send ``input`` and yield the run's events as they happen."""
         ...
@@ -595,6 +608,11 @@ class Context(Generic[ArgsT]):
     """Approximate token budget of the working-memory part of the prompt."""
     keep_logs: int = 200
     """At most this many entries of working memory are kept in the store."""
+    uses: Callable[[ContextState[ArgsT]], Sequence[ContextUse]] | None = None
+    """The other contexts a run of this one uses, from its state (a user's profile beside a channel): their
+    instances are loaded when the run starts, shown to the model in ``<contexts>`` after this one, offered their
+    actions, given to handlers (``ctx.state.using(profile)``) and saved when the run ends, through the agent's
+    memory store (a fleet's too). Each must be registered with the agent (``Bot.contexts``)."""
     working_memory: Literal["window", "run"] = "window"
     """``"window"``: a run's working memory goes on from the last run's (its newest ``keep_logs`` entries are kept,
     the newest ``max_working_memory`` shown): the conversation so far, which a chat bot answers from. ``"run"``: each
@@ -635,6 +653,16 @@ class Context(Generic[ArgsT]):
     def includes(self, other: Context[Any]) -> bool:
         """True when ``other`` is this context, or one of the two it lays together (a platform's and a bot's)."""
         return other is self or (self.laid_over is not None and (other is self.laid_over or other is self.laid))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextUse:
+    """One context a run uses beside its own (``Context.uses``): which one, and the arguments of its instance."""
+
+    context: Context[Any]
+    """The context used (registered with the agent)."""
+    args: Any
+    """The arguments that name its instance (validated by its ``schema``)."""
 
 
 @dataclass(kw_only=True, eq=False)

@@ -422,7 +422,7 @@ def build_prompt(
     parts = {
         "actions": "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>",
         "outputs": "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
-        "contexts": "<contexts>\n" + _context_block(state) + "\n</contexts>",
+        "contexts": "<contexts>\n" + "\n".join(_context_block(each) for each in (state, *state.used)) + "\n</contexts>",
         "workingMemory": "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
         "updates": "<updates>\n" + "\n".join(format_log(u, media=state.media) for u in updates) + "\n</updates>",
     }

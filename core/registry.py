@@ -84,10 +84,12 @@ class Registry:
     def available(self, state: ContextState) -> tuple[list[Action], list[Output]]:
         """The actions and outputs offered to the model in ``state``'s context."""
         ctx = state.context
+        own = (*ctx.actions, *(a for u in state.used for a in u.context.actions)) if state.used else ctx.actions
         actions = [
             a
-            for a in (*ctx.actions, *self.actions)
-            if (a.context is None or ctx.includes(a.context)) and (a.enabled is None or a.enabled(state))
+            for a in (*own, *self.actions)
+            if (a.context is None or ctx.includes(a.context) or _used_by(state, a.context))
+            and (a.enabled is None or a.enabled(state))
         ]
         if self.action_sources:
             taken = {a.name for a in actions}
@@ -125,3 +127,8 @@ def _check_action(act: Action, owner: str) -> None:
             "declares _outputPath; use fire_and_forget='without_output_path' (only calls that save nothing are "
             "not waited for) or drop _outputPath"
         )
+
+
+def _used_by(state: ContextState, context: Context) -> bool:
+    """True when a run of ``state`` uses ``context`` (``Context.uses``): its actions are offered too."""
+    return any(u.context.includes(context) for u in state.used) if state.used else False

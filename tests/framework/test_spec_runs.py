@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core import ActionResult, action, context, data_input, read_state, write_state
+from core import ActionResult, Bot, ContextUse, action, context, data_input, read_state, write_state
 from core.bot import layer
 
 from .kit import R, bot, chat, msg, section
@@ -215,3 +215,80 @@ async def test_the_window_across_runs_is_the_default_and_a_bot_context_carries_t
     assert "heron" in section(model.requests[1].prompt, "working-memory")
     own = context(type="own", schema=str, working_memory="run")
     assert chat.working_memory == "window" and layer(chat, own).working_memory == "run"
+
+
+# -- several contexts in one run (Prompting, Agent Lifecycle) -------------------------------------------------
+
+
+class Where(BaseModel):
+    channel: str
+    user: str
+
+
+class Name(BaseModel):
+    name: str
+
+
+profile = context(
+    type="profile",
+    schema=str,
+    key=lambda user: user,
+    create=lambda state: {"name": None},
+    render=lambda state: f"<profile>name: {state.memory['name']}</profile>",
+)
+
+
+def remember_name(args: Name, ctx: Any, agent: Any) -> str:
+    ctx.state.using(profile).memory["name"] = args.name
+    return "kept"
+
+
+channel = context(
+    type="channel",
+    schema=Where,
+    key=lambda w: w.channel,
+    uses=lambda state: [ContextUse(context=profile, args=state.args.user)],
+)
+remember = action(name="remember_name", schema=Name, handler=remember_name, context=profile)
+
+
+async def test_a_run_uses_another_context_renders_it_gives_it_to_actions_and_saves_it() -> None:
+    say = '<output type="chat:message">ok</output>'
+    agent, model = bot(
+        [R('<action_call name="remember_name">{"name": "Ada"}</action_call>'), R(say), R(say)],
+        contexts=(channel, profile),
+        actions=(remember,),
+    )
+    async with agent:
+        chain = await agent.send(channel, {"channel": "c1", "user": "ada"}, msg("call me Ada"))
+        await agent.send(channel, {"channel": "c2", "user": "ada"}, msg("who am I?"))  # another channel
+        kept = await agent.load_state(profile, "ada")
+    assert [(r.data, r.error) for r in results(chain)] == [("kept", None)]  # offered: the profile's own action
+    first = section(model.requests[0].prompt, "contexts")
+    assert '<context type="channel" key="c1">' in first and '<context type="profile" key="ada">' in first
+    assert "name: None" in first
+    assert "name: Ada" in section(model.requests[2].prompt, "contexts")  # saved with run 1, loaded in c2
+    assert kept.memory == {"name": "Ada"}
+
+
+async def test_a_bot_composes_its_context_with_another() -> None:
+    own = context(type="own", schema=str, uses=lambda state: [ContextUse(context=profile, args="ada")])
+    room = context(type="room", schema=str, key=lambda s: s, conversation=True)  # a platform's chat
+    laid = layer(room, own)
+    assert laid.uses is own.uses and laid.type == "room"
+    say = '<output type="chat:message">ok</output>'
+    agent, model = bot([R(say)], contexts=(room,), bot=Bot(context=own, contexts=(profile,)))
+    async with agent:
+        await agent.send(room, "u", msg("hi"))
+    assert '<context type="profile" key="ada">' in section(model.requests[0].prompt, "contexts")
+
+
+async def test_a_used_context_the_agent_does_not_have_is_named() -> None:
+    agent, _ = bot([R("")], contexts=(channel,))
+    async with agent:
+        try:
+            await agent.send(channel, {"channel": "c1", "user": "ada"}, msg("hi"))
+        except Exception as exc:
+            assert "uses context 'profile', which the agent does not have" in str(exc)
+        else:
+            raise AssertionError("the run went on without the profile")
