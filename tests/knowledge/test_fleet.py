@@ -20,11 +20,9 @@ from tests.fleet.server import RedisServer
 
 from .support import CITE, QUESTION, write_corpus
 
-CALL = '<response><action_call name="search_knowledge">{"query": "%s"}</action_call></response>' % QUESTION
-ANSWER = (
-    '<response><output type="telegram:message">A refund takes five working days. (Source: %s)</output></response>'
-    % CITE
-)
+CALL = f'<response><action_call name="search_knowledge">{{"query": "{QUESTION}"}}</action_call></response>'
+SAID = f"A refund takes five working days. (Source: {CITE})"
+ANSWER = f'<response><output type="telegram:message">{SAID}</output></response>'
 
 
 @pytest.fixture
@@ -64,6 +62,6 @@ async def test_a_worker_answers_from_the_documents_in_postgres_with_the_citation
         await procs.start("worker")
         telegram.user_says(QUESTION, user_id=4242)
         [reply] = await telegram.wait_replies(1, timeout=60)
-    assert reply.text == f"A refund takes five working days. (Source: {CITE})"
+    assert reply.text == SAID
     second = json.dumps(llm.requests[1].body, ensure_ascii=False)
     assert "five working days of the return being received" in second and CITE in second
