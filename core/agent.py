@@ -33,7 +33,7 @@ from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
 from .entries import InputRef, Log
 from .errors import DefinitionError, RunError
-from .event_stream import events_of
+from .event_stream import Switched, events_of
 from .events import RunEvent
 from .extension_points import ExtensionPoints
 from .limits import Limiter
@@ -681,8 +681,11 @@ class Agent(ExtensionPoints):
         input: InputRef | Mapping[str, Any],
         *,
         reasoning: bool = True,
+        switched: Switched = "type",
     ) -> AsyncIterator[RunEvent]:
-        """Send ``input`` and yield the run's events as they happen (runs in this process)."""
+        """Send ``input`` and yield the run's events as they happen (runs in this process). ``reasoning=False``
+        leaves the reasoning events out; ``switched="item"`` sets ``is_type_switched`` on each new output and every
+        tool call and result instead of only on the first event of a new type (``core.event_stream.Switched``)."""
 
         context = self.registry.resolve(context)
 
@@ -690,7 +693,7 @@ class Agent(ExtensionPoints):
             valid = context.schema.validate(args)
             await self.run(context, valid, [self.make_input(input)], listener=listener)
 
-        return events_of(start, reasoning=reasoning)
+        return events_of(start, reasoning=reasoning, switched=switched)
 
     def settings_parents(self, context: Context, args: Any) -> tuple[str, ...]:
         """The ids of the conversations whose chat settings the one of ``context`` and ``args`` starts from

@@ -413,6 +413,7 @@ class Host(Protocol):
         input: InputRef | Mapping[str, Any],
         *,
         reasoning: bool = True,
+        switched: Literal["type", "item"] = "type",
     ) -> AsyncIterator[RunEvent]:
         """Send ``input`` and yield the run's events as they happen."""
         ...
