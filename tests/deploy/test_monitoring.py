@@ -6,12 +6,14 @@ monitoring component holds the same rules."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from subprocess import PIPE, STDOUT
 from typing import Any
 
 import pytest
@@ -148,3 +150,60 @@ def test_a_broken_rule_fails_promtool(tmp_path: Path) -> None:
     broken = tmp_path / "alerts.yaml"
     broken.write_text("groups:\n  - name: x\n    rules:\n      - alert: X\n        expr: sum(rate(bots_x[5m])\n")
     assert run(promtool(), "check", "rules", str(broken), cwd=tmp_path).returncode != 0
+
+
+IMPLICIT_LABELS = {"le", "pod", "instance", "job"}
+"""Labels a query may use that the code does not set: the histogram's buckets, and what Prometheus adds."""
+
+
+def labels_used(expr: str) -> set[str]:
+    """The label names an expression groups by or matches on."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    names = set()
+    for group in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", text):
+        names |= {n.strip() for n in group.split(",") if n.strip()}
+    for matchers in re.findall(r"\{([^}]*)\}", text):
+        names |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", matchers))
+    return names
+
+
+async def test_the_queries_read_labels_that_a_run_exports() -> None:
+    """One message through an agent with the bots' metrics attached, then /metrics as Prometheus reads it: the text
+    passes ``promtool check metrics``, and every query of the dashboard and the rules whose metrics the run
+    produced groups and matches on labels those samples carry."""
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bots.ops import Ops, serve
+    from core import Price
+    from extensions.terminal import cli_session
+    from tests.ops.support import REPLY, CountingModel, make_agent
+
+    ops = Ops()
+    agent = make_agent(CountingModel([REPLY], usage=(100, 7)), prices={"scripted": Price(input=2.0, output=10.0)})
+    ops.attach(agent)
+    async with aiohttp.ClientSession() as http, agent, serve(ops, host="127.0.0.1", port=0) as port:
+        await agent.send(cli_session, "deploy", {"type": "cli:message", "data": "hello"})
+        async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+            assert response.status == 200
+            text = await response.text()
+    labels: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels.setdefault(sample.name, set()).update(sample.labels)
+    tool = shutil.which("promtool")
+    if tool is not None:
+        check = await asyncio.create_subprocess_exec(tool, "check", "metrics", stdin=PIPE, stdout=PIPE, stderr=STDOUT)
+        out, _ = await asyncio.wait_for(check.communicate(text.encode()), timeout=60)
+        assert check.returncode == 0, out.decode()
+    queries = [expr for _, expr in dashboard_queries()] + [rule["expr"] for rule in rules()]
+    checked = 0
+    for expr in queries:
+        names = metric_names(expr) - PROMETHEUS
+        if not names or not names <= labels.keys():
+            continue  # a metric this run did not produce (the backlog, Redis, failures)
+        carried = set().union(*(labels[name] for name in names))
+        missing = labels_used(expr) - IMPLICIT_LABELS - carried
+        assert not missing, f"{expr}: no sample of {sorted(names)} carries {sorted(missing)}"
+        checked += 1
+    assert checked >= 5, f"only {checked} queries read metrics the run produced"
