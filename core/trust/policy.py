@@ -14,7 +14,8 @@ or as compact ``pattern=tier[/rule]`` items separated by commas or new lines::
 
 For an address, the operator's rules are searched first: an exact pattern wins, then the wildcard pattern with the
 most characters that are not wildcards (a tie: the later one). Where none matches, the defaults apply: MCP tools
-(``mcp:*``) are open to admins, every other action to members, and nothing waits for approval.
+(``mcp:*``) are open to admins, a skill's scripts (``skill:*``) to members once an admin approved the call, every
+other action to members with no approval.
 """
 
 from __future__ import annotations
@@ -89,8 +90,10 @@ class PolicyRule:
 DEFAULT_RULES: tuple[PolicyRule, ...] = (
     PolicyRule(pattern="*", tier=Tier.MEMBER),
     PolicyRule(pattern="mcp:*", tier=Tier.ADMIN),
+    PolicyRule(pattern="skill:*", tier=Tier.MEMBER, rule=Rule.APPROVE),
 )
-"""What applies where the operator wrote nothing: actions open to members, MCP tools to admins, no approvals."""
+"""What applies where the operator wrote nothing: actions open to members, MCP tools to admins, a skill's scripts
+(``skill:<skill>:<script>``) to members once an admin approved each call."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
