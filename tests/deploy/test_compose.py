@@ -108,3 +108,20 @@ def test_the_tracing_override_points_the_bots_at_jaeger() -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
     extras = re.search(r"^ARG EXTRAS=(\S+)$", dockerfile, re.M)
     assert extras and "tracing" in extras[1].split(","), "the image cannot export traces"
+
+
+def test_every_documented_compose_command_passes_the_env_file() -> None:
+    """compose.yaml reads REDIS_PASSWORD and POSTGRES_PASSWORD from the file --env-file names (and refuses to start
+    without them), so every command the README and the deploy guide give carries it."""
+    root = DEPLOY.parent
+    found = 0
+    for path in (root / "README.md", root / "docs" / "how-to" / "deploy.md", root / "docs" / "how-to" / "tracing.md",
+                 root / "docs" / "how-to" / "upgrading.md", DEPLOY / "compose.yaml", DEPLOY / "compose.tracing.yaml"):  # fmt: skip
+        for command in re.findall(r"docker compose [^`#\n]*", path.read_text(encoding="utf-8")):
+            if "deploy/compose.yaml" in command:
+                assert "--env-file .env" in command, f"{path.name}: {command}"
+                found += 1
+    assert found >= 6
+    text = (DEPLOY / "compose.yaml").read_text(encoding="utf-8")
+    for variable in ("REDIS_PASSWORD", "POSTGRES_PASSWORD"):
+        assert f"${{{variable}:?" in text, f"an empty {variable} would start a Redis or PostgreSQL without one"
