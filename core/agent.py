@@ -553,12 +553,16 @@ class Agent(ExtensionPoints):
     async def request_stop(self, context_id: str) -> bool:
         """A person pressed Stop in ``context_id``: stop its answer wherever it is written, in this process
         (``stop_answer``) and, with a queue, on the worker that holds the conversation (the dispatcher tells every
-        worker and records the stop with the conversation, ``core.fleet.stops``). False when there was nothing to
-        stop. Raises ``DispatchError`` when the queue cannot be reached."""
+        worker and records the stop with the conversation, ``core.fleet.stops``); the conversation's approvals still
+        pending are withdrawn (``core.trust.Approvals.withdraw``). False when there was nothing to stop. Raises
+        ``DispatchError`` when the queue cannot be reached."""
         here = self.stop_answer(context_id)
-        if not self.dispatcher.distributed:
-            return here
-        return await self.dispatcher.stop_answer(context_id) or here
+        if self.dispatcher.distributed:
+            here = await self.dispatcher.stop_answer(context_id) or here
+        approvals = self.trust.approvals if self.trust is not None else None
+        if approvals is not None:
+            here = await approvals.withdraw(context_id) > 0 or here
+        return here
 
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue

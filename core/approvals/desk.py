@@ -302,6 +302,35 @@ class ApprovalDesk:
         await self._tell(decided)
         return Pressed.DECIDED, decided
 
+    async def withdraw(self, context_id: str) -> int:
+        """``core.trust.Approvals.withdraw``: a Stop in ``context_id`` withdraws its pending requests: each is
+        settled at once (never run, its conversation not told: the person stopped that answer) and its posted
+        request shows it was withdrawn. A store that fails is logged: the requests then expire as usual."""
+        store, now = self._store(), self.clock()
+        try:
+            found = await store.pending(context_id)
+        except RunError as exc:
+            log.warning("%s: pending approvals not withdrawn on Stop: %s", context_id, exc)
+            return 0
+        withdrawn = 0
+        for approval in found:
+            try:
+                decided = await store.decide(
+                    approval.id, Decision.WITHDRAWN, by=None, name="", at=now, retry_at=now + self.retry
+                )
+                if decided is None:  # decided meanwhile (a press): it goes its way
+                    continue
+                await store.finish(approval.id, {"error": _WITHDRAWN})
+            except RunError as exc:
+                log.warning("%s: approval %s not withdrawn on Stop: %s", context_id, approval.id, exc)
+                continue
+            withdrawn += 1
+            self._audit(decided, AuditEvent.DENIED, detail="withdrawn: the person stopped the answer")
+            await self._settle(decided)
+        if withdrawn:
+            log.info("%s: Stop withdrew %d pending approval(s)", context_id, withdrawn)
+        return withdrawn
+
     def _audit(self, approval: Approval, event: AuditEvent, *, detail: str = "") -> None:
         token = correlation_id.set(approval.correlation_id)
         try:
@@ -490,6 +519,7 @@ class ApprovalDesk:
 
 
 _INTERRUPTED = "the bot restarted while the call ran: whether it had its effect is not known"
+_WITHDRAWN = "withdrawn: the person stopped the answer that asked for it; it was not run"
 
 
 def approval_id(request: ApprovalRequest) -> str:

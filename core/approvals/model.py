@@ -51,6 +51,8 @@ class Decision(enum.StrEnum):
     """An approver refused it: the call never runs."""
     EXPIRED = "expired"
     """Nobody answered within the timeout: the call never runs."""
+    WITHDRAWN = "withdrawn"
+    """The person stopped the answer that asked for it (Stop): the call never runs, and nobody is told."""
 
 
 class ApprovalStatus(enum.StrEnum):
@@ -64,6 +66,8 @@ class ApprovalStatus(enum.StrEnum):
     """Denied; its conversation is being told."""
     EXPIRED = "expired"
     """Timed out; its conversation is being told."""
+    WITHDRAWN = "withdrawn"
+    """Withdrawn by a Stop in its conversation (settled at once: its conversation is not told)."""
     RUNNING = "running"
     """The approved call was started (by the process running its conversation): it never starts again."""
     DONE = "done"

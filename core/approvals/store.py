@@ -60,6 +60,10 @@ class ApprovalStore(Protocol):
         """-> done, with the call's ``outcome``; no longer due."""
         ...
 
+    async def pending(self, conversation: str) -> list[Approval]:
+        """The requests of ``conversation`` still waiting for an approver."""
+        ...
+
     async def due(self, now: float, *, limit: int) -> list[Approval]:
         """Up to ``limit`` approvals due at ``now`` (pending past their timeout, decided and not told yet)."""
         ...
@@ -168,6 +172,11 @@ class MemoryApprovalStore:
                 self._done.popitem(last=False)
             await self.memory.set(INDEX_KEY, list(items))
             await self.memory.delete(KEY_PREFIX + approval_id)
+
+    async def pending(self, conversation: str) -> list[Approval]:
+        async with self._lock:
+            items = await self._load()
+            return [a for a in items.values() if a.conversation == conversation and a.status is ApprovalStatus.PENDING]
 
     async def due(self, now: float, *, limit: int) -> list[Approval]:
         async with self._lock:

@@ -210,6 +210,26 @@ class RedisApprovalStore:
         values = await self.backend.run(read, what="reading the approvals due")
         return [found for found in map(_parse, values) if found is not None]
 
+    async def pending(self, conversation: str) -> list[Approval]:
+        client = self.backend.client
+
+        async def read() -> list[str | None]:  # (every pending request is due at its timeout: all are in the set)
+            ids = await client.zrange(self.due_key, 0, -1)
+            if not ids:
+                return []
+            pipe = client.pipeline(transaction=False)
+            for aid in ids:
+                pipe.get(self.key(aid))
+            values: list[str | None] = await pipe.execute()
+            return values
+
+        values = await self.backend.run(read, what="reading the approvals pending")
+        return [
+            found
+            for found in map(_parse, values)
+            if found is not None and found.conversation == conversation and found.status is ApprovalStatus.PENDING
+        ]
+
     async def retry_at(self, approval_id: str, at: float) -> None:
         client = self.backend.client
         await self.backend.run(

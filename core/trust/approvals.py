@@ -53,3 +53,8 @@ class Approvals(Protocol):
         approval"); the call runs only once approved, later. Raise a ``RunError`` to refuse it: its message is the
         error the model reads."""
         ...
+
+    async def withdraw(self, context_id: str) -> int:
+        """A person pressed Stop in ``context_id``: its requests still pending are withdrawn (they never run, and
+        their posted requests say so); how many were."""
+        ...

@@ -72,6 +72,8 @@ def settled_text(approval: Approval, language: str | None = None, *, escape: boo
         who = "`{}`".format(who.replace("`", "'"))
     if approval.status is ApprovalStatus.EXPIRED:
         return f"{request}\n{say('approval.expired', language)}"
+    if approval.status is ApprovalStatus.WITHDRAWN:
+        return f"{request}\n{say('approval.withdrawn', language)}"
     if approval.status is ApprovalStatus.DENIED:
         return f"{request}\n{say('approval.denied', language, who=who)}"
     return f"{request}\n{say('approval.approved', language, who=who)}"
