@@ -426,7 +426,10 @@ class Run:
             self._streaming = step
             self._tasks = tg
             stream = stream_model(
-                deps, request, charge=lambda given, taken, guess: self._charge(request, given, taken, guess)
+                deps,
+                request,
+                charge=lambda given, taken, guess: self._charge(request, given, taken, guess),
+                reasoning=lambda text: self.emitter.emit(RunEventType.REASONING, text),  # a provider's own
             )
             if request.plain:
                 chunks: AsyncGenerator[str, None] = as_response(

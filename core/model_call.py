@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from . import tracing
 from .errors import ModelError, RunError
 from .media.attachment import image_marker
-from .models.base import ImagePart, ModelRequest, ModelRoute, call_route, call_usage
+from .models.base import ImagePart, ModelRequest, ModelRoute, call_reasoning, call_route, call_usage
 from .prompt import xml_attr
 from .turns import TurnGuard
 from .unicode_text import repair_text
@@ -29,9 +29,13 @@ Charge = Callable[[int, int, bool], Awaitable[None]]
 """``charge(input_tokens, output_tokens, estimated)``: count what a call cost, once its stream has ended."""
 
 
-async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) -> AsyncGenerator[str, None]:
+async def stream_model(
+    deps: RunDeps, request: ModelRequest, *, charge: Charge, reasoning: Callable[[str], None] | None = None
+) -> AsyncGenerator[str, None]:
     """The model's chunks, with a deadline on each; library errors become ``ModelError``. When the stream
-    ends, its tokens go to ``charge`` (as the provider reported them, else estimated from the text)."""
+    ends, its tokens go to ``charge`` (as the provider reported them, else estimated from the text). The reasoning
+    the provider returns apart from the answer (``report_reasoning``) goes to ``reasoning``, and keeps the deadline
+    off while it streams."""
     idle = deps.model_idle_timeout
     model = deps.model
     usage_before = model.last_usage
@@ -48,6 +52,14 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
     captured: list[str] | None = [] if recording and tracing.capture_content() else None
     loop = asyncio.get_running_loop()
     watch = _IdleWatch(idle)
+
+    def heard(text: str) -> None:
+        if watch.since is not None:
+            watch.since = loop.time()  # the model is thinking, not silent
+        if reasoning is not None:
+            reasoning(text)
+
+    call_reasoning.set(heard)
     try:
         while True:
             watch.since = loop.time()
@@ -97,6 +109,7 @@ async def stream_model(deps: RunDeps, request: ModelRequest, *, charge: Charge) 
             yield chunk
     finally:
         watch.close()
+        call_reasoning.set(None)
         aclose = getattr(it, "aclose", None)
         if aclose is not None:
             await aclose()

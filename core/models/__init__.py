@@ -17,6 +17,7 @@ from .base import (
     SelfChecking,
     ServedOverHttp,
     interleave,
+    report_reasoning,
     report_usage,
     without_images,
 )
@@ -53,6 +54,7 @@ __all__ = (
     "default_model_path",
     "grammar_for",
     "interleave",
+    "report_reasoning",
     "report_usage",
     "without_images",
 )

@@ -14,7 +14,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage, interleave, report_usage
+from .base import ModelRequest, ModelUsage, interleave, report_reasoning, report_usage
 from .retry import (
     Failure,
     RetryPolicy,
@@ -63,6 +63,7 @@ class AnthropicModel:
         timeout: float = 60.0,
         retry: RetryPolicy | None = None,
         vision: bool = True,
+        thinking_budget: int | None = None,
     ) -> None:
         try:
             import anthropic
@@ -79,6 +80,9 @@ class AnthropicModel:
         """Retries on 429, 529, 5xx and connection failures."""
         self.vision = vision
         """Send images as image blocks (``LLM_VISION``; False: the model gets stand-in text)."""
+        self.thinking_budget = thinking_budget
+        """Tokens the model may think before it answers (extended thinking; at least 1024, and the request's
+        ``max_tokens`` is raised above it); its thinking streams as ``reasoning`` events. None: no thinking."""
         self.last_usage: ModelUsage | None = None
         """Token counts of the last call (for metrics)."""
         self._secret = api_key
@@ -111,9 +115,13 @@ class AnthropicModel:
         stop = [s for s in request.stop if s.strip()]  # whitespace-only stop sequences are refused
         if stop:
             options["stop_sequences"] = stop
+        max_tokens = request.max_tokens
+        if self.thinking_budget is not None:
+            options["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+            max_tokens += self.thinking_budget  # the budget counts in max_tokens: the answer keeps its own
         stream = await self._client.messages.create(
             model=request.model or self.model,
-            max_tokens=request.max_tokens,
+            max_tokens=max_tokens,
             messages=[{"role": "user", "content": _content(request)}],
             stream=True,
             **options,
@@ -124,6 +132,8 @@ class AnthropicModel:
                 if event.type == "content_block_delta":
                     if event.delta.type == "text_delta" and event.delta.text:
                         yield event.delta.text
+                    elif event.delta.type == "thinking_delta":  # the model's thinking block, apart from the answer
+                        report_reasoning(event.delta.thinking)
                 elif event.type == "message_start":
                     usage.input_tokens = event.message.usage.input_tokens or 0
                     usage.output_tokens = event.message.usage.output_tokens or 0

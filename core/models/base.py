@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,10 +22,12 @@ __all__ = (
     "SelfChecking",
     "ServedOverHttp",
     "ToolSpec",
+    "call_reasoning",
     "call_route",
     "call_usage",
     "closing_stream",
     "interleave",
+    "report_reasoning",
     "report_usage",
     "without_images",
 )
@@ -252,6 +254,19 @@ provider's stream runs in the task that reads it, so concurrent runs never see e
 def report_usage(usage: ModelUsage) -> None:
     """Called by a provider as its stream ends: the reader of the stream (the step loop) counts ``usage``."""
     call_usage.set(usage)
+
+
+call_reasoning: ContextVar[Callable[[str], None] | None] = ContextVar("call_reasoning", default=None)
+"""Where the model call streaming in this task sends the reasoning its provider returns apart from the answer
+(set by the reader of the stream, the step loop: it becomes ``reasoning`` run events); None: nobody wants it."""
+
+
+def report_reasoning(text: str) -> None:
+    """Called by a provider for a piece of the model's own reasoning (OpenAI-compatible ``reasoning_content``,
+    Anthropic thinking): handed to the reader of the stream, never part of the answer's text."""
+    heard = call_reasoning.get()
+    if heard is not None and text:
+        heard(text)
 
 
 @dataclass(kw_only=True)

@@ -16,7 +16,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BotError, ConfigError, ModelError
-from .base import ModelRequest, ModelUsage, interleave, report_usage, without_images
+from .base import ModelRequest, ModelUsage, interleave, report_reasoning, report_usage, without_images
 from .retry import (
     Failure,
     RetryPolicy,
@@ -167,7 +167,12 @@ class OpenAICompatModel:
                         input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0
                     )
                 for choice in chunk.choices:
-                    if choice.index == 0 and choice.delta is not None and choice.delta.content:
+                    if choice.index != 0 or choice.delta is None:
+                        continue
+                    thought = _reasoning(choice.delta)
+                    if thought:
+                        report_reasoning(thought)
+                    if choice.delta.content:
                         yield choice.delta.content
         if usage is not None:
             self.last_usage = usage
@@ -225,6 +230,17 @@ def _refuses_images(cause: BaseException | None) -> bool:
         return False
     text = f"{_detail(cause.body, cause.message)} {cause.message}".lower()
     return any(word in text for word in ("image", "multimodal", "vision", "multi-modal"))
+
+
+def _reasoning(delta: Any) -> str | None:
+    """The model's own reasoning in a streamed delta, which the OpenAI API has no field for: ``reasoning_content``
+    (DeepSeek, vLLM, llama.cpp's server) or ``reasoning`` (OpenRouter, Ollama), kept by the SDK as extra fields."""
+    extra = getattr(delta, "model_extra", None) or {}
+    for name in ("reasoning_content", "reasoning"):
+        value = extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _content_parts(request: ModelRequest) -> list[ChatCompletionContentPartParam]:

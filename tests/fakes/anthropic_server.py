@@ -63,14 +63,24 @@ class FakeAnthropicServer(FakeModelServer):
             "usage": {"input_tokens": input_tokens, "output_tokens": 1},
         }
         await send("message_start", {"message": message})
-        await send("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        block = 0
+        if reply.reasoning:  # a thinking block first, as extended thinking streams it
+            await send("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": ""}})
+            for thought in reply.reasoning:
+                await send(
+                    "content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": thought}}
+                )
+            await send("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": "c2ln"}})
+            await send("content_block_stop", {"index": 0})
+            block = 1
+        await send("content_block_start", {"index": block, "content_block": {"type": "text", "text": ""}})
         await response.write(b'event: ping\ndata: {"type": "ping"}\n\n')
         for i, text in enumerate(reply.chunks):
             if reply.fail_after is not None and i == reply.fail_after:
                 await send("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
                 return
-            await send("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}})
-        await send("content_block_stop", {"index": 0})
+            await send("content_block_delta", {"index": block, "delta": {"type": "text_delta", "text": text}})
+        await send("content_block_stop", {"index": block})
         await send(
             "message_delta",
             {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": output_tokens}},

@@ -44,6 +44,10 @@ class Reply:
     """Send this many chunks, then cut the connection off (no end of the stream)."""
     usage: tuple[int, int] | None = (12, 3)
     """(input, output) tokens reported at the end, if the client asks for usage."""
+    reasoning: Sequence[str] = ()
+    """The model's own reasoning, streamed before the text, one event each (a reasoning model)."""
+    reasoning_field: str = "reasoning_content"
+    """The delta field the OpenAI-compatible fake sends it in (``reasoning_content`` or ``reasoning``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +196,9 @@ class FakeOpenAIServer(FakeModelServer):
             await response.write(f"data: {json.dumps({**base, **data})}\n\n".encode())
 
         await send({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        for thought in reply.reasoning:
+            delta = {reply.reasoning_field: thought, "content": None}
+            await send({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
         for i, text in enumerate(reply.chunks):
             if reply.drop_after is not None and i == reply.drop_after:
                 raise _Cut
