@@ -112,7 +112,7 @@ def split_brain(min_replicas: int) -> Callable[[Path], Awaitable[Result]]:
             for host in other_side:
                 fleet.net.cut(old, host)
                 fleet.net.cut(gateway, host)
-            await asyncio.sleep(8)
+            await asyncio.sleep(5)
             promoted = await asyncio.to_thread(fleet.primary)
             fleet.net.heal()
             fleet.notes["promoted during the partition"] = promoted is not old

@@ -23,6 +23,8 @@ from tests.fakes.telegram_server import FakeTelegramServer
 from .conftest import ROOT
 from .deployment import CLEARED
 from .netns import FaultProxy, Host, Network
+from .sentinel import SENTINEL
+from .server import REDIS_SERVER
 from .test_e2e_fleet import CHATS, MESSAGES, MODEL_SECONDS, leases_given_up, outcome
 
 __all__ = ("HostedTelegram", "NetFleet", "Result")
@@ -30,6 +32,9 @@ __all__ = ("HostedTelegram", "NetFleet", "Result")
 MASTER = "bots"
 REDIS_PORT = 6379
 SENTINEL_PORT = 26379
+QUIET = 10.0
+"""Seconds without a post, nothing pending at the Bot API and nothing waiting in Redis, after which what is not
+answered is taken as lost."""
 
 
 class HostedTelegram(FakeTelegramServer):
@@ -177,7 +182,8 @@ class NetFleet:
                     ]
                 )
             )
-            host.run(["redis-sentinel", str(conf)], log=folder / "stdout.log")
+            command = [*SENTINEL, str(conf)] if SENTINEL else [REDIS_SERVER, str(conf), "--sentinel"]
+            host.run(command, log=folder / "stdout.log")
         for host in self.sentinels:
             _wait(lambda h=host: h.ask("127.0.0.1", SENTINEL_PORT, "PING").startswith("+PONG"), 10, "a sentinel")
         _wait(lambda: all(self._sentinel_peers(h) >= 2 for h in self.sentinels), 20, "the sentinels to meet")
@@ -189,7 +195,7 @@ class NetFleet:
         folder.mkdir(parents=True, exist_ok=True)
         host.run(
             [
-                "redis-server", "--port", str(REDIS_PORT), "--bind", host.address, "127.0.0.1",
+                REDIS_SERVER, "--port", str(REDIS_PORT), "--bind", host.address, "127.0.0.1",
                 "--protected-mode", "no", "--dir", str(folder), "--appendonly", "yes", "--appendfsync", "always",
                 "--save", "", "--maxmemory-policy", "noeviction", "--repl-diskless-sync-delay", "0",
                 "--logfile", str(folder / "redis.log"),
@@ -335,11 +341,17 @@ class NetFleet:
         """Wait until every message is answered (or 150 s pass) and every batch acknowledged, then judge."""
         token = self.workers[victim][1] if victim else ""
         deadline = time.monotonic() + 150
+        quiet_since, posts = time.monotonic(), -1
         while time.monotonic() < deadline:
             self.check()
             seen = outcome(self.telegram, token, fault_at)
-            if not seen.lost and not self.telegram.pending and await asyncio.to_thread(self.unfinished) == 0:
+            settled = not self.telegram.pending and await asyncio.to_thread(self.unfinished) == 0
+            if settled and not seen.lost:
                 break
+            if len(self.telegram.sent) != posts or not settled:
+                quiet_since, posts = time.monotonic(), len(self.telegram.sent)
+            elif time.monotonic() - quiet_since > QUIET:
+                break  # nothing left to answer anywhere: what is missing is lost
             await asyncio.sleep(0.2)
         seen = outcome(self.telegram, token, fault_at)
         last = max((m.posted_at for m in self.telegram.sent), default=healed_at)

