@@ -183,15 +183,17 @@ class SQLiteKnowledge(SQLiteFile):
 
         def work(conn: sqlite3.Connection) -> tuple[list[Hit], list[Hit]]:
             found: list[Hit] = []
-            if terms:
-                match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+            wanted = limit * 2 if vector is not None else limit
+            for match in _matches(conn, terms):
                 rows = conn.execute(
                     f"SELECT {_HIT}, bm25(kb_fts, 2.0, 1.0) AS rank FROM kb_fts f "
                     "JOIN kb_passages p ON p.id = f.rowid JOIN kb_documents d ON d.id = p.doc "
                     f"WHERE kb_fts MATCH ?{within} ORDER BY rank LIMIT ?",
-                    (match, *params, limit * 2 if vector is not None else limit),
+                    (match, *params, wanted),
                 ).fetchall()
                 found = [_hit(r, -float(r[5])) for r in rows]
+                if len(found) >= wanted:
+                    break
             near: list[Hit] = []
             if vector is not None and self.vectors:
                 near = self._nearest(conn, vector, within, params, limit * 2)
@@ -233,6 +235,38 @@ class SQLiteKnowledge(SQLiteFile):
             )
             params = (conversation, json.dumps(list(collections)))
         await self._do(lambda conn: conn.execute(sql, params).fetchall())
+
+
+COMMON_AT = 1000
+"""A word found in this many passages or more is common: it ranks the passages the question's rarer words find, but
+does not find passages by itself (ranking every passage holding "battery" would cost a search at 100,000 passages
+ten times its budget)."""
+
+
+def _quoted(terms: Sequence[str], joiner: str) -> str:
+    return f" {joiner} ".join('"' + t.replace('"', "") + '"' for t in terms)
+
+
+def _matches(conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
+    """The FTS5 queries to try in turn for ``terms``: the passages with any rare word, ranked by all the words; with
+    only common words, those holding all of them, then any of them."""
+    if not terms:
+        return []
+    common = [
+        t
+        for t in terms
+        if conn.execute(
+            "SELECT count(*) FROM (SELECT rowid FROM kb_fts WHERE kb_fts MATCH ? LIMIT ?)",
+            (_quoted([t], ""), COMMON_AT),
+        ).fetchone()[0]
+        >= COMMON_AT
+    ]
+    rare = [t for t in terms if t not in common]
+    if not common:
+        return [_quoted(terms, "OR")]
+    if rare:
+        return [f"({_quoted(rare, 'OR')}) AND ({_quoted(terms, 'OR')})"]
+    return [_quoted(terms, "AND"), _quoted(terms, "OR")]
 
 
 def _hit(row: Sequence[Any], score: float) -> Hit:
