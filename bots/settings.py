@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from core.busy import BusyPolicy
 from core.chat_settings import known_zone
 from core.media import AttachmentKind
 from core.url_secrets import mask_query
@@ -94,6 +95,21 @@ class BotSettings(BaseModel):
         "settings, stats, reminders, reset, forget",
     )
     max_steps: int = Field(default=5, ge=1, le=50, description="Model calls per run at most")
+    busy: BusyPolicy = Field(
+        default=BusyPolicy.STEER,
+        description="What a message sent while the bot answers in its conversation does: steer (the answer in "
+        "progress reads it at its next step), collect (the next answer takes all of them together), queue (each gets "
+        "an answer of its own, in order), interrupt (the answer is stopped, kept with its stop mark, and the new "
+        "message answered)",
+    )
+    quiet_ms: int = Field(
+        default=0,
+        ge=0,
+        le=60_000,
+        description="Milliseconds a conversation must stay quiet before the bot answers, so messages sent in a burst "
+        "are answered together (0: at once; 500 to 1500 suits people typing on Telegram or Discord); the terminal "
+        "alone (bots chat) never waits",
+    )
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
     summary_every: int = Field(
         default=50,

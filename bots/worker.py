@@ -9,6 +9,7 @@ the unfinished ones back to the queue (another worker answers them; nothing is p
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +28,10 @@ log = logging.getLogger("bots.worker")
 def queue_config(settings: Settings) -> QueueConfig:
     """The queue configuration from ``REDIS_*``."""
     try:
-        return settings.redis.to_config()
+        config = settings.redis.to_config()
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    return dataclasses.replace(config, busy=settings.bot.busy.value, quiet_ms=settings.bot.quiet_ms)
 
 
 def redis_check(backend: RedisBackend) -> Any:

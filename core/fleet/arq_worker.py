@@ -229,7 +229,10 @@ class QueueWorker:
             async with self.agent:
                 worker = self._arq = _WakeWorker(backend=self.backend, drainer=self.drainer, pool=pool)
                 async with asyncio.TaskGroup() as tg:
-                    listening = tg.create_task(self.stops.listen(self.drainer.stop), name="stops")
+                    listening = tg.create_task(
+                        self.stops.listen(self.drainer.stop, self.drainer.arrived if cfg.busy == "steer" else None),
+                        name="stops",
+                    )
                     with contextlib.suppress(TimeoutError):  # (not yet: it keeps trying, and says so)
                         async with asyncio.timeout(cfg.retry_seconds):
                             await self.stops.subscribed.wait()

@@ -130,6 +130,7 @@ class RedisBackend:
         self.shard_take = register(scripts.SHARD_TAKE)
         self.shard_renew = register(scripts.SHARD_RENEW)
         self.stop_answer = register(scripts.STOP)
+        self.join = register(scripts.JOIN)
         self._closed = False
         self.failing_since: float | None = None
         """``time.monotonic()`` of the first failure of the current outage (None while Redis answers)."""

@@ -17,11 +17,13 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..busy import QUIET_WINDOWS
 from ..entries import InputRef
 from ..errors import DispatchError
 from .backend import RedisBackend
 from .batch_trace import batch_span
 from .entry_format import ENTRY_FORMAT, newest_format
+from .joiner import Joiner
 from .reply_ledger import RedisReplyLedger
 from .scope import Lease, RunScope
 from .stops import covers
@@ -88,6 +90,7 @@ class Drainer:
         """The newest inbox entry format this worker reads; a batch holding a newer one is handed back."""
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
         self._starting: dict[str, bool] = {}  # batches taken whose run has not begun: stopped before it?
+        self._joiners: dict[str, Joiner] = {}  # the batches running here, for the inputs that join them (steer)
 
     # -- the job ---------------------------------------------------------------------------------------
 
@@ -187,6 +190,12 @@ class Drainer:
             log.info("%s: Stop pressed: its run is stopped", cid)
         return stopped
 
+    def arrived(self, cid: str) -> None:
+        """Inputs were stored for ``cid`` (``core.fleet.joiner``): the batch running here, if any, takes them."""
+        joiner = self._joiners.get(cid)
+        if joiner is not None and not self.stopping:  # (a stopping worker takes no new work: it waits for the next)
+            joiner.wake.set()
+
     def _lose(self, lease: Lease) -> None:
         if lease.lost:
             return
@@ -215,6 +224,16 @@ class Drainer:
                     self.config.max_attempts,
                     self.backend.keys.dead,
                 )
+            if status == "quiet":  # (core.busy: the conversation is not quiet yet; the lease is kept meanwhile)
+                try:
+                    if not self.stopping:
+                        await asyncio.sleep(min(int(result[3]), self.config.quiet_ms) / 1000)
+                    result = await self._step(lease, None, "handoff" if self.stopping else "take")
+                except DispatchError as exc:
+                    log.warning("giving %s up: %s", lease.cid, exc)
+                    self._lose(lease)
+                    return "lost"
+                continue
             if status != "batch":
                 return status
             scope = RunScope(
@@ -338,12 +357,29 @@ class Drainer:
                 scope.batch_id,
                 scope.keys.cid,
             )
+        ledger = RedisReplyLedger(scope)
         token = scope.enter()
         try:
             with batch_span(entries, scope):
-                await self.agent.run(
-                    context, args, inputs, options=options, ledger=RedisReplyLedger(scope), stopped=stopped
-                )
+                if self.config.busy != "steer":
+                    await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
+                else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner)
+
+                    async def submit(joined: list[dict[str, Any]]) -> None:
+                        refs = [InputRef.model_validate(entry["i"]) for entry in joined]
+                        entries.extend(joined)  # (acknowledged with the batch: counted with it)
+                        await self.agent.run(context, args, refs, options=options, ledger=ledger)
+
+                    joiner = self._joiners[scope.keys.cid] = Joiner(scope, cap=self.config.batch_size, submit=submit)
+                    following = asyncio.create_task(joiner.follow(), name=f"joiner:{scope.keys.cid}")
+                    try:
+                        await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
+                        await joiner.close(following)
+                    except BaseException:
+                        await joiner.cancel(following)
+                        raise
+                    finally:
+                        self._joiners.pop(scope.keys.cid, None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the agent logged its traceback ("run of ... crashed")
@@ -366,7 +402,7 @@ class Drainer:
             lease.cid,
             acked.batch_id if acked is not None else "",
             mode,
-            cfg.batch_size,
+            1 if acked is not None and cfg.busy == "queue" else cfg.batch_size,  # (queue: one run per input waiting)
             cfg.lease_ms,
             cfg.max_attempts,
             job_id,
@@ -377,6 +413,8 @@ class Drainer:
             len(reads),
             len(usage),
             USAGE_TTL,
+            cfg.quiet_ms,
+            QUIET_WINDOWS * cfg.quiet_ms,
         ]
         args.extend("" if value is None else value for _, value in writes)
         for _, counts in usage:
@@ -404,7 +442,7 @@ class Drainer:
             result, confirmed = await b.call_once(b.step, step_keys, args, what=what, retry_for=retry_for)
             if not confirmed and result[0] != "stale":
                 await self._confirm_ack(lease, acked)
-        if result[0] == "batch":
+        if result[0] in ("batch", "quiet"):
             lease.extended(sent)
         elif lease.token and result[0] in ("released", "handed_off"):
             lease.ended = True  # the lease is gone with it: nothing to renew any more

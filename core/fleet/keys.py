@@ -101,6 +101,12 @@ class Keys:
         return self.prefix + "stops"
 
     @property
+    def arrivals(self) -> str:
+        """The pub/sub channel of inputs stored for a conversation that is running: the worker running it gives them
+        to its run (``core.busy`` steer)."""
+        return self.prefix + "arrivals"
+
+    @property
     def visitors(self) -> str:
         """The web chat's visitors (a sorted set: each visitor id scored by when it was last seen, in ms), so the
         ones idle ``WEB_VISITOR_IDLE_DAYS`` are forgotten (``RedisVisitorBook``)."""

@@ -17,6 +17,7 @@ __all__ = (
     "BEGIN_REPLY",
     "CONFIRM_ACK",
     "INGEST",
+    "JOIN",
     "MARK_POSTED",
     "RELEASE_LOCK",
     "RENEW",
@@ -51,7 +52,10 @@ INGEST = (
     _COMMON
     + """
 -- KEYS: inbox meta queue active
--- ARGV: entry cap seen_field floor_field id cid new_job_id check_ms confirming trim_at keep keep_ms
+-- ARGV: entry cap seen_field floor_field id cid new_job_id check_ms confirming trim_at keep keep_ms quiet channel
+-- quiet '1': note when the burst waiting began ('qfirst') and when its newest input came ('qlast'), for the
+-- quiet window (STEP). channel: when a drain job is already responsible, publish cid there (a worker running the
+-- conversation gives the input to its run: core.busy steer); '' none.
 -- Dedupe lives in the meta hash, bounded per conversation: 'd:<key>' -> when it was stored (ms), the newest
 -- ids only; and for keys ending in a number that grows per conversation (Telegram's update ids, Discord's
 -- snowflakes), 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
@@ -73,11 +77,16 @@ if seen_f ~= '' then
     return 'dup'
   end
 end
-if redis.call('RPUSH', KEYS[1], ARGV[1]) > tonumber(ARGV[2]) then
+local size = redis.call('RPUSH', KEYS[1], ARGV[1])
+if size > tonumber(ARGV[2]) then
   redis.call('RPOP', KEYS[1])
   return 'full'
 end
 local now = now_ms()
+if ARGV[13] == '1' then
+  if size == 1 then redis.call('HSET', meta, 'qfirst', ms(now), 'qlast', ms(now))
+  else redis.call('HSET', meta, 'qlast', ms(now)) end
+end
 local sched = got[1]
 if seen_f ~= '' then
   if sched then
@@ -114,7 +123,10 @@ if seen_f ~= '' then
 elseif not sched then
   redis.call('HSET', meta, 'sched', ARGV[7])
 end
-if sched then return 'queued' end
+if sched then
+  if ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[14], ARGV[6]) end
+  return 'queued'
+end
 redis.call('ZADD', KEYS[3], ms(now), ARGV[7])
 redis.call('ZADD', KEYS[4], ms(now + tonumber(ARGV[8])), ARGV[6])
 return 'scheduled'
@@ -137,13 +149,15 @@ STEP = (
     + """
 -- KEYS: lease batch inbox meta queue active dead acked_ledger write_keys... read_keys... usage_keys...
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id check_ms own_job_id owner
---       nwrites nreads nusage usage_ttl value_or_nil... (in out cost)...
+--       nwrites nreads nusage usage_ttl quiet_ms quiet_max_ms value_or_nil... (in out cost)...
 -- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
 -- ack_id: acknowledge that batch if it is current: apply the writes (JSON values; '' deletes), add the usage
 --   counted while it ran (HINCRBY), drop the batch and its ledger.
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
 -- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
+-- quiet_ms > 0: a take waits until no input came for quiet_ms (and at most quiet_max_ms after the burst's first):
+--   {'quiet', token, '', ms to wait, '', dead_id, '0'}, the lease kept, nothing taken.
 -- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, read values...}
 local cid = ARGV[2]
 local lease_ms = tonumber(ARGV[6])
@@ -152,7 +166,7 @@ local nreads = tonumber(ARGV[13])
 local nusage = tonumber(ARGV[14])
 local token = ARGV[1]
 local W, R, U = 8, 8 + nwrites, 8 + nwrites + nreads
-local A = 15 + nwrites
+local A = 17 + nwrites
 local claimed = false
 if token == '' then
   if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[10] then return {'stale'} end
@@ -177,7 +191,7 @@ if ARGV[3] ~= '' then
   if cur == ARGV[3] then
     local sets, dels = {}, {KEYS[2], KEYS[8]}
     for i = 1, nwrites do
-      local v = ARGV[15 + i]
+      local v = ARGV[17 + i]
       if v == '' then table.insert(dels, KEYS[W + i]) else
         table.insert(sets, KEYS[W + i])
         table.insert(sets, v)
@@ -234,6 +248,21 @@ if ARGV[4] == 'take' then
       redis.call('LTRIM', KEYS[7], -1000, -1)
       redis.call('DEL', KEYS[2], string.sub(KEYS[2], 1, #KEYS[2] - 5) .. 'ledger:' .. id)
       dead = id
+    end
+  end
+  local quiet = tonumber(ARGV[16])
+  if quiet > 0 then
+    local q = redis.call('HMGET', KEYS[4], 'qfirst', 'qlast')
+    local waiting = redis.call('LLEN', KEYS[3])
+    if q[2] and waiting > 0 and waiting < tonumber(ARGV[5]) then
+      now = now or now_ms()
+      local last = tonumber(q[2])
+      local wait = math.min(last + quiet, tonumber(q[1] or q[2]) + tonumber(ARGV[17])) - now
+      if wait > 0 then
+        redis.call('PEXPIRE', KEYS[1], lease_ms)
+        redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
+        return {'quiet', token, '', wait, '', dead, '0'}
+      end
     end
   end
   local items = redis.call('LPOP', KEYS[3], tonumber(ARGV[5]))
@@ -405,12 +434,19 @@ return {redis.call('ZCARD', KEYS[1]), lost}
 )
 
 STOP = """
--- KEYS: batch inbox stop        ARGV: channel cid keep_ms
+-- KEYS: batch inbox stop        ARGV: channel cid keep_ms held_only
+-- held_only '1' (a new message interrupts the answer: core.busy): stop only the batch held, not what waits.
 -- A person pressed Stop: record what it covers (the batch taken and not yet acknowledged, and the time its
 -- gateway stored the newest input waiting, as the input says) for whichever worker takes them, and tell every
 -- worker at once (pub/sub). Returns 1 when a batch was held or inputs waited, 0 when nothing was stored to stop.
 local held = redis.call('HGET', KEYS[1], 'id') or ''
 local waiting = ''
+if ARGV[4] == '1' then
+  if held == '' then return 0 end
+  redis.call('PUBLISH', ARGV[1], ARGV[2])
+  redis.call('SET', KEYS[3], held .. '|', 'PX', ARGV[3])
+  return 1
+end
 local last = redis.call('LINDEX', KEYS[2], -1)
 if last then
   local ok, entry = pcall(cjson.decode, last)
@@ -424,3 +460,23 @@ end
 redis.call('SET', KEYS[3], held .. '|' .. waiting, 'PX', ARGV[3])
 return 1
 """
+
+JOIN = (
+    _COMMON
+    + """
+-- KEYS: lease batch inbox        ARGV: token batch_id cap
+-- Inputs that came while the batch runs join it (core.busy steer): up to cap inputs in the batch, popped from the
+-- inbox and appended to the batch's entries (so a batch run again after a crash has them), fenced. Returns
+-- {'joined', entries joined} or {'none'} (nothing waits, or the batch is full), {'stale'} (not ours any more).
+if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
+local held = redis.call('HMGET', KEYS[2], 'id', 'entries')
+if held[1] ~= ARGV[2] then return {'stale'} end
+local room = tonumber(ARGV[3]) - #cjson.decode(held[2])
+if room <= 0 then return {'none'} end
+local items = redis.call('LPOP', KEYS[3], room)
+if not items then return {'none'} end
+local joined = table.concat(items, ',')
+redis.call('HSET', KEYS[2], 'entries', string.sub(held[2], 1, #held[2] - 1) .. ',' .. joined .. ']')
+return {'joined', '[' .. joined .. ']'}
+"""
+)

@@ -66,38 +66,43 @@ class FleetStops:
         self.subscribed = asyncio.Event()
         """Set while ``listen`` is subscribed to the channel."""
 
-    async def press(self, cid: str) -> bool:
+    async def press(self, cid: str, *, held_only: bool = False) -> bool:
         """Stop the answer of ``cid`` on whichever worker holds it, and record it for the worker that takes what
-        it covers. True when a batch was held or inputs waited; raises ``DispatchError`` when Redis cannot be
+        it covers (``held_only``: only the batch held, not the inputs waiting: a new message interrupts the answer,
+        ``core.busy``). True when a batch was held or inputs waited; raises ``DispatchError`` when Redis cannot be
         reached (tried for ``REDIS_RETRY_SECONDS``)."""
         b = self.backend
         ck = b.keys.context(cid)
         found = await b.call(
             b.stop_answer,
             [ck.batch, ck.inbox, ck.stop],
-            [b.keys.stops, cid, int(STOP_KEEP * 1000)],
+            [b.keys.stops, cid, int(STOP_KEEP * 1000), "1" if held_only else "0"],
             what=f"stopping the answer in {cid}",
         )
         return bool(found)
 
-    async def listen(self, on_stop: Callable[[str], object]) -> None:
-        """Call ``on_stop(cid)`` for each Stop pressed anywhere in the fleet, until cancelled; a lost connection is
-        logged and subscribed again (``subscribed`` is clear meanwhile)."""
+    async def listen(self, on_stop: Callable[[str], object], on_arrival: Callable[[str], object] | None = None) -> None:
+        """Call ``on_stop(cid)`` for each Stop pressed anywhere in the fleet, and ``on_arrival(cid)`` for each input
+        stored for a running conversation (``core.busy`` steer), until cancelled; a lost connection is logged and
+        subscribed again (``subscribed`` is clear meanwhile)."""
         channel = self.backend.keys.stops
+        arrivals = self.backend.keys.arrivals
         while True:
             try:
                 pubsub = self.backend.client.pubsub(ignore_subscribe_messages=True)
                 async with contextlib.aclosing(pubsub):
-                    await pubsub.subscribe(channel)
+                    await pubsub.subscribe(*((channel, arrivals) if on_arrival is not None else (channel,)))
                     self.subscribed.set()
                     while True:  # (short reads: a quiet channel is no error)
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                         if message is None or message.get("type") != "message":
                             continue
+                        handler = on_arrival if message.get("channel") == arrivals else on_stop
                         try:
-                            on_stop(str(message["data"]))
+                            if handler is not None:
+                                handler(str(message["data"]))
                         except Exception:
-                            log.exception("a Stop for %s failed", message["data"])
+                            log.exception("a Stop or an arrival for %s failed", message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -34,6 +34,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=50)
     p.add_argument("--stop-timeout", type=float, default=5.0)
     p.add_argument("--poll-delay", type=float, default=2.0)
+    p.add_argument("--quiet-ms", type=int, default=0, help="the quiet window (BOT_QUIET_MS)")
+    p.add_argument("--busy", default="steer", help="the busy policy (BOT_BUSY)")
     p.add_argument("--marks", type=Path, default=None, help="append a line here whenever the model is called")
     return p.parse_args(argv)
 
@@ -59,6 +61,8 @@ async def amain(args: argparse.Namespace) -> None:
         stop_timeout=args.stop_timeout,
         poll_delay=args.poll_delay,
         retry_seconds=30.0,
+        quiet_ms=args.quiet_ms,
+        busy=args.busy,
     )
     backend = RedisBackend(config, client_name=f"probe-worker-{os.getpid()}")
     model = ScriptedModel(functools.partial(answer, marks=args.marks), first_delay=args.delay)

@@ -1,0 +1,155 @@
+"""Bursts and busy conversations in the fleet (issue 37, ``core.busy``), a gateway in this process and queue workers on
+a real redis-server: a burst within the quiet window is one batch, answered once, even when the worker holding the
+window dies; each busy policy (steer, collect, queue, interrupt) does what it does in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core import Agent, ScriptedModel, create_agent
+from core.engine import STOP_MARK
+from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
+
+from .conftest import Workers, queue_config, send, wait_until
+from .probe import answer, probe_extension, replies
+from .server import RedisServer
+from .test_stops import Endless
+from .test_worker import gated, running_worker
+
+BURST = ("hi", "one question", "about Redis", "and pub/sub", "thanks")
+
+
+@contextlib.asynccontextmanager
+async def gateway_with(server: RedisServer, **config: Any) -> AsyncIterator[Agent]:
+    """What ``bots gateway`` is, with its ``BOT_QUIET_MS`` / ``BOT_BUSY``."""
+    backend = RedisBackend(queue_config(server, inbox_cap=100_000, **config))
+    agent = create_agent(
+        model=ScriptedModel(answer),
+        extensions=[probe_extension(server.url)],
+        dispatcher=RedisDispatcher(backend),
+        memory=RedisMemoryStore(backend),
+    )
+    async with agent:
+        yield agent
+    await backend.close()
+
+
+async def test_five_messages_within_the_quiet_window_get_one_answer(redis_server: RedisServer, client: Any) -> None:
+    model = ScriptedModel(answer)
+    async with (
+        gateway_with(redis_server, quiet_ms=400) as gateway,
+        running_worker(redis_server, model=model, quiet_ms=400) as worker,
+    ):
+        for text in BURST:
+            await send(gateway, "q1", text)
+        await wait_until(lambda: replies(client, "q1"), what="the answer to the burst")
+        await asyncio.sleep(0.2)
+        assert worker.stats.batches == 1
+    assert await posts(client, "q1") == ["|".join(BURST)]
+    assert len(model.requests) == 1
+
+
+async def test_a_worker_killed_during_the_quiet_window_loses_none(
+    redis_server: RedisServer, client: Any, workers: Workers
+) -> None:
+    async with gateway_with(redis_server, quiet_ms=3000) as gateway:
+        first = workers.start("--quiet-ms", "3000", "--lease", "1")
+        await wait_until(lambda: _connected(client, first.pid), what="the first worker connected")
+        for text in BURST:
+            await send(gateway, "q2", text)
+        base = "bots:{probe:chat:q2}:"
+        await wait_until(lambda: client.exists(base + "lease"), what="a worker holding the window")
+        assert await client.llen(base + "inbox") == len(BURST)  # nothing taken while the window is open
+        first.kill()
+        first.wait()
+        workers.start("--quiet-ms", "3000", "--lease", "1")
+        await wait_until(lambda: replies(client, "q2"), what="the answer after the takeover")
+        await asyncio.sleep(0.3)
+    assert await posts(client, "q2") == ["|".join(BURST)]
+
+
+async def busy_exchange(server: RedisServer, client: Any, policy: str, chat_key: str) -> tuple[list[str], Any]:
+    """``one`` starts an answer the model holds back; ``two`` and ``three`` are sent meanwhile; then it is let go."""
+    started, release = asyncio.Event(), asyncio.Event()
+    async with (
+        gateway_with(server, busy=policy) as gateway,
+        running_worker(server, model=gated(started, release), busy=policy) as worker,
+    ):
+        await send(gateway, chat_key, "one")
+        await asyncio.wait_for(started.wait(), 30)
+        await send(gateway, chat_key, "two")
+        await send(gateway, chat_key, "three")
+        if policy == "steer":  # they join the batch being run
+            await wait_until(lambda: _inbox_empty(client, chat_key), what="the inputs joined to the running batch")
+        else:
+            await asyncio.sleep(0.2)
+            assert await client.llen(f"bots:{{probe:chat:{chat_key}}}:inbox") == 2
+        release.set()
+        expected = 2 if policy in ("steer", "collect") else 3
+        await wait_until(lambda: _at_least(client, chat_key, expected), what="the answers")
+        await wait_until(lambda: _inbox_empty(client, chat_key), what="everything acknowledged")
+        await asyncio.sleep(0.2)
+        stats = worker.stats
+    return await posts(client, chat_key), stats
+
+
+async def test_steer_the_messages_join_the_batch_running_and_its_next_step_reads_them(
+    redis_server: RedisServer, client: Any
+) -> None:
+    said, stats = await busy_exchange(redis_server, client, "steer", "b1")
+    assert said == ["one", "two|three"]
+    assert stats.batches == 1 and stats.inputs == 3  # one batch, one run: they joined it
+
+
+async def test_collect_the_messages_wait_and_the_next_batch_answers_them_together(
+    redis_server: RedisServer, client: Any
+) -> None:
+    said, stats = await busy_exchange(redis_server, client, "collect", "b2")
+    assert said == ["one", "two|three"]
+    assert stats.batches == 2
+
+
+async def test_queue_each_message_gets_a_run_of_its_own(redis_server: RedisServer, client: Any) -> None:
+    said, stats = await busy_exchange(redis_server, client, "queue", "b3")
+    assert said == ["one", "two", "three"]
+    assert stats.batches == 3
+
+
+async def test_interrupt_stops_the_answer_on_the_worker_and_answers_the_new_message(
+    redis_server: RedisServer, client: Any
+) -> None:
+    model = Endless()
+    async with (
+        gateway_with(redis_server, busy="interrupt") as gateway,
+        running_worker(redis_server, model=model, busy="interrupt"),
+    ):
+        await send(gateway, "b4", "tell me everything")
+        await asyncio.wait_for(model.started.wait(), 30)
+        await send(gateway, "b4", "no, tell me this")
+        await wait_until(lambda: _at_least(client, "b4", 2), what="the stopped answer and the new one")
+    first, second = await posts(client, "b4")
+    assert first.startswith("the first words") and first.endswith(STOP_MARK)
+    assert second == "no, tell me this"
+    assert model.cancelled_at is not None
+
+
+async def _connected(client: Any, pid: int) -> bool:
+    """The worker process ``pid`` is connected to Redis (it blocks on the queue once it is)."""
+    return any(c.get("name") == f"probe-worker-{pid}" for c in await client.client_list())
+
+
+async def posts(client: Any, chat_key: str) -> list[str]:
+    """What was posted in ``chat_key``, one item per reply (``replies`` splits a reply to several messages)."""
+    found: list[str] = await client.lrange(f"probe:replies:{chat_key}", 0, -1)
+    return found
+
+
+async def _inbox_empty(client: Any, chat_key: str) -> bool:
+    return await client.llen(f"bots:{{probe:chat:{chat_key}}}:inbox") == 0
+
+
+async def _at_least(client: Any, chat_key: str, count: int) -> bool:
+    return len(await posts(client, chat_key)) >= count
