@@ -87,7 +87,7 @@ class LocalLogouts:
     def _write(self, known: dict[str, int]) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fresh = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as file:

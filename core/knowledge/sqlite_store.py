@@ -88,6 +88,7 @@ class SQLiteKnowledge(SQLiteFile):
     """Documents, passages and their full-text index in one SQLite file (WAL mode)."""
 
     what = "the SQLite knowledge base"
+    component = "knowledge"
     schema = SCHEMA
     needs = " (SQLite needs FTS5)"
 

@@ -1,12 +1,25 @@
-"""A SQLite memory store, the embedded default (``./data/memory.sqlite3``), kept across restarts.
+"""A SQLite memory store, the embedded default (``./data/memory.sqlite3``), kept across restarts, and the base of every
+SQLite file of the bot (``SQLiteFile``: the history, usage, the knowledge base, the web chat's visitors).
 
 sqlite3 is blocking, so every call runs in a worker thread; one connection serialised by a lock.
+
+Schema versions, as PostgreSQL's history has (``core.memory.postgres``): each kind of content of a file (a
+``component``: several share ``memory.sqlite3``) has its steps, ``schema`` (version 1) then ``migrations`` (2, 3...),
+applied in order when the file is opened, each in a transaction with the version reached, recorded in the file's
+``bot_schema`` table. ``PRAGMA user_version`` is the layout of that bookkeeping (``SQLITE_LAYOUT``); a file of
+version 0 was made before versions, and its tables are taken as they are (``schema`` only creates what is missing).
+A file that a newer version of the bot migrated further than this one knows is refused, naming what to do. A
+deployed step is never changed, only followed by new ones.
+
+The files and the folder made for them are the bot's user's alone (0600, 0700): a chat's history is private.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import sqlite3
 import threading
 import time
@@ -16,9 +29,14 @@ from typing import Any, TypeVar
 
 from ..errors import MemoryStoreError
 
-__all__ = ("SQLiteFile", "SQLiteStore")
+__all__ = ("SQLITE_LAYOUT", "SQLiteFile", "SQLiteStore")
+
+log = logging.getLogger("core.memory.sqlite")
 
 T = TypeVar("T")
+
+SQLITE_LAYOUT = 1
+"""``PRAGMA user_version`` of a file whose components record their versions in ``bot_schema`` (0: older)."""
 
 
 OPEN_TRIES = 50
@@ -49,6 +67,10 @@ class SQLiteFile:
     """The SQL script that creates the tables if they are missing."""
     needs = ""
     """What the file needs of SQLite beyond the basics, said when it cannot be opened."""
+    component = "file"
+    """The name its versions are recorded under in ``bot_schema`` (several components may share a file)."""
+    migrations: tuple[str, ...] = ()
+    """The steps after ``schema``: ``migrations[0]`` makes version 2, and so on."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -56,21 +78,76 @@ class SQLiteFile:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
 
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """Every step of the schema, in order: ``schema`` (version 1), then ``migrations``."""
+        return (self.schema, *self.migrations)
+
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
+            conn: sqlite3.Connection | None = None
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                _private_file(self.path)
                 conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
                 _wal(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
-                conn.executescript(self.schema)
+                self._migrate(conn)
             except (OSError, sqlite3.Error) as exc:
+                if conn is not None:
+                    conn.close()
                 raise MemoryStoreError(
                     f"cannot open {self.what} at {self.path}: {exc}; check BOT_DATA_DIR points to a writable "
                     f"folder{self.needs}"
                 ) from exc
+            except MemoryStoreError:
+                if conn is not None:
+                    conn.close()
+                raise
             self._conn = conn
         return self._conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Bring the component to the newest version, one step per transaction (``BEGIN IMMEDIATE``: another
+        process opening the file at the same time waits, then finds the step done)."""
+        layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if layout > SQLITE_LAYOUT:
+            raise MemoryStoreError(self._newer(f"its layout is {layout}, this version knows {SQLITE_LAYOUT}"))
+        conn.execute("CREATE TABLE IF NOT EXISTS bot_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        steps = self.steps
+        while True:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT version FROM bot_schema WHERE component = ?", (self.component,)).fetchone()
+                version = int(row[0]) if row is not None else 0
+                if version > len(steps):
+                    raise MemoryStoreError(
+                        self._newer(f"{self.component} is at version {version}, this version knows {len(steps)}")
+                    )
+                if version == len(steps):
+                    if layout < SQLITE_LAYOUT:
+                        conn.execute(f"PRAGMA user_version = {SQLITE_LAYOUT}")
+                    conn.execute("COMMIT")
+                    return
+                for statement in _statements(steps[version]):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO bot_schema (component, version) VALUES (?, ?) "
+                    "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+                    (self.component, version + 1),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if version > 0:  # (version 1 of a new file, or of one made before versions, is no news)
+                log.info("%s %s: migrated %s to version %d", self.what, self.path, self.component, version + 1)
+
+    def _newer(self, detail: str) -> str:
+        return (
+            f"{self.what} at {self.path} was written by a newer version of the bot ({detail}): run that version, "
+            "or restore the backup taken before the upgrade (docs/how-to/backup.md)"
+        )
 
     def _locked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -95,10 +172,38 @@ class SQLiteFile:
         await asyncio.to_thread(_close)
 
 
+def _private_file(path: Path) -> None:
+    """Make ``path``'s folder (0700, when it is made here) and the file (0600) before SQLite opens it; a file that
+    others may read is made private (SQLite gives its -wal and -shm files the database file's permissions)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of ``script`` one by one (a trigger's body, or a string holding a semicolon, stays whole)."""
+    found: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" ;\n\t"):
+                found.append(pending.strip())
+            pending = ""
+    if pending.strip(" ;\n\t"):
+        found.append(pending.strip())
+    return found
+
+
 class SQLiteStore(SQLiteFile):
     """Key-value memory in one SQLite file (WAL mode)."""
 
     what = "the SQLite memory store"
+    component = "memory"
     schema = "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
     async def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:

@@ -61,6 +61,7 @@ class SQLiteHistory(SQLiteFile):
     """Every conversation's messages and summary in one SQLite file (WAL mode)."""
 
     what = "the SQLite history"
+    component = "history"
     schema = SCHEMA
     needs = " (SQLite needs FTS5)"
 
@@ -190,6 +191,21 @@ class SQLiteHistory(SQLiteFile):
                 conn.execute("DELETE FROM summaries WHERE cid = ?", (cid,))
 
         await self._do(work)
+
+    async def delete(self, cid: str, ids: Sequence[str]) -> int:
+        """Delete the entries ``ids`` of ``cid``; how many were there."""
+        if not ids:
+            return 0
+
+        def work(conn: sqlite3.Connection) -> int:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                marks = ",".join("?" * len(ids))
+                cur = conn.execute(f"DELETE FROM history WHERE cid = ? AND id IN ({marks})", (cid, *ids))
+                return cur.rowcount
+
+        count: int = await self._do(work)
+        return count
 
     async def prune(self, *, before: int) -> int:
         """Delete entries said before ``before`` (ms), a chunk per transaction; returns how many."""

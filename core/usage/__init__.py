@@ -223,6 +223,7 @@ class SQLiteUsage(SQLiteFile):
     """Usage counters in a SQLite file (one row per day and key), the embedded default."""
 
     what = "the usage database"
+    component = "usage"
     schema = """
 CREATE TABLE IF NOT EXISTS usage (
     day TEXT NOT NULL, key TEXT NOT NULL, input INTEGER NOT NULL, output INTEGER NOT NULL, cost INTEGER NOT NULL,

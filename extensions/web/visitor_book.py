@@ -51,6 +51,7 @@ class VisitorBook(Protocol):
 
 class _VisitorsFile(SQLiteFile):
     what = "the web chat's visitors file"
+    component = "visitors"
     schema = (
         "CREATE TABLE IF NOT EXISTS visitors (id TEXT PRIMARY KEY, seen REAL NOT NULL);"
         "CREATE INDEX IF NOT EXISTS visitors_seen ON visitors (seen);"
