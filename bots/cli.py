@@ -41,6 +41,7 @@ __all__ = (
     "SHUTDOWN_GRACE",
     "main",
     "stop_bound",
+    "version",
 )
 
 log = logging.getLogger("bots")
@@ -58,6 +59,17 @@ COMMANDS = {
 """The subcommands and their help (the deploy files and the README name only these)."""
 APP_COMMANDS = ("run", "chat", "gateway", "worker")
 """The subcommands that run a bot, and so take its APP."""
+
+
+def version() -> str:
+    """The installed version of the project (its package metadata: ``version`` in pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("daydreams-bots")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
 
 
 def stop_bound(settings: Settings, command: str) -> float:
@@ -379,6 +391,7 @@ async def _serve(settings: Settings, command: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bots`` console script."""
     parser = argparse.ArgumentParser(prog="bots", description="An LLM agent as a Discord and Telegram bot.")
+    parser.add_argument("--version", action="version", version=f"bots {version()}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
         command = sub.add_parser(name, help=help_text)
