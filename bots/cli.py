@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
 
-from . import knowledge, scaffold
+from . import knowledge, scaffold, skills_cli
 from .config import check_connectivity, check_settings, load_settings, platforms
 from .loading import DEFAULT_APP, load_bot
 from .logs import MASK, configure_logging, secrets_of
@@ -419,6 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(default: BOT_APP, else the built-in assistant)",
             )
     scaffold.add_arguments(sub.add_parser("new", help=scaffold.HELP))
+    skills_cli.add_arguments(sub.add_parser("skills", help=skills_cli.HELP))
     knowledge.add_arguments(sub.add_parser("knowledge", help=knowledge.HELP))
     args = parser.parse_args(argv)
     if args.command == "new":  # writes files only: no settings read, so a broken .env does not stop it
@@ -447,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings()
         secrets = sorted({*secrets_of(settings), *header_secrets()}, key=len, reverse=True)  # the longest first
+        if args.command == "skills":
+            return skills_cli.command(args, settings)
         if args.command == "config":
             from .config_command import config_command
 

@@ -60,7 +60,7 @@ TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("First run: who the bot is and its model", ("bot", "llm")),
     ("A platform: Telegram, Discord, the web chat", ("telegram", "discord", "web")),
     ("Scale: Redis and PostgreSQL", ("redis", "database")),
-    ("Safety: trust tiers, approvals and tools", ("trust", "actions", "mcp")),
+    ("Safety: trust tiers, approvals and tools", ("trust", "actions", "mcp", "skills")),
     ("Pictures, voice and files", ("media", "stt")),
     ("A knowledge base the bot answers from", ("knowledge",)),
     ("Observability: logs, endpoints, traces, console", ("log", "http", "tracing", "console")),
@@ -109,6 +109,7 @@ TITLES = {
     "trust": "Trust tiers",
     "actions": "Actions policy and approvals",
     "knowledge": "The knowledge base",
+    "skills": "Skills",
 }
 """A short title per group (the settings classes' docstrings say the rest)."""
 

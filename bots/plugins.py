@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.limits import LimitConfig, Limiter
+from core.loop_guard import LoopGuard
 from core.media import MediaLimits, MediaReader, OpenAITranscriber
 from core.plugin import Brings, Plugin
 from core.trust import Tier, Trust
@@ -51,6 +52,7 @@ __all__ = (
     "resolve",
     "schedules",
     "set_up",
+    "skills",
     "standard",
     "trust",
     "usage",
@@ -353,22 +355,26 @@ def mcp() -> FromSettings:
     return FromSettings("mcp", build)
 
 
-def mcp() -> FromSettings:
-    """The tools of the MCP servers (``MCP_SERVERS``), in the processes that run actions."""
+def skills() -> FromSettings:
+    """The installed skills (``SKILLS_*``, ``bots skills add``), in the processes that run actions: ``use_skill``
+    and each script as an action behind the trust tiers and approvals."""
 
     def build(d: Deployment) -> list[Plugin]:
-        if not (d.tools and d.settings.mcp.enabled):
+        if not (d.tools and d.settings.skills.enabled):
             return []
-        from extensions.mcp import mcp_extension
+        from extensions.skills import SkillToolset
 
-        return [Brings(mcp_extension(d.settings.mcp))]
+        toolset = SkillToolset(d.settings.skills, root=d.settings.skills.root(d.settings.bot.data_dir))
+        return [Brings(toolset.extension())] if toolset.skills else []
 
-    return FromSettings("mcp", build)
+    return FromSettings("skills", build)
 
 
 def standard() -> list[Plugin]:
-    """Every built-in feature, as the built-in assistant has them."""
+    """Every built-in feature, as the built-in assistant has them (the loop guard first: a repeated call is refused
+before the trust tiers or an approval see it)."""
     return [
+        LoopGuard(),
         schedules(),
         usage(),
         limits(),
@@ -380,4 +386,5 @@ def standard() -> list[Plugin]:
         history_search(),
         knowledge(),
         mcp(),
+        skills(),
     ]

@@ -24,6 +24,7 @@ from core.url_secrets import mask_query
 from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
 from extensions.telegram.settings import TelegramSettings
+from extensions.skills.settings import SkillsSettings
 from extensions.web.settings import WebSettings
 
 from .console.settings import ConsoleSettings
@@ -531,4 +532,5 @@ class Settings(BaseSettings):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     trust: TrustSettings = Field(default_factory=TrustSettings)
     actions: ActionsSettings = Field(default_factory=ActionsSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)

@@ -60,10 +60,11 @@ from .events import RunEvent, RunEventType
 from .health import Degraded
 from .host import Host, Runner
 from .limits import InMemoryLimitStore, LimitConfig, Limiter
+from .loop_guard import LoopGuard
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
 from .parser import StreamParser
-from .plugin import Brings, CallGate, ModelCall, Plugin, RunHooks, RunView
+from .plugin import Brings, CallGate, ModelCall, OutputGate, Plugin, RunHooks, RunView
 from .prompt import Prompt, build_prompt
 from .schema import external_schema
 from .state_access import data_input, read_state, write_state
@@ -107,6 +108,7 @@ __all__ = (
     "LimitConfig",
     "Limiter",
     "Log",
+    "LoopGuard",
     "MemoryStore",
     "MemoryStoreError",
     "Model",
@@ -117,6 +119,7 @@ __all__ = (
     "ModelUsage",
     "Output",
     "OutputContext",
+    "OutputGate",
     "OutputRef",
     "OutputRefResponse",
     "OutputResult",

@@ -53,18 +53,6 @@ def start_call(run: RunSurface, step: Step, event: TagEnd) -> None:
         )
         _finish(run, call, slot, error=message)
         return
-    if run.loop_guard.repeated_call(name, event.content, step=run.steps):
-        step.repeats += 1
-        _finish(
-            run,
-            call,
-            slot,
-            error=(
-                f"{name!r} was already called with these arguments in this run and its result is above, so it was "
-                "not run again; use that result instead of calling it again"
-            ),
-        )
-        return
     if run.hooks.gate and _gated(run, step, call, slot, name, action, index):
         return
     step.tasks.create_task(_call(run, action, call, slot, step, index))
@@ -93,6 +81,8 @@ def _gated(
     if gate.deferred is not None:
         step.tasks.create_task(_answered(run, call, slot, gate.deferred))
     else:
+        if gate.repeat:  # (the loop guard: a step of nothing but repeats ends the run)
+            step.repeats += 1
         _finish(run, call, slot, error=gate.error or f"{name!r} was not run")
     return True
 
@@ -107,7 +97,8 @@ async def _answered(run: RunSurface, call: ActionCall, slot: CallSlot, answer: A
         log.exception("a plugin answering a call of %s failed", call.name)
         _finish(run, call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
     else:
-        run.loop_guard.call_done(call.name, call.content, step=run.steps)
+        for called in run.hooks.called:
+            called(call)
         slot.set(result)
         _finish(run, call, slot, result=result)
 
@@ -139,7 +130,8 @@ async def _run_call(run: RunSurface, action: Action, call: ActionCall, slot: Cal
         )
         if _forgotten(checked):
             slot.fail(f"{action.name!r} is not waited for (fire-and-forget): its result is not available")
-            run.loop_guard.call_done(action.name, call.content, step=run.steps)
+            for called in run.hooks.called:
+                called(call)
             deps.tasks.spawn(_unwaited(run, checked), name=f"action:{action.name}:{call.id}")
             # its tool_call has a result all the same: that it runs on where nobody waits for it
             run.emitter.emit(
@@ -154,7 +146,8 @@ async def _run_call(run: RunSurface, action: Action, call: ActionCall, slot: Cal
         _finish(run, call, slot, error=f"internal error: {type(exc).__name__}: {exc}")
     else:
         slot.set(result)
-        run.loop_guard.call_done(action.name, call.content, step=run.steps)
+        for called in run.hooks.called:
+            called(call)
         _finish(run, call, slot, result=result, text=text, attachments=attachments)
 
 

@@ -13,6 +13,7 @@ from .errors import DispatchError, RunError
 from .events import RunEventType
 from .handlers import run_output
 from .parser import TagEnd, TagStart, TagText
+from .plugin import OutputGate
 from .step import OpenOutput, Step
 from .templates import delivered_text, output_stream
 from .turns import TurnGuard, cut_turns
@@ -69,14 +70,16 @@ def _show(run: RunSurface, out: OpenOutput, text: str, index: int, *, final: boo
     """Stream ``text`` unless, with what came before it, it may still be a reply already delivered (then it is
     held until the text differs, or the output closes)."""
     if not out.checked:
-        if not run.loop_guard.has_replies:
+        holds = run.hooks.holds  # (the loop guard: a reply already delivered)
+        if not holds:
             out.checked = True
         else:
             out.held.append(text)
-            if not final and run.loop_guard.could_repeat(out.ref.type, "".join(out.held)):
+            shown = "".join(out.held)
+            if not final and any(hold(out.ref.type, shown) for hold in holds):
                 return
             out.checked = True
-            text = "".join(out.held)
+            text = shown
             out.held.clear()
     if text:
         run.emitter.emit(RunEventType.OUTPUT_TEXT, text, output_type=out.ref.type, output_index=index)
@@ -107,13 +110,12 @@ async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
         text = ref.content  # already stripped; templates resolved only where there are any
         if "{{" in text:
             text = await delivered_text(text, step.calls, run.state)
-        if run.loop_guard.repeated_reply(type_, text):
-            step.repeats += 1
-            ref.error = (
-                f"this {type_!r} repeats one you already sent in this run word for word, so it was not sent again; "
-                "do not repeat a reply: answer something new or end your response"
-            )
-            run.error(ref.error, source=f"output:{type_}")
+        refused = _vetted(run, type_, text) if run.hooks.vet else None
+        if refused is not None:
+            if refused.repeat:  # (the loop guard: a step of nothing but repeats ends the run)
+                step.repeats += 1
+            ref.error = refused.error
+            run.error(refused.error or "", source=f"output:{type_}")
             run.emitter.emit(
                 RunEventType.OUTPUT_TEXT_DONE, None, output_type=type_, output_index=event.index, error=ref.error
             )
@@ -143,9 +145,20 @@ async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
         return
     for entry in added:
         run.record(entry)
-    run.loop_guard.replied(type_, text)
+    for delivered in run.hooks.delivered:
+        delivered(type_, text)
     run.delivered(type_)
     run.emitter.emit(RunEventType.OUTPUT_TEXT_DONE, text, output_type=type_, output_index=event.index)
+
+
+def _vetted(run: RunSurface, type_: str, text: str) -> OutputGate | None:
+    """Ask the plugins' ``vet`` hooks about an output about to be delivered; the gate when one refused it."""
+    gate = OutputGate(type=type_, text=text)
+    for vet in run.hooks.vet:
+        vet(gate)
+        if gate.error is not None:
+            return gate
+    return None
 
 
 def abandon_outputs(step: Step) -> None:

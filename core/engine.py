@@ -23,7 +23,6 @@ from .delivery import abandon_outputs, close_output, open_output, output_text, p
 from .entries import ErrorLog, InputRef, Log, Thought, now_ms
 from .errors import DispatchError, ModelError, RunError
 from .events import EventEmitter, RunEventType
-from .loop_guard import LoopGuard
 from .model_call import as_response, images_in, model_name, stream_model
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
@@ -71,8 +70,6 @@ class Run:
         """Set by ``agent.reset`` during the run: its memory is not saved at the end."""
         self.asker: str | None = None
         """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
-        self.loop_guard = LoopGuard()
-        """What the run already did, so it is not done again (``core.loop_guard``)."""
         self.trace_id: str | None = None
         """The id of the trace the run is part of (32 hex digits), None while tracing is off."""
         self.started_ms = now_ms()
@@ -256,7 +253,7 @@ class Run:
                 pending = self.state.working_memory.unprocessed()
                 if self.steps >= HARD_STEP_CAP:
                     break
-                if step is not None and step.added_nothing:  # the loop guard refused everything: stop here
+                if step is not None and step.added_nothing:  # every call and output refused as a repeat: stop here
                     for entry in pending:
                         entry.processed = entry.processed or not isinstance(entry, InputRef)
                     pending = [p for p in pending if isinstance(p, InputRef)]
@@ -339,8 +336,6 @@ class Run:
             updates = await admit(updates)
         if pending and not updates:
             return None  # every new input was answered otherwise: the model is not called
-        if self.steps > 1 and any(isinstance(entry, InputRef) for entry in updates):
-            self.loop_guard = LoopGuard()  # a message joined the run: the same answer to it is not a repeat
         persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona
         if deps.compact_prompt:  # a small model: tools only in its own format, if it has one
             offered = actions if deps.calls_tools else []

@@ -13,13 +13,24 @@ A model, small ones especially, may answer every step with the same call and the
 So the user never gets the same reply twice for one message. A message that joins the run starts the guard
 afresh: "hi" sent twice gets "Hello!" twice, and "what time is it?" asked again calls ``current_time`` again.
 The guard keeps one key per successful call and the text of each delivered output: a few entries a run.
+
+The guard is a plugin (``LoopGuard``), on the step loop's hooks like any feature: a bot opts in with
+``plugins=[LoopGuard(), ...]`` (the built-in assistant and ``bots new``'s bot have it). What the engine keeps of it
+is the rule that a step of nothing but refused repeats ends the run.
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-__all__ = ("LoopGuard",)
+from .entries import InputRef
+from .plugin import CallGate, OutputGate, Plugin, RunHooks, RunView
+
+if TYPE_CHECKING:
+    from .entries import ActionCall, Log
+
+__all__ = ("LoopGuard", "Repeats")
 
 
 def _arguments_key(content: str) -> str:
@@ -34,14 +45,63 @@ def _arguments_key(content: str) -> str:
     return " ".join(text.split())
 
 
-class LoopGuard:
+class LoopGuard(Plugin):
+    """Refuses back to the model what its run already did (a call with the same arguments, the same reply)."""
+
+    name = "loop-guard"
+
+    def begin(self, run: RunView) -> Repeats:
+        return Repeats(run)
+
+
+class Repeats(RunHooks):
     """What one run has done: the calls that succeeded (by step) and the replies delivered (by output type)."""
 
-    __slots__ = ("_calls", "_replies")
+    __slots__ = ("_calls", "_replies", "_run")
 
-    def __init__(self) -> None:
+    def __init__(self, run: RunView | None = None) -> None:
+        self._run = run
         self._calls: dict[tuple[str, str], int] = {}
         self._replies: dict[str, set[str]] = {}
+
+    # -- the hooks ---------------------------------------------------------------------------------------------
+
+    async def admit(self, updates: list[Log]) -> list[Log]:
+        if any(isinstance(entry, InputRef) for entry in updates):  # a message joined: the same answer is no repeat
+            self._calls.clear()
+            self._replies.clear()
+        return updates
+
+    def gate(self, gate: CallGate) -> None:
+        if gate.action is not None and self.repeated_call(gate.name, gate.call.content, step=self._step):
+            gate.refuse(
+                f"{gate.name!r} was already called with these arguments in this run and its result is above, so it "
+                "was not run again; use that result instead of calling it again",
+                repeat=True,
+            )
+
+    def called(self, call: ActionCall) -> None:
+        self.call_done(call.name, call.content, step=self._step)
+
+    def holds(self, output_type: str, shown: str) -> bool:
+        return self.could_repeat(output_type, shown)
+
+    def vet(self, output: OutputGate) -> None:
+        if self.repeated_reply(output.type, output.text):
+            output.refuse(
+                f"this {output.type!r} repeats one you already sent in this run word for word, so it was not sent "
+                "again; do not repeat a reply: answer something new or end your response",
+                repeat=True,
+            )
+
+    def delivered(self, output_type: str, text: str) -> None:
+        self.replied(output_type, text)
+
+    @property
+    def _step(self) -> int:
+        return self._run.steps if self._run is not None else 0
+
+    # -- the record --------------------------------------------------------------------------------------------
 
     def repeated_call(self, name: str, content: str, *, step: int) -> bool:
         """True when a call of ``name`` with these arguments succeeded in an earlier step of the run."""
@@ -61,7 +121,8 @@ class LoopGuard:
 
     def could_repeat(self, output_type: str, shown: str) -> bool:
         """True while the text an output has streamed so far (``shown``) is the start of a reply already
-        delivered: its deltas are held back until it differs."""
+        delivered: its deltas are held back until it differs (with nothing shown yet: some reply of that type was
+        delivered)."""
         replies = self._replies.get(output_type)
         if not replies:
             return False
@@ -71,8 +132,3 @@ class LoopGuard:
     def replied(self, output_type: str, text: str) -> None:
         """Note a delivered output."""
         self._replies.setdefault(output_type, set()).add(text.strip())
-
-    @property
-    def has_replies(self) -> bool:
-        """True once an output was delivered in the run (only then can a reply be a repeat)."""
-        return bool(self._replies)

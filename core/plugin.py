@@ -17,6 +17,11 @@ The hooks, in the order a run meets them:
   it is not made (a token budget it would overspend; the hook told the author), and those entries are left out;
 - ``charged(call)``: a model call's tokens, once it answered (usage counters, costs);
 - ``gate(call)``: an action call is about to run: a hook may refuse it or answer it itself (an approval);
+- ``called(call)``: an action call succeeded (or was started without waiting for it);
+- ``holds(type, shown)``: an output is streaming; True holds its text back from the listeners while what it has
+  written so far (``shown``) may still be refused (a repeat);
+- ``vet(output)``: an output's tag closed and is about to be delivered: a hook may refuse it;
+- ``delivered(type, text)``: an output was delivered;
 - ``ended(chain)``: the run is over, its memory not yet saved.
 
 Plugins see a run through ``RunView``: its state, who asked, how to say something in the conversation and how to
@@ -46,6 +51,7 @@ __all__ = (
     "Brings",
     "CallGate",
     "ModelCall",
+    "OutputGate",
     "Plugin",
     "PluginHooks",
     "RunHooks",
@@ -133,18 +139,40 @@ class CallGate:
     """Validates the arguments (references resolved) and returns them parsed; raises ``RunError`` when invalid."""
     error: str | None = None
     """Set by ``refuse``."""
+    repeat: bool = False
+    """Set by ``refuse(..., repeat=True)``: the call only repeats what the run did (a step of nothing else but
+    repeats ends the run)."""
     deferred: Awaitable[Any] | None = None
     """Set by ``answer``: awaited for the result the model reads."""
     done: bool = field(default=False)
     """A hook decided."""
 
-    def refuse(self, error: str) -> None:
-        """The call does not run; the model reads ``error``."""
-        self.error, self.done = error, True
+    def refuse(self, error: str, *, repeat: bool = False) -> None:
+        """The call does not run; the model reads ``error`` (``repeat``: it only repeats what the run did)."""
+        self.error, self.repeat, self.done = error, repeat, True
 
     def answer(self, result: Awaitable[Any]) -> None:
         """The call does not run; the model reads what ``result`` gives (it may raise ``RunError``)."""
         self.deferred, self.done = result, True
+
+
+@dataclass(kw_only=True, slots=True)
+class OutputGate:
+    """An output about to be delivered, as ``vet`` hooks see it; ``refuse`` keeps it from being delivered (the model
+    reads the error)."""
+
+    type: str
+    """The output's type."""
+    text: str
+    """Its text, templates resolved."""
+    error: str | None = None
+    """Set by ``refuse``."""
+    repeat: bool = False
+    """Set by ``refuse(..., repeat=True)``: it only repeats what the run delivered."""
+
+    def refuse(self, error: str, *, repeat: bool = False) -> None:
+        """The output is not delivered; the model reads ``error``."""
+        self.error, self.repeat = error, repeat
 
 
 class RunHooks:
@@ -170,6 +198,19 @@ class RunHooks:
 
     def gate(self, gate: CallGate) -> None:
         """An action call is about to run; ``gate.refuse`` or ``gate.answer`` to decide instead of the handler."""
+
+    def called(self, call: ActionCall) -> None:
+        """An action call succeeded (or was started without waiting for it)."""
+
+    def holds(self, output_type: str, shown: str) -> bool:
+        """Whether an output streaming ``shown`` so far is held back from the listeners for now."""
+        return False
+
+    def vet(self, output: OutputGate) -> None:
+        """An output is about to be delivered; ``output.refuse`` to keep it from being delivered."""
+
+    def delivered(self, output_type: str, text: str) -> None:
+        """An output was delivered."""
 
     async def ended(self, chain: Sequence[Log]) -> None:
         """The run is over (before its memory is saved)."""
@@ -209,7 +250,7 @@ class Plugin:
         """The agent stops (after its runs)."""
 
 
-HOOKS = ("joined", "offer", "admit", "allow", "charged", "gate", "ended")
+HOOKS = ("joined", "offer", "admit", "allow", "charged", "gate", "called", "holds", "vet", "delivered", "ended")
 """The hooks of ``RunHooks``, by name."""
 
 P = TypeVar("P", bound=Plugin)
@@ -225,6 +266,10 @@ class PluginHooks:
     allow: tuple[Callable[[ModelRequest, list[Log]], Awaitable[bool]], ...] = ()
     charged: tuple[Callable[[ModelCall], Awaitable[None]], ...] = ()
     gate: tuple[Callable[[CallGate], None], ...] = ()
+    called: tuple[Callable[[ActionCall], None], ...] = ()
+    holds: tuple[Callable[[str, str], bool], ...] = ()
+    vet: tuple[Callable[[OutputGate], None], ...] = ()
+    delivered: tuple[Callable[[str, str], None], ...] = ()
     ended: tuple[Callable[[Sequence[Log]], Awaitable[None]], ...] = ()
 
     @classmethod

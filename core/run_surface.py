@@ -9,7 +9,6 @@ if TYPE_CHECKING:
     from .entries import Log
     from .events import EventEmitter
     from .handler_context import ContextState
-    from .loop_guard import LoopGuard
     from .plugin import PluginHooks
     from .run_deps import RunDeps
 
@@ -37,11 +36,6 @@ class RunSurface(Protocol):
     @property
     def emitter(self) -> EventEmitter:
         """Where the run's events go."""
-        ...
-
-    @property
-    def loop_guard(self) -> LoopGuard:
-        """What the run already did, so it is not done again."""
         ...
 
     @property

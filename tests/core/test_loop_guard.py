@@ -19,7 +19,7 @@ from core import (
     create_agent,
     output,
 )
-from core.loop_guard import LoopGuard
+from core.loop_guard import LoopGuard, Repeats
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=5)
 
@@ -46,6 +46,7 @@ def make(replies: Any, sent: list[str], **model_kw: Any) -> tuple[Any, ScriptedM
         actions=[action(name="remember", schema=dict[str, str], handler=remember)],
         outputs=[output(type="chat:message", handler=lambda data, ctx, agent: sent.append(data))],
         memory=InMemoryStore(),
+        plugins=[LoopGuard()],
     )
     return agent, model, ran
 
@@ -65,7 +66,7 @@ async def test_a_repeated_call_is_refused_and_not_run_but_the_run_goes_on_when_s
 
 
 async def test_the_same_arguments_in_another_order_or_spacing_are_the_same_call() -> None:
-    guard = LoopGuard()
+    guard = Repeats()
     guard.call_done("remember", '{"a": 1, "b": 2}', step=1)
     assert guard.repeated_call("remember", '{ "b":2,\n "a":1 }', step=2)
     assert not guard.repeated_call("remember", '{"a": 1, "b": 2}', step=1)  # the same response: asked on purpose
@@ -132,7 +133,11 @@ async def test_a_failed_reply_may_be_sent_again() -> None:
 
     model = ScriptedModel([R('<output type="m">Hi</output>')] * 2)
     agent = create_agent(
-        model=model, contexts=[chat], outputs=[output(type="m", handler=flaky)], memory=InMemoryStore()
+        model=model,
+        contexts=[chat],
+        outputs=[output(type="m", handler=flaky)],
+        memory=InMemoryStore(),
+        plugins=[LoopGuard()],
     )
     async with agent:
         await agent.send(chat, "u", msg("hi"))
@@ -163,6 +168,7 @@ async def test_a_message_that_joins_the_run_may_get_the_same_reply_and_the_same_
         actions=[action(name="remember", schema=dict[str, str], handler=remember)],
         outputs=[output(type="chat:message", handler=deliver)],
         memory=InMemoryStore(),
+        plugins=[LoopGuard()],
     )
     async with agent:
         first = await agent.send(chat, "u", msg("I like tea"))

@@ -34,6 +34,7 @@ from core import (
     read_state,
     write_state,
 )
+from core.loop_guard import LoopGuard
 from core.models import ModelRequest, ScriptedModel
 from core.prompt import FOOTER, INSTRUCTIONS, RESPONSE_FORMAT
 
@@ -1111,6 +1112,7 @@ async def test_a_model_repeating_itself_gets_one_reply_to_the_user_and_the_run_e
         ],
         actions=(remember,),
         sent=sent,
+        plugins=[LoopGuard()],
     )
     model.repeat_last = True
     async with agent:
