@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from .definitions import (
     Service,
     maybe_await,
 )
+from .deleted import forget_ref, matching
 from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
 from .entries import InputRef, Log
@@ -563,6 +564,44 @@ class Agent(ExtensionPoints):
         if approvals is not None:
             here = await approvals.withdraw(context_id) > 0 or here
         return here
+
+    async def forget_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:
+        """Platform messages of the instance ``args`` names were deleted by their authors: they leave the run in
+        progress, the inputs waiting, the working memory and the history (``core.deleted``); how many entries went
+        (0 with a queue: the worker that runs the conversation removes them, in order with its messages)."""
+        context = self.registry.resolve(context)
+        args = context.schema.validate(args)
+        ids = {str(m) for m in message_ids}
+        if ids and self.dispatcher.distributed:
+            await self.dispatcher.submit(context, args, forget_ref(ids))
+            return 0
+        return await self.drop_messages(context, args, ids) if ids else 0
+
+    async def drop_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:
+        """``forget_messages`` where the conversation runs (a queue worker, for a ``FORGET_INPUT``)."""
+        cid = self.context_id(context, args)
+        for pending in self._runs.waiting(cid):
+            pending.inputs[:] = [ref for ref in pending.inputs if not matching([ref], message_ids)]
+        current = self._runs.get(cid)
+        if isinstance(current, Run):  # (what it drops is neither saved with it nor added to the history)
+            logs = {id(e): e for e in (*current.state.working_memory.logs, *current.chain)}
+            gone = matching(logs.values(), message_ids)
+            for entry in gone:
+                current.drop(entry)
+        else:
+            state = await self.load_state(context, args)
+            gone = matching(state.working_memory.logs, message_ids)
+            if gone:
+                state.working_memory.logs[:] = [e for e in state.working_memory.logs if all(e is not g for g in gone)]
+                await self.save_state(state)
+        if gone and self.history is not None:
+            try:
+                await self.history.delete(cid, [entry.id for entry in gone])
+            except RunError as exc:
+                log.warning("%s: deleted messages stay in the history: %s", cid, exc)
+        if gone:
+            log.info("%s: %d deleted message(s) left the working memory and the history", cid, len(gone))
+        return len(gone)
 
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue

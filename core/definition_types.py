@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, overload
@@ -429,6 +429,11 @@ class Host(Protocol):
     async def request_stop(self, context_id: str) -> bool:
         """A person pressed Stop in ``context_id``: stop its answer here and, with a queue, on the worker that holds
         the conversation; False when there was nothing to stop."""
+        ...
+
+    async def forget_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:
+        """Platform messages of the instance ``args`` names were deleted by their authors: they leave what the bot
+        keeps (``core.deleted``); how many entries went here (0 with a queue: its worker removes them)."""
         ...
 
     async def reset(self, context: Context, args: Any) -> None:

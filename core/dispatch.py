@@ -7,7 +7,7 @@ dispatcher (``core.fleet``) puts the input in the context's inbox instead, and w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .definitions import Context
@@ -64,6 +64,10 @@ class Runner(Protocol):
 
     def stop_answer(self, context_id: str) -> bool:
         """Stop the answer being written in ``context_id`` in this process (a person pressed Stop)."""
+        ...
+
+    async def drop_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:
+        """Platform messages deleted by their authors leave the conversation's run, memory and history here."""
         ...
 
     def observe(self, kind: str, context_id: str, value: float = 1.0) -> None:

@@ -97,6 +97,18 @@ class RunTable:
             origin.following = Pending([], None)
         return origin.following
 
+    def waiting(self, cid: str) -> list[Pending]:
+        """The pending runs of ``cid``: the one being set up, or those after the run in progress."""
+        entry = self._entries.get(cid)
+        found: list[Pending] = []
+        pending = entry if isinstance(entry, Pending) else self._origin.get(cid)
+        if isinstance(entry, Pending):
+            found.append(entry)
+        while pending is not None and pending.following is not None:
+            pending = pending.following
+            found.append(pending)
+        return found
+
     def release(self, cid: str, entry: Run | Pending) -> None:
         """``entry`` is over: take it out, unless a newer run took its place."""
         if self._entries.get(cid) is entry:

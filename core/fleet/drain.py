@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..busy import QUIET_WINDOWS
+from ..deleted import split_forgets
 from ..entries import InputRef
 from ..errors import DispatchError
 from .backend import RedisBackend
@@ -350,25 +351,33 @@ class Drainer:
             "attempt": scope.attempt,
             "enqueued_at": [entry.get("t") for entry in entries],
         }
-        stopped = self._starting.pop(scope.keys.cid, False)  # (no wait from here until the run is in the table)
-        if stopped:
-            log.info(
-                "batch %s of %s: Stop was pressed before it began; recorded, not answered",
-                scope.batch_id,
-                scope.keys.cid,
-            )
+        inputs, forgotten = split_forgets(inputs)  # (core.deleted: messages their authors deleted leave first)
         ledger = RedisReplyLedger(scope)
         token = scope.enter()
         try:
+            if forgotten:
+                await self.agent.drop_messages(context, args, forgotten)
+            stopped = self._starting.pop(scope.keys.cid, False)  # (no wait from here until the run is in the table)
+            if stopped:
+                log.info(
+                    "batch %s of %s: Stop was pressed before it began; recorded, not answered",
+                    scope.batch_id,
+                    scope.keys.cid,
+                )
             with batch_span(entries, scope):
-                if self.config.busy != "steer":
+                if not inputs:
+                    pass  # (only deletions)
+                elif self.config.busy != "steer":
                     await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
                 else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner)
 
                     async def submit(joined: list[dict[str, Any]]) -> None:
-                        refs = [InputRef.model_validate(entry["i"]) for entry in joined]
+                        refs, gone = split_forgets([InputRef.model_validate(entry["i"]) for entry in joined])
                         entries.extend(joined)  # (acknowledged with the batch: counted with it)
-                        await self.agent.run(context, args, refs, options=options, ledger=ledger)
+                        if gone:  # (a deletion sent while the message's run goes on: it leaves that run)
+                            await self.agent.drop_messages(context, args, gone)
+                        if refs:
+                            await self.agent.run(context, args, refs, options=options, ledger=ledger)
 
                     joiner = self._joiners[scope.keys.cid] = Joiner(scope, cap=self.config.batch_size, submit=submit)
                     following = asyncio.create_task(joiner.follow(), name=f"joiner:{scope.keys.cid}")

@@ -103,6 +103,10 @@ class HistoryStore(Protocol):
         """Delete the history and summary of ``cid``."""
         ...
 
+    async def delete(self, cid: str, ids: Sequence[str]) -> int:
+        """Delete the entries ``ids`` of ``cid`` (their author deleted the messages); how many were there."""
+        ...
+
     async def prune(self, *, before: int) -> int:
         """Delete entries of every conversation said before ``before`` (ms); returns how many."""
         ...

@@ -257,6 +257,17 @@ class PostgresHistory:
 
         await self._do("forgetting a conversation", work)
 
+    async def delete(self, cid: str, ids: Sequence[str]) -> int:
+        """Delete the entries ``ids`` of ``cid``; how many were there."""
+        if not ids:
+            return 0
+        rows = await self._rows(
+            "deleting history entries",
+            "DELETE FROM history WHERE cid = %s AND id = ANY(%s)",
+            (cid, list(ids)),
+        )
+        return int(rows[0]) if rows else 0
+
     async def prune(self, *, before: int) -> int:
         """Delete entries said before ``before`` (ms), a chunk per statement; returns how many."""
         total = 0

@@ -198,13 +198,21 @@ class DiscordRuntime(ChatAdapter):
             await drop_conversation(agent, cid, f"the bot was removed from Discord server {guild_id}")
 
     async def on_deleted(self, channel_id: int, guild_id: int | None, message_ids: list[int]) -> None:
-        """Messages were deleted: the facts that came from them are dropped (``core.facts``). A store that fails is
-        logged (the facts stay until ``/memory delete``)."""
+        """Messages were deleted: they leave the working memory, the run in progress and the history
+        (``Host.forget_messages``), and the facts that came from them are dropped (``core.facts``). A store that
+        fails is logged (the facts stay until ``/memory delete``)."""
         agent = self.agent
-        facts = facts_of(agent) if agent is not None else None
-        if agent is None or facts is None:
+        if agent is None:
             return
-        cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=guild_id))
+        args = ChannelArgs(channel_id=channel_id, guild_id=guild_id)
+        cid = agent.context_id(discord_channel, args)
+        try:
+            await agent.forget_messages(discord_channel, args, [str(m) for m in message_ids])
+        except BotError as exc:
+            log.warning("discord: deleted messages %s of %s stay in its memory: %s", message_ids, cid, exc)
+        facts = facts_of(agent)
+        if facts is None:
+            return
         for message_id in message_ids:
             try:
                 dropped = await facts.store.drop_message(cid, str(message_id))

@@ -131,3 +131,14 @@ async def test_workers_starting_together_migrate_once(database_url: str) -> None
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
         rows = await (await conn.execute("SELECT version FROM bot_schema ORDER BY version")).fetchall()
     assert [r[0] for r in rows] == list(range(1, len(MIGRATIONS) + 1))
+
+
+async def test_delete_removes_the_entries_named_in_that_conversation_only(store: HistoryStore) -> None:
+    """A message its author deleted (``core.deleted``) leaves the history, and its words the search."""
+    await store.append("c:1", [said(1, "my locker code is 4711"), said(2, "the party is on Friday")])
+    await store.append("c:2", [said(1, "another chat's 4711")])
+    assert await store.delete("c:1", ["m1", "unknown"]) == 1
+    assert [e.id for e in await store.search("c:1")] == ["m2"]
+    assert await store.search("c:1", words="4711") == []
+    assert await store.count("c:2") == 1
+    assert await store.delete("c:1", []) == 0
