@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import ActionContext, Bot, ContextState, Host, action, context
+from core import ActionContext, Bot, ContextState, Host, LoopGuard, action, context
 from pydantic import BaseModel, Field
 
 
@@ -97,6 +97,10 @@ bot = Bot(
             handler=add_todo,
         )
     ],
+    # features, each one line: LoopGuard refuses a call or reply the model repeats
+    # in one run (small models do); bots.plugins has the deployment's (limits,
+    # usage, trust...), plugins.standard() all of the built-in assistant's
+    plugins=[LoopGuard()],
 )
 '''
 
