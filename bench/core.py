@@ -4,8 +4,8 @@ Prints figures; asserts nothing. Run: python bench/core.py
 
 ``python bench/core.py --plugins both`` measures instead what the built-in features cost per message: the same
 traffic (messages from a few users interleaved across chats, on the scripted model) through a bot without plugins
-and through one with the built-in assistant's plugins that take part in runs (scheduled texts, usage, limits and
-trust, built from core as ``bots.plugins.standard()`` builds them, every limit on and never reached), in
+and through one with the built-in assistant's plugins that take part in runs (the loop guard, scheduled texts,
+usage, limits and trust, built from core as ``bots.plugins.standard()`` builds them, every limit on and never reached), in
 alternating rounds, with each one's p50 and p99 and their ratio. ``--plugins none`` or ``--plugins full`` runs one
 of the two alone (to alternate whole processes).
 """
@@ -44,6 +44,7 @@ from core.definitions import ContextState  # noqa: E402
 from core.entries import OutputRef  # noqa: E402
 from core.limits import LimitConfig, Limiter  # noqa: E402
 from core.limits.plugin import Limits  # noqa: E402
+from core.loop_guard import LoopGuard  # noqa: E402
 from core.prompt import build_prompt  # noqa: E402
 from core.schedules.plugin import ScheduledTexts  # noqa: E402
 from core.trust import ActionsPolicy, Trust  # noqa: E402
@@ -82,6 +83,7 @@ def full_plugins() -> list[Plugin]:
         admins=frozenset({"telegram:owner"}),
     )
     return [
+        LoopGuard(),
         ScheduledTexts(),
         Usage(usage, prices={ScriptedModel.name: Price(input=0.15, output=0.6)}),
         Limits(Limiter(limits), usage=usage),
