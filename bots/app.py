@@ -267,7 +267,9 @@ def build_agent(
         raise ConfigError(f"{bot.defined_at}: DefinitionError: {exc}") from exc
     agent.add_service(
         service(
-            name="model", start=lambda _agent: open_model(chosen_model), stop=lambda _agent: close_model(chosen_model)
+            name="model",
+            start=lambda agent: open_model(chosen_model, agent),
+            stop=lambda _agent: close_model(chosen_model),
         )
     )
     summary_model = policy.model

@@ -12,6 +12,7 @@ from core import ActionContext, Bot, Extension, Host, action, extension
 from core.facts import recall, remember
 
 from . import plugins
+from .calculator import calculate
 from .history_search import search_history
 from .reminders import ReminderRules, reminder_actions
 
@@ -56,10 +57,17 @@ def persona_text(name: str, template: str) -> str:
 
 
 def assistant_extension(*, search: bool = True, reminders: ReminderRules | None = None) -> Extension:
-    """The default assistant's actions (``search_history`` too if ``search``: the bot keeps history), with
-    ``set_reminder``, ``list_reminders`` and ``cancel_reminder`` within ``reminders`` (``bots.reminders``; they
-    answer "this bot keeps no reminders" in an agent without schedules)."""
-    actions = [remember, recall, current_time, *([search_history] if search else []), *reminder_actions(reminders)]
+    """The default assistant's actions (``calculate`` for arithmetic; ``search_history`` too if ``search``: the bot
+    keeps history), with ``set_reminder``, ``list_reminders`` and ``cancel_reminder`` within ``reminders``
+    (``bots.reminders``; they answer "this bot keeps no reminders" in an agent without schedules)."""
+    actions = [
+        remember,
+        recall,
+        current_time,
+        calculate,
+        *([search_history] if search else []),
+        *reminder_actions(reminders),
+    ]
     return extension(name="assistant", actions=actions)
 
 

@@ -10,13 +10,17 @@ import logging
 import sys
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError
 from core.models import BreakerPolicy, FallbackModel, Model, ModelRequest, ScriptedModel
 from core.models.retry import RetryPolicy
 
 from .settings import FallbackEntry, LlmProvider, LlmSettings
+from .warmup import first_request
+
+if TYPE_CHECKING:
+    from core import Agent
 
 __all__ = ("SCRIPTED_REPLY", "build_model", "chain_problems", "close_model", "open_model")
 
@@ -182,9 +186,16 @@ def _progress_line(line: str) -> None:
         log.info("local model: %s", line)
 
 
-async def open_model(model: Model) -> None:
+async def open_model(model: Model, agent: Agent | None = None) -> None:
     """Get the model ready before the first message: the embedded model assembles, checks and loads its
-    weights (in a thread, saying how far it is); other models have nothing to do."""
+    weights (in a thread, saying how far it is), then evaluates what the first answer of ``agent``'s main
+    conversation needs (``bots.warmup``), so the bot is ready only once the model answers as fast as it will
+    later; other models have nothing to do."""
+    warm = getattr(model, "warm", None)
+    if warm is not None:
+        request = await first_request(agent) if agent is not None else None
+        await warm(request)
+        return
     load = getattr(model, "load", None)
     if load is not None:
         result = load()

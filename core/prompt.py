@@ -46,6 +46,8 @@ __all__ = (
     "format_log",
     "format_output",
     "format_value",
+    "output_tools",
+    "reply_output",
     "xml_attr",
 )
 
@@ -222,7 +224,9 @@ class Prompt:
     speakers: tuple[str, ...] = ()
     """The names of the people in ``turns`` (a line starting with one of them and a colon is an invented turn)."""
     tools: tuple[ToolSpec, ...] = ()
-    """The actions the compact prompt offers, for a model that calls tools in its own format."""
+    """The actions (and outputs) the compact prompt offers, for a model that calls tools in its own format."""
+    reply: str = ""
+    """The output type a plain-text answer goes to (the compact prompt); empty: the first output."""
 
 
 def xml_attr(value: Any) -> str:
@@ -362,9 +366,7 @@ def _context_block(state: ContextState) -> str:
 
 def knowledge_block(passages: Sequence[tuple[str, str]]) -> str:
     """The passages of the knowledge base found for the newest question, each with its citation."""
-    shown = "\n".join(
-        f'<passage cite="{xml_attr(cite)}">{escape_text(text)}</passage>' for cite, text in passages
-    )
+    shown = "\n".join(f'<passage cite="{xml_attr(cite)}">{escape_text(text)}</passage>' for cite, text in passages)
     return (
         "<knowledge>\nPassages of the operator's documents that may answer the newest message. Answer from them "
         "when they do, and end with the citation of each one you used, as given: (Source: cite).\n"
@@ -612,6 +614,71 @@ def _compact_window(logs: Sequence[Log], *, history: int, tools: bool) -> list[L
     return window
 
 
+def reply_output(state: ContextState, outputs: Sequence[Output]) -> Output | None:
+    """The output a plain-text answer goes to: the first one of the conversation's platform (the context a bot's
+    own is laid over), else the first one."""
+    platform = state.context.laid_over or state.context
+    mine = next((o for o in outputs if o.context is not None and platform.includes(o.context)), None)
+    return mine if mine is not None else (outputs[0] if outputs else None)
+
+
+def output_tools(outputs: Sequence[Output]) -> tuple[ToolSpec, ...]:
+    """Outputs offered as tools (``ToolSpec.output``): the arguments are the content (``text`` for text, else
+    ``content``) and the attributes, each with its schema."""
+    tools = []
+    for output in outputs:
+        content = _untitled(output.schema.json_schema)
+        if isinstance(content, dict) and content.get("type") == "string":
+            key, content = "text", {**content, "minLength": max(1, int(content.get("minLength") or 0))}
+        else:
+            key = "content"
+        properties: dict[str, Any] = {key: content}
+        required = [key]
+        if output.attributes is not None:
+            attrs = _untitled(output.attributes.json_schema)
+            if isinstance(attrs, dict) and isinstance(attrs.get("properties"), dict):
+                properties.update(attrs["properties"])
+                required += [k for k in attrs.get("required") or () if k in attrs["properties"]]
+        words = " ".join(p.strip() for p in (output.description, output.instructions) if p and p.strip())
+        tools.append(
+            ToolSpec(
+                name=output.type,
+                description=escape_text(words),
+                parameters={"type": "object", "properties": properties, "required": required},
+                output=key,
+            )
+        )
+    return tuple(tools)
+
+
+def _own_context_text(state: ContextState) -> str:
+    """What the bot's own context says about this conversation: its instructions and its ``render`` (or its memory
+    when it has no render), for the compact prompt. A platform's context alone says nothing here (its instructions
+    are about the response format)."""
+    ctx = state.context
+    own = ctx.laid if ctx.laid is not None else (None if ctx.conversation else ctx)
+    if own is None:
+        return ""
+    parts = []
+    instructions = own.instructions(state) if callable(own.instructions) else own.instructions
+    if instructions and instructions.strip():
+        parts.append(instructions.strip())
+    if ctx.render is not None:  # the author's markup: it escapes what it shows with ``escape_text``
+        try:
+            shown = str(ctx.render(state)).strip()
+        except Exception as exc:  # the author's code: say whose it is
+            raise RunError(
+                f"the render function of context {own.type!r} raised {type(exc).__name__}: {exc}; fix that render"
+            ) from exc
+        if shown:
+            parts.append(f"What this conversation keeps:\n{shown}")
+    elif isinstance(state.memory, dict):
+        kept = {k: v for k, v in state.memory.items() if k != "facts" and v not in (None, "", [], {})}
+        if kept:
+            parts.append(f"What this conversation keeps: {escape_text(format_value(kept))}")
+    return "\n\n".join(parts)
+
+
 def build_compact_prompt(
     *,
     state: ContextState,
@@ -620,6 +687,7 @@ def build_compact_prompt(
     persona: str = "",
     history: int = 6,
     actions: Sequence[Action] = (),
+    tools: bool = False,
 ) -> Prompt:
     """A short prompt for small local models: the persona, the facts remembered about the conversation, who
     speaks, the last few messages; the model answers in plain text (``ModelRequest.plain``). ``turns`` holds the
@@ -627,12 +695,22 @@ def build_compact_prompt(
 
     With ``actions`` (for a model that calls tools in its own chat format), they are offered as ``tools``, and
     the calls and results in the window are turns too; without, there are no tools: a model of a few hundred
-    million parameters cannot use the response format's."""
-    tools = compact_tools(actions)
-    window = _compact_window(state.working_memory.logs, history=history, tools=bool(tools))
+    million parameters cannot use the response format's. With ``tools`` (the model calls tools in its own format),
+    the outputs other than the reply are offered as tools too (``output_tools``), so are the actions, and the bot's
+    own context (its instructions, its ``render`` or memory) is shown: the author's definitions reach the model in
+    the one form it handles, and the grammar is built from them. ``reply`` names the output plain text goes to."""
+    reply = reply_output(state, outputs)
+    offered = compact_tools(actions)
+    if tools or offered:
+        others = [o for o in outputs if o is not reply]
+        offered = (*offered, *output_tools(others))
+    window = _compact_window(state.working_memory.logs, history=history, tools=bool(offered))
     logs = [*window, *updates]
     speakers = tuple(dict.fromkeys(s for s in (_speaker(log) for log in logs if isinstance(log, InputRef)) if s))
     parts = [persona, COMPACT_RULES]
+    own = _own_context_text(state)
+    if own:
+        parts.append(own)
     facts = _facts(state, [*state.working_memory.logs, *updates])
     if facts:
         parts.append("What you know about this conversation:\n" + "\n".join(f"- {fact}" for fact in facts))
@@ -641,11 +719,12 @@ def build_compact_prompt(
     last = next((log for log in reversed(logs) if isinstance(log, InputRef)), None)
     if last is not None and _speaker(last):
         parts.append(f"You are talking with {_speaker(last)}.")
-    lines = [line for line in (_compact_line(log, tools=bool(tools)) for log in logs) if line is not None]
+    lines = [line for line in (_compact_line(log, tools=bool(offered)) for log in logs) if line is not None]
     return Prompt(
         system="\n\n".join(p for p in parts if p),
         prompt="\n".join(lines) or "(no messages)",
-        turns=_compact_turns(logs, tools=bool(tools)),
+        turns=_compact_turns(logs, tools=bool(offered)),
         speakers=speakers,
-        tools=tools,
+        tools=offered,
+        reply=reply.type if reply is not None else "",
     )

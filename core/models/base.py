@@ -55,6 +55,9 @@ class ToolSpec:
     """What it does and when to use it."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """The JSON Schema of its arguments (an object)."""
+    output: str = ""
+    """Not an action but an output offered as a tool: the argument holding its content (``text`` or
+    ``content``), the others being its attributes; a call comes back as ``<output type="NAME" ...>``."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -345,6 +346,22 @@ class ToolCall:
         args = json.dumps(self.arguments, ensure_ascii=False)
         args = args.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
         return f"<response><action_call name={_attr(self.name)}>{args}</action_call></response>"
+
+    def as_output(self, content: str) -> str:
+        """The call of an output offered as a tool (``ToolSpec.output``), as the response format's output: the
+        argument ``content`` is its content, the others its attributes (names that are not XML names are left
+        out); every value is escaped, so none can read as markup."""
+        body = self.arguments.get(content, "")
+        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+        attrs = "".join(
+            f" {key}={_attr(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))}"
+            for key, value in self.arguments.items()
+            if key not in (content, "type") and _XML_NAME.fullmatch(key)
+        )
+        return f"<response><output type={_attr(self.name)}{attrs}>{html.escape(text, quote=False)}</output></response>"
+
+
+_XML_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
 def parse_tool_call(text: str) -> ToolCall | None:

@@ -37,11 +37,12 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ModelError
+from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
@@ -180,6 +181,31 @@ class LocalModel:
         if self._server is None:
             await asyncio.to_thread(self._load)
 
+    async def warm(self, request: ModelRequest | None = None) -> None:
+        """Load the model (``load``) and evaluate what every first answer needs, so that the first answer after
+        the prompt appears costs no more than a later one: the decision's worked examples (the same for any bot's
+        tools), and, given the ``request`` a conversation's first message will make, its decision prompt and its
+        system prompt, in the slot that conversation will take. Nothing is answered and no slot is claimed."""
+        await self.load()
+        server = self._server
+        started = time.perf_counter()
+        self._say("warming up")
+        bodies: list[dict[str, Any]] = []
+        if self.calls_tools:
+            demo = ToolSpec(name="none_of_these", description="(warming up)")
+            probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
+            bodies.append(self._route_body(probe))
+        if request is not None:
+            if self._offers_tools(request):
+                bodies.append(self._route_body(request))
+            first = 0 if not self._slot_of else self.slots  # the slot the first conversation will take
+            bodies.append(self._body(request, slot=first))
+        if not bodies:
+            bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self.slots))
+        for body in bodies:
+            await self._collect(server, {**body, "max_tokens": 1})
+        self._say(f"warmed up ({time.perf_counter() - started:.1f} s)")
+
     def close(self) -> None:
         """Free the model; the next answer loads it again."""
         with self._lock:
@@ -306,7 +332,7 @@ class LocalModel:
                 call = parse_tool_call(text)
                 called = call.name if call is not None else ""
             elif role == "tool":
-                note = f"(the result of {called or 'a tool'}: {text})"
+                note = f"(the result of {called or 'a tool'}: {_readable(text)}; answer my message with it)"
                 if messages and messages[-1]["role"] == "user":
                     messages[-1]["content"] += f"\n\n{note}"
                 else:
@@ -352,21 +378,35 @@ class LocalModel:
         return body
 
     def _route_body(self, request: ModelRequest) -> dict[str, Any]:
-        """Which tool the user's last message needs, if any: a short prompt of its own (the tools, examples of
-        messages that need each or none, the message), answered with one name under a grammar."""
+        """Which tool the user's last message needs, if any: a short prompt of its own answered with one name under
+        a grammar. Tools that all have examples here (the built-in assistant's) are decided with them; any other
+        (a bot author's, an MCP server's) after worked examples with tools of other bots (``ROUTE_DEMOS``): each
+        message comes with the list of tools it may use, so the model learns the task, not the names."""
         offered = {t.name for t in request.tools}
-        listed = "\n".join(f"- {t.name}: {' '.join(t.description.split())[:300]}" for t in request.tools)
-        messages: list[dict[str, Any]] = [
-            {
-                "role": "system",
-                "content": "Decide which tool a message needs, if any. The tools:\n"
-                f"{listed}\n- none: the message needs no tool (most messages).\nAnswer with one name.",
-            }
-        ]
-        for text, name in ROUTE_EXAMPLES:
-            if name == "none" or name in offered:
-                messages += [{"role": "user", "content": text}, {"role": "assistant", "content": name}]
-        messages.append({"role": "user", "content": request.turns[-1][1]})
+        known = {name for _, name in ROUTE_EXAMPLES}
+        messages: list[dict[str, Any]]
+        if offered <= known:
+            listed = "\n".join(f"- {t.name}: {' '.join(t.description.split())[:300]}" for t in request.tools)
+            messages = [
+                {
+                    "role": "system",
+                    "content": "Decide which tool a message needs, if any. The tools:\n"
+                    f"{listed}\n- none: the message needs no tool (most messages).\nAnswer with one name.",
+                }
+            ]
+            for text, name in ROUTE_EXAMPLES:
+                if name == "none" or name in offered:
+                    messages += [{"role": "user", "content": text}, {"role": "assistant", "content": name}]
+            messages.append({"role": "user", "content": request.turns[-1][1]})
+        else:
+            messages = [{"role": "system", "content": _ROUTE_TASK}]
+            for tools, text, name in ROUTE_DEMOS:
+                messages += [
+                    {"role": "user", "content": _route_question(tools, text)},
+                    {"role": "assistant", "content": name},
+                ]
+            mine = [(_signature(t), " ".join(t.description.split())[:300]) for t in request.tools]
+            messages.append({"role": "user", "content": _route_question(mine, request.turns[-1][1])})
         names = [*(t.name for t in request.tools), "none"]
         return {
             "messages": messages,
@@ -400,7 +440,8 @@ class LocalModel:
             tool = next((t for t in request.tools if t.name == route), None)
             if tool is not None:
                 generated = self._generate(server, self._call_body(request, tool))
-                async with contextlib.aclosing(generated), contextlib.aclosing(_tool_or_text(generated)) as texts:
+                called = _tool_or_text(generated, tool)
+                async with contextlib.aclosing(generated), contextlib.aclosing(called) as texts:
                     async for text in texts:  # both closed with the stream, the outer one first
                         yield text
                 return
@@ -410,7 +451,9 @@ class LocalModel:
         else:
             slot = self._take_slot(request.metadata.get("context_id"))
         try:
-            async with contextlib.aclosing(self._generate(server, self._body(request, slot=slot))) as texts:
+            generated = self._generate(server, self._body(request, slot=slot))
+            guarded = _guarded(generated, request) if request.plain else generated
+            async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
                 async for text in texts:  # closed with the stream: the generation stops at once
                     yield text
         finally:
@@ -506,7 +549,8 @@ ROUTE_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("What did we say about the trip last week?", "search_history"),
     ("How tall is Mount Everest?", "none"),
     ("I love my dog.", "none"),
-    ("What is 12 plus 5?", "none"),
+    ("What is 12 plus 5?", "calculate"),
+    ("How much is 48 times 12?", "calculate"),
     ("Quelle heure est-il ?", "current_time"),
     ("Tell me a joke.", "none"),
     ("Note that my birthday is on May 3.", "remember"),
@@ -524,6 +568,77 @@ examples, an MCP server's, is chosen by its description). A small model told onl
 one for almost every message; with these it tells most messages that need none."""
 
 
+_ROUTE_TASK = (
+    "Each message comes with the tools the assistant has. Answer with the name of the tool the message asks for, "
+    "or none when it needs no tool: greetings, thanks, opinions, questions answered from what you know."
+)
+_MUSIC = (
+    ("play_music(song)", "Plays a song or an artist."),
+    ("send_email(to, text)", "Sends an email to someone."),
+    ("send_sms(phone, text)", "Sends a text message to a phone."),
+    ("order_pizza(size, toppings)", "Orders a pizza for delivery."),
+    ("flight_status(flight_number)", "Whether a flight is on time."),
+)
+_TRAVEL = (
+    ("book_taxi(address)", "Books a taxi to an address."),
+    ("translate(text, language)", "Translates words into another language."),
+    ("stock_price(company)", "The current price of a company's stock."),
+    ("add_contact(name, phone)", "Saves a person's phone number."),
+    ("delete_contact(name)", "Deletes a saved contact."),
+    ("search_files(words)", "Searches the person's files for words."),
+)
+ROUTE_DEMOS: tuple[tuple[tuple[tuple[str, str], ...], str, str], ...] = (
+    (_MUSIC, "Play something by Queen.", "play_music"),
+    (_MUSIC, "Thanks, that was great!", "none"),
+    (_MUSIC, "Email Sam that I'll be late.", "send_email"),
+    (_MUSIC, "What is the tallest mountain in the world?", "none"),
+    (_MUSIC, "Text my brother that I landed.", "send_sms"),
+    (_MUSIC, "Is BA 117 going to leave on time?", "flight_status"),
+    (_MUSIC, "What is a flight attendant?", "none"),
+    (_MUSIC, "I could eat a large margherita right now, get me one.", "order_pizza"),
+    (_MUSIC, "Hello, how are you?", "none"),
+    (_TRAVEL, "How do you say cat in Spanish?", "translate"),
+    (_TRAVEL, "I like sunny days.", "none"),
+    (_TRAVEL, "Get me a cab to the airport.", "book_taxi"),
+    (_TRAVEL, "How much is one Apple share worth now?", "stock_price"),
+    (_TRAVEL, "How many contacts can a phone hold?", "none"),
+    (_TRAVEL, "Remove Bob from my contacts.", "delete_contact"),
+    (_TRAVEL, "Tell me a joke.", "none"),
+    (_TRAVEL, "Look through my files for the tax form.", "search_files"),
+    (_TRAVEL, "Anna's number is 555 0192, keep it.", "add_contact"),
+)
+"""Worked examples for tools that have none here (a bot author's): other bots' tools, each message with its list.
+Half the messages need a tool, half none, so the model learns neither that every message needs one nor that none
+does; the tools of one list are close to each other, so it learns to tell them apart."""
+
+
+def _signature(tool: ToolSpec) -> str:
+    """``name(argument, ...)``: a tool's arguments tell a small model what it is about as much as its words."""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    return f"{tool.name}({', '.join(list(properties)[:6] if isinstance(properties, dict) else [])})"
+
+
+def _route_question(tools: Sequence[tuple[str, str]], message: str) -> str:
+    listed = "\n".join(f"- {name}: {description}" for name, description in tools)
+    return f"Tools:\n{listed}\n- none: no tool.\nMessage: {message}"
+
+
+def _readable(result: str) -> str:
+    """A tool's result as a small model reads it best: a JSON object as ``key: value`` pairs (it copies JSON into
+    its answer as it is), anything else as it is."""
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return result
+    if not isinstance(data, dict):
+        return result
+    pairs = []
+    for key, value in data.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        pairs.append(f"{key}: {shown}")
+    return ", ".join(pairs) or "done"
+
+
 def _gbnf_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -537,9 +652,48 @@ def _tool_json(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-async def _tool_or_text(chunks: AsyncIterator[str]) -> AsyncGenerator[str, None]:
-    """The reply as it streams, or, when the model wrote a tool call (its first character is ``<`` or ``{``, which
-    a reply cannot start with), the whole call as an action call once it is complete."""
+_REFUSAL_HEAD = 24
+"""Characters of an answer after a tool held back to tell whether it starts as a refusal."""
+
+
+async def _guarded(chunks: AsyncIterator[str], request: ModelRequest) -> AsyncGenerator[str, None]:
+    """A plain answer as it streams, mended (``answer_guards``): after a tool, an answer that starts as a refusal is
+    replaced by the result; to a message about the bot, no sentence claims a maker the persona does not name."""
+    last = request.turns[-1] if request.turns else ("user", request.prompt)
+    if last[0] == "tool" and not last[1].startswith("error:"):  # (a failed tool may be answered with regrets)
+        head = ""
+        checked = False
+        async for chunk in chunks:
+            if checked:
+                yield chunk
+                continue
+            head += chunk
+            if len(head.strip()) >= _REFUSAL_HEAD:
+                checked = True
+                if is_refusal(head):
+                    log.info("the local model refused after a successful tool; its result is the answer")
+                    yield fallback_answer(_readable(last[1]))
+                    return
+                yield head
+        if not checked and head.strip():
+            yield fallback_answer(_readable(last[1])) if is_refusal(head) else head
+        return
+    if last[0] != "user" or not about_itself(last[1]):
+        async for chunk in chunks:
+            yield chunk
+        return
+    guard = IdentityGuard(request.system.split("\n\n")[0])
+    async for chunk in chunks:
+        text = guard.feed(chunk)
+        if text:
+            yield text
+    yield guard.close()
+
+
+async def _tool_or_text(chunks: AsyncIterator[str], tool: ToolSpec) -> AsyncGenerator[str, None]:
+    """The reply as it streams, or, when the model wrote a call of ``tool`` (its first character is ``<`` or ``{``,
+    which a reply cannot start with), the whole call once it is complete: an action call, or the output itself
+    when ``tool`` is an output."""
     head = ""
     calling: bool | None = None
     async for chunk in chunks:
@@ -562,4 +716,4 @@ async def _tool_or_text(chunks: AsyncIterator[str]) -> AsyncGenerator[str, None]
         log.warning("the local model wrote an incomplete tool call (%d characters); no answer", len(head))
         yield "<response></response>"
         return
-    yield call.as_action_call()
+    yield call.as_output(tool.output) if tool.output else call.as_action_call()

@@ -1,0 +1,602 @@
+"""A bot author's own tools on the model: does it pick the right one, fill its arguments, use the result?
+
+The bot here is what an author would write (``core.Bot``): a todo list kept in the conversation's state (shown by
+the context's ``render``), a unit converter, a calendar, a calculator, a weather lookup, a currency converter, a
+timer and a note search that finds nothing, and an output of its own (``todo:list``). None is the built-in
+assistant's. It runs through ``create_agent`` with the terminal chat's platform, as ``bots chat APP`` would, the
+prompt form being the model's choice (the embedded model's compact form, grammar built from these definitions).
+
+The cases come in four kinds: ``obvious`` (one tool fits), ``choice`` (the right one among several that look
+close), ``earlier`` (arguments taken from an earlier turn or from the state) and ``none`` (no tool is needed:
+calling one is wrong). Each case is a fresh conversation; only its last line is checked.
+
+Printed per model: tool choice (the expected tool was called), valid arguments (it ran without an error),
+argument accuracy (the arguments hold what the message said), result used (the answer after a successful tool
+shows what the tool returned), refusals after a successful tool, wrong calls on the no-tool messages, seconds
+per case. Asserts nothing: a benchmark, not a test.
+
+Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
+settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
+``--limit 10``, ``--show`` to print every answer, ``--runs 3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# keep bench/ off the import path (bench/core.py would shadow the core package)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from pydantic import BaseModel, Field  # noqa: E402
+
+from bots.calculator import evaluate  # noqa: E402
+from core import (  # noqa: E402
+    ActionContext,
+    Bot,
+    ContextState,
+    Host,
+    InMemoryStore,
+    Model,
+    RunEventType,
+    action,
+    context,
+    create_agent,
+    escape_text,
+    output,
+)
+from core.models import LocalModel  # noqa: E402
+from extensions.terminal import cli_extension, cli_session  # noqa: E402
+
+__all__ = ("CASES", "Case", "bot", "main")
+
+# -- the author's bot --------------------------------------------------------------------------------------
+
+TODOS = ("buy milk", "call the plumber", "renew the passport")
+"""What every conversation's todo list holds at first."""
+
+
+class TodoArgs(BaseModel):
+    item: str = Field(min_length=1, description="The todo item, in a few words")
+
+
+class ConvertArgs(BaseModel):
+    value: float = Field(description="The amount to convert")
+    from_unit: str = Field(description="The unit it is in: km, mi, kg, lb, c, f, m, ft, l, gal")
+    to_unit: str = Field(description="The unit wanted")
+
+
+class DayArgs(BaseModel):
+    day: str = Field(min_length=1, description="A weekday (monday...sunday), today or tomorrow")
+
+
+class ComputeArgs(BaseModel):
+    expression: str = Field(min_length=1, description="The arithmetic to work out, e.g. 17*23")
+
+
+class CityArgs(BaseModel):
+    city: str = Field(min_length=1, description="The city")
+
+
+class ExchangeArgs(BaseModel):
+    amount: float = Field(description="The amount of money")
+    from_currency: str = Field(description="Its currency code, e.g. EUR")
+    to_currency: str = Field(description="The currency code wanted, e.g. USD")
+
+
+class TimerArgs(BaseModel):
+    minutes: int = Field(ge=1, le=600, description="Minutes until it rings")
+
+
+class SearchArgs(BaseModel):
+    query: str = Field(min_length=1, description="Words to look for in the notes")
+
+
+def _todos(ctx: ActionContext) -> list[str]:
+    todos: list[str] = ctx.memory.setdefault("todos", list(TODOS))
+    return todos
+
+
+def _add_todo(args: TodoArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    _todos(ctx).append(args.item.strip())
+    return {"added": args.item.strip(), "items_now": len(_todos(ctx))}
+
+
+def _remove_todo(args: TodoArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    todos = _todos(ctx)
+    words = set(re.findall(r"\w+", args.item.lower()))
+    match = next((t for t in todos if words & set(re.findall(r"\w+", t))), None)
+    if match is None:
+        raise ValueError(f"no todo like {args.item!r}")
+    todos.remove(match)
+    return {"removed": match, "items_left": len(todos)}
+
+
+_UNITS = {
+    ("km", "mi"): 0.621371,
+    ("mi", "km"): 1.609344,
+    ("kg", "lb"): 2.204623,
+    ("lb", "kg"): 0.453592,
+    ("m", "ft"): 3.28084,
+    ("ft", "m"): 0.3048,
+    ("l", "gal"): 0.264172,
+    ("gal", "l"): 3.785412,
+}
+_UNIT_NAMES = {
+    "kilometers": "km", "kilometres": "km", "kilometer": "km", "kilometre": "km", "miles": "mi", "mile": "mi",
+    "kilograms": "kg", "kilogram": "kg", "kilos": "kg", "pounds": "lb", "pound": "lb", "lbs": "lb",
+    "meters": "m", "metres": "m", "meter": "m", "metre": "m", "feet": "ft", "foot": "ft", "liters": "l",
+    "litres": "l", "liter": "l", "litre": "l", "gallons": "gal", "gallon": "gal", "celsius": "c", "fahrenheit": "f",
+    "°c": "c", "°f": "f",
+}  # fmt: skip
+
+
+def _unit(name: str) -> str:
+    name = name.strip().lower()
+    return _UNIT_NAMES.get(name, name)
+
+
+def _convert(args: ConvertArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    src, dst = _unit(args.from_unit), _unit(args.to_unit)
+    if (src, dst) == ("c", "f"):
+        value = args.value * 9 / 5 + 32
+    elif (src, dst) == ("f", "c"):
+        value = (args.value - 32) * 5 / 9
+    elif (src, dst) in _UNITS:
+        value = args.value * _UNITS[src, dst]
+    else:
+        raise ValueError(f"cannot convert {args.from_unit} to {args.to_unit}")
+    return {"value": round(value, 2), "unit": dst}
+
+
+_CALENDAR = {
+    "monday": "team meeting at 09:30",
+    "tuesday": "dentist at 15:30",
+    "wednesday": "yoga class at 18:45",
+    "thursday": "lunch with Priya at 12:15",
+    "friday": "flight to Lisbon at 07:50",
+    "saturday": "football match at 16:00",
+    "sunday": "nothing planned",
+}
+
+
+def _calendar(args: DayArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    day = args.day.strip().lower()
+    day = {"today": "wednesday", "tomorrow": "thursday"}.get(day, day)
+    found = next((d for d in _CALENDAR if d.startswith(day[:3])), None)
+    if found is None:
+        raise ValueError(f"{args.day!r} is not a day: use monday...sunday, today or tomorrow")
+    return {"day": found, "events": _CALENDAR[found]}
+
+
+def _compute(args: ComputeArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    return {"result": evaluate(args.expression)}
+
+
+def _weather(args: CityArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    return {"city": args.city, "forecast": "light rain", "temperature_c": 14}
+
+
+_RATES = {"EUR": 1.0, "USD": 1.08, "GBP": 0.85, "JPY": 162.0, "CHF": 0.95}
+
+
+def _exchange(args: ExchangeArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    src, dst = args.from_currency.strip().upper()[:3], args.to_currency.strip().upper()[:3]
+    if src not in _RATES or dst not in _RATES:
+        raise ValueError(f"unknown currency: use one of {', '.join(_RATES)}")
+    return {"amount": round(args.amount / _RATES[src] * _RATES[dst], 2), "currency": dst}
+
+
+def _timer(args: TimerArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    return {"timer": "set", "rings_in_minutes": args.minutes}
+
+
+def _search_notes(args: SearchArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    return {"query": args.query, "notes_found": 0, "results": []}
+
+
+ACTIONS = (
+    action(name="add_todo", description="Adds an item to the person's todo list.", schema=TodoArgs, handler=_add_todo),
+    action(
+        name="remove_todo",
+        description="Removes an item from the todo list (done or no longer needed).",
+        schema=TodoArgs,
+        handler=_remove_todo,
+    ),
+    action(
+        name="convert",
+        description="Converts a value between units (km/miles, kg/pounds, m/feet, litres/gallons, Celsius/Fahrenheit).",
+        instructions="Use it for distances, weights, lengths, volumes and temperatures, never for money.",
+        schema=ConvertArgs,
+        handler=_convert,
+    ),
+    action(
+        name="calendar",
+        description="The person's appointments on a given day.",
+        instructions="Use it when they ask about their plans, agenda or appointments on a day.",
+        schema=DayArgs,
+        handler=_calendar,
+    ),
+    action(name="compute", description="Works out arithmetic exactly.", schema=ComputeArgs, handler=_compute),
+    action(name="weather", description="Today's weather forecast in a city.", schema=CityArgs, handler=_weather),
+    action(
+        name="exchange",
+        description="Converts an amount of money between currencies (EUR, USD, GBP, JPY, CHF).",
+        instructions="Use it for euros, dollars, pounds sterling, yen or francs.",
+        schema=ExchangeArgs,
+        handler=_exchange,
+    ),
+    action(name="set_timer", description="Sets a countdown timer.", schema=TimerArgs, handler=_timer),
+    action(
+        name="search_notes",
+        description="Searches the person's saved notes for words.",
+        instructions="Use it when they ask to search or find something in their notes.",
+        schema=SearchArgs,
+        handler=_search_notes,
+    ),
+)
+
+
+def _render(state: ContextState[Any]) -> str:
+    todos = state.memory.get("todos", list(TODOS)) if isinstance(state.memory, dict) else list(TODOS)
+    return "Todo list:\n" + "\n".join(f"{n}. {escape_text(t)}" for n, t in enumerate(todos, 1))
+
+
+todo_list = output(
+    type="todo:list",
+    description="Shows the person their whole todo list.",
+    instructions="Use it when they ask to see their todo list.",
+)
+planner = context(
+    type="planner",
+    schema=str,
+    key=lambda session: session,
+    create=lambda state: {"todos": list(TODOS)},
+    render=_render,
+    instructions="Today is Wednesday.",
+)
+
+
+def bot() -> Bot:
+    """The author's bot: a planner with nine actions and an output of its own."""
+    return Bot(
+        name="planner",
+        persona="You are Plan, a helpful planning assistant.",
+        context=planner,
+        actions=ACTIONS,
+        outputs=[todo_list],
+    )
+
+
+# -- the cases ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One short conversation; only the last line is checked."""
+
+    kind: str
+    """obvious, choice, earlier or none."""
+    turns: tuple[str, ...]
+    """What the person writes, one line per turn."""
+    tool: str | None
+    """The action (or output) the last line needs; None: none."""
+    args: dict[str, str] = field(default_factory=dict)
+    """Argument -> a regular expression (case-insensitive) its JSON value must match."""
+    used: str = ""
+    """A regular expression (case-insensitive) the answer after the tool must match: the result shown."""
+
+
+def _c(kind: str, turns: str | Sequence[str], tool: str | None, used: str = "", **args: str) -> Case:
+    lines = (turns,) if isinstance(turns, str) else tuple(turns)
+    return Case(kind=kind, turns=lines, tool=tool, args=args, used=used)
+
+
+CASES: tuple[Case, ...] = (
+    # one obvious tool
+    _c("obvious", "Convert 10 kilometers to miles.", "convert", r"6[.,]2", value="^10", from_unit="k", to_unit="mi"),
+    _c("obvious", "How many pounds is 5 kg?", "convert", r"11[.,]0", value="^5", from_unit="k", to_unit="(lb|pound)"),
+    _c("obvious", "What is 30 degrees Celsius in Fahrenheit?", "convert", r"\b86\b", value="^30", from_unit="c"),
+    _c("obvious", "Add 'water the plants' to my todo list.", "add_todo", r"plant|added|todo", item="plant"),
+    _c("obvious", "Put 'book a haircut' on my todo list please.", "add_todo", r"haircut|added|todo", item="haircut"),
+    _c("obvious", "What's on my calendar on Tuesday?", "calendar", r"dentist|15:30", day="tue"),
+    _c("obvious", "Do I have any appointments on Friday?", "calendar", r"lisbon|07:50|flight", day="fri"),
+    _c("obvious", "Compute 17*23.", "compute", r"\b391\b", expression=r"17\s*\*\s*23"),
+    _c("obvious", "What's 1234 times 56?", "compute", r"69[,.]?104", expression=r"1234\s*\*\s*56"),
+    _c("obvious", "What's the weather like in Oslo today?", "weather", r"rain|14", city="oslo"),
+    _c("obvious", "Convert 100 euros to dollars.", "exchange", r"\b108\b", amount="^100", to_currency="usd"),
+    _c("obvious", "Set a timer for 15 minutes.", "set_timer", r"\b15\b|set", minutes="^15$"),
+    _c("obvious", "Search my notes for the wifi password.", "search_notes", r"no |not |nothing|couldn|0", query="wifi"),
+    _c("obvious", "Remove 'buy milk' from my todo list.", "remove_todo", r"milk|removed", item="milk"),
+    _c("obvious", "Show me my todo list.", "todo:list", r"milk", text="milk"),
+    _c("obvious", "Start a 5 minute timer.", "set_timer", r"\b5\b|set", minutes="^5$"),
+    # the right one among several
+    _c("choice", "How many feet are in 100 meters?", "convert", r"328", value="^100", from_unit="m", to_unit="f"),
+    _c("choice", "I need to remember to pay the rent, add it to my list.", "add_todo", r"rent|added", item="rent"),
+    _c("choice", "Is it going to rain in Madrid?", "weather", r"rain|14", city="madrid"),
+    _c("choice", "How much is 50 pounds sterling in euros?", "exchange", r"58[.,]8", amount="^50", from_currency="gbp"),
+    _c("choice", "Multiply 48 by 12 for me.", "compute", r"\b576\b", expression=r"48\s*\*\s*12"),
+    _c("choice", "What do I have on Monday?", "calendar", r"meeting|09:30", day="mon"),
+    _c("choice", "I already called the plumber, take it off my list.", "remove_todo", r"plumber|removed", item="plumb"),
+    _c("choice", "Wake me in 45 minutes.", "set_timer", r"\b45\b|set", minutes="^45$"),
+    _c(
+        "choice",
+        "Find my notes about the garden project.",
+        "search_notes",
+        r"no |not |nothing|couldn|0",
+        query="garden",
+    ),
+    _c("choice", "How many liters is 3 gallons?", "convert", r"11[.,]36", value="^3", from_unit="gal", to_unit="l"),
+    _c("choice", "What's 250 dollars in yen?", "exchange", r"37[,.]?500", amount="^250", to_currency="jpy"),
+    _c("choice", "Any plans for Saturday?", "calendar", r"football|16:00", day="sat"),
+    _c("choice", "What's 15% of 80? Work it out exactly.", "compute", r"\b12\b", expression=r"80|15"),
+    _c("choice", "Is it cold in Helsinki right now?", "weather", r"14|rain", city="helsinki"),
+    # arguments from earlier turns or from the state
+    _c(
+        "earlier",
+        ("I'm flying to Lisbon on Friday.", "What's the weather there?"),
+        "weather",
+        r"rain|14",
+        city="lisbon",
+    ),
+    _c(
+        "earlier",
+        ("My run this morning was 8 kilometers.", "How far is that in miles?"),
+        "convert",
+        r"4[.,]97",
+        value="^8",
+    ),
+    _c("earlier", ("I bought 2 kg of apples.", "How many pounds is that?"), "convert", r"4[.,]4", value="^2"),
+    _c("earlier", ("I have 200 euros left.", "How much is that in pounds?"), "exchange", r"\b170\b", amount="^200"),
+    _c("earlier", ("The tea needs 4 minutes.", "Set a timer for it."), "set_timer", r"\b4\b|set", minutes="^4$"),
+    _c(
+        "earlier",
+        ("I work from home on Thursday.", "What's on my calendar that day?"),
+        "calendar",
+        r"priya|12:15",
+        day="thu",
+    ),
+    _c("earlier", "Take the first item off my todo list.", "remove_todo", r"milk|removed", item="milk"),
+    _c("earlier", "Remove the last item of my todo list.", "remove_todo", r"passport|removed", item="passport"),
+    _c(
+        "earlier",
+        ("I need to call the bank tomorrow.", "Add that to my todo list."),
+        "add_todo",
+        r"bank|added",
+        item="bank",
+    ),
+    _c("earlier", ("My garden is 12 meters long.", "Convert that to feet."), "convert", r"39[.,]3", value="^12"),
+    _c(
+        "earlier",
+        ("Berlin is where my sister lives.", "What's the weather in her city?"),
+        "weather",
+        r"rain|14",
+        city="berlin",
+    ),
+    _c(
+        "earlier",
+        ("I spent 37 dollars on lunch and 18 on a taxi.", "Compute the total."),
+        "compute",
+        r"\b55\b",
+        expression="37",
+    ),
+    _c(
+        "earlier",
+        ("I wrote a note about the recipe for lasagna.", "Search my notes for it."),
+        "search_notes",
+        r"no |not |nothing|couldn|0",
+        query="lasagna",
+    ),
+    _c("earlier", "What's on my calendar today?", "calendar", r"yoga|18:45", day="(wed|today)"),
+    # no tool needed
+    _c("none", "Hello! How are you?", None),
+    _c("none", "Thanks a lot, that's all.", None),
+    _c("none", "What is the capital of France?", None),
+    _c("none", "Tell me a short joke.", None),
+    _c("none", "Who wrote Romeo and Juliet?", None),
+    _c("none", "Good night!", None),
+    _c("none", "What does a plumber do?", None),
+    _c("none", "I love rainy days.", None),
+    _c("none", "What is a kilometer?", None),
+    _c("none", "Can you recommend a good book?", None),
+    _c("none", "How are you today?", None),
+    _c("none", "What's your name?", None),
+    _c("none", "Why is the sky blue?", None),
+    _c("none", "Say hi to my friend Tom.", None),
+    _c("none", "My favourite colour is green.", None),
+    _c("none", "What language is spoken in Brazil?", None),
+    _c("none", "Bonjour, comment ça va ?", None),
+    _c("none", "How many items are on my todo list?", None),
+)
+"""The fixed set of conversations: 16 obvious, 14 choice, 14 earlier, 18 none."""
+
+_REFUSAL = re.compile(r"i'?m sorry|sorry, but|can'?t assist|cannot assist|can'?t help|cannot help|unable to", re.I)
+"""A refusal: after a tool that succeeded, a defect."""
+
+
+# -- running -----------------------------------------------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """What happened on a case's last line."""
+
+    case: Case
+    answer: str = ""
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    """Actions called (name, JSON arguments), and the output of the case's tool when it is an output."""
+    results: list[tuple[str, bool]] = field(default_factory=list)
+    """Per result: the action and whether it succeeded."""
+    seconds: float = 0.0
+
+    @property
+    def chose(self) -> bool:
+        return any(name == self.case.tool for name, _ in self.calls)
+
+    @property
+    def valid(self) -> bool:
+        if self.case.tool is not None and self.case.tool.startswith("todo:"):
+            return self.chose
+        return self.chose and any(name == self.case.tool and ok for name, ok in self.results)
+
+    @property
+    def accurate(self) -> bool:
+        for name, raw in self.calls:
+            if name != self.case.tool:
+                continue
+            try:
+                args = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                continue
+            if all(
+                re.search(pattern, json.dumps(args.get(key, ""), ensure_ascii=False).strip('"'), re.I)
+                for key, pattern in self.case.args.items()
+            ):
+                return True
+        return False
+
+    @property
+    def used(self) -> bool:
+        return bool(re.search(self.case.used, self.answer, re.I)) if self.case.used else bool(self.answer.strip())
+
+    @property
+    def refused(self) -> bool:
+        return bool(_REFUSAL.search(self.answer))
+
+
+async def _turn(agent: Any, session: str, text: str) -> Outcome:
+    outcome = Outcome(case=CASES[0])
+    parts: list[str] = []
+    started = time.perf_counter()
+    async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
+        if event.final and event.content is not None:
+            parts.append(str(event.content))
+            if event.output_type != "cli:message":
+                outcome.calls.append((str(event.output_type), json.dumps({"text": str(event.content)})))
+        elif event.type == RunEventType.TOOL_CALL and isinstance(event.content, dict):
+            outcome.calls.append((str(event.content.get("name")), str(event.content.get("arguments") or "")))
+        elif event.type == RunEventType.TOOL_CALL_RESULT and isinstance(event.content, dict):
+            outcome.results.append((str(event.content.get("name")), "error" not in event.content))
+        elif event.type == RunEventType.ERROR:
+            parts.append(f"[error] {event.content}")
+    outcome.answer = "\n".join(parts)
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+async def run(model: Model, cases: Sequence[Case], *, show: bool = False) -> list[Outcome]:
+    """Every case with a fresh conversation of the author's bot on ``model``."""
+    agent = create_agent(model=model, bot=bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    outcomes = []
+    async with agent:
+        for number, case in enumerate(cases):
+            session = f"tools-{number}"
+            seconds = 0.0
+            outcome = Outcome(case=case)
+            for line in case.turns:
+                outcome = await _turn(agent, session, line)
+                seconds += outcome.seconds
+                if show:
+                    called = "".join(f" [{n} {a}]" for n, a in outcome.calls)
+                    print(
+                        f"  [{case.kind}] {line!r} ->{called} {outcome.answer!r} ({outcome.seconds:.1f}s)", flush=True
+                    )
+            outcome.case, outcome.seconds = case, seconds
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _pct(hits: int, total: int) -> str:
+    return f"{hits}/{total} ({100 * hits / max(1, total):.0f}%)"
+
+
+def summary(name: str, outcomes: Sequence[Outcome]) -> str:
+    """One line of figures for ``outcomes``."""
+    tool_cases = [o for o in outcomes if o.case.tool is not None]
+    none_cases = [o for o in outcomes if o.case.tool is None]
+    after = [o for o in tool_cases if o.valid and not (o.case.tool or "").startswith("todo:")]
+    kinds = " ".join(
+        f"{kind} {sum(o.valid and o.accurate for o in outcomes if o.case.kind == kind)}/"
+        f"{sum(o.case.kind == kind for o in outcomes)}"
+        for kind in ("obvious", "choice", "earlier")
+    )
+    seconds = [o.seconds for o in outcomes]
+    return (
+        f"{name}: tool choice {_pct(sum(o.chose for o in tool_cases), len(tool_cases))}"
+        f" | right tool with valid args {_pct(sum(o.valid for o in tool_cases), len(tool_cases))}"
+        f" | argument accuracy {_pct(sum(o.valid and o.accurate for o in tool_cases), len(tool_cases))} ({kinds})"
+        f" | result used {_pct(sum(o.used for o in after), len(after))}"
+        f" | refusals after a tool {sum(o.refused for o in after)}"
+        f" | no tool on no-tool messages {_pct(sum(not o.calls for o in none_cases), len(none_cases))}"
+        f" | {statistics.mean(seconds) if seconds else 0:.1f} s/case (median {statistics.median(seconds) if seconds else 0:.1f})"
+    )
+
+
+def _failures(outcomes: Sequence[Outcome]) -> list[str]:
+    lines = []
+    for o in outcomes:
+        wrong = []
+        if o.case.tool is None and o.calls:
+            wrong.append(f"called {[n for n, _ in o.calls]}")
+        elif o.case.tool is not None:
+            if not o.valid:
+                wrong.append(f"tool {o.calls or 'none'} results {o.results}")
+            elif not o.accurate:
+                wrong.append(f"arguments {o.calls}")
+            elif not o.used or o.refused:
+                wrong.append("result not used" if not o.used else "refused")
+        if wrong:
+            lines.append(f"  [{o.case.kind}] {o.case.turns[-1]!r}: {'; '.join(wrong)} -> {o.answer[:120]!r}")
+    return lines
+
+
+def models() -> list[tuple[str, Model]]:
+    """The default embedded model, and the one the settings name if it is another (``LLM_MODEL_PATH``, a hosted
+    model)."""
+    chosen: list[tuple[str, Model]] = [("default embedded model", LocalModel())]
+    if os.environ.get("LLM_MODEL_PATH") or os.environ.get("LLM_PROVIDER", "local") != "local":
+        from bots.models import build_model
+        from bots.settings import Settings
+
+        other = build_model(Settings().llm)
+        chosen.append((getattr(other, "name", "settings' model"), other))
+    return chosen
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="kinds, comma-separated (obvious, choice, earlier, none)")
+    parser.add_argument("--limit", type=int, default=0, help="the first N cases of each kind")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--show", action="store_true")
+    parser.add_argument("--failures", action="store_true", help="print the cases that failed")
+    opts = parser.parse_args(argv)
+    kinds = {k.strip() for k in opts.only.split(",") if k.strip()}
+    cases = [c for c in CASES if not kinds or c.kind in kinds]
+    if opts.limit:  # the first ``limit`` of each kind
+        cases = [c for n, c in enumerate(cases) if sum(d.kind == c.kind for d in cases[:n]) < opts.limit]
+    tools = {c.tool for c in cases if c.tool}
+    print(f"{len(cases)} cases over {len(tools)} of the bot's tools and outputs", flush=True)
+    for name, model in models():
+        load = getattr(model, "load", None)
+        if load is not None:  # as the bot does before it says it is ready (not counted in seconds per case)
+            await load()
+        for number in range(opts.runs):
+            outcomes = await run(model, cases, show=opts.show)
+            print(summary(f"{name} (run {number + 1})", outcomes), flush=True)
+            if opts.failures:
+                print("\n".join(_failures(outcomes)), flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,93 @@
+"""What the embedded model's plain answers must never say, mended before they reach anyone.
+
+A model of half a billion parameters says what its training taught it whatever its prompt says: asked who it is,
+it is sometimes "ChatGPT, made by OpenAI" though the operator's persona names it otherwise; told a tool's result,
+it sometimes answers "I'm sorry, but I can't assist with that request." after the tool did what was asked. Both
+are checked on the answer's text, sentence by sentence (``IdentityGuard``), or as a whole (``is_refusal``).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ("IdentityGuard", "about_itself", "fallback_answer", "is_refusal")
+
+_MAKERS = re.compile(
+    r"\b(open ?ai|chat ?gpt|gpt-?\d\w*|alibaba|qwen|tongyi|anthropic|claude|google|gemini|meta ai|llama|microsoft"
+    r"|mistral|hugging ?face|deepmind|bard)\b",
+    re.IGNORECASE,
+)
+"""Companies and model names a small model claims to be or to be made by."""
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i am|me|my|je|j'ai|suis|moi|yo|soy|mi|ich|bin|mich)\b|\bI'", re.IGNORECASE)
+_ABOUT_YOU = re.compile(
+    r"\b(you|your|yourself|vous|tu|toi|ton|ta|votre|usted|tú|eres|du|dich|dein|ihr)\b|" + _MAKERS.pattern,
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
+_REFUSAL = re.compile(
+    r"^\W*(i'?m sorry|i am sorry|sorry|i can'?t|i cannot|i'?m unable|i am unable|unfortunately|as an ai)",
+    re.IGNORECASE,
+)
+
+
+def about_itself(message: str) -> bool:
+    """True when ``message`` speaks to or about the bot (``you``, a model's or company's name): its answer may
+    say who the bot is, and is checked sentence by sentence."""
+    return bool(_ABOUT_YOU.search(message))
+
+
+def is_refusal(answer: str) -> bool:
+    """True when ``answer`` starts as a refusal."""
+    return bool(_REFUSAL.match(answer))
+
+
+def fallback_answer(result: str) -> str:
+    """What to say after a tool when the model would not: its result."""
+    return f"Done: {result}" if result else "Done."
+
+
+class IdentityGuard:
+    """Passes an answer on sentence by sentence, leaving out each sentence in which the bot claims a maker or a
+    model name that ``persona`` does not give it; an answer left empty becomes the persona's first sentence in the
+    first person. An incremental decoder: ``feed(chunk) -> text``, then ``close() -> text``."""
+
+    def __init__(self, persona: str) -> None:
+        self.persona = persona
+        self._held = ""
+        self._given = 0
+
+    def _allowed(self, sentence: str) -> bool:
+        claims = {m.lower().replace(" ", "") for m in _MAKERS.findall(sentence)}
+        if not claims or not _FIRST_PERSON.search(sentence):
+            return True
+        own = {m.lower().replace(" ", "") for m in _MAKERS.findall(self.persona)}
+        return claims <= own
+
+    def _pass(self, sentence: str) -> str:
+        if not self._allowed(sentence):
+            return ""
+        self._given += 1
+        return sentence
+
+    def feed(self, chunk: str) -> str:
+        self._held += chunk
+        parts = _SENTENCE_END.split(self._held)
+        if len(parts) == 1:
+            return ""
+        complete, self._held = parts[:-1], parts[-1]
+        text = ""
+        for sentence in complete:
+            passed = self._pass(sentence)
+            if passed:
+                text += passed + " "
+        return text
+
+    def close(self) -> str:
+        last = self._pass(self._held) if self._held.strip() else ""
+        self._held = ""
+        if last or self._given:
+            return last
+        first = _SENTENCE_END.split(self.persona.strip())[0] if self.persona.strip() else ""
+        if first.lower().startswith("you are "):
+            return "I am " + first[len("you are ") :]
+        return "I am the assistant of this chat."

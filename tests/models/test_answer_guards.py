@@ -1,0 +1,75 @@
+"""The embedded model's plain answers, mended: no maker the persona does not name, no refusal after a tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.models import ModelRequest
+from core.models.answer_guards import IdentityGuard, about_itself, is_refusal
+from core.turns import TURN_STOPS
+
+from .test_tool_calls import scripted_model
+
+PERSONA = "You are Daydream, a friendly assistant. Answer briefly."
+
+
+def guarded(text: str, persona: str = PERSONA) -> str:
+    """``text`` fed to the guard cut at every position, joined: the same whatever the cuts."""
+    results = set()
+    for cut in range(len(text) + 1):
+        guard = IdentityGuard(persona)
+        results.add(guard.feed(text[:cut]) + guard.feed(text[cut:]) + guard.close())
+    assert len(results) == 1, results
+    return results.pop()
+
+
+@pytest.mark.parametrize(
+    ("answer", "mended"),
+    [
+        ("I am Daydream. I was created by OpenAI.", "I am Daydream. "),
+        ("Yes, I am ChatGPT. I help with questions.", "I help with questions."),
+        ("I was created by OpenAI.", "I am Daydream, a friendly assistant."),
+        ("OpenAI makes models. I like them.", "OpenAI makes models. I like them."),
+        ("Hello! How can I help?", "Hello! How can I help?"),
+    ],
+)
+def test_a_sentence_claiming_a_maker_is_left_out(answer: str, mended: str) -> None:
+    assert guarded(answer) == mended
+
+
+def test_a_maker_the_persona_names_is_kept() -> None:
+    assert guarded("I am Qwen, made by Alibaba.", "You are Qwen, made by Alibaba.") == "I am Qwen, made by Alibaba."
+
+
+def test_what_is_checked() -> None:
+    assert about_itself("Who made you?") and about_itself("Es-tu ChatGPT ?") and not about_itself("Capital of Peru?")
+    assert is_refusal("I'm sorry, but I can't assist with that request.") and not is_refusal("Done: saved.")
+
+
+def reply_with(text: str) -> Any:
+    return lambda body: text
+
+
+async def test_a_refusal_after_a_successful_tool_becomes_its_result(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, reply_with("I'm sorry, but I can't assist with that request."))
+    turns = (
+        ("user", "Remember that my cat is Miso."),
+        ("tool_call", '{"name": "remember", "arguments": {"fact": "cat: Miso"}}'),
+        ("tool", '{"remembered": "cat: Miso"}'),
+    )
+    request = ModelRequest(system="s", prompt="", plain=True, turns=turns, stop=TURN_STOPS)
+    assert "".join([c async for c in model.stream(request)]) == "Done: remembered: cat: Miso"
+    failed = (*turns[:2], ("tool", "error: the store is down"))
+    request = ModelRequest(system="s", prompt="", plain=True, turns=failed, stop=TURN_STOPS)
+    assert "".join([c async for c in model.stream(request)]).startswith("I'm sorry")
+
+
+async def test_an_answer_about_itself_keeps_to_the_persona(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, reply_with("I am Daydream. I was designed by OpenAI."))
+    ask = ModelRequest(system=f"{PERSONA}\n\nRules.", prompt="", plain=True, turns=(("user", "Who are you?"),))
+    assert "".join([c async for c in model.stream(ask)]) == "I am Daydream. "
+    other = ModelRequest(system=PERSONA, prompt="", plain=True, turns=(("user", "Capital of Peru?"),))
+    assert "OpenAI" in "".join([c async for c in model.stream(other)]), "only answers about the bot are checked"

@@ -1,0 +1,199 @@
+"""A bot author's own tools on the embedded model's prompt form (issue 38).
+
+The author's bot (a todo list kept in its context's state and shown by its ``render``, a unit converter, an output
+of its own) runs through ``create_agent`` on ``LocalModel`` with a scripted stand-in for llama.cpp's server: the
+compact form is the model's choice, the grammar offers exactly the bot's actions and outputs, the call is built
+from the action's schema, the state reaches the model, the result is answered, and the bot's output is used.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from core import Bot, ContextState, InMemoryStore, RunEventType, action, context, create_agent, escape_text, output
+from core.models import LocalModel
+from core.models.base import ToolSpec
+from core.models.grammar import ToolCall
+from core.parser import TagEnd, parse
+from core.prompt import output_tools
+from extensions.terminal import cli_extension, cli_session
+
+from .test_tool_calls import FakeServer
+
+
+class TodoArgs(pydantic.BaseModel):
+    item: str = pydantic.Field(min_length=1)
+
+
+class ConvertArgs(pydantic.BaseModel):
+    value: float
+    from_unit: str
+    to_unit: str
+
+
+def _add(args: TodoArgs, ctx: Any, agent: Any) -> dict[str, Any]:
+    ctx.memory["todos"].append(args.item)
+    return {"added": args.item, "items_now": len(ctx.memory["todos"])}
+
+
+def _convert(args: ConvertArgs, ctx: Any, agent: Any) -> dict[str, Any]:
+    return {"value": round(args.value * 0.621371, 2), "unit": args.to_unit}
+
+
+def _render(state: ContextState[Any]) -> str:
+    return "Todo list:\n" + "\n".join(f"- {escape_text(t)}" for t in state.memory["todos"])
+
+
+shown: list[str] = []
+todo_list = output(
+    type="todo:list",
+    description="Shows the whole todo list.",
+    handler=lambda text, ctx, agent: shown.append(text),
+)
+planner = context(
+    type="planner",
+    schema=str,
+    key=lambda s: s,
+    create=lambda state: {"todos": ["buy milk"]},
+    render=_render,
+    instructions="Keep answers short.",
+)
+
+
+def the_bot() -> Bot:
+    return Bot(
+        name="planner",
+        persona="You are Plan.",
+        context=planner,
+        actions=[
+            action(name="add_todo", description="Adds a todo.", schema=TodoArgs, handler=_add),
+            action(name="convert", description="Converts units.", schema=ConvertArgs, handler=_convert),
+        ],
+        outputs=[todo_list],
+    )
+
+
+def scripted(tmp_path: Path, script: dict[str, tuple[str, str]]) -> LocalModel:
+    """``script``: the person's message -> (the tool the decision names, what the call or answer writes)."""
+
+    def reply(body: dict[str, Any]) -> str:
+        last = str(body["messages"][-1]["content"])
+        if body["max_tokens"] == 16:  # the decision: the message after the bot's tools
+            return script[last.rpartition("\nMessage: ")[2]][0]
+        if "tools" in body:  # the call
+            return script[last][1]
+        if "(the result of" in last:  # the answer after a result
+            return "Added it: you now have 2 items."
+        return "Hello!"
+
+    model = LocalModel(model_path=tmp_path / "model.gguf", threads=1)
+    model.calls_tools = True
+    model._server = FakeServer(reply)
+    return model
+
+
+async def _say(agent: Any, text: str) -> list[Any]:
+    events = agent.stream(cli_session, "s", {"type": "cli:message", "data": text}, reasoning=False)
+    return [event async for event in events]
+
+
+async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_grammar(tmp_path: Path) -> None:
+    add = '<tool_call>\n{"name": "add_todo", "arguments": {"item": "water the plants"}}\n</tool_call>'
+    show = '{"name": "todo:list", "arguments": {"text": "1. buy milk <b>&\\n2. water the plants"}}'
+    model = scripted(
+        tmp_path,
+        {
+            "Add water the plants to my list.": ("add_todo", add),
+            "Show my list.": ("todo:list", show),
+            "Hi!": ("none", ""),
+        },
+    )
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    assert agent.compact_prompt is True, "the model's preference: no option needed"
+    shown.clear()
+    async with agent:
+        added = await _say(agent, "Add water the plants to my list.")
+        listed = await _say(agent, "Show my list.")
+        greeted = await _say(agent, "Hi!")
+    decide, call, answer, decide2, call2, decide3, plain = model._server.bodies
+
+    # the decision offers exactly the bot's actions and output (the platform's reply is the plain answer)
+    assert decide["grammar"] == 'root ::= "add_todo" | "convert" | "todo:list" | "none"\n'
+    assert decide["messages"][-1]["content"] == (
+        "Tools:\n- add_todo(item): Adds a todo.\n- convert(value, from_unit, to_unit): Converts units.\n"
+        "- todo:list(text): Shows the whole todo list.\n- none: no tool.\nMessage: Add water the plants to my list."
+    )
+    # the call: the action's schema as the grammar, the tool listed by the chat template
+    assert [t["function"]["name"] for t in call["tools"]] == ["add_todo"]
+    assert call["grammar"].startswith("root ::= tool-call\n") and '"\\"item\\"" ws ":" ws json-text' in call["grammar"]
+    assert '"\\"todo:list\\""' not in call["grammar"]
+    (result,) = [e.content for e in added if e.type == RunEventType.TOOL_CALL_RESULT]
+    assert result["result"] == {"added": "water the plants", "items_now": 2}
+    # the state the bot keeps reaches the model (its render and its instructions), and the result is answered
+    system = answer["messages"][0]["content"]
+    assert system.startswith("You are Plan.")
+    assert "Keep answers short." in system and "Todo list:\n- buy milk\n- water the plants" in system
+    assert "added: water the plants, items_now: 2" in answer["messages"][-1]["content"]
+    assert [e.content for e in added if e.final] == ["Added it: you now have 2 items."]
+
+    # the bot's own output, called as a tool: its content under the grammar of its schema, delivered to it
+    assert decide2["grammar"] == decide["grammar"]
+    assert [t["function"]["name"] for t in call2["tools"]] == ["todo:list"]
+    assert '"\\"text\\"" ws ":" ws json-text' in call2["grammar"]
+    finals = [(e.output_type, e.content) for e in listed if e.final]
+    assert finals == [("todo:list", "1. buy milk <b>&\n2. water the plants")]
+    assert shown == ["1. buy milk <b>&\n2. water the plants"]
+
+    # no tool: the plain answer goes to the platform's reply, not to the bot's output
+    assert decide3["messages"][-1]["content"].endswith("\nMessage: Hi!") and "tools" not in plain
+    assert [(e.output_type, e.content) for e in greeted if e.final] == [("cli:message", "Hello!")]
+
+
+def test_an_output_with_attributes_is_a_tool_whose_call_writes_the_output() -> None:
+    class Mood(pydantic.BaseModel):
+        mood: str = pydantic.Field(json_schema_extra={"enum": ["happy", "sad"]})
+        size: int = 1
+
+    card = output(type="card", description="A card.", attributes=Mood)
+    (tool,) = output_tools([card])
+    assert tool == ToolSpec(
+        name="card",
+        description="A card.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "minLength": 1},
+                "mood": {"type": "string", "enum": ["happy", "sad"]},
+                "size": {"type": "integer", "default": 1},
+            },
+            "required": ["text", "mood"],
+        },
+        output="text",
+    )
+    xml = ToolCall(name="card", arguments={"text": "a </output> b", "mood": 'x"y', "size": 2, "bad key": 1}).as_output(
+        "text"
+    )
+    (end,) = [e for e in parse(xml) if isinstance(e, TagEnd) and e.name == "output"]
+    assert end.attrs == {"type": "card", "mood": 'x"y', "size": "2"}
+    assert end.content == "a </output> b"
+    assert json.loads(json.dumps(end.attrs))  # plain strings
+
+
+async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_slot(tmp_path: Path) -> None:
+    model = scripted(tmp_path, {})
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    from bots.warmup import first_request
+
+    request = await first_request(agent)
+    assert request is not None and [t.name for t in request.tools] == ["add_todo", "convert", "todo:list"]
+    await model.warm(request)
+    demos, decide, plain = model._server.bodies
+    assert all(body["max_tokens"] == 1 for body in model._server.bodies)
+    assert demos["messages"][:-1] == decide["messages"][:-1], "the worked examples are the same for any bot"
+    assert decide["messages"][-1]["content"].endswith("\nMessage: Hello!")
+    assert plain["id_slot"] == 0 and "Todo list:\n- buy milk" in plain["messages"][0]["content"]
+    assert not model._slot_of, "no conversation holds a slot"
