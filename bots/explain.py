@@ -61,7 +61,7 @@ TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("A platform: Telegram, Discord, the web chat", ("telegram", "discord", "web")),
     ("Scale: Redis and PostgreSQL", ("redis", "database")),
     ("Safety: trust tiers, approvals and tools", ("trust", "actions", "mcp", "skills")),
-    ("Pictures, voice and files", ("media", "stt")),
+    ("Pictures, voice and files", ("media", "stt", "tts", "images")),
     ("A knowledge base the bot answers from", ("knowledge",)),
     ("Observability: logs, endpoints, traces, console", ("log", "http", "tracing", "console")),
 )
@@ -103,6 +103,8 @@ TITLES = {
     "http": "The health and metrics endpoint",
     "media": "Pictures, voice messages and files",
     "stt": "Speech to text",
+    "tts": "Spoken replies",
+    "images": "Pictures the bot makes",
     "web": "The web chat",
     "console": "The operator console",
     "tracing": "Traces",

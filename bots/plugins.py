@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pydantic import SecretStr
+
 from core.errors import ConfigError
 from core.limits import LimitConfig, Limiter
 from core.loop_guard import LoopGuard
@@ -49,10 +51,12 @@ __all__ = (
     "long_memory",
     "mcp",
     "media",
+    "pictures",
     "resolve",
     "schedules",
     "set_up",
     "skills",
+    "spoken_replies",
     "standard",
     "trust",
     "usage",
@@ -286,6 +290,59 @@ def media() -> FromSettings:
     return FromSettings("media", build)
 
 
+def _secret(value: SecretStr | None) -> str | None:
+    return (value.get_secret_value().strip() or None) if value is not None else None
+
+
+def pictures() -> FromSettings:
+    """The ``make_picture`` action (``IMAGES_*``): a picture made by an OpenAI-compatible images endpoint, posted
+    in the conversation, counted per user and day (``IMAGES_PER_DAY_USER``); off without ``IMAGES_BASE_URL``, in
+    the processes that run actions."""
+    from core import extension, service
+    from core.media import OpenAIImages
+    from core.media.pictures import Pictures
+
+    def build(d: Deployment) -> list[Plugin]:
+        images = d.settings.images
+        base_url = (images.base_url or "").strip()
+        if not (d.tools and base_url):
+            return []
+        maker = OpenAIImages(
+            base_url=base_url,
+            model=images.model,
+            api_key=_secret(images.api_key),
+            size=images.size,
+            timeout=images.timeout,
+        )
+        stop = service(name="pictures", stop=lambda _agent: maker.aclose())
+        plugin = Pictures(maker, usage=d.usage, per_day_user=images.per_day_user)
+        return [plugin, Brings(extension(name="pictures-client", services=[stop]))]
+
+    return FromSettings("pictures", build)
+
+
+def spoken_replies() -> FromSettings:
+    """Answers to voice messages also spoken (``TTS_*``): OGG/Opus from an OpenAI-compatible ``/audio/speech``,
+    at most ``TTS_MAX_CHARS`` characters, counted in usage; off without ``TTS_BASE_URL``."""
+    from core import extension, service
+    from core.media import OpenAISpeech
+    from core.media.spoken import SpokenReplies
+
+    def build(d: Deployment) -> list[Plugin]:
+        tts = d.settings.tts
+        base_url = (tts.base_url or "").strip()
+        if not base_url:
+            return []
+        speaker = OpenAISpeech(
+            base_url=base_url, model=tts.model, voice=tts.voice, api_key=_secret(tts.api_key), timeout=tts.timeout
+        )
+        stop = service(name="speech", stop=lambda _agent: speaker.aclose())
+        plugin = SpokenReplies(speaker, usage=d.usage, max_chars=tts.max_chars)
+        return [plugin, Brings(extension(name="speech-client", services=[stop]))]
+
+    return FromSettings("spoken-replies", build)
+
+
 def long_memory() -> FromSettings:
     """Every input and output kept in the history store (SQLite, or PostgreSQL at ``DATABASE_URL``) and each
     conversation's summary (``BOT_SUMMARY_EVERY``), where the deployment keeps a history."""
@@ -372,7 +429,7 @@ def skills() -> FromSettings:
 
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them (the loop guard first: a repeated call is refused
-before the trust tiers or an approval see it)."""
+    before the trust tiers or an approval see it)."""
     return [
         LoopGuard(),
         schedules(),
@@ -381,6 +438,8 @@ before the trust tiers or an approval see it)."""
         trust(),
         approvals(),
         media(),
+        pictures(),
+        spoken_replies(),
         long_memory(),
         facts(),
         history_search(),

@@ -23,8 +23,8 @@ from core.media import AttachmentKind
 from core.url_secrets import mask_query
 from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
-from extensions.telegram.settings import TelegramSettings
 from extensions.skills.settings import SkillsSettings
+from extensions.telegram.settings import TelegramSettings
 from extensions.web.settings import WebSettings
 
 from .console.settings import ConsoleSettings
@@ -40,6 +40,7 @@ __all__ = (
     "DatabaseSettings",
     "FallbackEntry",
     "HttpSettings",
+    "ImagesSettings",
     "LlmProvider",
     "LlmSettings",
     "LocalWeights",
@@ -47,6 +48,7 @@ __all__ = (
     "MediaSettings",
     "Settings",
     "SttSettings",
+    "TtsSettings",
 )
 
 
@@ -477,6 +479,41 @@ class SttSettings(BaseModel):
     echo: bool = Field(default=False, description="Quote what was heard back to the user before the answer")
 
 
+class ImagesSettings(BaseModel):
+    """``IMAGES_*``: pictures the bot makes (the ``make_picture`` action, an OpenAI-compatible
+    ``/images/generations``)."""
+
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible server that makes pictures, e.g. https://api.openai.com/v1 (empty: the bot "
+        "makes no pictures)",
+    )
+    model: str = Field(default="gpt-image-1", description="The image model")
+    api_key: SecretStr | None = Field(default=None, description="API key of the image server (secret)")
+    size: str = Field(default="1024x1024", description="Size of the pictures, WIDTHxHEIGHT as the server accepts it")
+    per_day_user: int = Field(
+        default=10, ge=0, le=10_000, description="Pictures one user may have made a day (0: no limit; admins too)"
+    )
+    timeout: float = Field(default=120.0, gt=0, le=600, description="Seconds making one picture may take")
+
+
+class TtsSettings(BaseModel):
+    """``TTS_*``: spoken replies to voice messages (an OpenAI-compatible ``/audio/speech``)."""
+
+    base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible server that speaks the answers to voice messages, e.g. "
+        "https://api.openai.com/v1 (empty: answers are text only)",
+    )
+    model: str = Field(default="gpt-4o-mini-tts", description="The speech model")
+    voice: str = Field(default="alloy", description="The voice the server speaks with")
+    api_key: SecretStr | None = Field(default=None, description="API key of the speech server (secret)")
+    max_chars: int = Field(
+        default=1000, ge=50, le=4096, description="Characters of an answer spoken at most (cut at a word)"
+    )
+    timeout: float = Field(default=60.0, gt=0, le=600, description="Seconds speaking one answer may take")
+
+
 class LogSettings(BaseModel):
     """``LOG_*``: logging."""
 
@@ -527,6 +564,8 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     stt: SttSettings = Field(default_factory=SttSettings)
+    images: ImagesSettings = Field(default_factory=ImagesSettings)
+    tts: TtsSettings = Field(default_factory=TtsSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)

@@ -3,6 +3,8 @@
 An ``Attachment`` is a reference stored with its input; ``MediaReader`` fetches and reads it when a run
 starts, in the process that runs the context; the prompt shows each attachment where it stands in the
 conversation, and a model that sees images gets them as image parts of the request (``ImagePart``).
+What the bot sends back (a picture it made, a spoken reply) is an ``Outgoing`` each platform posts
+(``MediaPoster``); the plugins that make them are ``core.media.pictures`` and ``core.media.spoken``.
 """
 
 from .attachment import (
@@ -17,6 +19,8 @@ from .attachment import (
     is_text,
     kind_of,
 )
+from .generate import OpenAIImages, OpenAISpeech
+from .outgoing import MediaPoster, MediaPosters, Outgoing, OutgoingKind, media_posters, post_media
 from .reader import Fetcher, MediaLimits, MediaReader, Prepared, Transcriber, attachment_outcome, sniff_image
 from .stt import OpenAITranscriber
 
@@ -26,8 +30,14 @@ __all__ = (
     "Fetcher",
     "Loaded",
     "MediaLimits",
+    "MediaPoster",
+    "MediaPosters",
     "MediaReader",
+    "OpenAIImages",
+    "OpenAISpeech",
     "OpenAITranscriber",
+    "Outgoing",
+    "OutgoingKind",
     "Prepared",
     "Transcriber",
     "attachment_outcome",
@@ -38,5 +48,7 @@ __all__ = (
     "image_marker",
     "is_text",
     "kind_of",
+    "media_posters",
+    "post_media",
     "sniff_image",
 )

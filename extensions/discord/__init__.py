@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.definitions import Extension, extension, service
+from core.media import media_posters
 
 from .definitions import (
     REPLY_TO,
@@ -69,6 +70,7 @@ def discord_extension(settings: DiscordSettings, *, listen: bool = True, trust: 
 
     def install(agent: Host) -> None:
         bind_runtime(agent, runtime)
+        media_posters(agent).add(discord_channel.type, runtime.poster, reply_output=discord_message_output.type)
         for channel, pins in settings.channel_settings.items():  # DISCORD_CHANNEL_SETTINGS
             agent.pin_settings(f"discord:channel:{channel}", pins)
 

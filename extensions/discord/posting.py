@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -38,8 +39,12 @@ from .platform_errors import NETWORK_ERRORS, platform_error
 from .settings import DiscordSettings
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from core.definitions import ContextState
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
+    from core.media import Outgoing
 
 __all__ = ("MESSAGE", "MESSAGE_LIMIT", "Poster", "nonce_for")
 
@@ -189,6 +194,31 @@ class Poster:
             if view is not discord.utils.MISSING:
                 view.stop()  # a press goes to the client's component hook, whichever process receives it
         return sent
+
+    async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
+        """Post a picture or a spoken reply (an ``.ogg`` file) in the channel of ``state`` as a message with the
+        file attached, replying to the message the run answers (``core.media.MediaPoster``); the caption is
+        posted as written, no mention pings. Returns the message's id."""
+        client = self._require_client()
+        channel_id: int = state.args.channel_id
+        channel = client.get_partial_messageable(channel_id)
+        reply_to = state.options.get(REPLY_TO)
+        reference = None
+        if reply_to is not None:
+            reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+        upload = discord.File(io.BytesIO(item.data), filename=item.name)
+        try:
+            async with _traced("create_message", channel_id), asyncio.timeout(self.settings.request_timeout):
+                sent = await channel.send(
+                    item.caption[:MESSAGE_LIMIT] or None,
+                    file=upload,
+                    reference=reference,  # type: ignore[arg-type]
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"post a {item.kind.value} in channel {channel_id}", in_channel=True) from exc
+        log.info("discord: channel %s: posted a %s of %d bytes", channel_id, item.kind.value, len(item.data))
+        return f"message {sent.id}"
 
     async def drop_stop_button(self, *, channel_id: int, message_id: int) -> None:
         """Take the Stop button off a message (its answer is delivered); a failure is logged (a press then says

@@ -11,8 +11,10 @@ from __future__ import annotations
 import typing
 
 from core.definitions import Extension, extension, service
+from core.media import media_posters
 
 from .definitions import (
+    MESSAGE,
     ChatArgs,
     bind_runtime,
     get_runtime,
@@ -68,6 +70,7 @@ def telegram_extension(
 
     def install(agent: Host) -> None:
         bind_runtime(agent, runtime)
+        media_posters(agent).add(telegram_chat.type, runtime.posting, reply_output=MESSAGE)
         for channel, pins in settings.channel_settings.items():  # TELEGRAM_CHANNEL_SETTINGS
             agent.pin_settings(f"telegram:chat:{channel}", pins)
 

@@ -25,12 +25,16 @@ from ..chat.stream import LiveReply, ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import MessageFacts
 from .live import live_reply
-from .reply import post_reply
+from .reply import post_file, post_reply
 from .settings import TelegramSettings
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from core.definitions import ContextState
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
+    from core.media import Outgoing
 
 __all__ = ("Posting",)
 
@@ -55,6 +59,25 @@ class Posting:
         return await post_reply(
             self.bot(), chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown
         )
+
+    async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
+        """Post a picture (``sendPhoto``) or a spoken reply (``sendVoice``) in the chat of ``state``, as a reply to
+        the message the run answers (``core.media.MediaPoster``); returns the message's id."""
+        from core.media import OutgoingKind
+
+        args: ChatArgs = state.args
+        message_id = await post_file(
+            self.bot(),
+            chat_id=args.chat_id,
+            thread_id=args.thread_id,
+            voice=item.kind is OutgoingKind.VOICE,
+            data=item.data,
+            name=item.name,
+            caption=item.caption,
+            reply_to=state.options.get(REPLY_TO),
+        )
+        log.info("chat %s: posted a %s of %d bytes", args.chat_id, item.kind.value, len(item.data))
+        return f"message {message_id}"
 
     async def notice(self, facts: MessageFacts, text: str, *, markdown: bool = False) -> None:
         """Post ``text`` as a reply to the message of ``facts`` (best effort: a failure is only logged)."""

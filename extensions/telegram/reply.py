@@ -12,7 +12,7 @@ import asyncio
 import datetime as dt
 import logging
 
-from telegram import Bot, Message, ReplyParameters
+from telegram import Bot, InputFile, Message, ReplyParameters
 from telegram.constants import ParseMode
 from telegram.error import BadRequest, ChatMigrated, Forbidden, NetworkError, RetryAfter, TelegramError
 
@@ -20,7 +20,17 @@ from core.errors import ChatGoneError, PlatformError
 
 from .render import MESSAGE_LIMIT, render_html, split_markdown, split_plain, utf16_len, visible_text
 
-__all__ = ("DRAFT_STOP", "delete_message", "edit_piece", "post_piece", "post_reply", "send_draft", "translate_error")
+__all__ = (
+    "CAPTION_LIMIT",
+    "DRAFT_STOP",
+    "delete_message",
+    "edit_piece",
+    "post_file",
+    "post_piece",
+    "post_reply",
+    "send_draft",
+    "translate_error",
+)
 
 log = logging.getLogger("extensions.telegram")
 
@@ -126,6 +136,40 @@ async def post_reply(
     except TelegramError as exc:
         raise translate_error(exc, chat_id=chat_id) from exc
     return sent
+
+
+CAPTION_LIMIT = 1024
+"""Characters Telegram shows in a photo's or voice message's caption."""
+
+
+async def post_file(
+    bot: Bot,
+    *,
+    chat_id: int,
+    thread_id: int | None,
+    voice: bool,
+    data: bytes,
+    name: str,
+    caption: str,
+    reply_to: int | None,
+) -> int:
+    """Post a photo (``sendPhoto``) or, with ``voice``, a voice message (``sendVoice``, OGG/Opus) to the chat, as a
+    reply to ``reply_to``; the caption is plain text (at most 1,024 characters). Returns the message's id."""
+    reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+    upload = InputFile(data, filename=name)
+    text = caption[:CAPTION_LIMIT] or None
+    try:
+        if voice:
+            message = await bot.send_voice(
+                chat_id=chat_id, voice=upload, caption=text, message_thread_id=thread_id, reply_parameters=reply
+            )
+        else:
+            message = await bot.send_photo(
+                chat_id=chat_id, photo=upload, caption=text, message_thread_id=thread_id, reply_parameters=reply
+            )
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=chat_id) from exc
+    return message.message_id
 
 
 def _not_modified(exc: BadRequest) -> bool:

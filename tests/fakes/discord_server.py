@@ -1,7 +1,8 @@
 """A fake Discord on 127.0.0.1 that the real discord.py client logs into: REST and the gateway.
 
 REST (``/api/v10``): ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``PUT`` application commands,
-``POST /channels/{id}/messages`` (2,000-character limit, ``allowed_mentions``, ``enforce_nonce``, replies),
+``POST /channels/{id}/messages`` (2,000-character limit, ``allowed_mentions``, ``enforce_nonce``, replies, files
+as multipart uploads kept in ``uploads``),
 ``PATCH`` and ``DELETE /channels/{id}/messages/{id}`` (every version of a message is kept in ``versions``),
 typing, reactions, and interaction callbacks. Every response body is JSON with a ``Content-Type`` of exactly
 ``application/json`` (discord.py compares it literally). A route it does not implement answers 404 and is
@@ -144,6 +145,8 @@ class FakeDiscord:
         self.channels: dict[int, Json] = {}
         """Channel payloads by id (text channels, threads, DM channels)."""
         self.messages: dict[int, Json] = {}
+        self.uploads: list[tuple[int, str, str, bytes]] = []
+        """``(message id, filename, content type, bytes)`` of every file the bot attached to a message."""
         """Every message by id, written by users or the bot."""
         self.posted: list[Json] = []
         """Messages the bot posted through REST, in order (edits change them in place)."""
@@ -799,7 +802,16 @@ class FakeDiscord:
     async def _rest(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
         body: Any = None
-        if request.can_read_body:
+        if request.can_read_body and request.content_type == "multipart/form-data":  # a message with files
+            form = await request.post()
+            payload = form.get("payload_json")
+            body = json.loads(payload) if isinstance(payload, str) else {}
+            body["_files"] = [
+                (value.filename, value.content_type, value.file.read())
+                for value in form.values()
+                if isinstance(value, web.FileField)
+            ]
+        elif request.can_read_body:
             raw = await request.read()
             if request.headers.get("Content-Type") == "application/json":
                 body = json.loads(raw)
@@ -938,7 +950,8 @@ class FakeDiscord:
                     }
                 },
             )
-        if not content.strip() and not body.get("embeds"):
+        uploads = body.get("_files") or []
+        if not content.strip() and not body.get("embeds") and not uploads:
             return _error(400, 50006, "Cannot send an empty message")
         nonce = body.get("nonce")
         if nonce is not None and body.get("enforce_nonce"):
@@ -970,6 +983,16 @@ class FakeDiscord:
         if nonce is not None and body.get("enforce_nonce"):
             self._nonces[(channel_id, str(nonce))] = int(data["id"])
         data["components"] = body.get("components") or []
+        for filename, content_type, raw in uploads:
+            attachment_id = self._id()
+            path = f"/attachments/{channel_id}/{attachment_id}/{filename}"
+            self.files[path] = raw
+            url = f"http://127.0.0.1:{self.port}{path}"
+            item: Json = {"id": str(attachment_id), "filename": filename, "size": len(raw), "url": url}
+            item["proxy_url"] = url
+            item["content_type"] = content_type
+            data["attachments"].append(item)
+            self.uploads.append((int(data["id"]), filename, content_type, raw))
         self.posted.append(data)
         self.versions[int(data["id"])] = [(time.monotonic(), content)]
         if self._session is not None:  # Discord shows the bot its own message too

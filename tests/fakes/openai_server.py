@@ -10,6 +10,7 @@ echoes part of a wrong key in its error.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from collections import deque
@@ -145,7 +146,15 @@ class FakeOpenAIServer(FakeModelServer):
     """The chat completions endpoint of OpenAI, vLLM, llama.cpp and Ollama."""
 
     routes = (("POST", "/v1/chat/completions"),)
-    extra_routes = (("POST", "/v1/audio/transcriptions", "_transcribe"),)
+    extra_routes = (
+        ("POST", "/v1/audio/transcriptions", "_transcribe"),
+        ("POST", "/v1/images/generations", "_picture"),
+        ("POST", "/v1/audio/speech", "_speech"),
+    )
+    picture = b"\x89PNG\r\n\x1a\n" + b"fake-picture" * 8
+    """The bytes every picture is (a PNG's signature first)."""
+    speech = b"OggS\x00\x02" + b"fake-opus" * 8
+    """The bytes every spoken text is (an OGG page's signature first)."""
     transcript = "what is the weather like today"
     """What every transcription answers."""
     transcription_status = 200
@@ -170,6 +179,23 @@ class FakeOpenAIServer(FakeModelServer):
         if self.transcription_status != 200:
             return self.error(Reply(status=self.transcription_status))
         return web.json_response({"text": self.transcript})
+
+    async def _picture(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(Recorded(path=request.path, headers=dict(request.headers), body=body))
+        given = self.key_of(request)
+        if self.api_key is not None and given != self.api_key:
+            return self.auth_error(given)
+        encoded = base64.b64encode(self.picture).decode()
+        return web.json_response({"created": int(time.time()), "data": [{"b64_json": encoded}]})
+
+    async def _speech(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(Recorded(path=request.path, headers=dict(request.headers), body=body))
+        given = self.key_of(request)
+        if self.api_key is not None and given != self.api_key:
+            return self.auth_error(given)
+        return web.Response(body=self.speech, content_type="audio/ogg")
 
     @property
     def url(self) -> str:

@@ -6,7 +6,8 @@ with ``base_url=server.base_url`` (or ``TELEGRAM_API_URL=server.api_url``). It s
 ``sendMessage``, ``editMessageText`` (keeping every version, refusing an edit that changes nothing with "message is
 not modified"), ``deleteMessage``, ``sendMessageDraft`` (private chats only), ``sendChatAction``, ``setWebhook``
 (then it posts updates to the webhook with the secret header, retrying until answered 2xx), ``deleteWebhook``,
-``getWebhookInfo``, ``setMyCommands``, ``getFile`` (then the file's download at ``/file/bot<token>/<path>``,
+``getWebhookInfo``, ``setMyCommands``, ``sendPhoto`` and ``sendVoice`` (multipart uploads, kept in ``media``),
+``getFile`` (then the file's download at ``/file/bot<token>/<path>``,
 counted in ``downloads``). Calls to anything else are answered 404 and recorded in ``unknown_calls`` so tests can
 assert there are none.
 
@@ -31,7 +32,7 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 
-__all__ = ("ApiCall", "FakeTelegramServer", "HtmlError", "SentMessage", "parse_html")
+__all__ = ("ApiCall", "FakeTelegramServer", "HtmlError", "SentMedia", "SentMessage", "Upload", "parse_html")
 
 MESSAGE_LIMIT = 4096
 _STRING_FIELDS = frozenset(
@@ -118,6 +119,28 @@ class ApiCall:
     """Its answer was written (the bot may or may not have read it)."""
 
 
+@dataclass
+class Upload:
+    """A file the bot uploaded in a multipart request."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass
+class SentMedia:
+    """A photo (``sendPhoto``) or voice message (``sendVoice``) the bot posted."""
+
+    method: str
+    chat_id: int
+    message_id: int
+    file: Upload
+    caption: str | None
+    reply_to: int | None
+    thread_id: int | None
+
+
 @dataclass(kw_only=True)
 class SentMessage:
     """A message the bot posted."""
@@ -197,6 +220,8 @@ class FakeTelegramServer:
         """Requests for methods this fake does not implement."""
         self.sent: list[SentMessage] = []
         """Messages the bot posted, in order."""
+        self.media: list[SentMedia] = []
+        """Photos and voice messages the bot posted, in order."""
         self.chat_actions: list[tuple[int, str, int | None]] = []
         """``(chat_id, action, thread_id)`` of every ``sendChatAction``."""
         self.drafts: list[tuple[int, int, str]] = []
@@ -545,6 +570,9 @@ class FakeTelegramServer:
         form = await request.post()
         params: dict[str, Any] = dict(request.query)
         for key, value in form.items():
+            if isinstance(value, web.FileField):
+                params[key] = Upload(value.filename, value.content_type, value.file.read())
+                continue
             if not isinstance(value, str):
                 continue
             if key in _STRING_FIELDS:
@@ -641,6 +669,48 @@ class FakeTelegramServer:
         message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot, "text": text}
         if thread_id is not None:
             message["message_thread_id"] = thread_id
+        self._messages[(chat["id"], message_id)] = message
+        return message
+
+    async def _api_sendPhoto(self, params: dict[str, Any]) -> Any:
+        return self._send_media("sendPhoto", "photo", params)
+
+    async def _api_sendVoice(self, params: dict[str, Any]) -> Any:
+        return self._send_media("sendVoice", "voice", params)
+
+    def _send_media(self, method: str, field_name: str, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        upload = params.get(field_name)
+        if not isinstance(upload, Upload) or not upload.data:
+            raise _ApiError(400, f"Bad Request: there is no {field_name} in the request")
+        reply = params.get("reply_parameters") or {}
+        reply_to = reply.get("message_id") if isinstance(reply, dict) else None
+        message_id = self._next_message_id(chat["id"])
+        caption = params.get("caption")
+        thread_id = params.get("message_thread_id")
+        self.media.append(SentMedia(method, chat["id"], message_id, upload, caption, reply_to, thread_id))
+        message: dict[str, Any] = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot}
+        size = len(upload.data)
+        if field_name == "photo":
+            message["photo"] = [
+                {
+                    "file_id": f"sent-{message_id}",
+                    "file_unique_id": f"s{message_id}",
+                    "width": 1,
+                    "height": 1,
+                    "file_size": size,
+                }
+            ]
+        else:
+            message["voice"] = {
+                "file_id": f"sent-{message_id}",
+                "file_unique_id": f"s{message_id}",
+                "duration": 1,
+                "mime_type": upload.content_type,
+                "file_size": size,
+            }
+        if caption:
+            message["caption"] = caption
         self._messages[(chat["id"], message_id)] = message
         return message
 

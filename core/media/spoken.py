@@ -1,0 +1,107 @@
+"""The spoken-replies plugin: when a run answers a voice message, its answer is also posted as a voice message,
+spoken by a speech endpoint (``core.media.generate.OpenAISpeech``, ``TTS_*``), at most ``max_chars`` characters of
+it (cut at a word). The characters spoken are counted in the usage store under ``speech:user:<id>`` and
+``speech:chat:<context id>``. A failure is logged: the text answer is delivered already."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..entries import InputRef, Log, OutputRef
+from ..plugin import Plugin, RunHooks, RunView
+from ..usage import InMemoryUsage, UsageStore, day_of
+from .attachment import AttachmentKind
+from .outgoing import Outgoing, OutgoingKind, media_posters, post_media
+
+__all__ = ("Speaker", "SpokenReplies", "speakable")
+
+log = logging.getLogger("core.media")
+
+
+class Speaker(Protocol):
+    """What speaks text as OGG/Opus (``OpenAISpeech``)."""
+
+    async def speak(self, text: str) -> bytes:
+        """``text`` spoken."""
+        ...
+
+
+_MARKS = str.maketrans({"*": None, "`": None, "#": None, "_": " ", "~": None, ">": None})
+
+
+def speakable(text: str, max_chars: int) -> str:
+    """``text`` as it is read aloud: without Markdown's marks, at most ``max_chars`` characters, cut at a word."""
+    plain = " ".join(text.translate(_MARKS).split())
+    if len(plain) <= max_chars:
+        return plain
+    cut = plain[: max_chars - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else cut).rstrip(" ,;:") + "…"
+
+
+class SpokenReplies(Plugin):
+    """Speaks the answer to a voice message with ``speaker``, at most ``max_chars`` characters, counted in
+    ``usage``."""
+
+    name = "spoken-replies"
+
+    def __init__(self, speaker: Speaker, *, usage: UsageStore | None = None, max_chars: int = 1000) -> None:
+        self.speaker = speaker
+        """What speaks."""
+        self.usage: UsageStore = usage if usage is not None else InMemoryUsage()
+        """Where the characters spoken are counted."""
+        self.max_chars = max_chars
+        """Characters of an answer spoken at most (``TTS_MAX_CHARS``)."""
+
+    def begin(self, run: RunView) -> RunHooks:
+        return _Speak(self, run)
+
+
+class _Speak(RunHooks):
+    __slots__ = ("plugin", "run", "voice")
+
+    def __init__(self, plugin: SpokenReplies, run: RunView) -> None:
+        self.plugin = plugin
+        self.run = run
+        self.voice = False
+        """An input of this run was a voice message."""
+
+    def joined(self, ref: InputRef) -> None:
+        if any(a.kind is AttachmentKind.AUDIO for a in ref.attachments):
+            self.voice = True
+
+    async def ended(self, chain: Sequence[Log]) -> None:
+        if not self.voice:
+            return
+        run = self.run
+        state, host = run.state, run.host
+        reply_type = media_posters(host).reply_output(state)
+        if reply_type is None:
+            return
+        said = [
+            e.data if isinstance(e.data, str) else e.content
+            for e in chain
+            if isinstance(e, OutputRef) and e.type == reply_type and e.error is None
+        ]
+        text = speakable("\n".join(s for s in said if s), self.plugin.max_chars)
+        if not text:
+            return
+        try:
+            data = await self.plugin.speaker.speak(text)
+            await post_media(
+                host, state, Outgoing(kind=OutgoingKind.VOICE, data=data, mime="audio/ogg", name="reply.ogg")
+            )
+        except Exception as exc:
+            log.warning("could not post the spoken reply in %s: %s", state.id, exc)
+            run.observe("speech_failed")
+            return
+        run.observe("speech_chars", len(text))
+        keys = [f"speech:chat:{state.id}"]
+        if run.asker is not None:
+            keys.insert(0, f"speech:user:{run.asker}")
+        try:
+            await self.plugin.usage.add(day=day_of(), keys=keys, input_tokens=0, output_tokens=len(text), cost=0)
+        except Exception:
+            log.exception("could not count the speech of %s", state.id)
