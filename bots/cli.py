@@ -32,6 +32,7 @@ from .logs import MASK, configure_logging, secrets_of
 from .settings import Settings
 from .tracing import header_secrets, start_tracing
 from .unknown_env import unknown_variables_warnings
+from .version import version
 
 if TYPE_CHECKING:
     from core import Agent
@@ -41,7 +42,6 @@ __all__ = (
     "SHUTDOWN_GRACE",
     "main",
     "stop_bound",
-    "version",
 )
 
 log = logging.getLogger("bots")
@@ -55,21 +55,11 @@ COMMANDS = {
     "config": "print the effective settings (secrets masked) with their source, and check them",
     "gateway": "platform listeners only; enqueue inputs to Redis",
     "worker": "run agents from the Redis queue and post replies",
+    "doctor": "check the running fleet: gateways and workers alive, their versions, the backlog, dead letters",
 }
 """The subcommands and their help (the deploy files and the README name only these)."""
 APP_COMMANDS = ("run", "chat", "gateway", "worker")
 """The subcommands that run a bot, and so take its APP."""
-
-
-def version() -> str:
-    """The installed version of the project (its package metadata: ``version`` in pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("daydreams-bots")
-    except PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
 
 
 def stop_bound(settings: Settings, command: str) -> float:
@@ -406,6 +396,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--changed", action="store_true", help="list only the settings whose value differs from the default"
             )
             command.add_argument("--json", action="store_true", help="print the report as JSON (secrets masked)")
+        if name == "doctor":
+            command.add_argument("--json", action="store_true", help="print the report as JSON")
             command.add_argument(
                 "--generate-secret", action="store_true", help="print a fresh random secret (32 bytes) and exit"
             )
@@ -454,6 +446,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .config_command import config_command
 
             return config_command(settings, strict=args.strict, changed=args.changed, as_json=args.json)
+        if args.command == "doctor":
+            from .doctor import doctor_command
+
+            return doctor_command(settings, as_json=args.json)
         if args.command == "knowledge":
             configure_logging(settings.log, secrets=secrets)
             return knowledge.command(args, settings)

@@ -62,6 +62,10 @@ class Member:
     """When it started (seconds since the epoch)."""
     expires_in: float
     """Seconds before its lease expires unless renewed."""
+    version: str = ""
+    """The project's version it runs (empty: a process of a version before it was announced)."""
+    entry_format: int = 0
+    """The newest inbox entry format it reads and writes (``core.fleet.entry_format``; 0: not announced)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +147,8 @@ class FleetView:
                         host=str(info.get("host", "")),
                         started=float(info.get("started", 0)),
                         expires_in=max(0.0, (float(score) - now_ms) / 1000),
+                        version=str(info.get("version", "")),
+                        entry_format=int(info.get("format", 0)),
                     )
                 )
         snap.members.sort(key=lambda m: (m.role, m.id))
@@ -229,8 +235,20 @@ class Presence:
         host = socket.gethostname()
         self.id = f"{host}:{os.getpid()}:{os.urandom(3).hex()}"
         """This process's id in the fleet (a gateway's web pages are reached through it)."""
+        from core.fleet.entry_format import ENTRY_FORMAT
+
+        from ..version import version
+
         self.member = json.dumps(
-            {"role": role, "id": self.id, "host": host, "started": time.time()}, separators=(",", ":")
+            {
+                "role": role,
+                "id": self.id,
+                "host": host,
+                "started": time.time(),
+                "version": version(),
+                "format": ENTRY_FORMAT,
+            },
+            separators=(",", ":"),
         )
         """What this process is, as the console shows it."""
         self._task: asyncio.Task[None] | None = None
