@@ -4,6 +4,9 @@ the web chat's HTTP API as the browser test's page does; no terminal chat opens.
 
 from __future__ import annotations
 
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -38,6 +41,26 @@ async def test_run_without_a_terminal_serves_the_web_chat_until_sigterm(
         assert talked_again
     assert await bot.terminate() == 0
     assert bot.lines[-1]["message"] == "stopped"
+    data = tmp_path / "data"  # what the bot made is its user's alone
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in data.iterdir()}
+    assert {"memory.sqlite3", "web_secret", "web_visitors.sqlite3"} <= set(made)
+    assert all(mode == 0o600 for mode in made.values()), made
     assert not any(
         "terminal chat" in line.get("message", "") and "ready" in line.get("message", "") for line in bot.lines
     )
+
+
+def test_run_without_a_terminal_and_nothing_to_serve_says_what_to_set(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bots.cli", "run"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env_for(tmp_path, WEB_CHAT_ENABLED="false", HTTP_PORT="0"),
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "no platform configured and standard input is not a terminal" in done.stderr
+    assert "TELEGRAM_TOKEN" in done.stderr and "WEB_PORT" in done.stderr
