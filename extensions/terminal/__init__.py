@@ -4,10 +4,14 @@ while an answer is written stops the answer (``StopKey``), not the program; at t
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
-from core import Agent, Extension, RunEventType, context, extension, input, output
+from core import Agent, ContextState, Extension, Host, RunEventType, context, extension, input, output
+from core.media import Outgoing, media_posters
 
 __all__ = ("StopKey", "chat", "cli_extension", "cli_input", "cli_message", "cli_session")
 
@@ -34,9 +38,33 @@ cli_input = input(type="cli:message", schema=str, context=cli_session)
 """A line the person typed."""
 
 
-def cli_extension() -> Extension:
-    """The terminal chat extension."""
-    return extension(name="cli", contexts=[cli_session], outputs=[cli_message], inputs=[cli_input])
+class _SavedMedia:
+    """The terminal's way of posting a picture or a spoken reply: a file saved in ``folder``, named by its path."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
+        path = self.folder / f"{item.kind.value}-{secrets.token_hex(4)}{Path(item.name).suffix}"
+
+        def save() -> None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(item.data)
+
+        await asyncio.to_thread(save)
+        _stdout(f"\n({item.kind.value} saved: {path})\n")
+        return f"saved as {path}"
+
+
+def cli_extension(*, media_dir: Path | str = Path("data") / "media") -> Extension:
+    """The terminal chat extension; pictures the bot makes and spoken replies are saved in ``media_dir`` (the
+    terminal shows their path)."""
+    poster = _SavedMedia(Path(media_dir))
+
+    def install(agent: Host) -> None:
+        media_posters(agent).add(cli_session.type, poster, reply_output=cli_message.type)
+
+    return extension(name="cli", install=install, contexts=[cli_session], outputs=[cli_message], inputs=[cli_input])
 
 
 async def _stdin_line() -> str | None:
