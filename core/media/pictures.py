@@ -105,7 +105,7 @@ class Pictures(Plugin):
         except Exception:
             log.exception("could not count a picture of %s", state.id)
         agent.observe("pictures", state.id)
-        return f"the picture was posted in the conversation ({where}); do not describe it as an attachment you made"
+        return f"the picture is posted in the conversation ({where}): say so in a few words"
 
     def extension(self) -> Extension:
         make = action(
