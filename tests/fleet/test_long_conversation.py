@@ -35,6 +35,19 @@ async def users_stored(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+async def stored_report(url: str, said: int) -> str:
+    """What the history holds against what was sent: its count of user messages and the texts stored twice."""
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        twice = await (
+            await conn.execute(
+                "SELECT text, array_agg(id) FROM history WHERE cid = %s AND role = 'user' GROUP BY text "
+                "HAVING count(*) > 1 LIMIT 10",
+                (CID,),
+            )
+        ).fetchall()
+    return f"sent {said}, stored {await users_stored(url)}, stored twice: {twice}"
+
+
 @pytest.fixture
 def two_workers(
     redis_server: RedisServer, database_url: str, tmp_path: Path
@@ -138,7 +151,7 @@ async def test_five_thousand_messages_two_workers_one_killed(
             assert victim is not None
             survivor = next(p for p in two_workers if p is not victim)
             assert int((tmp_path / "runs").read_text().split()[-1]) == survivor.pid  # it took over
-            assert await all_stored()  # each once, also those the killed worker had taken
+            assert await all_stored(), await stored_report(database_url, said)  # each once, the killed worker's too
 
             await send(QUESTION)
             await wait_until(answered, timeout=20, what="the question answered")
