@@ -657,8 +657,9 @@ def _own_context_text(state: ContextState) -> str:
     are about the response format)."""
     ctx = state.context
     own = ctx.laid if ctx.laid is not None else (None if ctx.conversation else ctx)
+    used = [_used_text(each) for each in state.used]
     if own is None:
-        return ""
+        return "\n\n".join(u for u in used if u)
     parts = []
     instructions = own.instructions(state) if callable(own.instructions) else own.instructions
     if instructions and instructions.strip():
@@ -676,7 +677,21 @@ def _own_context_text(state: ContextState) -> str:
         kept = {k: v for k, v in state.memory.items() if k != "facts" and v not in (None, "", [], {})}
         if kept:
             parts.append(f"What this conversation keeps: {escape_text(format_value(kept))}")
-    return "\n\n".join(parts)
+    return "\n\n".join([*parts, *(u for u in used if u)])
+
+
+def _used_text(state: ContextState) -> str:
+    """What another context the run uses (``Context.uses``) shows the compact prompt: its ``render``."""
+    ctx = state.context
+    if ctx.render is None:
+        return ""
+    try:
+        shown = str(ctx.render(state)).strip()
+    except Exception as exc:  # the author's code: say whose it is
+        raise RunError(
+            f"the render function of context {ctx.type!r} raised {type(exc).__name__}: {exc}; fix that render"
+        ) from exc
+    return f"What the {ctx.type} context keeps:\n{shown}" if shown else ""
 
 
 def build_compact_prompt(

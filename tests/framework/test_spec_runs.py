@@ -292,3 +292,10 @@ async def test_a_used_context_the_agent_does_not_have_is_named() -> None:
             assert "uses context 'profile', which the agent does not have" in str(exc)
         else:
             raise AssertionError("the run went on without the profile")
+
+
+async def test_the_compact_prompt_of_a_small_model_shows_the_contexts_a_run_uses_too() -> None:
+    agent, model = bot(["Hello Ada."], contexts=(channel, profile), compact_prompt=True)
+    async with agent:
+        await agent.send(channel, {"channel": "c1", "user": "ada"}, msg("hi"))
+    assert "What the profile context keeps:\n<profile>name: None</profile>" in model.requests[0].system
