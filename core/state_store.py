@@ -93,7 +93,7 @@ class StateStore:
                 state.state_log.compact()
             await self.memory.set(f"statelog:{state.id}", state.state_log.dump())
             state.state_log.dirty = False
-        if self.cache:
+        if self.cache and state.context.working_memory == "window":  # (a run's own is never loaded again)
             self._take(state.id)
             size = len(state.working_memory.logs)
             self._working[state.id] = (state.working_memory, size)
