@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import pty
 import signal
 import subprocess
 import sys
@@ -76,18 +78,24 @@ async def test_run_of_a_new_bot_answers_in_the_terminal_and_runs_its_action(tmp_
     model = FakeOpenAIServer(replies=[Reply(chunks=(CALL,)), answer("cli")])
     async with model:
         env = clean_env(tmp_path, WEB_PORT="0", **fake_model(model.url))  # no web chat beside it: no port to share
-        proc = await asyncio.create_subprocess_exec(
-            *BOTS,
-            "run",
-            "mybot",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=tmp_path,
-            env=env,
-        )
-        async with asyncio.timeout(DEADLINE):
-            out, err = await proc.communicate(b"remind me to buy milk\n")  # one line, then EOF
+        terminal, typed = pty.openpty()  # the terminal chat opens on a terminal only
+        os.write(terminal, b"remind me to buy milk\n\x04")  # one line, then Ctrl-D (EOF)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *BOTS,
+                "run",
+                "mybot",
+                stdin=typed,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=tmp_path,
+                env=env,
+            )
+            async with asyncio.timeout(DEADLINE):
+                out, err = await proc.communicate()
+        finally:
+            os.close(terminal)
+            os.close(typed)
     stdout, stderr = out.decode(), err.decode()
     assert proc.returncode == 0, stdout + stderr
     assert f"> {ADDED}" in stdout
