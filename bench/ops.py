@@ -84,7 +84,8 @@ def _process_lifecycle(rounds: int = 5) -> tuple[list[float], list[float]]:
         port = _free_port()
         with tempfile.TemporaryDirectory() as folder:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("BOT_", "LLM_", "HTTP_", "LOG_"))}
-            # LOG_LEVEL=INFO: the terminal chat keeps INFO lines (and so "ready:") out of the conversation otherwise
+            # LOG_LEVEL=INFO: "ready" is logged at INFO (standard input is a pipe, not a terminal: no terminal chat,
+            # bots run serves the endpoints and the web chat until SIGTERM, and says "ready with ...")
             env.update(
                 LLM_PROVIDER="scripted", HTTP_PORT=str(port), BOT_DATA_DIR=str(Path(folder) / "data"), LOG_LEVEL="INFO"
             )
@@ -100,7 +101,7 @@ def _process_lifecycle(rounds: int = 5) -> tuple[list[float], list[float]]:
             )
             assert proc.stderr is not None
             for line in proc.stderr:
-                if "ready:" in line:
+                if "ready:" in line or "ready with" in line:
                     break
             ready.append(time.perf_counter() - started)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
