@@ -163,3 +163,20 @@ async def test_a_press_forged_in_another_chat_decides_nothing(
     assert server.callback_answers[0]["text"] == "This request is no longer known."
     assert request.buttons and not calls.exists()  # still pending, never run
     assert not server.calls_of("editMessageText")
+
+
+async def test_stop_withdraws_the_pending_request_and_marks_it(
+    server: FakeTelegramServer, start_bot: StartBot, tmp_path: Path
+) -> None:
+    """/stop (issue 37) withdraws the request still pending in the chat: it never runs, nobody is told in a new run,
+    and the request loses its buttons and says it was withdrawn."""
+    _, model, calls, _ = await start(server, start_bot, tmp_path)
+    request, _ = await ask(server)
+    asked = len(model.requests)
+    server.user_says("/stop", user_id=MEMBER, chat_id=GROUP)
+    await server.wait_for(lambda: not request.buttons)
+    assert request.text.endswith(say_in("approval.withdrawn")) and "Approval needed" in request.text
+    server.user_presses(dataclasses.replace(request, reply_markup=keyboard_of(server)), "✅ Approve", user_id=ADMIN)
+    await server.wait_for(lambda: len(server.callback_answers) == 1)
+    assert "already" in server.callback_answers[0]["text"]
+    assert not calls.exists() and len(model.requests) == asked
