@@ -44,44 +44,51 @@ async def _run(
         fault_at = await fleet.chat_load(faulty)
         result = await fleet.settle(scenario, fault_at=fault_at, healed_at=healed, victim=victim)
         result.notes.update(fleet.notes)
-        result.notes.update(fleet_notes(fleet, fault_at, victim))
+        result.notes.update(fleet_notes(fleet, fault_at, healed, victim))
         return result
     finally:
         await fleet.close()
 
 
-def fleet_notes(fleet: NetFleet, fault_at: float, victim: str) -> dict[str, object]:
-    """What the fake Bot API saw of ``victim``'s posts: how many it made after its lease would have run out."""
+def fleet_notes(fleet: NetFleet, fault_at: float, healed: float, victim: str) -> dict[str, object]:
+    """What the fake Bot API saw of ``victim``'s posts: how many it made after its lease would have run out and
+    before the link healed (after, it may hold conversations again)."""
     if not victim:
         return {}
     token = fleet.workers[victim][1]
     posts = ("sendMessage", "editMessageText", "deleteMessage")
-    late = [c for c in fleet.telegram.calls if c.token == token and c.method in posts and c.at > fault_at + LEASE]
-    return {"victim posts after its lease": len(late)}
+    cut_at = fleet.cut_at or fault_at
+    late = [
+        c for c in fleet.telegram.calls if c.token == token and c.method in posts and cut_at + LEASE < c.at < healed
+    ]
+    shown = ", ".join(f"{c.method} +{c.at - cut_at:.2f}s" for c in late[:6])
+    return {"victim posts after its lease": len(late), **({"late": shown} if late else {})}
 
 
 # -- the scenarios -------------------------------------------------------------------------------------------
 
 
 async def worker_cut_from_redis(folder: Path) -> Result:
-    """Worker A cut off Redis (both ways, packets dropped) for three leases while it keeps running."""
+    """Worker A cut off Redis (both ways, packets dropped) for two leases while it keeps running."""
 
     async def fault(fleet: NetFleet) -> float:
         fleet.net.cut(fleet.hosts["worker-a"], fleet.redis[0])
-        await asyncio.sleep(3 * LEASE)
+        fleet.cut_at = time.monotonic()
+        await asyncio.sleep(2 * LEASE)
+        healed = time.monotonic()  # (before the heal: a post after it may be a new claim's)
         fleet.net.heal()
-        return time.monotonic()
+        return healed
 
-    result = await _run("worker cut from Redis (3 leases)", folder, fault, victim="worker-a", lease=LEASE)
+    result = await _run("worker cut from Redis (2 leases)", folder, fault, victim="worker-a", lease=LEASE)
     return result
 
 
 async def worker_cut_from_platform(folder: Path) -> Result:
-    """Worker A cut off the Bot API (both ways) for two leases, still reaching Redis."""
+    """Worker A cut off the Bot API (both ways) for 5 s, still reaching Redis."""
 
     async def fault(fleet: NetFleet) -> float:
         fleet.net.cut(fleet.hosts["worker-a"], fleet.hosts["telegram"])
-        await asyncio.sleep(2 * LEASE)
+        await asyncio.sleep(5)
         fleet.net.heal()
         return time.monotonic()
 
@@ -187,11 +194,13 @@ async def clock_off(folder: Path) -> Result:
 
     async def fault(fleet: NetFleet) -> float:
         fleet.net.cut(fleet.hosts["worker-a"], fleet.redis[0])
+        fleet.cut_at = time.monotonic()
         await asyncio.sleep(2 * LEASE)
+        healed = time.monotonic()
         fleet.net.heal()
-        return time.monotonic()
+        return healed
 
-    return await _run("clocks a minute off (+-60 s)", folder, fault, setup=setup, lease=LEASE)
+    return await _run("clocks a minute off (+-60 s)", folder, fault, setup=setup, victim="worker-a", lease=LEASE)
 
 
 SCENARIOS: dict[str, Callable[[Path], Awaitable[Result]]] = {

@@ -32,7 +32,7 @@ __all__ = ("HostedTelegram", "NetFleet", "Result")
 MASTER = "bots"
 REDIS_PORT = 6379
 SENTINEL_PORT = 26379
-QUIET = 10.0
+QUIET = 6.0
 """Seconds without a post, nothing pending at the Bot API and nothing waiting in Redis, after which what is not
 answered is taken as lost."""
 
@@ -138,6 +138,8 @@ class NetFleet:
         """Worker name -> its host and its token."""
         self.redis_url_override: str | None = None
         """``REDIS_URL`` for the workers instead of the primary's (a ``FaultProxy`` in front of it)."""
+        self.cut_at = 0.0
+        """``time.monotonic()`` once a scenario's cut is in place (0: it did not say)."""
         self.notes: dict[str, object] = {}
         """What a scenario noted on the way (which replica was promoted...), for its ``Result``."""
 

@@ -236,9 +236,10 @@ class Network:
                 host._apply_cuts()
 
     def stop_processes(self, *, timeout: float = 20.0) -> None:
-        """SIGTERM to the processes still running, SIGKILL to those still there ``timeout`` seconds later."""
+        """SIGTERM to the processes still running, SIGKILL to those still there ``timeout`` seconds later (at
+        once when 0)."""
         for proc in self.procs:
-            if proc.poll() is None:
+            if proc.poll() is None and timeout:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGCONT)
                     proc.terminate()
@@ -250,11 +251,12 @@ class Network:
                 proc.kill()
                 proc.wait()
 
-    async def close(self) -> None:
-        """Stop the proxies and every process, kill what is left in the namespaces, delete them."""
+    async def close(self, *, graceful: bool = False) -> None:
+        """Stop the proxies and every process (``kill -9`` unless ``graceful``: the test has seen what it
+        judges), kill what is left in the namespaces, delete them."""
         for proxy in self.proxies:
             await proxy.close()
-        await asyncio.to_thread(self.stop_processes)
+        await asyncio.to_thread(self.stop_processes, timeout=20.0 if graceful else 0.0)
         for host in self.hosts.values():
             _kill_inside(host.ns)
             _ip("netns", "del", host.ns, check=False)
