@@ -64,14 +64,15 @@ class OpenAIEmbedder:
             try:
                 batch = list(texts[start : start + BATCH])
                 result = await self._client.embeddings.create(model=self.model, input=batch)
-            except openai.AuthenticationError as exc:
-                raise ModelAuthError(f"{where} refused KNOWLEDGE_EMBED_API_KEY: check the key") from exc
+            # the server's own error may repeat the key: it is neither chained nor shown (redacted)
+            except openai.AuthenticationError:
+                raise ModelAuthError(f"{where} refused KNOWLEDGE_EMBED_API_KEY: check the key") from None
             except openai.APIStatusError as exc:
                 detail = redact(str(exc.message), self._secret)[:200]
                 raise ModelError(
                     f"{where} answered {exc.status_code}: {detail}; check KNOWLEDGE_EMBED_MODEL and "
                     "KNOWLEDGE_EMBED_BASE_URL"
-                ) from exc
+                ) from None
             except openai.APIError as exc:
                 raise ModelError(
                     f"cannot reach {where}: check KNOWLEDGE_EMBED_BASE_URL ({type(exc).__name__})"

@@ -1,5 +1,7 @@
 """A fake OpenAI-compatible server on 127.0.0.1: ``POST /v1/chat/completions`` streamed as server-sent events,
-and ``POST /v1/audio/transcriptions`` (multipart upload, answered with ``transcript``).
+``POST /v1/audio/transcriptions`` (multipart upload, answered with ``transcript``), and ``POST /v1/embeddings``
+(``fake_embedding``: words hashed into a small vector, some synonyms folded together, so meaning can rank a
+passage that shares no word with the question).
 
 Each request takes the next scripted ``Reply`` (or the default one): a streamed answer, an error status with
 headers (``Retry-After``), a stall that never answers, an error event in the middle of the stream, or a
@@ -11,7 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
+import math
+import re
+import struct
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -22,7 +28,33 @@ from aiohttp import web
 
 from core.models import OpenAICompatModel, RetryPolicy
 
-__all__ = ("FakeModelServer", "FakeOpenAIServer", "Recorded", "Reply")
+__all__ = ("EMBED_DIMENSIONS", "FakeModelServer", "FakeOpenAIServer", "Recorded", "Reply", "fake_embedding")
+
+EMBED_DIMENSIONS = 64
+"""The length of the fake embeddings."""
+_SYNONYMS = {
+    "money": "refund",
+    "reimburse": "refund",
+    "reimbursed": "refund",
+    "refunds": "refund",
+    "repaid": "refund",
+    "parcel": "shipping",
+    "parcels": "shipping",
+    "delivery": "shipping",
+    "vacation": "holidays",
+    "leave": "holidays",
+}
+
+
+def fake_embedding(text: str) -> list[float]:
+    """A unit vector of ``text``'s words (each hashed to one of ``EMBED_DIMENSIONS``, synonyms folded first)."""
+    vector = [0.0] * EMBED_DIMENSIONS
+    for word in re.findall(r"[a-z]+", text.lower()):
+        if len(word) > 3:
+            word = _SYNONYMS.get(word, word)
+            vector[hashlib.sha256(word.encode()).digest()[0] % EMBED_DIMENSIONS] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +182,7 @@ class FakeOpenAIServer(FakeModelServer):
         ("POST", "/v1/audio/transcriptions", "_transcribe"),
         ("POST", "/v1/images/generations", "_picture"),
         ("POST", "/v1/audio/speech", "_speech"),
+        ("POST", "/v1/embeddings", "_embeddings"),
     )
     picture = b"\x89PNG\r\n\x1a\n" + b"fake-picture" * 8
     """The bytes every picture is (a PNG's signature first)."""
@@ -159,6 +192,8 @@ class FakeOpenAIServer(FakeModelServer):
     """What every transcription answers."""
     transcription_status = 200
     """An error status for transcriptions instead (500: the server fails)."""
+    embeddings_status = 200
+    """An error status for embeddings instead (its message repeats the key it was given, as careless servers do)."""
 
     def model(self, name: str) -> OpenAICompatModel:
         """The bot's OpenAI-compatible provider for model ``name``, pointed at this server, without retries (close
@@ -196,6 +231,25 @@ class FakeOpenAIServer(FakeModelServer):
         if self.api_key is not None and given != self.api_key:
             return self.auth_error(given)
         return web.Response(body=self.speech, content_type="audio/ogg")
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(Recorded(path=request.path, headers=dict(request.headers), body=body))
+        given = self.key_of(request)
+        if self.api_key is not None and given != self.api_key:
+            return self.auth_error(given)
+        if self.embeddings_status != 200:
+            return self.error(Reply(status=self.embeddings_status, message=f"embedding failed for key {given}"))
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = [fake_embedding(t) for t in texts]
+        if body.get("encoding_format") == "base64":  # what the openai package asks for unless told otherwise
+            encoded: list[Any] = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
+        else:
+            encoded = vectors
+        data = [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(encoded)]
+        data.reverse()  # the index, not the order, says which text a vector is of
+        usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+        return web.json_response({"object": "list", "data": data, "model": body.get("model", ""), "usage": usage})
 
     @property
     def url(self) -> str:
