@@ -1,4 +1,4 @@
-"""The fleet through network faults, on hosts of its own (issue 40): every scenario of ``tests/fleet/netfaults.py``
+"""The fleet through network faults, on hosts of its own (issue 40): every scenario of ``tests/fleet/netfaults.py`` (those the tests run and ``MORE_SCENARIOS``)
 ``--runs`` times (the primary lost with two replicas ``--promotions`` times, to see either replica promoted), each
 run a fresh fleet in network namespaces (``bots gateway``, two queue workers, Redis with its replicas and three
 sentinels, the fake Bot API and the model fake each on a host of its own) under the usual load: 50 chats x 10
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fleet.netfaults import SCENARIOS  # noqa: E402
+from tests.fleet.netfaults import MORE_SCENARIOS, SCENARIOS  # noqa: E402
 from tests.fleet.netfleet import Result  # noqa: E402
 from tests.fleet.netns import sweep, unavailable  # noqa: E402
 
@@ -36,13 +36,14 @@ async def main() -> None:
     if why is not None:
         raise SystemExit(f"bench/network_faults.py: {why}")
     sweep()
-    chosen = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    every = {**SCENARIOS, **MORE_SCENARIOS}
+    chosen = [s for s in args.only.split(",") if s] or list(every)
     table: dict[str, list[Result]] = {}
     for scenario in chosen:
         runs = args.promotions if scenario == "primary-lost-two-replicas" else args.runs
         for n in range(runs):
             with tempfile.TemporaryDirectory(prefix="netfaults-") as folder:
-                result = await SCENARIOS[scenario](Path(folder))
+                result = await every[scenario](Path(folder))
             print(f"{n + 1:>2}/{runs} {result.row()}", flush=True)
             table.setdefault(result.scenario, []).append(result)
     print()

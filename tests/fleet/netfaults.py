@@ -12,7 +12,7 @@ from pathlib import Path
 from .netfleet import NetFleet, Result
 from .netns import FAKETIME
 
-__all__ = ("SCENARIOS",)
+__all__ = ("MORE_SCENARIOS", "SCENARIOS")
 
 LEASE = 3.0
 """REDIS_LEASE_SECONDS of these fleets."""
@@ -93,6 +93,19 @@ async def worker_cut_from_platform(folder: Path) -> Result:
         return time.monotonic()
 
     return await _run("worker cut from the Bot API", folder, fault, lease=LEASE)
+
+
+async def worker_deaf_to_platform(folder: Path) -> Result:
+    """Worker A hears nothing back from the Bot API for 5 s (a one-way cut: its requests arrive, the answers are
+    dropped), still reaching Redis: its posts are made but it never learns so."""
+
+    async def fault(fleet: NetFleet) -> float:
+        fleet.net.cut(fleet.hosts["telegram"], fleet.hosts["worker-a"], one_way=True)
+        await asyncio.sleep(5)
+        fleet.net.heal()
+        return time.monotonic()
+
+    return await _run("worker deaf to the Bot API (one way)", folder, fault, victim="worker-a", lease=LEASE)
 
 
 async def gateway_cut_from_redis(folder: Path) -> Result:
@@ -214,4 +227,9 @@ SCENARIOS: dict[str, Callable[[Path], Awaitable[Result]]] = {
     "random-resets": _proxied(0.0, 1.0, "workers<->Redis reset at random"),
     "clock-off": clock_off,
 }
-"""Every scenario by its id."""
+"""Every scenario by its id (each a test of ``tests/fleet/test_netfaults.py``)."""
+
+MORE_SCENARIOS: dict[str, Callable[[Path], Awaitable[Result]]] = {
+    "worker-deaf-to-platform": worker_deaf_to_platform,
+}
+"""Scenarios only the benchmark runs (the tests' time is bounded)."""
