@@ -2,7 +2,7 @@
 typed at the first prompt to the first answer, and the same for a later line (warm).
 
 Each run starts a new process in a pseudo-terminal (the terminal chat only starts on one) with a fresh
-``BOT_DATA_DIR``, waits for the prompt (``you> ``), types a first line, waits for the answer, types a second line,
+``BOT_DATA_DIR`` (the weights where ``make run`` keeps them, ``data/models``, or ``LLM_WEIGHTS_DIR``), waits for the prompt (``you> ``), types a first line, waits for the answer, types a second line,
 waits for its answer, and leaves with ``/quit``. The first answer of a fresh process is compared with a warm one:
 the seconds from Enter to the first character of the answer, and to its end (the next prompt). Prints the median
 of ``--runs`` (5) fresh processes. The settings' model is used (the embedded model by default).
@@ -37,6 +37,8 @@ class Chat:
         master, slave = pty.openpty()
         bots = Path(sys.executable).with_name("bots")
         env = {**os.environ, "BOT_DATA_DIR": str(data_dir), "HTTP_PORT": "0", "LOG_LEVEL": "WARNING"}
+        # the weights stay where `make run` keeps them (assembling them again would be a first install, not a start)
+        env.setdefault("LLM_WEIGHTS_DIR", str(Path("data/models").resolve()))
         self.process = subprocess.Popen(
             [str(bots), "chat"], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
         )

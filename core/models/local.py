@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -191,16 +192,16 @@ class LocalModel:
         started = time.perf_counter()
         self._say("warming up")
         bodies: list[dict[str, Any]] = []
-        if self.calls_tools:
-            demo = ToolSpec(name="none_of_these", description="(warming up)")
-            probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
-            bodies.append(self._route_body(probe))
         if request is not None:
             if self._offers_tools(request):
                 bodies.append(self._route_body(request))
             first = 0 if not self._slot_of else self.slots  # the slot the first conversation will take
             bodies.append(self._body(request, slot=first))
-        if not bodies:
+        elif self.calls_tools:  # the worked examples any bot's tools are decided after
+            demo = ToolSpec(name="none_of_these", description="(warming up)")
+            probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
+            bodies.append(self._route_body(probe))
+        else:
             bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self.slots))
         for body in bodies:
             await self._collect(server, {**body, "max_tokens": 1})
@@ -379,13 +380,13 @@ class LocalModel:
 
     def _route_body(self, request: ModelRequest) -> dict[str, Any]:
         """Which tool the user's last message needs, if any: a short prompt of its own answered with one name under
-        a grammar. Tools that all have examples here (the built-in assistant's) are decided with them; any other
-        (a bot author's, an MCP server's) after worked examples with tools of other bots (``ROUTE_DEMOS``): each
-        message comes with the list of tools it may use, so the model learns the task, not the names."""
+        a grammar. The built-in assistant's tools (some have examples here) are decided with those examples; a bot's
+        own tools after worked examples with tools of other bots (``ROUTE_DEMOS``): each message comes with the list
+        of tools it may use, so the model learns the task, not the names."""
         offered = {t.name for t in request.tools}
         known = {name for _, name in ROUTE_EXAMPLES}
         messages: list[dict[str, Any]]
-        if offered <= known:
+        if offered & known:  # the built-in assistant's tools (and the reminders, MCP tools beside them)
             listed = "\n".join(f"- {t.name}: {' '.join(t.description.split())[:300]}" for t in request.tools)
             messages = [
                 {
@@ -405,8 +406,10 @@ class LocalModel:
                     {"role": "user", "content": _route_question(tools, text)},
                     {"role": "assistant", "content": name},
                 ]
-            mine = [(_signature(t), " ".join(t.description.split())[:300]) for t in request.tools]
-            messages.append({"role": "user", "content": _route_question(mine, request.turns[-1][1])})
+            message = request.turns[-1][1]
+            ranked = sorted(request.tools, key=lambda t: -_overlap(message, f"{_signature(t)} {t.description}"))
+            mine = [(_signature(t), " ".join(t.description.split())[:300]) for t in ranked]
+            messages.append({"role": "user", "content": _route_question(mine, message)})
         names = [*(t.name for t in request.tools), "none"]
         return {
             "messages": messages,
@@ -616,6 +619,41 @@ def _signature(tool: ToolSpec) -> str:
     """``name(argument, ...)``: a tool's arguments tell a small model what it is about as much as its words."""
     properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
     return f"{tool.name}({', '.join(list(properties)[:6] if isinstance(properties, dict) else [])})"
+
+
+def _stems(text: str) -> set[str]:
+    return {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
+
+
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "you",
+        "your",
+        "with",
+        "that",
+        "this",
+        "what",
+        "from",
+        "into",
+        "are",
+        "was",
+        "how",
+        "much",
+        "many",
+        "any",
+        "use",
+        "when",
+    ]
+)
+
+
+def _overlap(message: str, tool: str) -> int:
+    """Words (their first four letters) ``message`` shares with a tool's name and description: the tools are
+    listed by it, most first, as a small model leans towards the tools it reads first."""
+    return len(_stems(message) & _stems(tool))
 
 
 def _route_question(tools: Sequence[tuple[str, str]], message: str) -> str:

@@ -124,9 +124,9 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     # the decision offers exactly the bot's actions and output (the platform's reply is the plain answer)
     assert decide["grammar"] == 'root ::= "add_todo" | "convert" | "todo:list" | "none"\n'
     assert decide["messages"][-1]["content"] == (
-        "Tools:\n- add_todo(item): Adds a todo.\n- convert(value, from_unit, to_unit): Converts units.\n"
-        "- todo:list(text): Shows the whole todo list.\n- none: no tool.\nMessage: Add water the plants to my list."
-    )
+        "Tools:\n- add_todo(item): Adds a todo.\n- todo:list(text): Shows the whole todo list.\n"
+        "- convert(value, from_unit, to_unit): Converts units.\n- none: no tool.\nMessage: Add water the plants to my list."
+    ), "the tools sharing the most words with the message first"
     # the call: the action's schema as the grammar, the tool listed by the chat template
     assert [t["function"]["name"] for t in call["tools"]] == ["add_todo"]
     assert call["grammar"].startswith("root ::= tool-call\n") and '"\\"item\\"" ws ":" ws json-text' in call["grammar"]
@@ -191,9 +191,11 @@ async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_sl
     request = await first_request(agent)
     assert request is not None and [t.name for t in request.tools] == ["add_todo", "convert", "todo:list"]
     await model.warm(request)
-    demos, decide, plain = model._server.bodies
+    decide, plain = model._server.bodies
     assert all(body["max_tokens"] == 1 for body in model._server.bodies)
-    assert demos["messages"][:-1] == decide["messages"][:-1], "the worked examples are the same for any bot"
     assert decide["messages"][-1]["content"].endswith("\nMessage: Hello!")
     assert plain["id_slot"] == 0 and "Todo list:\n- buy milk" in plain["messages"][0]["content"]
     assert not model._slot_of, "no conversation holds a slot"
+    await model.warm()  # without a request: the worked examples any bot's tools are decided after
+    (demos,) = model._server.bodies[2:]
+    assert demos["messages"][:-1] == decide["messages"][:-1]
