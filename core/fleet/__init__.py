@@ -7,8 +7,10 @@ Needs the ``redis`` extra (``arq``, ``redis``); nothing outside this package imp
 from .approval_store import RedisApprovalStore
 from .arq_worker import QueueWorker
 from .backend import RedisBackend
+from .backlog import Backlog, measure_backlog
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
+from .entry_format import ENTRY_FORMAT
 from .fact_store import RedisFactStore
 from .limit_store import RedisLimitStore
 from .lock import PlatformLock
@@ -23,6 +25,8 @@ from .usage_store import RedisUsage
 from .visitor_book import RedisVisitorBook
 
 __all__ = (
+    "ENTRY_FORMAT",
+    "Backlog",
     "DrainStats",
     "Drainer",
     "FleetStops",
@@ -47,5 +51,6 @@ __all__ = (
     "ReplySlot",
     "ServerClock",
     "ShardLeases",
+    "measure_backlog",
     "redact_url",
 )

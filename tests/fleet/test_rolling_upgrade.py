@@ -15,7 +15,7 @@ from core import Agent, ScriptedModel, create_agent
 from core.entries import InputRef
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.fleet.dispatcher import encode_entry
-from core.fleet.entry_format import ENTRY_FORMAT
+from core.fleet.entry_format import ENTRY_FORMAT, newest_format
 from core.models.base import ModelRequest
 
 from .conftest import queue_config, send, wait_until
@@ -103,3 +103,9 @@ async def test_old_and_new_workers_share_the_queue_during_a_rolling_upgrade(
     assert old.stats.dead == new.stats.dead == 0 and old.stats.failed == new.stats.failed == 0
     assert old.stats.handed_back >= 1
     assert await client.zcard("bots:active") == 0 and not await client.keys("bots:{*}:inbox")
+
+
+def test_an_entry_without_a_version_is_format_1_and_one_not_understood_is_newer_than_any() -> None:
+    assert newest_format([{"c": "probe:chat"}, {"v": 1}]) == 1  # written before entries had a version
+    assert newest_format([{"v": 1}, {"v": NEXT}]) == NEXT
+    assert newest_format([{"v": "2"}]) > 1_000 and newest_format([{"v": True}]) > 1_000
