@@ -299,3 +299,25 @@ async def test_the_compact_prompt_of_a_small_model_shows_the_contexts_a_run_uses
     async with agent:
         await agent.send(channel, {"channel": "c1", "user": "ada"}, msg("hi"))
     assert "What the profile context keeps:\n<profile>name: None</profile>" in model.requests[0].system
+
+
+async def test_a_later_call_reading_a_copys_own_output_path_waits_for_it() -> None:
+    async def weather(args: City, ctx: Any, agent: Any) -> str:
+        await asyncio.sleep(0.05)  # slower than the call after it is read
+        return f"sunny in {args.city}"
+
+    agent, _ = bot(
+        [
+            R(
+                '<action_call name="weather">{"_instances": [{"city": "Paris", "_outputPath": "†state.w.paris"}, '
+                '{"city": "Rome", "_outputPath": "†state.w.rome"}]}</action_call>'
+                '<action_call name="greet">{"name": "†state.w.rome"}</action_call>'
+            ),
+            R(""),
+        ],
+        actions=(action(name="weather", schema=City, handler=weather), greet_action()),
+    )
+    async with agent:
+        chain = await agent.send(chat, "u", msg("weather?"))
+    assert [(r.name, r.error) for r in results(chain)] == [("weather", None), ("greet", None)]
+    assert results(chain)[1].data == "Hello sunny in Rome"
