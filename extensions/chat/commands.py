@@ -25,6 +25,7 @@ from core.chat_settings import REPLY_CHOICES, ChatSetting, ChatSettings, known_z
 from core.usage import UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
+from .knowledge import knowledge_command
 from .memory import memory_text
 from .policy import ReplyPolicy
 from .reminders import CANCEL_PREFIX, SHOWN, describe, find, schedules_or_none, short_id
@@ -44,7 +45,19 @@ __all__ = (
     "zone_named",
 )
 
-COMMANDS = ("model", "persona", "language", "reply", "timezone", "settings", "stats", "reminders", "memory", "stop")
+COMMANDS = (
+    "model",
+    "persona",
+    "language",
+    "reply",
+    "timezone",
+    "settings",
+    "stats",
+    "reminders",
+    "memory",
+    "knowledge",
+    "stop",
+)
 """The settings commands and ``/stop``, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
 STOP_BUTTON = "bots:stop"
 """The id of the Stop button under an answer being written (its label ``say("stop_button")``): pressing it is
@@ -162,6 +175,11 @@ class ChatCommands:
             return await self.reminders(context_id, caller, arg or None)
         if command == "memory":
             return await self.memory(context_id, caller, arg or None)
+        if command == "knowledge":
+            text, changed = await knowledge_command(
+                self.agent, context_id, arg or None, may_change=self.may_change(caller), language=lang, quote=self.quote
+            )
+            return Answer(text=text, changed=changed)
         return await self.stats(context_id, caller)
 
     async def model(self, context_id: str, caller: Caller, name: str | None) -> Answer:

@@ -57,6 +57,7 @@ COMMANDS = (
     ("stats", "Your usage and this chat's"),
     ("reminders", "This chat's reminders (cancel with the buttons)"),
     ("memory", "What I keep about you (/memory delete <number> or all)"),
+    ("knowledge", "Which document collections I search here (/knowledge use ... or all)"),
 )
 """The command menu users see (``/start`` is Telegram's own and needs no entry)."""
 CHOICE_PREFIX = "cfg:"

@@ -1,0 +1,102 @@
+"""``/knowledge`` through the real python-telegram-bot client and the fake Bot API: anyone sees which collections
+a chat searches; a group's admin (getChatMember) limits it to some (``/knowledge use``) and lifts the limit
+(``/knowledge all``), a member is refused, an unknown collection is named back escaped; the model's search then
+reads only those collections; a private chat's user chooses for their own chat."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core import ScriptedModel
+from core.knowledge import Indexer, Knowledge, SQLiteKnowledge
+from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
+from tests.knowledge.support import write_corpus
+
+from .conftest import StartBot
+
+GROUP = -100777
+ANN, BOB = 2001, 2002
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteKnowledge]:
+    found = SQLiteKnowledge(tmp_path / "knowledge.sqlite3")
+    folder = write_corpus(tmp_path / "docs")
+    indexer = Indexer(found)
+    await indexer.add([str(folder / "handbook.md")], collection="hr")
+    await indexer.add([str(folder / "faq.html")], collection="shop")
+    yield found  # the Knowledge plugin closes it with the agent
+
+
+async def said(server: FakeTelegramServer, text: str, *, user_id: int = ANN, chat_id: int = GROUP) -> SentMessage:
+    before = len([m for m in server.sent if m.chat_id == chat_id])
+    server.user_says(text, user_id=user_id, first_name="Ann" if user_id == ANN else "Bob", chat_id=chat_id)
+    return (await server.wait_replies(before + 1, chat_id=chat_id))[-1]
+
+
+def searcher(found: list[Any]) -> ScriptedModel:
+    """For each question: searches the knowledge base, then says how many passages it found (and records them)."""
+    asked: list[int] = []
+
+    def reply(request: Any) -> str:
+        asked.append(1)
+        if len(asked) % 2:  # a question: search
+            call = json.dumps({"query": "refund gift cards"})
+            return f'<response><action_call name="search_knowledge">{call}</action_call></response>'
+        results = re.findall(r'<action_result name="search_knowledge"[^>]*>(.*?)</action_result>', request.prompt, re.S)
+        data = json.loads(results[-1].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+        found.append([p["cite"] for p in data["passages"]])
+        return f'<response><output type="telegram:message">found {data["found"]}</output></response>'
+
+    return ScriptedModel(reply)
+
+
+async def test_a_groups_admin_limits_what_the_bot_searches_there(
+    server: FakeTelegramServer, start_bot: StartBot, store: SQLiteKnowledge
+) -> None:
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    server.admins[GROUP] = {ANN}
+    found: list[Any] = []
+    await start_bot(searcher(found), agent_options={"plugins": [Knowledge(store)]})
+    assert "knowledge" in {c["command"] for c in server.commands}
+    chat = f"telegram:chat:{GROUP}"
+
+    shown = await said(server, "/knowledge", user_id=BOB)
+    assert shown.text.startswith("This chat searches every collection. Collections: hr, shop.")
+    refused = await said(server, "/knowledge use hr", user_id=BOB)
+    assert refused.text == "Sorry, only this chat's admins can choose what the bot searches here."
+    assert await store.scope(chat) is None
+
+    unknown = await said(server, "/knowledge use hr <b>nope</b>")
+    assert unknown.text == "There is no collection <b>nope</b> here. Collections: hr, shop."
+    assert await store.scope(chat) is None  # nothing stored when a name is wrong
+    done = await said(server, "/knowledge use hr")
+    assert done.text == "Done: this chat searches hr only."
+    assert await store.scope(chat) == ("hr",)
+    assert (await said(server, "/knowledge", user_id=BOB)).text.startswith("This chat searches hr. Collections:")
+
+    await said(server, "@daydream_test_bot what about refunds and gift cards?", user_id=BOB)
+    assert found[-1] and all(cite.startswith("Acme Handbook") for cite in found[-1])  # the FAQ (shop) is not read
+
+    lifted = await said(server, "/knowledge all")
+    assert lifted.text == "Done: this chat searches every collection again."
+    assert await store.scope(chat) is None
+    await said(server, "@daydream_test_bot and now?", user_id=BOB)
+    assert any(cite.startswith("Acme FAQ") for cite in found[-1])
+
+    assert (await said(server, "/knowledge forget everything")).text.startswith("Use /knowledge,")
+    mine = await said(server, "/knowledge use shop", user_id=BOB, chat_id=BOB)  # Bob's own private chat
+    assert mine.text == "Done: this chat searches shop only."
+    assert await store.scope(f"telegram:chat:{BOB}") == ("shop",) and await store.scope(chat) is None
+
+
+async def test_a_bot_without_a_knowledge_base_says_so(server: FakeTelegramServer, start_bot: StartBot) -> None:
+    await start_bot(["unused"])
+    answer = await said(server, "/knowledge use hr", chat_id=ANN)
+    assert answer.text == "This bot has no knowledge base (its operator did not turn one on)."
