@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field  # noqa: E402
 from bots.calculator import evaluate  # noqa: E402
 from core import (  # noqa: E402
     ActionContext,
+    AgentOptions,
     Bot,
     ContextState,
     Host,
@@ -496,7 +497,10 @@ async def _turn(agent: Any, session: str, text: str) -> Outcome:
 
 async def run(model: Model, cases: Sequence[Case], *, show: bool = False) -> list[Outcome]:
     """Every case with a fresh conversation of the author's bot on ``model``."""
-    agent = create_agent(model=model, bot=bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    # a shared machine may take long over a tool's decision and call (its answer comes whole): a minute's silence
+    # is not a failure here, the seconds per case say how long it took
+    options = AgentOptions(model_idle_timeout=600.0)
+    agent = create_agent(model=model, bot=bot(), extensions=[cli_extension()], memory=InMemoryStore(), options=options)
     outcomes = []
     async with agent:
         for number, case in enumerate(cases):
@@ -588,9 +592,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     tools = {c.tool for c in cases if c.tool}
     print(f"{len(cases)} cases over {len(tools)} of the bot's tools and outputs", flush=True)
     for name, model in models():
-        load = getattr(model, "load", None)
-        if load is not None:  # as the bot does before it says it is ready (not counted in seconds per case)
-            await load()
+        warm = getattr(model, "warm", None)
+        if warm is not None:  # as the bot does before it says it is ready (not counted in seconds per case)
+            await warm()
         for number in range(opts.runs):
             outcomes = await run(model, cases, show=opts.show)
             print(summary(f"{name} (run {number + 1})", outcomes), flush=True)

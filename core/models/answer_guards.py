@@ -23,7 +23,7 @@ _ABOUT_YOU = re.compile(
     r"\b(you|your|yourself|vous|tu|toi|ton|ta|votre|usted|tú|eres|du|dich|dein|ihr)\b|" + _MAKERS.pattern,
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?。])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?。])(\s+)")
 _REFUSAL = re.compile(
     r"^\W*(i'?m sorry|i am sorry|sorry|i can'?t|i cannot|i'?m unable|i am unable|unfortunately|as an ai)",
     re.IGNORECASE,
@@ -71,15 +71,12 @@ class IdentityGuard:
 
     def feed(self, chunk: str) -> str:
         self._held += chunk
-        parts = _SENTENCE_END.split(self._held)
-        if len(parts) == 1:
-            return ""
-        complete, self._held = parts[:-1], parts[-1]
+        *complete, self._held = _SENTENCE_END.split(self._held)
         text = ""
-        for sentence in complete:
+        for sentence, gap in zip(complete[::2], complete[1::2], strict=True):  # a sentence, the space after it
             passed = self._pass(sentence)
             if passed:
-                text += passed + " "
+                text += passed + gap  # (a line break stays one: a turn the model invents is still cut)
         return text
 
     def close(self) -> str:
@@ -87,7 +84,7 @@ class IdentityGuard:
         self._held = ""
         if last or self._given:
             return last
-        first = _SENTENCE_END.split(self.persona.strip())[0] if self.persona.strip() else ""
+        first = _SENTENCE_END.split(self.persona.strip())[0]
         if first.lower().startswith("you are "):
             return "I am " + first[len("you are ") :]
         return "I am the assistant of this chat."

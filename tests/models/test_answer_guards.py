@@ -34,6 +34,7 @@ def guarded(text: str, persona: str = PERSONA) -> str:
         ("I was created by OpenAI.", "I am Daydream, a friendly assistant."),
         ("OpenAI makes models. I like them.", "OpenAI makes models. I like them."),
         ("Hello! How can I help?", "Hello! How can I help?"),
+        ("I am Daydream.\nuser: and you?", "I am Daydream.\nuser: and you?"),
     ],
 )
 def test_a_sentence_claiming_a_maker_is_left_out(answer: str, mended: str) -> None:
