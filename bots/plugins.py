@@ -315,7 +315,13 @@ def pictures() -> FromSettings:
             timeout=images.timeout,
         )
         stop = service(name="pictures", stop=lambda _agent: maker.aclose())
-        plugin = Pictures(maker, usage=d.usage, per_day_user=images.per_day_user)
+        plugin = Pictures(
+            maker,
+            usage=d.usage,
+            per_day_user=images.per_day_user,
+            limits=d.limit_store,  # (Redis in a fleet: the day's count is atomic across workers)
+            admins=d.settings.bot.admins,
+        )
         return [plugin, Brings(extension(name="pictures-client", services=[stop]))]
 
     return FromSettings("pictures", build)

@@ -1,5 +1,5 @@
 """Settings of one conversation, changed from inside the chat (``/model``, ``/persona``, ``/language``,
-``/reply``, ``/timezone``).
+``/reply``, ``/timezone``, ``/voice``).
 
 They are stored with the conversation, in the agent's memory store under ``settings:<context id>`` (SQLite in
 one process; in Redis ``<prefix>{<context id>}:mem:settings``, written at once, so every worker reads the change
@@ -27,6 +27,7 @@ from .escape import escape_text
 
 __all__ = (
     "REPLY_CHOICES",
+    "VOICE_CHOICES",
     "ChatPolicy",
     "ChatSetting",
     "ChatSettings",
@@ -49,11 +50,15 @@ class ChatSetting(enum.StrEnum):
     """When the bot answers in a group or server channel (``always`` or ``mention``; private chats always)."""
     TIMEZONE = "timezone"
     """The IANA time zone reminders and schedules are read in (``Europe/Paris``; ``BOT_TIMEZONE`` by default)."""
+    VOICE = "voice"
+    """Spoken replies (``on``: every answer is also spoken; ``off``: none; by default the answers to voice messages)."""
 
 
 REPLY_CHOICES = ("always", "mention")
 """The reply policies a conversation may choose (the operator's ``off`` is not one: a group could not turn the
 bot back on, since commands would be ignored too)."""
+VOICE_CHOICES = ("on", "off")
+"""The spoken-replies choices of a conversation (``/voice``); None keeps the default (answers to voice messages)."""
 
 
 class ChatSettings(BaseModel):
@@ -71,6 +76,8 @@ class ChatSettings(BaseModel):
     """When the bot answers in a group (one of ``REPLY_CHOICES``); None keeps the operator's policy."""
     timezone: str | None = None
     """The chat's IANA time zone (``Europe/Paris``); None keeps the operator's (``ChatPolicy.default_timezone``)."""
+    voice: str | None = None
+    """Spoken replies (one of ``VOICE_CHOICES``); None: the answers to voice messages only."""
 
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""
@@ -161,6 +168,8 @@ class ChatPolicy:
             values["reply"] = None
         if values.get("timezone") is not None and not known_zone(values["timezone"]):
             values["timezone"] = None
+        if values.get("voice") is not None and values["voice"] not in VOICE_CHOICES:
+            values["voice"] = None
         persona = values.get("persona")
         if persona is not None:
             values["persona"] = persona[: self.persona_max_chars] or None

@@ -44,6 +44,7 @@ class RedisReplyLedger:
     def __init__(self, scope: RunScope) -> None:
         self.scope = scope
         """The attempt."""
+        self._named: dict[str, int] = {}
 
     @property
     def valid(self) -> bool:
@@ -55,21 +56,34 @@ class RedisReplyLedger:
         the reply's first message, about to be posted: stored with the entry as its intent (see ``begin_many``)."""
         return (await self.begin_many(output_type, [content], intent=intent))[0]
 
-    async def begin_many(self, output_type: str, contents: list[str], *, intent: str | None = None) -> list[ReplySlot]:
+    async def begin_named(self, output_type: str, name: str, content: str) -> ReplySlot:
+        """``begin`` for something posted besides the replies (a picture, a spoken reply), keyed by ``name`` (a
+        digest of what was asked for: letters, digits and dots) and by how many times this attempt asked for that
+        name, rather than by its place among the step's replies: an action runs beside the step's outputs, so its
+        place among them may differ from one attempt to the next, its name does not. Fenced like ``begin``."""
+        seen = self._named.get(name, 0)
+        self._named[name] = seen + 1
+        return (await self.begin_many(output_type, [content], names=[f"x.{name}.{seen}"]))[0]
+
+    async def begin_many(
+        self, output_type: str, contents: list[str], *, intent: str | None = None, names: list[str] | None = None
+    ) -> list[ReplySlot]:
         """``begin`` for several entries in a row, in one round trip (a streamed reply's two entries, taken
         together when nothing of it was shown before it was complete). ``intent``: the text of the first message
         about to be posted, recorded with the entries stored now (``ReplySlot.pending`` 0), as ``posted(...,
-        done=False)`` would record it right after, so a post follows the store without another round trip."""
+        done=False)`` would record it right after, so a post follows the store without another round trip.
+        ``names``: the entries' own names (``begin_named``) instead of their places among the step's replies."""
         scope = self.scope
         if not scope.lease.still_held():
             raise LeaseLostError(f"lease on {scope.keys.cid} lost: reply not posted (another worker answers)")
         slots: list[ReplySlot] = []
         fields: list[str] = []
-        for content in contents:
-            fields.append(f"r{scope.step}.{scope.replies}")
+        for i, content in enumerate(contents):
+            suffix = names[i] if names is not None else f"{scope.step}.{scope.replies}"
+            fields.append(f"r{suffix}")
             slots.append(
                 ReplySlot(
-                    key=f"{scope.keys.cid}#{scope.batch_id}:{scope.step}.{scope.replies}",
+                    key=f"{scope.keys.cid}#{scope.batch_id}:{suffix}",
                     output_type=output_type,
                     content=content,
                     pending=None if intent is None else 0,
@@ -77,7 +91,8 @@ class RedisReplyLedger:
                     fresh=True,
                 )
             )
-            scope.replies += 1
+            if names is None:
+                scope.replies += 1
         b = scope.backend
         args: list[str | int] = [scope.lease.fence, f"m{scope.step}", "".join(scope.text), len(slots)]
         for name, slot in zip(fields, slots, strict=True):

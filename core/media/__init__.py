@@ -20,7 +20,15 @@ from .attachment import (
     kind_of,
 )
 from .generate import OpenAIImages, OpenAISpeech
-from .outgoing import MediaPoster, MediaPosters, Outgoing, OutgoingKind, media_posters, post_media
+from .outgoing import (
+    MediaPoster,
+    MediaPosters,
+    Outgoing,
+    OutgoingKind,
+    media_posters,
+    post_media,
+    post_once,
+)
 from .reader import Fetcher, MediaLimits, MediaReader, Prepared, Transcriber, attachment_outcome, sniff_image
 from .stt import OpenAITranscriber
 
@@ -50,5 +58,6 @@ __all__ = (
     "kind_of",
     "media_posters",
     "post_media",
+    "post_once",
     "sniff_image",
 )

@@ -1,11 +1,18 @@
 """What the bot sends besides text: a picture it made, a spoken reply. An ``Outgoing`` holds the bytes; each
 platform posts it its own way (``MediaPoster``: a Telegram photo or voice message, a Discord file, an element of the
-web chat, a file the terminal names), registered with the agent by context type (``media_posters``)."""
+web chat, a file the terminal names), registered with the agent by context type (``media_posters``).
+
+In a queued run (a fleet's worker) ``post_once`` makes and posts it exactly once per batch, like a text reply
+(``core.reply_ledger``): its ledger entry is taken before it is made, its intent recorded before it is posted and
+its place after; a batch run again after a crash finds it posted (or in doubt: its intent recorded, its outcome
+not) and neither makes nor posts it again, since a picture shown twice is worse than one missing."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,7 +22,9 @@ from ..slots import Slot
 if TYPE_CHECKING:
     from ..definition_types import ContextState, Host
 
-__all__ = ("MediaPoster", "MediaPosters", "Outgoing", "OutgoingKind", "media_posters", "post_media")
+__all__ = ("MediaPoster", "MediaPosters", "Outgoing", "OutgoingKind", "media_posters", "post_media", "post_once")
+
+log = logging.getLogger("core.media")
 
 
 class OutgoingKind(enum.StrEnum):
@@ -101,3 +110,36 @@ async def post_media(agent: Host, state: ContextState[Any], item: Outgoing) -> s
             f"{state.context.type} conversations cannot show a {item.kind.value}: that platform posts no media"
         )
     return await poster.post_media(state, item)
+
+
+async def post_once(
+    agent: Host,
+    state: ContextState[Any],
+    *,
+    kind: OutgoingKind,
+    asked: str,
+    make: Callable[[str | None], Awaitable[Outgoing]],
+) -> str | None:
+    """Make (``make``) and post a picture or a spoken reply in the conversation of ``state``, once per batch in a
+    queued run. ``asked``: what it was made from (a picture's prompt, the text spoken), which names its ledger
+    entry with ``kind``; ``make`` is given that entry's key (stable across the attempts at the batch: the id under
+    which a per-day limit counts it), or None outside a queued run. Returns where it went, or None when an earlier
+    attempt at the batch posted it (or may have). Raises what ``make`` and the poster raise, and the ledger's
+    ``DispatchError`` once this worker no longer answers the batch."""
+    ledger = state.ledger
+    if ledger is None:
+        return await post_media(agent, state, await make(None))
+    name = f"{kind.value}.{hashlib.sha256(asked.encode()).hexdigest()[:20]}"
+    begin_named = getattr(ledger, "begin_named", None)
+    what = f"media:{kind.value}"
+    slot = await (begin_named(what, name, name) if begin_named is not None else ledger.begin(what, name))
+    if slot.done or slot.pending is not None:
+        log.info("the %s %s was posted (or tried) by an earlier attempt: not posted again", kind.value, slot.key)
+        return None
+    item = await make(slot.key)
+    slot.pending, slot.pending_text = 0, item.name
+    await ledger.posted(slot, None, done=False)  # the intent, before the post: a crash now leaves it in doubt
+    where = await post_media(agent, state, item)
+    slot.pending = None
+    await ledger.posted(slot, where, done=True)
+    return where

@@ -1,7 +1,10 @@
 """The spoken-replies plugin: when a run answers a voice message, its answer is also posted as a voice message,
-spoken by a speech endpoint (``core.media.generate.OpenAISpeech``, ``TTS_*``), at most ``max_chars`` characters of
-it (cut at a word). The characters spoken are counted in the usage store under ``speech:user:<id>`` and
-``speech:chat:<context id>``. A failure is logged: the text answer is delivered already."""
+spoken by a speech endpoint (``core.media.generate.OpenAISpeech``, ``TTS_*``) or the offline engine
+(``core.media.espeak.EspeakSpeech``, ``TTS_ENGINE=espeak``), at most ``max_chars`` characters of it (cut at a word).
+A conversation chooses with ``/voice`` (``ChatSettings.voice``): ``on``, every answer is also spoken (a text message's
+too); ``off``, none is. The characters spoken are counted in the usage store under ``speech:user:<id>`` and
+``speech:chat:<context id>``. In a queued run the spoken reply is posted once per batch (``post_once``). A failure
+is logged: the text answer is delivered already."""
 
 from __future__ import annotations
 
@@ -9,13 +12,15 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..definition_types import Host
 from ..entries import InputRef, Log, OutputRef
 from ..plugin import Plugin, RunHooks, RunView
+from ..slots import Slot
 from ..usage import InMemoryUsage, UsageStore, day_of
 from .attachment import AttachmentKind
-from .outgoing import Outgoing, OutgoingKind, media_posters, post_media
+from .outgoing import Outgoing, OutgoingKind, media_posters, post_once
 
-__all__ = ("Speaker", "SpokenReplies", "speakable")
+__all__ = ("Speaker", "SpokenReplies", "speakable", "speaks")
 
 log = logging.getLogger("core.media")
 
@@ -41,6 +46,14 @@ def speakable(text: str, max_chars: int) -> str:
     return (cut[:space] if space > max_chars // 2 else cut).rstrip(" ,;:") + "…"
 
 
+_SPOKEN: Slot[SpokenReplies] = Slot("spoken replies")
+
+
+def speaks(agent: Host) -> bool:
+    """True when ``agent`` can speak its answers (it has the ``SpokenReplies`` plugin: ``/voice`` has a meaning)."""
+    return agent.provided(_SPOKEN) is not None
+
+
 class SpokenReplies(Plugin):
     """Speaks the answer to a voice message with ``speaker``, at most ``max_chars`` characters, counted in
     ``usage``."""
@@ -54,6 +67,9 @@ class SpokenReplies(Plugin):
         """Where the characters spoken are counted."""
         self.max_chars = max_chars
         """Characters of an answer spoken at most (``TTS_MAX_CHARS``)."""
+
+    def attach(self, host: Host) -> None:
+        host.provide(_SPOKEN, self)
 
     def begin(self, run: RunView) -> RunHooks:
         return _Speak(self, run)
@@ -73,10 +89,11 @@ class _Speak(RunHooks):
             self.voice = True
 
     async def ended(self, chain: Sequence[Log]) -> None:
-        if not self.voice:
-            return
         run = self.run
         state, host = run.state, run.host
+        chosen = state.chat.voice  # /voice: on, off, or None (the answers to voice messages)
+        if chosen == "off" or not (self.voice or chosen == "on"):
+            return
         reply_type = media_posters(host).reply_output(state)
         if reply_type is None:
             return
@@ -88,14 +105,19 @@ class _Speak(RunHooks):
         text = speakable("\n".join(s for s in said if s), self.plugin.max_chars)
         if not text:
             return
+        speaker = self.plugin.speaker
+
+        async def make(_key: str | None) -> Outgoing:
+            data = await speaker.speak(text)
+            return Outgoing(kind=OutgoingKind.VOICE, data=data, mime="audio/ogg", name="reply.ogg")
+
         try:
-            data = await self.plugin.speaker.speak(text)
-            await post_media(
-                host, state, Outgoing(kind=OutgoingKind.VOICE, data=data, mime="audio/ogg", name="reply.ogg")
-            )
+            where = await post_once(host, state, kind=OutgoingKind.VOICE, asked=text, make=make)
         except Exception as exc:
             log.warning("could not post the spoken reply in %s: %s", state.id, exc)
             run.observe("speech_failed")
+            return
+        if where is None:  # (an earlier attempt at the batch posted it, and counted it)
             return
         run.observe("speech_chars", len(text))
         keys = [f"speech:chat:{state.id}"]

@@ -1,5 +1,5 @@
 """The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
-``/reply``, ``/timezone``, ``/settings``, ``/stats``, ``/reminders`` (``extensions.chat.reminders``) and
+``/reply``, ``/timezone``, ``/voice``, ``/settings``, ``/stats``, ``/reminders`` (``extensions.chat.reminders``) and
 ``/memory`` (``extensions.chat.memory``: what the bot keeps about the caller, shown to them alone), and ``/stop``
 (the answer being written here stops, on whichever worker writes it). The
 adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord as an ephemeral reply, Telegram as a
@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.chat_settings import REPLY_CHOICES, ChatSetting, ChatSettings, known_zone
+from core.chat_settings import REPLY_CHOICES, VOICE_CHOICES, ChatSetting, ChatSettings, known_zone
+from core.media.spoken import speaks
 from core.usage import UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
@@ -51,6 +52,7 @@ COMMANDS = (
     "language",
     "reply",
     "timezone",
+    "voice",
     "settings",
     "stats",
     "reminders",
@@ -169,6 +171,8 @@ class ChatCommands:
             return await self.reply(context_id, caller, arg or None)
         if command == "timezone":
             return await self.timezone(context_id, caller, arg or None)
+        if command == "voice":
+            return await self.voice(context_id, caller, arg or None)
         if command == "settings":
             return await self.settings(context_id)
         if command == "reminders":
@@ -285,6 +289,30 @@ class ChatCommands:
         await self.agent.chat_settings.change(context_id, timezone=zone)
         return Answer(text=say("timezone_set", lang, zone=zone), changed=True)
 
+    async def voice(self, context_id: str, caller: Caller, choice: str | None) -> Answer:
+        """``/voice``: whether the answers here are also spoken (``on``: every answer; ``off``: none; by default
+        the answers to voice messages), or (an admin) choose; ``/voice default`` goes back to the default. Said
+        plainly when the bot has no speech engine (``TTS_BASE_URL`` / ``TTS_ENGINE``)."""
+        lang = await self.language(context_id)
+        if not speaks(self.agent):
+            return Answer(text=say("voice.unavailable", lang))
+        options = (*VOICE_CHOICES, "default")
+        if choice is None:
+            current = (await self.effective(context_id)).voice
+            shown = say(f"voice.{current or 'default'}", lang)
+            return Answer(
+                text=say("voice_now", lang, policy=shown, choices=", ".join(options)),
+                choices=[(say(f"voice.{c}", lang), f"voice:{c}") for c in options],
+            )
+        refusal = self._refusal(context_id, caller, ChatSetting.VOICE, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        choice = choice.lower()
+        if choice not in options:
+            return Answer(text=say("voice_unknown", lang, policy=self.quote(choice[:32]), choices=", ".join(options)))
+        await self.agent.chat_settings.change(context_id, voice=None if choice == "default" else choice)
+        return Answer(text=say("voice_set", lang, policy=say(f"voice.{choice}", lang)), changed=True)
+
     async def reminders(self, context_id: str, caller: Caller, arg: str | None) -> Answer:
         """``/reminders``: this chat's reminders and scheduled messages, soonest first, with a cancel button each;
         ``/reminders cancel <id>`` cancels one (its creator, the chat's admins, ``BOT_ADMIN_USERS``)."""
@@ -393,6 +421,8 @@ class ChatCommands:
             return await self.set_language(context_id, caller, choice)
         if setting == "reply" and self.enabled("reply"):
             return await self.reply(context_id, caller, choice)
+        if setting == "voice" and self.enabled("voice"):
+            return await self.voice(context_id, caller, choice)
         if value.startswith(CANCEL_PREFIX) and self.enabled("reminders"):
             return await self.cancel_reminder(context_id, caller, value.removeprefix(CANCEL_PREFIX))
         return Answer(text=say("command_failed", await self.language(context_id)))

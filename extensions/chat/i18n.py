@@ -108,6 +108,14 @@ _EN: dict[str, str] = {
     "reply.always": "every message",
     "reply.mention": "when I am mentioned, replied to or given a command",
     "reply.default": "as the bot is set up (the operator's default)",
+    "setting.voice": "spoken replies",
+    "voice_now": "Spoken replies in this chat: {policy}. Choose: {choices}",
+    "voice_set": "Done: spoken replies in this chat: {policy}.",
+    "voice_unknown": "{policy} is not a choice here: {choices}",
+    "voice.on": "every answer is also spoken",
+    "voice.off": "never, not even to a voice message",
+    "voice.default": "answers to voice messages are spoken (the bot's default)",
+    "voice.unavailable": "This bot speaks no answers: its operator set no speech engine (TTS_BASE_URL or TTS_ENGINE).",
     "settings": (
         "Settings of this chat\nModel: {model}\nPersona: {persona}\nLanguage: {language}\nIn groups I answer: {reply}"
         "\nTime zone: {timezone}"
@@ -274,6 +282,17 @@ _FR: dict[str, str] = {
     "reply.always": "à chaque message",
     "reply.mention": "quand on me mentionne, me répond ou me donne une commande",
     "reply.default": "comme le bot est configuré (le réglage de l'opérateur)",
+    "setting.voice": "réponses parlées",
+    "voice_now": "Réponses parlées dans ce chat : {policy}. Choisissez : {choices}",
+    "voice_set": "C'est fait : réponses parlées dans ce chat : {policy}.",
+    "voice_unknown": "{policy} n'est pas un choix possible ici : {choices}",
+    "voice.on": "chaque réponse est aussi dite à voix haute",
+    "voice.off": "jamais, même à un message vocal",
+    "voice.default": "les réponses aux messages vocaux sont dites à voix haute (le réglage du bot)",
+    "voice.unavailable": (
+        "Ce bot ne dit aucune réponse à voix haute : son opérateur n'a configuré aucune synthèse vocale "
+        "(TTS_BASE_URL ou TTS_ENGINE)."
+    ),
     "settings": (
         "Réglages de ce chat\nModèle : {model}\nPersona : {persona}\nLangue : {language}\n"
         "Dans les groupes je réponds : {reply}\nFuseau horaire : {timezone}"

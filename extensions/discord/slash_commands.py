@@ -196,8 +196,8 @@ class SlashCommands:
 def _commands(served: SlashCommands) -> list[SlashCommand]:
     """/reset and /forget (offered to everyone; ``SlashCommands.reset_channel`` lets through members with Manage
     Messages, admin users of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the settings commands (/model,
-    /persona, /language, /reply, /timezone, /settings, /stats, /reminders, /memory); those in BOT_DISABLED_COMMANDS
-    are left out."""
+    /persona, /language, /reply, /timezone, /voice, /settings, /stats, /reminders, /memory); those in
+    BOT_DISABLED_COMMANDS are left out."""
     none = discord.AllowedMentions.none()
 
     async def reset(interaction: discord.Interaction) -> None:
@@ -244,6 +244,17 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
     )
     async def reply(interaction: discord.Interaction, policy: str | None = None) -> None:
         await answer(interaction, "reply", policy)
+
+    @app_commands.describe(choice="Whether the bot's answers here are also spoken (leave empty to see it)")
+    @app_commands.choices(
+        choice=[
+            app_commands.Choice(name="every answer", value="on"),
+            app_commands.Choice(name="never", value="off"),
+            app_commands.Choice(name="answers to voice messages (the default)", value="default"),
+        ]
+    )
+    async def voice(interaction: discord.Interaction, choice: str | None = None) -> None:
+        await answer(interaction, "voice", choice)
 
     async def persona_show(interaction: discord.Interaction) -> None:
         await answer(interaction, "persona", "show")
@@ -324,6 +335,9 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
             name="reply", description="Show or choose when the bot answers in this channel", callback=reply
         ),
         "timezone": timezone_command,
+        "voice": app_commands.Command(
+            name="voice", description="Show or choose whether the bot's answers here are spoken", callback=voice
+        ),
         "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
         "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),
         "reminders": reminders_command,

@@ -53,6 +53,7 @@ COMMANDS = (
     ("language", "Show or choose the language of my messages"),
     ("reply", "Show or choose when I answer in this group"),
     ("timezone", "Show or choose this chat's time zone"),
+    ("voice", "Show or choose whether my answers are also spoken"),
     ("settings", "This chat's settings"),
     ("stats", "Your usage and this chat's"),
     ("reminders", "This chat's reminders (cancel with the buttons)"),

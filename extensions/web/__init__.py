@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.definitions import Extension, extension, service
+from core.media import media_posters
 
 from .definitions import (
     MESSAGE,
@@ -27,6 +28,7 @@ from .definitions import (
 from .guard import is_loopback, local_only, refused, request_is_local, security_headers, well_formed
 from .hub import Hub
 from .idle import IdleVisitors, forget_visitor
+from .media import MediaShelf
 from .pages import Templates
 from .relay import RedisRelay, Relay
 from .runtime import WebRuntime
@@ -44,6 +46,7 @@ __all__ = (
     "Hub",
     "IdleVisitors",
     "LocalVisitorBook",
+    "MediaShelf",
     "RedisRelay",
     "Relay",
     "Signer",
@@ -99,9 +102,13 @@ def web_extension(
     if trust is not None:
         runtime.set_trust(trust)
 
+    def install(agent: Host) -> None:
+        bind_runtime(agent, runtime)
+        media_posters(agent).add(web_chat.type, runtime, reply_output=MESSAGE)  # <img> and <audio> on the page
+
     return extension(
         name="web",
-        install=lambda agent: bind_runtime(agent, runtime),
+        install=install,
         contexts=[web_chat],
         inputs=[web_message_input],
         outputs=[web_message_output],

@@ -1,6 +1,6 @@
 """What every page served by the bot checks, written once for the web chat and the operator console.
 
-- ``security_headers``: a strict Content-Security-Policy (scripts, styles and images from the bot only, no inline
+- ``security_headers``: a strict Content-Security-Policy (scripts, styles, images and audio from the bot only, no inline
   script), no framing, no MIME sniffing, no referrer to other sites, and no caching of pages.
 - ``local_only``: when a server is bound to a loopback address, a request is answered only if it comes from
   loopback, names a loopback host (a DNS-rebinding page names its own) and was not forwarded for another machine
@@ -36,8 +36,8 @@ log = logging.getLogger("extensions.web")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 """The Content-Security-Policy of every page."""
 

@@ -81,7 +81,7 @@ class RedisRelay:
                             continue
                         try:
                             item = json.loads(message["data"])
-                            runtime.hub.publish(str(item["v"]), dict(item["e"]))
+                            runtime.show(str(item["v"]), dict(item["e"]))
                         except (ValueError, KeyError, TypeError) as exc:
                             log.warning("a malformed web event was dropped: %s", exc)
             except asyncio.CancelledError:

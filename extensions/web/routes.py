@@ -5,6 +5,8 @@
   cookie lasts ``WEB_VISITOR_IDLE_DAYS`` from the last visit (``extensions.web.idle``).
 - ``GET /chat/history``: the visitor's own conversation, as JSON.
 - ``GET /chat/events``: server-sent events, each a JSON object (``extensions.web.hub``).
+- ``GET /chat/media/<token>``: a picture or voice message shown on the visitor's page (``extensions.web.media``),
+  to that visitor only, with the type read from its bytes.
 - ``POST /chat/send``: ``{"text": ...}`` with the page's CSRF token in ``X-CSRF-Token``; commands (``/forget``,
   ``/reset``, ``/settings``...) are answered at once, a message is handed to the agent.
 
@@ -55,6 +57,7 @@ def chat_application(runtime: ChatSite) -> web.Application:
         app.router.add_get("/", pages.page)
         app.router.add_get("/chat/history", pages.history)
         app.router.add_get("/chat/events", pages.events)
+        app.router.add_get("/chat/media/{token}", pages.media)
         app.router.add_post("/chat/send", pages.send)
     app.router.add_static("/static/", STATIC, show_index=False, follow_symlinks=False)
     return app
@@ -116,6 +119,25 @@ class ChatPages:
             log.warning("could not read a web visitor's history: %s", exc)
             return web.json_response({"messages": [], "error": "the history cannot be read now"}, status=503)
         return web.json_response({"messages": messages})
+
+    async def media(self, request: web.Request) -> web.Response:
+        """A picture or voice message of the visitor's conversation; the same 404 for one that is not theirs, is
+        gone, or never was."""
+        visitor = self._visitor(request)
+        if visitor is None:
+            return refused()
+        item = self.runtime.media.get(visitor, request.match_info["token"])
+        if item is None:
+            return web.Response(status=404, text="Not found", content_type="text/plain")
+        return web.Response(
+            body=item.data,
+            content_type=item.mime,
+            headers={
+                "Cache-Control": "private, max-age=86400",
+                "Content-Disposition": "inline",
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         visitor = self._visitor(request)

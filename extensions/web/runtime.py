@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from core.errors import BotError, ConfigError, address_in_use, cannot_listen
+from core.errors import BotError, ConfigError, PlatformError, address_in_use, cannot_listen
 from core.trust import TIER_PARAM, Tier
 
 from ..chat.adapter import ChatAdapter
@@ -32,6 +32,7 @@ from ..chat.stream import LiveReply, ReplyKey
 from .definitions import GATEWAY, MESSAGE, web_chat
 from .hub import Hub
 from .idle import IdleVisitors
+from .media import MediaShelf, checked_mime, relay_event
 from .routes import chat_application
 from .settings import DEFAULT_PORT, WebSettings
 from .visitor_book import VISITORS_FILE, LocalVisitorBook, VisitorBook
@@ -39,10 +40,10 @@ from .visitors import Signer, load_secret, visitor_tier
 
 if TYPE_CHECKING:
     from core import Host
-    from core.definitions import Send
+    from core.definitions import ContextState, Send
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
-    from core.media import Attachment
+    from core.media import Attachment, Outgoing
 
     from .relay import Relay
 
@@ -106,6 +107,8 @@ class WebRuntime(ChatAdapter):
         """The page's title."""
         self.hub = Hub()
         """The pages open in this process."""
+        self.media = MediaShelf()
+        """The pictures and voice messages shown on the pages open in this process (``extensions.web.media``)."""
         if visitors is None:  # one process: in the data folder (beside the signing key), or in memory
             visitors = LocalVisitorBook(secret_file.with_name(VISITORS_FILE) if secret_file is not None else None)
         self.visitors = IdleVisitors(
@@ -298,6 +301,17 @@ class WebRuntime(ChatAdapter):
 
     async def hub_publish(self, visitor: str, event: dict[str, Any]) -> None:
         """Show ``event`` on the visitor's pages open in this process."""
+        self.show(visitor, event)
+
+    def show(self, visitor: str, event: dict[str, Any]) -> None:
+        """Show ``event`` on the visitor's pages open in this process; a picture or voice message (its bytes in the
+        event) is shelved and the pages get its address (``MediaShelf.page_event``)."""
+        if event.get("op") == "media":
+            shown = self.media.page_event(visitor, event)
+            if shown is None:
+                log.warning("a %s for a web page was dropped: its bytes are not one", str(event.get("kind"))[:20])
+                return
+            event = shown
         self.hub.publish(visitor, event)
 
     def _publisher(self, gateway: str) -> Publish:
@@ -342,6 +356,17 @@ class WebRuntime(ChatAdapter):
             live_reply=lambda led: self._live(visitor, gateway, ledger=led, streamed=False),
             post=post,
         )
+
+    async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
+        """Show a picture (``<img>``) or a spoken reply (``<audio>``) on the visitor's pages
+        (``core.media.MediaPoster``): through the relay to the gateway holding them in a fleet. ``PlatformError``
+        when its bytes are not what it claims to be."""
+        if checked_mime(item.kind.value, item.data) is None:
+            raise PlatformError(f"the web chat shows no {item.kind.value} of type {item.mime!r}: its bytes are not one")
+        visitor = state.args
+        await self._publisher(str(state.options.get(GATEWAY, "")))(visitor, relay_event(item))
+        log.info("web: showed a %s of %d bytes", item.kind.value, len(item.data))
+        return f"the visitor's page ({item.kind.value})"
 
     async def notify(self, *, visitor: str, gateway: str, text: str) -> None:
         """Show a notice of the bot (a failure, a limit) on the visitor's pages."""

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
     from .hub import Hub
     from .idle import IdleVisitors
+    from .media import MediaShelf
     from .settings import WebSettings
     from .visitors import Signer
 
@@ -30,6 +31,8 @@ class ChatSite(Protocol):
     """The visits and new visitors."""
     gateway_id: str
     """This process's id in a fleet; empty in one process."""
+    media: MediaShelf
+    """The pictures and voice messages shown on the pages open here."""
 
     @property
     def signer(self) -> Signer:
@@ -39,6 +42,10 @@ class ChatSite(Protocol):
     @property
     def agent(self) -> Host | None:
         """The agent, once started."""
+        ...
+
+    def show(self, visitor: str, event: dict[str, Any]) -> None:
+        """Show ``event`` on the visitor's pages open here (a media event's bytes shelved first)."""
         ...
 
     def take(self, visitor: str, text: str, *, message_id: str) -> bool:

@@ -49,6 +49,32 @@
     return item;
   }
 
+  function addMedia(event) {  // a picture (<img>) or a spoken reply (<audio>), served by this site; the caption as text
+    var url = String(event.url || "");
+    if (!/^chat\/media\/[A-Za-z0-9_-]+$/.test(url)) { return; }
+    var item = document.createElement("article");
+    item.className = "message bot media";
+    var element;
+    if (event.kind === "picture") {
+      element = document.createElement("img");
+      element.alt = event.caption || "a picture";
+    } else if (event.kind === "voice") {
+      element = document.createElement("audio");
+      element.controls = true;
+      element.preload = "metadata";
+    } else { return; }
+    element.src = url;
+    item.appendChild(element);
+    if (event.caption) {
+      var caption = document.createElement("p");
+      caption.textContent = event.caption;
+      item.appendChild(caption);
+    }
+    list.appendChild(item);
+    list.scrollTop = list.scrollHeight;
+    window.scrollTo(0, document.body.scrollHeight);
+  }
+
   function stopTyping() {
     typing.hidden = true;
     if (typingTimer) { clearTimeout(typingTimer); typingTimer = null; }
@@ -69,6 +95,9 @@
     } else if (event.op === "delete") {
       var gone = bubbles[event.id];
       if (gone) { gone.remove(); delete bubbles[event.id]; }
+    } else if (event.op === "media") {
+      stopTyping();
+      addMedia(event);
     } else if (event.op === "notice") {
       stopTyping();
       add("notice", event.text);
