@@ -3,7 +3,9 @@
 ``Settings`` ignores what it does not know (``extra="ignore"``), so a misspelt variable is silently a default.
 ``unknown_variables_warnings`` finds every variable, in the environment or in ``.env``, that starts with one of
 the settings' prefixes (``LLM_``, ``TELEGRAM_``...) and that no setting reads, and says which real variable is
-closest. Only names are ever shown: a value may be a secret.
+closest; a variable whose prefix itself is misspelt (``TELEGRM_TOKEN``, ``LOGLEVEL``) is named too when it is very
+close to a real one (``TYPO_CUTOFF``: other programs' variables stay quiet). Only names are ever shown: a value
+may be a secret.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from .docs import settings_variables
 from .settings import Settings
 
-__all__ = ("ENV_FILE", "unknown_variables_warnings")
+__all__ = ("ENV_FILE", "TYPO_CUTOFF", "unknown_variables_warnings")
 
 _env_file = Settings.model_config.get("env_file")
 ENV_FILE: Path | None = Path(_env_file) if isinstance(_env_file, str | Path) else None
@@ -24,6 +26,8 @@ ENV_FILE: Path | None = Path(_env_file) if isinstance(_env_file, str | Path) els
 
 _MCP_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 """``${NAME}`` in ``MCP_SERVERS``: a variable the MCP servers' settings read (``extensions/mcp/settings.py``)."""
+TYPO_CUTOFF = 0.85
+"""How close (difflib's ratio) a variable without a settings prefix must be to a real one to be taken as its typo."""
 _READ_BY_OTHERS = frozenset({"HTTP_PROXY", "WEB_CONCURRENCY"})
 """Variables of other programs that share a prefix: the HTTP clients' proxy, a platform's worker count."""
 _SERVICE_LINK = re.compile(r"\w+_(SERVICE_(HOST|PORT)(_\w+)?|PORT_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)")
@@ -46,7 +50,15 @@ def unknown_variables_warnings(environ: Mapping[str, str], *, env_file: Path | N
     lines = []
     for name, value, where in found:
         upper = name.upper()  # pydantic-settings matches names whatever their case
-        if upper.split("_", 1)[0] not in groups or upper in known or upper in groups or name in referenced:
+        if upper.split("_", 1)[0] not in groups:
+            close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=TYPO_CUTOFF)
+            if close and name not in referenced:
+                lines.append(
+                    f"{name} (in {where}) is not a setting: did you mean {close[0]}? (a misspelt variable leaves its "
+                    "setting at the default)"
+                )
+            continue
+        if upper in known or upper in groups or name in referenced:
             continue
         if _read_by_others(upper, value):
             continue

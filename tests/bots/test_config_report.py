@@ -24,8 +24,11 @@ SECRET = "sk-live-secret-value-0123456789"
 async def test_typos_in_the_environment_and_in_dotenv_are_named_with_the_real_setting(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / ".env").write_text(f"LLM_PROVIDR=openai\nBOT_HISTROY=40\nLLM_API_KEY={SECRET}\n")
+    (tmp_path / ".env").write_text(f"LLM_PROVIDR=openai\nBOT_HISTROY=40\nLLM_API_KEY={SECRET}\nLOGLEVEL=DEBUG\n")
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123456:not-read-because-misspelt")
+    monkeypatch.setenv("DISCROD_TOKEN", "a-misspelt-prefix")  # a typo in the prefix itself
+    for other in ("HTTPS_PROXY", "OPENAI_API_KEY", "REDISCLI_AUTH", "POSTGRES_PASSWORD", "HOSTNAME"):
+        monkeypatch.setenv(other, "another program's")
     monkeypatch.setenv("LLM_PROVIDER", "scripted")
     report = await config_report(load_settings())
     named = {line.split(" ", 1)[0]: line for line in report.warnings}
@@ -35,6 +38,8 @@ async def test_typos_in_the_environment_and_in_dotenv_are_named_with_the_real_se
     )
     assert "did you mean LLM_PROVIDER?" in named["LLM_PROVIDR"] and ".env" in named["LLM_PROVIDR"]
     assert "did you mean BOT_HISTORY?" in named["BOT_HISTROY"]
+    assert "did you mean DISCORD_TOKEN?" in named["DISCROD_TOKEN"] and "did you mean LOG_LEVEL?" in named["LOGLEVEL"]
+    assert set(named) == {"TELEGRAM_BOT_TOKEN", "LLM_PROVIDR", "BOT_HISTROY", "DISCROD_TOKEN", "LOGLEVEL"}
     assert "not-read-because-misspelt" not in repr(report) and SECRET not in repr(report)
     assert report.platforms == ["web"] and report.platform_notes[0].startswith("no platform configured")
 
