@@ -328,15 +328,20 @@ def pictures() -> FromSettings:
 
 
 def spoken_replies() -> FromSettings:
-    """Answers to voice messages also spoken (``TTS_*``): OGG/Opus from an OpenAI-compatible ``/audio/speech``,
-    at most ``TTS_MAX_CHARS`` characters, counted in usage; off without ``TTS_BASE_URL``."""
+    """Answers to voice messages also spoken (``TTS_*``; every answer in a conversation with ``/voice on``): OGG/Opus
+    from an OpenAI-compatible ``/audio/speech`` (``TTS_BASE_URL``) or, with ``TTS_ENGINE=espeak``, from the offline
+    ``espeak-ng``; at most ``TTS_MAX_CHARS`` characters, counted in usage; off without either."""
     from core import extension, service
     from core.media import OpenAISpeech
+    from core.media.espeak import EspeakSpeech
     from core.media.spoken import SpokenReplies
 
     def build(d: Deployment) -> list[Plugin]:
         tts = d.settings.tts
         base_url = (tts.base_url or "").strip()
+        if tts.engine == "espeak":
+            offline = EspeakSpeech(voice=tts.voice if "voice" in tts.model_fields_set else "en", timeout=tts.timeout)
+            return [SpokenReplies(offline, usage=d.usage, max_chars=tts.max_chars)]
         if not base_url:
             return []
         speaker = OpenAISpeech(

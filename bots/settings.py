@@ -12,7 +12,7 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -492,21 +492,36 @@ class ImagesSettings(BaseModel):
     api_key: SecretStr | None = Field(default=None, description="API key of the image server (secret)")
     size: str = Field(default="1024x1024", description="Size of the pictures, WIDTHxHEIGHT as the server accepts it")
     per_day_user: int = Field(
-        default=10, ge=0, le=10_000, description="Pictures one user may have made a day (0: no limit; admins too)"
+        default=10,
+        ge=0,
+        le=10_000,
+        description="Pictures one user may have made a day (0: no limit; BOT_ADMIN_USERS have none)",
     )
     timeout: float = Field(default=120.0, gt=0, le=600, description="Seconds making one picture may take")
 
 
-class TtsSettings(BaseModel):
-    """``TTS_*``: spoken replies to voice messages (an OpenAI-compatible ``/audio/speech``)."""
+TtsEngine = Literal["http", "espeak"]
+"""What speaks the answers (``TTS_ENGINE``)."""
 
+
+class TtsSettings(BaseModel):
+    """``TTS_*``: spoken replies to voice messages (an OpenAI-compatible ``/audio/speech``, or the offline
+    ``espeak-ng``)."""
+
+    engine: TtsEngine = Field(
+        default="http",
+        description="Who speaks: http, the server at TTS_BASE_URL; espeak, the offline espeak-ng on this machine "
+        "(Debian's espeak-ng and opus-tools; no key, nothing leaves the machine)",
+    )
     base_url: str | None = Field(
         default=None,
         description="OpenAI-compatible server that speaks the answers to voice messages, e.g. "
         "https://api.openai.com/v1 (empty: answers are text only)",
     )
     model: str = Field(default="gpt-4o-mini-tts", description="The speech model")
-    voice: str = Field(default="alloy", description="The voice the server speaks with")
+    voice: str = Field(
+        default="alloy", description="The voice the server speaks with (with espeak: an espeak-ng voice, en by default)"
+    )
     api_key: SecretStr | None = Field(default=None, description="API key of the speech server (secret)")
     max_chars: int = Field(
         default=1000, ge=50, le=4096, description="Characters of an answer spoken at most (cut at a word)"
