@@ -24,7 +24,7 @@ from arq.connections import ArqRedis
 
 from ..errors import DispatchError
 from .backend import DRAIN_FUNCTION, RETRY_PAUSE_MAX, RETRYABLE, RedisBackend, close_client, describe
-from .backlog import measure_backlog
+from .backlog import shared_backlog
 from .dispatcher import RedisDispatcher
 from .drain import Drainer, DrainStats
 from .reply_ledger import ReplayModel
@@ -280,9 +280,10 @@ class QueueWorker:
         """Report the fleet's backlog to the agent's observers (``queue_depth``: ``bots_queue_depth{queue}``) every
         ``BACKLOG_EVERY`` seconds (less with a short lease) until the worker stops."""
         every = min(BACKLOG_EVERY, max(0.2, self.backend.config.renew_interval))
+        owner = uuid.uuid4().hex
         while not self._closing:
             try:
-                backlog = await measure_backlog(self.backend)
+                backlog = await shared_backlog(self.backend, owner=owner, every=every)
             except DispatchError as exc:
                 log.debug("backlog not measured: %s", exc)
             else:

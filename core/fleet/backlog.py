@@ -8,6 +8,11 @@ Three depths, each a label ``queue`` of the gauge:
 - ``dead``: batches that failed ``REDIS_MAX_ATTEMPTS`` times (``<prefix>dead``), for an operator to look at.
 
 The worker autoscaler scales on ``inbox`` (or ``jobs``): a worker mostly waits on the model, so its CPU says little.
+
+``jobs`` and ``dead`` are one command each. ``inbox`` is one ``LLEN`` per conversation with work (10,000
+conversations: about half a second on a loaded machine), so one worker at a time counts it (``shared_backlog``):
+the one holding ``<prefix>backlog:measurer`` (a key with an expiry, taken with ``SET NX``), which leaves the count
+in the hash ``<prefix>backlog`` for the others to report.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 from .backend import RedisBackend
 
-__all__ = ("SCAN_LIMIT", "Backlog", "measure_backlog")
+__all__ = ("SCAN_LIMIT", "Backlog", "measure_backlog", "shared_backlog")
 
 SCAN_LIMIT = 10_000
 """Conversations with work whose inbox is counted at most (each is one LLEN, pipelined)."""
@@ -60,6 +65,47 @@ async def measure_backlog(backend: RedisBackend) -> Backlog:
 
     result: Backlog = await backend.run(read, what="measuring the backlog", retry_for=0)
     return result
+
+
+async def shared_backlog(backend: RedisBackend, *, owner: str, every: float) -> Backlog:
+    """The backlog as ``measure_backlog`` reads it, ``inbox`` counted by one worker of the fleet at a time: ``owner``
+    (this worker's id) counts it while it holds the measurer key (kept for two rounds of ``every`` seconds), the
+    others read what it left. ``DispatchError`` when Redis is away."""
+    keys = backend.keys
+    client = backend.client
+    shared, lock = keys.prefix + "backlog", keys.prefix + "backlog:measurer"
+    hold_ms = max(1000, int(every * 2000))
+
+    async def mine() -> bool:
+        if await client.set(lock, owner, nx=True, px=hold_ms):
+            return True
+        if _text(await client.get(lock)) == owner:
+            await client.pexpire(lock, hold_ms)
+            return True
+        return False
+
+    async def read_shared() -> tuple[Any, Any, Any]:
+        pipe = client.pipeline(transaction=False)
+        pipe.hget(shared, "inbox")
+        pipe.zcard(keys.queue)
+        pipe.llen(keys.dead)
+        inbox, jobs, dead = await pipe.execute()
+        return inbox, jobs, dead
+
+    if not await backend.run(mine, what="taking the backlog's measure", retry_for=0):
+        inbox, jobs, dead = await backend.run(read_shared, what="reading the backlog", retry_for=0)
+        if inbox is not None:  # (none yet: the measurer has not counted since it took the key)
+            return Backlog(inbox=int(inbox), jobs=int(jobs), dead=int(dead))
+    backlog = await measure_backlog(backend)
+
+    async def store() -> None:
+        pipe = client.pipeline(transaction=False)
+        pipe.hset(shared, mapping={"inbox": backlog.inbox})
+        pipe.pexpire(shared, hold_ms * 2)
+        await pipe.execute()
+
+    await backend.run(store, what="storing the backlog", retry_for=0)
+    return backlog
 
 
 def _text(value: Any) -> str:
