@@ -19,6 +19,8 @@ Shared by all contexts: ``bots:queue`` (arq's job queue, a sorted set idle worke
 each was last seen, and the new ones each address started lately). A drain job is only its id in the queue (arq's
 job keys, ``arq:job:<id>``, are not written: the worker runs the job from its id). ``bots:stops`` is a pub/sub
 channel: a gateway publishes there the id of a conversation whose Stop was pressed, every worker listens.
+``bots:backlog`` (a hash: the inputs waiting, as the worker holding ``bots:backlog:measurer`` last counted them,
+for every worker's ``bots_queue_depth``; ``core.fleet.backlog``).
 """
 
 from __future__ import annotations
