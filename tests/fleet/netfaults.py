@@ -29,8 +29,9 @@ async def _run(
 ) -> Result:
     """Start a fleet in ``folder``, ``setup`` it (else start its gateway and two workers), run the load with
     ``fault`` (which returns when it healed), judge what the users saw."""
-    fleet = await NetFleet(folder, **fleet_args).start()  # type: ignore[arg-type]
+    fleet = NetFleet(folder, **fleet_args)  # type: ignore[arg-type]
     try:
+        await fleet.start()
         if setup is not None:
             await setup(fleet)
         else:
