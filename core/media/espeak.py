@@ -15,28 +15,12 @@ from collections.abc import Sequence
 
 from ..errors import ConfigError, ModelError
 
-__all__ = ("ESPEAK", "EspeakSpeech", "ogg_duration")
+__all__ = ("ESPEAK", "EspeakSpeech")
 
 ESPEAK = "espeak-ng"
 """The speech program (Debian's ``espeak-ng``)."""
 
 _MISSING = "TTS_ENGINE=espeak needs Debian's espeak-ng and opus-tools (or ffmpeg): apt-get install espeak-ng opus-tools"
-
-
-def ogg_duration(data: bytes) -> float | None:
-    """Seconds of OGG/Opus audio, read from the granule position of its last page (48 kHz), less the pre-skip of
-    its header; None when ``data`` is not OGG/Opus."""
-    if not data.startswith(b"OggS"):
-        return None
-    last = data.rfind(b"OggS")
-    if last < 0 or len(data) < last + 14:
-        return None
-    granule = int.from_bytes(data[last + 6 : last + 14], "little", signed=True)
-    head = data.find(b"OpusHead")
-    pre_skip = int.from_bytes(data[head + 10 : head + 12], "little") if 0 <= head < len(data) - 12 else 0
-    if granule < 0:
-        return None
-    return max(0.0, (granule - pre_skip) / 48_000)
 
 
 class EspeakSpeech:

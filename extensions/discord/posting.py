@@ -37,6 +37,7 @@ from ._lib import discord
 from .definitions import REPLY_TO, discord_channel
 from .platform_errors import NETWORK_ERRORS, platform_error
 from .settings import DiscordSettings
+from .voice_message import VoiceMessage
 
 if TYPE_CHECKING:
     from typing import Any
@@ -196,9 +197,10 @@ class Poster:
         return sent
 
     async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
-        """Post a picture or a spoken reply (an ``.ogg`` file) in the channel of ``state`` as a message with the
-        file attached, replying to the message the run answers (``core.media.MediaPoster``); the caption is
-        posted as written, no mention pings. Returns the message's id."""
+        """Post a picture or a spoken reply in the channel of ``state``, replying to the message the run answers
+        (``core.media.MediaPoster``): a picture as a message with the file attached, the caption posted as written,
+        no mention pings; a spoken reply as Discord's voice message (``voice_message``; a plain ``.ogg`` file when
+        its duration cannot be read). Returns the message's id."""
         client = self._require_client()
         channel_id: int = state.args.channel_id
         channel = client.get_partial_messageable(channel_id)
@@ -206,19 +208,25 @@ class Poster:
         reference = None
         if reply_to is not None:
             reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+        voice = VoiceMessage.of(item.data) if item.kind.value == "voice" and not item.caption else None
         upload = discord.File(io.BytesIO(item.data), filename=item.name)
         try:
             async with _traced("create_message", channel_id), asyncio.timeout(self.settings.request_timeout):
-                sent = await channel.send(
-                    item.caption[:MESSAGE_LIMIT] or None,
-                    file=upload,
-                    reference=reference,  # type: ignore[arg-type]
-                    allowed_mentions=discord.AllowedMentions.none(),
-                )
+                if voice is not None:  # Discord's voice message: its player and waveform
+                    sent_id = await voice.send(client, channel_id, reference=reference)
+                else:
+                    sent = await channel.send(
+                        item.caption[:MESSAGE_LIMIT] or None,
+                        file=upload,
+                        reference=reference,  # type: ignore[arg-type]
+                        allowed_mentions=discord.AllowedMentions.none(),
+                    )
+                    sent_id = sent.id
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"post a {item.kind.value} in channel {channel_id}", in_channel=True) from exc
-        log.info("discord: channel %s: posted a %s of %d bytes", channel_id, item.kind.value, len(item.data))
-        return f"message {sent.id}"
+        shown = "a voice message" if voice is not None else f"a {item.kind.value} file"
+        log.info("discord: channel %s: posted %s of %d bytes", channel_id, shown, len(item.data))
+        return f"message {sent_id}"
 
     async def drop_stop_button(self, *, channel_id: int, message_id: int) -> None:
         """Take the Stop button off a message (its answer is delivered); a failure is logged (a press then says

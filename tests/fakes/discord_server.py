@@ -2,7 +2,7 @@
 
 REST (``/api/v10``): ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``PUT`` application commands,
 ``POST /channels/{id}/messages`` (2,000-character limit, ``allowed_mentions``, ``enforce_nonce``, replies, files
-as multipart uploads kept in ``uploads``),
+as multipart uploads kept in ``uploads``; a voice message's flag, duration and waveform),
 ``PATCH`` and ``DELETE /channels/{id}/messages/{id}`` (every version of a message is kept in ``versions``),
 typing, reactions, and interaction callbacks. Every response body is JSON with a ``Content-Type`` of exactly
 ``application/json`` (discord.py compares it literally). A route it does not implement answers 404 and is
@@ -45,6 +45,8 @@ __all__ = ("GUILD_EPOCH", "Connection", "FakeDiscord", "RateLimit", "Request", "
 
 MESSAGE_CONTENT_INTENT = 1 << 15
 """The privileged intent bit discord.py asks for with ``intents.message_content``."""
+VOICE_MESSAGE = 1 << 13
+"""``IS_VOICE_MESSAGE``: a message with one OGG attachment, its duration and waveform, and no text."""
 
 _MENTION = re.compile(r"<@!?(\d+)>")
 _ROLE_MENTION = re.compile(r"<@&(\d+)>")
@@ -953,6 +955,14 @@ class FakeDiscord:
         uploads = body.get("_files") or []
         if not content.strip() and not body.get("embeds") and not uploads:
             return _error(400, 50006, "Cannot send an empty message")
+        if int(body.get("flags") or 0) & VOICE_MESSAGE:  # Discord's rules for a voice message
+            described = body.get("attachments") or []
+            if content or len(uploads) != 1 or len(described) != 1:
+                return _error(400, 50161, "Voice messages must have a single audio attachment and no content")
+            if "duration_secs" not in described[0] or "waveform" not in described[0]:
+                return _error(
+                    400, 50035, "Invalid Form Body", {"attachments": {"_errors": [{"code": "BASE_TYPE_REQUIRED"}]}}
+                )
         nonce = body.get("nonce")
         if nonce is not None and body.get("enforce_nonce"):
             if len(str(nonce)) > 25:
@@ -983,7 +993,8 @@ class FakeDiscord:
         if nonce is not None and body.get("enforce_nonce"):
             self._nonces[(channel_id, str(nonce))] = int(data["id"])
         data["components"] = body.get("components") or []
-        for filename, content_type, raw in uploads:
+        described = {int(a.get("id", -1)): a for a in body.get("attachments") or [] if isinstance(a, dict)}
+        for index, (filename, content_type, raw) in enumerate(uploads):
             attachment_id = self._id()
             path = f"/attachments/{channel_id}/{attachment_id}/{filename}"
             self.files[path] = raw
@@ -991,6 +1002,9 @@ class FakeDiscord:
             item: Json = {"id": str(attachment_id), "filename": filename, "size": len(raw), "url": url}
             item["proxy_url"] = url
             item["content_type"] = content_type
+            for field in ("duration_secs", "waveform"):  # a voice message's metadata
+                if field in described.get(index, {}):
+                    item[field] = described[index][field]
             data["attachments"].append(item)
             self.uploads.append((int(data["id"]), filename, content_type, raw))
         self.posted.append(data)

@@ -16,7 +16,8 @@ from bots.settings import Settings
 from core import ScriptedModel
 from core.errors import ConfigError
 from core.media import OpenAITranscriber
-from core.media.espeak import EspeakSpeech, ogg_duration
+from core.media.espeak import EspeakSpeech
+from core.media.ogg import ogg_duration, ogg_waveform
 from core.media.spoken import SpokenReplies
 from core.usage import InMemoryUsage, day_of
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -59,6 +60,8 @@ async def test_a_voice_message_is_answered_with_a_voice_message_spoken_offline(
     assert data.startswith(b"OggS") and b"OpusHead" in data[:200]
     duration = ogg_duration(data)
     assert duration is not None and 0.8 < duration < 10  # about two seconds of speech
+    waveform = ogg_waveform(data)  # (what Discord draws of a voice message)
+    assert waveform is not None and 8 <= len(waveform) <= 64 and max(waveform) == 255
     assert not [r for r in openai.requests if r.path.endswith("/audio/speech")]  # nothing asked of a server
     async with asyncio.timeout(10):  # (counted right after the post)
         while (await usage.totals("speech:user:telegram:1001", [day_of()])).output_tokens != len(reply.text):
