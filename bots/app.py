@@ -162,7 +162,7 @@ def build_extensions(
         elif name == "cli":
             from extensions.terminal import cli_extension
 
-            extensions.append(cli_extension())
+            extensions.append(cli_extension(media_dir=settings.bot.data_dir / "media"))  # (pictures, voice)
         elif name == "web":
             from extensions.web import web_extension
 

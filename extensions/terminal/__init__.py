@@ -4,6 +4,7 @@ while an answer is written stops the answer (``StopKey``), not the program; at t
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
@@ -47,9 +48,11 @@ class _SavedMedia:
     async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
         path = self.folder / f"{item.kind.value}-{secrets.token_hex(4)}{Path(item.name).suffix}"
 
-        def save() -> None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(item.data)
+        def save() -> None:  # the user's alone, like the rest of the data folder
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as file:
+                file.write(item.data)
 
         await asyncio.to_thread(save)
         _stdout(f"\n({item.kind.value} saved: {path})\n")
@@ -58,7 +61,7 @@ class _SavedMedia:
 
 def cli_extension(*, media_dir: Path | str = Path("data") / "media") -> Extension:
     """The terminal chat extension; pictures the bot makes and spoken replies are saved in ``media_dir`` (the
-    terminal shows their path)."""
+    terminal shows their path; ``bots chat`` passes ``BOT_DATA_DIR``/media), readable by the user alone."""
     poster = _SavedMedia(Path(media_dir))
 
     def install(agent: Host) -> None:

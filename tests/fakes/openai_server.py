@@ -192,6 +192,10 @@ class FakeOpenAIServer(FakeModelServer):
     """What every transcription answers."""
     transcription_status = 200
     """An error status for transcriptions instead (500: the server fails)."""
+    picture_status = 200
+    """An error status for pictures instead."""
+    speech_status = 200
+    """An error status for speech instead."""
     embeddings_status = 200
     """An error status for embeddings instead (its message repeats the key it was given, as careless servers do)."""
 
@@ -221,6 +225,8 @@ class FakeOpenAIServer(FakeModelServer):
         given = self.key_of(request)
         if self.api_key is not None and given != self.api_key:
             return self.auth_error(given)
+        if self.picture_status != 200:
+            return self.error(Reply(status=self.picture_status))
         encoded = base64.b64encode(self.picture).decode()
         return web.json_response({"created": int(time.time()), "data": [{"b64_json": encoded}]})
 
@@ -230,6 +236,8 @@ class FakeOpenAIServer(FakeModelServer):
         given = self.key_of(request)
         if self.api_key is not None and given != self.api_key:
             return self.auth_error(given)
+        if self.speech_status != 200:
+            return self.error(Reply(status=self.speech_status))
         return web.Response(body=self.speech, content_type="audio/ogg")
 
     async def _embeddings(self, request: web.Request) -> web.Response:
