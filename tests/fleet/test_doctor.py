@@ -28,6 +28,7 @@ async def doctor(tmp_path: Path, settings: dict[str, str]) -> tuple[int, dict[st
         env=env_for(tmp_path, **settings),
         timeout=60,
     )
+    assert done.stdout.startswith("{"), done.stderr
     return done.returncode, json.loads(done.stdout)
 
 
