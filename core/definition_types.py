@@ -473,10 +473,11 @@ A = TypeVar("A", default=dict[str, str])
 H = TypeVar("H", bound="Host", default="Host")
 """The agent as a handler annotates it: ``Host``, or ``Agent``, which is one."""
 
-OutputResult = OutputRefResponse | list[OutputRefResponse] | dict[str, Any] | None
+OutputResult = OutputRefResponse | list[OutputRefResponse] | dict[str, Any] | list[dict[str, Any]] | None
 """What an output handler returns (or its coroutine returns), applied to the output's log entry: None keeps it as
 written, an ``OutputRefResponse`` updates it (a list: each further one adds an entry), a dict updates its
-``data``, ``params`` or ``processed``. mypy refuses anything else, which the engine would silently drop."""
+``data``, ``params`` or ``processed`` (a list of such dicts, like a list of responses). mypy refuses anything else,
+which the engine would drop (a list mixing responses with anything else is refused with an error)."""
 
 
 async def maybe_await(value: Any) -> Any:
@@ -564,6 +565,13 @@ class Output(Generic[DataT_co, AttrsT_co]):
     """Offer the output only when this returns true for the context instance."""
     context: Context[Any] | None = None
     """Offer the output only in this context."""
+    retry: int = 0
+    """How many times the handler runs again after it raised or timed out, before the output counts as failed."""
+    errors_to_model: bool = False
+    """A handler that failed (after its retries) is an error the model reads in another step, as an action's is.
+    By default it is handled here, as the Outputs seed has it: logged, and marked on the output's log entry
+    (``OutputRef.error``, which working memory shows), with no model call for it. Content or attributes that break
+    their schema, or a template that does not resolve, are the model's to fix: it always reads those."""
 
 
 @dataclass(kw_only=True, eq=False)

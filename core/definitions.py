@@ -231,6 +231,8 @@ def output(
     install: Callable[[H], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
+    retry: int = 0,
+    errors_to_model: bool = False,
 ) -> Output[str, A]: ...
 @overload
 def output(
@@ -246,6 +248,8 @@ def output(
     install: Callable[[H], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
+    retry: int = 0,
+    errors_to_model: bool = False,
 ) -> Output[S, A]: ...
 @overload
 def output(
@@ -261,6 +265,8 @@ def output(
     install: Callable[[H], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
+    retry: int = 0,
+    errors_to_model: bool = False,
 ) -> Output[Any, A]: ...
 def output(
     *,
@@ -275,10 +281,15 @@ def output(
     install: Callable[[Any], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
+    retry: int = 0,
+    errors_to_model: bool = False,
 ) -> Output[Any, Any]:
     """Define an output; content defaults to a string, ``attributes`` is a model for the tag's attributes (the
-    handler's ``ctx.attributes``; without one, the attributes as text)."""
+    handler's ``ctx.attributes``; without one, the attributes as text). A failing handler runs again ``retry``
+    times, then is logged, not sent back to the model, unless ``errors_to_model`` (``Output``)."""
     _check_name(type, "output type")
+    if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
+        raise DefinitionError(f"output {type!r}: retry must be a whole number of retries (0 or more), got {retry!r}")
     for attr, fn in (
         ("handler", handler),
         ("format", format),
@@ -298,6 +309,8 @@ def output(
         install=install,
         enabled=enabled,
         context=context,
+        retry=retry,
+        errors_to_model=errors_to_model,
     )
 
 

@@ -1,6 +1,9 @@
 """Output delivery: an output's log entry from the moment its tag opens, its text streamed as run events
 (turns a small model invents cut off, templates resolved, a repeated reply held back), and, once the tag closes,
-its handler run and the outcome logged, with every failure an error the model reads."""
+its handler run and the outcome logged. What the model got wrong (an unknown type, content or attributes that
+break their schema, a template that does not resolve) is an error it reads; a handler that fails, after its
+retries (``output(retry=...)``), is handled here, as the Outputs seed has it: logged and marked on the output's
+log entry, without another model call, unless the output asks for it (``output(errors_to_model=True)``)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .entries import OutputRef
 from .errors import DispatchError, RunError
 from .events import RunEventType
-from .handlers import run_output
+from .handlers import check_output, handle_output, run_output
 from .parser import TagEnd, TagStart, TagText
 from .plugin import OutputGate
 from .step import OpenOutput, Step
@@ -122,26 +125,28 @@ async def close_output(run: RunSurface, step: Step, event: TagEnd) -> None:
             return
         if rest or out.held:
             _show(run, out, rest, event.index, final=True)
-        added = await run_output(
+        data, attributes = await check_output(state=run.state, output=output, ref=ref, slots=step.calls)
+    except DispatchError:
+        raise  # the queue's storage failed (Redis, a lost lease): the run fails whole, not this output alone
+    except Exception as exc:  # what the model wrote: it reads why, and writes it again
+        _undelivered(run, ref, event.index, exc, tell_model=True)
+        return
+    try:
+        added = await handle_output(
             host=run.deps.host,
             state=run.state,
             output=output,
             ref=ref,
-            slots=step.calls,
+            data=data,
+            attributes=attributes,
             timeout=run.deps.output_timeout,
             step=run.steps,
             index=event.index,
         )
     except DispatchError:
-        raise  # the queue's storage failed (Redis, a lost lease): the run fails whole, not this output alone
-    except Exception as exc:
-        if not isinstance(exc, RunError):
-            log.warning("output %s handler raised", type_, exc_info=True)
-        ref.error = str(exc) or type(exc).__name__
-        run.error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
-        run.emitter.emit(
-            RunEventType.OUTPUT_TEXT_DONE, None, output_type=type_, output_index=event.index, error=ref.error
-        )
+        raise
+    except Exception as exc:  # the handler's failure, after its retries: handled here unless the output says
+        _undelivered(run, ref, event.index, exc, tell_model=output.errors_to_model)
         return
     for entry in added:
         run.record(entry)
@@ -159,6 +164,20 @@ def _vetted(run: RunSurface, type_: str, text: str) -> OutputGate | None:
         if gate.error is not None:
             return gate
     return None
+
+
+def _undelivered(run: RunSurface, ref: OutputRef, index: int, exc: Exception, *, tell_model: bool) -> None:
+    """An output that failed: its entry says why (working memory shows it), the listeners are told, and the model
+    reads it as an error in its next step only when ``tell_model`` (otherwise the failure is logged)."""
+    type_ = ref.type
+    if not isinstance(exc, RunError):
+        log.warning("output %s handler raised", type_, exc_info=exc)
+    ref.error = str(exc) or type(exc).__name__
+    if tell_model:
+        run.error(f"output {type_!r} was not delivered: {ref.error}", source=f"output:{type_}")
+    else:
+        log.warning("%s: output %s was not delivered: %r", run.state.id, type_, ref.error)
+    run.emitter.emit(RunEventType.OUTPUT_TEXT_DONE, None, output_type=type_, output_index=index, error=ref.error)
 
 
 def abandon_outputs(step: Step) -> None:

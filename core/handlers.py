@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = (
     "CheckedCall",
+    "check_output",
+    "handle_output",
     "parse_arguments",
     "perform_action",
     "prepare_action",
@@ -234,7 +236,26 @@ async def run_output(
 ) -> list[OutputRef]:
     """Resolve templates, validate and run one output's handler (it receives ``host``), and apply what it
     returned to ``ref``; returns the further log entries it asked for (a list of ``OutputRefResponse``).
-    Raises a ``RunError`` on failure."""
+    Raises a ``RunError`` on failure (``check_output``, then ``handle_output``)."""
+    data, attributes = await check_output(state=state, output=output, ref=ref, slots=slots)
+    return await handle_output(
+        host=host,
+        state=state,
+        output=output,
+        ref=ref,
+        data=data,
+        attributes=attributes,
+        timeout=timeout,
+        step=step,
+        index=index,
+    )
+
+
+async def check_output(
+    *, state: ContextState, output: Output, ref: OutputRef, slots: Sequence[CallSlot]
+) -> tuple[Any, Any]:
+    """The model's part of an output: its templates resolved, its content and attributes validated. Returns
+    ``(data, attributes)`` for the handler; raises a ``RunError`` (the model's to fix)."""
     content: Any = ref.content
     params: dict[str, Any] = dict(ref.params)
     if "{{" in content or any("{{" in v for v in params.values()):
@@ -253,29 +274,87 @@ async def run_output(
     else:
         ctx_attrs = params
     ref.data = output.schema.dump(data)
+    return data, ctx_attrs
+
+
+async def handle_output(
+    *,
+    host: Host,
+    state: ContextState,
+    output: Output,
+    ref: OutputRef,
+    data: Any,
+    attributes: Any,
+    timeout: float,
+    step: int = 0,
+    index: int = -1,
+) -> list[OutputRef]:
+    """The handler's part of a checked output: run it (again, ``output.retry`` times, while it raises or times
+    out) and apply what it returned to ``ref``; returns the further log entries it asked for. Raises what the last
+    attempt raised (a timeout as an ``ActionError``)."""
     added: list[OutputRef] = []
     if output.handler is not None:
-        ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=ctx_attrs, step=step, index=index)
-        try:
-            async with asyncio.timeout(timeout):
-                update = await maybe_await(output.handler(data, ctx, host))
-        except TimeoutError as exc:
-            raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
-        added = _apply(update, ref)
+        ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=attributes, step=step, index=index)
+        attempts = output.retry + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                async with asyncio.timeout(timeout):
+                    update = await maybe_await(output.handler(data, ctx, host))
+                break
+            except TimeoutError as exc:
+                if attempt == attempts:
+                    raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
+            except Exception:  # the author's code, or the platform behind it: anything can happen
+                if attempt == attempts:
+                    raise
+            log.info("output %s failed (attempt %d/%d): runs again", output.type, attempt, attempts, exc_info=True)
+        added = _apply(update, ref, output.type)
     if output.format is not None:
         for entry in (ref, *added):
             entry.text = output.format(entry)
     return added
 
 
-def _apply(update: Any, ref: OutputRef) -> list[OutputRef]:
-    """Apply what an output handler returned to its log entry: an ``OutputRefResponse``, a list of them (each
-    after the first adds an entry of its own, returned), or a dict with ``data``/``params``/``processed``.
-    Anything else leaves the entry as it is."""
+_RESPONSE_KEYS = frozenset(("data", "params", "processed"))
+"""The keys of a dict an output handler returns as a response (``OutputRefResponse``'s fields)."""
+
+
+def _response(item: Any) -> OutputRefResponse | None:
+    """``item`` as an ``OutputRefResponse``: one, or a dict with some of its fields and no other keys."""
+    if isinstance(item, OutputRefResponse):
+        return item
+    if isinstance(item, dict) and item and _RESPONSE_KEYS.issuperset(item):
+        params = item.get("params")
+        processed = item.get("processed", True)
+        return OutputRefResponse(
+            data=item.get("data"),
+            params=params if isinstance(params, dict) else None,
+            processed=processed if isinstance(processed, bool) else True,
+        )
+    return None
+
+
+def _apply(update: Any, ref: OutputRef, type_: str = "") -> list[OutputRef]:
+    """Apply what an output handler returned to its log entry: an ``OutputRefResponse``, a list of them or of dicts
+    with their fields (each after the first adds an entry of its own, returned), or a dict with
+    ``data``/``params``/``processed``. A list that mixes responses with anything else is refused (``RunError``);
+    anything else leaves the entry as it is."""
     if isinstance(update, OutputRefResponse):
         _update(ref, update)
         return []
-    if isinstance(update, list) and update and all(isinstance(u, OutputRefResponse) for u in update):
+    if isinstance(update, list) and update:
+        responses = [_response(u) for u in update]
+        if all(r is None for r in responses):
+            return []  # not a response at all (the messages a platform sent, say): the entry stays as written
+        wrong = [i for i, r in enumerate(responses) if r is None]
+        if wrong:
+            raise RunError(
+                f"output {type_!r}: its handler returned a list whose item {wrong[0]} is "
+                f"{type(update[wrong[0]]).__name__}, not a response: return a list of OutputRefResponse, or of "
+                "dicts with only data, params and processed"
+            )
+        update = responses
+    if isinstance(update, list) and update:
         _update(ref, update[0])
         added = []
         for more in update[1:]:

@@ -157,6 +157,10 @@ class PromptTemplate:
         """``(system, prompt)``: the template with its sections and the content in place. ``content``: the text
         of each part (``PARTS``), or the whole content as one text, shown where ``{{content}}`` is."""
         system, pieces = _arrange(self, persona)
+        if len(pieces) == 3:  # the content in one place, as in the default template: no part placed apart
+            if not isinstance(content, str):
+                content = "\n\n".join([content[name] for name in PARTS if name in content])
+            return system, (content + pieces[2]).strip("\n")
         if isinstance(content, str):
             parts: Mapping[str, str] = {}
             whole = content

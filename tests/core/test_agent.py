@@ -85,7 +85,7 @@ async def test_action_result_then_output_over_two_steps() -> None:
         chain = await agent.send(chat, "u", msg("2+3?"))
     assert sent == ["5"]
     assert len(model.requests) == 2
-    assert '"sum": 5' in model.requests[1].prompt.split("<updates>")[1]
+    assert '"sum": 5' in model.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
     assert [type(c).__name__ for c in chain] == [
         "InputRef", "Thought", "ActionCall", "ActionResult", "Thought", "OutputRef",
     ]  # fmt: skip
@@ -131,13 +131,13 @@ async def test_every_failure_is_shown_to_the_model_and_the_context_keeps_working
         ),
         extra_outputs=(
             output(type="reply", attributes=Reply, handler=lambda d, c, a: sent.append(("reply", d))),
-            output(type="failing", handler=failing),
+            output(type="failing", handler=failing, errors_to_model=True),
         ),
     )
     async with agent:
         await agent.send(chat, "u", msg("hi"))
         assert len(model.requests) == 2
-        updates = model.requests[1].prompt.split("<updates>")[1]
+        updates = model.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
         assert expected in updates
         assert sent == ["fixed"]
         await agent.send(chat, "u", msg("again"))

@@ -135,7 +135,7 @@ async def test_a_failed_reply_may_be_sent_again() -> None:
     agent = create_agent(
         model=model,
         contexts=[chat],
-        outputs=[output(type="m", handler=flaky)],
+        outputs=[output(type="m", handler=flaky, errors_to_model=True)],  # the model is asked again
         memory=InMemoryStore(),
         plugins=[LoopGuard()],
     )

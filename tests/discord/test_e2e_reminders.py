@@ -148,6 +148,14 @@ async def test_a_recurring_reminder_fires_at_each_occurrence(world: World, bots:
     assert every.every == 120 and every.recurring
 
 
+async def observed(seen: list[tuple[str, str]], what: tuple[str, str]) -> None:
+    """Wait until an observer saw ``what`` (polled: nothing need reach the fake Discord after it, the failed output
+    is not handed back to the model)."""
+    async with asyncio.timeout(10):
+        while what not in seen:
+            await asyncio.sleep(0.02)
+
+
 async def test_a_channel_the_bot_lost_loses_its_schedules(world: World, bots: Callable[..., Any]) -> None:
     clock = ManualClock(START)
     agent = await bots(ScriptedModel(lambda request: say("ok")), clock)
@@ -159,7 +167,7 @@ async def test_a_channel_the_bot_lost_loses_its_schedules(world: World, bots: Ca
     await schedules.every(discord_channel, {"channel_id": world.general, "guild_id": world.guild}, 900, text="Kept")
     del world.fake.channels[gone]  # deleted: Discord answers 404 Unknown Channel (10003)
     await clock.advance(600)
-    await world.fake.wait_until(lambda: ("schedule_dropped", f"discord:channel:{gone}") in seen)
+    await observed(seen, ("schedule_dropped", f"discord:channel:{gone}"))
     assert [s.text for s in await schedules.upcoming(10)] == ["Kept"]
 
 
@@ -195,7 +203,7 @@ async def test_a_channel_answering_missing_access_loses_its_schedules(world: Wor
     await schedules.every(discord_channel, {"channel_id": world.general, "guild_id": world.guild}, 900, text="Kept")
     world.fake.removed_from.add(other)  # no GUILD_DELETE seen: the post is answered 403 Missing Access (50001)
     await clock.advance(600)
-    await world.fake.wait_until(lambda: ("schedule_dropped", f"discord:channel:{locked}") in seen)
+    await observed(seen, ("schedule_dropped", f"discord:channel:{locked}"))
     assert [s.text for s in await schedules.upcoming(10)] == ["Kept"]
 
 

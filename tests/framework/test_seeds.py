@@ -180,6 +180,30 @@ async def test_an_output_handler_may_return_a_list_of_responses() -> None:
     assert [c.data for c in chain if isinstance(c, OutputRef)] == ["one", "two"]
 
 
+async def test_an_output_handler_may_return_a_list_of_dicts() -> None:
+    """As the README says: a dict with ``data``/``params``/``processed`` works too, and so does a list of them."""
+
+    def send(data: str, ctx: Any, agent: Any) -> Any:
+        return [{"data": part, "params": {"part": str(i)}} for i, part in enumerate(data.split("|"))]
+
+    agent, _ = bot([R('<output type="m">one|two</output>')], outputs=(output(type="m", handler=send),))
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    refs = [c for c in chain if isinstance(c, OutputRef)]
+    assert [(c.data, c.params, c.error) for c in refs] == [("one", {"part": "0"}, None), ("two", {"part": "1"}, None)]
+
+
+async def test_a_list_mixing_responses_with_anything_else_is_refused_with_an_error() -> None:
+    def send(data: str, ctx: Any, agent: Any) -> Any:
+        return [{"data": data}, "sent"]
+
+    agent, _ = bot([R('<output type="m">one</output>')], outputs=(output(type="m", handler=send),))
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    [ref] = [c for c in chain if isinstance(c, OutputRef)]
+    assert ref.error is not None and "item 1 is str, not a response" in ref.error
+
+
 async def test_processed_false_keeps_the_output_in_the_updates() -> None:
     from core import OutputRefResponse
 
@@ -312,7 +336,7 @@ async def test_every_failure_of_an_output_is_an_error_the_model_sees_and_the_age
         ],
         outputs=(
             output(type="card", schema=Card),
-            output(type="broken", handler=broken),
+            output(type="broken", handler=broken, errors_to_model=True),
             output(type="chat:message", handler=lambda data, ctx, agent: sent.append(data)),
         ),
     )
@@ -321,8 +345,42 @@ async def test_every_failure_of_an_output_is_an_error_the_model_sees_and_the_age
     updates = section(model.requests[1].prompt, "updates")
     assert "unknown output type 'nope'" in updates
     assert "title: Input should be a valid string" in updates
-    assert "discord is down" in updates
+    assert "discord is down" in updates  # this output asked for its handler's failures (errors_to_model=True)
     assert sent == ["sorry"]
+
+
+async def test_a_failing_output_handler_is_logged_not_sent_back_to_the_model(caplog: pytest.LogCaptureFixture) -> None:
+    """The Outputs seed: output errors are handled internally (logged, retried), not returned to the model as an
+    action's are; no model call is spent on them."""
+
+    def broken(data: str, ctx: Any, agent: Any) -> None:
+        raise ConnectionError("discord is down")
+
+    agent, model = bot([R('<output type="broken">x</output>'), R("")], outputs=(output(type="broken", handler=broken),))
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    assert len(model.requests) == 1
+    [ref] = [c for c in chain if isinstance(c, OutputRef)]
+    assert ref.error == "discord is down"  # on its log entry: working memory shows it was not delivered
+    assert "output broken was not delivered: 'discord is down'" in caplog.text
+
+
+async def test_an_output_retries_its_handler() -> None:
+    attempts: list[str] = []
+
+    def flaky(data: str, ctx: Any, agent: Any) -> None:
+        attempts.append(data)
+        if len(attempts) < 3:
+            raise ConnectionError("try again")
+
+    agent, model = bot([R('<output type="m">Hi</output>'), R("")], outputs=(output(type="m", handler=flaky, retry=2),))
+    async with agent:
+        chain = await agent.send(chat, "u", msg("hi"))
+    assert attempts == ["Hi", "Hi", "Hi"] and len(model.requests) == 1
+    [ref] = [c for c in chain if isinstance(c, OutputRef)]
+    assert ref.error is None
+    with pytest.raises(DefinitionError, match="retry"):
+        output(type="m", retry=-1)
 
 
 async def test_an_output_is_kept_in_working_memory() -> None:
@@ -564,21 +622,30 @@ async def test_create_gives_a_new_instance_its_memory_once() -> None:
 
 
 async def test_actions_run_in_the_task_runner_within_their_concurrency() -> None:
+    """Two at a time: each call waits until another runs beside it (a serial loop never gets there, and its calls
+    fail), and a third never starts while two run."""
     running = [0, 0]
+    pair = asyncio.Event()
 
     async def slow(args: Any, ctx: Any, agent: Any) -> str:
         running[0] += 1
         running[1] = max(running)
-        await asyncio.sleep(0.01)
-        running[0] -= 1
+        try:
+            if running[0] >= 2:
+                pair.set()
+            await asyncio.wait_for(pair.wait(), 10)
+            for _ in range(5):  # room for a third call to start, were the limit not kept
+                await asyncio.sleep(0)
+        finally:
+            running[0] -= 1
         return "done"
 
-    one_at_a_time = action(name="slow", handler=slow, concurrency=1, queue="io")
-    agent, _ = bot([R('<action_call name="slow">{}</action_call>' * 3), R("")], actions=(one_at_a_time,))
+    two_at_a_time = action(name="slow", handler=slow, concurrency=2, queue="io")
+    agent, _ = bot([R('<action_call name="slow">{}</action_call>' * 5), R("")], actions=(two_at_a_time,))
     async with agent:
         chain = await agent.send(chat, "u", msg("go"))
-    assert results(chain) == [("slow", "done", None)] * 3
-    assert running[1] == 1
+    assert results(chain) == [("slow", "done", None)] * 5
+    assert running[1] == 2
 
 
 async def test_a_fire_and_forget_action_is_not_waited_for() -> None:

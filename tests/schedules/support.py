@@ -27,8 +27,9 @@ def call(name: str, args: dict[str, Any]) -> str:
 
 
 def last_result(request: ModelRequest) -> str:
-    """The newest action result the model was shown (the text after the last ``result`` tag opens)."""
-    return request.prompt.rpartition("<action_result")[2][:600]
+    """The newest action result the model was shown (the text after the last ``result`` tag opens, up to its
+    end)."""
+    return request.prompt.rpartition("<action_result")[2].partition("</action_result>")[0][:600]
 
 
 def recurring_model(
