@@ -15,7 +15,7 @@ from bots.plugins import Deployment, spoken_replies
 from bots.settings import Settings
 from core import ScriptedModel
 from core.errors import ConfigError
-from core.media import OpenAITranscriber
+from core.media import OpenAISpeech, OpenAITranscriber
 from core.media.espeak import EspeakSpeech
 from core.media.ogg import ogg_duration, ogg_waveform
 from core.media.spoken import SpokenReplies
@@ -89,3 +89,35 @@ def test_without_espeak_the_engine_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="apt-get install espeak-ng opus-tools"):
         EspeakSpeech()
+
+
+async def test_voice_on_and_off_in_a_telegram_group_its_admins_choose(
+    server: FakeTelegramServer, start_bot: StartBot, openai: FakeOpenAIServer
+) -> None:
+    group, ann, bob = -100777, 1001, 1002
+    server.chat(group, kind="supergroup", title="Crew")
+    server.admins[group] = {ann}
+    speaker = OpenAISpeech(base_url=openai.url)
+    model = ScriptedModel([answer("Fair winds.")], repeat_last=True)
+    await start_bot(model, agent_options={"plugins": [SpokenReplies(speaker)]})
+
+    async def said(text: str, user_id: int) -> str:
+        before = len([m for m in server.sent if m.chat_id == group])
+        server.user_says(text, user_id=user_id, first_name="Ann", chat_id=group)
+        return (await server.wait_replies(before + 1, chat_id=group))[-1].text
+
+    try:
+        assert await said("/voice on", bob) == "Sorry, only this chat's admins can change the spoken replies here."
+        assert await said("/voice on", ann) == "Done: spoken replies in this chat: every answer is also spoken."
+        assert await said("/voice", bob) == (
+            "Spoken replies in this chat: every answer is also spoken. Choose: on, off, default"
+        )
+        assert await said("@daydream_test_bot how is the sea?", bob) == "Fair winds."  # a text message, answered aloud too
+        await server.wait_for(lambda: bool(server.media))
+        assert await said("/voice off", ann) == "Done: spoken replies in this chat: never, not even to a voice message."
+        assert await said("@daydream_test_bot and now?", bob) == "Fair winds."
+        assert await said("@daydream_test_bot and still?", bob) == "Fair winds."  # (the run before it has ended)
+    finally:
+        await speaker.aclose()
+    [voice] = server.media
+    assert voice.method == "sendVoice" and voice.file.data == openai.speech
