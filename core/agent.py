@@ -43,6 +43,7 @@ from .media.plugin import Media
 from .media.reader import MediaReader
 from .memory import HistoryStore, InMemoryStore, MemoryStore
 from .memory.long_memory import LongMemory
+from .memory.recording import history_id
 from .models.base import CallsTools, Model, PrefersCompact
 from .plugin import AgentHooks, Plugin, find_plugin
 from .prompt import PromptTemplate
@@ -594,9 +595,9 @@ class Agent(ExtensionPoints):
             if gone:
                 state.working_memory.logs[:] = [e for e in state.working_memory.logs if all(e is not g for g in gone)]
                 await self.save_state(state)
-        if gone and self.history is not None:
+        if self.history is not None:  # (also what left the working memory long ago: found by its message id)
             try:
-                await self.history.delete(cid, [entry.id for entry in gone])
+                await self.history.delete(cid, [history_id(entry) for entry in gone], messages=sorted(message_ids))
             except RunError as exc:
                 log.warning("%s: deleted messages stay in the history: %s", cid, exc)
         if gone:

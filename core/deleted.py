@@ -9,8 +9,8 @@ inputs still waiting for a run, and from the stored working memory and history. 
 order with its messages, and that worker does the same (``core.fleet.drain``): with the policy ``steer`` a deletion
 sent while the message's run goes on joins that run and takes the message out of it.
 
-What is already folded into the conversation's summary stays there; history entries older than the working memory
-are found by the ids the working memory still holds, so a message that left it stays in the history.
+The history finds a message however old it is: an input's history id starts with its platform message id
+(``core.memory.recording.history_id``). What is already folded into the conversation's summary stays there.
 """
 
 from __future__ import annotations

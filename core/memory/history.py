@@ -24,9 +24,15 @@ __all__ = (
     "HistoryStore",
     "Summary",
     "excerpt",
+    "message_prefix",
     "query_words",
     "time_range",
 )
+
+
+def message_prefix(message_id: str) -> str:
+    """How the history ids of a platform message's entries start (``recording.history_id``)."""
+    return f"m{message_id}/"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,8 +109,9 @@ class HistoryStore(Protocol):
         """Delete the history and summary of ``cid``."""
         ...
 
-    async def delete(self, cid: str, ids: Sequence[str]) -> int:
-        """Delete the entries ``ids`` of ``cid`` (their author deleted the messages); how many were there."""
+    async def delete(self, cid: str, ids: Sequence[str], *, messages: Sequence[str] = ()) -> int:
+        """Delete the entries ``ids`` of ``cid``, and those of the platform messages ``messages`` (their ids start
+        with ``message_prefix``): their authors deleted the messages. How many were there."""
         ...
 
     async def prune(self, *, before: int) -> int:

@@ -18,7 +18,7 @@ import psycopg
 
 from ..entries import now_ms
 from ..errors import MemoryStoreError
-from .history import ConversationInfo, HistoryEntry, Summary, query_words, time_range
+from .history import ConversationInfo, HistoryEntry, Summary, message_prefix, query_words, time_range
 
 __all__ = ("MIGRATIONS", "PostgresHistory")
 
@@ -257,16 +257,19 @@ class PostgresHistory:
 
         await self._do("forgetting a conversation", work)
 
-    async def delete(self, cid: str, ids: Sequence[str]) -> int:
-        """Delete the entries ``ids`` of ``cid``; how many were there."""
-        if not ids:
+    async def delete(self, cid: str, ids: Sequence[str], *, messages: Sequence[str] = ()) -> int:
+        """Delete the entries ``ids`` of ``cid`` and those of the platform messages ``messages``; how many went."""
+        if not ids and not messages:
             return 0
+        prefixes = [message_prefix(m) for m in messages]
         rows = await self._rows(
             "deleting history entries",
-            "DELETE FROM history WHERE cid = %s AND id = ANY(%s)",
-            (cid, list(ids)),
+            "WITH gone AS (DELETE FROM history WHERE cid = %s AND (id = ANY(%s) OR EXISTS "
+            "(SELECT 1 FROM unnest(%s::text[]) AS p(prefix) WHERE starts_with(history.id, p.prefix))) "
+            "RETURNING 1) SELECT count(*) FROM gone",
+            (cid, list(ids), prefixes),
         )
-        return int(rows[0]) if rows else 0
+        return int(rows[0][0]) if rows else 0
 
     async def prune(self, *, before: int) -> int:
         """Delete entries said before ``before`` (ms), a chunk per statement; returns how many."""

@@ -2,8 +2,9 @@
 
 A run's inputs and delivered outputs become ``HistoryEntry`` rows when the run ends (before its memory
 is saved, so a queued batch is stored before it is acknowledged). Ids are stable across a redelivery:
-an input keeps its id, an output of a queued batch is named after the batch and its rank, so a batch
-run twice is stored once.
+an input keeps its id (prefixed with the platform's message id where it has one, ``history_id``, so a message its
+author deleted is found in the history however old it is), an output of a queued batch is named after the batch and
+its rank, so a batch run twice is stored once.
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ from ..definitions import ContextState
 from ..entries import InputRef, Log, OutputRef, now_ms
 from ..media.attachment import describe
 from ..prompt import format_value
-from .history import HistoryEntry, HistoryStore
+from .history import HistoryEntry, HistoryStore, message_prefix
 
-__all__ = ("RetentionSweeper", "history_entries")
+__all__ = ("RetentionSweeper", "history_entries", "history_id")
 
 log = logging.getLogger("core.memory.recording")
 
 DAY_MS = 86_400_000
+
+
+def history_id(entry: InputRef) -> str:
+    """The id an input has in the history: its own, after its platform message's (``message_prefix``) if it has one."""
+    message_id = entry.params.get("message_id")
+    return f"{message_prefix(str(message_id))}{entry.id}" if message_id else entry.id
 
 
 def history_entries(state: ContextState, chain: Sequence[Log]) -> list[HistoryEntry]:
@@ -37,7 +44,9 @@ def history_entries(state: ContextState, chain: Sequence[Log]) -> list[HistoryEn
             notes = " ".join(f"[{describe(a)}]" for a in entry.attachments)
             who = entry.params.get("user") or entry.params.get("author") or entry.params.get("username") or "user"
             out.append(
-                HistoryEntry(id=entry.id, ts=entry.timestamp, role="user", who=who, text=f"{text} {notes}".strip())
+                HistoryEntry(
+                    id=history_id(entry), ts=entry.timestamp, role="user", who=who, text=f"{text} {notes}".strip()
+                )
             )
         elif isinstance(entry, OutputRef) and entry.error is None:
             outputs += 1

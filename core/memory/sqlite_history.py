@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..entries import now_ms
-from .history import FOREVER, ConversationInfo, HistoryEntry, Summary, query_words, time_range
+from .history import FOREVER, ConversationInfo, HistoryEntry, Summary, message_prefix, query_words, time_range
 from .sqlite import SQLiteFile
 
 __all__ = ("SQLiteHistory",)
@@ -192,17 +192,26 @@ class SQLiteHistory(SQLiteFile):
 
         await self._do(work)
 
-    async def delete(self, cid: str, ids: Sequence[str]) -> int:
-        """Delete the entries ``ids`` of ``cid``; how many were there."""
-        if not ids:
+    async def delete(self, cid: str, ids: Sequence[str], *, messages: Sequence[str] = ()) -> int:
+        """Delete the entries ``ids`` of ``cid`` and those of the platform messages ``messages``; how many went."""
+        if not ids and not messages:
             return 0
 
         def work(conn: sqlite3.Connection) -> int:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
-                marks = ",".join("?" * len(ids))
-                cur = conn.execute(f"DELETE FROM history WHERE cid = ? AND id IN ({marks})", (cid, *ids))
-                return cur.rowcount
+                count = 0
+                if ids:
+                    marks = ",".join("?" * len(ids))
+                    count += conn.execute(
+                        f"DELETE FROM history WHERE cid = ? AND id IN ({marks})", (cid, *ids)
+                    ).rowcount
+                for message in messages:
+                    prefix = message_prefix(message)
+                    count += conn.execute(
+                        "DELETE FROM history WHERE cid = ? AND substr(id, 1, ?) = ?", (cid, len(prefix), prefix)
+                    ).rowcount
+                return count
 
         count: int = await self._do(work)
         return count

@@ -83,6 +83,28 @@ async def test_a_deleted_message_leaves_the_working_memory_and_the_history(tmp_p
     await history.close()
 
 
+async def test_a_deleted_message_that_left_the_working_memory_long_ago_leaves_the_history(tmp_path: Path) -> None:
+    model = Gated()
+    agent, history = built(tmp_path, model)
+    short = context(type="chat", schema=str, key=lambda s: s, max_working_memory=2, keep_logs=2)
+    agent = create_agent(
+        model=model,
+        contexts=[short],
+        outputs=[output(type="say", handler=lambda data, ctx, agent: None)],
+        plugins=[LongMemory(history)],
+    )
+    async with agent:
+        await agent.send(short, "c", message("my locker code is 4711", "m1"))
+        for n in range(3):
+            await agent.send(short, "c", message(f"chatting {n}", f"n{n}"))
+        memory, stored = await kept(agent, history)
+        assert "4711" not in memory and "4711" in stored  # only the history holds it now
+        assert await agent.forget_messages(short, "c", ["m1"]) == 0  # nothing in the working memory
+        memory, stored = await kept(agent, history)
+        assert "4711" not in stored and "chatting 2" in stored
+    await history.close()
+
+
 async def test_a_deletion_while_its_run_goes_on_takes_the_message_out_of_that_run(tmp_path: Path) -> None:
     model = Gated()
     agent, history = built(tmp_path, model)

@@ -9,7 +9,7 @@ import pytest
 
 from core.errors import MemoryStoreError
 from core.memory import HistoryEntry, HistoryStore, SQLiteHistory, Summary
-from core.memory.history import excerpt, query_words
+from core.memory.history import excerpt, message_prefix, query_words
 
 DAY = 86_400_000
 T0 = 1_700_000_000_000
@@ -142,3 +142,14 @@ async def test_delete_removes_the_entries_named_in_that_conversation_only(store:
     assert await store.search("c:1", words="4711") == []
     assert await store.count("c:2") == 1
     assert await store.delete("c:1", []) == 0
+
+
+async def test_delete_finds_a_platform_messages_entries_by_its_message_id(store: HistoryStore) -> None:
+    """However old: an input's history id starts with its platform message id (``recording.history_id``)."""
+    kept = HistoryEntry(id=f"{message_prefix('77')}in-1", ts=1, role="user", who="ann", text="my locker code is 4711")
+    similar = HistoryEntry(id=f"{message_prefix('777')}in-2", ts=2, role="user", who="bob", text="hello")
+    await store.append("c:1", [kept, similar])
+    await store.append("c:2", [HistoryEntry(id=f"{message_prefix('77')}in-3", ts=1, role="user", who="x", text="y")])
+    assert await store.delete("c:1", [], messages=["77"]) == 1
+    assert [e.id for e in await store.search("c:1")] == [similar.id]  # 777 is another message
+    assert await store.count("c:2") == 1
