@@ -21,7 +21,7 @@ from ..entries import now_ms
 from ..errors import MemoryStoreError
 from ..memory.postgres import _safe
 from .model import DocumentInfo, Hit, Passage
-from .store import fuse, query_terms
+from .store import COMMON_AT, fuse, query_terms, word_plan
 
 __all__ = ("MIGRATIONS", "PostgresKnowledge")
 
@@ -57,6 +57,18 @@ MIGRATIONS: tuple[str, ...] = (
         collections text NOT NULL
     );
     """,
+    # 2: how many passages of each collection hold each word, so that a search leaves the common ones out of its match
+    """
+    CREATE TABLE kb_terms (
+        lexeme text NOT NULL,
+        collection text NOT NULL,
+        passages integer NOT NULL,
+        PRIMARY KEY (lexeme, collection)
+    );
+    INSERT INTO kb_terms (lexeme, collection, passages)
+    SELECT u.lexeme, d.collection, count(*) FROM kb_passages p JOIN kb_documents d ON d.id = p.doc
+    CROSS JOIN LATERAL unnest(p.tsv) u GROUP BY u.lexeme, d.collection;
+    """,
 )
 """The schema, one step per version; a deployed step is never changed, only followed by new ones."""
 
@@ -64,6 +76,7 @@ VECTORS = "ALTER TABLE kb_passages ADD COLUMN IF NOT EXISTS embedding vector"
 """The embeddings' column, added where the server has pgvector (any dimension: one model per knowledge base)."""
 
 MIGRATION_LOCK = 0x6264_6B62  # "bdkb"
+WRITE_LOCK = 0x6264_6B77  # "bdkw", with the collection's hash: one writer of a collection's word counts at a time
 _HIT = "d.collection, d.source, d.title, p.section, p.text"
 
 
@@ -81,6 +94,8 @@ class PostgresKnowledge:
         """Seconds each statement (and the connection) may take."""
         self.why_no_vectors = "" if vectors else "no embedding model is configured"
         """Why the embeddings are not used, when they are not."""
+        self.common_at = COMMON_AT
+        """A word in this many passages or more finds none by itself (``word_plan``)."""
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
 
@@ -172,9 +187,7 @@ class PostgresKnowledge:
     ) -> None:
         async def work(conn: psycopg.AsyncConnection[Any]) -> None:
             async with conn.transaction():
-                await conn.execute(
-                    "DELETE FROM kb_documents WHERE collection = %s AND source = %s", (collection, source)
-                )
+                await _forget(conn, collection, source)
                 cur = await conn.execute(
                     "INSERT INTO kb_documents (collection, source, title, digest, passages, updated) "
                     "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
@@ -193,21 +206,16 @@ class PostgresKnowledge:
                             "INSERT INTO kb_passages (doc, section, text) VALUES (%s, %s, %s)",
                             [(row[0], p.section, p.text) for p in passages],
                         )
+                await _count(conn, collection, row[0], 1)
 
         await self._do("storing a document", work)
 
     async def remove(self, collection: str, source: str | None = None) -> int:
-        if source is None:
-            rows = await self._rows(
-                "removing a collection", "DELETE FROM kb_documents WHERE collection = %s", (collection,)
-            )
-        else:
-            rows = await self._rows(
-                "removing a document",
-                "DELETE FROM kb_documents WHERE collection = %s AND source = %s",
-                (collection, source),
-            )
-        return int(rows[0]) if rows else 0
+        async def work(conn: psycopg.AsyncConnection[Any]) -> int:
+            async with conn.transaction():
+                return await _forget(conn, collection, source)
+
+        return await self._do("removing a collection" if source is None else "removing a document", work)
 
     async def documents(self, collection: str | None = None) -> list[DocumentInfo]:
         where, params = ("WHERE collection = %s", (collection,)) if collection is not None else ("", ())
@@ -235,18 +243,10 @@ class PostgresKnowledge:
         within = " AND d.collection = ANY(%s)" if collections is not None else ""
         extra: tuple[Any, ...] = (list(collections),) if collections is not None else ()
         terms = query_terms(query)
-        found: list[Hit] = []
         wanted = limit * 2 if vector is not None and self.vectors else limit
+        found: list[Hit] = []
         if terms:
-            rows = await self._rows(
-                "searching",
-                f"SELECT {_HIT}, ts_rank_cd(p.tsv, q) AS rank "
-                "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc, "
-                "to_tsquery('english', %s) q "
-                f"WHERE p.tsv @@ q{within} ORDER BY rank DESC LIMIT %s",
-                (" | ".join(_lexeme(t) for t in terms), *extra, wanted),
-            )
-            found = [_hit(r) for r in rows]
+            found = await self._do("searching", lambda conn: self._words(conn, terms, within, extra, wanted))
         near: list[Hit] = []
         if vector is not None and self.vectors:
             rows = await self._rows(
@@ -258,6 +258,34 @@ class PostgresKnowledge:
             )
             near = [_hit(r) for r in rows]
         return fuse(found, near, limit=limit) if near else found[:limit]
+
+    async def _words(
+        self, conn: psycopg.AsyncConnection[Any], terms: Sequence[str], within: str, extra: tuple[Any, ...], wanted: int
+    ) -> list[Hit]:
+        """The passages with the question's words (``word_plan``: the common ones only rank), ranked by all."""
+        scope = " AND t.collection = ANY(%s)" if within else ""
+        cur = await conn.execute(
+            "SELECT q.lexeme, coalesce(sum(t.passages), 0) FROM unnest(to_tsvector('english', %s)) q "
+            f"LEFT JOIN kb_terms t ON t.lexeme = q.lexeme{scope} GROUP BY q.lexeme",
+            (" ".join(terms), *extra),
+        )
+        counts = {str(r[0]): int(r[1]) for r in await cur.fetchall()}
+        lexemes = list(counts)
+        if not lexemes:
+            return []
+        common = [w for w, n in counts.items() if n >= self.common_at]
+        found: list[Hit] = []
+        for words, joiner in word_plan(lexemes, common):
+            cur = await conn.execute(
+                f"SELECT {_HIT}, ts_rank_cd(p.tsv, %s::tsquery) AS rank "
+                "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc "
+                f"WHERE p.tsv @@ %s::tsquery{within} ORDER BY rank DESC LIMIT %s",
+                (_tsquery(lexemes, "OR"), _tsquery(words, joiner), *extra, wanted),
+            )
+            found = [_hit(r) for r in await cur.fetchall()]
+            if len(found) >= wanted:
+                break
+        return found
 
     async def scope(self, conversation: str) -> tuple[str, ...] | None:
         rows = await self._rows(
@@ -286,9 +314,44 @@ def _vector(values: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
-def _lexeme(term: str) -> str:
-    """A word as a ``to_tsquery`` operand: quoted, so no character of it is an operator."""
-    return "'" + term.replace("'", "") + "'"
+def _tsquery(lexemes: Sequence[str], joiner: str) -> str:
+    """Lexemes (already normalised) as a ``tsquery``, each quoted so no character of it is an operator."""
+    operator = " & " if joiner == "AND" else " | "
+    return operator.join("'" + w.replace("\\", "").replace("'", "''") + "'" for w in lexemes)
+
+
+async def _count(conn: psycopg.AsyncConnection[Any], collection: str, doc: int, sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) document ``doc``'s passages in its collection's word counts."""
+    cur = await conn.execute(
+        "INSERT INTO kb_terms (lexeme, collection, passages) "
+        "SELECT u.lexeme, %s, %s * count(*) FROM kb_passages p CROSS JOIN LATERAL unnest(p.tsv) u "
+        "WHERE p.doc = %s GROUP BY u.lexeme ORDER BY u.lexeme "
+        "ON CONFLICT (lexeme, collection) DO UPDATE SET passages = kb_terms.passages + EXCLUDED.passages "
+        "RETURNING lexeme, passages",
+        (collection, sign, doc),
+    )
+    gone = [r[0] for r in await cur.fetchall() if r[1] <= 0]
+    if gone:
+        await conn.execute(
+            "DELETE FROM kb_terms WHERE collection = %s AND lexeme = ANY(%s) AND passages <= 0", (collection, gone)
+        )
+
+
+async def _forget(conn: psycopg.AsyncConnection[Any], collection: str, source: str | None) -> int:
+    """Remove document ``source`` of ``collection`` (None: every one) and its word counts, in the caller's
+    transaction, one writer of the collection at a time; how many documents went."""
+    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_LOCK, collection))
+    if source is None:
+        await conn.execute("DELETE FROM kb_terms WHERE collection = %s", (collection,))
+        cur = await conn.execute("DELETE FROM kb_documents WHERE collection = %s", (collection,))
+        return cur.rowcount
+    cur = await conn.execute("SELECT id FROM kb_documents WHERE collection = %s AND source = %s", (collection, source))
+    row = await cur.fetchone()
+    if row is None:
+        return 0
+    await _count(conn, collection, int(row[0]), -1)
+    await conn.execute("DELETE FROM kb_documents WHERE id = %s", (row[0],))
+    return 1
 
 
 def _hit(row: Sequence[Any]) -> Hit:

@@ -19,7 +19,7 @@ from typing import Any
 from ..entries import now_ms
 from ..memory.sqlite import SQLiteFile
 from .model import DocumentInfo, Hit, Passage
-from .store import fuse, query_terms
+from .store import COMMON_AT, fuse, query_terms, word_plan
 
 __all__ = ("SQLiteKnowledge",)
 
@@ -98,6 +98,8 @@ class SQLiteKnowledge(SQLiteFile):
         """Embeddings are stored and searched (an embedding model is configured)."""
         self.vec_sql = False
         """sqlite-vec is loaded: the nearest embeddings are found in SQL."""
+        self.common_at = COMMON_AT
+        """A word in this many passages or more finds none by itself (``word_plan``)."""
 
     def _connect(self) -> sqlite3.Connection:
         fresh = self._conn is None
@@ -185,7 +187,7 @@ class SQLiteKnowledge(SQLiteFile):
         def work(conn: sqlite3.Connection) -> tuple[list[Hit], list[Hit]]:
             found: list[Hit] = []
             wanted = limit * 2 if vector is not None else limit
-            for match in _matches(conn, terms):
+            for match in _matches(conn, terms, self.common_at):
                 rows = conn.execute(
                     f"SELECT {_HIT}, bm25(kb_fts, 2.0, 1.0) AS rank FROM kb_fts f "
                     "JOIN kb_passages p ON p.id = f.rowid JOIN kb_documents d ON d.id = p.doc "
@@ -238,19 +240,12 @@ class SQLiteKnowledge(SQLiteFile):
         await self._do(lambda conn: conn.execute(sql, params).fetchall())
 
 
-COMMON_AT = 1000
-"""A word found in this many passages or more is common: it ranks the passages the question's rarer words find, but
-does not find passages by itself (ranking every passage holding "battery" would cost a search at 100,000 passages
-ten times its budget)."""
-
-
 def _quoted(terms: Sequence[str], joiner: str) -> str:
     return f" {joiner} ".join('"' + t.replace('"', "") + '"' for t in terms)
 
 
-def _matches(conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
-    """The FTS5 queries to try in turn for ``terms``: the passages with any rare word, ranked by all the words; with
-    only common words, those holding all of them, then any of them."""
+def _matches(conn: sqlite3.Connection, terms: Sequence[str], common_at: int) -> list[str]:
+    """The FTS5 queries to try in turn for ``terms`` (``word_plan``), each ranking by all the words."""
     if not terms:
         return []
     common = [
@@ -258,16 +253,15 @@ def _matches(conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
         for t in terms
         if conn.execute(
             "SELECT count(*) FROM (SELECT rowid FROM kb_fts WHERE kb_fts MATCH ? LIMIT ?)",
-            (_quoted([t], ""), COMMON_AT),
+            (_quoted([t], ""), common_at),
         ).fetchone()[0]
-        >= COMMON_AT
+        >= common_at
     ]
-    rare = [t for t in terms if t not in common]
-    if not common:
-        return [_quoted(terms, "OR")]
-    if rare:
-        return [f"({_quoted(rare, 'OR')}) AND ({_quoted(terms, 'OR')})"]
-    return [_quoted(terms, "AND"), _quoted(terms, "OR")]
+    every = _quoted(terms, "OR")
+    return [
+        _quoted(words, joiner) if words == list(terms) else f"({_quoted(words, joiner)}) AND ({every})"
+        for words, joiner in word_plan(terms, common)
+    ]
 
 
 def _hit(row: Sequence[Any], score: float) -> Hit:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from .model import DocumentInfo, Hit, Passage
 
-__all__ = ("STOPWORDS", "KnowledgeStore", "fuse", "query_terms")
+__all__ = ("COMMON_AT", "STOPWORDS", "KnowledgeStore", "fuse", "query_terms", "word_plan")
 
 _COMMON = """a about above after again all am an and any are as at be been before being below between both but by can
     could did do does doing down during each few for from further had has have having he her here hers him his how
@@ -39,6 +39,23 @@ def query_terms(text: str) -> list[str]:
     return list(seen)[:MAX_TERMS]
 
 
+COMMON_AT = 1000
+"""A word found in this many passages or more is common: it ranks the passages the question's rarer words find, but
+does not find passages by itself (ranking every passage holding "battery" would cost a search at 100,000 passages
+ten times its budget)."""
+
+
+def word_plan(terms: Sequence[str], common: Sequence[str]) -> list[tuple[list[str], str]]:
+    """The words a search matches in turn (``"OR"``: any of them, ``"AND"``: all), the passages found always ranked
+    by all of ``terms``: those with any rare word; with only common words, those with all of them, then any."""
+    rare = [t for t in terms if t not in common]
+    if not common:
+        return [(list(terms), "OR")]
+    if rare:
+        return [(rare, "OR")]
+    return [(list(terms), "AND"), (list(terms), "OR")]
+
+
 def fuse(*ranked: Sequence[Hit], limit: int, k: int = 60) -> list[Hit]:
     """Lists of hits merged by reciprocal rank (``1 / (k + rank)`` summed per passage), the best ``limit``."""
     scores: dict[tuple[str, str, str, str], float] = {}
@@ -57,6 +74,8 @@ class KnowledgeStore(Protocol):
 
     vectors: bool
     """It ranks by embedding too (sqlite-vec or Python in SQLite, pgvector in PostgreSQL)."""
+    common_at: int
+    """A word in this many passages or more finds none by itself (``word_plan``); ``COMMON_AT`` unless changed."""
 
     async def digest(self, collection: str, source: str) -> str | None:
         """The digest ``source`` was indexed with in ``collection``, None when it is not there."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.knowledge import Indexer, KnowledgeStore, SQLiteKnowledge, query_terms
+from core.knowledge import Indexer, KnowledgeStore, Passage, SQLiteKnowledge, query_terms
 
 from .support import CITE, QUESTION, write_corpus
 
@@ -78,6 +78,31 @@ async def test_what_cannot_be_read_is_reported(store: KnowledgeStore, tmp_path: 
         f"{tmp_path / 'missing'}: no such file or folder",
         "not a document read here (one of .htm, .html, .markdown, .md, .pdf, .text, .txt)",
     ]
+
+
+async def test_a_common_word_only_ranks_what_the_rarer_words_find(store: KnowledgeStore) -> None:
+    """A word in ``common_at`` passages or more finds none by itself; the counts follow documents replaced and
+    removed (PostgreSQL keeps them per collection in kb_terms, SQLite asks its index)."""
+    store.common_at = 3
+
+    async def put(source: str, text: str) -> None:
+        passages = [Passage(section="Power", text=text)]
+        await store.put(collection="c", source=source, title=source, digest=text, passages=passages)
+
+    await put("a", "The battery of the zorblax lasts a week.")
+    await put("b", "The battery lasts a day.")
+    await put("c", "Charge the battery overnight.")
+    assert [h.source for h in await store.search("zorblax battery", limit=3)] == ["a"]
+    assert len(await store.search("battery", limit=3)) == 3  # only common words: those with all, then any
+
+    await put("c", "Charge it overnight.")  # replaced: two passages left with the word
+    assert sorted(h.source for h in await store.search("zorblax battery", limit=3)) == ["a", "b"]
+    await put("c", "Charge the battery overnight.")
+    assert [h.source for h in await store.search("zorblax battery", limit=3)] == ["a"]
+    assert await store.remove("c", "b") == 1
+    assert sorted(h.source for h in await store.search("zorblax battery", limit=3)) == ["a", "c"]
+    assert await store.remove("c") == 2
+    assert await store.search("battery", limit=3) == []
 
 
 def test_questions_keep_their_telling_words() -> None:
