@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 
 PROMPT = b"you> "
-FIRST = "Hello! Who are you?"
-LATER = ("What is the capital of France?", "Thanks! What is the capital of Japan?")
+FIRST = "What is the capital of Italy?"
+LATER = ("What is the capital of France?", "What is the capital of Japan?")
+"""Three lines alike, so the first answer is compared with answers of its own kind (a line about the bot itself
+would be checked sentence by sentence, see ``core.models.answer_guards``, and show later)."""
 TIMEOUT = 600.0
 
 

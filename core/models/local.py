@@ -333,7 +333,7 @@ class LocalModel:
                 call = parse_tool_call(text)
                 called = call.name if call is not None else ""
             elif role == "tool":
-                note = f"(the result of {called or 'a tool'}: {_readable(text)}; answer my message with it)"
+                note = f"(the result of {called or 'a tool'}: {_readable(text)})"
                 if messages and messages[-1]["role"] == "user":
                     messages[-1]["content"] += f"\n\n{note}"
                 else:

@@ -206,8 +206,7 @@ async def test_after_a_result_the_model_answers_from_it_in_the_conversations_slo
         {"role": "assistant", "content": "Hello!"},
         {
             "role": "user",
-            "content": "Time in Tokyo?\n\n(the result of current_time: iso: 2026-11-24T15:03:00+09:00; answer my message "
-            "with it)",
+            "content": "Time in Tokyo?\n\n(the result of current_time: iso: 2026-11-24T15:03:00+09:00)",
         },
     ]
 
