@@ -2,8 +2,9 @@
 passages (Porter stemming, diacritics folded) ranked by BM25, and their embeddings where a model makes them.
 
 The embeddings are float32 blobs beside the passages. Where this Python's sqlite3 may load extensions and the
-``sqlite-vec`` package is installed, the nearest are found in SQL (``vec_distance_cosine``); otherwise in Python,
-over the passages of the collections searched (fine for the thousands of passages of a handbook).
+``sqlite-vec`` package is installed, the nearest are found in SQL (``vec_distance_cosine``); otherwise in Python
+(``core.knowledge.vectors``: the quantized copies stored beside them, held in memory until the file changes, choose
+the candidates, which the float32 vectors rank).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import array
 import json
 import logging
-import math
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +20,7 @@ from ..entries import now_ms
 from ..memory.sqlite import SQLiteFile
 from .model import DocumentInfo, Hit, Passage
 from .store import COMMON_AT, fuse, query_terms, word_plan
+from .vectors import VectorIndex, cosine, quantize
 
 __all__ = ("SQLiteKnowledge",)
 
@@ -59,6 +60,8 @@ CREATE TABLE IF NOT EXISTS kb_scopes (
 );
 """
 
+MIGRATIONS = ("ALTER TABLE kb_passages ADD COLUMN q BLOB",)  # 2: each embedding quantized (vectors.quantize)
+
 _HIT = "d.collection, d.source, d.title, p.section, p.text"
 
 
@@ -70,12 +73,6 @@ def _floats(blob: bytes) -> array.array[float]:
     found = array.array("f")
     found.frombytes(blob)
     return found
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=False))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
 
 
 def _within(collections: Sequence[str] | None) -> tuple[str, list[Any]]:
@@ -90,6 +87,7 @@ class SQLiteKnowledge(SQLiteFile):
     what = "the SQLite knowledge base"
     component = "knowledge"
     schema = SCHEMA
+    migrations = MIGRATIONS
     needs = " (SQLite needs FTS5)"
 
     def __init__(self, path: Any, *, vectors: bool = False) -> None:
@@ -100,6 +98,7 @@ class SQLiteKnowledge(SQLiteFile):
         """sqlite-vec is loaded: the nearest embeddings are found in SQL."""
         self.common_at = COMMON_AT
         """A word in this many passages or more finds none by itself (``word_plan``)."""
+        self._index: tuple[int, VectorIndex] | None = None  # (the file's data_version, its vectors)
 
     def _connect(self) -> sqlite3.Connection:
         fresh = self._conn is None
@@ -126,7 +125,7 @@ class SQLiteKnowledge(SQLiteFile):
         passages: Sequence[Passage],
         vectors: Sequence[Sequence[float]] | None = None,
     ) -> None:
-        blobs = [_blob(v) for v in vectors] if vectors is not None else [None] * len(passages)
+        blobs = [(_blob(v), quantize(v)) for v in vectors] if vectors is not None else [(None, None)] * len(passages)
 
         def work(conn: sqlite3.Connection) -> None:
             with conn:
@@ -139,9 +138,10 @@ class SQLiteKnowledge(SQLiteFile):
                 )
                 doc = cur.lastrowid
                 conn.executemany(
-                    "INSERT INTO kb_passages (doc, section, text, vec) VALUES (?, ?, ?, ?)",
-                    [(doc, p.section, p.text, blob) for p, blob in zip(passages, blobs, strict=True)],
+                    "INSERT INTO kb_passages (doc, section, text, vec, q) VALUES (?, ?, ?, ?, ?)",
+                    [(doc, p.section, p.text, *blob) for p, blob in zip(passages, blobs, strict=True)],
                 )
+                self._index = None
 
         await self._do(work)
 
@@ -150,7 +150,9 @@ class SQLiteKnowledge(SQLiteFile):
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 if source is not None:
+                    self._index = None
                     return _delete(conn, collection, source)
+                self._index = None
                 listed = conn.execute("SELECT source FROM kb_documents WHERE collection = ?", (collection,))
                 sources = [row[0] for row in listed]
                 return sum(_delete(conn, collection, s) for s in sources)
@@ -199,25 +201,43 @@ class SQLiteKnowledge(SQLiteFile):
                     break
             near: list[Hit] = []
             if vector is not None and self.vectors:
-                near = self._nearest(conn, vector, within, params, limit * 2)
+                near = self._nearest(conn, vector, collections, limit * 2)
             return found, near
 
         found, near = await self._do(work)
         return fuse(found, near, limit=limit) if near else found[:limit]
 
     def _nearest(
-        self, conn: sqlite3.Connection, vector: Sequence[float], within: str, params: list[Any], limit: int
+        self, conn: sqlite3.Connection, vector: Sequence[float], collections: Sequence[str] | None, limit: int
     ) -> list[Hit]:
         joined = "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc WHERE p.vec IS NOT NULL"
         if self.vec_sql:
+            within, params = _within(collections)
             rows = conn.execute(
                 f"SELECT {_HIT}, vec_distance_cosine(p.vec, ?) AS distance {joined}{within} ORDER BY distance LIMIT ?",
                 (_blob(vector), *params, limit),
             ).fetchall()
             return [_hit(r, 1.0 - float(r[5])) for r in rows]
-        rows = conn.execute(f"SELECT {_HIT}, p.vec {joined}{within}", params).fetchall()
-        scored = sorted(((_cosine(vector, _floats(r[5])), r) for r in rows), key=lambda pair: pair[0], reverse=True)
+        ids = self._vectors(conn).nearest(vector, count=max(4 * limit, CANDIDATES), collections=collections)
+        if not ids:
+            return []
+        rows = conn.execute(f"SELECT {_HIT}, p.vec {joined} AND p.id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        scored = sorted(((cosine(vector, _floats(r[5])), r) for r in rows), key=lambda pair: pair[0], reverse=True)
         return [_hit(r, score) for score, r in scored[:limit]]
+
+    def _vectors(self, conn: sqlite3.Connection) -> VectorIndex:
+        """Every passage's quantized vector in memory, built again when the file changed (``PRAGMA data_version``
+        tells another connection's commits; this one's writes drop it); vectors stored before quantized copies
+        were are quantized here."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if self._index is None or self._index[0] != version:
+            rows = conn.execute(
+                "SELECT p.id, d.collection, p.q, p.vec FROM kb_passages p JOIN kb_documents d ON d.id = p.doc "
+                "WHERE p.vec IS NOT NULL ORDER BY p.id"
+            )
+            index = VectorIndex.build((r[0], r[1], r[2] if r[2] is not None else quantize(_floats(r[3]))) for r in rows)
+            self._index = (version, index)
+        return self._index[1]
 
     async def scope(self, conversation: str) -> tuple[str, ...] | None:
         rows = await self._do(
@@ -238,6 +258,10 @@ class SQLiteKnowledge(SQLiteFile):
             )
             params = (conversation, json.dumps(list(collections)))
         await self._do(lambda conn: conn.execute(sql, params).fetchall())
+
+
+CANDIDATES = 32
+"""Passages the quantized vectors choose at least, for the float32 ones to rank."""
 
 
 def _quoted(terms: Sequence[str], joiner: str) -> str:
