@@ -2,10 +2,11 @@
 
 Each vector is stored once more, quantized (``quantize``): its components scaled so the largest is 1,023, as
 unsigned 11-bit numbers (offset by 1,024) with the scale in front. ``VectorIndex`` keeps, for each dimension, one
-Python integer holding that component of every passage in its own 32-bit slot; a question's dot product with every
+Python integer holding that component of every passage in its own slot; a question's dot product with every
 passage is then one small-integer multiplication and addition per dimension (384 big-integer operations in C, not
-384 times the passages in Python), read back slot by slot. 32 bits hold a slot's sum: 384 dimensions of at most
-2,047 times 2,047 is below 2**31 (``MAX_DIMENSIONS``). The quantized scores choose the candidates; the stored
+384 times the passages in Python), read back slot by slot. A 32-bit slot holds the sum of up to 1,025 dimensions
+of at most 2,047 times 2,047 (``WIDE_AT``); larger vectors (1,536 dimensions and more) get 64-bit slots. The
+quantized scores choose the candidates; the stored
 float32 vectors rank those exactly (``cosine``).
 """
 
@@ -19,13 +20,13 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ("MAX_DIMENSIONS", "VectorIndex", "cosine", "quantize")
+__all__ = ("WIDE_AT", "VectorIndex", "cosine", "quantize")
 
 LEVEL = 1023
 """The largest quantized component (in size); the offset is ``LEVEL + 1``."""
 OFFSET = LEVEL + 1
-MAX_DIMENSIONS = (2**32 - 1) // (2 * LEVEL + 1) ** 2
-"""The most dimensions whose sums fit a 32-bit slot (1,025)."""
+WIDE_AT = (2**32 - 1) // (2 * LEVEL + 1) ** 2 + 1
+"""Vectors of this many dimensions (1,026) or more have 64-bit slots: their sums may not fit 32 bits."""
 _SCALE = struct.Struct("<f")
 
 
@@ -59,7 +60,9 @@ class VectorIndex:
     sums: Sequence[int]
     """Each passage's quantized components summed (to take the offsets back out)."""
     columns: Sequence[int]
-    """Per dimension, every passage's component in its 32-bit slot."""
+    """Per dimension, every passage's component in its slot."""
+    width: int
+    """Bytes a slot (4, or 8 for ``WIDE_AT`` dimensions or more)."""
 
     @classmethod
     def build(cls, rows: Iterable[tuple[int, str, bytes]]) -> VectorIndex:
@@ -77,17 +80,17 @@ class VectorIndex:
             scales.append(_SCALE.unpack_from(blob)[0])
             parts.append(blob[_SCALE.size :])
         dims = len(parts[0]) // 2 if parts else 0
-        if dims > MAX_DIMENSIONS:
-            raise ValueError(f"embeddings of {dims} dimensions: the index holds at most {MAX_DIMENSIONS}")
+        width = 8 if dims >= WIDE_AT else 4
         flat = b"".join(parts)
         count = len(parts)
         columns: list[int] = []
         for j in range(dims):
-            slots = bytearray(count * 4)
-            slots[0::4] = flat[2 * j :: 2 * dims]
-            slots[1::4] = flat[2 * j + 1 :: 2 * dims]
+            slots = bytearray(count * width)
+            slots[0::width] = flat[2 * j :: 2 * dims]
+            slots[1::width] = flat[2 * j + 1 :: 2 * dims]
             columns.append(int.from_bytes(slots, "little"))
-        return cls(ids=ids, collections=collections, scales=scales, sums=_slots(sum(columns), count), columns=columns)
+        sums = _slots(sum(columns), count, width)
+        return cls(ids=ids, collections=collections, scales=scales, sums=sums, columns=columns, width=width)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -105,7 +108,7 @@ class VectorIndex:
         total = 0
         for level, column in zip(levels, self.columns, strict=True):
             total += level * column
-        raw = _slots(total, len(self.ids))
+        raw = _slots(total, len(self.ids), self.width)
         # sum((q - O)(v - O)) = sum(q v) - O sum(v) - O sum(q) + O^2 dims, q and v the offset levels
         constant = OFFSET * OFFSET * len(self.columns) - OFFSET * sum(levels)
         wanted = set(collections) if collections is not None else None
@@ -117,10 +120,10 @@ class VectorIndex:
         return [self.ids[i] for _, i in heapq.nlargest(count, scored)]
 
 
-def _slots(number: int, count: int) -> array.array[int]:
-    """The ``count`` 32-bit slots of ``number``, lowest first."""
-    found = array.array("I")
-    found.frombytes(number.to_bytes(count * 4, "little"))
+def _slots(number: int, count: int, width: int) -> array.array[int]:
+    """The ``count`` slots of ``width`` bytes of ``number``, lowest first."""
+    found = array.array("I" if width == 4 else "Q")
+    found.frombytes(number.to_bytes(count * width, "little"))
     if sys.byteorder == "big":  # pragma: no cover
         found.byteswap()
     return found

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from core.knowledge import Passage, SQLiteKnowledge
-from core.knowledge.vectors import VectorIndex, cosine, quantize
+from core.knowledge.vectors import WIDE_AT, VectorIndex, cosine, quantize
 
 
 def test_the_candidates_hold_the_exact_nearest_within_the_collections() -> None:
@@ -29,6 +29,20 @@ def test_the_candidates_hold_the_exact_nearest_within_the_collections() -> None:
     assert index.nearest([0.0] * 384, count=3) == []  # a zero question is near nothing
     assert index.nearest([1.0] * 10, count=3) == []  # another model's size
     assert VectorIndex.build([]).nearest([1.0], count=3) == []
+
+
+def test_large_vectors_get_wide_slots() -> None:
+    rng = random.Random(3)
+    vectors = [[rng.gauss(0, 1) for _ in range(1536)] for _ in range(40)]  # as OpenAI's text-embedding-3-small
+    index = VectorIndex.build((i, "a", quantize(v)) for i, v in enumerate(vectors))
+    assert index.width == 8
+    query = [x + rng.gauss(0, 0.3) for x in vectors[17]]
+    assert index.nearest(query, count=1) == [17]
+    worst = [1.0] * 1536  # every slot's sum at its largest: no carry into the next passage's slot
+    index = VectorIndex.build((i, "a", quantize(worst)) for i in range(3))
+    assert list(index.sums) == [1536 * 2047] * 3 and sorted(index.nearest(worst, count=3)) == [0, 1, 2]
+    largest = (2 * 1023 + 1) ** 2 * (WIDE_AT - 1)  # the most a 32-bit slot is asked to hold
+    assert largest < 2**32 <= largest + (2 * 1023 + 1) ** 2
 
 
 async def test_sqlite_builds_the_index_again_when_another_process_writes(tmp_path: Path) -> None:
