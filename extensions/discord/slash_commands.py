@@ -196,8 +196,8 @@ class SlashCommands:
 def _commands(served: SlashCommands) -> list[SlashCommand]:
     """/reset and /forget (offered to everyone; ``SlashCommands.reset_channel`` lets through members with Manage
     Messages, admin users of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the settings commands (/model,
-    /persona, /language, /reply, /timezone, /voice, /busy, /quiet, /settings, /stats, /reminders, /memory); those in
-    BOT_DISABLED_COMMANDS are left out."""
+    /persona, /language, /reply, /timezone, /voice, /busy, /quiet, /settings, /stats, /reminders, /memory,
+    /knowledge); those in BOT_DISABLED_COMMANDS are left out."""
     none = discord.AllowedMentions.none()
 
     async def reset(interaction: discord.Interaction) -> None:
@@ -311,6 +311,16 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
     async def memory(interaction: discord.Interaction, delete: str | None = None) -> None:
         await answer(interaction, "memory", f"delete {delete}" if delete else None)
 
+    async def knowledge_show(interaction: discord.Interaction) -> None:
+        await answer(interaction, "knowledge")
+
+    @app_commands.describe(collections="The collections to search here, separated by spaces or commas")
+    async def knowledge_use(interaction: discord.Interaction, collections: str) -> None:
+        await answer(interaction, "knowledge", f"use {collections}")
+
+    async def knowledge_all(interaction: discord.Interaction) -> None:
+        await answer(interaction, "knowledge", "all")
+
     reset_command: app_commands.Command[Any, ..., None] = app_commands.Command(
         name="reset", description="Forget the bot's conversation in this channel", callback=reset
     )
@@ -338,6 +348,18 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
     persona.add_command(app_commands.Command(name="set", description="Give a new persona", callback=persona_set))
     persona.add_command(
         app_commands.Command(name="reset", description="Back to the bot's own persona", callback=persona_reset)
+    )
+    knowledge = app_commands.Group(name="knowledge", description="Which document collections the bot searches here")
+    knowledge.add_command(
+        app_commands.Command(
+            name="show", description="What this channel searches, and the collections", callback=knowledge_show
+        )
+    )
+    knowledge.add_command(
+        app_commands.Command(name="use", description="Search these collections only here", callback=knowledge_use)
+    )
+    knowledge.add_command(
+        app_commands.Command(name="all", description="Lift the limit: the bot's default again", callback=knowledge_all)
     )
     commands: dict[str, SlashCommand] = {
         "reset": reset_command,
@@ -374,6 +396,7 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
             description="What the bot keeps about you (facts, reminders, usage); delete it",
             callback=memory,
         ),
+        "knowledge": knowledge,
     }
     disabled = served.adapter.disabled_commands()
     return [command for name, command in commands.items() if name not in disabled]

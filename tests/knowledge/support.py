@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from core import ScriptedModel
 from core.models.base import ModelRequest
 
 HANDBOOK = """# Acme Handbook
@@ -91,6 +92,24 @@ def cites(output_type: str, question: str = QUESTION) -> object:
         return f'<response><action_call name="search_knowledge">{call}</action_call></response>'
 
     return reply
+
+
+def searcher(output_type: str, found: list[list[str]]) -> ScriptedModel:
+    """For each question: searches the knowledge base, then says how many passages it found (and appends their
+    citations to ``found``)."""
+    asked: list[int] = []
+
+    def reply(request: ModelRequest) -> str:
+        asked.append(1)
+        if len(asked) % 2:  # a question: search
+            call = json.dumps({"query": "refund gift cards"})
+            return f'<response><action_call name="search_knowledge">{call}</action_call></response>'
+        results = re.findall(r'<action_result name="search_knowledge"[^>]*>(.*?)</action_result>', request.prompt, re.S)
+        data = json.loads(results[-1].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+        found.append([p["cite"] for p in data["passages"]])
+        return _say(output_type, f"found {data['found']}")
+
+    return ScriptedModel(reply)
 
 
 def _say(output_type: str, text: str) -> str:

@@ -5,18 +5,14 @@ reads only those collections; a private chat's user chooses for their own chat."
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from core import ScriptedModel
 from core.knowledge import Indexer, Knowledge, SQLiteKnowledge
 from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
-from tests.knowledge.support import write_corpus
+from tests.knowledge.support import searcher, write_corpus
 
 from .conftest import StartBot
 
@@ -40,30 +36,13 @@ async def said(server: FakeTelegramServer, text: str, *, user_id: int = ANN, cha
     return (await server.wait_replies(before + 1, chat_id=chat_id))[-1]
 
 
-def searcher(found: list[Any]) -> ScriptedModel:
-    """For each question: searches the knowledge base, then says how many passages it found (and records them)."""
-    asked: list[int] = []
-
-    def reply(request: Any) -> str:
-        asked.append(1)
-        if len(asked) % 2:  # a question: search
-            call = json.dumps({"query": "refund gift cards"})
-            return f'<response><action_call name="search_knowledge">{call}</action_call></response>'
-        results = re.findall(r'<action_result name="search_knowledge"[^>]*>(.*?)</action_result>', request.prompt, re.S)
-        data = json.loads(results[-1].replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
-        found.append([p["cite"] for p in data["passages"]])
-        return f'<response><output type="telegram:message">found {data["found"]}</output></response>'
-
-    return ScriptedModel(reply)
-
-
 async def test_a_groups_admin_limits_what_the_bot_searches_there(
     server: FakeTelegramServer, start_bot: StartBot, store: SQLiteKnowledge
 ) -> None:
     server.chat(GROUP, kind="supergroup", title="Crew")
     server.admins[GROUP] = {ANN}
-    found: list[Any] = []
-    await start_bot(searcher(found), agent_options={"plugins": [Knowledge(store)]})
+    found: list[list[str]] = []
+    await start_bot(searcher("telegram:message", found), agent_options={"plugins": [Knowledge(store)]})
     assert "knowledge" in {c["command"] for c in server.commands}
     chat = f"telegram:chat:{GROUP}"
 
