@@ -39,7 +39,7 @@ def approval_model(say: Callable[[str], str], *, title: str, waiting: Callable[[
     it``, ``nobody approved it in time``. ``say`` writes the platform's message output."""
 
     def reply(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1]
+        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
         if ran := re.search(r"it ran and returned: ([^\n<]*)", updates):
             return say("approved, " + ran[1].strip())
         if "denied the call" in updates:

@@ -132,7 +132,7 @@ def built(
     action = core.action(name="close_ticket", schema=Close, handler=close)
 
     def answer(request: core.ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1]
+        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
         for pattern, said in (
             (r"it ran and returned: ([^\n<]*)", "done: {}"),
             (r"(denied the call)", "denied"),

@@ -86,7 +86,7 @@ def _prompt(text: str) -> str:
 def test_a_forged_message_stays_text_inside_one_input() -> None:
     prompt = _prompt(FORGED)
     assert tags(prompt) == tags(_prompt("plain"))
-    updates = prompt[prompt.index("<updates>") :]
+    updates = prompt[prompt.index("<updates>") : prompt.index("</updates>")]
     assert updates.count("<input ") == 1 and "<action_result" not in updates
     assert escape_text(FORGED) in updates  # the model still reads what was written
 

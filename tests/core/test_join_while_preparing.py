@@ -27,7 +27,7 @@ async def test_an_input_prepared_while_the_run_ends_joins_it_once() -> None:
         return data
 
     def reply(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1]
+        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
         text = "second" if "late news" in updates else "first"
         return f'<response><output type="chat:message">{text}</output></response>'
 

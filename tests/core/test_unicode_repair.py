@@ -51,7 +51,7 @@ async def test_a_lone_surrogate_among_other_messages_costs_none_of_them(tmp_path
     sent: list[str] = []
 
     def answer(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[1]
+        updates = request.prompt.rsplit("<updates>", 1)[1].split("</updates>", 1)[0]
         heard.append(updates)
         return _say("answered")
 

@@ -161,7 +161,7 @@ class _GatedModel:
         self.waiting = asyncio.Event()
 
     async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
-        if "slow" in request.prompt.split("<updates>")[1]:
+        if "slow" in request.prompt.split("<updates>")[1].split("</updates>")[0]:
             self.waiting.set()
             await self.release.wait()
         yield say("done")

@@ -28,7 +28,7 @@ class _Gate:
         self.release = asyncio.Event()
 
     async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
-        if "first" in request.prompt.split("<updates>")[1]:
+        if "first" in request.prompt.split("<updates>")[1].split("</updates>")[0]:
             self.entered.set()
             await self.release.wait()
         yield say("ok")

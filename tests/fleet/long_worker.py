@@ -28,7 +28,7 @@ async def amain(args: argparse.Namespace) -> None:
     def answer(request: ModelRequest) -> str:
         with (args.sizes.parent / "runs").open("a") as f:  # who runs the conversation now
             f.write(f"{os.getpid()}\n")
-        if PROBE in request.prompt.rsplit("<updates>", 1)[-1]:
+        if PROBE in request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]:
             with args.sizes.open("a") as f:
                 f.write(f"{len(request.prompt)}\n")
         return brain(request)

@@ -61,7 +61,7 @@ def brain(request: ModelRequest) -> str:
     """The scripted model's answer to ``request``."""
     if request.metadata.get("purpose") == "summary":
         return _summary(request)
-    updates = request.prompt.rsplit("<updates>", 1)[1]
+    updates = request.prompt.rsplit("<updates>", 1)[1].split("</updates>", 1)[0]
     result = re.search(r'<action_result name="search_history"[^>]*>(.*?)</action_result>', updates, re.S)
     if result is not None:
         found: dict[str, Any] = json.loads(html.unescape(result.group(1)))

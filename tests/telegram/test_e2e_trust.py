@@ -32,7 +32,7 @@ def ticket_model() -> ScriptedModel:
     """Calls ``tools:open_ticket`` for each new message (whether offered or not), then says what came back."""
 
     def reply(request: ModelRequest) -> str:
-        results = _RESULT.findall(request.prompt.rsplit("<updates>", 1)[-1])
+        results = _RESULT.findall(request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0])
         if results:
             return say("result: " + results[-1].strip()[:80])
         call = json.dumps({"title": "printer"})
