@@ -2,32 +2,28 @@
 ``tsvector`` column (the ``english`` configuration: stemmed, as SQLite's Porter tokenizer) with a GIN index, ranked
 by ``ts_rank_cd``; and, where the server has the ``pgvector`` extension and an embedding model is configured, the
 passages' embeddings (nearest by cosine distance). Where ``pgvector`` is not installed on the server, searches are
-full-text alone and the reason is logged once. Migrations run at the first connection, under an advisory lock, in
-their own version table (``knowledge_schema``), apart from the history's.
+full-text alone and the reason is logged once. The connection, the migrations (at the first connection, under an
+advisory lock, in their own version table ``knowledge_schema``, apart from the history's) and the errors are
+``core.memory.pg_store.PostgresStore``'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
 from ..entries import now_ms
-from ..errors import MemoryStoreError
-from ..memory.postgres import _safe
+from ..memory.pg_store import PostgresStore
 from .model import DocumentInfo, Hit, Passage
 from .store import COMMON_AT, fuse, query_terms, word_plan
 
 __all__ = ("MIGRATIONS", "PostgresKnowledge")
 
 log = logging.getLogger("core.knowledge")
-
-T = TypeVar("T")
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -80,48 +76,27 @@ WRITE_LOCK = 0x6264_6B77  # "bdkw", with the collection's hash: one writer of a 
 _HIT = "d.collection, d.source, d.title, p.section, p.text"
 
 
-class PostgresKnowledge:
+class PostgresKnowledge(PostgresStore):
     """Documents and passages in PostgreSQL (one connection per process, serialised)."""
 
+    what = "knowledge base"
+    database = "knowledge"
+    migrations = MIGRATIONS
+    version_table = "knowledge_schema"
+    migration_lock = MIGRATION_LOCK
+    log = log
+
     def __init__(self, url: str, *, vectors: bool = False, timeout: float = 10.0) -> None:
-        self.url = url
-        """The connection URL (secret: never logged; ``shown`` is)."""
-        self.shown = _safe(url)
-        """The URL without credentials, for messages."""
+        super().__init__(url, timeout=timeout)
         self.vectors = vectors
         """Embeddings are stored and searched: set when asked for and the server has pgvector."""
-        self.timeout = timeout
-        """Seconds each statement (and the connection) may take."""
         self.why_no_vectors = "" if vectors else "no embedding model is configured"
         """Why the embeddings are not used, when they are not."""
         self.common_at = COMMON_AT
         """A word in this many passages or more finds none by itself (``word_plan``)."""
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()
-
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed:
-            conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=max(1, round(self.timeout)), prepare_threshold=None
-            )
-            try:
-                await self._migrate(conn)
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
-        return self._conn
 
     async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            await conn.execute("CREATE TABLE IF NOT EXISTS knowledge_schema (version integer NOT NULL)")
-            row = await (await conn.execute("SELECT max(version) FROM knowledge_schema")).fetchone()
-            version = int(row[0]) if row is not None and row[0] is not None else 0
-            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
-                await conn.execute(step)
-                await conn.execute("INSERT INTO knowledge_schema (version) VALUES (%s)", (number,))
-                log.info("knowledge database %s: migrated to version %d", self.shown, number)
+        await super()._migrate(conn)
         if self.vectors:
             try:
                 async with conn.transaction():
@@ -132,40 +107,6 @@ class PostgresKnowledge:
                 self.vectors = False
                 self.why_no_vectors = f"the server has no pgvector extension ({type(exc).__name__}: {exc})".strip()
                 log.warning("knowledge database %s: searches are full-text alone: %s", self.shown, self.why_no_vectors)
-
-    async def _do(self, what: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        async with self._lock:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    return await work(await self._connect())
-            except (psycopg.Error, OSError, TimeoutError) as exc:
-                if self._conn is not None and (self._conn.broken or isinstance(exc, TimeoutError)):
-                    await self._drop()
-                raise MemoryStoreError(
-                    f"PostgreSQL knowledge base at {self.shown} failed {what}: {type(exc).__name__}: {exc}; "
-                    "check DATABASE_URL and that the server is up"
-                ) from exc
-
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                await conn.close()
-
-    async def _rows(self, what: str, sql: str, params: Sequence[Any]) -> list[Any]:
-        async def work(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
-            cur = await conn.execute(sql, params)
-            return await cur.fetchall() if cur.description is not None else [cur.rowcount]
-
-        return await self._do(what, work)
-
-    async def start(self) -> None:
-        """Connect and bring the schema up to date now (otherwise done by the first statement)."""
-
-        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-            return None
-
-        await self._do("migrating", work)
 
     async def digest(self, collection: str, source: str) -> str | None:
         rows = await self._rows(
@@ -303,11 +244,6 @@ class PostgresKnowledge:
             "ON CONFLICT (conversation) DO UPDATE SET collections = EXCLUDED.collections",
             (conversation, json.dumps(list(collections))),
         )
-
-    async def close(self) -> None:
-        """Close the connection."""
-        async with self._lock:
-            await self._drop()
 
 
 def _vector(values: Sequence[float]) -> str:

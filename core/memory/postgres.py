@@ -1,30 +1,26 @@
 """Full history in PostgreSQL (``DATABASE_URL``), for workers that share: psycopg 3, async.
 
 The table has a generated ``tsvector`` column (the ``simple`` configuration: no stemming, any language)
-with a GIN index; searches take the newest matches of one conversation. Migrations run when the first
-connection is made, under an advisory lock so that workers starting together do not race. Import this
-module only when PostgreSQL is used: it needs the ``postgres`` extra (``psycopg[binary]``).
+with a GIN index; searches take the newest matches of one conversation. The connection, the migrations (at the
+first connection, under an advisory lock, recorded in ``bot_schema``) and the errors are ``PostgresStore``'s. Import
+this module only when PostgreSQL is used: it needs the ``postgres`` extra (``psycopg[binary]``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
 from ..entries import now_ms
-from ..errors import MemoryStoreError
 from .history import ConversationInfo, HistoryEntry, Summary, message_prefix, query_words, time_range
+from .pg_store import PostgresStore
 
 __all__ = ("MIGRATIONS", "PostgresHistory")
 
 log = logging.getLogger("core.memory.postgres")
-
-T = TypeVar("T")
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -62,87 +58,15 @@ def _entry(row: Sequence[Any]) -> HistoryEntry:
     return HistoryEntry(seq=row[0], id=row[1], ts=row[2], role=row[3], who=row[4], text=row[5])
 
 
-def _safe(url: str) -> str:
-    try:
-        info = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error:
-        return "DATABASE_URL"
-    return f"postgresql://{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
-
-
-class PostgresHistory:
+class PostgresHistory(PostgresStore):
     """Every conversation's messages and summary in PostgreSQL (one connection per process, serialised)."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0) -> None:
-        self.url = url
-        """The connection URL (secret: never logged; ``shown`` is)."""
-        self.shown = _safe(url)
-        """The URL without credentials, for messages."""
-        self.timeout = timeout
-        """Seconds each statement (and the connection) may take."""
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._lock = asyncio.Lock()
-
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed:
-            conn = await psycopg.AsyncConnection.connect(  # never prepared: a generic plan cannot know how
-                self.url,  # common the searched words are, and sorts every match of a common one
-                autocommit=True,
-                connect_timeout=max(1, round(self.timeout)),
-                prepare_threshold=None,
-            )
-            try:
-                await self._migrate(conn)
-            except BaseException:
-                await conn.close()
-                raise
-            self._conn = conn
-        return self._conn
-
-    async def _migrate(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            await conn.execute("CREATE TABLE IF NOT EXISTS bot_schema (version integer NOT NULL)")
-            row = await (await conn.execute("SELECT max(version) FROM bot_schema")).fetchone()
-            version = int(row[0]) if row is not None and row[0] is not None else 0
-            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
-                await conn.execute(step)
-                await conn.execute("INSERT INTO bot_schema (version) VALUES (%s)", (number,))
-                log.info("history database %s: migrated to version %d", self.shown, number)
-
-    async def _do(self, what: str, work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        async with self._lock:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    return await work(await self._connect())
-            except (psycopg.Error, OSError, TimeoutError) as exc:
-                if self._conn is not None and (self._conn.broken or isinstance(exc, TimeoutError)):
-                    await self._drop()
-                raise MemoryStoreError(
-                    f"PostgreSQL history at {self.shown} failed {what}: {type(exc).__name__}: {exc}; "
-                    "check DATABASE_URL and that the server is up"
-                ) from exc
-
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                await conn.close()
-
-    async def _rows(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Any]:
-        async def work(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
-            cur = await conn.execute(sql, params)
-            return await cur.fetchall() if cur.description is not None else [cur.rowcount]
-
-        return await self._do(what, work)
-
-    async def start(self) -> None:
-        """Connect and bring the schema up to date now (otherwise done by the first statement)."""
-
-        async def work(conn: psycopg.AsyncConnection[Any]) -> None:
-            return None
-
-        await self._do("migrating", work)
+    what = "history"
+    database = "history"
+    migrations = MIGRATIONS
+    version_table = "bot_schema"
+    migration_lock = MIGRATION_LOCK
+    log = log
 
     async def append(self, cid: str, entries: Sequence[HistoryEntry]) -> None:
         """Store ``entries`` (ids already stored are skipped), in one statement."""
@@ -284,8 +208,3 @@ class PostgresHistory:
             total += n
             if n < PRUNE_CHUNK:
                 return total
-
-    async def close(self) -> None:
-        """Close the connection."""
-        async with self._lock:
-            await self._drop()
