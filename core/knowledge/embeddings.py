@@ -4,14 +4,11 @@ Optional: without a model, a search is full-text alone."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from ..errors import BotError, ConfigError, ModelAuthError, ModelError
-from ..models.openai_compat import is_loopback
-from ..models.retry import redact, safe_url
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+from ..errors import BotError
+from ..models.openai_endpoint import OpenAIEndpoint
+from ..models.retry import safe_url
 
 __all__ = ("BATCH", "Embedder", "OpenAIEmbedder")
 
@@ -31,29 +28,13 @@ class Embedder(Protocol):
         ...
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(OpenAIEndpoint):
     """Vectors from ``POST {base_url}/embeddings``."""
 
+    prefix = "KNOWLEDGE_EMBED"
+
     def __init__(self, *, base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0) -> None:
-        try:
-            import openai
-        except ImportError as exc:  # pragma: no cover - openai is a base dependency
-            raise ConfigError("KNOWLEDGE_EMBED_BASE_URL needs the openai package: run pip install openai") from exc
-        self.base_url = base_url
-        """The server (``KNOWLEDGE_EMBED_BASE_URL``)."""
-        self.model = model
-        """The model name (``KNOWLEDGE_EMBED_MODEL``)."""
-        self._secret = api_key
-        http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if is_loopback(base_url) else None
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
-            api_key=api_key or "no-key", base_url=base_url, timeout=timeout, max_retries=2, http_client=http_client
-        )
-
-    def __repr__(self) -> str:
-        return f"OpenAIEmbedder(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
-
-    async def aclose(self) -> None:
-        await self._client.close()
+        super().__init__(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         import openai
@@ -64,19 +45,11 @@ class OpenAIEmbedder:
             try:
                 batch = list(texts[start : start + BATCH])
                 result = await self._client.embeddings.create(model=self.model, input=batch)
-            # the server's own error may repeat the key: it is neither chained nor shown (redacted)
-            except openai.AuthenticationError:
-                raise ModelAuthError(f"{where} refused KNOWLEDGE_EMBED_API_KEY: check the key") from None
+            # the server's own error may repeat the key: it is not chained (and redacted where shown)
             except openai.APIStatusError as exc:
-                detail = redact(str(exc.message), self._secret)[:200]
-                raise ModelError(
-                    f"{where} answered {exc.status_code}: {detail}; check KNOWLEDGE_EMBED_MODEL and "
-                    "KNOWLEDGE_EMBED_BASE_URL"
-                ) from None
+                raise self._failed(exc, where) from None
             except openai.APIError as exc:
-                raise ModelError(
-                    f"cannot reach {where}: check KNOWLEDGE_EMBED_BASE_URL ({type(exc).__name__})"
-                ) from exc
+                raise self._failed(exc, where) from exc
             except BotError:
                 raise
             found.extend(list(item.embedding) for item in sorted(result.data, key=lambda item: item.index))

@@ -6,63 +6,20 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, ModelAuthError, ModelError
-from ..models.openai_compat import is_loopback
-from ..models.retry import redact, safe_url
+from ..errors import ModelError
+from ..models.openai_endpoint import OpenAIEndpoint
+from ..models.retry import safe_url
 from .reader import sniff_image
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 __all__ = ("OpenAIImages", "OpenAISpeech")
 
 
-class _Endpoint:
-    """One OpenAI-compatible server, its key (a secret) and how its failures are told."""
-
-    prefix = ""
-    """The settings' prefix (``IMAGES``), named in errors."""
-
-    def __init__(self, *, base_url: str, model: str, api_key: str | None, timeout: float) -> None:
-        try:
-            import openai
-        except ImportError as exc:  # pragma: no cover - openai is a base dependency
-            raise ConfigError(f"{self.prefix}_BASE_URL needs the openai package: run pip install openai") from exc
-        self.base_url = base_url
-        """The server (``*_BASE_URL``)."""
-        self.model = model
-        """The model name (``*_MODEL``)."""
-        self._secret = api_key
-        http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if is_loopback(base_url) else None
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
-            api_key=api_key or "no-key", base_url=base_url, timeout=timeout, max_retries=1, http_client=http_client
-        )
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
-
-    def _failed(self, exc: Exception, where: str) -> ModelError:
-        import openai
-
-        p = self.prefix
-        if isinstance(exc, openai.AuthenticationError):
-            return ModelAuthError(f"{where} refused {p}_API_KEY: check the key")
-        if isinstance(exc, openai.APIStatusError):
-            detail = redact(str(exc.message), self._secret)[:200]
-            return ModelError(f"{where} answered {exc.status_code}: {detail}; check {p}_MODEL and {p}_BASE_URL")
-        return ModelError(f"cannot reach {where}: check {p}_BASE_URL ({type(exc).__name__})")
-
-
-class OpenAIImages(_Endpoint):
+class OpenAIImages(OpenAIEndpoint):
     """Makes pictures with ``POST {base_url}/images/generations`` (``IMAGES_*`` settings)."""
 
     prefix = "IMAGES"
+    max_retries = 1
 
     def __init__(
         self,
@@ -102,10 +59,11 @@ class OpenAIImages(_Endpoint):
         return data, mime
 
 
-class OpenAISpeech(_Endpoint):
+class OpenAISpeech(OpenAIEndpoint):
     """Speaks text with ``POST {base_url}/audio/speech`` as OGG/Opus (``TTS_*`` settings)."""
 
     prefix = "TTS"
+    max_retries = 1
 
     def __init__(
         self,
