@@ -19,7 +19,7 @@ import psycopg
 from ..entries import now_ms
 from ..memory.pg_store import PostgresStore
 from .model import DocumentInfo, Hit, Passage
-from .store import COMMON_AT, fuse, query_terms, word_plan
+from .store import COMMON_AT, DOCUMENT_COLUMNS, HIT_COLUMNS, RankedSearch, document_info, hit, word_plan
 
 __all__ = ("MIGRATIONS", "PostgresKnowledge")
 
@@ -73,10 +73,9 @@ VECTORS = "ALTER TABLE kb_passages ADD COLUMN IF NOT EXISTS embedding vector"
 
 MIGRATION_LOCK = 0x6264_6B62  # "bdkb"
 WRITE_LOCK = 0x6264_6B77  # "bdkw", with the collection's hash: one writer of a collection's word counts at a time
-_HIT = "d.collection, d.source, d.title, p.section, p.text"
 
 
-class PostgresKnowledge(PostgresStore):
+class PostgresKnowledge(PostgresStore, RankedSearch):
     """Documents and passages in PostgreSQL (one connection per process, serialised)."""
 
     what = "knowledge base"
@@ -162,43 +161,30 @@ class PostgresKnowledge(PostgresStore):
         where, params = ("WHERE collection = %s", (collection,)) if collection is not None else ("", ())
         rows = await self._rows(
             "listing documents",
-            "SELECT collection, source, title, digest, passages, updated FROM kb_documents "
-            f"{where} ORDER BY collection, source",
+            f"SELECT {DOCUMENT_COLUMNS} FROM kb_documents {where} ORDER BY collection, source",
             params,
         )
-        return [
-            DocumentInfo(collection=r[0], source=r[1], title=r[2], digest=r[3], passages=r[4], updated=r[5])
-            for r in rows
-        ]
+        return [document_info(r) for r in rows]
 
-    async def search(
-        self,
-        query: str,
-        *,
-        collections: Sequence[str] | None = None,
-        limit: int = 3,
-        vector: Sequence[float] | None = None,
-    ) -> list[Hit]:
-        if collections is not None and not collections:
-            return []
+    async def _found(
+        self, terms: Sequence[str], collections: Sequence[str] | None, wanted: int, vector: Sequence[float] | None
+    ) -> tuple[list[Hit], list[Hit]]:
         within = " AND d.collection = ANY(%s)" if collections is not None else ""
         extra: tuple[Any, ...] = (list(collections),) if collections is not None else ()
-        terms = query_terms(query)
-        wanted = limit * 2 if vector is not None and self.vectors else limit
         found: list[Hit] = []
         if terms:
             found = await self._do("searching", lambda conn: self._words(conn, terms, within, extra, wanted))
         near: list[Hit] = []
-        if vector is not None and self.vectors:
+        if vector is not None:
             rows = await self._rows(
                 "searching by meaning",
-                f"SELECT {_HIT}, 1 - (p.embedding <=> %s::vector) AS score "
+                f"SELECT {HIT_COLUMNS}, 1 - (p.embedding <=> %s::vector) AS score "
                 "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc "
                 f"WHERE p.embedding IS NOT NULL{within} ORDER BY p.embedding <=> %s::vector LIMIT %s",
                 (_vector(vector), *extra, _vector(vector), wanted),
             )
-            near = [_hit(r) for r in rows]
-        return fuse(found, near, limit=limit) if near else found[:limit]
+            near = [hit(r, float(r[5])) for r in rows]
+        return found, near
 
     async def _words(
         self, conn: psycopg.AsyncConnection[Any], terms: Sequence[str], within: str, extra: tuple[Any, ...], wanted: int
@@ -218,12 +204,12 @@ class PostgresKnowledge(PostgresStore):
         found: list[Hit] = []
         for words, joiner in word_plan(lexemes, common):
             cur = await conn.execute(
-                f"SELECT {_HIT}, ts_rank_cd(p.tsv, %s::tsquery) AS rank "
+                f"SELECT {HIT_COLUMNS}, ts_rank_cd(p.tsv, %s::tsquery) AS rank "
                 "FROM kb_passages p JOIN kb_documents d ON d.id = p.doc "
                 f"WHERE p.tsv @@ %s::tsquery{within} ORDER BY rank DESC LIMIT %s",
                 (_tsquery(lexemes, "OR"), _tsquery(words, joiner), *extra, wanted),
             )
-            found = [_hit(r) for r in await cur.fetchall()]
+            found = [hit(r, float(r[5])) for r in await cur.fetchall()]
             if len(found) >= wanted:
                 break
         return found
@@ -288,7 +274,3 @@ async def _forget(conn: psycopg.AsyncConnection[Any], collection: str, source: s
     await _count(conn, collection, int(row[0]), -1)
     await conn.execute("DELETE FROM kb_documents WHERE id = %s", (row[0],))
     return 1
-
-
-def _hit(row: Sequence[Any]) -> Hit:
-    return Hit(collection=row[0], source=row[1], title=row[2], section=row[3], text=row[4], score=float(row[5]))

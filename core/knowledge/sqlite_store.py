@@ -19,7 +19,7 @@ from typing import Any
 from ..entries import now_ms
 from ..memory.sqlite import SQLiteFile
 from .model import DocumentInfo, Hit, Passage
-from .store import COMMON_AT, fuse, query_terms, word_plan
+from .store import COMMON_AT, DOCUMENT_COLUMNS, HIT_COLUMNS, RankedSearch, document_info, hit, word_plan
 from .vectors import VectorIndex, cosine, quantize
 
 __all__ = ("SQLiteKnowledge",)
@@ -62,8 +62,6 @@ CREATE TABLE IF NOT EXISTS kb_scopes (
 
 MIGRATIONS = ("ALTER TABLE kb_passages ADD COLUMN q BLOB",)  # 2: each embedding quantized (vectors.quantize)
 
-_HIT = "d.collection, d.source, d.title, p.section, p.text"
-
 
 def _blob(vector: Sequence[float]) -> bytes:
     return array.array("f", vector).tobytes()
@@ -81,7 +79,7 @@ def _within(collections: Sequence[str] | None) -> tuple[str, list[Any]]:
     return f" AND d.collection IN ({','.join('?' * len(collections))})", list(collections)
 
 
-class SQLiteKnowledge(SQLiteFile):
+class SQLiteKnowledge(SQLiteFile, RankedSearch):
     """Documents, passages and their full-text index in one SQLite file (WAL mode)."""
 
     what = "the SQLite knowledge base"
@@ -163,49 +161,33 @@ class SQLiteKnowledge(SQLiteFile):
         where, params = ("WHERE collection = ?", (collection,)) if collection is not None else ("", ())
         rows = await self._do(
             lambda conn: conn.execute(
-                "SELECT collection, source, title, digest, passages, updated FROM kb_documents "
-                f"{where} ORDER BY collection, source",
+                f"SELECT {DOCUMENT_COLUMNS} FROM kb_documents {where} ORDER BY collection, source",
                 params,
             ).fetchall()
         )
-        return [
-            DocumentInfo(collection=r[0], source=r[1], title=r[2], digest=r[3], passages=r[4], updated=r[5])
-            for r in rows
-        ]
+        return [document_info(r) for r in rows]
 
-    async def search(
-        self,
-        query: str,
-        *,
-        collections: Sequence[str] | None = None,
-        limit: int = 3,
-        vector: Sequence[float] | None = None,
-    ) -> list[Hit]:
-        if collections is not None and not collections:
-            return []
-        terms = query_terms(query)
+    async def _found(
+        self, terms: Sequence[str], collections: Sequence[str] | None, wanted: int, vector: Sequence[float] | None
+    ) -> tuple[list[Hit], list[Hit]]:
         within, params = _within(collections)
 
         def work(conn: sqlite3.Connection) -> tuple[list[Hit], list[Hit]]:
             found: list[Hit] = []
-            wanted = limit * 2 if vector is not None else limit
             for match in _matches(conn, terms, self.common_at):
                 rows = conn.execute(
-                    f"SELECT {_HIT}, bm25(kb_fts, 2.0, 1.0) AS rank FROM kb_fts f "
+                    f"SELECT {HIT_COLUMNS}, bm25(kb_fts, 2.0, 1.0) AS rank FROM kb_fts f "
                     "JOIN kb_passages p ON p.id = f.rowid JOIN kb_documents d ON d.id = p.doc "
                     f"WHERE kb_fts MATCH ?{within} ORDER BY rank LIMIT ?",
                     (match, *params, wanted),
                 ).fetchall()
-                found = [_hit(r, -float(r[5])) for r in rows]
+                found = [hit(r, -float(r[5])) for r in rows]
                 if len(found) >= wanted:
                     break
-            near: list[Hit] = []
-            if vector is not None and self.vectors:
-                near = self._nearest(conn, vector, collections, limit * 2)
+            near = self._nearest(conn, vector, collections, wanted) if vector is not None else []
             return found, near
 
-        found, near = await self._do(work)
-        return fuse(found, near, limit=limit) if near else found[:limit]
+        return await self._do(work)
 
     def _nearest(
         self, conn: sqlite3.Connection, vector: Sequence[float], collections: Sequence[str] | None, limit: int
@@ -214,16 +196,19 @@ class SQLiteKnowledge(SQLiteFile):
         if self.vec_sql:
             within, params = _within(collections)
             rows = conn.execute(
-                f"SELECT {_HIT}, vec_distance_cosine(p.vec, ?) AS distance {joined}{within} ORDER BY distance LIMIT ?",
+                f"SELECT {HIT_COLUMNS}, vec_distance_cosine(p.vec, ?) AS distance {joined}{within} "
+                "ORDER BY distance LIMIT ?",
                 (_blob(vector), *params, limit),
             ).fetchall()
-            return [_hit(r, 1.0 - float(r[5])) for r in rows]
+            return [hit(r, 1.0 - float(r[5])) for r in rows]
         ids = self._vectors(conn).nearest(vector, count=max(4 * limit, CANDIDATES), collections=collections)
         if not ids:
             return []
-        rows = conn.execute(f"SELECT {_HIT}, p.vec {joined} AND p.id IN ({','.join('?' * len(ids))})", ids).fetchall()
+        rows = conn.execute(
+            f"SELECT {HIT_COLUMNS}, p.vec {joined} AND p.id IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
         scored = sorted(((cosine(vector, _floats(r[5])), r) for r in rows), key=lambda pair: pair[0], reverse=True)
-        return [_hit(r, score) for score, r in scored[:limit]]
+        return [hit(r, score) for score, r in scored[:limit]]
 
     def _vectors(self, conn: sqlite3.Connection) -> VectorIndex:
         """Every passage's quantized vector in memory, built again when the file changed (``PRAGMA data_version``
@@ -286,10 +271,6 @@ def _matches(conn: sqlite3.Connection, terms: Sequence[str], common_at: int) -> 
         _quoted(words, joiner) if words == list(terms) else f"({_quoted(words, joiner)}) AND ({every})"
         for words, joiner in word_plan(terms, common)
     ]
-
-
-def _hit(row: Sequence[Any], score: float) -> Hit:
-    return Hit(collection=row[0], source=row[1], title=row[2], section=row[3], text=row[4], score=score)
 
 
 def _delete(conn: sqlite3.Connection, collection: str, source: str) -> int:

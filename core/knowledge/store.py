@@ -8,14 +8,27 @@ question's vector are ranked too and both lists merged by reciprocal rank (a pas
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from .model import DocumentInfo, Hit, Passage
 
-__all__ = ("COMMON_AT", "STOPWORDS", "KnowledgeStore", "fuse", "query_terms", "word_plan")
+__all__ = (
+    "COMMON_AT",
+    "DOCUMENT_COLUMNS",
+    "HIT_COLUMNS",
+    "STOPWORDS",
+    "KnowledgeStore",
+    "RankedSearch",
+    "document_info",
+    "fuse",
+    "hit",
+    "query_terms",
+    "word_plan",
+)
 
 _COMMON = """a about above after again all am an and any are as at be been before being below between both but by can
     could did do does doing down during each few for from further had has have having he her here hers him his how
@@ -124,3 +137,49 @@ class KnowledgeStore(Protocol):
     async def close(self) -> None:
         """Close the connection."""
         ...
+
+
+HIT_COLUMNS = "d.collection, d.source, d.title, p.section, p.text"
+"""What a search selects of a passage (``p``) and its document (``d``), before its score (``hit``)."""
+DOCUMENT_COLUMNS = "collection, source, title, digest, passages, updated"
+"""What a listing selects of a document (``document_info``)."""
+
+
+def hit(row: Sequence[Any], score: float) -> Hit:
+    """The hit of a row of ``HIT_COLUMNS``."""
+    return Hit(collection=row[0], source=row[1], title=row[2], section=row[3], text=row[4], score=score)
+
+
+def document_info(row: Sequence[Any]) -> DocumentInfo:
+    """The document of a row of ``DOCUMENT_COLUMNS``."""
+    return DocumentInfo(collection=row[0], source=row[1], title=row[2], digest=row[3], passages=row[4], updated=row[5])
+
+
+class RankedSearch(abc.ABC):
+    """``search`` for a store that finds passages by words and, with embeddings, by meaning (``_found``)."""
+
+    vectors: bool
+
+    async def search(
+        self,
+        query: str,
+        *,
+        collections: Sequence[str] | None = None,
+        limit: int = 3,
+        vector: Sequence[float] | None = None,
+    ) -> list[Hit]:
+        """The passages that best answer ``query`` (in ``collections``; None: all), best first: those found by
+        words and by meaning merged by reciprocal rank (``fuse``), or those found by words alone."""
+        if collections is not None and not collections:
+            return []
+        meaning = vector if vector is not None and self.vectors else None
+        wanted = limit * 2 if meaning is not None else limit
+        found, near = await self._found(query_terms(query), collections, wanted, meaning)
+        return fuse(found, near, limit=limit) if near else found[:limit]
+
+    @abc.abstractmethod
+    async def _found(
+        self, terms: Sequence[str], collections: Sequence[str] | None, wanted: int, vector: Sequence[float] | None
+    ) -> tuple[list[Hit], list[Hit]]:
+        """The best ``wanted`` passages of ``collections`` with the words ``terms``, and (``vector`` given) the
+        nearest ``wanted`` by meaning."""

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from core.knowledge import Indexer, Knowledge, SQLiteKnowledge
+from core.knowledge import Knowledge, SQLiteKnowledge
 from tests.fakes.discord_server import Json
-from tests.knowledge.support import searcher, write_corpus
+from tests.knowledge.support import searcher, two_collections
 
 from .conftest import StartBot, World, answers
 
@@ -22,12 +22,7 @@ MEMBER = 1024 | 2048  # View Channel, Send Messages: not an admin of the server
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SQLiteKnowledge]:
-    found = SQLiteKnowledge(tmp_path / "knowledge.sqlite3")
-    folder = write_corpus(tmp_path / "docs")
-    indexer = Indexer(found)
-    await indexer.add([str(folder / "handbook.md")], collection="hr")
-    await indexer.add([str(folder / "faq.html")], collection="shop")
-    yield found  # the Knowledge plugin closes it with the agent
+    yield await two_collections(tmp_path)  # the Knowledge plugin closes it with the agent
 
 
 async def knowledge(world: World, sub: str, *, user: Json, channel: int | None = None, **more: Any) -> Json:

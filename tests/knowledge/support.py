@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from core import ScriptedModel
+from core.knowledge import Indexer, SQLiteKnowledge
 from core.models.base import ModelRequest
 
 HANDBOOK = """# Acme Handbook
@@ -92,6 +93,16 @@ def cites(output_type: str, question: str = QUESTION) -> object:
         return f'<response><action_call name="search_knowledge">{call}</action_call></response>'
 
     return reply
+
+
+async def two_collections(folder: Path) -> SQLiteKnowledge:
+    """A knowledge base in ``folder``: the handbook in the collection hr, the FAQ in shop."""
+    store = SQLiteKnowledge(folder / "knowledge.sqlite3")
+    corpus = write_corpus(folder / "docs")
+    indexer = Indexer(store)
+    await indexer.add([str(corpus / "handbook.md")], collection="hr")
+    await indexer.add([str(corpus / "faq.html")], collection="shop")
+    return store
 
 
 def searcher(output_type: str, found: list[list[str]]) -> ScriptedModel:

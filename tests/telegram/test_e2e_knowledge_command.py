@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.knowledge import Indexer, Knowledge, SQLiteKnowledge
+from core.knowledge import Knowledge, SQLiteKnowledge
 from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
-from tests.knowledge.support import searcher, write_corpus
+from tests.knowledge.support import searcher, two_collections
 
 from .conftest import StartBot
 
@@ -22,12 +22,7 @@ ANN, BOB = 2001, 2002
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SQLiteKnowledge]:
-    found = SQLiteKnowledge(tmp_path / "knowledge.sqlite3")
-    folder = write_corpus(tmp_path / "docs")
-    indexer = Indexer(found)
-    await indexer.add([str(folder / "handbook.md")], collection="hr")
-    await indexer.add([str(folder / "faq.html")], collection="shop")
-    yield found  # the Knowledge plugin closes it with the agent
+    yield await two_collections(tmp_path)  # the Knowledge plugin closes it with the agent
 
 
 async def said(server: FakeTelegramServer, text: str, *, user_id: int = ANN, chat_id: int = GROUP) -> SentMessage:
