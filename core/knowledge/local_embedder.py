@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
-import secrets
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError, ModelError
 from ..models.gguf import package_folders
+from ..models.llama_server import import_xllamacpp, server_params
 from .gguf_bert import BertConfig, write_gguf
 
 __all__ = ("MINILM", "LocalEmbedder", "LocalEmbeddings", "prepare_embeddings")
@@ -144,23 +143,12 @@ class LocalEmbedder:
         with self._lock:
             if self._server is not None:
                 return self._server
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            try:
-                import xllamacpp
-            except ImportError as exc:
-                raise ConfigError("KNOWLEDGE_EMBED_LOCAL needs xllamacpp: run pip install '.[local]'") from exc
+            xllamacpp = import_xllamacpp("KNOWLEDGE_EMBED_LOCAL needs xllamacpp: run pip install '.[local]'")
             path = prepare_embeddings(self.model, self.cache_dir)
-            params = xllamacpp.CommonParams()
-            params.model.path = str(path)
+            params = server_params(xllamacpp, path, threads=self.threads)
             params.embedding = True
             params.pooling_type = xllamacpp.llama_pooling_type.LLAMA_POOLING_TYPE_MEAN
             params.n_ctx = params.n_batch = params.n_ubatch = self.model.config.context
-            params.cpuparams.n_threads = params.cpuparams_batch.n_threads = self.threads
-            params.warmup = False
-            params.verbosity = -1
-            params.hostnames = ["127.0.0.1"]  # llama.cpp's own HTTP endpoint: loopback, a key nobody knows
-            params.port = 0
-            params.api_keys = [secrets.token_urlsafe(32)]
             try:
                 self._server = xllamacpp.Server(params)
             except Exception as exc:

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -47,6 +46,7 @@ from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refu
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
+from .llama_server import import_xllamacpp, server_params
 from .weights import (
     CHOICES,
     DEFAULT_CHOICE,
@@ -243,20 +243,13 @@ class LocalModel:
         with self._lock:
             if self._server is not None:
                 return self._server
-            # llama.cpp's OpenMP threads spin between tokens unless told to sleep; a bot shares its cores with
-            # the event loop and other processes, and spinning made generation 4-10x slower under load
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            try:
-                import xllamacpp
-            except ImportError as exc:
-                raise ConfigError(
-                    "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)"
-                ) from exc
+            xllamacpp = import_xllamacpp(
+                "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)"
+            )
             started = time.perf_counter()
             path = self._prepare()
             self._say(f"loading {path.name}")
-            params = xllamacpp.CommonParams()
-            params.model.path = str(path)
+            params = server_params(xllamacpp, path, threads=self.threads)
             # one KV cache of context_size tokens per slot: a conversation keeps its slot, so its next turn
             # evaluates only what is new
             # (and one more for what belongs to no conversation: summaries, tool calls; with tools one more to
@@ -269,14 +262,6 @@ class LocalModel:
             template = gguf_chat_template(path)
             if template is not None:
                 params.chat_template = template
-            params.cpuparams.n_threads = self.threads
-            params.cpuparams_batch.n_threads = self.threads
-            params.warmup = False
-            params.verbosity = -1
-            # llama.cpp also opens an HTTP endpoint on a random loopback port; lock it with a key nobody knows
-            params.hostnames = ["127.0.0.1"]
-            params.port = 0
-            params.api_keys = [secrets.token_urlsafe(32)]
             try:
                 server = xllamacpp.Server(params)
             except Exception as exc:
