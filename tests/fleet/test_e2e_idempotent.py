@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 import core
-from core import ScriptedModel, create_agent
+from core import AgentOptions, ScriptedModel, create_agent
+from core.busy import BusyPolicy
 from core.definitions import Extension
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.models.base import ModelRequest
@@ -62,7 +63,11 @@ async def running_worker(server: RedisServer, extension: Extension, model: core.
     """``bots worker`` in this process: runs conversations from Redis, posts through REST only."""
     backend = RedisBackend(queue_config(server))
     agent = create_agent(
-        model=model, extensions=[extension], dispatcher=RedisDispatcher(backend), memory=RedisMemoryStore(backend)
+        model=model,
+        extensions=[extension],
+        dispatcher=RedisDispatcher(backend),
+        memory=RedisMemoryStore(backend),
+        options=AgentOptions(busy=BusyPolicy.COLLECT),  # each round its own batch (steer may join one to the last)
     )
     worker = QueueWorker(agent, backend)
     async with asyncio.TaskGroup() as tg:
