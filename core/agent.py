@@ -116,7 +116,7 @@ class Agent(ExtensionPoints):
         """How ``send`` reaches ``run``."""
         self.hooks = AgentHooks.of(self.plugins)
         """The plugins' hooks around runs (``core.plugin.Plugin``): loaded, saved, reset, stop."""
-        memory_plugin = find_plugin(self.plugins, LongMemory)
+        memory_plugin = self._long_memory = find_plugin(self.plugins, LongMemory)
         self.history: HistoryStore | None = memory_plugin.history if memory_plugin is not None else None
         """Where every input and output is kept and searched (the ``LongMemory`` plugin's; None: only the working
         memory is kept)."""
@@ -605,9 +605,14 @@ class Agent(ExtensionPoints):
                 await self.save_state(state)
         if self.history is not None:  # (also what left the working memory long ago: found by its message id)
             try:
-                await self.history.delete(cid, [history_id(entry) for entry in gone], messages=sorted(message_ids))
+                removed = await self.history.delete(
+                    cid, [history_id(entry) for entry in gone], messages=sorted(message_ids)
+                )
             except RunError as exc:
                 log.warning("%s: deleted messages stay in the history: %s", cid, exc)
+            else:
+                if removed > len(gone) and self._long_memory is not None:  # one had left the working memory: it
+                    await self._long_memory.reset(cid, erase=False)  # may be in the summary, which goes (as /reset)
         if gone:
             log.info("%s: %d deleted message(s) left the working memory and the history", cid, len(gone))
         return len(gone)

@@ -10,7 +10,8 @@ order with its messages, and that worker does the same (``core.fleet.drain``): w
 sent while the message's run goes on joins that run and takes the message out of it.
 
 The history finds a message however old it is: an input's history id starts with its platform message id
-(``core.memory.recording.history_id``). What is already folded into the conversation's summary stays there.
+(``core.memory.recording.history_id``). A deleted message that had left the working memory may be folded into the
+conversation's summary: the summary goes then, as ``/reset`` has it (the rest of the history stays searchable).
 """
 
 from __future__ import annotations

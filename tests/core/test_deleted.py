@@ -13,6 +13,7 @@ from typing import Any
 from core import AgentOptions, InputRef, ModelRequest, context, create_agent, output
 from core.busy import BusyPolicy
 from core.deleted import FORGET_INPUT, forget_ref, split_forgets
+from core.memory import Summary
 from core.memory.long_memory import LongMemory
 from core.memory.sqlite_history import SQLiteHistory
 
@@ -98,10 +99,13 @@ async def test_a_deleted_message_that_left_the_working_memory_long_ago_leaves_th
         for n in range(3):
             await agent.send(short, "c", message(f"chatting {n}", f"n{n}"))
         memory, stored = await kept(agent, history)
-        assert "4711" not in memory and "4711" in stored  # only the history holds it now
+        assert "4711" not in memory and "4711" in stored  # only the history holds it now (and the summary)
+        newest = await history.search("chat:c", limit=1)
+        await history.set_summary("chat:c", Summary(text="Ann's locker code is 4711.", upto=newest[0].seq), expected=0)
         assert await agent.forget_messages(short, "c", ["m1"]) == 0  # nothing in the working memory
         memory, stored = await kept(agent, history)
         assert "4711" not in stored and "chatting 2" in stored
+        assert (await history.summary("chat:c")).text == ""  # it may have held the message: it went
     await history.close()
 
 
