@@ -269,7 +269,7 @@ def build_agent(
     agent.add_service(
         service(
             name="model",
-            start=lambda agent: open_model(chosen_model, agent),
+            start=lambda _host: open_model(chosen_model, agent),  # (the agent built here: its prompt form)
             stop=lambda _agent: close_model(chosen_model),
         )
     )

@@ -112,7 +112,8 @@ async def test_voice_on_and_off_in_a_telegram_group_its_admins_choose(
         assert await said("/voice", bob) == (
             "Spoken replies in this chat: every answer is also spoken. Choose: on, off, default"
         )
-        assert await said("@daydream_test_bot how is the sea?", bob) == "Fair winds."  # a text message, answered aloud too
+        # a text message, answered aloud too
+        assert await said("@daydream_test_bot how is the sea?", bob) == "Fair winds."
         await server.wait_for(lambda: bool(server.media))
         assert await said("/voice off", ann) == "Done: spoken replies in this chat: never, not even to a voice message."
         assert await said("@daydream_test_bot and now?", bob) == "Fair winds."
