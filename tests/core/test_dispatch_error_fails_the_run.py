@@ -44,7 +44,10 @@ async def test_a_platform_error_in_an_output_is_still_an_undelivered_output() ->
         raise PlatformError("the platform refused")
 
     agent = create_agent(
-        model=script(asked), contexts=[chat], outputs=[output(type="say", handler=post)], memory=InMemoryStore()
+        model=script(asked),
+        contexts=[chat],
+        outputs=[output(type="say", handler=post, errors_to_model=True)],  # (the model reads what failed)
+        memory=InMemoryStore(),
     )
     async with agent:
         logs = await agent.run(chat, "room", [], options={})
