@@ -80,7 +80,7 @@ async def one_process(rounds: int, quiet_ms: int) -> tuple[list[float], list[int
 
 
 async def fleet(rounds: int, quiet_ms: int, server: RedisServer) -> tuple[list[float], list[int]]:
-    config = QueueConfig(url=server.url, lease_seconds=5.0, quiet_ms=quiet_ms)
+    config = QueueConfig(url=server.url, lease_seconds=5.0, quiet_ms=quiet_ms, busy="steer")
     gateway_backend, worker_backend = RedisBackend(config), RedisBackend(config)
     model = Timed(answer)
     gateway = create_agent(

@@ -31,7 +31,7 @@ def queue_config(settings: Settings) -> QueueConfig:
         config = settings.redis.to_config()
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    return dataclasses.replace(config, quiet_ms=settings.bot.quiet_ms)  # (BOT_BUSY: the agent's, AgentOptions.busy)
+    return dataclasses.replace(config, busy=settings.bot.busy.value, quiet_ms=settings.bot.quiet_ms)
 
 
 def redis_check(backend: RedisBackend) -> Any:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, overload
@@ -18,7 +17,7 @@ from . import tracing
 from .agent_options import AgentOptions
 from .bot import Bot
 from .busy import BusyPolicy
-from .chat_settings import BUSY_CHOICES, ChatPolicy, ChatSettings, ChatSettingsStore
+from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
     Context,
@@ -142,12 +141,7 @@ class Agent(ExtensionPoints):
         media_plugin = find_plugin(self.plugins, Media)
         self.media = media_plugin.reader if media_plugin is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
-        self.chat_policy = dataclasses.replace(  # (what /busy and /quiet show is what the agent does)
-            opts.chat_policy if opts.chat_policy is not None else ChatPolicy(),
-            default_busy=BusyPolicy(opts.busy).value,
-            default_quiet_ms=opts.quiet_ms,
-            quiet_ms_by_context=dict(opts.quiet_ms_by_context),
-        )
+        self.chat_policy = opts.chat_policy if opts.chat_policy is not None else ChatPolicy()
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
         usage = find_plugin(self.plugins, Usage)
         self.usage: UsageStore = usage.store if usage is not None else InMemoryUsage()
@@ -325,9 +319,7 @@ class Agent(ExtensionPoints):
         """Load (or create) the state of the instance ``args`` names."""
         context = self.registry.resolve(context)
         cid = self.context_id(context, args)
-        return await self._load_state(context, args, cid, await self.chat_of(cid, self.settings_parents(context, args)))
-
-    async def _load_state(self, context: Context, args: Any, cid: str, chat: ChatSettings) -> ContextState:
+        chat = await self.chat_of(cid, self.settings_parents(context, args))
         with tracing.span("read memory"):
             state = await self.states.load(context, args, cid=cid, chat=chat, summary=None, host=self)
         for loaded in self.hooks.loaded:
@@ -506,7 +498,7 @@ class Agent(ExtensionPoints):
                 if listener is not None:
                     target.listeners.append(listener)
                 return await asyncio.shield(target.finished)
-            busy = self.busy_policy(current.state.chat)  # (as the run in progress read the chat's settings)
+            busy = self.busy
             if current.accepting and busy is not BusyPolicy.STEER and not stopped:
                 if busy is BusyPolicy.INTERRUPT:
                     current.stop()
@@ -643,11 +635,9 @@ class Agent(ExtensionPoints):
         entry: Run | Pending = pending
         cancelled = False
         try:
-            chat = await self.chat_of(cid, self.settings_parents(context, args))
-            quiet = self.chat_policy.quiet_of(cid, chat)  # (its /quiet, its context type's, or BOT_QUIET_MS)
-            if quiet and not self.dispatcher.distributed:  # (a queue waits in Redis: core.fleet)
-                await pending.quiet(quiet, cap=self.max_batch)
-            state = await self._load_state(context, args, cid, chat)
+            if self.quiet_ms and not self.dispatcher.distributed:  # (a queue waits in Redis: core.fleet)
+                await pending.quiet(self.quiet_ms, cap=self.max_batch)
+            state = await self.load_state(context, args)
             state.used = await self._load_used(state)
             state.options.update(pending.options)
             state.ledger = pending.ledger
@@ -767,16 +757,6 @@ class Agent(ExtensionPoints):
         rules and pins (``ChatPolicy.effective``)."""
         chosen = await self.chat_settings.chosen(context_id, parents)
         return self.chat_policy.effective(context_id, chosen, parents)
-
-    def busy_policy(self, chat: ChatSettings) -> BusyPolicy:
-        """What a message sent while the bot answers does in a conversation with the effective settings ``chat``:
-        its choice (``/busy``), else the operator's (``BOT_BUSY``)."""
-        return BusyPolicy(chat.busy) if chat.busy in BUSY_CHOICES else self.busy
-
-    async def busy_of(self, context: Context, args: Any) -> BusyPolicy:
-        """``busy_policy`` of the conversation ``args`` names, its settings read now (a queue worker, for a batch)."""
-        cid = self.context_id(context, args)
-        return self.busy_policy(await self.chat_of(cid, self.settings_parents(context, args)))
 
     def is_admin(self, user: str) -> bool:
         """True for a platform-qualified user id (``telegram:123``) listed as an admin (``BOT_ADMIN_USERS``, given

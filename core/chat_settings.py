@@ -1,5 +1,5 @@
 """Settings of one conversation, changed from inside the chat (``/model``, ``/persona``, ``/language``,
-``/reply``, ``/timezone``, ``/voice``, ``/busy``, ``/quiet``).
+``/reply``, ``/timezone``, ``/voice``).
 
 They are stored with the conversation, in the agent's memory store under ``settings:<context id>`` (SQLite in
 one process; in Redis ``<prefix>{<context id>}:mem:settings``, written at once, so every worker reads the change
@@ -22,12 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .busy import QUIET_CHAT_MAX_MS, BusyPolicy
 from .errors import MemoryStoreError
 from .escape import escape_text
 
 __all__ = (
-    "BUSY_CHOICES",
     "REPLY_CHOICES",
     "VOICE_CHOICES",
     "ChatPolicy",
@@ -36,7 +34,6 @@ __all__ = (
     "ChatSettingsStore",
     "escape_persona",
     "known_zone",
-    "quiet_choice",
 )
 
 
@@ -55,10 +52,6 @@ class ChatSetting(enum.StrEnum):
     """The IANA time zone reminders and schedules are read in (``Europe/Paris``; ``BOT_TIMEZONE`` by default)."""
     VOICE = "voice"
     """Spoken replies (``on``: every answer is also spoken; ``off``: none; by default the answers to voice messages)."""
-    BUSY = "busy"
-    """What a message sent while the bot answers does (``core.busy.BusyPolicy``; ``BOT_BUSY`` by default)."""
-    QUIET = "quiet"
-    """The quiet window, in milliseconds: messages sent within it are answered together (``BOT_QUIET_MS``)."""
 
 
 REPLY_CHOICES = ("always", "mention")
@@ -66,8 +59,6 @@ REPLY_CHOICES = ("always", "mention")
 bot back on, since commands would be ignored too)."""
 VOICE_CHOICES = ("on", "off")
 """The spoken-replies choices of a conversation (``/voice``); None keeps the default (answers to voice messages)."""
-BUSY_CHOICES = tuple(policy.value for policy in BusyPolicy)
-"""The busy policies a conversation may choose (``/busy``); None keeps the operator's (``BOT_BUSY``)."""
 
 
 class ChatSettings(BaseModel):
@@ -87,11 +78,6 @@ class ChatSettings(BaseModel):
     """The chat's IANA time zone (``Europe/Paris``); None keeps the operator's (``ChatPolicy.default_timezone``)."""
     voice: str | None = None
     """Spoken replies (one of ``VOICE_CHOICES``); None: the answers to voice messages only."""
-    busy: str | None = None
-    """What a message sent while the bot answers does (one of ``BUSY_CHOICES``); None keeps the operator's."""
-    quiet: str | None = None
-    """The quiet window in milliseconds, as digits (``0`` to ``core.busy.QUIET_CHAT_MAX_MS``; ``0``: none); None
-    keeps the operator's (``BOT_QUIET_MS``). Text like every setting, so a pin in ``*_CHANNEL_SETTINGS`` is one."""
 
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""
@@ -119,15 +105,6 @@ def known_zone(name: str) -> bool:
     return True
 
 
-def quiet_choice(text: str | None) -> int | None:
-    """The quiet window ``text`` chooses, in milliseconds (``"800"``, ``"0"``), or None when it is no valid choice
-    (not digits, or above ``QUIET_CHAT_MAX_MS``)."""
-    if text is None or not text.isascii() or not text.isdigit() or len(text) > 6:
-        return None
-    value = int(text)
-    return value if value <= QUIET_CHAT_MAX_MS else None
-
-
 def escape_persona(text: str) -> str:
     """A persona written in a chat, as it enters the system prompt: user text like any other, escaped by the
     one trust boundary (``core.escape.escape_text``), so it can neither open nor close a protocol element."""
@@ -150,12 +127,6 @@ class ChatPolicy:
     """Language of the bot's own messages when a conversation chose none (``BOT_LANGUAGE``)."""
     default_timezone: str = "UTC"
     """The time zone of a conversation that chose none (``BOT_TIMEZONE``)."""
-    default_busy: str = BusyPolicy.STEER.value
-    """The busy policy of a conversation that chose none (``BOT_BUSY``; set from ``AgentOptions.busy``)."""
-    default_quiet_ms: int = 0
-    """The quiet window of a conversation that chose none (``BOT_QUIET_MS``; set from ``AgentOptions.quiet_ms``)."""
-    quiet_ms_by_context: dict[str, int] = field(default_factory=dict)
-    """The quiet window of the conversations of some context types instead (``AgentOptions.quiet_ms_by_context``)."""
     admin_users: frozenset[str] = frozenset()
     """Platform-qualified user ids (``discord:123``, ``telegram:456``) who may change settings anywhere."""
     disabled_commands: frozenset[str] = frozenset()
@@ -175,17 +146,6 @@ class ChatPolicy:
     def is_pinned(self, context_id: str, setting: ChatSetting, parents: Sequence[str] = ()) -> bool:
         """True when the operator fixed ``setting`` in ``context_id`` (or in one of its ``parents``)."""
         return setting.value in self.pins_of(context_id, parents)
-
-    def quiet_of(self, context_id: str, settings: ChatSettings) -> int:
-        """The quiet window (ms) of ``context_id`` (``<context type>:<key>``) with the effective ``settings``: its
-        choice (``/quiet``), else its context type's, else the operator's."""
-        chosen = quiet_choice(settings.quiet)
-        if chosen is not None:
-            return chosen
-        for context_type, window in self.quiet_ms_by_context.items():
-            if context_id.startswith(context_type + ":"):
-                return window
-        return self.default_quiet_ms
 
     def zone_of(self, settings: ChatSettings) -> str:
         """The time zone of a conversation with the effective ``settings``: its own, else the operator's."""
@@ -210,10 +170,6 @@ class ChatPolicy:
             values["timezone"] = None
         if values.get("voice") is not None and values["voice"] not in VOICE_CHOICES:
             values["voice"] = None
-        if values.get("busy") is not None and values["busy"] not in BUSY_CHOICES:
-            values["busy"] = None
-        if values.get("quiet") is not None and quiet_choice(values["quiet"]) is None:
-            values["quiet"] = None
         persona = values.get("persona")
         if persona is not None:
             values["persona"] = persona[: self.persona_max_chars] or None

@@ -15,7 +15,6 @@ from .entries import InputRef, Log
 
 if TYPE_CHECKING:
     from .bot import Bot
-    from .busy import BusyPolicy
     from .events import RunEvent
     from .models.base import Model
     from .reply_ledger import ReplyLedger
@@ -65,11 +64,6 @@ class Runner(Protocol):
 
     def stop_answer(self, context_id: str) -> bool:
         """Stop the answer being written in ``context_id`` in this process (a person pressed Stop)."""
-        ...
-
-    async def busy_of(self, context: Context, args: Any) -> BusyPolicy:
-        """What a message sent while the conversation ``args`` names is answered does (its ``/busy``, else the
-        operator's ``BOT_BUSY``): a queue worker asks it for each batch."""
         ...
 
     async def drop_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:

@@ -133,6 +133,8 @@ class RedisDispatcher:
                         "bots.ingest.result": result,
                     }
                 )
+        if result == "queued" and self.config.busy == "interrupt":  # (core.busy: the answer in progress stops)
+            await self.stops.press(cid, held_only=True)
         if result == "full":
             raise BackpressureError(
                 f"the inbox of {cid} holds {self.config.inbox_cap} inputs waiting to run: nothing was stored, "
@@ -164,8 +166,8 @@ class RedisDispatcher:
                 DEDUPE_TRIM_AT,
                 DEDUPE_KEEP,
                 int(self.config.dedupe_ttl * 1000),
-                "1",  # (the quiet window's times: any conversation may choose one, core.busy)
-                keys.arrivals,  # (the worker running the conversation decides what an input arriving does)
+                "1" if self.config.quiet_ms else "0",
+                keys.arrivals if self.config.busy == "steer" else "",
             ],
             what=f"storing an input for {cid}",
             confirm=True,  # a platform is told it was stored (Telegram's offset, a webhook's 200)

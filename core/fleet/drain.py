@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..busy import QUIET_CHAT_MAX_MS, QUIET_WINDOWS, BusyPolicy
+from ..busy import QUIET_WINDOWS
 from ..deleted import split_forgets
 from ..entries import InputRef
 from ..errors import DispatchError
@@ -92,7 +92,6 @@ class Drainer:
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
         self._starting: dict[str, bool] = {}  # batches taken whose run has not begun: stopped before it?
         self._joiners: dict[str, Joiner] = {}  # the batches running here, for the inputs that join them (steer)
-        self._policies: dict[str, BusyPolicy] = {}  # the busy policy of each conversation whose batch runs here
 
     # -- the job ---------------------------------------------------------------------------------------
 
@@ -129,7 +128,6 @@ class Drainer:
             self.agent.observe("lease_lost" if lease.lost else "lease_released", cid)
             if self._local.get(cid, (None,))[0] is me:
                 del self._local[cid]
-                self._policies.pop(cid, None)
 
     async def claim(self, lease: Lease) -> list[Any]:
         """Claim the context for ``lease.job_id`` and take its first batch (one script)."""
@@ -194,14 +192,7 @@ class Drainer:
         return stopped
 
     def arrived(self, cid: str) -> None:
-        """Inputs were stored for ``cid`` while a drain job is responsible for it: when its batch runs here, they do
-        what the conversation's busy policy says (``core.busy``): with ``steer`` the batch takes them
-        (``core.fleet.joiner``); with ``interrupt`` its answer stops (kept with its stop mark) and the next batch
-        answers them; with ``collect`` and ``queue`` they wait for the next batch."""
-        policy = self._policies.get(cid)
-        if policy is BusyPolicy.INTERRUPT:
-            self.stop(cid)
-            return
+        """Inputs were stored for ``cid`` (``core.fleet.joiner``): the batch running here, if any, takes them."""
         joiner = self._joiners.get(cid)
         if joiner is not None and not self.stopping:  # (a stopping worker takes no new work: it waits for the next)
             joiner.wake.set()
@@ -237,7 +228,7 @@ class Drainer:
             if status == "quiet":  # (core.busy: the conversation is not quiet yet; the lease is kept meanwhile)
                 try:
                     if not self.stopping:
-                        await asyncio.sleep(min(int(result[3]), max(self.config.quiet_ms, QUIET_CHAT_MAX_MS)) / 1000)
+                        await asyncio.sleep(min(int(result[3]), self.config.quiet_ms) / 1000)
                     result = await self._step(lease, None, "handoff" if self.stopping else "take")
                 except DispatchError as exc:
                     log.warning("giving %s up: %s", lease.cid, exc)
@@ -364,7 +355,6 @@ class Drainer:
         ledger = RedisReplyLedger(scope)
         token = scope.enter()
         try:
-            busy = self._policies[scope.keys.cid] = await self.agent.busy_of(context, args)  # (its /busy, or BOT_BUSY)
             if forgotten:
                 await self.agent.drop_messages(context, args, forgotten)
             stopped = self._starting.pop(scope.keys.cid, False)  # (no wait from here until the run is in the table)
@@ -377,7 +367,7 @@ class Drainer:
             with batch_span(entries, scope):
                 if not inputs:
                     pass  # (only deletions)
-                elif busy is not BusyPolicy.STEER:
+                elif self.config.busy != "steer":
                     await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
                 else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner)
 
@@ -421,8 +411,7 @@ class Drainer:
             lease.cid,
             acked.batch_id if acked is not None else "",
             mode,
-            1 if acked is not None and self._policies.get(lease.cid) is BusyPolicy.QUEUE else cfg.batch_size,  # (one
-            # run per input waiting)
+            1 if acked is not None and cfg.busy == "queue" else cfg.batch_size,  # (queue: one run per input waiting)
             cfg.lease_ms,
             cfg.max_attempts,
             job_id,
@@ -434,9 +423,7 @@ class Drainer:
             len(usage),
             USAGE_TTL,
             cfg.quiet_ms,
-            QUIET_WINDOWS,
-            MEMORY_KINDS.index("settings") + 1 if reads else 0,  # (the conversation's own quiet window, /quiet)
-            QUIET_CHAT_MAX_MS,
+            QUIET_WINDOWS * cfg.quiet_ms,
         ]
         args.extend("" if value is None else value for _, value in writes)
         for _, counts in usage:

@@ -26,6 +26,10 @@ def redact_url(url: str) -> str:
     return mask_query(urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment)))
 
 
+BUSY_POLICIES = ("steer", "collect", "queue", "interrupt")
+"""The values of ``QueueConfig.busy`` (``core.busy.BusyPolicy``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class QueueConfig:
     """Settings of the Redis queue layer (``bots`` fills it from the ``REDIS_*`` variables)."""
@@ -54,9 +58,11 @@ class QueueConfig:
     """Inputs taken into one run at most."""
     quiet_ms: int = 0
     """A conversation's batch is taken once no input came for this long (``core.busy``: a burst is one turn; the
-    window is kept in Redis, so any worker may take it; 0: at once; ``BOT_QUIET_MS``), unless the conversation chose
-    its own (``/quiet``: read from its settings by the take itself). What an input stored while its batch runs does is
-    the agent's to say (``Runner.busy_of``: ``/busy``, else ``BOT_BUSY``)."""
+    window is kept in Redis, so any worker may take it; 0: at once; ``BOT_QUIET_MS``)."""
+    busy: str = "collect"
+    """What an input stored while its conversation's batch runs does (``core.busy.BusyPolicy``; ``BOT_BUSY``, whose
+    default, ``steer``, ``bots`` gives gateways and workers; ``collect``, the default here, is what a queue did before
+    there was a choice: it waits for the next batch)."""
     max_attempts: int = 3
     """Deliveries of one batch at most; a batch that keeps failing goes to the dead-letter list."""
     stop_timeout: float = 20.0
@@ -98,6 +104,7 @@ class QueueConfig:
             (self.handoff_batches >= 1, "REDIS_HANDOFF_BATCHES must be at least 1"),
             (self.batch_size >= 1, "REDIS_BATCH_SIZE must be at least 1"),
             (self.quiet_ms >= 0, "BOT_QUIET_MS must not be negative"),
+            (self.busy in BUSY_POLICIES, "BOT_BUSY must be steer, collect, queue or interrupt"),
             (self.max_attempts >= 1, "REDIS_MAX_ATTEMPTS must be at least 1"),
             (self.stop_timeout >= 0, "REDIS_STOP_TIMEOUT must not be negative"),
             (self.inbox_full in ("wait", "drop"), "REDIS_INBOX_FULL must be wait or drop"),

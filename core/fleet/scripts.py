@@ -54,8 +54,8 @@ INGEST = (
 -- KEYS: inbox meta queue active
 -- ARGV: entry cap seen_field floor_field id cid new_job_id check_ms confirming trim_at keep keep_ms quiet channel
 -- quiet '1': note when the burst waiting began ('qfirst') and when its newest input came ('qlast'), for the
--- quiet window (STEP). channel: when a drain job is already responsible, publish cid there (the worker running the
--- conversation does what its busy policy says: core.busy); '' none.
+-- quiet window (STEP). channel: when a drain job is already responsible, publish cid there (a worker running the
+-- conversation gives the input to its run: core.busy steer); '' none.
 -- Dedupe lives in the meta hash, bounded per conversation: 'd:<key>' -> when it was stored (ms), the newest
 -- ids only; and for keys ending in a number that grows per conversation (Telegram's update ids, Discord's
 -- snowflakes), 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
@@ -149,17 +149,14 @@ STEP = (
     + """
 -- KEYS: lease batch inbox meta queue active dead acked_ledger write_keys... read_keys... usage_keys...
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id check_ms own_job_id owner
---       nwrites nreads nusage usage_ttl quiet_ms quiet_windows settings_read quiet_chat_max
---       value_or_nil... (in out cost)...
+--       nwrites nreads nusage usage_ttl quiet_ms quiet_max_ms value_or_nil... (in out cost)...
 -- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
 -- ack_id: acknowledge that batch if it is current: apply the writes (JSON values; '' deletes), add the usage
 --   counted while it ran (HINCRBY), drop the batch and its ledger.
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
 -- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
--- The quiet window: the conversation's own choice (settings_read > 0: that read key holds its settings, JSON, whose
---   'quiet' is digits up to quiet_chat_max), else quiet_ms. When it is > 0, a take waits until no input came for
---   that long (and at most quiet_windows windows after the burst's first):
+-- quiet_ms > 0: a take waits until no input came for quiet_ms (and at most quiet_max_ms after the burst's first):
 --   {'quiet', token, '', ms to wait, '', dead_id, '0'}, the lease kept, nothing taken.
 -- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, read values...}
 local cid = ARGV[2]
@@ -169,7 +166,7 @@ local nreads = tonumber(ARGV[13])
 local nusage = tonumber(ARGV[14])
 local token = ARGV[1]
 local W, R, U = 8, 8 + nwrites, 8 + nwrites + nreads
-local A = 19 + nwrites
+local A = 17 + nwrites
 local claimed = false
 if token == '' then
   if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[10] then return {'stale'} end
@@ -194,7 +191,7 @@ if ARGV[3] ~= '' then
   if cur == ARGV[3] then
     local sets, dels = {}, {KEYS[2], KEYS[8]}
     for i = 1, nwrites do
-      local v = ARGV[19 + i]
+      local v = ARGV[17 + i]
       if v == '' then table.insert(dels, KEYS[W + i]) else
         table.insert(sets, KEYS[W + i])
         table.insert(sets, v)
@@ -253,23 +250,14 @@ if ARGV[4] == 'take' then
       dead = id
     end
   end
-  local waiting = redis.call('LLEN', KEYS[3])
-  if waiting > 0 and waiting < tonumber(ARGV[5]) then
-    local quiet = tonumber(ARGV[16])
-    local si = tonumber(ARGV[18])
-    local chosen = si > 0 and si <= nreads and redis.call('GET', KEYS[R + si])
-    if chosen then
-      local ok, s = pcall(cjson.decode, chosen)
-      if ok and type(s) == 'table' and type(s.quiet) == 'string' and string.match(s.quiet, '^%d+$') then
-        local n = tonumber(s.quiet)
-        if n <= tonumber(ARGV[19]) then quiet = n end
-      end
-    end
-    local q = quiet > 0 and redis.call('HMGET', KEYS[4], 'qfirst', 'qlast') or {}
-    if q[2] then
+  local quiet = tonumber(ARGV[16])
+  if quiet > 0 then
+    local q = redis.call('HMGET', KEYS[4], 'qfirst', 'qlast')
+    local waiting = redis.call('LLEN', KEYS[3])
+    if q[2] and waiting > 0 and waiting < tonumber(ARGV[5]) then
       now = now or now_ms()
       local last = tonumber(q[2])
-      local wait = math.min(last + quiet, tonumber(q[1] or q[2]) + tonumber(ARGV[17]) * quiet) - now
+      local wait = math.min(last + quiet, tonumber(q[1] or q[2]) + tonumber(ARGV[17])) - now
       if wait > 0 then
         redis.call('PEXPIRE', KEYS[1], lease_ms)
         redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)

@@ -9,11 +9,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core import Agent, AgentOptions, ScriptedModel, create_agent
-from core.busy import BusyPolicy
+from core import Agent, ScriptedModel, create_agent
 from core.engine import STOP_MARK
 from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
-from extensions.chat.commands import Caller, ChatCommands
 
 from .conftest import Workers, queue_config, send, wait_until
 from .probe import answer, probe_extension, replies
@@ -26,8 +24,7 @@ BURST = ("hi", "one question", "about Redis", "and pub/sub", "thanks")
 
 @contextlib.asynccontextmanager
 async def gateway_with(server: RedisServer, **config: Any) -> AsyncIterator[Agent]:
-    """What ``bots gateway`` is (it notes the quiet window's times and publishes arrivals whatever the policy: the
-    worker running the conversation decides)."""
+    """What ``bots gateway`` is, with its ``BOT_QUIET_MS`` / ``BOT_BUSY``."""
     backend = RedisBackend(queue_config(server, inbox_cap=100_000, **config))
     agent = create_agent(
         model=ScriptedModel(answer),
@@ -74,19 +71,13 @@ async def test_a_worker_killed_during_the_quiet_window_loses_none(
     assert await posts(client, "q2") == ["|".join(BURST)]
 
 
-async def busy_exchange(
-    server: RedisServer, client: Any, policy: str, chat_key: str, *, chosen: bool = False
-) -> tuple[list[str], Any]:
-    """``one`` starts an answer the model holds back; ``two`` and ``three`` are sent meanwhile; then it is let go.
-    ``chosen``: the policy is the conversation's own (``/busy`` on the gateway), the workers' default is steer."""
+async def busy_exchange(server: RedisServer, client: Any, policy: str, chat_key: str) -> tuple[list[str], Any]:
+    """``one`` starts an answer the model holds back; ``two`` and ``three`` are sent meanwhile; then it is let go."""
     started, release = asyncio.Event(), asyncio.Event()
-    default = BusyPolicy.STEER if chosen else BusyPolicy(policy)
     async with (
-        gateway_with(server) as gateway,
-        running_worker(server, model=gated(started, release), options=AgentOptions(busy=default)) as worker,
+        gateway_with(server, busy=policy) as gateway,
+        running_worker(server, model=gated(started, release), busy=policy) as worker,
     ):
-        if chosen:
-            await choose(gateway, chat_key, "busy", policy)
         await send(gateway, chat_key, "one")
         await asyncio.wait_for(started.wait(), 30)
         await send(gateway, chat_key, "two")
@@ -132,8 +123,8 @@ async def test_interrupt_stops_the_answer_on_the_worker_and_answers_the_new_mess
 ) -> None:
     model = Endless()
     async with (
-        gateway_with(redis_server) as gateway,
-        running_worker(redis_server, model=model, options=AgentOptions(busy=BusyPolicy.INTERRUPT)),
+        gateway_with(redis_server, busy="interrupt") as gateway,
+        running_worker(redis_server, model=model, busy="interrupt"),
     ):
         await send(gateway, "b4", "tell me everything")
         await asyncio.wait_for(model.started.wait(), 30)
@@ -143,48 +134,6 @@ async def test_interrupt_stops_the_answer_on_the_worker_and_answers_the_new_mess
     assert first.startswith("the first words") and first.endswith(STOP_MARK)
     assert second == "no, tell me this"
     assert model.cancelled_at is not None
-
-
-async def choose(gateway: Agent, chat_key: str, command: str, value: str) -> None:
-    """A chat admin runs ``/<command> <value>`` in ``chat_key`` (served by the gateway, stored in Redis)."""
-    commands = ChatCommands(gateway)
-    answer = await commands.run(command, f"probe:chat:{chat_key}", Caller(user="probe:admin", manages_chat=True), value)
-    assert answer.changed, answer.text
-
-
-async def test_a_conversations_own_busy_policy_is_what_the_worker_does(redis_server: RedisServer, client: Any) -> None:
-    said, stats = await busy_exchange(redis_server, client, "queue", "b5", chosen=True)
-    assert said == ["one", "two", "three"]  # the workers' default (steer) would have answered "two|three" in the batch
-    assert stats.batches == 3
-    said, stats = await busy_exchange(redis_server, client, "collect", "b6", chosen=True)
-    assert said == ["one", "two|three"] and stats.batches == 2
-
-
-async def test_a_conversations_own_interrupt_stops_the_answer_on_the_worker(
-    redis_server: RedisServer, client: Any
-) -> None:
-    model = Endless()
-    async with gateway_with(redis_server) as gateway, running_worker(redis_server, model=model):
-        await choose(gateway, "b7", "busy", "interrupt")
-        await send(gateway, "b7", "tell me everything")
-        await asyncio.wait_for(model.started.wait(), 30)
-        await send(gateway, "b7", "no, tell me this")
-        await wait_until(lambda: _at_least(client, "b7", 2), what="the stopped answer and the new one")
-    first, second = await posts(client, "b7")
-    assert first.endswith(STOP_MARK) and second == "no, tell me this"
-
-
-async def test_a_conversations_own_quiet_window_makes_a_burst_one_batch(redis_server: RedisServer, client: Any) -> None:
-    model = ScriptedModel(answer)
-    async with gateway_with(redis_server) as gateway, running_worker(redis_server, model=model) as worker:
-        await choose(gateway, "q3", "quiet", "400")  # (the workers' own window is 0)
-        for text in BURST:
-            await send(gateway, "q3", text)
-        await wait_until(lambda: replies(client, "q3"), what="the answer to the burst")
-        await asyncio.sleep(0.2)
-        assert worker.stats.batches == 1
-    assert await posts(client, "q3") == ["|".join(BURST)]
-    assert len(model.requests) == 1
 
 
 async def _connected(client: Any, pid: int) -> bool:

@@ -42,8 +42,8 @@ async def test_a_deletion_while_the_batch_runs_takes_the_message_out_of_the_run(
     started, release = asyncio.Event(), asyncio.Event()
     model = gated(started, release)
     async with (
-        gateway_with(redis_server) as gateway,
-        running_worker(redis_server, model=model),
+        gateway_with(redis_server, busy="steer") as gateway,
+        running_worker(redis_server, model=model, busy="steer"),
     ):
         await said(gateway, "d2", "my locker code is 4711", "m1")
         await asyncio.wait_for(started.wait(), 30)

@@ -31,7 +31,7 @@ def agent_on(backend: RedisBackend, model: ScriptedModel, sent: list[Any]) -> Ag
 
 @contextlib.asynccontextmanager
 async def worker_on(server: RedisServer, model: ScriptedModel, sent: list[Any]) -> AsyncIterator[None]:
-    backend = RedisBackend(queue_config(server))
+    backend = RedisBackend(queue_config(server, busy="steer"))
     worker = QueueWorker(agent_on(backend, model, sent), backend)
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(worker.run(handle_signals=False))
@@ -53,7 +53,7 @@ async def test_a_queued_data_message_reaches_the_call_waiting_for_it(redis_serve
         return R('<action_call name="greet">{"name": "†data.user.name"}</action_call>')
 
     sent: list[Any] = []
-    backend = RedisBackend(queue_config(redis_server))
+    backend = RedisBackend(queue_config(redis_server, busy="steer"))
     gateway = agent_on(backend, ScriptedModel([]), [])
     async with gateway, worker_on(redis_server, ScriptedModel(reply), sent):
         await gateway.send(chat, "u", msg("greet me"))

@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from core import AgentOptions, ScriptedModel, create_agent
+from core import ScriptedModel, create_agent
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.models.base import ModelRequest
 
@@ -18,16 +18,13 @@ from .server import RedisServer
 
 
 @contextlib.asynccontextmanager
-async def running_worker(
-    server: RedisServer, model: Any = None, *, options: AgentOptions | None = None, **config: Any
-) -> AsyncIterator[QueueWorker]:
+async def running_worker(server: RedisServer, model: Any = None, **config: Any) -> AsyncIterator[QueueWorker]:
     backend = RedisBackend(queue_config(server, **config))
     agent = create_agent(
         model=model or ScriptedModel(answer),
         extensions=[probe_extension(server.url)],
         dispatcher=RedisDispatcher(backend),
         memory=RedisMemoryStore(backend),
-        options=options,
     )
     worker = QueueWorker(agent, backend)
     async with asyncio.TaskGroup() as tg:

@@ -19,8 +19,7 @@ from typing import Any
 
 import redis.asyncio
 
-from core import AgentOptions, ScriptedModel, create_agent
-from core.busy import BusyPolicy
+from core import ScriptedModel, create_agent
 from core.fleet import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from tests.fleet.probe import answer, probe_extension
 
@@ -63,6 +62,7 @@ async def amain(args: argparse.Namespace) -> None:
         poll_delay=args.poll_delay,
         retry_seconds=30.0,
         quiet_ms=args.quiet_ms,
+        busy=args.busy,
     )
     backend = RedisBackend(config, client_name=f"probe-worker-{os.getpid()}")
     model = ScriptedModel(functools.partial(answer, marks=args.marks), first_delay=args.delay)
@@ -71,7 +71,6 @@ async def amain(args: argparse.Namespace) -> None:
         extensions=[probe_extension(args.url)],
         dispatcher=RedisDispatcher(backend),
         memory=RedisMemoryStore(backend),
-        options=AgentOptions(busy=BusyPolicy(args.busy)),
     )
     worker = QueueWorker(agent, backend)
     asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, dump_tasks)  # a hung test shows where
