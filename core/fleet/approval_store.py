@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..approvals.model import Approval, ApprovalStatus, Decision, valid_id
@@ -194,41 +195,36 @@ class RedisApprovalStore:
             if await self._change(found, done, due=None, keep=True, what=f"settling approval {approval_id}"):
                 return
 
-    async def due(self, now: float, *, limit: int) -> list[Approval]:
+    async def _read_many(self, ids: Callable[[], Awaitable[list[Any]]], *, what: str) -> list[Approval]:
+        """The approvals whose ids ``ids`` reads from the due set, in one round trip more."""
         client = self.backend.client
 
         async def read() -> list[str | None]:
-            ids = await client.zrangebyscore(self.due_key, "-inf", _ms(now), start=0, num=max(1, limit))
-            if not ids:
+            found = await ids()
+            if not found:
                 return []
             pipe = client.pipeline(transaction=False)
-            for aid in ids:
+            for aid in found:
                 pipe.get(self.key(aid))
             values: list[str | None] = await pipe.execute()
             return values
 
-        values = await self.backend.run(read, what="reading the approvals due")
+        values = await self.backend.run(read, what=what)
         return [found for found in map(_parse, values) if found is not None]
 
-    async def pending(self, conversation: str) -> list[Approval]:
+    async def due(self, now: float, *, limit: int) -> list[Approval]:
         client = self.backend.client
+        return await self._read_many(
+            lambda: client.zrangebyscore(self.due_key, "-inf", _ms(now), start=0, num=max(1, limit)),
+            what="reading the approvals due",
+        )
 
-        async def read() -> list[str | None]:  # (every pending request is due at its timeout: all are in the set)
-            ids = await client.zrange(self.due_key, 0, -1)
-            if not ids:
-                return []
-            pipe = client.pipeline(transaction=False)
-            for aid in ids:
-                pipe.get(self.key(aid))
-            values: list[str | None] = await pipe.execute()
-            return values
-
-        values = await self.backend.run(read, what="reading the approvals pending")
-        return [
-            found
-            for found in map(_parse, values)
-            if found is not None and found.conversation == conversation and found.status is ApprovalStatus.PENDING
-        ]
+    async def pending(self, conversation: str) -> list[Approval]:
+        # (every pending request is due at its timeout: all are in the set)
+        approvals = await self._read_many(
+            lambda: self.backend.client.zrange(self.due_key, 0, -1), what="reading the approvals pending"
+        )
+        return [a for a in approvals if a.conversation == conversation and a.status is ApprovalStatus.PENDING]
 
     async def retry_at(self, approval_id: str, at: float) -> None:
         client = self.backend.client
