@@ -35,6 +35,9 @@ SENTINEL_PORT = 26379
 QUIET = 6.0
 """Seconds without a post, nothing pending at the Bot API and nothing waiting in Redis, after which what is not
 answered is taken as lost."""
+RECORD_WINDOW = 1.0
+"""Seconds before a fault during which a worker's post counts as in flight: the Bot API had it, but the record of
+it (the reply ledger's entry, the batch's acknowledgement) may have been on its way to Redis when the link went."""
 
 
 class HostedTelegram(FakeTelegramServer):
@@ -346,7 +349,7 @@ class NetFleet:
         quiet_since, posts = time.monotonic(), -1
         while time.monotonic() < deadline:
             self.check()
-            seen = outcome(self.telegram, token, fault_at)
+            seen = outcome(self.telegram, token, fault_at - RECORD_WINDOW)
             settled = not self.telegram.pending and await asyncio.to_thread(self.unfinished) == 0
             if settled and not seen.lost:
                 break
@@ -355,7 +358,7 @@ class NetFleet:
             elif time.monotonic() - quiet_since > QUIET:
                 break  # nothing left to answer anywhere: what is missing is lost
             await asyncio.sleep(0.2)
-        seen = outcome(self.telegram, token, fault_at)
+        seen = outcome(self.telegram, token, fault_at - RECORD_WINDOW)
         last = max((m.posted_at for m in self.telegram.sent), default=healed_at)
         return Result(
             scenario=scenario,
