@@ -44,17 +44,30 @@ async def test_the_usage_page_shows_the_model_that_answered_each_message(start_b
             return (await bot.agent.usage.totals(f"model:{name}", [day_of()])).input_tokens > 0
 
         async with client() as visitor:
+
+            async def answered(text: str) -> bool:
+                async with visitor.get(bot.chat_url + "chat/history") as response:
+                    return text in [m["text"] for m in (await response.json())["messages"]]
+
             await talk(bot, visitor, "hello")
+            await until(lambda: answered("from one"))  # the run is over before the next message
             await until(lambda: counted("model-one"))
             await talk(bot, visitor, "and again")  # the first model answers 503: the second answers it
+            await until(lambda: answered("from two"))
             await until(lambda: counted("model-two"))
             async with visitor.get(bot.chat_url + "chat/history") as response:
                 texts = [m["text"] for m in (await response.json())["messages"]]
         async with client() as operator:
             await login(operator, bot)
-            async with operator.get(bot.console_url + "usage") as response:
-                assert response.status == 200
-                page = await response.text()
+            page = ""
+
+            async def shown() -> bool:
+                nonlocal page
+                async with operator.get(bot.console_url + "usage") as response:
+                    assert response.status == 200
+                    page = await response.text()
+                return "model-one" in page and "model-two" in page
+
+            await until(shown)
     assert texts.count("from one") == 1 and texts.count("from two") == 1
-    assert "model-one" in page and "model-two" in page
     assert len(first.requests) == 2 and len(second.requests) == 1
