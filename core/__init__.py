@@ -55,7 +55,7 @@ from .errors import (
     TemplateError,
     ValidationError,
 )
-from .escape import escape_text, unescape_text
+from .escape import escape_text
 from .events import RunEvent, RunEventType
 from .health import Degraded
 from .host import Host, Runner
@@ -63,7 +63,7 @@ from .limits import InMemoryLimitStore, LimitConfig, Limiter
 from .loop_guard import LoopGuard
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
 from .models import Model, ModelRequest, ModelUsage, ScriptedModel
-from .parser import StreamParser
+from .parser import StreamParser, unescape_text
 from .plugin import Brings, CallGate, ModelCall, OutputGate, Plugin, RunHooks, RunView
 from .prompt import Prompt, build_prompt
 from .schema import external_schema

@@ -7,21 +7,26 @@ log entry, without another model call, unless the output asks for it (``output(e
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .entries import OutputRef
-from .errors import DispatchError, RunError
+from .dataflow import CallSlot
+from .definitions import ContextState, Output, OutputContext
+from .entries import OutputRef, OutputRefResponse
+from .errors import ActionError, DispatchError, RunError
 from .events import RunEventType
-from .handlers import check_output, handle_output, run_output
 from .parser import TagEnd, TagStart, TagText
 from .plugin import OutputGate
+from .prompt import format_value
 from .step import OpenOutput, Step
-from .templates import delivered_text, output_stream
+from .templates import call_scope, delivered_text, output_stream, resolve
 from .turns import TurnGuard, cut_turns
 
 if TYPE_CHECKING:
+    from .definition_types import Host
     from .run_surface import RunSurface
     from .templates import TemplateStream
 
@@ -223,3 +228,165 @@ async def post_text(run: RunSurface, text: str, *, index: int, record: bool = Fa
         run.delivered(ref.type)
     # listeners see it was said (the terminal prints it; a platform's live replies have nothing of it to finish)
     run.emitter.emit(RunEventType.OUTPUT_TEXT_DONE, text, output_type=ref.type, output_index=index)
+
+
+# -- an output's handler ---------------------------------------------------------------------------------------
+
+
+async def run_output(
+    *,
+    host: Host,
+    state: ContextState,
+    output: Output,
+    ref: OutputRef,
+    slots: Sequence[CallSlot],
+    timeout: float,
+    step: int = 0,
+    index: int = -1,
+) -> list[OutputRef]:
+    """Resolve templates, validate and run one output's handler (it receives ``host``), and apply what it
+    returned to ``ref``; returns the further log entries it asked for (a list of ``OutputRefResponse``).
+    Raises a ``RunError`` on failure (``check_output``, then ``handle_output``)."""
+    data, attributes = await check_output(state=state, output=output, ref=ref, slots=slots)
+    return await handle_output(
+        host=host,
+        state=state,
+        output=output,
+        ref=ref,
+        data=data,
+        attributes=attributes,
+        timeout=timeout,
+        step=step,
+        index=index,
+    )
+
+
+async def check_output(
+    *, state: ContextState, output: Output, ref: OutputRef, slots: Sequence[CallSlot]
+) -> tuple[Any, Any]:
+    """The model's part of an output: its templates resolved, its content and attributes validated. Returns
+    ``(data, attributes)`` for the handler; raises a ``RunError`` (the model's to fix)."""
+    content: Any = ref.content
+    params: dict[str, Any] = dict(ref.params)
+    if "{{" in content or any("{{" in v for v in params.values()):
+        scope = await call_scope([content, params], slots, upto=len(slots), state=state)
+        content = resolve(content, scope)
+        params = resolve(params, scope)
+        if not isinstance(content, str):
+            content = format_value(content)
+        params = {k: v if isinstance(v, str) else format_value(v) for k, v in params.items()}
+        ref.params = params
+    data = output.schema.validate_text(content) if isinstance(content, str) else output.schema.validate(content)
+    if output.attributes is not None:
+        attrs = output.attributes.validate(params)
+        ref.params = {k: str(v) for k, v in params.items()}
+        ctx_attrs: Any = attrs
+    else:
+        ctx_attrs = params
+    ref.data = output.schema.dump(data)
+    return data, ctx_attrs
+
+
+async def handle_output(
+    *,
+    host: Host,
+    state: ContextState,
+    output: Output,
+    ref: OutputRef,
+    data: Any,
+    attributes: Any,
+    timeout: float,
+    step: int = 0,
+    index: int = -1,
+) -> list[OutputRef]:
+    """The handler's part of a checked output: run it (again, ``output.retry`` times, while it raises or times
+    out) and apply what it returned to ``ref``; returns the further log entries it asked for. Raises what the last
+    attempt raised (a timeout as an ``ActionError``)."""
+    added: list[OutputRef] = []
+    if output.handler is not None:
+        ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=attributes, step=step, index=index)
+        attempts = output.retry + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                async with asyncio.timeout(timeout):
+                    update = output.handler(data, ctx, host)
+                    if inspect.isawaitable(update):  # a plain or an async handler
+                        update = await update
+                break
+            except TimeoutError as exc:
+                if attempt == attempts:
+                    raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
+            except Exception:  # the author's code, or the platform behind it: anything can happen
+                if attempt == attempts:
+                    raise
+            log.info("output %s failed (attempt %d/%d): runs again", output.type, attempt, attempts, exc_info=True)
+        added = _apply(update, ref, output.type)
+    if output.format is not None:
+        for entry in (ref, *added):
+            entry.text = output.format(entry)
+    return added
+
+
+_RESPONSE_KEYS = frozenset(("data", "params", "processed"))
+"""The keys of a dict an output handler returns as a response (``OutputRefResponse``'s fields)."""
+
+
+def _response(item: Any) -> OutputRefResponse | None:
+    """``item`` as an ``OutputRefResponse``: one, or a dict with some of its fields and no other keys."""
+    if isinstance(item, OutputRefResponse):
+        return item
+    if isinstance(item, dict) and item and _RESPONSE_KEYS.issuperset(item):
+        params = item.get("params")
+        processed = item.get("processed", True)
+        return OutputRefResponse(
+            data=item.get("data"),
+            params=params if isinstance(params, dict) else None,
+            processed=processed if isinstance(processed, bool) else True,
+        )
+    return None
+
+
+def _apply(update: Any, ref: OutputRef, type_: str = "") -> list[OutputRef]:
+    """Apply what an output handler returned to its log entry: an ``OutputRefResponse``, a list of them or of dicts
+    with their fields (each after the first adds an entry of its own, returned), or a dict with
+    ``data``/``params``/``processed``. A list that mixes responses with anything else is refused (``RunError``);
+    anything else leaves the entry as it is."""
+    if isinstance(update, OutputRefResponse):
+        _update(ref, update)
+        return []
+    if isinstance(update, list) and update:
+        responses = [_response(u) for u in update]
+        if all(r is None for r in responses):
+            return []  # not a response at all (the messages a platform sent, say): the entry stays as written
+        wrong = [i for i, r in enumerate(responses) if r is None]
+        if wrong:
+            raise RunError(
+                f"output {type_!r}: its handler returned a list whose item {wrong[0]} is "
+                f"{type(update[wrong[0]]).__name__}, not a response: return a list of OutputRefResponse, or of "
+                "dicts with only data, params and processed"
+            )
+        update = responses
+    if isinstance(update, list) and update:
+        _update(ref, update[0])
+        added = []
+        for more in update[1:]:
+            entry = OutputRef(type=ref.type, params=dict(ref.params), data=ref.data, processed=True)
+            _update(entry, more)
+            added.append(entry)
+        return added
+    if isinstance(update, dict):
+        if "data" in update:
+            ref.data = update["data"]
+        if "params" in update and isinstance(update["params"], dict):
+            ref.params = {k: str(v) for k, v in update["params"].items()}
+        if isinstance(update.get("processed"), bool):
+            ref.processed = update["processed"]
+    return []
+
+
+def _update(ref: OutputRef, response: OutputRefResponse) -> None:
+    if response.data is not None:
+        ref.data = response.data
+    if response.params is not None:
+        ref.params = {k: str(v) for k, v in response.params.items()}
+    ref.processed = response.processed

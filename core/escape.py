@@ -6,24 +6,17 @@ write, platform names, action results and errors, state values, memory facts, to
 close an element: ``<`` and ``>`` become ``&lt;`` and ``&gt;``, and ``&`` becomes ``&amp;`` so that text which
 already looks like an entity comes back exactly as written. The model still reads the text.
 
-The other direction: the parser hands what the model writes inside an element through ``unescape_text``, so a reply
-in which the model copies ``&lt;b&gt;`` from the prompt reaches the user as ``<b>``, the text they wrote.
+The other direction is the parser's: it decodes these entities in what the model writes inside an element
+(``core.parser.unescape_text``), so a reply in which the model copies ``&lt;b&gt;`` from the prompt reaches the user as
+``<b>``, the text they wrote.
 """
 
 from __future__ import annotations
 
-import re
-
-__all__ = ("ENTITY_PREFIX_MAX", "escape_attr", "escape_text", "unescape_text")
+__all__ = ("escape_attr", "escape_text")
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
-_ENTITY = re.compile(r"&(lt|gt|amp|quot|apos|#39|#x27);")
-_DECODED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'", "#39": "'", "#x27": "'"}
-
-ENTITY_PREFIX_MAX = len("&#x27")
-"""The longest text that may be the start of an entity ``unescape_text`` decodes (a streaming decoder holds back a
-tail this long that starts with ``&`` until the next chunk says whether it is one)."""
 
 
 def escape_text(text: str) -> str:
@@ -36,15 +29,3 @@ def escape_text(text: str) -> str:
 def escape_attr(text: str) -> str:
     """``text`` made safe as a double-quoted attribute value of the prompt (``escape_text`` and ``"``)."""
     return text.translate(_ATTR_ESCAPES)
-
-
-def _decode(m: re.Match[str]) -> str:
-    return _DECODED[m.group(1)]
-
-
-def unescape_text(text: str) -> str:
-    """What the model wrote, with the entities of the prompt decoded (``&lt; &gt; &amp; &quot; &apos; &#39;``), in one
-    pass: ``&amp;lt;`` becomes ``&lt;``. Other ``&`` text is left as it is."""
-    if "&" not in text:
-        return text
-    return _ENTITY.sub(_decode, text)

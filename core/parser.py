@@ -14,8 +14,6 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from .escape import ENTITY_PREFIX_MAX, unescape_text
-
 __all__ = (
     "CONTAINER_TAGS",
     "CONTENT_TAGS",
@@ -26,6 +24,7 @@ __all__ = (
     "TagText",
     "Text",
     "parse",
+    "unescape_text",
 )
 
 CONTENT_TAGS = frozenset({"reasoning", "action_call", "output"})
@@ -96,7 +95,24 @@ def _parse_attrs(inner: str) -> dict[str, str]:
     return attrs
 
 
+_ENTITY = re.compile(r"&(lt|gt|amp|quot|apos|#39|#x27);")
+_DECODED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'", "#39": "'", "#x27": "'"}
 _ENTITIES = ("&lt;", "&gt;", "&amp;", "&quot;", "&apos;", "&#39;", "&#x27;")
+ENTITY_PREFIX_MAX = len("&#x27")
+"""The longest text that may be the start of an entity ``unescape_text`` decodes (a streaming decoder holds back a
+tail this long that starts with ``&`` until the next chunk says whether it is one)."""
+
+
+def _decode(m: re.Match[str]) -> str:
+    return _DECODED[m.group(1)]
+
+
+def unescape_text(text: str) -> str:
+    """What the model wrote, with the entities of the prompt decoded (``&lt; &gt; &amp; &quot; &apos; &#39;``), in one
+    pass: ``&amp;lt;`` becomes ``&lt;``. Other ``&`` text is left as it is."""
+    if "&" not in text:
+        return text
+    return _ENTITY.sub(_decode, text)
 
 
 def _entity_tail(text: str) -> int:
