@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar, overload
@@ -17,7 +18,7 @@ from . import tracing
 from .agent_options import AgentOptions
 from .bot import Bot
 from .busy import BusyPolicy
-from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
+from .chat_settings import BUSY_CHOICES, ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
     Context,
@@ -108,11 +109,11 @@ class Agent(ExtensionPoints):
         """The features attached to the engine's hooks (``core.plugin``), the bot's first."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
         """Where context memory and working memory are kept."""
-        self.chat_settings = ChatSettingsStore(self.memory)
-        """Each conversation's settings (``/model``, ``/persona``, ``/language``, ``/reply``), kept in the memory
-        store."""
         self.dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
         """How ``send`` reaches ``run``."""
+        self.chat_settings = ChatSettingsStore(self.memory, controls=self.dispatcher)
+        """Each conversation's settings (``/model``, ``/persona``, ``/language``, ``/reply``, ``/busy``...), kept in
+        the memory store (the dispatcher keeps ``/busy`` and ``/quiet`` where a queue's ingest reads them)."""
         self.hooks = AgentHooks.of(self.plugins)
         """The plugins' hooks around runs (``core.plugin.Plugin``): loaded, saved, reset, stop."""
         memory_plugin = self._long_memory = find_plugin(self.plugins, LongMemory)
@@ -141,7 +142,12 @@ class Agent(ExtensionPoints):
         media_plugin = find_plugin(self.plugins, Media)
         self.media = media_plugin.reader if media_plugin is not None else MediaReader()
         """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
-        self.chat_policy = opts.chat_policy if opts.chat_policy is not None else ChatPolicy()
+        self.chat_policy = dataclasses.replace(  # (what /busy and /quiet show is what the agent does)
+            opts.chat_policy if opts.chat_policy is not None else ChatPolicy(),
+            default_busy=BusyPolicy(opts.busy).value,
+            default_quiet_ms=opts.quiet_ms,
+            quiet_ms_by_context=dict(opts.quiet_ms_by_context),
+        )
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
         usage = find_plugin(self.plugins, Usage)
         self.usage: UsageStore = usage.store if usage is not None else InMemoryUsage()
@@ -319,7 +325,9 @@ class Agent(ExtensionPoints):
         """Load (or create) the state of the instance ``args`` names."""
         context = self.registry.resolve(context)
         cid = self.context_id(context, args)
-        chat = await self.chat_of(cid, self.settings_parents(context, args))
+        return await self._load_state(context, args, cid, await self.chat_of(cid, self.settings_parents(context, args)))
+
+    async def _load_state(self, context: Context, args: Any, cid: str, chat: ChatSettings) -> ContextState:
         with tracing.span("read memory"):
             state = await self.states.load(context, args, cid=cid, chat=chat, summary=None, host=self)
         for loaded in self.hooks.loaded:
@@ -498,7 +506,7 @@ class Agent(ExtensionPoints):
                 if listener is not None:
                     target.listeners.append(listener)
                 return await asyncio.shield(target.finished)
-            busy = self.busy
+            busy = self.busy_policy(current.state.chat)  # (as the run in progress read the chat's settings)
             if current.accepting and busy is not BusyPolicy.STEER and not stopped:
                 if busy is BusyPolicy.INTERRUPT:
                     current.stop()
@@ -635,9 +643,11 @@ class Agent(ExtensionPoints):
         entry: Run | Pending = pending
         cancelled = False
         try:
-            if self.quiet_ms and not self.dispatcher.distributed:  # (a queue waits in Redis: core.fleet)
-                await pending.quiet(self.quiet_ms, cap=self.max_batch)
-            state = await self.load_state(context, args)
+            chat = await self.chat_of(cid, self.settings_parents(context, args))
+            quiet = self.chat_policy.quiet_of(cid, chat)  # (its /quiet, its context type's, or BOT_QUIET_MS)
+            if quiet and not self.dispatcher.distributed:  # (a queue waits in Redis: core.fleet)
+                await pending.quiet(quiet, cap=self.max_batch)
+            state = await self._load_state(context, args, cid, chat)
             state.used = await self._load_used(state)
             state.options.update(pending.options)
             state.ledger = pending.ledger
@@ -757,6 +767,12 @@ class Agent(ExtensionPoints):
         rules and pins (``ChatPolicy.effective``)."""
         chosen = await self.chat_settings.chosen(context_id, parents)
         return self.chat_policy.effective(context_id, chosen, parents)
+
+    def busy_policy(self, chat: ChatSettings) -> BusyPolicy:
+        """What a message sent while the bot answers does in a conversation with the effective settings ``chat``:
+        its choice (``/busy``, or a pin), else the operator's (``BOT_BUSY``). A queue worker decides per batch from
+        what its take read (``core.fleet``)."""
+        return BusyPolicy(chat.busy) if chat.busy in BUSY_CHOICES else self.busy
 
     def is_admin(self, user: str) -> bool:
         """True for a platform-qualified user id (``telegram:123``) listed as an admin (``BOT_ADMIN_USERS``, given

@@ -53,7 +53,11 @@ class AgentOptions:
     ``interrupt`` (``core.busy``; ``BOT_BUSY`` in the bot)."""
     quiet_ms: int = 0
     """Milliseconds a conversation must stay quiet before its run starts, so a burst of messages is one turn (0: at
-    once; ``BOT_QUIET_MS`` in the bot; a fleet waits in Redis, ``QueueConfig.quiet_ms``)."""
+    once; ``BOT_QUIET_MS`` in the bot; a fleet waits in Redis, ``QueueConfig.quiet_ms``). A conversation may choose
+    its own (``/quiet``, ``ChatSettings.quiet``)."""
+    quiet_ms_by_context: dict[str, int] = field(default_factory=dict)
+    """The quiet window of the conversations of some context types, instead of ``quiet_ms`` (the bot gives the
+    terminal's ``cli:session`` 0: a person at a terminal sends one line at a time and waits for its answer)."""
     state_cache: int = 1024
     """Working memories kept loaded between runs (in one process)."""
     chat_policy: ChatPolicy | None = None

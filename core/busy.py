@@ -1,7 +1,7 @@
 """What happens to a message sent while the bot is working, and the quiet window that reads a burst as one turn.
 
 ``BusyPolicy`` (``AgentOptions.busy``, ``BOT_BUSY``; a chat admin may choose another for one conversation with
-``ChatSettings.busy``), the same in one process and in the fleet:
+``/busy``, ``ChatSettings.busy``), the same in one process and in the fleet:
 
 - ``steer``: the message joins the run in progress and the model reads it at the run's next step (the seeds' "an
   input joining an ongoing run"; the default, and what one process always did);
@@ -11,19 +11,23 @@
 - ``interrupt``: the answer being written is stopped (what it wrote is kept, marked as stopped, as a Stop does) and a
   new run answers the new message, the stopped exchange in its memory.
 
-The quiet window (``AgentOptions.quiet_ms``, ``BOT_QUIET_MS``): a run starts only once the conversation has been
-quiet that long, so "hi" / "one question" / "about Redis" sent within it are answered together. It waits at most
-``QUIET_WINDOWS`` windows after the first message, so a conversation that never pauses is still answered.
+The quiet window (``AgentOptions.quiet_ms``, ``BOT_QUIET_MS``; ``AgentOptions.quiet_ms_by_context`` per kind of
+conversation, the terminal's 0; a chat admin may choose another with ``/quiet``, ``ChatSettings.quiet``): a run starts
+only once the conversation has been quiet that long, so "hi" / "one question" / "about Redis" sent within it are
+answered together. It waits at most ``QUIET_WINDOWS`` windows after the first message, so a conversation that never
+pauses is still answered.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ("QUIET_WINDOWS", "BusyPolicy", "quiet_wait_ms")
+__all__ = ("QUIET_CHAT_MAX_MS", "QUIET_WINDOWS", "BusyPolicy", "quiet_wait_ms")
 
 QUIET_WINDOWS = 10
 """A burst is answered at most this many quiet windows after its first message, however it goes on."""
+QUIET_CHAT_MAX_MS = 10_000
+"""The longest quiet window a chat may choose (``/quiet``): ten seconds, so a burst waits at most 100 s."""
 
 
 class BusyPolicy(enum.StrEnum):

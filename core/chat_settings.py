@@ -1,5 +1,5 @@
 """Settings of one conversation, changed from inside the chat (``/model``, ``/persona``, ``/language``,
-``/reply``, ``/timezone``, ``/voice``).
+``/reply``, ``/timezone``, ``/voice``, ``/busy``, ``/quiet``).
 
 They are stored with the conversation, in the agent's memory store under ``settings:<context id>`` (SQLite in
 one process; in Redis ``<prefix>{<context id>}:mem:settings``, written at once, so every worker reads the change
@@ -18,22 +18,27 @@ import enum
 import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from .busy import QUIET_CHAT_MAX_MS, BusyPolicy
 from .errors import MemoryStoreError
 from .escape import escape_text
 
 __all__ = (
+    "BUSY_CHOICES",
     "REPLY_CHOICES",
     "VOICE_CHOICES",
     "ChatPolicy",
     "ChatSetting",
     "ChatSettings",
     "ChatSettingsStore",
+    "ControlDefaults",
+    "ControlsMirror",
     "escape_persona",
     "known_zone",
+    "quiet_choice",
 )
 
 
@@ -52,6 +57,10 @@ class ChatSetting(enum.StrEnum):
     """The IANA time zone reminders and schedules are read in (``Europe/Paris``; ``BOT_TIMEZONE`` by default)."""
     VOICE = "voice"
     """Spoken replies (``on``: every answer is also spoken; ``off``: none; by default the answers to voice messages)."""
+    BUSY = "busy"
+    """What a message sent while the bot answers does (``core.busy.BusyPolicy``; ``BOT_BUSY`` by default)."""
+    QUIET = "quiet"
+    """The quiet window, in milliseconds: messages sent within it are answered together (``BOT_QUIET_MS``)."""
 
 
 REPLY_CHOICES = ("always", "mention")
@@ -59,6 +68,8 @@ REPLY_CHOICES = ("always", "mention")
 bot back on, since commands would be ignored too)."""
 VOICE_CHOICES = ("on", "off")
 """The spoken-replies choices of a conversation (``/voice``); None keeps the default (answers to voice messages)."""
+BUSY_CHOICES = tuple(policy.value for policy in BusyPolicy)
+"""The busy policies a conversation may choose (``/busy``); None keeps the operator's (``BOT_BUSY``)."""
 
 
 class ChatSettings(BaseModel):
@@ -78,6 +89,11 @@ class ChatSettings(BaseModel):
     """The chat's IANA time zone (``Europe/Paris``); None keeps the operator's (``ChatPolicy.default_timezone``)."""
     voice: str | None = None
     """Spoken replies (one of ``VOICE_CHOICES``); None: the answers to voice messages only."""
+    busy: str | None = None
+    """What a message sent while the bot answers does (one of ``BUSY_CHOICES``); None keeps the operator's."""
+    quiet: str | None = None
+    """The quiet window in milliseconds, as digits (``0`` to ``core.busy.QUIET_CHAT_MAX_MS``; ``0``: none); None
+    keeps the operator's (``BOT_QUIET_MS``). Text like every setting, so a pin in ``*_CHANNEL_SETTINGS`` is one."""
 
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""
@@ -105,6 +121,15 @@ def known_zone(name: str) -> bool:
     return True
 
 
+def quiet_choice(text: str | None) -> int | None:
+    """The quiet window ``text`` chooses, in milliseconds (``"800"``, ``"0"``), or None when it is no valid choice
+    (not digits, or above ``QUIET_CHAT_MAX_MS``)."""
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > 6:
+        return None
+    value = int(text)
+    return value if value <= QUIET_CHAT_MAX_MS else None
+
+
 def escape_persona(text: str) -> str:
     """A persona written in a chat, as it enters the system prompt: user text like any other, escaped by the
     one trust boundary (``core.escape.escape_text``), so it can neither open nor close a protocol element."""
@@ -127,6 +152,12 @@ class ChatPolicy:
     """Language of the bot's own messages when a conversation chose none (``BOT_LANGUAGE``)."""
     default_timezone: str = "UTC"
     """The time zone of a conversation that chose none (``BOT_TIMEZONE``)."""
+    default_busy: str = BusyPolicy.STEER.value
+    """The busy policy of a conversation that chose none (``BOT_BUSY``; set from ``AgentOptions.busy``)."""
+    default_quiet_ms: int = 0
+    """The quiet window of a conversation that chose none (``BOT_QUIET_MS``; set from ``AgentOptions.quiet_ms``)."""
+    quiet_ms_by_context: dict[str, int] = field(default_factory=dict)
+    """The quiet window of the conversations of some context types instead (``AgentOptions.quiet_ms_by_context``)."""
     admin_users: frozenset[str] = frozenset()
     """Platform-qualified user ids (``discord:123``, ``telegram:456``) who may change settings anywhere."""
     disabled_commands: frozenset[str] = frozenset()
@@ -146,6 +177,40 @@ class ChatPolicy:
     def is_pinned(self, context_id: str, setting: ChatSetting, parents: Sequence[str] = ()) -> bool:
         """True when the operator fixed ``setting`` in ``context_id`` (or in one of its ``parents``)."""
         return setting.value in self.pins_of(context_id, parents)
+
+    def quiet_of(self, context_id: str, settings: ChatSettings) -> int:
+        """The quiet window (ms) of ``context_id`` (``<context type>:<key>``) with the effective ``settings``: its
+        choice (``/quiet``), else its context type's, else the operator's."""
+        chosen = quiet_choice(settings.quiet)
+        return chosen if chosen is not None else self.quiet_default(context_id)
+
+    def quiet_default(self, context_id: str, default: int | None = None) -> int:
+        """The quiet window (ms) of ``context_id`` when it chose none: its context type's, else ``default`` (the
+        operator's: ``default_quiet_ms`` unless given)."""
+        for context_type, window in self.quiet_ms_by_context.items():
+            if context_id.startswith(context_type + ":"):
+                return window
+        return self.default_quiet_ms if default is None else default
+
+    def control_defaults(
+        self, context_id: str, parents: Sequence[str] = (), *, busy: str | None = None, quiet_ms: int | None = None
+    ) -> ControlDefaults:
+        """What the operator decides of ``context_id``'s busy policy and quiet window before its own choice: a pin
+        (``*_CHANNEL_SETTINGS``, its own or its ``parents'``), else the default (``busy`` and ``quiet_ms`` when given:
+        a fleet's ``QueueConfig``; else ``default_busy`` and ``quiet_default``). A queue's ingest and take
+        (``core.fleet``) apply the conversation's own choice over it where nothing is pinned."""
+        pins = self.pins_of(context_id, parents) if self.pinned else {}
+        busy_default = busy if busy is not None else self.default_busy
+        quiet_default = self.quiet_default(context_id, quiet_ms)
+        busy_pin = pins.get(ChatSetting.BUSY.value)
+        quiet_pin = pins.get(ChatSetting.QUIET.value)
+        pinned_quiet = quiet_choice(quiet_pin) if quiet_pin else None
+        return ControlDefaults(
+            busy=busy_pin if busy_pin in BUSY_CHOICES else busy_default,
+            busy_pinned=busy_pin is not None,
+            quiet_ms=pinned_quiet if pinned_quiet is not None else quiet_default,
+            quiet_pinned=quiet_pin is not None,
+        )
 
     def zone_of(self, settings: ChatSettings) -> str:
         """The time zone of a conversation with the effective ``settings``: its own, else the operator's."""
@@ -170,18 +235,47 @@ class ChatPolicy:
             values["timezone"] = None
         if values.get("voice") is not None and values["voice"] not in VOICE_CHOICES:
             values["voice"] = None
+        if values.get("busy") is not None and values["busy"] not in BUSY_CHOICES:
+            values["busy"] = None
+        if values.get("quiet") is not None and quiet_choice(values["quiet"]) is None:
+            values["quiet"] = None
         persona = values.get("persona")
         if persona is not None:
             values["persona"] = persona[: self.persona_max_chars] or None
         return ChatSettings(**values)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ControlDefaults:
+    """A conversation's busy policy and quiet window as the operator decides them (``ChatPolicy.control_defaults``)."""
+
+    busy: str
+    """The busy policy when the conversation chose none, or the pinned one (one of ``BUSY_CHOICES``)."""
+    busy_pinned: bool
+    """The operator pinned it: the conversation's own ``/busy`` does not count."""
+    quiet_ms: int
+    """The quiet window when the conversation chose none, or the pinned one (ms)."""
+    quiet_pinned: bool
+    """The operator pinned it: the conversation's own ``/quiet`` does not count."""
+
+
+class ControlsMirror(Protocol):
+    """Where a conversation's own busy policy and quiet window are kept besides its settings: a queue's dispatcher
+    keeps them with the conversation's inbox, read by the ingest and the take at no extra cost (``core.fleet``)."""
+
+    async def set_controls(self, context_id: str, *, busy: str | None, quiet_ms: int | None) -> None:
+        """``context_id`` chose ``busy`` (one of ``BUSY_CHOICES``) and ``quiet_ms``; None: the operator's."""
+        ...
+
+
 class ChatSettingsStore:
     """Reads and writes conversations' settings in a memory store (``settings:<context id>``)."""
 
-    def __init__(self, memory: Any) -> None:
+    def __init__(self, memory: Any, *, controls: ControlsMirror | None = None) -> None:
         self.memory = memory
         """The agent's memory store."""
+        self.controls = controls
+        """Told when a conversation's ``/busy`` or ``/quiet`` changes (the agent's dispatcher); None: nobody."""
 
     @staticmethod
     def key(context_id: str) -> str:
@@ -214,4 +308,7 @@ class ChatSettingsStore:
             await self.memory.set(self.key(context_id), data)
         else:
             await self.memory.delete(self.key(context_id))
+        if self.controls is not None and ("busy" in values or "quiet" in values):
+            busy = updated.busy if updated.busy in BUSY_CHOICES else None
+            await self.controls.set_controls(context_id, busy=busy, quiet_ms=quiet_choice(updated.quiet))
         return updated

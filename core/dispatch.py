@@ -15,6 +15,7 @@ from .entries import InputRef, Log
 
 if TYPE_CHECKING:
     from .bot import Bot
+    from .chat_settings import ChatPolicy
     from .events import RunEvent
     from .models.base import Model
     from .reply_ledger import ReplyLedger
@@ -43,8 +44,17 @@ class Runner(Protocol):
         """How ``send`` reaches ``run``."""
         ...
 
+    @property
+    def chat_policy(self) -> ChatPolicy:
+        """The operator's rules for chat settings: the pins and defaults of the busy policy and the quiet window."""
+        ...
+
     def context_id(self, context: Context, args: Any) -> str:
         """``<type>:<key>`` of the instance ``args`` names."""
+        ...
+
+    def settings_parents(self, context: Context, args: Any) -> tuple[str, ...]:
+        """The conversations whose chat settings this one starts from, nearest first (their pins hold in it)."""
         ...
 
     async def run(
@@ -119,6 +129,12 @@ class Dispatcher(Protocol):
         nothing to add to ``Agent.stop_answer``). True when there was something to stop."""
         ...
 
+    async def set_controls(self, context_id: str, *, busy: str | None, quiet_ms: int | None) -> None:
+        """``context_id`` chose its busy policy and quiet window (``/busy``, ``/quiet``; None: the operator's),
+        stored with its settings already: a queue keeps them with its inbox too, where its ingest and take read them
+        (in-process: nothing, the run reads the settings)."""
+        ...
+
     async def stop(self) -> None:
         """Stop taking inputs and release resources."""
         ...
@@ -155,6 +171,10 @@ class InProcessDispatcher:
     async def stop_answer(self, context_id: str) -> bool:
         """Nothing runs elsewhere: ``Agent.stop_answer`` stops the runs of this process."""
         return False
+
+    async def set_controls(self, context_id: str, *, busy: str | None, quiet_ms: int | None) -> None:
+        """Nothing to keep: a run reads its conversation's settings when it starts."""
+        return None
 
     async def stop(self) -> None:
         """Nothing to release."""

@@ -230,7 +230,7 @@ class QueueWorker:
                 worker = self._arq = _WakeWorker(backend=self.backend, drainer=self.drainer, pool=pool)
                 async with asyncio.TaskGroup() as tg:
                     listening = tg.create_task(
-                        self.stops.listen(self.drainer.stop, self.drainer.arrived if cfg.busy == "steer" else None),
+                        self.stops.listen(self.drainer.stop, self.drainer.arrived),
                         name="stops",
                     )
                     with contextlib.suppress(TimeoutError):  # (not yet: it keeps trying, and says so)

@@ -16,13 +16,14 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
+from ..chat_settings import ControlDefaults
 from ..definitions import Context
 from ..entries import InputRef, Log
 from ..errors import BackpressureError
 from .backend import RedisBackend
 from .entry_format import ENTRY_FORMAT
 from .options import QueueConfig
-from .stops import FleetStops
+from .stops import STOP_KEEP, FleetStops
 
 if TYPE_CHECKING:
     from ..dispatch import Runner
@@ -120,10 +121,17 @@ class RedisDispatcher:
         """Store the input in its context's inbox. Returns ``[]``; a redelivery (same ``dedupe_key`` among the
         conversation's recent ones, see ``dedupe_fields``) is dropped. Raises ``BackpressureError`` when the inbox
         is full (nothing was stored, retry later) and ``DispatchError`` when Redis cannot be reached."""
-        cid = self._agent.context_id(context, args) if self._agent else f"{context.type}:{context.key(args)}"
+        agent = self._agent
+        cid = agent.context_id(context, args) if agent else f"{context.type}:{context.key(args)}"
+        controls = None
+        if agent is not None:  # (the operator's pins and defaults, in memory: the conversation's own are in Redis)
+            controls = agent.chat_policy.control_defaults(
+                cid, agent.settings_parents(context, args), busy=self.config.busy, quiet_ms=self.config.quiet_ms
+            )
         with tracing.span("ingest", kind="producer") as span:
-            bot = (self._agent.bot.name or None) if self._agent is not None else None
-            result = await self.ingest(cid, encode_entry(context, args, input_ref, bot=bot), dedupe_key=dedupe_key)
+            bot = (agent.bot.name or None) if agent is not None else None
+            entry = encode_entry(context, args, input_ref, bot=bot)
+            result = await self.ingest(cid, entry, dedupe_key=dedupe_key, controls=controls)
             if span.is_recording():
                 span.set_attributes(
                     {
@@ -133,8 +141,6 @@ class RedisDispatcher:
                         "bots.ingest.result": result,
                     }
                 )
-        if result == "queued" and self.config.busy == "interrupt":  # (core.busy: the answer in progress stops)
-            await self.stops.press(cid, held_only=True)
         if result == "full":
             raise BackpressureError(
                 f"the inbox of {cid} holds {self.config.inbox_cap} inputs waiting to run: nothing was stored, "
@@ -143,16 +149,24 @@ class RedisDispatcher:
             )
         return []
 
-    async def ingest(self, cid: str, entry: str, *, dedupe_key: str | None = None) -> IngestResult:
-        """The ingest script for an encoded entry; returns its ``IngestResult``."""
+    async def ingest(
+        self, cid: str, entry: str, *, dedupe_key: str | None = None, controls: ControlDefaults | None = None
+    ) -> IngestResult:
+        """The ingest script for an encoded entry; returns its ``IngestResult``. ``controls``: the operator's busy
+        policy and quiet window for ``cid`` (``ChatPolicy.control_defaults``; None: ``REDIS_*``'s, nothing pinned),
+        which the conversation's own choice replaces unless pinned (``set_controls``)."""
         b = self.backend
         keys = b.keys
         ck = keys.context(cid)
         job_id = keys.job_id(cid, uuid.uuid4().hex)
         seen, floor, number = dedupe_fields(dedupe_key)
+        if controls is None:
+            controls = ControlDefaults(
+                busy=self.config.busy, busy_pinned=False, quiet_ms=self.config.quiet_ms, quiet_pinned=False
+            )
         result: str = await b.call(
             b.ingest,
-            [ck.inbox, ck.meta, keys.queue, keys.active],
+            [ck.inbox, ck.meta, keys.queue, keys.active, ck.batch, ck.stop],
             [
                 entry,
                 self.config.inbox_cap,
@@ -166,8 +180,13 @@ class RedisDispatcher:
                 DEDUPE_TRIM_AT,
                 DEDUPE_KEEP,
                 int(self.config.dedupe_ttl * 1000),
-                "1" if self.config.quiet_ms else "0",
-                keys.arrivals if self.config.busy == "steer" else "",
+                controls.quiet_ms,
+                "1" if controls.quiet_pinned else "0",
+                controls.busy,
+                "1" if controls.busy_pinned else "0",
+                keys.arrivals,
+                keys.stops,
+                int(STOP_KEEP * 1000),
             ],
             what=f"storing an input for {cid}",
             confirm=True,  # a platform is told it was stored (Telegram's offset, a webhook's 200)
@@ -179,6 +198,25 @@ class RedisDispatcher:
         was stored before the press begins it stopped (``core.fleet.stops``). True when something was there to
         stop; raises ``DispatchError`` when Redis cannot be reached."""
         return await self.stops.press(context_id)
+
+    async def set_controls(self, context_id: str, *, busy: str | None, quiet_ms: int | None) -> None:
+        """``context_id`` chose its busy policy and quiet window (``/busy``, ``/quiet``; None: the operator's): kept
+        in its meta hash (``busy``, ``quiet``), which the ingest and a claim read anyway, so a conversation that chose
+        nothing costs nothing more. Raises ``DispatchError`` when Redis cannot be reached."""
+        b = self.backend
+        meta = b.keys.context(context_id).meta
+        values = {"busy": busy, "quiet": None if quiet_ms is None else str(quiet_ms)}
+
+        async def write() -> None:
+            async with b.client.pipeline(transaction=True) as pipe:
+                for name, value in values.items():
+                    if value is None:
+                        pipe.hdel(meta, name)
+                    else:
+                        pipe.hset(meta, name, value)
+                await pipe.execute()
+
+        await b.run(write, what=f"storing the busy policy and quiet window of {context_id}")
 
     async def stop(self) -> None:
         """Close the connection if this dispatcher opened it."""

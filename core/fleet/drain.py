@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..busy import QUIET_WINDOWS
+from ..busy import QUIET_WINDOWS, BusyPolicy
 from ..deleted import split_forgets
 from ..entries import InputRef
 from ..errors import DispatchError
@@ -31,6 +31,8 @@ from .stops import covers
 from .usage_store import USAGE_TTL
 
 if TYPE_CHECKING:
+    from ..chat_settings import ControlDefaults
+    from ..definitions import Context
     from ..dispatch import Runner
 
 __all__ = ("MEMORY_KINDS", "DrainStats", "Drainer")
@@ -92,6 +94,7 @@ class Drainer:
         self._local: dict[str, tuple[asyncio.Task[Any], Lease]] = {}
         self._starting: dict[str, bool] = {}  # batches taken whose run has not begun: stopped before it?
         self._joiners: dict[str, Joiner] = {}  # the batches running here, for the inputs that join them (steer)
+        self._policies: dict[str, BusyPolicy] = {}  # the busy policy of each conversation whose batch runs here
 
     # -- the job ---------------------------------------------------------------------------------------
 
@@ -128,12 +131,15 @@ class Drainer:
             self.agent.observe("lease_lost" if lease.lost else "lease_released", cid)
             if self._local.get(cid, (None,))[0] is me:
                 del self._local[cid]
+                self._policies.pop(cid, None)
 
     async def claim(self, lease: Lease) -> list[Any]:
         """Claim the context for ``lease.job_id`` and take its first batch (one script)."""
         result = await self._step(lease, None, "take")
         if result[0] not in ("stale", "held"):
             lease.token = str(result[1])
+        if result[0] in ("batch", "quiet"):  # (the conversation's own /busy, read with the claim)
+            lease.busy = BusyPolicy(result[8]) if result[8] in tuple(BusyPolicy) else None
         return result
 
     async def renew_forever(self) -> None:
@@ -225,10 +231,12 @@ class Drainer:
                     self.config.max_attempts,
                     self.backend.keys.dead,
                 )
+            if status in ("batch", "quiet") and result[7] != "":  # (the quiet window the take found)
+                lease.quiet_ms = int(result[7])
             if status == "quiet":  # (core.busy: the conversation is not quiet yet; the lease is kept meanwhile)
                 try:
                     if not self.stopping:
-                        await asyncio.sleep(min(int(result[3]), self.config.quiet_ms) / 1000)
+                        await asyncio.sleep(min(int(result[3]), lease.quiet_ms) / 1000)
                     result = await self._step(lease, None, "handoff" if self.stopping else "take")
                 except DispatchError as exc:
                     log.warning("giving %s up: %s", lease.cid, exc)
@@ -244,10 +252,10 @@ class Drainer:
                 batch_id=str(result[2]),
                 attempt=int(result[3]),
             )
-            for kind, value in zip(MEMORY_KINDS, result[7:], strict=False):
+            for kind, value in zip(MEMORY_KINDS, result[9:], strict=False):
                 scope.loaded[scope.keys.memory(kind)] = value
             entries = json.loads(result[4])
-            stop = result[7 + len(MEMORY_KINDS)] if len(result) > 7 + len(MEMORY_KINDS) else None
+            stop = result[9 + len(MEMORY_KINDS)] if len(result) > 9 + len(MEMORY_KINDS) else None
             self._starting[lease.cid] = covers(stop, scope.batch_id, entries)
             if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
                 self.stats.redelivered += 1
@@ -353,6 +361,7 @@ class Drainer:
         }
         inputs, forgotten = split_forgets(inputs)  # (core.deleted: messages their authors deleted leave first)
         ledger = RedisReplyLedger(scope)
+        busy = self._policies[scope.keys.cid] = self._busy(scope.lease, context, args)
         token = scope.enter()
         try:
             if forgotten:
@@ -367,7 +376,7 @@ class Drainer:
             with batch_span(entries, scope):
                 if not inputs:
                     pass  # (only deletions)
-                elif self.config.busy != "steer":
+                elif busy is not BusyPolicy.STEER:
                     await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
                 else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner)
 
@@ -398,6 +407,19 @@ class Drainer:
             RunScope.exit(token)
         return True
 
+    def _defaults(self, cid: str, parents: tuple[str, ...] = ()) -> ControlDefaults:
+        """The operator's busy policy and quiet window for ``cid`` (its pins, else ``REDIS_*``'s), in memory."""
+        cfg = self.config
+        return self.agent.chat_policy.control_defaults(cid, parents, busy=cfg.busy, quiet_ms=cfg.quiet_ms)
+
+    def _busy(self, lease: Lease, context: Context, args: Any) -> BusyPolicy:
+        """What an input stored while this batch runs does (``core.busy``): the operator's pin, else the
+        conversation's own ``/busy`` as the claim read it (the gateway's ingest reads the same), else ``BOT_BUSY``."""
+        defaults = self._defaults(lease.cid, self.agent.settings_parents(context, args))
+        if lease.busy is not None and not defaults.busy_pinned:
+            return lease.busy
+        return BusyPolicy(defaults.busy)
+
     async def _step(self, lease: Lease, acked: RunScope | None, mode: str) -> list[Any]:
         b, cfg = self.backend, self.config
         keys = b.keys
@@ -406,12 +428,13 @@ class Drainer:
         writes = list(acked.staged.items()) if acked is not None else []
         usage = list(acked.usage.items()) if acked is not None else []
         reads = [*(ck.memory(kind) for kind in MEMORY_KINDS), ck.stop] if mode == "take" else []
+        queue = self._policies.get(lease.cid) is BusyPolicy.QUEUE
         args: list[Any] = [
             lease.fence,
             lease.cid,
             acked.batch_id if acked is not None else "",
             mode,
-            1 if acked is not None and cfg.busy == "queue" else cfg.batch_size,  # (queue: one run per input waiting)
+            1 if acked is not None and queue else cfg.batch_size,  # (queue: one run per input waiting)
             cfg.lease_ms,
             cfg.max_attempts,
             job_id,
@@ -422,8 +445,8 @@ class Drainer:
             len(reads),
             len(usage),
             USAGE_TTL,
-            cfg.quiet_ms,
-            QUIET_WINDOWS * cfg.quiet_ms,
+            max(lease.quiet_ms, self._defaults(lease.cid).quiet_ms),  # (a take looks at the window's times then)
+            QUIET_WINDOWS,
         ]
         args.extend("" if value is None else value for _, value in writes)
         for _, counts in usage:

@@ -6,8 +6,11 @@ Per context ``cid`` (prefix ``bots:``)::
     bots:{cid}:batch        hash     the batch taken and not yet acknowledged: id, attempt, entries
     bots:{cid}:lease        string   "<fencing token>|<drain job id>", expires unless renewed
     bots:{cid}:meta         hash     fence (token counter), seq (batch counter), sched (job responsible),
-                                     d:<key> (a dedupe key seen lately: when, in ms; the newest 32 or so) and
-                                     f:<source> (the highest number of an ordered source dropped from them)
+                                     d:<key> (a dedupe key seen lately: when, in ms; the newest 32 or so),
+                                     f:<source> (the highest number of an ordered source dropped from them),
+                                     qfirst, qlast, qms (the quiet window of the burst waiting: its first and
+                                     newest input, in ms, and the window), busy and quiet (the conversation's
+                                     own /busy and /quiet, when it chose them: ``RedisDispatcher.set_controls``)
     bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies), until its ack
     bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
     bots:{cid}:stop         string   the last Stop pressed: "<batch held>|<t of the newest input waiting>", kept

@@ -58,11 +58,13 @@ class QueueConfig:
     """Inputs taken into one run at most."""
     quiet_ms: int = 0
     """A conversation's batch is taken once no input came for this long (``core.busy``: a burst is one turn; the
-    window is kept in Redis, so any worker may take it; 0: at once; ``BOT_QUIET_MS``)."""
+    window is kept in Redis, so any worker may take it; 0: at once; ``BOT_QUIET_MS``), unless the conversation chose
+    its own (``/quiet``, kept with its inbox: ``RedisDispatcher.set_controls``) or the operator pinned one."""
     busy: str = "collect"
     """What an input stored while its conversation's batch runs does (``core.busy.BusyPolicy``; ``BOT_BUSY``, whose
     default, ``steer``, ``bots`` gives gateways and workers; ``collect``, the default here, is what a queue did before
-    there was a choice: it waits for the next batch)."""
+    there was a choice: it waits for the next batch), unless the conversation chose its own (``/busy``) or the
+    operator pinned one."""
     max_attempts: int = 3
     """Deliveries of one batch at most; a batch that keeps failing goes to the dead-letter list."""
     stop_timeout: float = 20.0

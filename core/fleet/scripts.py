@@ -51,18 +51,24 @@ end
 INGEST = (
     _COMMON
     + """
--- KEYS: inbox meta queue active
--- ARGV: entry cap seen_field floor_field id cid new_job_id check_ms confirming trim_at keep keep_ms quiet channel
--- quiet '1': note when the burst waiting began ('qfirst') and when its newest input came ('qlast'), for the
--- quiet window (STEP). channel: when a drain job is already responsible, publish cid there (a worker running the
--- conversation gives the input to its run: core.busy steer); '' none.
+-- KEYS: inbox meta queue active batch stop
+-- ARGV: entry cap seen_field floor_field id cid new_job_id check_ms confirming trim_at keep keep_ms
+--       quiet_ms quiet_pinned busy busy_pinned arrivals stops stop_keep_ms
+-- The conversation's quiet window and busy policy: its own choice ('quiet' and 'busy' in the meta hash, kept there
+-- by /quiet and /busy: RedisDispatcher.set_controls) unless the operator pinned them, else quiet_ms and busy.
+-- A window > 0: note when the burst waiting began ('qfirst'), when its newest input came ('qlast') and the window
+-- ('qms'), for the take (STEP). When a drain job is already responsible: with steer, publish cid on arrivals (the
+-- worker running the conversation gives the input to its run); with interrupt, stop the batch held, as a Stop
+-- pressed for it alone does (STOP with held_only: core.busy).
 -- Dedupe lives in the meta hash, bounded per conversation: 'd:<key>' -> when it was stored (ms), the newest
 -- ids only; and for keys ending in a number that grows per conversation (Telegram's update ids, Discord's
 -- snowflakes), 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
 -- seen_field '': no dedupe; floor_field '': the key is not ordered.
 local meta = KEYS[2]
 local seen_f, floor_f, id = ARGV[3], ARGV[4], ARGV[5]
-local got = redis.call('HMGET', meta, 'sched', seen_f ~= '' and seen_f or 'sched', floor_f ~= '' and floor_f or 'sched')
+local got = redis.call(
+  'HMGET', meta, 'sched', seen_f ~= '' and seen_f or 'sched', floor_f ~= '' and floor_f or 'sched', 'busy', 'quiet'
+)
 local function not_above(a, b)  -- decimal strings: a <= b
   if #a ~= #b then return #a < #b end
   return a <= b
@@ -83,9 +89,11 @@ if size > tonumber(ARGV[2]) then
   return 'full'
 end
 local now = now_ms()
-if ARGV[13] == '1' then
-  if size == 1 then redis.call('HSET', meta, 'qfirst', ms(now), 'qlast', ms(now))
-  else redis.call('HSET', meta, 'qlast', ms(now)) end
+local quiet = tonumber(ARGV[13])
+if ARGV[14] ~= '1' and got[5] then quiet = tonumber(got[5]) or quiet end
+if quiet > 0 then
+  if size == 1 then redis.call('HSET', meta, 'qfirst', ms(now), 'qlast', ms(now), 'qms', ms(quiet))
+  else redis.call('HSET', meta, 'qlast', ms(now), 'qms', ms(quiet)) end
 end
 local sched = got[1]
 if seen_f ~= '' then
@@ -124,7 +132,17 @@ elseif not sched then
   redis.call('HSET', meta, 'sched', ARGV[7])
 end
 if sched then
-  if ARGV[14] ~= '' then redis.call('PUBLISH', ARGV[14], ARGV[6]) end
+  local busy = ARGV[15]
+  if ARGV[16] ~= '1' and got[4] then busy = got[4] end
+  if busy == 'steer' then
+    redis.call('PUBLISH', ARGV[17], ARGV[6])
+  elseif busy == 'interrupt' then
+    local held = redis.call('HGET', KEYS[5], 'id')
+    if held then
+      redis.call('PUBLISH', ARGV[18], ARGV[6])
+      redis.call('SET', KEYS[6], held .. '|', 'PX', ARGV[19])
+    end
+  end
   return 'queued'
 end
 redis.call('ZADD', KEYS[3], ms(now), ARGV[7])
@@ -149,16 +167,20 @@ STEP = (
     + """
 -- KEYS: lease batch inbox meta queue active dead acked_ledger write_keys... read_keys... usage_keys...
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id check_ms own_job_id owner
---       nwrites nreads nusage usage_ttl quiet_ms quiet_max_ms value_or_nil... (in out cost)...
+--       nwrites nreads nusage usage_ttl quiet_ms quiet_windows value_or_nil... (in out cost)...
 -- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
 -- ack_id: acknowledge that batch if it is current: apply the writes (JSON values; '' deletes), add the usage
 --   counted while it ran (HINCRBY), drop the batch and its ledger.
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
 -- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
--- quiet_ms > 0: a take waits until no input came for quiet_ms (and at most quiet_max_ms after the burst's first):
---   {'quiet', token, '', ms to wait, '', dead_id, '0'}, the lease kept, nothing taken.
--- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, read values...}
+-- The quiet window: the one INGEST noted with the burst ('qms'; else quiet_ms). A claim reads the burst's times with
+--   'sched'; a later take reads them when quiet_ms > 0 (the operator's window, or the one this job saw). When the
+--   window is > 0, a take waits until no input came for that long (and at most quiet_windows windows after the
+--   burst's first): {'quiet', token, '', ms to wait, '', dead_id, '0', window}, the lease kept, nothing taken.
+-- A claim also hands out the conversation's own busy policy ('busy' in the meta hash, /busy; '' none).
+-- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, own busy, read values...}
+-- (window: the quiet window the take found, '' when it did not look; own busy: '' unless this was a claim)
 local cid = ARGV[2]
 local lease_ms = tonumber(ARGV[6])
 local nwrites = tonumber(ARGV[12])
@@ -168,8 +190,11 @@ local token = ARGV[1]
 local W, R, U = 8, 8 + nwrites, 8 + nwrites + nreads
 local A = 17 + nwrites
 local claimed = false
+local q, own_busy = nil, ''
 if token == '' then
-  if redis.call('HGET', KEYS[4], 'sched') ~= ARGV[10] then return {'stale'} end
+  local m = redis.call('HMGET', KEYS[4], 'sched', 'qfirst', 'qlast', 'qms', 'busy')
+  if m[1] ~= ARGV[10] then return {'stale'} end
+  q, own_busy = {m[2], m[3], m[4]}, m[5] or ''
   local cur = redis.call('GET', KEYS[1])
   if cur then
     local sep = string.find(cur, '|', 1, true)
@@ -214,6 +239,7 @@ if ARGV[3] ~= '' then
   end
 end
 local now = nil
+local window = ''
 local function release()
   redis.call('DEL', KEYS[1])
   redis.call('HDEL', KEYS[4], 'sched')
@@ -223,12 +249,12 @@ local function handed_out(id, attempt, entries, dead, redelivered)
   if not claimed then redis.call('PEXPIRE', KEYS[1], lease_ms) end
   now = now or now_ms()
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-  local out = {'batch', token, id, attempt, entries, dead, redelivered}
+  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, own_busy}
   if nreads > 0 then
     local reads = {}
     for i = 1, nreads do reads[i] = KEYS[R + i] end
     local values = redis.call('MGET', unpack(reads))
-    for i = 1, nreads do out[7 + i] = values[i] end
+    for i = 1, nreads do out[9 + i] = values[i] end
   end
   return out
 end
@@ -251,17 +277,19 @@ if ARGV[4] == 'take' then
     end
   end
   local quiet = tonumber(ARGV[16])
-  if quiet > 0 then
-    local q = redis.call('HMGET', KEYS[4], 'qfirst', 'qlast')
-    local waiting = redis.call('LLEN', KEYS[3])
-    if q[2] and waiting > 0 and waiting < tonumber(ARGV[5]) then
+  if not q and quiet > 0 then q = redis.call('HMGET', KEYS[4], 'qfirst', 'qlast', 'qms') end
+  if q and q[2] then
+    quiet = tonumber(q[3] or '') or quiet
+    window = ms(quiet)
+    local waiting = quiet > 0 and redis.call('LLEN', KEYS[3]) or 0
+    if waiting > 0 and waiting < tonumber(ARGV[5]) then
       now = now or now_ms()
       local last = tonumber(q[2])
-      local wait = math.min(last + quiet, tonumber(q[1] or q[2]) + tonumber(ARGV[17])) - now
+      local wait = math.min(last + quiet, tonumber(q[1] or q[2]) + tonumber(ARGV[17]) * quiet) - now
       if wait > 0 then
         redis.call('PEXPIRE', KEYS[1], lease_ms)
         redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-        return {'quiet', token, '', wait, '', dead, '0'}
+        return {'quiet', token, '', wait, '', dead, '0', window, own_busy}
       end
     end
   end

@@ -1,7 +1,7 @@
 """The settings commands both adapters serve, written once: ``/model``, ``/persona``, ``/language``,
-``/reply``, ``/timezone``, ``/voice``, ``/settings``, ``/stats``, ``/reminders`` (``extensions.chat.reminders``) and
-``/memory`` (``extensions.chat.memory``: what the bot keeps about the caller, shown to them alone), and ``/stop``
-(the answer being written here stops, on whichever worker writes it). The
+``/reply``, ``/timezone``, ``/voice``, ``/busy``, ``/quiet``, ``/settings``, ``/stats``, ``/reminders``
+(``extensions.chat.reminders``) and ``/memory`` (``extensions.chat.memory``: what the bot keeps about the caller,
+shown to them alone), and ``/stop`` (the answer being written here stops, on whichever worker writes it). The
 adapter says who is asking (``Caller``) and shows the ``Answer`` (Discord as an ephemeral reply, Telegram as a
 message with an inline keyboard for the choices).
 
@@ -21,7 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.chat_settings import REPLY_CHOICES, VOICE_CHOICES, ChatSetting, ChatSettings, known_zone
+from core.busy import QUIET_CHAT_MAX_MS
+from core.chat_settings import (
+    BUSY_CHOICES,
+    REPLY_CHOICES,
+    VOICE_CHOICES,
+    ChatSetting,
+    ChatSettings,
+    known_zone,
+    quiet_choice,
+)
 from core.media.spoken import speaks
 from core.usage import UsageTotals, last_days
 
@@ -53,6 +62,8 @@ COMMANDS = (
     "reply",
     "timezone",
     "voice",
+    "busy",
+    "quiet",
     "settings",
     "stats",
     "reminders",
@@ -61,6 +72,8 @@ COMMANDS = (
     "stop",
 )
 """The settings commands and ``/stop``, by name (``BOT_DISABLED_COMMANDS`` takes these names, and ``reset``)."""
+QUIET_OFFERED = (0, 400, 1000, 3000)
+"""The quiet windows (ms) ``/quiet`` offers as buttons (any other up to ``QUIET_CHAT_MAX_MS`` may be written)."""
 STOP_BUTTON = "bots:stop"
 """The id of the Stop button under an answer being written (its label ``say("stop_button")``): pressing it is
 ``/stop`` in the conversation where it was pressed (the conversation is taken from the press, never from the id)."""
@@ -173,6 +186,10 @@ class ChatCommands:
             return await self.timezone(context_id, caller, arg or None)
         if command == "voice":
             return await self.voice(context_id, caller, arg or None)
+        if command == "busy":
+            return await self.busy(context_id, caller, arg or None)
+        if command == "quiet":
+            return await self.quiet(context_id, caller, arg or None)
         if command == "settings":
             return await self.settings(context_id)
         if command == "reminders":
@@ -313,6 +330,62 @@ class ChatCommands:
         await self.agent.chat_settings.change(context_id, voice=None if choice == "default" else choice)
         return Answer(text=say("voice_set", lang, policy=say(f"voice.{choice}", lang)), changed=True)
 
+    def _busy_shown(self, policy: str | None, lang: str) -> str:
+        if policy is None or policy == "default":
+            default = self.agent.chat_policy.default_busy
+            return say("busy.default", lang, policy=say(f"busy.{default}", lang))
+        return say(f"busy.{policy}", lang)
+
+    async def busy(self, context_id: str, caller: Caller, choice: str | None) -> Answer:
+        """``/busy``: what a message sent here while the bot answers does (``core.busy``: ``steer``, ``collect``,
+        ``queue``, ``interrupt``), or (an admin) choose; ``/busy default`` goes back to the operator's (``BOT_BUSY``).
+        The answer being written keeps the policy it began with; the next one uses the new one."""
+        lang = await self.language(context_id)
+        options = (*BUSY_CHOICES, "default")
+        if choice is None:
+            current = (await self.effective(context_id)).busy
+            return Answer(
+                text=say("busy_now", lang, policy=self._busy_shown(current, lang), choices=", ".join(options)),
+                choices=[(c, f"busy:{c}") for c in options],
+            )
+        refusal = self._refusal(context_id, caller, ChatSetting.BUSY, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        choice = choice.lower()
+        if choice not in options:
+            return Answer(text=say("busy_unknown", lang, policy=self.quote(choice[:32]), choices=", ".join(options)))
+        await self.agent.chat_settings.change(context_id, busy=None if choice == "default" else choice)
+        return Answer(text=say("busy_set", lang, policy=self._busy_shown(choice, lang)), changed=True)
+
+    def _quiet_shown(self, context_id: str, settings: ChatSettings, lang: str) -> str:
+        return say("quiet.ms", lang, ms=self.agent.chat_policy.quiet_of(context_id, settings))
+
+    async def quiet(self, context_id: str, caller: Caller, choice: str | None) -> Answer:
+        """``/quiet``: the quiet window here (messages sent within it of each other are answered together,
+        ``core.busy``), or (an admin) choose one in milliseconds (``/quiet 800``; ``/quiet 0``: at once; ``/quiet
+        default``: the operator's, ``BOT_QUIET_MS``)."""
+        lang = await self.language(context_id)
+        if choice is None:
+            current = await self.effective(context_id)
+            return Answer(
+                text=say("quiet_now", lang, window=self._quiet_shown(context_id, current, lang), max=QUIET_CHAT_MAX_MS),
+                choices=[
+                    *((say("quiet.ms", lang, ms=ms), f"quiet:{ms}") for ms in QUIET_OFFERED),
+                    ("default", "quiet:default"),
+                ],
+            )
+        refusal = self._refusal(context_id, caller, ChatSetting.QUIET, lang)
+        if refusal is not None:
+            return Answer(text=refusal)
+        choice = choice.lower().removesuffix("ms").strip()
+        if choice != "default" and quiet_choice(choice) is None:
+            return Answer(text=say("quiet_unknown", lang, window=self.quote(choice[:32]), max=QUIET_CHAT_MAX_MS))
+        updated = await self.agent.chat_settings.change(context_id, quiet=None if choice == "default" else choice)
+        settings = self.agent.chat_policy.effective(context_id, updated, self.parents)
+        if not self.agent.chat_policy.quiet_of(context_id, settings):
+            return Answer(text=say("quiet_off", lang), changed=True)
+        return Answer(text=say("quiet_set", lang, window=self._quiet_shown(context_id, settings, lang)), changed=True)
+
     async def reminders(self, context_id: str, caller: Caller, arg: str | None) -> Answer:
         """``/reminders``: this chat's reminders and scheduled messages, soonest first, with a cancel button each;
         ``/reminders cancel <id>`` cancels one (its creator, the chat's admins, ``BOT_ADMIN_USERS``)."""
@@ -395,6 +468,8 @@ class ChatCommands:
             language=LANGUAGE_NAMES.get(lang, lang) + mark(ChatSetting.LANGUAGE),
             reply=say(f"reply.{current.reply or 'default'}", lang) + mark(ChatSetting.REPLY),
             timezone=policy.zone_of(current) + mark(ChatSetting.TIMEZONE),
+            busy=self._busy_shown(current.busy, lang) + mark(ChatSetting.BUSY),
+            quiet=self._quiet_shown(context_id, current, lang) + mark(ChatSetting.QUIET),
         )
         return Answer(text=text)
 
@@ -423,6 +498,10 @@ class ChatCommands:
             return await self.reply(context_id, caller, choice)
         if setting == "voice" and self.enabled("voice"):
             return await self.voice(context_id, caller, choice)
+        if setting == "busy" and self.enabled("busy"):
+            return await self.busy(context_id, caller, choice)
+        if setting == "quiet" and self.enabled("quiet"):
+            return await self.quiet(context_id, caller, choice)
         if value.startswith(CANCEL_PREFIX) and self.enabled("reminders"):
             return await self.cancel_reminder(context_id, caller, value.removeprefix(CANCEL_PREFIX))
         return Answer(text=say("command_failed", await self.language(context_id)))
@@ -446,7 +525,8 @@ def zone_named(text: str) -> str | None:
 def parse_channel_settings(value: object, variable: str) -> dict[str, dict[str, str]]:
     """``*_CHANNEL_SETTINGS``: values the operator pins per channel or chat, as
     ``id:setting=value;setting=value,id:setting=value`` (an empty value pins the operator's default) or JSON
-    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply, timezone."""
+    (``{"123": {"model": "gpt-4o-mini"}}``). Settings: model, persona, language, reply, timezone, voice, busy,
+    quiet."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):

@@ -116,9 +116,27 @@ _EN: dict[str, str] = {
     "voice.off": "never, not even to a voice message",
     "voice.default": "answers to voice messages are spoken (the bot's default)",
     "voice.unavailable": "This bot speaks no answers: its operator set no speech engine (TTS_BASE_URL or TTS_ENGINE).",
+    "setting.busy": "what a message sent while I answer does",
+    "busy_now": "A message sent here while I answer: {policy}. Choose: {choices}",
+    "busy_set": "Done: a message sent here while I answer: {policy}.",
+    "busy_unknown": "{policy} is not a choice here: {choices}",
+    "busy.steer": "steer (the answer being written reads it before its next step)",
+    "busy.collect": "collect (they wait, and my next answer takes all of them together)",
+    "busy.queue": "queue (each gets an answer of its own, in order)",
+    "busy.interrupt": "interrupt (the answer being written stops and I answer again with everything)",
+    "busy.default": "as the bot is set up: {policy}",
+    "setting.quiet": "quiet window",
+    "quiet_now": (
+        "Quiet window here: {window}. Messages sent within it of each other are answered together (0: each at once). "
+        "Change it with /quiet and a number of milliseconds up to {max} (/quiet default: the bot's)."
+    ),
+    "quiet_set": "Done: messages sent here within {window} of each other are answered together.",
+    "quiet_off": "Done: each message here is answered at once.",
+    "quiet_unknown": "{window} is not a choice: write a number of milliseconds from 0 to {max}, or default.",
+    "quiet.ms": "{ms} ms",
     "settings": (
         "Settings of this chat\nModel: {model}\nPersona: {persona}\nLanguage: {language}\nIn groups I answer: {reply}"
-        "\nTime zone: {timezone}"
+        "\nTime zone: {timezone}\nA message sent while I answer: {busy}\nQuiet window: {quiet}"
     ),
     "setting.timezone": "time zone",
     "timezone_now": (
@@ -293,9 +311,29 @@ _FR: dict[str, str] = {
         "Ce bot ne dit aucune réponse à voix haute : son opérateur n'a configuré aucune synthèse vocale "
         "(TTS_BASE_URL ou TTS_ENGINE)."
     ),
+    "setting.busy": "ce que fait un message envoyé pendant que je réponds",
+    "busy_now": "Un message envoyé ici pendant que je réponds : {policy}. Choisissez : {choices}",
+    "busy_set": "C'est fait : un message envoyé ici pendant que je réponds : {policy}.",
+    "busy_unknown": "{policy} n'est pas un choix possible ici : {choices}",
+    "busy.steer": "steer (la réponse en cours le lit avant son étape suivante)",
+    "busy.collect": "collect (ils attendent, et ma réponse suivante les prend tous ensemble)",
+    "busy.queue": "queue (chacun a sa propre réponse, dans l'ordre)",
+    "busy.interrupt": "interrupt (la réponse en cours s'arrête et je réponds de nouveau à tout)",
+    "busy.default": "comme le bot est configuré : {policy}",
+    "setting.quiet": "fenêtre de calme",
+    "quiet_now": (
+        "Fenêtre de calme ici : {window}. Les messages envoyés à moins de cet intervalle reçoivent une seule réponse "
+        "(0 : chacun tout de suite). Changez-la avec /quiet et un nombre de millisecondes jusqu'à {max} "
+        "(/quiet default : celle du bot)."
+    ),
+    "quiet_set": "C'est fait : les messages envoyés ici à moins de {window} d'intervalle reçoivent une seule réponse.",
+    "quiet_off": "C'est fait : chaque message ici reçoit une réponse tout de suite.",
+    "quiet_unknown": "{window} n'est pas un choix : écrivez un nombre de millisecondes de 0 à {max}, ou default.",
+    "quiet.ms": "{ms} ms",
     "settings": (
         "Réglages de ce chat\nModèle : {model}\nPersona : {persona}\nLangue : {language}\n"
-        "Dans les groupes je réponds : {reply}\nFuseau horaire : {timezone}"
+        "Dans les groupes je réponds : {reply}\nFuseau horaire : {timezone}\n"
+        "Un message envoyé pendant que je réponds : {busy}\nFenêtre de calme : {quiet}"
     ),
     "setting.timezone": "fuseau horaire",
     "timezone_now": (

@@ -196,8 +196,8 @@ class SlashCommands:
 def _commands(served: SlashCommands) -> list[SlashCommand]:
     """/reset and /forget (offered to everyone; ``SlashCommands.reset_channel`` lets through members with Manage
     Messages, admin users of ``BOT_ADMIN_USERS`` and anyone in a DM), /help, and the settings commands (/model,
-    /persona, /language, /reply, /timezone, /voice, /settings, /stats, /reminders, /memory, /knowledge); those in
-    BOT_DISABLED_COMMANDS are left out."""
+    /persona, /language, /reply, /timezone, /voice, /busy, /quiet, /settings, /stats, /reminders, /memory,
+    /knowledge); those in BOT_DISABLED_COMMANDS are left out."""
     none = discord.AllowedMentions.none()
 
     async def reset(interaction: discord.Interaction) -> None:
@@ -255,6 +255,23 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
     )
     async def voice(interaction: discord.Interaction, choice: str | None = None) -> None:
         await answer(interaction, "voice", choice)
+
+    @app_commands.describe(policy="What a message sent while the bot answers here does (leave empty to see it)")
+    @app_commands.choices(
+        policy=[
+            app_commands.Choice(name="steer: the answer being written reads it", value="steer"),
+            app_commands.Choice(name="collect: the next answer takes them all", value="collect"),
+            app_commands.Choice(name="queue: one answer each, in order", value="queue"),
+            app_commands.Choice(name="interrupt: stop the answer and start again", value="interrupt"),
+            app_commands.Choice(name="the bot's default", value="default"),
+        ]
+    )
+    async def busy(interaction: discord.Interaction, policy: str | None = None) -> None:
+        await answer(interaction, "busy", policy)
+
+    @app_commands.describe(milliseconds="Messages sent within this many ms get one answer: 0 to 10000, or default")
+    async def quiet(interaction: discord.Interaction, milliseconds: str | None = None) -> None:
+        await answer(interaction, "quiet", milliseconds)
 
     async def persona_show(interaction: discord.Interaction) -> None:
         await answer(interaction, "persona", "show")
@@ -359,6 +376,14 @@ def _commands(served: SlashCommands) -> list[SlashCommand]:
         "timezone": timezone_command,
         "voice": app_commands.Command(
             name="voice", description="Show or choose whether the bot's answers here are spoken", callback=voice
+        ),
+        "busy": app_commands.Command(
+            name="busy", description="Show or choose what a message sent while the bot answers does", callback=busy
+        ),
+        "quiet": app_commands.Command(
+            name="quiet",
+            description="Show or choose the quiet window: messages within it get one answer",
+            callback=quiet,
         ),
         "settings": app_commands.Command(name="settings", description="This channel's settings", callback=settings),
         "stats": app_commands.Command(name="stats", description="Your usage and this channel's", callback=stats),

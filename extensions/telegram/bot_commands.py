@@ -54,6 +54,8 @@ COMMANDS = (
     ("reply", "Show or choose when I answer in this group"),
     ("timezone", "Show or choose this chat's time zone"),
     ("voice", "Show or choose whether my answers are also spoken"),
+    ("busy", "Show or choose what a message sent while I answer does"),
+    ("quiet", "Show or choose the quiet window: messages within it get one answer"),
     ("settings", "This chat's settings"),
     ("stats", "Your usage and this chat's"),
     ("reminders", "This chat's reminders (cancel with the buttons)"),

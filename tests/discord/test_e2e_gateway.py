@@ -63,6 +63,8 @@ async def test_slash_commands_are_registered(world: World, start_bot: StartBot) 
         "memory",
         "stop",
         "voice",
+        "busy",
+        "quiet",
         "knowledge",
     }
     assert names["reset"]["default_member_permissions"] is None  # offered to all; the bot checks Manage Messages

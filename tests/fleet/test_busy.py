@@ -12,6 +12,7 @@ from typing import Any
 from core import Agent, ScriptedModel, create_agent
 from core.engine import STOP_MARK
 from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
+from extensions.chat.commands import Caller, ChatCommands
 
 from .conftest import Workers, queue_config, send, wait_until
 from .probe import answer, probe_extension, replies
@@ -71,13 +72,19 @@ async def test_a_worker_killed_during_the_quiet_window_loses_none(
     assert await posts(client, "q2") == ["|".join(BURST)]
 
 
-async def busy_exchange(server: RedisServer, client: Any, policy: str, chat_key: str) -> tuple[list[str], Any]:
-    """``one`` starts an answer the model holds back; ``two`` and ``three`` are sent meanwhile; then it is let go."""
+async def busy_exchange(
+    server: RedisServer, client: Any, policy: str, chat_key: str, *, default: str | None = None
+) -> tuple[list[str], Any]:
+    """``one`` starts an answer the model holds back; ``two`` and ``three`` are sent meanwhile; then it is let go.
+    ``default``: the operator's policy (``BOT_BUSY`` of the gateway and the worker), and ``policy`` the
+    conversation's own (``/busy`` on the gateway)."""
     started, release = asyncio.Event(), asyncio.Event()
     async with (
-        gateway_with(server, busy=policy) as gateway,
-        running_worker(server, model=gated(started, release), busy=policy) as worker,
+        gateway_with(server, busy=default or policy) as gateway,
+        running_worker(server, model=gated(started, release), busy=default or policy) as worker,
     ):
+        if default is not None:
+            await choose(gateway, chat_key, "busy", policy)
         await send(gateway, chat_key, "one")
         await asyncio.wait_for(started.wait(), 30)
         await send(gateway, chat_key, "two")
@@ -134,6 +141,77 @@ async def test_interrupt_stops_the_answer_on_the_worker_and_answers_the_new_mess
     assert first.startswith("the first words") and first.endswith(STOP_MARK)
     assert second == "no, tell me this"
     assert model.cancelled_at is not None
+
+
+async def choose(gateway: Agent, chat_key: str, command: str, value: str) -> None:
+    """A chat admin runs ``/<command> <value>`` in ``chat_key`` (served by the gateway, stored in Redis)."""
+    commands = ChatCommands(gateway)
+    answer = await commands.run(command, f"probe:chat:{chat_key}", Caller(user="probe:admin", manages_chat=True), value)
+    assert answer.changed, answer.text
+
+
+async def test_a_conversations_own_busy_policy_is_what_gateway_and_worker_do(
+    redis_server: RedisServer, client: Any
+) -> None:
+    said, stats = await busy_exchange(redis_server, client, "queue", "b5", default="steer")
+    assert said == ["one", "two", "three"]  # the operator's steer would have answered "two|three" in the batch
+    assert stats.batches == 3
+    said, stats = await busy_exchange(redis_server, client, "collect", "b6", default="steer")
+    assert said == ["one", "two|three"] and stats.batches == 2
+    said, stats = await busy_exchange(redis_server, client, "steer", "b7", default="collect")
+    assert said == ["one", "two|three"]
+    assert stats.batches == 1 and stats.inputs == 3  # joined the batch running, as the operator's collect would not
+
+
+async def test_a_conversations_own_interrupt_stops_the_answer_on_the_worker(
+    redis_server: RedisServer, client: Any
+) -> None:
+    model = Endless()
+    async with gateway_with(redis_server, busy="steer") as gateway, running_worker(redis_server, model=model):
+        await choose(gateway, "b8", "busy", "interrupt")
+        await send(gateway, "b8", "tell me everything")
+        await asyncio.wait_for(model.started.wait(), 30)
+        await send(gateway, "b8", "no, tell me this")
+        await wait_until(lambda: _at_least(client, "b8", 2), what="the stopped answer and the new one")
+    first, second = await posts(client, "b8")
+    assert first.endswith(STOP_MARK) and second == "no, tell me this"
+
+
+async def test_a_conversations_own_quiet_window_makes_a_burst_one_batch(redis_server: RedisServer, client: Any) -> None:
+    model = ScriptedModel(answer)
+    async with gateway_with(redis_server) as gateway, running_worker(redis_server, model=model) as worker:
+        await choose(gateway, "q3", "quiet", "400")  # (the operator's window is 0)
+        for text in BURST:
+            await send(gateway, "q3", text)
+        await wait_until(lambda: replies(client, "q3"), what="the answer to the burst")
+        await asyncio.sleep(0.2)
+        assert worker.stats.batches == 1
+        await choose(gateway, "q3", "quiet", "default")  # back to the operator's: each message at once
+        for text in ("a", "b"):
+            await send(gateway, "q3", text)
+            await wait_until(lambda: _inbox_empty(client, "q3"), what="the message taken at once")
+        await wait_until(lambda: _at_least(client, "q3", 3), what="the answers")
+    assert (await posts(client, "q3"))[0] == "|".join(BURST)
+    assert len(model.requests) >= 2
+
+
+async def test_a_conversation_that_chose_nothing_costs_its_ingest_nothing_more(
+    redis_server: RedisServer, client: Any
+) -> None:
+    """The ingest of a conversation without a choice notes no quiet window's times and publishes no arrival (the
+    operator's collect, window 0): its own choices are read with fields the script reads anyway."""
+    async with gateway_with(redis_server, busy="collect") as gateway:
+        await send(gateway, "n1", "one")
+        await send(gateway, "n1", "two")
+        meta = await client.hgetall("bots:{probe:chat:n1}:meta")
+        assert not {"qfirst", "qlast", "qms", "busy", "quiet"} & set(meta)
+        await choose(gateway, "n1", "quiet", "800")
+        await choose(gateway, "n1", "busy", "queue")
+        assert (await client.hmget("bots:{probe:chat:n1}:meta", "busy", "quiet")) == ["queue", "800"]
+        await send(gateway, "n1", "three")
+        assert (await client.hget("bots:{probe:chat:n1}:meta", "qms")) == "800"
+        await choose(gateway, "n1", "busy", "default")
+        assert (await client.hget("bots:{probe:chat:n1}:meta", "busy")) is None
 
 
 async def _connected(client: Any, pid: int) -> bool:

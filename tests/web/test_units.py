@@ -90,6 +90,10 @@ async def test_chat_commands_and_limits_answer_in_the_web_chat(start_bot: StartB
 
         assert "scripted" in (await send("/settings"))["notice"]  # the model, among the chat's settings
         assert "persona" in (await send("/persona set You are terse."))["notice"].lower()
+        assert "queue" in (await send("/busy queue"))["notice"]  # (a visitor's chat is theirs: they may change it)
+        assert "800 ms" in (await send("/quiet 800"))["notice"]
+        shown = (await send("/settings"))["notice"]
+        assert "queue" in shown and "800 ms" in shown
         async with visitor.get(bot.chat_url + "chat/events") as events:
             await events.content.readuntil(b'"ready"}\n\n')
             received = bytearray()
