@@ -244,7 +244,8 @@ def build_agent(
         max_tokens=settings.llm.max_tokens,
         max_batch=settings.redis.batch_size,
         busy=settings.bot.busy,
-        quiet_ms=0 if platforms == ["cli"] else settings.bot.quiet_ms,  # (the terminal alone: nobody types in bursts)
+        quiet_ms=settings.bot.quiet_ms,
+        quiet_ms_by_context={"cli:session": 0},  # (a person at a terminal sends a line and waits for its answer)
         # a chain of models (LLM_FALLBACKS) may wait LLM_TIMEOUT for each one's first chunk
         model_idle_timeout=settings.llm.timeout * (1 + len(settings.llm.fallbacks)),
         compact_prompt=(

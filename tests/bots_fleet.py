@@ -175,6 +175,7 @@ def env_for(tmp_path: Path, **settings: str) -> dict[str, str]:
         REDIS_STOP_TIMEOUT="5",
         PYTHONUNBUFFERED="1",
         HTTP_PORT=str(free_port()),
+        BOT_QUIET_MS="0",  # (no test of a process measures bursts: answered at once, the suite no slower)
     )
     env.update(settings)
     return env

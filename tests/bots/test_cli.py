@@ -35,6 +35,7 @@ def clean_env(tmp_path: Path, **settings: str) -> dict[str, str]:
         BOT_DATA_DIR=str(tmp_path / "data"),
         BOT_STOP_TIMEOUT=str(STOP_TIMEOUT),
         PYTHONUNBUFFERED="1",
+        BOT_QUIET_MS="0",  # (no test here measures bursts: answered at once)
     )
     env.update(settings)
     return env

@@ -30,12 +30,15 @@ def deployment_env(
 ) -> dict[str, str]:
     """This process's environment without the bot's settings (``CLEARED``), then what every deployment of a
     test has: ``REDIS_URL`` of ``redis_server``, ``BOT_DATA_DIR`` in ``folder``, ``LOG_LEVEL=INFO`` (the tests
-    wait for log lines) and ``HTTP_PORT=0`` (each process an endpoint port of its own); the address of the fake
-    ``telegram`` (``TELEGRAM_TOKEN``, ``TELEGRAM_API_URL``) and of the fake ``discord`` (``DISCORD_TOKEN``,
-    ``DISCORD_API_URL``, ``DISCORD_GATEWAY_URL``, no wait for its servers, no command sync) when given; last
-    ``settings``, the test's own, which win."""
+    wait for log lines), ``HTTP_PORT=0`` (each process an endpoint port of its own) and ``BOT_QUIET_MS=0`` (no
+    quiet window: no test of a deployment measures bursts); the address of the fake ``telegram``
+    (``TELEGRAM_TOKEN``, ``TELEGRAM_API_URL``) and of the fake ``discord`` (``DISCORD_TOKEN``, ``DISCORD_API_URL``,
+    ``DISCORD_GATEWAY_URL``, no wait for its servers, no command sync) when given; last ``settings``, the test's
+    own, which win."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(CLEARED)}
-    env.update(REDIS_URL=redis_server.url, BOT_DATA_DIR=str(folder / "data"), LOG_LEVEL="INFO", HTTP_PORT="0")
+    env.update(
+        REDIS_URL=redis_server.url, BOT_DATA_DIR=str(folder / "data"), LOG_LEVEL="INFO", HTTP_PORT="0", BOT_QUIET_MS="0"
+    )
     if telegram is not None:
         env.update(TELEGRAM_TOKEN=telegram.token, TELEGRAM_API_URL=telegram.api_url)
     if discord is not None:

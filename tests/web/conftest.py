@@ -62,7 +62,7 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[StartBot]:
 
     async def start(model: Model, *, platforms: list[str] | None = None, **values: Any) -> Bot:
         config: dict[str, Any] = {
-            "bot": {"data_dir": tmp_path / "data"},
+            "bot": {"data_dir": tmp_path / "data", "quiet_ms": 0},  # (no burst measured: answered at once)
             "llm": {"provider": "scripted"},
             "web": {"port": _free_port(), "secret": WEB_SECRET},
             "console": {"secret": SECRET, "port": _free_port()},
