@@ -20,6 +20,17 @@ from ..usage import user_of
 
 __all__ = ("Fact", "FactScope", "author_of", "visible")
 
+_last_kept = 0
+
+
+def _kept_at() -> int:
+    """Now in ms since the epoch, after every earlier fact of this process: two facts kept in the same millisecond
+    (one run's two ``remember`` calls) keep the order they were kept in."""
+    global _last_kept
+    _last_kept = max(now_ms(), _last_kept + 1)
+    return _last_kept
+
+
 
 class FactScope(enum.StrEnum):
     """Who a fact is for."""
@@ -48,8 +59,8 @@ class Fact(pydantic.BaseModel):
     """Who it is for."""
     message: str | None = None
     """The platform id of the message it came from (its deletion drops the fact, where the platform says so)."""
-    at: int = pydantic.Field(default_factory=now_ms)
-    """When it was kept, in ms since the epoch."""
+    at: int = pydantic.Field(default_factory=_kept_at)
+    """When it was kept, in ms since the epoch (one process's facts never share one)."""
 
     def visible_to(self, asker: str | None) -> bool:
         """True when ``asker`` (a platform-qualified id, None: nobody known) may be shown this fact."""
