@@ -303,16 +303,11 @@ class QueueWorker:
                 log.debug("sweep skipped: %s", exc)
 
     async def sweep_once(self, *, limit: int = 100) -> int:
-        """Look at contexts whose lease (or scheduled job) is overdue; reschedule the ones whose
-        holder is gone. Returns how many were rescheduled."""
+        """Look at contexts whose lease (or scheduled job) is overdue by the Redis server's clock (this machine's
+        may be off); reschedule the ones whose holder is gone. Returns how many were rescheduled."""
         b, cfg = self.backend, self.backend.config
         keys = b.keys
-        now_ms = int(time.time() * 1000)
-        due: list[str] = await b.run(
-            lambda: b.client.zrangebyscore(keys.active, "-inf", now_ms, start=0, num=limit),
-            what="sweeping",
-            retry_for=0,
-        )
+        due: list[str] = await b.call(b.overdue, [keys.active], [limit], what="sweeping", retry_for=0)
         count = 0
         for cid in due:
             ck = keys.context(cid)

@@ -138,6 +138,7 @@ class RedisBackend:
         self.ingest = register(scripts.INGEST)
         self.renew = register(scripts.RENEW)
         self.step = register(scripts.STEP)
+        self.overdue = register(scripts.OVERDUE)
         self.rescue = register(scripts.RESCUE)
         self.confirm_ack = register(scripts.CONFIRM_ACK)
         self.begin_reply = register(scripts.BEGIN_REPLY)

@@ -335,11 +335,11 @@ class ServerClock:
         await asyncio.sleep(max(0.0, seconds))
 
     async def sync(self) -> None:
-        """Measure the offset again when ``every`` seconds have passed since the last measure (halfway through the
-        round trip); a failure keeps the last one until the next try."""
+        """Measure the offset again when ``every`` seconds have passed since the last measure that worked (halfway
+        through the round trip). A failure raises and keeps the last offset; the next call tries again (the
+        scheduler fires nothing in between: until a first measure works, this machine's clock is all there is)."""
         if time.monotonic() < self._next:
             return
-        self._next = time.monotonic() + self.every
         client = self.backend.client
         before = self.local()
         seconds, micros = await self.backend.run(client.time, what="reading Redis's clock")
@@ -348,3 +348,4 @@ class ServerClock:
         if abs(offset - self.offset) > 1.0:
             log.info("this machine's clock is %.1fs off the Redis primary's: schedules follow Redis's", -offset)
         self.offset = offset
+        self._next = time.monotonic() + self.every

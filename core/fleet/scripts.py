@@ -19,6 +19,7 @@ __all__ = (
     "INGEST",
     "JOIN",
     "MARK_POSTED",
+    "OVERDUE",
     "RELEASE_LOCK",
     "RENEW",
     "RESCUE",
@@ -326,6 +327,16 @@ if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return 0 end
 redis.call('HSET', KEYS[2], 'acked', ARGV[1])
 return 1
 """
+
+OVERDUE = (
+    _COMMON
+    + """
+-- KEYS: active      ARGV: limit
+-- the contexts whose lease (or scheduled job) is overdue by the server's clock: a sweeping worker's own clock may
+-- be off (a minute behind, it would find a dead worker's conversations a minute late)
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now_ms()), 'LIMIT', 0, tonumber(ARGV[1]))
+"""
+)
 
 RESCUE = (
     _COMMON

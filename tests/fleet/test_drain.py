@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from core import ScriptedModel, action, create_agent
-from core.fleet import Drainer, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, ReplayModel
+from core.fleet import Drainer, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, ReplayModel, arq_worker
 from core.fleet.scope import Lease, RunScope
 from core.models.base import ModelRequest
 
@@ -78,6 +80,22 @@ async def rig(redis_server: RedisServer) -> AsyncIterator[Rig]:
 
 def texts(result: list[Any]) -> list[str]:
     return [e["i"]["data"] for e in json.loads(result[4])]
+
+
+async def test_a_sweeper_whose_clock_is_a_minute_behind_finds_an_overdue_lease_at_once(
+    rig: Rig, gateway: Any, client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overdue is by Redis's clock (``TIME`` in the script), not the sweeping machine's: a worker a minute behind
+    found a dead worker's conversations a minute late (tests/fleet/netfaults.py, clock-off-schedules)."""
+    await send(gateway, "c1", "m0")
+    lease, _ = await rig.claim()
+    assert lease is not None
+    seconds, micros = await client.time()
+    await client.delete(K + "lease")  # its holder died; its lease ran out a second ago
+    await client.zadd("bots:active", {CID: int(seconds) * 1000 + int(micros) // 1000 - 1000})
+    behind = time.time() - 60
+    monkeypatch.setattr(arq_worker, "time", SimpleNamespace(time=lambda: behind, monotonic=time.monotonic))
+    assert await rig.worker.sweep_once() == 1
 
 
 async def test_a_stale_holder_is_fenced_off_and_the_batch_is_redelivered(rig: Rig, gateway: Any, client: Any) -> None:

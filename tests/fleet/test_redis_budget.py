@@ -48,15 +48,17 @@ _TIMER_SCRIPTS = {
     hashlib.sha1(script.encode()).hexdigest(): name
     for name, script in (
         ("renew", scripts.RENEW),
+        ("overdue", scripts.OVERDUE),
         ("rescue", scripts.RESCUE),
         ("shard_renew", scripts.SHARD_RENEW),
         ("shard_take", scripts.SHARD_TAKE),
     )
 }
 """The scripts run by timers, whatever the traffic: the workers' lease renewals (every ``lease_seconds / 3`` while
-contexts run) and the sweeper's rescues, the gateway's shard heartbeats and takes."""
+contexts run), the sweepers' look at the overdue contexts (every second) and their rescues, the gateway's shard
+heartbeats and takes."""
 _TIMER_COMMANDS = {"ZRANGEBYSCORE"}
-"""Commands only timers send: the sweepers' look at the overdue contexts (every second), the approvals' sweeper."""
+"""Commands only timers send: the approvals' sweeper."""
 _ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
