@@ -5,7 +5,9 @@ sentinels, the fake Bot API and the model fake each on a host of its own) under 
 messages, interleaved, the fault made once replies are being posted.
 
 Prints one row per run, then a table: scenario, lost, answered twice, out of order (their sums over the runs),
-and the time to recover (the worst run's seconds from the start of the fault to the last message answered).
+and the time to recover (the worst run's seconds from the start of the fault to the last message answered); for
+the scenario that fires schedules (``clock-off-schedules``), its occurrences lost and fired twice count in lost and
+twice, and a line under its row says how many there were, how many came early, and the latest after its time.
 Needs root, ``ip`` and ``nft`` (Debian: iproute2, nftables) and, for the clock scenario, ``faketime``.
 Run: .venv/bin/python bench/network_faults.py [--runs 3] [--promotions 8] [--only split-brain-0,...]
 """
@@ -57,6 +59,12 @@ async def main() -> None:
         promoted = [str(r.notes["promoted"]) for r in results if "promoted" in r.notes]
         if promoted:
             print(f"{'':<34} promoted: {', '.join(promoted)}")
+        fired = [r for r in results if "schedules" in r.notes]
+        if fired:  # lost and twice above count them too
+            schedules = sum(int(str(r.notes["schedules"])) for r in fired)
+            early = sum(int(str(r.notes["schedules early"])) for r in fired)
+            late = max(float(str(r.notes["schedules late at most"])) for r in fired)
+            print(f"{'':<34} schedules: {schedules} occurrences, {early} early, the latest {late:.1f}s after its time")
 
 
 if __name__ == "__main__":

@@ -25,10 +25,12 @@ async def _run(
     *,
     victim: str = "",
     setup: Callable[[NetFleet], Awaitable[None]] | None = None,
+    judge: Callable[[NetFleet, Result], Awaitable[None]] | None = None,
     **fleet_args: object,
 ) -> Result:
     """Start a fleet in ``folder``, ``setup`` it (else start its gateway and two workers), run the load with
-    ``fault`` (which returns when it healed), judge what the users saw."""
+    ``fault`` (which returns when it healed), judge what the users saw (and, with ``judge``, what else the
+    scenario looks at)."""
     fleet = NetFleet(folder, **fleet_args)  # type: ignore[arg-type]
     try:
         await fleet.start()
@@ -46,6 +48,8 @@ async def _run(
         result = await fleet.settle(scenario, fault_at=fault_at, healed_at=healed, victim=victim)
         result.notes.update(fleet.notes)
         result.notes.update(fleet_notes(fleet, fault_at, healed, victim))
+        if judge is not None:
+            await judge(fleet, result)
         return result
     finally:
         await fleet.close()
@@ -217,6 +221,121 @@ async def clock_off(folder: Path) -> Result:
     return await _run("clocks a minute off (+-60 s)", folder, fault, setup=setup, victim="worker-a", lease=LEASE)
 
 
+REMINDERS = 20
+"""One-off reminders of ``clocks_off_schedules``, each in a chat of its own (9000...), due one a second."""
+RECURRING_EVERY = 8.0
+"""Seconds between two occurrences of its two recurring schedules (chats 9100, 9101): more than a claim lease
+(5 s) and a poll, so that an occurrence handed over is not so late that the next one is skipped."""
+EARLY_SLACK = 0.25
+"""Seconds before its time a post may come and not count as early: the workers read the primary's clock through an
+offset measured over a round trip (half of which is the error at most)."""
+
+
+def _inputs(text: str) -> int:
+    """Schedule inputs a post of the model fake answers (``echo: <input> | <input>...``), 1 at least."""
+    return max(1, text.count("It is time for"))
+
+
+async def clocks_off_schedules(folder: Path) -> Result:
+    """Worker A's clock a minute ahead, worker B's a minute behind (libfaketime), both firing the fleet's schedules
+    as ``bots worker`` does (by the Redis primary's clock): 20 reminders, each in a chat of its own, due one a
+    second from 8 s after they are set, and two recurring ones every 8 s, set just before the usual load; the
+    fault: worker A cut off Redis from the seventh reminder's time until 2 s after the last one's, so B, the one
+    behind, fires the rest alone and takes A's claims and conversations over. A worker by its own clock would post
+    every reminder a minute early (A) or a minute late (B, alone)."""
+    due: dict[int, list[float]] = {}
+    """Chat -> the times (``time.monotonic()``) its schedule is due (those up to the last reminder's)."""
+
+    async def setup(fleet: NetFleet) -> None:
+        fleet.gateway()
+        for name, offset in (("worker-a", "+60s"), ("worker-b", "-60s")):
+            env = {"LD_PRELOAD": FAKETIME, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+            fleet.worker(name, env=env, schedules=True)
+        tokens = {token for _, token in fleet.workers.values()}
+        await fleet.telegram.wait_for(
+            lambda: (
+                tokens <= {c.token for c in fleet.telegram.calls_of("getMe")}
+                and len(fleet.telegram.calls_of("getUpdates")) > 0
+            ),
+            timeout=60,
+        )
+        now = time.time()
+        shift = now - time.monotonic()
+        listed: list[dict[str, object]] = []
+        for n in range(REMINDERS):
+            at = now + 8 + n
+            listed.append({"chat": 9000 + n, "at": at, "text": f"reminder {n}"})
+            due[9000 + n] = [at - shift]
+        last = now + 8 + REMINDERS - 1
+        for n in range(2):
+            start = now + 8.5 + 2 * n
+            listed.append({"chat": 9100 + n, "at": start, "every": RECURRING_EVERY, "text": f"recurring {n}"})
+            count = int((last - start) // RECURRING_EVERY) + 1
+            due[9100 + n] = [start - shift + k * RECURRING_EVERY for k in range(count)]
+        await fleet.set_schedules(listed)
+
+    async def fault(fleet: NetFleet) -> float:
+        await asyncio.sleep(max(0.0, due[9006][0] - time.monotonic()))
+        fleet.net.cut(fleet.hosts["worker-a"], fleet.redis[0])
+        fleet.cut_at = time.monotonic()
+        await asyncio.sleep(max(2 * LEASE, due[9000 + REMINDERS - 1][0] + 2 - time.monotonic()))
+        healed = time.monotonic()
+        fleet.net.heal()
+        return healed
+
+    async def judge(fleet: NetFleet, result: Result) -> None:
+        last = max(times[-1] for times in due.values())
+        deadline = last + 30
+
+        def posts(chat: int) -> list[tuple[float, int]]:
+            found = [m for m in fleet.telegram.sent if m.chat_id == chat and not m.deleted]
+            return [(m.posted_at, _inputs(m.text)) for m in found]
+
+        while time.monotonic() < deadline:
+            if all(sum(n for _, n in posts(c)) >= len(times) for c, times in due.items()):
+                break
+            await asyncio.sleep(0.5)
+        lost = twice = early = 0
+        late = 0.0
+        missing: list[str] = []
+        for chat, times in due.items():
+            fired = [0] * len(times)
+            for at, n in posts(chat):
+                which = max((k for k, when in enumerate(times) if when <= at + EARLY_SLACK), default=None)
+                if which is None:
+                    early += n  # before its first occurrence
+                    continue
+                if chat >= 9100 and which == len(times) - 1 and at - times[which] > RECURRING_EVERY:
+                    continue  # a recurring schedule's occurrence after the last one judged
+                fired[which] += n
+                late = max(late, at - times[which])
+            lost += sum(1 for n in fired if n == 0)
+            missing += [f"{chat}#{k} +{times[k] - fleet.cut_at:.1f}s" for k, n in enumerate(fired) if n == 0]
+            twice += sum(n - 1 for n in fired if n > 1)
+        result.lost += lost
+        result.twice += twice
+        result.notes.update(
+            {
+                "schedules": sum(len(t) for t in due.values()),
+                "schedules lost": lost,
+                "schedules twice": twice,
+                "schedules early": early,
+                "schedules late at most": round(late, 2),
+                **({"schedules missing (due, from the cut)": ", ".join(missing)} if missing else {}),
+            }
+        )
+
+    return await _run(
+        "clocks a minute off, schedules",
+        folder,
+        fault,
+        setup=setup,
+        judge=judge,
+        victim="worker-a",
+        lease=LEASE,
+    )
+
+
 SCENARIOS: dict[str, Callable[[Path], Awaitable[Result]]] = {
     "worker-cut-from-redis": worker_cut_from_redis,
     "worker-cut-from-platform": worker_cut_from_platform,
@@ -227,6 +346,7 @@ SCENARIOS: dict[str, Callable[[Path], Awaitable[Result]]] = {
     "slow-link": _proxied(0.2, None, "workers<->Redis 200 ms each way"),
     "random-resets": _proxied(0.0, 1.0, "workers<->Redis reset at random"),
     "clock-off": clock_off,
+    "clock-off-schedules": clocks_off_schedules,
 }
 """Every scenario by its id (each a test of ``tests/fleet/test_netfaults.py``)."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
@@ -239,17 +240,33 @@ class NetFleet:
             [sys.executable, "-m", "bots.cli", "gateway"], log=self.folder / "gateway.log", env=self.env(), cwd=ROOT
         )
 
-    def worker(self, name: str, *, env: dict[str, str] | None = None) -> None:
-        """A queue worker on host ``name`` (``worker-a``, ``worker-b``) with a token of its own."""
+    def worker(self, name: str, *, env: dict[str, str] | None = None, schedules: bool = False) -> None:
+        """A queue worker on host ``name`` (``worker-a``, ``worker-b``) with a token of its own; ``schedules``: it
+        fires the fleet's schedules too."""
         token = f"{self.telegram.token.split(':')[0]}:{name}"
         self.telegram.tokens.add(token)
         host = self.hosts[name]
+        args = self._worker_args(token) + (["--schedules"] if schedules else [])
+        host.run(args, log=self.folder / f"{name}.log", env={**os.environ, **(env or {})}, cwd=ROOT)
+        self.workers[name] = (host, token)
+
+    def _worker_args(self, token: str) -> list[str]:
         url = self.redis_url_override or f"redis://{self.redis[0].address}:{REDIS_PORT}/0"
         args = [sys.executable, "-m", "tests.fleet.netns_worker", "--url", url, "--api-url", self.telegram.api_url]
         args += ["--token", token, "--model-url", self.model.url, "--lease", str(self.lease)]
-        args += ["--sentinels", self.sentinel_list, "--min-replicas", str(self.min_replicas)]
-        host.run(args, log=self.folder / f"{name}.log", env={**os.environ, **(env or {})}, cwd=ROOT)
-        self.workers[name] = (host, token)
+        return [*args, "--sentinels", self.sentinel_list, "--min-replicas", str(self.min_replicas)]
+
+    async def set_schedules(self, schedules: list[dict[str, object]]) -> None:
+        """Store ``schedules`` in the fleet (``tests.fleet.netns_worker --set-schedules``, from the gateway's host),
+        their chats made known to the fake Bot API."""
+        for item in schedules:
+            self.telegram.chat(int(str(item["chat"])))
+        listed = self.folder / f"schedules-{len(list(self.folder.glob('schedules-*.json')))}.json"
+        listed.write_text(json.dumps(schedules))
+        args = [*self._worker_args(self.telegram.token), "--set-schedules", str(listed)]
+        proc = self.hosts["gateway"].run(args, log=self.folder / "set-schedules.log", env=dict(os.environ), cwd=ROOT)
+        if await asyncio.to_thread(proc.wait, 60) != 0:
+            raise AssertionError(f"setting the schedules failed: see {self.folder / 'set-schedules.log'}")
 
     def proxy(self, on: Host) -> FaultProxy:
         """A ``FaultProxy`` listening on ``on`` in front of the primary (connecting from the primary's host)."""

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from core import create_agent
+from core import Agent, create_agent
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from tests.agent_args import agent_args
 
@@ -42,13 +42,14 @@ def run(work: Callable[[argparse.Namespace], Awaitable[None]], parser: argparse.
     asyncio.run(work(parser.parse_args()))
 
 
-async def serve(backend: RedisBackend, **agent: Any) -> None:
+async def serve(backend: RedisBackend, *, attach: Callable[[Agent], object] | None = None, **agent: Any) -> None:
     """Run ``create_agent(**agent)`` (Redis its dispatcher and memory) as a queue worker on ``backend`` until
-    it is stopped (SIGTERM); ``backend`` is closed after."""
-    worker = QueueWorker(
-        create_agent(**agent_args(dispatcher=RedisDispatcher(backend), memory=RedisMemoryStore(backend), **agent)),
-        backend,
-    )
+    it is stopped (SIGTERM); ``backend`` is closed after. ``attach``: called with the agent before it starts
+    (to give it schedules, say)."""
+    made = create_agent(**agent_args(dispatcher=RedisDispatcher(backend), memory=RedisMemoryStore(backend), **agent))
+    if attach is not None:
+        attach(made)
+    worker = QueueWorker(made, backend)
     try:
         await worker.run()
     finally:
