@@ -31,7 +31,6 @@ def _kept_at() -> int:
     return _last_kept
 
 
-
 class FactScope(enum.StrEnum):
     """Who a fact is for."""
 
