@@ -10,10 +10,12 @@ it cancels the run.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -252,17 +254,19 @@ class Drainer:
                 batch_id=str(result[2]),
                 attempt=int(result[3]),
             )
-            for kind, value in zip(MEMORY_KINDS, result[9:], strict=False):
+            for kind, value in zip(MEMORY_KINDS, result[10:], strict=False):
                 scope.loaded[scope.keys.memory(kind)] = value
             entries = json.loads(result[4])
-            stop = result[9 + len(MEMORY_KINDS)] if len(result) > 9 + len(MEMORY_KINDS) else None
+            stop = result[10 + len(MEMORY_KINDS)] if len(result) > 10 + len(MEMORY_KINDS) else None
             self._starting[lease.cid] = covers(stop, scope.batch_id, entries)
+            cuts: list[int] | None = None
             if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
                 self.stats.redelivered += 1
                 scope.cache = await self._ledger(scope)
+                cuts = sorted({int(cut) for cut in str(result[9]).split(",") if cut.isdigit()} - {0})
             try:
                 try:
-                    ok = await self._run(scope, entries)
+                    ok = await self._run(scope, entries, cuts)
                 finally:
                     self._starting.pop(lease.cid, None)
             except (
@@ -317,7 +321,9 @@ class Drainer:
         )
         return cache
 
-    async def _run(self, scope: RunScope, entries: list[dict[str, Any]]) -> bool:
+    async def _run(self, scope: RunScope, entries: list[dict[str, Any]], cuts: Sequence[int] | None = None) -> bool:
+        """Run one batch; True when it may be acknowledged. ``cuts``: None for its first attempt; for an attempt
+        again, where inputs joined the batch in the earlier ones (``core.fleet.joiner``; empty: none did)."""
         newest = newest_format(entries)
         if newest > self.entry_format:
             log.warning(
@@ -359,7 +365,9 @@ class Drainer:
             "attempt": scope.attempt,
             "enqueued_at": [entry.get("t") for entry in entries],
         }
-        inputs, forgotten = split_forgets(inputs)  # (core.deleted: messages their authors deleted leave first)
+        parts = [cut for cut in cuts if cut < len(entries)] if cuts is not None else []
+        inputs, forgotten = split_forgets(inputs[: parts[0] if parts else len(inputs)])  # (core.deleted: messages
+        # their authors deleted leave first)
         ledger = RedisReplyLedger(scope)
         busy = self._policies[scope.keys.cid] = self._busy(scope.lease, context, args)
         token = scope.enter()
@@ -373,20 +381,33 @@ class Drainer:
                     scope.batch_id,
                     scope.keys.cid,
                 )
+
+            async def rejoin(joined: list[dict[str, Any]], *, stopped: bool = False) -> None:
+                refs, gone = split_forgets([InputRef.model_validate(entry["i"]) for entry in joined])
+                if gone:  # (a deletion sent while the message's run goes on: it leaves that run)
+                    await self.agent.drop_messages(context, args, gone)
+                if refs:
+                    await self.agent.run(context, args, refs, options=options, ledger=ledger, stopped=stopped)
+
             with batch_span(entries, scope):
-                if not inputs:
+                if cuts is not None:  # (a batch run again: the earlier attempts' answers were stored step by step
+                    # for the inputs each step read. Given to the agent whole, the first replayed answer would stand
+                    # for inputs that joined later, which it never read; an input joining now could be read by a
+                    # step whose answer is replayed. So the parts go in the order they came, one run after the
+                    # other, and nothing joins this attempt: what is stored meanwhile waits for the next batch)
+                    if inputs:
+                        await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
+                    for start, end in itertools.pairwise([*parts, len(entries)]):
+                        await rejoin(entries[start:end], stopped=stopped)
+                elif not inputs:
                     pass  # (only deletions)
                 elif busy is not BusyPolicy.STEER:
                     await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
                 else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner)
 
                     async def submit(joined: list[dict[str, Any]]) -> None:
-                        refs, gone = split_forgets([InputRef.model_validate(entry["i"]) for entry in joined])
                         entries.extend(joined)  # (acknowledged with the batch: counted with it)
-                        if gone:  # (a deletion sent while the message's run goes on: it leaves that run)
-                            await self.agent.drop_messages(context, args, gone)
-                        if refs:
-                            await self.agent.run(context, args, refs, options=options, ledger=ledger)
+                        await rejoin(joined)
 
                     joiner = self._joiners[scope.keys.cid] = Joiner(scope, cap=self.config.batch_size, submit=submit)
                     following = asyncio.create_task(joiner.follow(), name=f"joiner:{scope.keys.cid}")

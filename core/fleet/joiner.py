@@ -4,8 +4,12 @@ The gateway's ingest publishes the conversation's id on ``<prefix>arrivals`` whe
 for it; the worker running it (``Drainer.arrived``) wakes the batch's ``Joiner``, which moves what waits in the inbox
 into the batch it holds (the ``JOIN`` script: fenced, up to ``REDIS_BATCH_SIZE`` inputs in the batch) and hands them
 to the agent, whose run in progress reads them at its next step (or, when it has just ended, a run after it in the
-same batch answers them). Whatever joins the batch is acknowledged with it, and run again with it after a crash.
-A worker that misses the notice (reconnecting) leaves the inputs to its next batch.
+same batch answers them). Whatever joins the batch is acknowledged with it, and run again with it after a crash,
+in the parts it joined in (``Drainer``: the answers stored for the inputs each step read are replayed for them).
+A join is handed to the run only once the replicas have it (``REDIS_MIN_REPLICAS``): a join a failover could lose
+would leave the run answering inputs the batch no longer holds, and a batch run again in other parts than the
+answers stored for it; unconfirmed, the batch is given up and run again by the next holder. A worker that misses
+the notice (reconnecting) leaves the inputs to its next batch.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -54,13 +59,17 @@ class Joiner:
         scope = self.scope
         b = scope.backend
         ck = scope.keys
-        result = await b.call(
+        result, confirmed = await b.call_once(
             b.join,
             [ck.lease, ck.batch, ck.inbox],
-            [scope.lease.fence, scope.batch_id, self.cap],
+            [scope.lease.fence, scope.batch_id, self.cap, uuid.uuid4().hex],
             what=f"joining inputs to the run of {ck.cid}",
         )
         if result[0] != "joined":
+            return
+        if not confirmed:  # (the join may be lost in a failover, and the run must answer what the batch holds)
+            log.warning("%s: inputs joined the batch %s, unconfirmed by the replicas: given up", ck.cid, scope.batch_id)
+            scope.lease.give_up()
             return
         entries: list[dict[str, Any]] = json.loads(result[1])
         log.info("%s: %d input(s) joined the batch %s running", ck.cid, len(entries), scope.batch_id)

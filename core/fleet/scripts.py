@@ -180,8 +180,9 @@ STEP = (
 --   window is > 0, a take waits until no input came for that long (and at most quiet_windows windows after the
 --   burst's first): {'quiet', token, '', ms to wait, '', dead_id, '0', window}, the lease kept, nothing taken.
 -- A claim also hands out the conversation's own busy policy ('busy' in the meta hash, /busy; '' none).
--- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, own busy, read values...}
--- (window: the quiet window the take found, '' when it did not look; own busy: '' unless this was a claim)
+-- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, own busy, cuts, read values...}
+-- (window: the quiet window the take found, '' when it did not look; own busy: '' unless this was a claim; cuts:
+-- where inputs joined a batch handed out again, JOIN, '' none)
 local cid = ARGV[2]
 local lease_ms = tonumber(ARGV[6])
 local nwrites = tonumber(ARGV[12])
@@ -246,29 +247,29 @@ local function release()
   redis.call('HDEL', KEYS[4], 'sched')
   redis.call('ZREM', KEYS[6], cid)
 end
-local function handed_out(id, attempt, entries, dead, redelivered)
+local function handed_out(id, attempt, entries, dead, redelivered, cuts)
   if not claimed then redis.call('PEXPIRE', KEYS[1], lease_ms) end
   now = now or now_ms()
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, own_busy}
+  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, own_busy, cuts or ''}
   if nreads > 0 then
     local reads = {}
     for i = 1, nreads do reads[i] = KEYS[R + i] end
     local values = redis.call('MGET', unpack(reads))
-    for i = 1, nreads do out[9 + i] = values[i] end
+    for i = 1, nreads do out[10 + i] = values[i] end
   end
   return out
 end
 if ARGV[4] == 'take' then
   local dead = ''
   if not acked then
-    local held = redis.call('HMGET', KEYS[2], 'id', 'attempt', 'entries')
+    local held = redis.call('HMGET', KEYS[2], 'id', 'attempt', 'entries', 'cuts')
     if held[1] then
       local id, entries = held[1], held[3]
       local attempt = tonumber(held[2]) + 1
       if attempt <= tonumber(ARGV[7]) then
         redis.call('HSET', KEYS[2], 'attempt', attempt)
-        return handed_out(id, attempt, entries, '', '1')
+        return handed_out(id, attempt, entries, '', '1', held[4])
       end
       local gone = '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}'
       redis.call('RPUSH', KEYS[7], gone)
@@ -503,19 +504,28 @@ return 1
 JOIN = (
     _COMMON
     + """
--- KEYS: lease batch inbox        ARGV: token batch_id cap
+-- KEYS: lease batch inbox        ARGV: token batch_id cap join_id
 -- Inputs that came while the batch runs join it (core.busy steer): up to cap inputs in the batch, popped from the
--- inbox and appended to the batch's entries (so a batch run again after a crash has them), fenced. Returns
--- {'joined', entries joined} or {'none'} (nothing waits, or the batch is full), {'stale'} (not ours any more).
+-- inbox and appended to the batch's entries (so a batch run again after a crash has them), fenced; 'cuts' records
+-- how many entries the batch held before each join ('1,3'), so a batch run again is given to the agent in the same
+-- parts, in the same order, and the answers stored by the earlier attempt are replayed for the inputs they read.
+-- join_id makes it safe to run again (a reply lost on the way): the same join_id returns what that join took.
+-- Returns {'joined', entries joined} or {'none'} (nothing waits, or the batch is full), {'stale'} (not ours).
 if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
-local held = redis.call('HMGET', KEYS[2], 'id', 'entries')
+local held = redis.call('HMGET', KEYS[2], 'id', 'entries', 'cuts', 'jid', 'jlast')
 if held[1] ~= ARGV[2] then return {'stale'} end
-local room = tonumber(ARGV[3]) - #cjson.decode(held[2])
+if held[4] == ARGV[4] then return {'joined', held[5]} end
+local count = #cjson.decode(held[2])
+local room = tonumber(ARGV[3]) - count
 if room <= 0 then return {'none'} end
 local items = redis.call('LPOP', KEYS[3], room)
 if not items then return {'none'} end
 local joined = table.concat(items, ',')
-redis.call('HSET', KEYS[2], 'entries', string.sub(held[2], 1, #held[2] - 1) .. ',' .. joined .. ']')
+local cuts = held[3] and (held[3] .. ',' .. count) or tostring(count)
+redis.call(
+  'HSET', KEYS[2], 'entries', string.sub(held[2], 1, #held[2] - 1) .. ',' .. joined .. ']', 'cuts', cuts,
+  'jid', ARGV[4], 'jlast', '[' .. joined .. ']'
+)
 return {'joined', '[' .. joined .. ']'}
 """
 )

@@ -13,7 +13,9 @@ What the users see is checked, for long polling and for the webhook: every messa
 gateway confirmed to Telegram was lost with the old primary), no reply to older messages after a reply to newer
 ones in the same chat, and a message answered twice only in the case the README documents, a post in flight from
 a worker that gave its lease up. (Workers give conversations up here when an acknowledgement they made while the
-replica was cut off is gone from the promoted one; their replies were confirmed before, so none is expected.)"""
+replica was cut off is gone from the promoted one; their replies were confirmed before, so none is expected.)
+With ``busy="steer"`` (``BOT_BUSY``'s default) the messages sent while a chat's batch runs join it, and a batch run
+again after the failover is given to the agent in the parts it was joined in (``core.fleet.joiner``)."""
 
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ async def _work(args: argparse.Namespace) -> None:
     from extensions.chat import Uncertain
     from extensions.telegram import TelegramSettings, telegram_extension
 
-    backend = RedisBackend(sentinel_config(args.url, min_replicas=args.min_replicas))
+    backend = RedisBackend(sentinel_config(args.url, min_replicas=args.min_replicas, busy=args.busy))
     settings = TelegramSettings(
         token=args.token,
         api_url=args.api_url,
@@ -82,6 +84,7 @@ async def _work(args: argparse.Namespace) -> None:
 def main() -> None:
     p = worker_arguments()  # --url: the sentinels, host:port,host:port
     p.add_argument("--min-replicas", type=int, default=1)
+    p.add_argument("--busy", default="collect")
     run(_work, p, level="WARNING")
 
 
@@ -96,9 +99,9 @@ class FailoverFleet(Spawned):
         self.topology = topology
         self.telegram = telegram
 
-    def worker(self, token: str) -> subprocess.Popen[bytes]:
+    def worker(self, token: str, busy: str) -> subprocess.Popen[bytes]:
         self.telegram.tokens.add(token)
-        args = [sys.executable, "-m", "tests.fleet.test_e2e_failover", "--url", self.topology.sentinels]
+        args = [sys.executable, "-m", "tests.fleet.test_e2e_failover", "--url", self.topology.sentinels, "--busy", busy]
         return self.spawn("worker", [*args, "--api-url", self.telegram.api_url, "--token", token])
 
     def gateway(self, **settings: str) -> subprocess.Popen[bytes]:
@@ -134,22 +137,23 @@ def telegram(telegram: FakeTelegramServer) -> FakeTelegramServer:
 
 @pytest.mark.timeout(300)  # about 40 s alone; a 2-core machine shared with other test runs takes longer
 @pytest.mark.parametrize(
-    ("mode", "failovers"),
+    ("mode", "failovers", "busy"),
     [
-        pytest.param("polling", 1, id="polling"),
-        pytest.param("webhook", 1, id="webhook"),
-        pytest.param("polling", 2, id="polling-twice"),
+        pytest.param("polling", 1, "collect", id="polling"),
+        pytest.param("webhook", 1, "collect", id="webhook"),
+        pytest.param("polling", 2, "collect", id="polling-twice"),
+        pytest.param("polling", 2, "steer", id="polling-twice-steer"),
     ],
 )
 async def test_the_fleet_answers_every_message_once_and_in_order_through_a_redis_failover(
-    telegram: FakeTelegramServer, tmp_path: Path, mode: str, failovers: int
+    telegram: FakeTelegramServer, tmp_path: Path, mode: str, failovers: int, busy: str
 ) -> None:
     topology = SentinelTopology(tmp_path / "redis")
     await asyncio.to_thread(topology.start)
     fleet = FailoverFleet(tmp_path, topology, telegram)
     client = RedisBackend(sentinel_config(topology.sentinels))
     try:
-        await _run(fleet, topology, telegram, client, tmp_path, mode, failovers)
+        await _run(fleet, topology, telegram, client, tmp_path, mode, failovers, busy)
     finally:
         fleet.stop_all()
         await client.close()
@@ -164,6 +168,7 @@ async def _run(
     folder: Path,
     mode: str,
     failovers: int,
+    busy: str,
 ) -> None:
     if mode == "webhook":
         port = free_port()
@@ -179,7 +184,7 @@ async def _run(
         fleet.gateway()
         await telegram.wait_for(lambda: len(telegram.calls_of("getUpdates")) > 0, timeout=60)
     for n in ("a", "b"):
-        fleet.worker(f"{telegram.token.split(':')[0]}:worker-{n}")
+        fleet.worker(f"{telegram.token.split(':')[0]}:worker-{n}", busy)
 
     said: dict[str, float] = {}
     killed_at = float("inf")

@@ -1,0 +1,116 @@
+"""A batch that inputs joined (``core.busy`` steer) and that its worker did not finish is run again in the same parts
+(``core.fleet.joiner``): the answers the first attempt stored are replayed for the inputs they read, and an input
+whose answer was never written gets one. Run whole, the first replayed answer stood for every input of the batch,
+and a message sent while the bot answered was taken as answered without an answer (issue 37: found with
+``tests/fleet/test_e2e_failover.py`` once its workers steered)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from core import ScriptedModel
+from core.models.base import ModelRequest
+
+from .conftest import send, wait_until
+from .probe import answer
+from .server import RedisServer
+from .test_drain import CID, K, Rig
+
+
+class Held(ScriptedModel):
+    """Answers with the new inputs (``probe.answer``); its first call waits for ``go``, and while ``dies`` its
+    second one never ends (the worker dies while writing it)."""
+
+    def __init__(self) -> None:
+        super().__init__(answer)
+        self.calls = 0
+        self.first, self.go, self.second = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.dies = True
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        self.calls += 1
+        if self.calls == 1:
+            self.first.set()
+            await self.go.wait()
+        elif self.calls == 2 and self.dies:
+            self.second.set()
+            await asyncio.Event().wait()
+        async for chunk in super().stream(request):
+            yield chunk
+
+
+async def _batch_holds(client: Any, count: int) -> bool:
+    entries = await client.hget(K + "batch", "entries")
+    return entries is not None and len(json.loads(entries)) == count
+
+
+async def test_a_batch_an_input_joined_is_run_again_in_its_parts_and_every_input_is_answered(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    model = Held()
+    r = Rig(redis_server, model=model, busy="steer")
+    async with r.agent:
+        await send(gateway, "c1", "one")
+        lease, result = await r.claim()
+        assert lease is not None
+        scope = r.scope(lease, result)
+        running = asyncio.create_task(r.drainer._run(scope, json.loads(result[4])))
+        await asyncio.wait_for(model.first.wait(), 10)  # the answer to "one" is being written
+        await send(gateway, "c1", "two")
+        r.drainer.arrived(CID)  # (what the arrivals channel tells the worker)
+        await wait_until(lambda: _batch_holds(client, 2), what="two joined the batch being run")
+        model.go.set()
+        await asyncio.wait_for(model.second.wait(), 10)  # the run's next step reads "two"; the worker dies now
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        r.agent.cancel_run(CID)
+        await scope.close(acknowledged=False)
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one"]
+        assert await client.hget(K + "batch", "cuts") == "1"
+
+        model.dies = False
+        await r.expire(lease)
+        assert await r.worker.sweep_once() == 1
+        assert await r.drainer.drain({"job_id": await r.sched()}, CID) == "released"
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one", "two"]  # "one" replayed, "two" answered
+        assert model.calls == 3  # the stored answer to "one" was not asked for again
+        assert r.drainer.stats.redelivered == 1
+        working = json.loads(await client.get(K + "mem:working"))
+        assert [e["data"] for e in working if e["kind"] == "output"] == ["one", "two"]
+    await r.backend.close()
+
+
+async def test_a_join_run_again_after_its_reply_was_lost_takes_nothing_more(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    """The join script sent again (its reply lost on the way) hands back what it took the first time: inputs taken
+    twice would sit in the batch, acknowledged with it, and never given to the run."""
+    r = Rig(redis_server, busy="steer")
+    async with r.agent:
+        await send(gateway, "c1", "one")
+        lease, result = await r.claim()
+        assert lease is not None
+        await send(gateway, "c1", "two")
+        b = r.backend
+        ck = b.keys.context(CID)
+
+        async def join(join_id: str) -> list[Any]:
+            found: list[Any] = await b.call(
+                b.join, [ck.lease, ck.batch, ck.inbox], [lease.fence, result[2], 50, join_id], what="joining"
+            )
+            return found
+
+        first = await join("j1")
+        await send(gateway, "c1", "three")
+        assert await join("j1") == first  # (sent again: the same inputs, nothing more)
+        assert [e["i"]["data"] for e in json.loads(first[1])] == ["two"]
+        assert await _batch_holds(client, 2) and await client.llen(K + "inbox") == 1
+        second = await join("j2")
+        assert [e["i"]["data"] for e in json.loads(second[1])] == ["three"]
+        assert await client.hget(K + "batch", "cuts") == "1,2"
+    await r.backend.close()
