@@ -5,7 +5,9 @@ killed with ``kill -9`` while it posts answers, and the gateway is killed with `
 What the users see is checked: every message answered (0 lost), no reply to older messages after a reply
 to newer ones in the same chat (0 out of order), and a message answered twice only for a post the killed
 worker had in flight (sent, not yet answered by Telegram): with ``TELEGRAM_UNCERTAIN_REPLIES=resend`` at
-most that many, with ``skip`` none (and then at most that many missing instead).
+most that many, with ``skip`` none (and then at most that many missing instead). The workers collect, and once
+steer (``BOT_BUSY``'s default: what a chat sends while its batch runs joins it, and a batch the killed worker held is
+run again in the parts it was joined in).
 
 The model is scaled down (an answer in about 50 ms, streamed in a few pieces); the fake Bot API answers a
 post 20 ms after making the message, so a kill finds posts in flight. Each worker uses its own token of the
@@ -76,7 +78,9 @@ async def _work(args: argparse.Namespace) -> None:
     from extensions.chat import Uncertain
     from extensions.telegram import TelegramSettings, telegram_extension
 
-    backend = RedisBackend(QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0, max_attempts=20))
+    backend = RedisBackend(
+        QueueConfig(url=args.url, lease_seconds=LEASE, retry_seconds=30.0, max_attempts=20, busy=args.busy)
+    )
     settings = TelegramSettings(
         token=args.token,
         api_url=args.api_url,
@@ -92,6 +96,7 @@ def main() -> None:
     p = worker_arguments()
     p.add_argument("--uncertain", default="resend")
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--busy", default="collect")
     run(_work, p, level="WARNING")
 
 
@@ -205,7 +210,14 @@ def fleets() -> Iterator[list[Fleet]]:
 
 
 @pytest.mark.timeout(300)  # about 30 s alone; a 2-core machine shared with other test runs takes longer
-@pytest.mark.parametrize("uncertain", ["resend", "skip"])
+@pytest.mark.parametrize(
+    ("uncertain", "busy"),
+    [
+        pytest.param("resend", "collect", id="resend"),
+        pytest.param("skip", "collect", id="skip"),
+        pytest.param("resend", "steer", id="resend-steer"),
+    ],
+)
 async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_message_once_and_in_order(
     redis_server: RedisServer,
     telegram: FakeTelegramServer,
@@ -213,13 +225,14 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
     tmp_path: Path,
     fleets: list[Fleet],
     uncertain: str,
+    busy: str,
 ) -> None:
     fleet = Fleet(tmp_path, redis_server, telegram)
     fleets.append(fleet)
     victim_token, other_token = (f"{telegram.token.split(':')[0]}:worker-{n}" for n in ("a", "b"))
     gateway = fleet.gateway()
-    victim = fleet.worker(victim_token, "--uncertain", uncertain, "--stream")
-    fleet.worker(other_token, "--uncertain", uncertain, "--stream")
+    victim = fleet.worker(victim_token, "--uncertain", uncertain, "--stream", "--busy", busy)
+    fleet.worker(other_token, "--uncertain", uncertain, "--stream", "--busy", busy)
     await telegram.wait_for(lambda: len(telegram.calls_of("getUpdates")) > 0, timeout=60)
     killed_at, at_kill = float("inf"), 0
     for m in range(MESSAGES):
