@@ -440,8 +440,9 @@ COMPACT_RULES = """\
 Reply to the last message directly, in one or two short sentences, in the same language as that message. \
 Politely refuse anything harmful, dangerous or illegal."""
 """The compact prompt's instructions: the model answers in plain text, which becomes the output."""
-COMPACT_TOOLS_MAX = 8
-"""Tools the compact prompt offers at most (the first ones): each costs the prompt about a hundred tokens."""
+COMPACT_TOOLS_MAX = 16
+"""Actions the compact prompt offers at most (the first ones). The embedded model lists them one line each to decide
+which a message needs, and only the chosen one in full to write its call: an author's ninth action is offered too."""
 TOOL_RESULT_CHARS = 1500
 """Characters of a tool's result shown in the compact prompt at most."""
 

@@ -2,15 +2,20 @@
 
 A model of half a billion parameters says what its training taught it whatever its prompt says: asked who it is,
 it is sometimes "ChatGPT, made by OpenAI" though the operator's persona names it otherwise; told a tool's result,
-it sometimes answers "I'm sorry, but I can't assist with that request." after the tool did what was asked. Both
-are checked on the answer's text, sentence by sentence (``IdentityGuard``), or as a whole (``is_refusal``).
+it sometimes answers "I'm sorry, but I can't assist with that request." after the tool did what was asked, or
+answers as if it had not read the result ("there are no events on Tuesday" when the calendar said a dentist at
+15:30). These are checked on the answer's text, sentence by sentence (``IdentityGuard``), or as a whole
+(``is_refusal``, ``shows_result``).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ("IdentityGuard", "about_itself", "fallback_answer", "is_refusal")
+__all__ = ("IdentityGuard", "about_itself", "fallback_answer", "is_refusal", "shows_result")
 
 _MAKERS = re.compile(
     r"\b(open ?ai|chat ?gpt|gpt-?\d\w*|alibaba|qwen|tongyi|anthropic|claude|google|gemini|meta ai|llama|microsoft"
@@ -39,6 +44,59 @@ def about_itself(message: str) -> bool:
 def is_refusal(answer: str) -> bool:
     """True when ``answer`` starts as a refusal."""
     return bool(_REFUSAL.match(answer))
+
+
+_FACT = re.compile(r"\d+(?:[.,:]\d+)*|[^\W\d_]{4,}")
+"""What an answer can show of a result: a number (``11.02``, ``37,500``, ``15:30``), a word of four letters or more."""
+
+
+def _values(data: Any) -> Iterator[str]:
+    """The values of a result read as JSON (its keys are names, not facts), else the text itself."""
+    if isinstance(data, dict):
+        for value in data.values():
+            yield from _values(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _values(value)
+    elif data is not None and not isinstance(data, bool):
+        yield str(data)
+
+
+def _number(text: str) -> float | None:
+    """``text`` as a number (``37,500`` and ``6,2`` read as people write them), or None (``15:30`` is no number)."""
+    if ":" in text:
+        return None
+    text = text.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", text) else text.replace(",", ".")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _facts(text: str) -> set[str]:
+    return {fact.lower() for fact in _FACT.findall(text)}
+
+
+def _same(shown: str, fact: str) -> bool:
+    if shown == fact or (":" in shown and fact.startswith(shown + ":")):  # 15:03 shows 15:03:00
+        return True
+    a, b = _number(shown), _number(fact)
+    return a is not None and b is not None and abs(a - b) <= 0.015 * max(abs(a), abs(b))  # 6.2 shows 6.21
+
+
+def shows_result(answer: str, result: str, message: str) -> bool:
+    """False when ``answer`` shows none of what a tool's ``result`` adds to the ``message`` it answers: none of the
+    result's numbers or words (of four letters or more) that the message does not hold, a number as rounded as
+    people round it. A result that adds nothing to the message is shown by any answer."""
+    try:
+        values = list(_values(json.loads(result)))
+    except ValueError:
+        values = [result]
+    new = {fact for value in values for fact in _facts(value)} - _facts(message)
+    if not new:
+        return True
+    shown = _facts(answer)
+    return any(_same(a, fact) for a in shown for fact in new)
 
 
 def fallback_answer(result: str) -> str:

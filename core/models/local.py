@@ -24,6 +24,12 @@ as ``<response><action_call name="...">{json}</action_call></response>``. The re
 the user's message, and the next step (its last turn a result, not the user's) is a plain reply: the model
 answers once instead of calling tools forever. Deciding and calling use two slots of their own, so the
 conversation's slot only ever holds its plain prompt and stays warm.
+
+A first call that fails (its arguments do not validate, the handler raises) is made once more with the error in
+view: another action if one shares more words with the message and the decision, asked again among those, names it
+(``convert`` chosen for money beside ``exchange``), else the same one with its arguments written again; a second
+failure is answered. The answer after a successful tool is checked whole (``answer_guards``): one that refuses or
+shows nothing the result adds to the message is written once more without sampling.
 """
 
 from __future__ import annotations
@@ -38,11 +44,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal
+from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal, shows_result
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
@@ -313,10 +320,13 @@ class LocalModel:
             messages.append({"role": "user", "content": request.prompt})
             return messages
         called = ""
-        for role, text in request.turns:
+        turns = request.turns
+        for index, (role, text) in enumerate(turns):
             if role == "tool_call":
                 call = parse_tool_call(text)
                 called = call.name if call is not None else ""
+            elif role == "tool" and _failed(text) and _mended(turns[index + 1 :]):
+                continue  # a failed call the next one mended: the model answers from what worked
             elif role == "tool":
                 note = f"(the result of {called or 'a tool'}: {_readable(text)})"
                 if messages and messages[-1]["role"] == "user":
@@ -337,6 +347,21 @@ class LocalModel:
             and self.calls_tools
             and bool(request.turns)
             and request.turns[-1][0] == "user"
+        )
+
+    def _retries(self, request: ModelRequest) -> bool:
+        """A plain request with tools, to a model that calls them, whose last turn is the failure of the first call
+        made for the user's message: the call is written once more, with the error in view."""
+        turns = request.turns
+        return (
+            bool(request.tools)
+            and request.plain
+            and self.calls_tools
+            and len(turns) >= 3
+            and turns[-1][0] == "tool"
+            and _failed(turns[-1][1])
+            and turns[-2][0] == "tool_call"
+            and turns[-3][0] == "user"
         )
 
     def _body(self, request: ModelRequest, *, slot: int = -1) -> dict[str, Any]:
@@ -406,14 +431,14 @@ class LocalModel:
             "grammar": "root ::= " + " | ".join(_gbnf_string(n) for n in names) + "\n",
         }
 
-    def _call_body(self, request: ModelRequest, tool: ToolSpec) -> dict[str, Any]:
-        """The call of ``tool``: the conversation with the tool listed by the chat template, and a grammar that
-        only lets the model write its arguments."""
+    def _call_body(self, request: ModelRequest, *tools: ToolSpec) -> dict[str, Any]:
+        """The call of one of ``tools``: the conversation with them listed by the chat template, and a grammar that
+        only lets the model write a call of one of them with arguments of its schema."""
         body = self._body(request, slot=self.slots)
         body.pop("stop", None)
-        body["tools"] = [_tool_json(tool)]
+        body["tools"] = [_tool_json(tool) for tool in tools]
         body["tool_choice"] = "none"  # our grammar, not llama.cpp's, shapes the call
-        body["grammar"] = tool_call_grammar((tool,), text=False, limits=_CALL_LIMITS)
+        body["grammar"] = tool_call_grammar(tools, text=False, limits=_CALL_LIMITS)
         body["temperature"] = 0.0
         body["max_tokens"] = max(request.max_tokens, _CALL_TOKENS)  # a call cut short is lost
         return body
@@ -428,9 +453,18 @@ class LocalModel:
             tool = next((t for t in request.tools if t.name == route), None)
             if tool is not None:
                 generated = self._generate(server, self._call_body(request, tool))
-                called = _tool_or_text(generated, tool)
+                called = _tool_or_text(generated, (tool,))
                 async with contextlib.aclosing(generated), contextlib.aclosing(called) as texts:
                     async for text in texts:  # both closed with the stream, the outer one first
+                        yield text
+                return
+        elif self._retries(request):  # the first call failed: once more, the error in view
+            tool = await self._retry_tool(server, request)
+            if tool is not None:
+                generated = self._generate(server, self._call_body(request, tool))
+                called = _tool_or_text(generated, (tool,))
+                async with contextlib.aclosing(generated), contextlib.aclosing(called) as texts:
+                    async for text in texts:
                         yield text
                 return
         if request.metadata.get("purpose"):  # a summary: the scratch slot, never a conversation's
@@ -439,13 +473,59 @@ class LocalModel:
         else:
             slot = self._take_slot(request.metadata.get("context_id"))
         try:
-            generated = self._generate(server, self._body(request, slot=slot))
+            body = self._body(request, slot=slot)
+            if _after_tool(request):
+                yield await self._answer_after_tool(server, body, request)
+                return
+            generated = self._generate(server, body)
             guarded = _guarded(generated, request) if request.plain else generated
             async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
                 async for text in texts:  # closed with the stream: the generation stops at once
                     yield text
         finally:
             self._release_slot(slot)
+
+    async def _answer_after_tool(self, server: Any, body: dict[str, Any], request: ModelRequest) -> str:
+        """The answer after a successful tool, whole: one that refuses or shows nothing of the result
+        (``answer_guards.shows_result``) is written once more without sampling; if both refuse, the result is
+        the answer (``fallback_answer``)."""
+        result = request.turns[-1][1]
+        message = next((text for role, text in reversed(request.turns) if role == "user"), "")
+        answers = [await self._collect(server, body)]
+        if is_refusal(answers[0]) or not shows_result(answers[0], result, message):
+            log.info("the local model's answer after a tool left its result out; it writes it once more")
+            answers.append(await self._collect(server, {**body, "temperature": 0.0}))
+        usable = [a for a in answers if a.strip() and not is_refusal(a)]
+        if not usable:
+            log.info("the local model refused after a successful tool; its result is the answer")
+            return fallback_answer(_readable(result))
+        return next((a for a in usable if shows_result(a, result, message)), usable[0])
+
+    async def _retry_tool(self, server: Any, request: ModelRequest) -> ToolSpec | None:
+        """The tool to call once more after the first call for the user's message failed: another one if the
+        decision, asked again among the actions that share more words with the message than the failed one, names
+        one (a small model confuses tools whose names are alike: ``convert`` for money beside ``exchange``); else
+        the same one, its arguments written again with the error in view."""
+        failed = parse_tool_call(request.turns[-2][1])
+        name = failed.name if failed is not None else ""
+        same = next((t for t in request.tools if t.name == name), None)
+        message = request.turns[-3][1]
+        close = _overlap(message, f"{_signature(same)} {same.description}") if same is not None else 0
+        others = tuple(  # another action closer to the message than the failed one (an output mends no action)
+            t
+            for t in request.tools
+            if t.name != name and not t.output and _overlap(message, f"{_signature(t)} {t.description}") > close
+        )
+        if others:
+            again = replace(request, tools=others, turns=request.turns[:-2])
+            route = (await self._collect(server, self._route_body(again))).strip()
+            chosen = next((t for t in others if t.name == route), None)
+            if chosen is not None:
+                log.info("the local model's call of %s failed; it calls %s instead", name, chosen.name)
+                return chosen
+        if same is not None:
+            log.info("the local model's call of %s failed; it writes the call once more", name)
+        return same
 
     async def _collect(self, server: Any, body: dict[str, Any]) -> str:
         return "".join([text async for text in self._generate(server, body)])
@@ -662,6 +742,16 @@ def _readable(result: str) -> str:
     return ", ".join(pairs) or "done"
 
 
+def _mended(later: Sequence[tuple[str, str]]) -> bool:
+    """True when a call among the turns ``later`` than a failed one, before the next message, succeeded."""
+    for role, text in later:
+        if role in ("user", "assistant"):
+            return False
+        if role == "tool" and not _failed(text):
+            return True
+    return False
+
+
 def _gbnf_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -675,32 +765,21 @@ def _tool_json(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-_REFUSAL_HEAD = 24
-"""Characters of an answer after a tool held back to tell whether it starts as a refusal."""
+def _after_tool(request: ModelRequest) -> bool:
+    """A plain request whose last turn is the result of a tool that succeeded."""
+    return (
+        request.plain and bool(request.turns) and request.turns[-1][0] == "tool" and not _failed(request.turns[-1][1])
+    )
+
+
+def _failed(result: str) -> bool:
+    return result.startswith("error:")
 
 
 async def _guarded(chunks: AsyncIterator[str], request: ModelRequest) -> AsyncGenerator[str, None]:
-    """A plain answer as it streams, mended (``answer_guards``): after a tool, an answer that starts as a refusal is
-    replaced by the result; to a message about the bot, no sentence claims a maker the persona does not name."""
+    """A plain answer as it streams, mended (``answer_guards``): to a message about the bot, no sentence claims a
+    maker the persona does not name. (After a tool that failed, the model may answer with regrets.)"""
     last = request.turns[-1] if request.turns else ("user", request.prompt)
-    if last[0] == "tool" and not last[1].startswith("error:"):  # (a failed tool may be answered with regrets)
-        head = ""
-        checked = False
-        async for chunk in chunks:
-            if checked:
-                yield chunk
-                continue
-            head += chunk
-            if len(head.strip()) >= _REFUSAL_HEAD:
-                checked = True
-                if is_refusal(head):
-                    log.info("the local model refused after a successful tool; its result is the answer")
-                    yield fallback_answer(_readable(last[1]))
-                    return
-                yield head
-        if not checked and head.strip():
-            yield fallback_answer(_readable(last[1])) if is_refusal(head) else head
-        return
     if last[0] != "user" or not about_itself(last[1]):
         async for chunk in chunks:
             yield chunk
@@ -713,10 +792,10 @@ async def _guarded(chunks: AsyncIterator[str], request: ModelRequest) -> AsyncGe
     yield guard.close()
 
 
-async def _tool_or_text(chunks: AsyncIterator[str], tool: ToolSpec) -> AsyncGenerator[str, None]:
-    """The reply as it streams, or, when the model wrote a call of ``tool`` (its first character is ``<`` or ``{``,
-    which a reply cannot start with), the whole call once it is complete: an action call, or the output itself
-    when ``tool`` is an output."""
+async def _tool_or_text(chunks: AsyncIterator[str], tools: Sequence[ToolSpec]) -> AsyncGenerator[str, None]:
+    """The reply as it streams, or, when the model wrote a call of one of ``tools`` (its first character is ``<`` or
+    ``{``, which a reply cannot start with), the whole call once it is complete: an action call, or the output
+    itself when the tool is an output."""
     head = ""
     calling: bool | None = None
     async for chunk in chunks:
@@ -739,4 +818,5 @@ async def _tool_or_text(chunks: AsyncIterator[str], tool: ToolSpec) -> AsyncGene
         log.warning("the local model wrote an incomplete tool call (%d characters); no answer", len(head))
         yield "<response></response>"
         return
-    yield call.as_output(tool.output) if tool.output else call.as_action_call()
+    tool = next((t for t in tools if t.name == call.name), None)
+    yield call.as_output(tool.output) if tool is not None and tool.output else call.as_action_call()

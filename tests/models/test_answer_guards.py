@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from core.models import ModelRequest
-from core.models.answer_guards import IdentityGuard, about_itself, is_refusal
+from core.models.answer_guards import IdentityGuard, about_itself, is_refusal, shows_result
 from core.turns import TURN_STOPS
 
 from .test_tool_calls import scripted_model
@@ -74,3 +74,19 @@ async def test_an_answer_about_itself_keeps_to_the_persona(tmp_path: Path) -> No
     assert "".join([c async for c in model.stream(ask)]) == "I am Daydream. "
     other = ModelRequest(system=PERSONA, prompt="", plain=True, turns=(("user", "Capital of Peru?"),))
     assert "OpenAI" in "".join([c async for c in model.stream(other)]), "only answers about the bot are checked"
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("You have the dentist at 15:30.", True),
+        ("On Tuesday there is nothing.", False),
+        ("10 km are about 6.2 miles.", True),
+        ("10 km are about 8 miles.", False),
+        ("That is 37,500 yen.", True),
+    ],
+)
+def test_an_answer_shows_what_the_result_adds_to_the_message(answer: str, shown: bool) -> None:
+    result = '{"day": "tuesday", "events": "dentist at 15:30", "value": 6.21, "amount": 37500.0}'
+    assert shows_result(answer, result, "What's on my calendar on Tuesday, and 10 km in miles?") is shown
+    assert shows_result("Noted.", '{"saved": "tea"}', "Remember that I like tea."), "it adds nothing to the message"

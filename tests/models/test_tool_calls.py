@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -238,3 +239,70 @@ async def test_without_tool_support_the_tools_are_ignored(tmp_path: Path) -> Non
     model.calls_tools = False
     text = "".join([c async for c in model.stream(request(("user", "Hi")))])
     assert text == "Hello!" and len(model._server.bodies) == 1 and "tools" not in model._server.bodies[0]
+
+
+# -- a failed call, once more -----------------------------------------------------------------------------
+
+UNITS = ToolSpec(name="convert", description="Converts a value between units of length.", parameters={})
+MONEY = ToolSpec(name="exchange", description="Converts money between currencies: euros, dollars.", parameters={})
+SAVE = ToolSpec(name="save", description="Saves a note.", parameters={})
+
+
+def failed(call: str, error: str, message: str = "Convert 100 euros to dollars.") -> ModelRequest:
+    turns = (("user", message), ("tool_call", call), ("tool", f"error: {error}"))
+    return ModelRequest(system="s", prompt="", plain=True, turns=turns, tools=(UNITS, MONEY, SAVE), max_tokens=64)
+
+
+async def test_a_failed_call_is_decided_again_among_the_tools_closer_to_the_message(tmp_path: Path) -> None:
+    call = '{"name": "exchange", "arguments": {"amount": 100}}'
+    model = scripted_model(tmp_path, router_or(call, "exchange"))
+    request = failed('{"name": "convert", "arguments": {"value": 100}}', "cannot convert euros to dollars")
+    text = "".join([c async for c in model.stream(request)])
+    assert text == '<response><action_call name="exchange">{"amount": 100}</action_call></response>'
+    decide, calling = model._server.bodies
+    assert decide["grammar"] == 'root ::= "exchange" | "none"\n', "only the tools closer than the failed one"
+    assert "error: cannot convert euros to dollars" in calling["messages"][-1]["content"], "the error in view"
+
+
+async def test_a_failed_call_no_other_tool_fits_is_written_once_more_and_only_once(tmp_path: Path) -> None:
+    call = '{"name": "save", "arguments": {"text": "milk"}}'
+    model = scripted_model(tmp_path, router_or(call, "none"))
+    request = failed('{"name": "save", "arguments": {"text": ""}}', "text is empty", message="Save a note: milk")
+    text = "".join([c async for c in model.stream(request)])
+    assert text == '<response><action_call name="save">{"text": "milk"}</action_call></response>'
+    assert [t["function"]["name"] for t in model._server.bodies[-1]["tools"]] == ["save"]
+    again = replace(request, turns=(*request.turns, ("tool_call", call), ("tool", "error: still empty")))
+    model._server.bodies.clear()
+    assert "".join([c async for c in model.stream(again)]) == call, "a second failure is answered, not retried"
+    (answer,) = model._server.bodies
+    assert "tools" not in answer
+
+
+async def test_a_mended_call_is_answered_from_what_worked(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, router_or("100 euros are 108 dollars.", "none"))
+    turns = (
+        ("user", "Convert 100 euros to dollars."),
+        ("tool_call", '{"name": "convert", "arguments": {"value": 100}}'),
+        ("tool", "error: cannot convert euros"),
+        ("tool_call", '{"name": "exchange", "arguments": {"amount": 100}}'),
+        ("tool", '{"amount": 108.0, "currency": "USD"}'),
+    )
+    request = ModelRequest(system="s", prompt="", plain=True, turns=turns, tools=(UNITS, MONEY), max_tokens=64)
+    assert "".join([c async for c in model.stream(request)]) == "100 euros are 108 dollars."
+    (answer,) = model._server.bodies
+    assert answer["messages"][-1]["content"] == (
+        "Convert 100 euros to dollars.\n\n(the result of exchange: amount: 108.0, currency: USD)"
+    )
+
+
+async def test_an_answer_that_leaves_the_result_out_is_written_once_more_without_sampling(tmp_path: Path) -> None:
+    answers = iter(["You have nothing on Tuesday.", "On Tuesday: the dentist at 15:30."])
+    model = scripted_model(tmp_path, lambda body: next(answers))
+    turns = (
+        ("user", "What's on Tuesday?"),
+        ("tool_call", '{"name": "search", "arguments": {"words": "tuesday"}}'),
+        ("tool", '{"day": "tuesday", "events": "dentist at 15:30"}'),
+    )
+    assert "".join([c async for c in model.stream(request(*turns))]) == "On Tuesday: the dentist at 15:30."
+    first, second = model._server.bodies
+    assert first["temperature"] > 0 and second["temperature"] == 0.0
