@@ -222,6 +222,7 @@ def trust() -> FromSettings:
 def approvals() -> FromSettings:
     """Calls an admin approves first (``ACTIONS_POLICY``'s ``approve``, ``ACTIONS_APPROVAL_*``); with ``trust()``."""
     from core.approvals import ApprovalDesk
+    from core.schedules import SyncedClock
 
     def build(d: Deployment) -> list[Plugin]:
         if d.approvals is None and d.distributed:
@@ -232,6 +233,9 @@ def approvals() -> FromSettings:
             admin_chats=d.settings.actions.admin_chats(),
             sweep=d.sweep_approvals,
         )
+        server = d.schedules_clock
+        if isinstance(server, SyncedClock):  # a fleet's worker: requests time out by the Redis primary's clock
+            desk.clock, desk.sync = lambda: server.now().timestamp(), server.sync
         return [Brings(desk.extension())]
 
     return FromSettings("approvals", build)

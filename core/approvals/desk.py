@@ -22,7 +22,7 @@ import hashlib
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
@@ -133,6 +133,7 @@ class ApprovalDesk:
         poll: float = 1.0,
         retry: float = 30.0,
         clock: Callable[[], float] = time.time,
+        sync: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         """Where the approvals live (None until the agent is known: its memory store)."""
@@ -149,7 +150,9 @@ class ApprovalDesk:
         self.retry = retry
         """Seconds after which a decision not yet told to its conversation is sent again."""
         self.clock = clock
-        """Seconds since the epoch."""
+        """Seconds since the epoch (a fleet's workers: the Redis primary's, as their schedules have it)."""
+        self.sync = sync
+        """Measures ``clock`` again when that is due (``core.fleet.ServerClock.sync``), at each look at the store."""
         self._askers: dict[str, Asker] = {}
         self._agent: Host | None = None
         self._loop: asyncio.Task[None] | None = None
@@ -495,6 +498,8 @@ class ApprovalDesk:
             self._changed.clear()
             wait = self.poll
             try:
+                if self.sync is not None:
+                    await self.sync()
                 if self.agent.running:
                     await self.sweep_once()
                 soonest = await self._store().next_due()

@@ -224,6 +224,27 @@ async def test_a_request_nobody_answers_expires_and_is_settled_where_it_was_post
         await agent.stop()
 
 
+async def test_requests_time_out_by_the_clock_the_sweeper_measures() -> None:
+    """A fleet's worker sweeps by the Redis primary's clock (``ServerClock``, measured again at each look): when a
+    measure finds that clock two minutes on, a one-minute request made before it has timed out."""
+    offset = [0.0]
+    recorder: Recorder | None = None
+
+    async def sync() -> None:
+        if recorder is not None and recorder.asked:
+            offset[0] = 120.0  # measured again once the request is posted
+
+    agent, _, recorder, closed, _ = built(timeout=60, poll=0.05, clock=lambda: time.time() + offset[0], sync=sync)
+    await agent.start()
+    try:
+        chat = agent.contexts["cli:chat"]
+        await agent.send(chat, {"id": "1"}, {"type": "cli:text", "data": "close 7"})
+        await asyncio.wait_for(_until(lambda: bool(recorder.settled)), 10)
+        assert recorder.settled[0].status is ApprovalStatus.EXPIRED and closed == []
+    finally:
+        await agent.stop()
+
+
 class SweptWhilePosting(Recorder):
     """An asker during whose post the request times out: the desk's sweeper runs (its clock past the timeout) before
     the post returns, or after (``late``), once where it was posted is noted."""
