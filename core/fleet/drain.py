@@ -51,6 +51,15 @@ FOREIGN_PAUSE = 1.0
 reads (so it does not take it again at once)."""
 
 
+def _own_busy(settings: str | None) -> BusyPolicy | None:
+    """The busy policy a conversation chose (``/busy``) in its stored settings (JSON), or None."""
+    try:
+        chosen = json.loads(settings).get("busy") if settings else None
+    except (ValueError, AttributeError):
+        return None
+    return BusyPolicy(chosen) if chosen in tuple(BusyPolicy) else None
+
+
 class _ForeignBatch(Exception):
     """A batch this worker leaves for another: stored by a gateway running another bot than this worker's, or holding
     an entry of a newer format than it reads (``core.fleet.entry_format``)."""
@@ -140,8 +149,6 @@ class Drainer:
         result = await self._step(lease, None, "take")
         if result[0] not in ("stale", "held"):
             lease.token = str(result[1])
-        if result[0] in ("batch", "quiet"):  # (the conversation's own /busy, read with the claim)
-            lease.busy = BusyPolicy(result[8]) if result[8] in tuple(BusyPolicy) else None
         return result
 
     async def renew_forever(self) -> None:
@@ -254,16 +261,16 @@ class Drainer:
                 batch_id=str(result[2]),
                 attempt=int(result[3]),
             )
-            for kind, value in zip(MEMORY_KINDS, result[10:], strict=False):
+            for kind, value in zip(MEMORY_KINDS, result[9:], strict=False):
                 scope.loaded[scope.keys.memory(kind)] = value
             entries = json.loads(result[4])
-            stop = result[10 + len(MEMORY_KINDS)] if len(result) > 10 + len(MEMORY_KINDS) else None
+            stop = result[9 + len(MEMORY_KINDS)] if len(result) > 9 + len(MEMORY_KINDS) else None
             self._starting[lease.cid] = covers(stop, scope.batch_id, entries)
             cuts: list[int] | None = None
             if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
                 self.stats.redelivered += 1
                 scope.cache = await self._ledger(scope)
-                cuts = sorted({int(cut) for cut in str(result[9]).split(",") if cut.isdigit()} - {0})
+                cuts = sorted({int(cut) for cut in str(result[8]).split(",") if cut.isdigit()} - {0})
             try:
                 try:
                     ok = await self._run(scope, entries, cuts)
@@ -369,7 +376,7 @@ class Drainer:
         inputs, forgotten = split_forgets(inputs[: parts[0] if parts else len(inputs)])  # (core.deleted: messages
         # their authors deleted leave first)
         ledger = RedisReplyLedger(scope)
-        busy = self._policies[scope.keys.cid] = self._busy(scope.lease, context, args)
+        busy = self._policies[scope.keys.cid] = self._busy(scope, context, args)
         token = scope.enter()
         try:
             if forgotten:
@@ -433,13 +440,13 @@ class Drainer:
         cfg = self.config
         return self.agent.chat_policy.control_defaults(cid, parents, busy=cfg.busy, quiet_ms=cfg.quiet_ms)
 
-    def _busy(self, lease: Lease, context: Context, args: Any) -> BusyPolicy:
+    def _busy(self, scope: RunScope, context: Context, args: Any) -> BusyPolicy:
         """What an input stored while this batch runs does (``core.busy``): the operator's pin, else the
-        conversation's own ``/busy`` as the claim read it (the gateway's ingest reads the same), else ``BOT_BUSY``."""
-        defaults = self._defaults(lease.cid, self.agent.settings_parents(context, args))
-        if lease.busy is not None and not defaults.busy_pinned:
-            return lease.busy
-        return BusyPolicy(defaults.busy)
+        conversation's own ``/busy`` in its settings, read with the batch (the gateway's ingest reads the copy in the
+        meta hash, ``RedisDispatcher.set_controls``), else ``BOT_BUSY``."""
+        defaults = self._defaults(scope.keys.cid, self.agent.settings_parents(context, args))
+        own = None if defaults.busy_pinned else _own_busy(scope.loaded.get(scope.keys.memory("settings")))
+        return own if own is not None else BusyPolicy(defaults.busy)
 
     async def _step(self, lease: Lease, acked: RunScope | None, mode: str) -> list[Any]:
         b, cfg = self.backend, self.config

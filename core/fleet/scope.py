@@ -15,7 +15,6 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from ..busy import BusyPolicy
 from ..errors import DispatchError
 from .backend import RedisBackend
 from .keys import ContextKeys
@@ -55,8 +54,6 @@ class Lease:
     """True once a renewal was refused or the deadline passed without one."""
     ended: bool = False
     """True once the drain job is over (released, handed off or given up): nothing to renew."""
-    busy: BusyPolicy | None = None
-    """The conversation's own busy policy (``/busy``) as the claim read it; None: it chose none."""
     quiet_ms: int = 0
     """The quiet window a take of this job found (``core.busy``): later takes look at the burst's times too."""
     on_lost: Callable[[], None] | None = field(default=None, repr=False)

@@ -59,8 +59,8 @@ INGEST = (
 -- by /quiet and /busy: RedisDispatcher.set_controls) unless the operator pinned them, else quiet_ms and busy.
 -- A window > 0: note when the burst waiting began ('qfirst'), when its newest input came ('qlast') and the window
 -- ('qms'), for the take (STEP). When a drain job is already responsible: with steer, publish cid on arrivals (the
--- worker running the conversation gives the input to its run); with interrupt, stop the batch held, as a Stop
--- pressed for it alone does (STOP with held_only: core.busy).
+-- worker running the conversation gives the input to its run); with interrupt, stop the batch held as STOP does,
+-- without the inputs waiting (the new one among them is answered next: core.busy).
 -- Dedupe lives in the meta hash, bounded per conversation: 'd:<key>' -> when it was stored (ms), the newest
 -- ids only; and for keys ending in a number that grows per conversation (Telegram's update ids, Discord's
 -- snowflakes), 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
@@ -179,10 +179,9 @@ STEP = (
 --   'sched'; a later take reads them when quiet_ms > 0 (the operator's window, or the one this job saw). When the
 --   window is > 0, a take waits until no input came for that long (and at most quiet_windows windows after the
 --   burst's first): {'quiet', token, '', ms to wait, '', dead_id, '0', window}, the lease kept, nothing taken.
--- A claim also hands out the conversation's own busy policy ('busy' in the meta hash, /busy; '' none).
--- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, own busy, cuts, read values...}
--- (window: the quiet window the take found, '' when it did not look; own busy: '' unless this was a claim; cuts:
--- where inputs joined a batch handed out again, JOIN, '' none)
+-- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, cuts, read values...}
+-- (window: the quiet window the take found, '' when it did not look; cuts: where inputs joined a batch handed out
+-- again, JOIN, '' none)
 local cid = ARGV[2]
 local lease_ms = tonumber(ARGV[6])
 local nwrites = tonumber(ARGV[12])
@@ -192,11 +191,11 @@ local token = ARGV[1]
 local W, R, U = 8, 8 + nwrites, 8 + nwrites + nreads
 local A = 17 + nwrites
 local claimed = false
-local q, own_busy = nil, ''
+local q = nil
 if token == '' then
-  local m = redis.call('HMGET', KEYS[4], 'sched', 'qfirst', 'qlast', 'qms', 'busy')
+  local m = redis.call('HMGET', KEYS[4], 'sched', 'qfirst', 'qlast', 'qms')
   if m[1] ~= ARGV[10] then return {'stale'} end
-  q, own_busy = {m[2], m[3], m[4]}, m[5] or ''
+  q = {m[2], m[3], m[4]}
   local cur = redis.call('GET', KEYS[1])
   if cur then
     local sep = string.find(cur, '|', 1, true)
@@ -251,12 +250,12 @@ local function handed_out(id, attempt, entries, dead, redelivered, cuts)
   if not claimed then redis.call('PEXPIRE', KEYS[1], lease_ms) end
   now = now or now_ms()
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, own_busy, cuts or ''}
+  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, cuts or ''}
   if nreads > 0 then
     local reads = {}
     for i = 1, nreads do reads[i] = KEYS[R + i] end
     local values = redis.call('MGET', unpack(reads))
-    for i = 1, nreads do out[10 + i] = values[i] end
+    for i = 1, nreads do out[9 + i] = values[i] end
   end
   return out
 end
@@ -291,7 +290,7 @@ if ARGV[4] == 'take' then
       if wait > 0 then
         redis.call('PEXPIRE', KEYS[1], lease_ms)
         redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-        return {'quiet', token, '', wait, '', dead, '0', window, own_busy}
+        return {'quiet', token, '', wait, '', dead, '0', window}
       end
     end
   end
@@ -474,19 +473,12 @@ return {redis.call('ZCARD', KEYS[1]), lost}
 )
 
 STOP = """
--- KEYS: batch inbox stop        ARGV: channel cid keep_ms held_only
--- held_only '1' (a new message interrupts the answer: core.busy): stop only the batch held, not what waits.
+-- KEYS: batch inbox stop        ARGV: channel cid keep_ms
 -- A person pressed Stop: record what it covers (the batch taken and not yet acknowledged, and the time its
 -- gateway stored the newest input waiting, as the input says) for whichever worker takes them, and tell every
 -- worker at once (pub/sub). Returns 1 when a batch was held or inputs waited, 0 when nothing was stored to stop.
 local held = redis.call('HGET', KEYS[1], 'id') or ''
 local waiting = ''
-if ARGV[4] == '1' then
-  if held == '' then return 0 end
-  redis.call('PUBLISH', ARGV[1], ARGV[2])
-  redis.call('SET', KEYS[3], held .. '|', 'PX', ARGV[3])
-  return 1
-end
 local last = redis.call('LINDEX', KEYS[2], -1)
 if last then
   local ok, entry = pcall(cjson.decode, last)

@@ -66,17 +66,17 @@ class FleetStops:
         self.subscribed = asyncio.Event()
         """Set while ``listen`` is subscribed to the channel."""
 
-    async def press(self, cid: str, *, held_only: bool = False) -> bool:
+    async def press(self, cid: str) -> bool:
         """Stop the answer of ``cid`` on whichever worker holds it, and record it for the worker that takes what
-        it covers (``held_only``: only the batch held, not the inputs waiting: a new message interrupts the answer,
-        ``core.busy``). True when a batch was held or inputs waited; raises ``DispatchError`` when Redis cannot be
-        reached (tried for ``REDIS_RETRY_SECONDS``)."""
+        it covers (a new message that interrupts the answer, ``core.busy``, stops the batch held the same way, in
+        the ingest itself). True when a batch was held or inputs waited; raises ``DispatchError`` when Redis
+        cannot be reached (tried for ``REDIS_RETRY_SECONDS``)."""
         b = self.backend
         ck = b.keys.context(cid)
         found = await b.call(
             b.stop_answer,
             [ck.batch, ck.inbox, ck.stop],
-            [b.keys.stops, cid, int(STOP_KEEP * 1000), "1" if held_only else "0"],
+            [b.keys.stops, cid, int(STOP_KEEP * 1000)],
             what=f"stopping the answer in {cid}",
         )
         return bool(found)
