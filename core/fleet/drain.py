@@ -402,6 +402,14 @@ class Drainer:
                     # for inputs that joined later, which it never read; an input joining now could be read by a
                     # step whose answer is replayed. So the parts go in the order they came, one run after the
                     # other, and nothing joins this attempt: what is stored meanwhile waits for the next batch)
+                    if parts:
+                        log.warning(
+                            "batch %s of %s is run again in %d parts (inputs joined it): a part that one step of the "
+                            "model read with the part before it is answered again",
+                            scope.batch_id,
+                            scope.keys.cid,
+                            len(parts) + 1,
+                        )
                     if inputs:
                         await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
                     for start, end in itertools.pairwise([*parts, len(entries)]):
