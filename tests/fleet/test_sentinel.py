@@ -16,6 +16,7 @@ import pytest
 
 from bots.config import load_settings, redis_report
 from bots.worker import redis_check
+from core.chat_settings import ChatPolicy
 from core.errors import DispatchError
 from core.fleet import QueueConfig, RedisBackend, RedisDispatcher
 from core.fleet.scope import Lease
@@ -179,6 +180,12 @@ async def test_a_reply_not_stored_in_time_gives_the_context_up(redis_server: Red
         await backend.close()
 
 
+class _ScriptsOnly:
+    """The agent of a drainer whose scripts alone a test calls: the operator's defaults (a claim reads them)."""
+
+    chat_policy = ChatPolicy()
+
+
 async def test_a_claim_lost_in_a_failover_cannot_let_its_old_holder_write(redis_server: RedisServer) -> None:
     """The promoted replica may not have the last claim: the fence counter is handed out again, to another
     worker. The old holder's writes carry its own claim (``<counter>|<owner>``), so they are refused."""
@@ -192,7 +199,7 @@ async def test_a_claim_lost_in_a_failover_cannot_let_its_old_holder_write(redis_
         client = backend.client
         meta, lease_key = "bots:{probe:chat:c1}:meta", "bots:{probe:chat:c1}:lease"
         job = await client.hget(meta, "sched")
-        drainer = Drainer(cast("Any", None), backend)  # only its scripts are used here
+        drainer = Drainer(cast("Any", _ScriptsOnly()), backend)  # only its scripts are used here
         old = Lease(cid=CID, token="", job_id=job, owner=f"{job}#old", seconds=5.0)
         assert (await drainer.claim(old))[0] == "batch"
 
@@ -254,7 +261,7 @@ async def test_a_batch_acknowledgement_is_held_until_a_replica_confirms_it(topol
         dispatcher = RedisDispatcher(backend)
         entry = json.dumps({"c": "probe:chat", "a": {}, "i": {}, "t": 0})
         await dispatcher.ingest(CID, entry, dedupe_key="u1")
-        drainer = Drainer(cast("Any", None), backend)
+        drainer = Drainer(cast("Any", _ScriptsOnly()), backend)
         job = await backend.client.hget("bots:{probe:chat:c1}:meta", "sched")
         lease = Lease(cid=CID, token="", job_id=job, owner=f"{job}#w", seconds=10.0)
         first = await drainer.claim(lease)
