@@ -29,7 +29,8 @@ A first call that fails (its arguments do not validate, the handler raises) is m
 view: another action if one shares more words with the message and the decision, asked again among those, names it
 (``convert`` chosen for money beside ``exchange``), else the same one with its arguments written again; a second
 failure is answered. The answer after a successful tool is checked whole (``answer_guards``): one that refuses or
-shows nothing the result adds to the message is written once more without sampling.
+shows nothing the result adds to the message is written once more without sampling, and if that one does not
+show it either, the result is the answer.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from ..errors import ConfigError, ModelError
 from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal, shows_result
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
-from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
+from .grammar import TOOL_CALL_OPEN, GrammarLimits, ToolCall, grammar_for, parse_tool_call, tool_call_grammar
 from .llama_server import import_xllamacpp, server_params
 from .weights import (
     CHOICES,
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 _CALL_LIMITS = GrammarLimits(string_chars=160, json_members=8)
 """Bounds of a tool call's arguments: within ``_CALL_TOKENS`` even at one character a token."""
 _CALL_TOKENS = 1024
+_EARLIER_CHARS = 200
+"""Characters of the person's line before the message shown to decide on a tool at most."""
 _STOP_WAIT = 30.0
 """Seconds a cancelled stream waits for llama.cpp to notice (it only can between tokens)."""
 
@@ -411,15 +414,17 @@ class LocalModel:
             messages.append({"role": "user", "content": request.turns[-1][1]})
         else:
             messages = [{"role": "system", "content": _ROUTE_TASK}]
-            for tools, text, name in ROUTE_DEMOS:
+            for tools, earlier, text, name in ROUTE_DEMOS:
                 messages += [
-                    {"role": "user", "content": _route_question(tools, text)},
+                    {"role": "user", "content": _route_question(tools, text, earlier=earlier)},
                     {"role": "assistant", "content": name},
                 ]
             message = request.turns[-1][1]
+            before = [text for role, text in request.turns[:-1] if role == "user"]
+            earlier = " ".join(before[-1].split())[:_EARLIER_CHARS] if before else ""
             ranked = sorted(request.tools, key=lambda t: -_overlap(message, f"{_signature(t)} {t.description}"))
             mine = [(_signature(t), " ".join(t.description.split())[:300]) for t in ranked]
-            messages.append({"role": "user", "content": _route_question(mine, message)})
+            messages.append({"role": "user", "content": _route_question(mine, message, earlier=earlier)})
         names = [*(t.name for t in request.tools), "none"]
         return {
             "messages": messages,
@@ -452,12 +457,13 @@ class LocalModel:
             route = (await self._collect(server, self._route_body(request))).strip()
             tool = next((t for t in request.tools if t.name == route), None)
             if tool is not None:
-                generated = self._generate(server, self._call_body(request, tool))
-                called = _tool_or_text(generated, (tool,))
-                async with contextlib.aclosing(generated), contextlib.aclosing(called) as texts:
-                    async for text in texts:  # both closed with the stream, the outer one first
+                written = await self._collect(server, self._call_body(request, tool))
+                call = parse_tool_call(written)
+                if call is None or tool.output or _grounded(call, tool, request):
+                    async for text in _tool_or_text(_once(written), (tool,)):
                         yield text
-                return
+                    return
+                log.info("the local model made up the arguments of %s (%s); it answers without it", tool.name, written)
         elif self._retries(request):  # the first call failed: once more, the error in view
             tool = await self._retry_tool(server, request)
             if tool is not None:
@@ -487,8 +493,8 @@ class LocalModel:
 
     async def _answer_after_tool(self, server: Any, body: dict[str, Any], request: ModelRequest) -> str:
         """The answer after a successful tool, whole: one that refuses or shows nothing of the result
-        (``answer_guards.shows_result``) is written once more without sampling; if both refuse, the result is
-        the answer (``fallback_answer``)."""
+        (``answer_guards.shows_result``) is written once more without sampling; if neither shows the result, it
+        is the answer itself (``fallback_answer``)."""
         result = request.turns[-1][1]
         message = next((text for role, text in reversed(request.turns) if role == "user"), "")
         answers = [await self._collect(server, body)]
@@ -499,7 +505,11 @@ class LocalModel:
         if not usable:
             log.info("the local model refused after a successful tool; its result is the answer")
             return fallback_answer(_readable(result))
-        return next((a for a in usable if shows_result(a, result, message)), usable[0])
+        shown = next((a for a in usable if shows_result(a, result, message)), None)
+        if shown is None:  # twice as if it had not read the result: the result, not an answer that contradicts it
+            log.info("the local model answered twice without the result of its tool; the result is the answer")
+            return fallback_answer(_readable(result))
+        return shown
 
     async def _retry_tool(self, server: Any, request: ModelRequest) -> ToolSpec | None:
         """The tool to call once more after the first call for the user's message failed: another one if the
@@ -655,27 +665,32 @@ _TRAVEL = (
     ("delete_contact(name)", "Deletes a saved contact."),
     ("search_files(words)", "Searches the person's files for words."),
 )
-ROUTE_DEMOS: tuple[tuple[tuple[tuple[str, str], ...], str, str], ...] = (
-    (_MUSIC, "Play something by Queen.", "play_music"),
-    (_MUSIC, "Thanks, that was great!", "none"),
-    (_MUSIC, "Email Sam that I'll be late.", "send_email"),
-    (_MUSIC, "What is the tallest mountain in the world?", "none"),
-    (_MUSIC, "Text my brother that I landed.", "send_sms"),
-    (_MUSIC, "Is BA 117 going to leave on time?", "flight_status"),
-    (_MUSIC, "What is a flight attendant?", "none"),
-    (_MUSIC, "I could eat a large margherita right now, get me one.", "order_pizza"),
-    (_MUSIC, "Hello, how are you?", "none"),
-    (_TRAVEL, "How do you say cat in Spanish?", "translate"),
-    (_TRAVEL, "I like sunny days.", "none"),
-    (_TRAVEL, "Get me a cab to the airport.", "book_taxi"),
-    (_TRAVEL, "How much is one Apple share worth now?", "stock_price"),
-    (_TRAVEL, "How many contacts can a phone hold?", "none"),
-    (_TRAVEL, "Remove Bob from my contacts.", "delete_contact"),
-    (_TRAVEL, "Tell me a joke.", "none"),
-    (_TRAVEL, "Look through my files for the tax form.", "search_files"),
-    (_TRAVEL, "Anna's number is 555 0192, keep it.", "add_contact"),
+ROUTE_DEMOS: tuple[tuple[tuple[tuple[str, str], ...], str, str, str], ...] = (
+    (_MUSIC, "", "Play something by Queen.", "play_music"),
+    (_MUSIC, "", "Thanks, that was great!", "none"),
+    (_MUSIC, "", "Email Sam that I'll be late.", "send_email"),
+    (_MUSIC, "", "What is the tallest mountain in the world?", "none"),
+    (_MUSIC, "I'm flying with BA 117 tonight.", "Is it on time?", "flight_status"),
+    (_MUSIC, "", "Text my brother that I landed.", "send_sms"),
+    (_MUSIC, "", "Is BA 117 going to leave on time?", "flight_status"),
+    (_MUSIC, "", "What is a flight attendant?", "none"),
+    (_MUSIC, "My brother's phone is 0612 3456.", "He is a nurse.", "none"),
+    (_MUSIC, "", "I could eat a large margherita right now, get me one.", "order_pizza"),
+    (_MUSIC, "", "Hello, how are you?", "none"),
+    (_TRAVEL, "", "How do you say cat in Spanish?", "translate"),
+    (_TRAVEL, "", "I like sunny days.", "none"),
+    (_TRAVEL, "", "Get me a cab to the airport.", "book_taxi"),
+    (_TRAVEL, "My hotel is at 12 Park Lane.", "Book me a taxi there.", "book_taxi"),
+    (_TRAVEL, "", "How much is one Apple share worth now?", "stock_price"),
+    (_TRAVEL, "", "How many contacts can a phone hold?", "none"),
+    (_TRAVEL, "", "Remove Bob from my contacts.", "delete_contact"),
+    (_TRAVEL, "I'm learning Spanish.", "It's hard but fun.", "none"),
+    (_TRAVEL, "", "Tell me a joke.", "none"),
+    (_TRAVEL, "", "Look through my files for the tax form.", "search_files"),
+    (_TRAVEL, "", "Anna's number is 555 0192, keep it.", "add_contact"),
 )
-"""Worked examples for tools that have none here (a bot author's): other bots' tools, each message with its list.
+"""Worked examples for tools that have none here (a bot author's): other bots' tools, each message with its list
+(and the person's line before it, when it says what the message is about: "Book me a taxi there.").
 Half the messages need a tool, half none, so the model learns neither that every message needs one nor that none
 does; the tools of one list are close to each other, so it learns to tell them apart."""
 
@@ -721,9 +736,36 @@ def _overlap(message: str, tool: str) -> int:
     return len(_stems(message) & _stems(tool))
 
 
-def _route_question(tools: Sequence[tuple[str, str]], message: str) -> str:
+def _grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
+    """False when the arguments ``call`` gives (other than the schema's defaults) hold numbers and words but none
+    of them is in the conversation (the system prompt with the state it shows, the person's lines): a call for a
+    message that needs no tool fills them from nowhere ("How are you today?" -> a forecast for New York)."""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    defaults = {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    given = [v for k, v in call.arguments.items() if k not in defaults or v != defaults[k]]
+    facts = set().union(*(_clues(json.dumps(v, ensure_ascii=False)) for v in given)) if given else set()
+    if not facts:
+        return True
+    said = " ".join([request.system, *(text for role, text in request.turns if role == "user")])
+    return bool(facts & _clues(said))
+
+
+def _clues(text: str) -> set[str]:
+    """The numbers (as numbers: ``10`` is ``10.0``) and words (their first four letters) of ``text``."""
+    clues = {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
+    for number in re.findall(r"\d+(?:\.\d+)?", text):
+        clues.add(f"{float(number):g}")
+    return clues
+
+
+async def _once(text: str) -> AsyncIterator[str]:
+    yield text
+
+
+def _route_question(tools: Sequence[tuple[str, str]], message: str, *, earlier: str = "") -> str:
     listed = "\n".join(f"- {name}: {description}" for name, description in tools)
-    return f"Tools:\n{listed}\n- none: no tool.\nMessage: {message}"
+    before = f"Earlier: {earlier}\n" if earlier else ""
+    return f"Tools:\n{listed}\n- none: no tool.\n{before}Message: {message}"
 
 
 def _readable(result: str) -> str:

@@ -20,7 +20,8 @@ import pytest
 
 from core.models import LocalModel, ModelRequest
 from core.models.base import ToolSpec
-from core.models.grammar import parse_tool_call, tool_call_grammar
+from core.models.grammar import ToolCall, parse_tool_call, tool_call_grammar
+from core.models.local import _grounded
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -306,3 +307,21 @@ async def test_an_answer_that_leaves_the_result_out_is_written_once_more_without
     assert "".join([c async for c in model.stream(request(*turns))]) == "On Tuesday: the dentist at 15:30."
     first, second = model._server.bodies
     assert first["temperature"] > 0 and second["temperature"] == 0.0
+
+
+async def test_a_call_whose_arguments_come_from_nowhere_is_answered_without_the_tool(tmp_path: Path) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        if body["max_tokens"] == 16:
+            return "search"
+        if "tools" in body:
+            return '{"name": "search", "arguments": {"words": "penguins in Oslo", "limit": 5}}'
+        return "Fine, thanks!"
+
+    model = scripted_model(tmp_path, reply)
+    assert "".join([c async for c in model.stream(request(("user", "How are you today?")))]) == "Fine, thanks!"
+    asked = request(("user", "I saw penguins."), ("assistant", "Nice!"), ("user", "Find what I said about them."))
+    text = "".join([c async for c in model.stream(asked)])
+    assert text.startswith('<response><action_call name="search">'), "a word of an earlier line grounds it"
+    current = ToolSpec(name="current_time", description="", parameters=TimeArgs.model_json_schema())
+    default = ToolCall(name="current_time", arguments={"timezone": "UTC"})
+    assert _grounded(default, current, request(("user", "What day is it?"))), "a default says nothing"
