@@ -40,7 +40,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -53,8 +52,9 @@ from ..errors import ConfigError, ModelError
 from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal, shows_result
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
-from .grammar import TOOL_CALL_OPEN, GrammarLimits, ToolCall, grammar_for, parse_tool_call, tool_call_grammar
+from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
 from .llama_server import import_xllamacpp, server_params
+from .tool_routing import ROUTE_DEMOS, ROUTE_EXAMPLES, ROUTE_TASK, grounded, overlap, route_question, signature
 from .weights import (
     CHOICES,
     DEFAULT_CHOICE,
@@ -413,18 +413,18 @@ class LocalModel:
                     messages += [{"role": "user", "content": text}, {"role": "assistant", "content": name}]
             messages.append({"role": "user", "content": request.turns[-1][1]})
         else:
-            messages = [{"role": "system", "content": _ROUTE_TASK}]
+            messages = [{"role": "system", "content": ROUTE_TASK}]
             for tools, earlier, text, name in ROUTE_DEMOS:
                 messages += [
-                    {"role": "user", "content": _route_question(tools, text, earlier=earlier)},
+                    {"role": "user", "content": route_question(tools, text, earlier=earlier)},
                     {"role": "assistant", "content": name},
                 ]
             message = request.turns[-1][1]
             before = [text for role, text in request.turns[:-1] if role == "user"]
             earlier = " ".join(before[-1].split())[:_EARLIER_CHARS] if before else ""
-            ranked = sorted(request.tools, key=lambda t: -_overlap(message, f"{_signature(t)} {t.description}"))
-            mine = [(_signature(t), " ".join(t.description.split())[:300]) for t in ranked]
-            messages.append({"role": "user", "content": _route_question(mine, message, earlier=earlier)})
+            ranked = sorted(request.tools, key=lambda t: -overlap(message, f"{signature(t)} {t.description}"))
+            mine = [(signature(t), " ".join(t.description.split())[:300]) for t in ranked]
+            messages.append({"role": "user", "content": route_question(mine, message, earlier=earlier)})
         names = [*(t.name for t in request.tools), "none"]
         return {
             "messages": messages,
@@ -459,7 +459,7 @@ class LocalModel:
             if tool is not None:
                 written = await self._collect(server, self._call_body(request, tool))
                 call = parse_tool_call(written)
-                if call is None or tool.output or _grounded(call, tool, request):
+                if call is None or tool.output or grounded(call, tool, request):
                     async for text in _tool_or_text(_once(written), (tool,)):
                         yield text
                     return
@@ -520,11 +520,11 @@ class LocalModel:
         name = failed.name if failed is not None else ""
         same = next((t for t in request.tools if t.name == name), None)
         message = request.turns[-3][1]
-        close = _overlap(message, f"{_signature(same)} {same.description}") if same is not None else 0
+        close = overlap(message, f"{signature(same)} {same.description}") if same is not None else 0
         others = tuple(  # another action closer to the message than the failed one (an output mends no action)
             t
             for t in request.tools
-            if t.name != name and not t.output and _overlap(message, f"{_signature(t)} {t.description}") > close
+            if t.name != name and not t.output and overlap(message, f"{signature(t)} {t.description}") > close
         )
         if others:
             again = replace(request, tools=others, turns=request.turns[:-2])
@@ -619,153 +619,8 @@ class LocalModel:
         return f"the local model failed: {error.get('message', error)}"
 
 
-ROUTE_EXAMPLES: tuple[tuple[str, str], ...] = (
-    ("Hi there, good evening!", "none"),
-    ("What's today's date?", "current_time"),
-    ("Remember that I like jazz.", "remember"),
-    ("Which facts have you kept about me?", "recall"),
-    ("What did we say about the trip last week?", "search_history"),
-    ("How tall is Mount Everest?", "none"),
-    ("I love my dog.", "none"),
-    ("What is 12 plus 5?", "calculate"),
-    ("How much is 48 times 12?", "calculate"),
-    ("Quelle heure est-il ?", "current_time"),
-    ("Tell me a joke.", "none"),
-    ("Note that my birthday is on May 3.", "remember"),
-    ("What do you know about me?", "recall"),
-    ("How are you doing today?", "none"),
-    ("Find the message where I mentioned my passport.", "search_history"),
-    ("Merci beaucoup !", "none"),
-    ("Do you remember what I told you?", "recall"),
-    ("How is your day going?", "none"),
-    ("Comment allez-vous ce matin ?", "none"),
-    ("¿Qué tal estás hoy?", "none"),
-)
-"""Messages and the tool they need, shown to the model before it decides (the bot's own tools; a tool without
-examples, an MCP server's, is chosen by its description). A small model told only the tools' descriptions calls
-one for almost every message; with these it tells most messages that need none."""
-
-
-_ROUTE_TASK = (
-    "Each message comes with the tools the assistant has. Answer with the name of the tool the message asks for, "
-    "or none when it needs no tool: greetings, thanks, opinions, questions answered from what you know."
-)
-_MUSIC = (
-    ("play_music(song)", "Plays a song or an artist."),
-    ("send_email(to, text)", "Sends an email to someone."),
-    ("send_sms(phone, text)", "Sends a text message to a phone."),
-    ("order_pizza(size, toppings)", "Orders a pizza for delivery."),
-    ("flight_status(flight_number)", "Whether a flight is on time."),
-)
-_TRAVEL = (
-    ("book_taxi(address)", "Books a taxi to an address."),
-    ("translate(text, language)", "Translates words into another language."),
-    ("stock_price(company)", "The current price of a company's stock."),
-    ("add_contact(name, phone)", "Saves a person's phone number."),
-    ("delete_contact(name)", "Deletes a saved contact."),
-    ("search_files(words)", "Searches the person's files for words."),
-)
-ROUTE_DEMOS: tuple[tuple[tuple[tuple[str, str], ...], str, str, str], ...] = (
-    (_MUSIC, "", "Play something by Queen.", "play_music"),
-    (_MUSIC, "", "Thanks, that was great!", "none"),
-    (_MUSIC, "", "Email Sam that I'll be late.", "send_email"),
-    (_MUSIC, "", "What is the tallest mountain in the world?", "none"),
-    (_MUSIC, "I'm flying with BA 117 tonight.", "Is it on time?", "flight_status"),
-    (_MUSIC, "", "Text my brother that I landed.", "send_sms"),
-    (_MUSIC, "", "Is BA 117 going to leave on time?", "flight_status"),
-    (_MUSIC, "", "What is a flight attendant?", "none"),
-    (_MUSIC, "My brother's phone is 0612 3456.", "He is a nurse.", "none"),
-    (_MUSIC, "", "I could eat a large margherita right now, get me one.", "order_pizza"),
-    (_MUSIC, "", "Hello, how are you?", "none"),
-    (_TRAVEL, "", "How do you say cat in Spanish?", "translate"),
-    (_TRAVEL, "", "I like sunny days.", "none"),
-    (_TRAVEL, "", "Get me a cab to the airport.", "book_taxi"),
-    (_TRAVEL, "My hotel is at 12 Park Lane.", "Book me a taxi there.", "book_taxi"),
-    (_TRAVEL, "", "How much is one Apple share worth now?", "stock_price"),
-    (_TRAVEL, "", "How many contacts can a phone hold?", "none"),
-    (_TRAVEL, "", "Remove Bob from my contacts.", "delete_contact"),
-    (_TRAVEL, "I'm learning Spanish.", "It's hard but fun.", "none"),
-    (_TRAVEL, "", "Tell me a joke.", "none"),
-    (_TRAVEL, "", "Look through my files for the tax form.", "search_files"),
-    (_TRAVEL, "", "Anna's number is 555 0192, keep it.", "add_contact"),
-)
-"""Worked examples for tools that have none here (a bot author's): other bots' tools, each message with its list
-(and the person's line before it, when it says what the message is about: "Book me a taxi there.").
-Half the messages need a tool, half none, so the model learns neither that every message needs one nor that none
-does; the tools of one list are close to each other, so it learns to tell them apart."""
-
-
-def _signature(tool: ToolSpec) -> str:
-    """``name(argument, ...)``: a tool's arguments tell a small model what it is about as much as its words."""
-    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
-    return f"{tool.name}({', '.join(list(properties)[:6] if isinstance(properties, dict) else [])})"
-
-
-def _stems(text: str) -> set[str]:
-    return {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
-
-
-_COMMON = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "you",
-        "your",
-        "with",
-        "that",
-        "this",
-        "what",
-        "from",
-        "into",
-        "are",
-        "was",
-        "how",
-        "much",
-        "many",
-        "any",
-        "use",
-        "when",
-    ]
-)
-
-
-def _overlap(message: str, tool: str) -> int:
-    """Words (their first four letters) ``message`` shares with a tool's name and description: the tools are
-    listed by it, most first, as a small model leans towards the tools it reads first."""
-    return len(_stems(message) & _stems(tool))
-
-
-def _grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
-    """False when the arguments ``call`` gives (other than the schema's defaults) hold numbers and words but none
-    of them is in the conversation (the system prompt with the state it shows, the person's lines): a call for a
-    message that needs no tool fills them from nowhere ("How are you today?" -> a forecast for New York)."""
-    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
-    defaults = {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
-    given = [v for k, v in call.arguments.items() if k not in defaults or v != defaults[k]]
-    facts = set().union(*(_clues(json.dumps(v, ensure_ascii=False)) for v in given)) if given else set()
-    if not facts:
-        return True
-    said = " ".join([request.system, *(text for role, text in request.turns if role == "user")])
-    return bool(facts & _clues(said))
-
-
-def _clues(text: str) -> set[str]:
-    """The numbers (as numbers: ``10`` is ``10.0``) and words (their first four letters) of ``text``."""
-    clues = {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
-    for number in re.findall(r"\d+(?:\.\d+)?", text):
-        clues.add(f"{float(number):g}")
-    return clues
-
-
 async def _once(text: str) -> AsyncIterator[str]:
     yield text
-
-
-def _route_question(tools: Sequence[tuple[str, str]], message: str, *, earlier: str = "") -> str:
-    listed = "\n".join(f"- {name}: {description}" for name, description in tools)
-    before = f"Earlier: {earlier}\n" if earlier else ""
-    return f"Tools:\n{listed}\n- none: no tool.\n{before}Message: {message}"
 
 
 def _readable(result: str) -> str:

@@ -21,7 +21,7 @@ import pytest
 from core.models import LocalModel, ModelRequest
 from core.models.base import ToolSpec
 from core.models.grammar import ToolCall, parse_tool_call, tool_call_grammar
-from core.models.local import _grounded
+from core.models.tool_routing import grounded
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -324,4 +324,4 @@ async def test_a_call_whose_arguments_come_from_nowhere_is_answered_without_the_
     assert text.startswith('<response><action_call name="search">'), "a word of an earlier line grounds it"
     current = ToolSpec(name="current_time", description="", parameters=TimeArgs.model_json_schema())
     default = ToolCall(name="current_time", arguments={"timezone": "UTC"})
-    assert _grounded(default, current, request(("user", "What day is it?"))), "a default says nothing"
+    assert grounded(default, current, request(("user", "What day is it?"))), "a default says nothing"

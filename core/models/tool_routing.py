@@ -1,0 +1,160 @@
+"""How the embedded model picks a tool for a message: worked examples with the assistant's tools
+(``ROUTE_EXAMPLES``) and with other bots' (``ROUTE_DEMOS``, for an author's tools), the question each decision is
+asked (``route_question``), the tools listed by the words they share with the message (``overlap``), and a call
+whose arguments come from nowhere told apart (``grounded``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from .base import ModelRequest, ToolSpec
+from .grammar import ToolCall
+
+__all__ = ("ROUTE_DEMOS", "ROUTE_EXAMPLES", "ROUTE_TASK", "grounded", "overlap", "route_question", "signature")
+
+
+ROUTE_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("Hi there, good evening!", "none"),
+    ("What's today's date?", "current_time"),
+    ("Remember that I like jazz.", "remember"),
+    ("Which facts have you kept about me?", "recall"),
+    ("What did we say about the trip last week?", "search_history"),
+    ("How tall is Mount Everest?", "none"),
+    ("I love my dog.", "none"),
+    ("What is 12 plus 5?", "calculate"),
+    ("How much is 48 times 12?", "calculate"),
+    ("Quelle heure est-il ?", "current_time"),
+    ("Tell me a joke.", "none"),
+    ("Note that my birthday is on May 3.", "remember"),
+    ("What do you know about me?", "recall"),
+    ("How are you doing today?", "none"),
+    ("Find the message where I mentioned my passport.", "search_history"),
+    ("Merci beaucoup !", "none"),
+    ("Do you remember what I told you?", "recall"),
+    ("How is your day going?", "none"),
+    ("Comment allez-vous ce matin ?", "none"),
+    ("¿Qué tal estás hoy?", "none"),
+)
+"""Messages and the tool they need, shown to the model before it decides (the bot's own tools; a tool without
+examples, an MCP server's, is chosen by its description). A small model told only the tools' descriptions calls
+one for almost every message; with these it tells most messages that need none."""
+
+
+ROUTE_TASK = (
+    "Each message comes with the tools the assistant has. Answer with the name of the tool the message asks for, "
+    "or none when it needs no tool: greetings, thanks, opinions, questions answered from what you know."
+)
+_MUSIC = (
+    ("play_music(song)", "Plays a song or an artist."),
+    ("send_email(to, text)", "Sends an email to someone."),
+    ("send_sms(phone, text)", "Sends a text message to a phone."),
+    ("order_pizza(size, toppings)", "Orders a pizza for delivery."),
+    ("flight_status(flight_number)", "Whether a flight is on time."),
+)
+_TRAVEL = (
+    ("book_taxi(address)", "Books a taxi to an address."),
+    ("translate(text, language)", "Translates words into another language."),
+    ("stock_price(company)", "The current price of a company's stock."),
+    ("add_contact(name, phone)", "Saves a person's phone number."),
+    ("delete_contact(name)", "Deletes a saved contact."),
+    ("search_files(words)", "Searches the person's files for words."),
+)
+ROUTE_DEMOS: tuple[tuple[tuple[tuple[str, str], ...], str, str, str], ...] = (
+    (_MUSIC, "", "Play something by Queen.", "play_music"),
+    (_MUSIC, "", "Thanks, that was great!", "none"),
+    (_MUSIC, "", "Email Sam that I'll be late.", "send_email"),
+    (_MUSIC, "", "What is the tallest mountain in the world?", "none"),
+    (_MUSIC, "I'm flying with BA 117 tonight.", "Is it on time?", "flight_status"),
+    (_MUSIC, "", "Text my brother that I landed.", "send_sms"),
+    (_MUSIC, "", "Is BA 117 going to leave on time?", "flight_status"),
+    (_MUSIC, "", "What is a flight attendant?", "none"),
+    (_MUSIC, "My brother's phone is 0612 3456.", "He is a nurse.", "none"),
+    (_MUSIC, "", "I could eat a large margherita right now, get me one.", "order_pizza"),
+    (_MUSIC, "", "Hello, how are you?", "none"),
+    (_TRAVEL, "", "How do you say cat in Spanish?", "translate"),
+    (_TRAVEL, "", "I like sunny days.", "none"),
+    (_TRAVEL, "", "Get me a cab to the airport.", "book_taxi"),
+    (_TRAVEL, "My hotel is at 12 Park Lane.", "Book me a taxi there.", "book_taxi"),
+    (_TRAVEL, "", "How much is one Apple share worth now?", "stock_price"),
+    (_TRAVEL, "", "How many contacts can a phone hold?", "none"),
+    (_TRAVEL, "", "Remove Bob from my contacts.", "delete_contact"),
+    (_TRAVEL, "I'm learning Spanish.", "It's hard but fun.", "none"),
+    (_TRAVEL, "", "Tell me a joke.", "none"),
+    (_TRAVEL, "", "Look through my files for the tax form.", "search_files"),
+    (_TRAVEL, "", "Anna's number is 555 0192, keep it.", "add_contact"),
+)
+"""Worked examples for tools that have none here (a bot author's): other bots' tools, each message with its list
+(and the person's line before it, when it says what the message is about: "Book me a taxi there.").
+Half the messages need a tool, half none, so the model learns neither that every message needs one nor that none
+does; the tools of one list are close to each other, so it learns to tell them apart."""
+
+
+def signature(tool: ToolSpec) -> str:
+    """``name(argument, ...)``: a tool's arguments tell a small model what it is about as much as its words."""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    return f"{tool.name}({', '.join(list(properties)[:6] if isinstance(properties, dict) else [])})"
+
+
+def _stems(text: str) -> set[str]:
+    return {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
+
+
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "you",
+        "your",
+        "with",
+        "that",
+        "this",
+        "what",
+        "from",
+        "into",
+        "are",
+        "was",
+        "how",
+        "much",
+        "many",
+        "any",
+        "use",
+        "when",
+    ]
+)
+
+
+def overlap(message: str, tool: str) -> int:
+    """Words (their first four letters) ``message`` shares with a tool's name and description: the tools are
+    listed by it, most first, as a small model leans towards the tools it reads first."""
+    return len(_stems(message) & _stems(tool))
+
+
+def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
+    """False when the arguments ``call`` gives (other than the schema's defaults) hold numbers and words but none
+    of them is in the conversation (the system prompt with the state it shows, the person's lines): a call for a
+    message that needs no tool fills them from nowhere ("How are you today?" -> a forecast for New York)."""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    defaults = {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    given = [v for k, v in call.arguments.items() if k not in defaults or v != defaults[k]]
+    facts = set().union(*(_clues(json.dumps(v, ensure_ascii=False)) for v in given)) if given else set()
+    if not facts:
+        return True
+    said = " ".join([request.system, *(text for role, text in request.turns if role == "user")])
+    return bool(facts & _clues(said))
+
+
+def _clues(text: str) -> set[str]:
+    """The numbers (as numbers: ``10`` is ``10.0``) and words (their first four letters) of ``text``."""
+    clues = {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
+    for number in re.findall(r"\d+(?:\.\d+)?", text):
+        clues.add(f"{float(number):g}")
+    return clues
+
+
+def route_question(tools: Sequence[tuple[str, str]], message: str, *, earlier: str = "") -> str:
+    listed = "\n".join(f"- {name}: {description}" for name, description in tools)
+    before = f"Earlier: {earlier}\n" if earlier else ""
+    return f"Tools:\n{listed}\n- none: no tool.\n{before}Message: {message}"
