@@ -4,8 +4,10 @@ After a run has answered and saved, ``Summarizer.schedule`` starts (in a task it
 least ``every`` history entries older than the newest ``keep`` ones are not in the summary yet: one
 model call turns the old summary and those entries into the new summary. At most one fold runs per
 conversation: in this process (a task per conversation) and across workers (a ``SummaryLock``, in Redis
-when workers share). The write is conditional on the summary not having moved meanwhile, so even an
-expired lock cannot lose a fold. A failed call keeps the old summary; the next run tries again.
+when workers share); a fold that finds the lock taken looks again until a hold's expiry has passed, so a
+killed worker's hold delays the summary by seconds, not until the next message. The write is conditional
+on the summary not having moved meanwhile, so even an expired lock cannot lose a fold. A failed call
+keeps the old summary; the next run tries again.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class SummaryPolicy:
 class SummaryLock(Protocol):
     """Who may fold a conversation now."""
 
+    ttl: float
+    """Seconds one hold lasts at most (a killed holder's included): a fold that found the lock taken looks again
+    until this long has passed, since whoever holds it after that took it after the entries it wanted folded."""
+
     def hold(self, cid: str) -> contextlib.AbstractAsyncContextManager[bool]:
         """Enter to try to hold ``cid``: yields True if this process holds it (until exit), else False."""
         ...
@@ -68,7 +74,9 @@ class SummaryLock(Protocol):
 class LocalSummaryLock:
     """One fold per conversation in this process (enough when no other process folds)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ttl: float = 180.0) -> None:
+        self.ttl = ttl
+        """Seconds a fold here may hold a conversation (longer than a summary call may take)."""
         self._held: set[str] = set()
 
     @contextlib.asynccontextmanager
@@ -172,12 +180,7 @@ class Summarizer:
         try:
             while True:
                 self._again.discard(cid)
-                while True:
-                    async with self.lock.hold(cid) as held:  # one hold per fold: its expiry covers one call
-                        if not held:
-                            return  # another process folds this conversation now
-                        if not await self.fold(cid):
-                            break
+                await self._fold_due(cid)
                 if cid not in self._again:
                     return
         except asyncio.CancelledError:
@@ -185,6 +188,32 @@ class Summarizer:
         except Exception as exc:
             self.failures += 1
             log.warning("summary of %s not updated (kept the old one; tried again after the next run): %s", cid, exc)
+
+    async def _fold_due(self, cid: str) -> None:
+        """Fold ``cid``'s due batches, one hold of the lock each, until none is due or another process has held
+        the lock for as long as a hold may last.
+
+        The lock taken may be a fold that read the history before this run's entries were stored, then ended, or
+        a killed worker's, that only expires: looking again, less and less often, keeps those entries from
+        waiting for the conversation's next message. Once ``ttl`` has passed, whoever holds it took it after
+        they were stored, and folds them itself."""
+        loop = asyncio.get_running_loop()
+        give_up: float | None = None  # set when the lock is first found taken
+        pause = 0.05
+        while True:
+            async with self.lock.hold(cid) as held:
+                if held:
+                    if not await self.fold(cid):
+                        return
+                    give_up, pause = None, 0.05
+                    continue
+            now = loop.time()
+            if give_up is None:
+                give_up = now + self.lock.ttl
+            if now >= give_up:
+                return
+            await asyncio.sleep(min(pause, give_up - now))
+            pause = min(pause * 2, 5.0)
 
     async def _charge(self, cid: str, model: Model, request: ModelRequest, answer: str) -> None:
         """Count a fold's tokens in the conversation's (and the model's) usage, as a run's calls are counted: the

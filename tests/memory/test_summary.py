@@ -92,6 +92,33 @@ async def test_one_fold_at_a_time_per_conversation() -> None:
         assert again
 
 
+async def test_a_fold_that_finds_the_lock_taken_looks_again_until_the_hold_ends(tmp_path: Path) -> None:
+    # another process holds the conversation's lock when the runs end (a worker killed mid-fold, whose hold
+    # only expires): the entries are folded once it is free, without waiting for the next message
+    history = SQLiteHistory(tmp_path / "h.sqlite3")
+    lock = LocalSummaryLock(ttl=5.0)
+    agent, _ = long_chat_agent(history=history, every=5, keep=5, lock=lock)
+    assert agent.summarizer is not None
+    async with agent:
+        async with lock.hold(CID) as other:
+            assert other
+            for n in range(1, 13):
+                await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
+            await asyncio.sleep(0.2)
+            assert (await history.summary(CID)).upto == 0  # not folded while the other holds it
+        async with asyncio.timeout(5):
+            await agent.summarizer.idle()
+        assert FACT in (await history.summary(CID)).text
+
+        async with lock.hold(CID):  # held for longer than a hold may last: the holder folds, this one gives up
+            lock.ttl = 0.2
+            for n in range(13, 25):
+                await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
+            async with asyncio.timeout(5):
+                await agent.summarizer.idle()
+    await history.close()
+
+
 async def test_reset_drops_the_summary_and_forget_erases_the_history(tmp_path: Path) -> None:
     history = SQLiteHistory(tmp_path / "h.sqlite3")
     agent, _ = long_chat_agent(history=history, every=5, keep=5)
