@@ -18,7 +18,7 @@ from . import tracing
 from .agent_options import AgentOptions
 from .bot import Bot
 from .busy import BusyPolicy
-from .chat_settings import BUSY_CHOICES, ChatPolicy, ChatSettings, ChatSettingsStore
+from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
 from .definitions import (
     Action,
     Context,
@@ -772,7 +772,7 @@ class Agent(ExtensionPoints):
         """What a message sent while the bot answers does in a conversation with the effective settings ``chat``:
         its choice (``/busy``, or a pin), else the operator's (``BOT_BUSY``). A queue worker decides per batch from
         what its take read (``core.fleet``)."""
-        return BusyPolicy(chat.busy) if chat.busy in BUSY_CHOICES else self.busy
+        return chat.busy_policy() or self.busy
 
     def is_admin(self, user: str) -> bool:
         """True for a platform-qualified user id (``telegram:123``) listed as an admin (``BOT_ADMIN_USERS``, given

@@ -95,6 +95,21 @@ class ChatSettings(BaseModel):
     """The quiet window in milliseconds, as digits (``0`` to ``core.busy.QUIET_CHAT_MAX_MS``; ``0``: none); None
     keeps the operator's (``BOT_QUIET_MS``). Text like every setting, so a pin in ``*_CHANNEL_SETTINGS`` is one."""
 
+    @classmethod
+    def stored(cls, raw: str | bytes | None) -> ChatSettings:
+        """The settings as a memory store keeps them (JSON, ``ChatSettingsStore``), read without the store (a queue
+        worker reads them with a batch); nothing chosen when ``raw`` is missing or not valid."""
+        if not raw:
+            return _NOTHING
+        try:
+            return cls.model_validate_json(raw)
+        except ValueError:
+            return _NOTHING
+
+    def busy_policy(self) -> BusyPolicy | None:
+        """The busy policy chosen (``/busy``, or a pin in effective settings), or None: the operator's applies."""
+        return BusyPolicy(self.busy) if self.busy in BUSY_CHOICES else None
+
     def get(self, setting: ChatSetting) -> str | None:
         """The value of ``setting``."""
         value: str | None = getattr(self, setting.value)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..busy import QUIET_WINDOWS, BusyPolicy
+from ..chat_settings import ChatSettings, ControlDefaults
 from ..deleted import split_forgets
 from ..entries import InputRef
 from ..errors import DispatchError
@@ -33,7 +34,6 @@ from .stops import covers
 from .usage_store import USAGE_TTL
 
 if TYPE_CHECKING:
-    from ..chat_settings import ControlDefaults
     from ..definitions import Context
     from ..dispatch import Runner
 
@@ -49,15 +49,6 @@ settings too: written by the gateway's commands, read at the start of each batch
 FOREIGN_PAUSE = 1.0
 """Seconds a worker waits after handing back a batch stored for another bot, or in a newer entry format than it
 reads (so it does not take it again at once)."""
-
-
-def _own_busy(settings: str | None) -> BusyPolicy | None:
-    """The busy policy a conversation chose (``/busy``) in its stored settings (JSON), or None."""
-    try:
-        chosen = json.loads(settings).get("busy") if settings else None
-    except (ValueError, AttributeError):
-        return None
-    return BusyPolicy(chosen) if chosen in tuple(BusyPolicy) else None
 
 
 class _ForeignBatch(Exception):
@@ -453,7 +444,11 @@ class Drainer:
         conversation's own ``/busy`` in its settings, read with the batch (the gateway's ingest reads the copy in the
         meta hash, ``RedisDispatcher.set_controls``), else ``BOT_BUSY``."""
         defaults = self._defaults(scope.keys.cid, self.agent.settings_parents(context, args))
-        own = None if defaults.busy_pinned else _own_busy(scope.loaded.get(scope.keys.memory("settings")))
+        own = (
+            None
+            if defaults.busy_pinned
+            else ChatSettings.stored(scope.loaded.get(scope.keys.memory("settings"))).busy_policy()
+        )
         return own if own is not None else BusyPolicy(defaults.busy)
 
     async def _step(self, lease: Lease, acked: RunScope | None, mode: str) -> list[Any]:

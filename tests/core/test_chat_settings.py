@@ -19,6 +19,7 @@ from core import (
     UsageStore,
     create_agent,
 )
+from core.busy import BusyPolicy
 from core.chat_settings import ChatSetting, ChatSettingsStore, escape_persona
 from core.usage import last_days
 from core.usage.plugin import Usage
@@ -73,6 +74,14 @@ async def test_a_conversation_starts_from_its_parent_s_choices_and_pins() -> Non
     assert policy.is_pinned("thread", ChatSetting.MODEL, ("channel",)) and not policy.is_pinned(
         "thread", ChatSetting.MODEL
     )
+
+
+def test_settings_read_as_stored_and_the_busy_choice_in_them() -> None:
+    # what a queue worker reads with a batch: the JSON the store wrote, nothing chosen when it is missing or broken
+    assert ChatSettings.stored('{"busy": "queue", "quiet": "800", "newer": 1}').busy_policy() is BusyPolicy.QUEUE
+    assert ChatSettings.stored(b'{"busy": "collect"}').busy_policy() is BusyPolicy.COLLECT
+    for raw in (None, "", "not json", "[1, 2]", '{"busy": "sometimes"}', '{"busy": 3}'):
+        assert ChatSettings.stored(raw).busy_policy() is None, raw
 
 
 def test_a_persona_cannot_open_or_close_a_protocol_element() -> None:
