@@ -52,6 +52,13 @@ class Rig:
         result = await self.drainer.claim(lease)
         return (None if result[0] in ("stale", "held") else lease), result
 
+    async def batch(self) -> tuple[Lease, RunScope, list[Any]]:
+        """Claim the scheduled job and take its first batch, ready to run: the lease, the run's scope and the
+        batch's entries (for ``drainer._run``)."""
+        lease, result = await self.claim()
+        assert lease is not None, result
+        return lease, self.scope(lease, result), json.loads(result[4])
+
     async def step(self, lease: Lease, acked: RunScope | None = None, mode: str = "take") -> list[Any]:
         return await self.drainer._step(lease, acked, mode)
 
@@ -239,10 +246,8 @@ async def test_a_redelivered_batch_replays_the_model_and_posts_nothing_twice(
     r.drainer = Drainer(r.agent, r.backend)
     async with r.agent:
         await send(gateway, "c1", "what is the answer?")
-        lease, result = await r.claim()
-        assert lease is not None
-        scope = r.scope(lease, result)
-        assert await r.drainer._run(scope, json.loads(result[4]))
+        lease, scope, entries = await r.batch()
+        assert await r.drainer._run(scope, entries)
         await scope.close(acknowledged=False)  # the posted mark is written; then the worker dies
         assert calls == ["model", "lookup", "model"]
         assert await client.lrange("probe:replies:c1", 0, -1) == ["the answer is 42"]
@@ -285,10 +290,8 @@ async def test_a_posted_mark_is_written_soon_even_while_the_run_goes_on(
     r.drainer = Drainer(r.agent, r.backend)
     async with r.agent:
         await send(gateway, "c1", "do it")
-        lease, result = await r.claim()
-        assert lease is not None
-        scope = r.scope(lease, result)
-        running = asyncio.create_task(r.drainer._run(scope, json.loads(result[4])))
+        _, scope, entries = await r.batch()
+        running = asyncio.create_task(r.drainer._run(scope, entries))
 
         async def marked() -> bool:
             stored = await client.hget(K + "ledger:1", "r1.0")
@@ -306,10 +309,8 @@ async def test_a_reply_posted_but_not_yet_marked_is_posted_again_with_the_same_n
     rig: Rig, gateway: Any, client: Any
 ) -> None:
     await send(gateway, "c1", "hello")
-    lease, result = await rig.claim()
-    assert lease is not None
-    scope = rig.scope(lease, result)
-    assert await rig.drainer._run(scope, json.loads(result[4]))
+    lease, scope, entries = await rig.batch()
+    assert await rig.drainer._run(scope, entries)
     await scope.close(acknowledged=False)
     stored = json.loads(await client.hget(K + "ledger:1", "r1.0"))  # the mark is written the moment it is known:
     stored.update(ids=[], done=False)  # put the entry back as it was before, as if the worker died just then

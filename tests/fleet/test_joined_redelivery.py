@@ -55,10 +55,8 @@ async def test_a_batch_an_input_joined_is_run_again_in_its_parts_and_every_input
     r = Rig(redis_server, model=model, busy="steer")
     async with r.agent:
         await send(gateway, "c1", "one")
-        lease, result = await r.claim()
-        assert lease is not None
-        scope = r.scope(lease, result)
-        running = asyncio.create_task(r.drainer._run(scope, json.loads(result[4])))
+        lease, scope, entries = await r.batch()
+        running = asyncio.create_task(r.drainer._run(scope, entries))
         await asyncio.wait_for(model.first.wait(), 10)  # the answer to "one" is being written
         await send(gateway, "c1", "two")
         r.drainer.arrived(CID)  # (what the arrivals channel tells the worker)

@@ -8,7 +8,6 @@ user at the same moment cannot both take the last one), a batch run again counts
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -90,10 +89,8 @@ async def test_a_batch_run_again_posts_its_picture_and_spoken_reply_once(
         await rig.agent.chat_settings.change(CID, voice="on")  # (/voice on: every answer spoken)
         ref = {"type": "probe:message", "data": "draw a lighthouse", "params": {"user_id": "7"}}
         await gateway.send(chat, ChatArgs(chat="c1"), ref)
-        lease, result = await rig.claim()
-        assert lease is not None
-        scope = rig.scope(lease, result)
-        assert await rig.drainer._run(scope, json.loads(result[4]))
+        lease, scope, entries = await rig.batch()
+        assert await rig.drainer._run(scope, entries)
         await scope.close(acknowledged=False)  # the ledger is written; then the worker dies
         assert [p.kind.value for p in poster.posted] == ["picture", "voice"]
         assert maker.made == ["a lighthouse at night"] and speaker.spoken == ["here is your lighthouse"]
