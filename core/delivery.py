@@ -8,6 +8,7 @@ log entry, without another model call, unless the output asks for it (``output(e
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 from collections.abc import Coroutine, Sequence
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
 __all__ = ("abandon_outputs", "close_output", "open_output", "output_text", "post_text")
 
 log = logging.getLogger("core.engine")
+
+_handling: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("handling", default=frozenset())
+"""The outputs whose handlers are running in this task: ``agent.say`` from one of them posts through another
+(a bot's output that shows something through the platform's reply), never through itself again."""
 
 
 def open_output(run: RunSurface, step: Step, event: TagStart) -> None:
@@ -199,10 +204,18 @@ async def post_text(run: RunSurface, text: str, *, index: int, record: bool = Fa
     scheduled message); in a queued run it follows the reply ledger. ``index`` is a negative element index no
     response uses; ``record``: the post joins the conversation's working memory (the model sees it was said). The
     output's errors are raised."""
-    _, outputs = run.deps.available(run.state)
+    _, available = run.deps.available(run.state)
+    handling = _handling.get()
+    outputs = [o for o in available if o.type not in handling]
     platform = run.state.context.laid_over or run.state.context  # the platform's reply, before a bot's outputs
     own = [o for o in outputs if o.context is platform] or outputs
     if not own:
+        if handling:
+            raise RunError(
+                f"the handler of output {sorted(handling)[0]!r} has no other output to post through: "
+                f"{run.state.id} is not on a platform (a bot's context is, under bots run APP or a platform's "
+                "extension)"
+            )
         return
     ref = OutputRef(type=own[0].type, content=text, processed=True)
     try:
@@ -306,20 +319,24 @@ async def handle_output(
     if output.handler is not None:
         ctx = OutputContext(state=state, output_ref=ref, agent=host, attributes=attributes, step=step, index=index)
         attempts = output.retry + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                async with asyncio.timeout(timeout):
-                    update = output.handler(data, ctx, host)
-                    if inspect.isawaitable(update):  # a plain or an async handler
-                        update = await update
-                break
-            except TimeoutError as exc:
-                if attempt == attempts:
-                    raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
-            except Exception:  # the author's code, or the platform behind it: anything can happen
-                if attempt == attempts:
-                    raise
-            log.info("output %s failed (attempt %d/%d): runs again", output.type, attempt, attempts, exc_info=True)
+        handling = _handling.set(_handling.get() | {output.type})  # agent.say in it posts through another output
+        try:
+            for attempt in range(1, attempts + 1):
+                try:
+                    async with asyncio.timeout(timeout):
+                        update = output.handler(data, ctx, host)
+                        if inspect.isawaitable(update):  # a plain or an async handler
+                            update = await update
+                    break
+                except TimeoutError as exc:
+                    if attempt == attempts:
+                        raise ActionError(f"output {output.type!r} handler timed out after {timeout:g}s") from exc
+                except Exception:  # the author's code, or the platform behind it: anything can happen
+                    if attempt == attempts:
+                        raise
+                log.info("output %s failed (attempt %d/%d): runs again", output.type, attempt, attempts, exc_info=True)
+        finally:
+            _handling.reset(handling)
         added = _apply(update, ref, output.type)
     if output.format is not None:
         for entry in (ref, *added):

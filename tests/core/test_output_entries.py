@@ -83,3 +83,31 @@ async def test_an_output_cut_off_by_a_failing_model_says_it_was_not_delivered() 
         chain = await agent.send(chat, "u", msg("hi"))
     ref = next(c for c in chain if isinstance(c, OutputRef))
     assert ref.content == "half an ans" and "broke off" in (ref.error or "") and delivered == []
+
+
+async def test_agent_say_in_an_output_s_handler_posts_through_another_output_never_itself() -> None:
+    posted: list[str] = []
+
+    async def show(data: str, ctx: Any, agent: Any) -> None:
+        await agent.say(ctx.state, f"shown: {data}")
+
+    reply = output(type="reply", handler=lambda data, ctx, agent: posted.append(data))
+    listing = output(type="list", handler=show)
+    model = ScriptedModel([R('<output type="list">milk</output>'), R("")])
+    agent = create_agent(model=model, contexts=[chat], outputs=[reply, listing], memory=InMemoryStore())
+    async with agent:
+        chain = await agent.send(chat, "u", msg("my notes?"))
+    assert posted == ["shown: milk"]
+    assert [r.error for r in chain if isinstance(r, OutputRef)] == [None]  # (a say is not in the chain)
+
+    # the output's handler is the only way out (no platform's reply beside it): a clear error, not a recursion
+    alone = create_agent(
+        model=ScriptedModel([R('<output type="list">milk</output>'), R("")]),
+        contexts=[chat],
+        outputs=[listing],
+        memory=InMemoryStore(),
+    )
+    async with alone:
+        chain = await alone.send(chat, "u", msg("my notes?"))
+    errors = [r.error for r in chain if isinstance(r, OutputRef) and r.error]
+    assert len(errors) == 1 and "has no other output to post through" in errors[0], errors
