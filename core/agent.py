@@ -413,6 +413,7 @@ class Agent(ExtensionPoints):
             prompt=self.prompt,
             persona=self.persona,
             compact_prompt=self.compact_prompt,
+            instructions=self.bot.instructions,
             calls_tools=isinstance(self.model, CallsTools) and self.model.calls_tools,
             sees_images=self.sees_images,
             max_batch=self.max_batch,

@@ -340,7 +340,13 @@ class Run:
         if deps.compact_prompt:  # a small model: tools only in its own format, if it has one
             offered = actions if deps.calls_tools else []
             prompt = build_compact_prompt(
-                state=state, outputs=outputs, updates=updates, persona=persona, actions=offered, tools=deps.calls_tools
+                state=state,
+                outputs=outputs,
+                updates=updates,
+                persona=persona,
+                instructions=deps.instructions,
+                actions=offered,
+                tools=deps.calls_tools,
             )
             names = {t.name for t in prompt.tools}
             actions = [a for a in offered if a.name in names]

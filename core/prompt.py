@@ -705,13 +705,14 @@ def build_compact_prompt(
     outputs: Sequence[Output],
     updates: Sequence[Log],
     persona: str = "",
+    instructions: str = "",
     history: int = 6,
     actions: Sequence[Action] = (),
     tools: bool = False,
 ) -> Prompt:
-    """A short prompt for small local models: the persona, the facts remembered about the conversation, who
-    speaks, the last few messages; the model answers in plain text (``ModelRequest.plain``). ``turns`` holds the
-    messages for chat templates, ``prompt`` the same as a transcript.
+    """A short prompt for small local models: the persona, the bot's ``instructions`` (``Bot.instructions``), the
+    facts remembered about the conversation, who speaks, the last few messages; the model answers in plain text
+    (``ModelRequest.plain``). ``turns`` holds the messages for chat templates, ``prompt`` the same as a transcript.
 
     With ``actions`` (for a model that calls tools in its own chat format), they are offered as ``tools``, and
     the calls and results in the window are turns too; without, there are no tools: a model of a few hundred
@@ -727,7 +728,7 @@ def build_compact_prompt(
     window = _compact_window(state.working_memory.logs, history=history, tools=bool(offered))
     logs = [*window, *updates]
     speakers = tuple(dict.fromkeys(s for s in (_speaker(log) for log in logs if isinstance(log, InputRef)) if s))
-    parts = [persona, COMPACT_RULES]
+    parts = [persona, COMPACT_RULES, instructions.strip()]
     own = _own_context_text(state)
     if own:
         parts.append(own)

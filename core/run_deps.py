@@ -42,6 +42,9 @@ class RunDeps:
     """Who the bot is (a conversation's ``/persona`` replaces it)."""
     compact_prompt: bool
     """Use the short prompt made for small local models."""
+    instructions: str
+    """The bot's own instructions (``Bot.instructions``): the compact prompt shows them (the full prompt has them in
+    ``prompt``, after the protocol's)."""
     calls_tools: bool
     """With the compact prompt, offer the actions as tools in the model's own format (``CallsTools``)."""
     sees_images: bool

@@ -68,6 +68,7 @@ def the_bot() -> Bot:
     return Bot(
         name="planner",
         persona="You are Plan.",
+        instructions="Add what they ask to the list with add_todo.",
         context=planner,
         actions=[
             action(name="add_todo", description="Adds a todo.", schema=TodoArgs, handler=_add),
@@ -137,6 +138,7 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     system = answer["messages"][0]["content"]
     assert system.startswith("You are Plan.")
     assert "Keep answers short." in system and "Todo list:\n- buy milk\n- water the plants" in system
+    assert "Add what they ask to the list with add_todo." in system  # the bot's own instructions too
     assert "added: water the plants, items_now: 2" in answer["messages"][-1]["content"]
     assert [e.content for e in added if e.final] == ["Added it: you now have 2 items."]
 
