@@ -440,6 +440,12 @@ COMPACT_RULES = """\
 Reply to the last message directly, in one or two short sentences, in the same language as that message. \
 Politely refuse anything harmful, dangerous or illegal."""
 """The compact prompt's instructions: the model answers in plain text, which becomes the output."""
+COMPACT_RULES_AFTER_TOOL = """\
+You did what the last message asked with a tool. Tell the person, speaking to them as "you", in one or two short \
+sentences in the same language as their message, what was done and what the result says."""
+"""The compact prompt's instructions once a tool did what the message asked: its result is the answer's matter. (A
+small model told to refuse what is harmful refuses the answer after a tool that succeeded: "I'm sorry, but I can't
+assist with that request." after a todo was added.)"""
 COMPACT_TOOLS_MAX = 16
 """Actions the compact prompt offers at most (the first ones). The embedded model lists them one line each to decide
 which a message needs, and only the chosen one in full to write its call: an author's ninth action is offered too."""
@@ -728,7 +734,9 @@ def build_compact_prompt(
     window = _compact_window(state.working_memory.logs, history=history, tools=bool(offered))
     logs = [*window, *updates]
     speakers = tuple(dict.fromkeys(s for s in (_speaker(log) for log in logs if isinstance(log, InputRef)) if s))
-    parts = [persona, COMPACT_RULES, instructions.strip()]
+    turns = _compact_turns(logs, tools=bool(offered))
+    answered = bool(turns) and turns[-1][0] == "tool" and not turns[-1][1].startswith("error:")
+    parts = [persona, COMPACT_RULES_AFTER_TOOL if answered else COMPACT_RULES, instructions.strip()]
     own = _own_context_text(state)
     if own:
         parts.append(own)
@@ -744,7 +752,7 @@ def build_compact_prompt(
     return Prompt(
         system="\n\n".join(p for p in parts if p),
         prompt="\n".join(lines) or "(no messages)",
-        turns=_compact_turns(logs, tools=bool(offered)),
+        turns=turns,
         speakers=speakers,
         tools=offered,
         reply=reply.type if reply is not None else "",

@@ -50,6 +50,21 @@ _FACT = re.compile(r"\d+(?:[.,:]\d+)*|[^\W\d_]{4,}")
 """What an answer can show of a result: a number (``11.02``, ``37,500``, ``15:30``), a word of four letters or more."""
 
 
+_NUMBER_WORDS = {
+    word: str(value)
+    for words in (  # (un, une, a: articles as often; once, elf, null: English words too)
+        "zero one two three four five six seven eight nine ten eleven twelve",
+        "zéro _ deux trois quatre cinq six sept huit neuf dix onze douze",
+        "cero uno dos tres cuatro cinco seis siete ocho nueve diez _ doce",
+        "_ eins zwei drei vier fünf sechs sieben acht neun zehn _ zwölf",
+    )
+    for value, word in enumerate(words.split())
+    if word != "_"
+}
+"""Small numbers as words: "the list now holds one item" shows a result of 1."""
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+
+
 def _values(data: Any) -> Iterator[str]:
     """The values of a result read as JSON (its keys are names, not facts), else the text itself."""
     if isinstance(data, dict):
@@ -74,7 +89,8 @@ def _number(text: str) -> float | None:
 
 
 def _facts(text: str) -> set[str]:
-    return {fact.lower() for fact in _FACT.findall(text)}
+    words = {_NUMBER_WORDS[word.lower()] for word in _NUMBER_WORD.findall(text)}
+    return {fact.lower() for fact in _FACT.findall(text)} | words
 
 
 def _same(shown: str, fact: str) -> bool:

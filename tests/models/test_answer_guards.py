@@ -90,3 +90,18 @@ def test_an_answer_shows_what_the_result_adds_to_the_message(answer: str, shown:
     result = '{"day": "tuesday", "events": "dentist at 15:30", "value": 6.21, "amount": 37500.0}'
     assert shows_result(answer, result, "What's on my calendar on Tuesday, and 10 km in miles?") is shown
     assert shows_result("Noted.", '{"saved": "tea"}', "Remember that I like tea."), "it adds nothing to the message"
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("The list now holds one item: milk.", True),
+        ("Il y a maintenant trois choses.", True),
+        ("Ahora hay tres cosas.", True),
+        ("Your list is ready.", False),
+        ("I'll do it once.", False),  # once is no number in English
+    ],
+)
+def test_a_small_number_written_as_a_word_shows_it(answer: str, shown: bool) -> None:
+    count = "1" if "one" in answer or "once" in answer or "ready" in answer else "3"
+    assert shows_result(answer, f'{{"todos": {count}}}', "add milk to my list") is shown

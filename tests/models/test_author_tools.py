@@ -139,6 +139,7 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     assert system.startswith("You are Plan.")
     assert "Keep answers short." in system and "Todo list:\n- buy milk\n- water the plants" in system
     assert "Add what they ask to the list with add_todo." in system  # the bot's own instructions too
+    assert "You did what the last message asked with a tool." in system and "refuse" not in system
     assert "added: water the plants, items_now: 2" in answer["messages"][-1]["content"]
     assert [e.content for e in added if e.final] == ["Added it: you now have 2 items."]
 
@@ -152,6 +153,7 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
 
     # no tool: the plain answer goes to the platform's reply, not to the bot's output
     assert decide3["messages"][-1]["content"].endswith("\nMessage: Hi!") and "tools" not in plain
+    assert "Politely refuse anything harmful" in plain["messages"][0]["content"]
     assert [(e.output_type, e.content) for e in greeted if e.final] == [("cli:message", "Hello!")]
 
 
