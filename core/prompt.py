@@ -503,12 +503,17 @@ def _tool_call(log: ActionCall) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
+_SAVED_NOTE = re.compile(r"\s\(saved to †[^\n]*\)\Z")
+"""The note of the state paths a result was saved to (``core.references.saved_note``), at its end."""
+
+
 def _tool_result(log: ActionResult) -> str:
-    """What a call returned (or why it failed), escaped and bounded."""
+    """What a call returned (or why it failed), escaped and bounded; without the note of the state paths it was
+    saved to (a small model repeats "(saved to †state.notes)" to the person; the context's render shows the state)."""
     if log.error is not None:
         text = f"error: {log.error}"
     else:
-        text = log.text if log.text is not None else format_value(log.data)
+        text = _SAVED_NOTE.sub("", log.text) if log.text is not None else format_value(log.data)
     if len(text) > TOOL_RESULT_CHARS:
         text = text[:TOOL_RESULT_CHARS] + " [...]"
     return escape_text(text)

@@ -76,6 +76,11 @@ def test_a_call_and_its_result_are_turns_escaped_and_bounded() -> None:
     failed = ActionResult(call_id=call.id, name="current_time", error="unknown time zone")
     prompt = build_compact_prompt(state=state_of(logs), outputs=[], updates=[failed], actions=[clock])
     assert prompt.turns[-1] == ("tool", "error: unknown time zone")
+    # a result saved to the state (_outputPath): the note of where is for the full prompt, not the small model
+    for text in ("buy milk (saved to †state.notes)", '{"at": "9:00"}\n(saved to †state.alarms[0] and †state.last)'):
+        saved = ActionResult(call_id=call.id, name="current_time", text=text)
+        prompt = build_compact_prompt(state=state_of(logs), outputs=[], updates=[saved], actions=[clock])
+        assert "saved to" not in prompt.turns[-1][1] and prompt.turns[-1][1].startswith(text[:6])
 
 
 def test_the_window_keeps_its_start_for_several_turns() -> None:
