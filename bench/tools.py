@@ -17,7 +17,8 @@ per case. Asserts nothing: a benchmark, not a test.
 
 Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
 settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
-``--limit 10``, ``--show`` to print every answer, ``--runs 3``.
+``--limit 10``, ``--match "todo list"`` (the cases whose last line matches), ``--show`` to print every answer,
+``--runs 3``.
 """
 
 from __future__ import annotations
@@ -581,12 +582,13 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="kinds, comma-separated (obvious, choice, earlier, none)")
     parser.add_argument("--limit", type=int, default=0, help="the first N cases of each kind")
+    parser.add_argument("--match", default="", help="only the cases whose last line matches this regular expression")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--failures", action="store_true", help="print the cases that failed")
     opts = parser.parse_args(argv)
     kinds = {k.strip() for k in opts.only.split(",") if k.strip()}
-    cases = [c for c in CASES if not kinds or c.kind in kinds]
+    cases = [c for c in CASES if (not kinds or c.kind in kinds) and re.search(opts.match, c.turns[-1], re.I)]
     if opts.limit:  # the first ``limit`` of each kind
         cases = [c for n, c in enumerate(cases) if sum(d.kind == c.kind for d in cases[:n]) < opts.limit]
     tools = {c.tool for c in cases if c.tool}

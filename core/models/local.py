@@ -17,10 +17,12 @@ no conversation (a summary, writing a tool call) uses a scratch slot, so it neve
 **Tools.** A model whose chat template has the Hermes tool-call format (Qwen2.5) declares ``calls_tools``. For a
 plain request with ``tools`` it first decides, in a short prompt of its own with examples and a grammar that only
 allows a tool's name or ``none``, whether the user's last message needs a tool: a model this small, shown tools
-while it answers, calls one for almost every message. ``none`` gets the plain reply, without tools. A tool gets
-its call: the conversation with that tool listed by the chat template and a grammar that only lets the model
-write ``<tool_call>{json}</tool_call>`` with arguments of the tool's schema; the call is handed to the step loop
-as ``<response><action_call name="...">{json}</action_call></response>``. The result comes back as a note on
+while it answers, calls one for almost every message. ``none`` gets the plain reply, without tools. An output the
+decision names is asked about once more, alone (does the message ask for it? ``yes`` or ``no``), as the decision
+names one for any message with its words; declined, it is the plain reply. A tool gets its call: the
+conversation with that tool listed by the chat template and a grammar that only lets the model write
+``<tool_call>{json}</tool_call>`` with arguments of the tool's schema; the call is handed to the step loop as
+``<response><action_call name="...">{json}</action_call></response>``. The result comes back as a note on
 the user's message, and the next step (its last turn a result, not the user's) is a plain reply: the model
 answers once instead of calling tools forever. Deciding and calling use two slots of their own, so the
 conversation's slot only ever holds its plain prompt and stays warm.
@@ -54,7 +56,18 @@ from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
 from .llama_server import import_xllamacpp, server_params
-from .tool_routing import ROUTE_DEMOS, ROUTE_EXAMPLES, ROUTE_TASK, grounded, overlap, route_question, signature
+from .tool_routing import (
+    CONFIRM_DEMOS,
+    CONFIRM_TASK,
+    ROUTE_DEMOS,
+    ROUTE_EXAMPLES,
+    ROUTE_TASK,
+    confirm_question,
+    grounded,
+    overlap,
+    route_question,
+    signature,
+)
 from .weights import (
     CHOICES,
     DEFAULT_CHOICE,
@@ -419,9 +432,7 @@ class LocalModel:
                     {"role": "user", "content": route_question(tools, text, earlier=earlier)},
                     {"role": "assistant", "content": name},
                 ]
-            message = request.turns[-1][1]
-            before = [text for role, text in request.turns[:-1] if role == "user"]
-            earlier = " ".join(before[-1].split())[:_EARLIER_CHARS] if before else ""
+            message, earlier = request.turns[-1][1], _earlier(request)
             ranked = sorted(request.tools, key=lambda t: -overlap(message, f"{signature(t)} {t.description}"))
             mine = [(signature(t), " ".join(t.description.split())[:300]) for t in ranked]
             messages.append({"role": "user", "content": route_question(mine, message, earlier=earlier)})
@@ -434,6 +445,28 @@ class LocalModel:
             "cache_prompt": True,
             "id_slot": self.slots + 1,
             "grammar": "root ::= " + " | ".join(_gbnf_string(n) for n in names) + "\n",
+        }
+
+    def _confirm_body(self, request: ModelRequest, tool: ToolSpec) -> dict[str, Any]:
+        """Whether the user's last message asks for ``tool`` at all: ``yes`` or ``no`` under a grammar, after the
+        worked examples asked that way (``CONFIRM_DEMOS``), in the decision's slot."""
+        messages: list[dict[str, Any]] = [{"role": "system", "content": CONFIRM_TASK}]
+        for listed, earlier, text, answer in CONFIRM_DEMOS:
+            messages += [
+                {"role": "user", "content": confirm_question(listed, text, earlier=earlier)},
+                {"role": "assistant", "content": answer},
+            ]
+        shown = (signature(tool), " ".join(tool.description.split())[:300])
+        question = confirm_question(shown, request.turns[-1][1], earlier=_earlier(request))
+        messages.append({"role": "user", "content": question})
+        return {
+            "messages": messages,
+            "max_tokens": 2,
+            "temperature": 0.0,
+            "stream": True,
+            "cache_prompt": True,
+            "id_slot": self.slots + 1,
+            "grammar": 'root ::= "yes" | "no"\n',
         }
 
     def _call_body(self, request: ModelRequest, *tools: ToolSpec) -> dict[str, Any]:
@@ -456,6 +489,9 @@ class LocalModel:
         if self._offers_tools(request):
             route = (await self._collect(server, self._route_body(request))).strip()
             tool = next((t for t in request.tools if t.name == route), None)
+            if tool is not None and tool.output and not await self._confirmed(server, request, tool):
+                log.info("the local model named the output %s but does not confirm it; it answers plainly", tool.name)
+                tool = None
             if tool is not None:
                 written = await self._collect(server, self._call_body(request, tool))
                 call = parse_tool_call(written)
@@ -510,6 +546,16 @@ class LocalModel:
             log.info("the local model answered twice without the result of its tool; the result is the answer")
             return fallback_answer(_readable(result))
         return shown
+
+    async def _confirmed(self, server: Any, request: ModelRequest, tool: ToolSpec) -> bool:
+        """Whether the user's last message asks for the output ``tool`` the decision named, asked once more on its
+        own (``_confirm_body``). An output fetches nothing and does nothing: it only takes the place of the reply,
+        and the decision names one for any message with its words ("How many items are on my todo list?" ->
+        ``todo:list``, whose reply is then "3" shown as the list). Declined, the plain reply still shows what the
+        output would have, the state being in its prompt; an action declined wrongly would be lost, and asked
+        this way the model declines some that are needed, so actions are not asked twice."""
+        answer = (await self._collect(server, self._confirm_body(request, tool))).strip()
+        return answer != "no"
 
     async def _retry_tool(self, server: Any, request: ModelRequest) -> ToolSpec | None:
         """The tool to call once more after the first call for the user's message failed: another one if the
@@ -647,6 +693,12 @@ def _mended(later: Sequence[tuple[str, str]]) -> bool:
         if role == "tool" and not _failed(text):
             return True
     return False
+
+
+def _earlier(request: ModelRequest) -> str:
+    """The person's line before their last message, on one line and cut to ``_EARLIER_CHARS``."""
+    before = [text for role, text in request.turns[:-1] if role == "user"]
+    return " ".join(before[-1].split())[:_EARLIER_CHARS] if before else ""
 
 
 def _gbnf_string(text: str) -> str:

@@ -1,7 +1,8 @@
 """How the embedded model picks a tool for a message: worked examples with the assistant's tools
 (``ROUTE_EXAMPLES``) and with other bots' (``ROUTE_DEMOS``, for an author's tools), the question each decision is
-asked (``route_question``), the tools listed by the words they share with the message (``overlap``), and a call
-whose arguments come from nowhere told apart (``grounded``)."""
+asked (``route_question``), the tools listed by the words they share with the message (``overlap``), a call
+whose arguments come from nowhere told apart (``grounded``), and the second question about an output the decision
+named (``confirm_question``, after ``CONFIRM_DEMOS``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,18 @@ from collections.abc import Sequence
 from .base import ModelRequest, ToolSpec
 from .grammar import ToolCall
 
-__all__ = ("ROUTE_DEMOS", "ROUTE_EXAMPLES", "ROUTE_TASK", "grounded", "overlap", "route_question", "signature")
+__all__ = (
+    "CONFIRM_DEMOS",
+    "CONFIRM_TASK",
+    "ROUTE_DEMOS",
+    "ROUTE_EXAMPLES",
+    "ROUTE_TASK",
+    "confirm_question",
+    "grounded",
+    "overlap",
+    "route_question",
+    "signature",
+)
 
 
 ROUTE_EXAMPLES: tuple[tuple[str, str], ...] = (
@@ -158,3 +170,31 @@ def route_question(tools: Sequence[tuple[str, str]], message: str, *, earlier: s
     listed = "\n".join(f"- {name}: {description}" for name, description in tools)
     before = f"Earlier: {earlier}\n" if earlier else ""
     return f"Tools:\n{listed}\n- none: no tool.\n{before}Message: {message}"
+
+
+CONFIRM_TASK = (
+    "Say whether the message asks for what the tool does: yes or no. Greetings, thanks, opinions and questions "
+    "answered from what you know need no tool: no."
+)
+
+
+def confirm_question(tool: tuple[str, str], message: str, *, earlier: str = "") -> str:
+    """The second question about an output the decision named: does the message ask for it (``yes`` or ``no``)."""
+    before = f"Earlier: {earlier}\n" if earlier else ""
+    return f"Tool: {tool[0]}: {tool[1]}\n{before}Message: {message}\nDoes the message ask for this tool?"
+
+
+def _confirm_demos() -> tuple[tuple[tuple[str, str], str, str, str], ...]:
+    demos = []
+    for tools, earlier, text, name in ROUTE_DEMOS:
+        if name == "none":  # the tool of its list the message shares most words with: a near miss
+            tool = max(tools, key=lambda t: overlap(text, f"{t[0]} {t[1]}"))
+        else:
+            tool = next(t for t in tools if t[0].startswith(f"{name}("))
+        demos.append((tool, earlier, text, "no" if name == "none" else "yes"))
+    return tuple(demos)
+
+
+CONFIRM_DEMOS = _confirm_demos()
+"""``ROUTE_DEMOS`` asked the second way: each message with one tool (the one it needs, or, for a message that needs
+none, the tool of its list it shares most words with) and whether it asks for it."""

@@ -18,6 +18,7 @@ from core import Bot, ContextState, InMemoryStore, RunEventType, action, context
 from core.models import LocalModel
 from core.models.base import ToolSpec
 from core.models.grammar import ToolCall
+from core.models.tool_routing import CONFIRM_DEMOS, ROUTE_DEMOS
 from core.parser import TagEnd, parse
 from core.prompt import output_tools
 from extensions.terminal import cli_extension, cli_session
@@ -78,13 +79,18 @@ def the_bot() -> Bot:
     )
 
 
-def scripted(tmp_path: Path, script: dict[str, tuple[str, str]]) -> LocalModel:
-    """``script``: the person's message -> (the tool the decision names, what the call or answer writes)."""
+def scripted(
+    tmp_path: Path, script: dict[str, tuple[str, str]], *, declined: frozenset[str] = frozenset()
+) -> LocalModel:
+    """``script``: the person's message -> (the tool the decision names, what the call or answer writes); the
+    second question about an output answers no for the messages ``declined``, else yes."""
 
     def reply(body: dict[str, Any]) -> str:
         last = str(body["messages"][-1]["content"])
         if body["max_tokens"] == 16:  # the decision: the message after the bot's tools
             return script[last.rpartition("\nMessage: ")[2]][0]
+        if body["max_tokens"] == 2:  # the second question: does the message ask for the output named?
+            return "no" if last.rpartition("\nMessage: ")[2].partition("\n")[0] in declined else "yes"
         if "tools" in body:  # the call
             return script[last][1]
         if "(the result of" in last:  # the answer after a result
@@ -120,7 +126,7 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
         added = await _say(agent, "Add water the plants to my list.")
         listed = await _say(agent, "Show my list.")
         greeted = await _say(agent, "Hi!")
-    decide, call, answer, decide2, call2, decide3, plain = model._server.bodies
+    decide, call, answer, decide2, confirm2, call2, decide3, plain = model._server.bodies
 
     # the decision offers exactly the bot's actions and output (the platform's reply is the plain answer)
     assert decide["grammar"] == 'root ::= "add_todo" | "convert" | "todo:list" | "none"\n'
@@ -143,8 +149,14 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     assert "added: water the plants, items_now: 2" in answer["messages"][-1]["content"]
     assert [e.content for e in added if e.final] == ["Added it: you now have 2 items."]
 
-    # the bot's own output, called as a tool: its content under the grammar of its schema, delivered to it
+    # the bot's own output, called as a tool once the second question confirms it: its content under the grammar
+    # of its schema, delivered to it
     assert decide2["grammar"] == decide["grammar"]
+    assert confirm2["grammar"] == 'root ::= "yes" | "no"\n' and confirm2["id_slot"] == decide2["id_slot"]
+    assert confirm2["messages"][-1]["content"] == (
+        "Tool: todo:list(text): Shows the whole todo list.\nEarlier: Add water the plants to my list.\n"
+        "Message: Show my list.\nDoes the message ask for this tool?"
+    ), "with the person's line before it, as the decision has"
     assert [t["function"]["name"] for t in call2["tools"]] == ["todo:list"]
     assert '"\\"text\\"" ws ":" ws json-text' in call2["grammar"]
     finals = [(e.output_type, e.content) for e in listed if e.final]
@@ -155,6 +167,45 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     assert decide3["messages"][-1]["content"].endswith("\nMessage: Hi!") and "tools" not in plain
     assert "Politely refuse anything harmful" in plain["messages"][0]["content"]
     assert [(e.output_type, e.content) for e in greeted if e.final] == [("cli:message", "Hello!")]
+
+
+async def test_an_output_the_second_question_declines_gets_the_plain_reply(tmp_path: Path) -> None:
+    asked = "How many items are on my list?"
+    model = scripted(
+        tmp_path,
+        {asked: ("todo:list", '{"name": "todo:list", "arguments": {"text": "1"}}')},
+        declined=frozenset([asked]),
+    )
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    shown.clear()
+    async with agent:
+        events = await _say(agent, asked)
+    decide, confirm, plain = model._server.bodies
+    assert decide["max_tokens"] == 16 and confirm["max_tokens"] == 2
+    assert "tools" not in plain and plain["id_slot"] == 0, "the plain reply in the conversation's slot, no call"
+    assert [(e.output_type, e.content) for e in events if e.final] == [("cli:message", "Hello!")]
+    assert not shown and not [e for e in events if e.type == RunEventType.TOOL_CALL]
+
+
+async def test_an_action_the_decision_names_is_called_without_a_second_question(tmp_path: Path) -> None:
+    add = '<tool_call>\n{"name": "add_todo", "arguments": {"item": "water the plants"}}\n</tool_call>'
+    asked = "Add water the plants to my list."
+    model = scripted(tmp_path, {asked: ("add_todo", add)}, declined=frozenset([asked]))
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, asked)
+    assert [body["max_tokens"] for body in model._server.bodies][:1] == [16]
+    assert all(body["max_tokens"] != 2 for body in model._server.bodies), "an action is not asked twice"
+    assert [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL] == ["add_todo"]
+
+
+def test_the_second_question_s_examples_are_the_decision_s_each_with_one_tool() -> None:
+    assert len(CONFIRM_DEMOS) == len(ROUTE_DEMOS)
+    for (tool, earlier, text, answer), (tools, before, message, name) in zip(CONFIRM_DEMOS, ROUTE_DEMOS, strict=True):
+        assert (earlier, text) == (before, message) and tool in tools
+        assert answer == ("no" if name == "none" else "yes")
+        assert name == "none" or tool[0].startswith(f"{name}(")
+    assert {answer for *_, answer in CONFIRM_DEMOS} == {"yes", "no"}
 
 
 def test_an_output_with_attributes_is_a_tool_whose_call_writes_the_output() -> None:
