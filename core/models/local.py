@@ -65,6 +65,7 @@ from .tool_routing import (
     confirm_question,
     grounded,
     overlap,
+    repeated,
     route_question,
     signature,
 )
@@ -495,11 +496,15 @@ class LocalModel:
             if tool is not None:
                 written = await self._collect(server, self._call_body(request, tool))
                 call = parse_tool_call(written)
-                if call is None or tool.output or grounded(call, tool, request):
+                if call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
                     async for text in _tool_or_text(_once(written), (tool,)):
                         yield text
                     return
-                log.info("the local model made up the arguments of %s (%s); it answers without it", tool.name, written)
+                log.info(
+                    "the local model made up (or copied) the arguments of %s (%s); it answers without it",
+                    tool.name,
+                    written,
+                )
         elif self._retries(request):  # the first call failed: once more, the error in view
             tool = await self._retry_tool(server, request)
             if tool is not None:

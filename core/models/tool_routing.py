@@ -22,6 +22,7 @@ __all__ = (
     "confirm_question",
     "grounded",
     "overlap",
+    "repeated",
     "route_question",
     "signature",
 )
@@ -156,6 +157,42 @@ def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
         return True
     said = " ".join([request.system, *(text for role, text in request.turns if role == "user")])
     return bool(facts & _clues(said))
+
+
+def repeated(call: ToolCall, request: ModelRequest) -> bool:
+    """True when ``call`` makes again a call of the conversation's window, with the same arguments (as people
+    write them: case, spaces and end punctuation aside), and they share no word or number with the person's last
+    message: the model copying an earlier call for a message that asks for none ("What's on my list?" ->
+    ``add_todo("buy milk")`` once more; "Hi, how are you?" -> the note kept before, kept again). A message that
+    names the arguments again ("add milk again") is a request."""
+    if not call.arguments or not request.turns or request.turns[-1][0] != "user":
+        return False
+    mine = _same_form(call.arguments)
+    for role, text in request.turns[:-1]:
+        if role != "tool_call":
+            continue
+        try:
+            earlier = json.loads(text)
+        except ValueError:
+            continue
+        if (
+            isinstance(earlier, dict)
+            and earlier.get("name") == call.name
+            and _same_form(earlier.get("arguments")) == mine
+        ):
+            facts = _clues(json.dumps(call.arguments, ensure_ascii=False))
+            return not facts & _clues(request.turns[-1][1])
+    return False
+
+
+def _same_form(arguments: object) -> str:
+    """``arguments`` with their texts as people would read them the same: lower case, spaces made one, the end's
+    punctuation left out."""
+    if isinstance(arguments, dict):
+        return json.dumps({k: _same_form(v) for k, v in sorted(arguments.items())}, ensure_ascii=False)
+    if isinstance(arguments, str):
+        return " ".join(arguments.lower().split()).rstrip(".!?;, ")
+    return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
 def _clues(text: str) -> set[str]:

@@ -21,7 +21,7 @@ import pytest
 from core.models import LocalModel, ModelRequest
 from core.models.base import ToolSpec
 from core.models.grammar import ToolCall, parse_tool_call, tool_call_grammar
-from core.models.tool_routing import grounded
+from core.models.tool_routing import grounded, repeated
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -325,3 +325,28 @@ async def test_a_call_whose_arguments_come_from_nowhere_is_answered_without_the_
     current = ToolSpec(name="current_time", description="", parameters=TimeArgs.model_json_schema())
     default = ToolCall(name="current_time", arguments={"timezone": "UTC"})
     assert grounded(default, current, request(("user", "What day is it?"))), "a default says nothing"
+
+
+async def test_a_call_copied_from_an_earlier_one_for_a_message_that_asks_for_none_is_left_out(tmp_path: Path) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        if body["max_tokens"] == 16:
+            return "search"
+        if "tools" in body:
+            return '{"name": "search", "arguments": {"words": "Penguins in Oslo "}}'
+        return "Fine, thanks!"
+
+    model = scripted_model(tmp_path, reply)
+    before = (
+        ("user", "Find penguins in Oslo."),
+        ("tool_call", '{"name": "search", "arguments": {"words": "penguins in Oslo."}}'),
+        ("tool", "nothing found"),
+        ("assistant", "I found nothing."),
+    )
+    greeted = "".join([c async for c in model.stream(request(*before, ("user", "How are you today?")))])
+    assert greeted == "Fine, thanks!", "the same call again, nothing of it in the message: a copy"
+    again = "".join([c async for c in model.stream(request(*before, ("user", "Look for the penguins once more.")))])
+    assert again.startswith('<response><action_call name="search">'), "the message names it: asked again"
+    call = ToolCall(name="search", arguments={"words": "penguins in Oslo"})
+    assert not repeated(call, request(("user", "How are you today?"))), "no earlier call: not a copy"
+    other = ToolCall(name="search", arguments={"words": "seals in Oslo"})
+    assert not repeated(other, request(*before, ("user", "How are you today?"))), "other arguments: a new call"
