@@ -441,8 +441,8 @@ Reply to the last message directly, in one or two short sentences, in the same l
 Politely refuse anything harmful, dangerous or illegal."""
 """The compact prompt's instructions: the model answers in plain text, which becomes the output."""
 COMPACT_RULES_AFTER_TOOL = """\
-You did what the last message asked with a tool. Tell the person, speaking to them as "you", in one or two short \
-sentences in the same language as their message, what was done and what the result says."""
+You did what the last message asked with a tool. Tell the person in one or two short sentences, in the same \
+language as their message, what was done and what the result says."""
 """The compact prompt's instructions once a tool did what the message asked: its result is the answer's matter. (A
 small model told to refuse what is harmful refuses the answer after a tool that succeeded: "I'm sorry, but I can't
 assist with that request." after a todo was added.)"""

@@ -162,9 +162,10 @@ def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
 def repeated(call: ToolCall, request: ModelRequest) -> bool:
     """True when ``call`` makes again a call of the conversation's window, with the same arguments (as people
     write them: case, spaces and end punctuation aside), and they share no word or number with the person's last
-    message: the model copying an earlier call for a message that asks for none ("What's on my list?" ->
-    ``add_todo("buy milk")`` once more; "Hi, how are you?" -> the note kept before, kept again). A message that
-    names the arguments again ("add milk again") is a request."""
+    message nor a word of the tool's name: the model copying an earlier call for a message that asks for none
+    ("What's on my list?" -> ``add_todo("buy milk")`` once more; "Hi, how are you?" -> the note kept before, kept
+    again). A message that names the arguments or the tool again ("add milk again", "Set a timer for it." after a
+    ``set_timer`` made too early) is a request."""
     if not call.arguments or not request.turns or request.turns[-1][0] != "user":
         return False
     mine = _same_form(call.arguments)
@@ -180,7 +181,7 @@ def repeated(call: ToolCall, request: ModelRequest) -> bool:
             and earlier.get("name") == call.name
             and _same_form(earlier.get("arguments")) == mine
         ):
-            facts = _clues(json.dumps(call.arguments, ensure_ascii=False))
+            facts = _clues(json.dumps(call.arguments, ensure_ascii=False)) | _clues(call.name.replace("_", " "))
             return not facts & _clues(request.turns[-1][1])
     return False
 

@@ -346,6 +346,8 @@ async def test_a_call_copied_from_an_earlier_one_for_a_message_that_asks_for_non
     assert greeted == "Fine, thanks!", "the same call again, nothing of it in the message: a copy"
     again = "".join([c async for c in model.stream(request(*before, ("user", "Look for the penguins once more.")))])
     assert again.startswith('<response><action_call name="search">'), "the message names it: asked again"
+    named = "".join([c async for c in model.stream(request(*before, ("user", "Search once more.")))])
+    assert named.startswith('<response><action_call name="search">'), "the message names the tool: asked again"
     call = ToolCall(name="search", arguments={"words": "penguins in Oslo"})
     assert not repeated(call, request(("user", "How are you today?"))), "no earlier call: not a copy"
     other = ToolCall(name="search", arguments={"words": "seals in Oslo"})
