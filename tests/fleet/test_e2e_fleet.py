@@ -172,11 +172,14 @@ def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float, a
         for reply in replies:
             said = [int(m) for _, m in _SAID.findall(reply.text)]
             again += any(f"c{chat}m{m}" in answered for m in said)
+            # the order of first answers: an answer given again (a batch run again, counted in ``again``) comes
+            # after later ones by nature
+            first = [m for m in said if f"c{chat}m{m}" not in answered]
             for m in said:
                 answered[f"c{chat}m{m}"] = answered.get(f"c{chat}m{m}", 0) + 1
-            if said and max(said) < newest:
+            if first and max(first) < newest:
                 out_of_order.append(chat)
-            newest = max([newest, *said])
+            newest = max([newest, *first])
     everything = [f"c{c}m{m}" for c in range(CHATS) for m in range(MESSAGES)]
     after = [c for c in telegram.calls_of("sendMessage") if c.token == victim_token and c.at >= killed_at]
     fragments = sum(
