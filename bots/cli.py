@@ -304,8 +304,13 @@ def _console_on(settings: Settings) -> bool:
 
 
 async def _start_with_console(agent: Agent, settings: Settings) -> None:
-    """Start the agent, then the operator console when ``CONSOLE_SECRET`` is set (``bots.console``)."""
+    """Start the agent, say which data it uses (``bots.data_note``), then the operator console when
+    ``CONSOLE_SECRET`` is set (``bots.console``)."""
+    from .data_note import note_data
+
     await agent.start()
+    own = settings.bot.app.strip() not in ("", DEFAULT_APP)  # a bot of the author's: its own name
+    await note_data(agent, settings, name=agent.bot.name if own else settings.bot.name)
     if _console_on(settings):
         from .console.server import start_console
         from .ops import ops

@@ -175,7 +175,7 @@ def reminder_actions(rules: ReminderRules | None = None) -> list[Action[Any]]:
             tz=tz,
             created_at=now,
             **_when(args, tz=tz, now=now, rules=limits),
-            **schedules.address(ctx.state.context, ctx.state.args),
+            **schedules.address(ctx.state.context, ctx.state.platform_args),
         )
         await schedules.set(schedule, per_conversation=limits.per_chat or None, per_creator=limits.per_user or None)
         return {

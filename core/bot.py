@@ -4,9 +4,12 @@ context is laid over each platform's chat (``layer``).
 A platform (Telegram, Discord, the web chat, the terminal) brings a context per conversation, keyed by its
 channel, marked ``conversation=True``. A bot brings its own context: what it remembers of a conversation
 (``create``), how it shows it to the model (``render``), its instructions, actions and outputs. When an agent
-holds both, every platform conversation is an instance of the two laid together: the platform keeps the key,
-the arguments and its reply output; the bot gives the memory, the render, its instructions, actions and outputs.
-So the same bot file runs on every platform, in one process or in a fleet, unchanged.
+holds both, every platform conversation is an instance of the two laid together: the platform keeps the key
+and its reply output; the bot gives the memory, the render, its instructions, actions and outputs. The bot's
+``state.args`` are its own, of its schema, built from the platform's chat (``own_args``: the context's
+``from_platform``, or its fields named after what every platform's chat has, ``PlatformChat``); the platform's
+code reads ``state.platform_args``. So the same bot file runs on every platform, in one process or in a fleet,
+unchanged.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .definitions import Action, Context, ContextState, Extension, Input, Output, Service, maybe_await
-from .errors import DefinitionError
+from pydantic import BaseModel
+
+from .definitions import Action, Context, ContextState, Extension, Input, Output, PlatformChat, Service, maybe_await
+from .errors import DefinitionError, ValidationError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
     from .definition_types import Host
     from .plugin import Plugin
 
-__all__ = ("Bot", "layer")
+__all__ = ("Bot", "layer", "own_args", "platform_chat")
 
 
 @dataclass(kw_only=True, eq=False)
@@ -103,6 +108,56 @@ def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:
         laid=own,
         conversation=True,
     )
+
+
+_SHARED = {
+    "platform": "platform",
+    "chat_id": "chat_id",
+    "chat": "chat_id",
+    "channel_id": "chat_id",
+    "channel": "chat_id",
+    "user_id": "user_id",
+    "user": "user_id",
+    "thread_id": "thread_id",
+    "thread": "thread_id",
+}
+"""The fields of a bot's context's schema filled from a platform's chat by default, and what fills each."""
+
+
+def platform_chat(platform: Context[Any], args: Any) -> PlatformChat:
+    """The chat ``args`` names on ``platform`` in the words every platform shares (its ``chat_of``, else its key)."""
+    if platform.chat_of is not None:
+        return platform.chat_of(args)
+    return PlatformChat(platform=platform.type.split(":", 1)[0], chat_id=platform.key(args), args=args)
+
+
+def own_args(laid: Context[Any], args: Any) -> Any:
+    """The bot's own arguments of the chat the platform's ``args`` name, on the context ``laid`` (a bot's context
+    laid over a platform's): its ``from_platform``, else its schema's fields named after the chat's (``_SHARED``);
+    a schema of ``str``, the chat id; one of anything, the platform's arguments as they are."""
+    own, platform = laid.laid, laid.laid_over
+    if own is None or platform is None:
+        return args
+    chat = platform_chat(platform, args)
+    if own.from_platform is not None:
+        return own.schema.validate(own.from_platform(chat))
+    tp = own.schema.tp
+    if tp is Any or tp is object:
+        return args
+    if tp is str:
+        return chat.chat_id
+    names = list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
+    if not names and dataclasses.is_dataclass(tp):
+        names = [f.name for f in dataclasses.fields(tp)]
+    values = {n: getattr(chat, _SHARED[n]) for n in names if n in _SHARED and getattr(chat, _SHARED[n]) is not None}
+    try:
+        return own.schema.validate(values)
+    except ValidationError as exc:
+        raise DefinitionError(
+            f"context {own.type!r}: its arguments cannot be built from a {chat.platform} chat ({exc}); give the "
+            "context from_platform=..., a function of core.PlatformChat (platform, chat_id, user_id, thread_id, "
+            f"args) returning its arguments, or name its fields {', '.join(_SHARED)}"
+        ) from exc
 
 
 def _joined_instructions(

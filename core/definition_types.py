@@ -58,6 +58,7 @@ __all__ = (
     "Output",
     "OutputContext",
     "OutputResult",
+    "PlatformChat",
     "Send",
     "Service",
     "maybe_await",
@@ -82,7 +83,8 @@ class ContextState(Generic[ArgsT]):
     context: Context[ArgsT]
     """The definition."""
     args: ArgsT
-    """The validated arguments that identify the instance."""
+    """The validated arguments that identify the instance, of the type its author declared (``schema``): for a
+    bot's context laid over a platform's, built from the platform's by ``from_platform``."""
     key: str
     """The instance key, from ``context.key(args)``."""
     memory: Any
@@ -112,9 +114,16 @@ class ContextState(Generic[ArgsT]):
     record: Callable[[Log], None] | None = field(default=None, repr=False)
     """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
     straight into working memory."""
+    platform_args: Any = None
+    """The platform's arguments of this chat (``telegram:chat``'s ``ChatArgs``) when a bot's context is laid over a
+    platform's; otherwise ``args`` (set when None). The platform's own code reads these, the author's ``args``."""
     used: list[ContextState[Any]] = field(default_factory=list, repr=False)
     """The instances of the other contexts this run uses (``Context.uses``: a user's profile beside the channel),
     loaded with this one, shown with it in ``<contexts>`` and saved with it; ``using`` finds one."""
+
+    def __post_init__(self) -> None:
+        if self.platform_args is None:
+            self.platform_args = self.args
 
     def using(self, context: Context[Any]) -> ContextState[Any]:
         """The state of ``context``'s instance this run uses (``Context.uses``); ``KeyError`` when it uses none."""
@@ -659,6 +668,19 @@ class Context(Generic[ArgsT]):
     from, or None (a Discord thread: its channel). What this conversation chose itself wins."""
     conversation: bool = False
     """A platform's chat (keyed by its channel): a bot's own context is laid over it (``core.bot.layer``)."""
+    chat_of: Callable[[ArgsT], PlatformChat] | None = None
+    """A platform's chat in the words every platform shares (chat, user, thread), from which a bot's context
+    laid over it builds its own arguments; None: the chat is its key."""
+    from_platform: Callable[[PlatformChat], ArgsT] | None = None
+    """A bot's context laid over a platform's: its own arguments from the platform's chat; None: its schema's
+    fields named ``platform``, ``chat_id``/``chat``/``channel_id``/``channel``, ``user_id``/``user`` or
+    ``thread_id``/``thread`` take the chat's values (a ``str`` schema: the chat id)."""
+    version: int = 1
+    """The shape of the memory ``create`` makes: raise it when that shape changes (a key added: it is filled in
+    from ``create``; anything else: with ``upgrade``); the version is kept beside each instance's memory."""
+    upgrade: Callable[[Any, int], Any] | None = None
+    """``upgrade(memory, version)``: memory kept by an older ``version`` of this context brought to this one's
+    shape; keys ``create`` adds are filled in either way."""
     laid_over: Context[Any] | None = None
     """The platform context this one lays a bot's context over (same type, arguments and key); None otherwise."""
     laid: Context[Any] | None = None
@@ -667,6 +689,23 @@ class Context(Generic[ArgsT]):
     def includes(self, other: Context[Any]) -> bool:
         """True when ``other`` is this context, or one of the two it lays together (a platform's and a bot's)."""
         return other is self or (self.laid_over is not None and (other is self.laid_over or other is self.laid))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlatformChat:
+    """One platform conversation in the words every platform shares: what a bot's own context builds its
+    arguments from (``Context.from_platform``) wherever it runs."""
+
+    platform: str
+    """The platform: ``telegram``, ``discord``, ``web``, ``cli``."""
+    chat_id: str
+    """The chat (a Telegram chat, a Discord channel, thread or DM, a web visitor's chat, a terminal session)."""
+    user_id: str | None = None
+    """The person, where the chat is one person's (a private chat, a visitor, the terminal); None in a group."""
+    thread_id: str | None = None
+    """The thread or forum topic the chat is, if it is one."""
+    args: Any = None
+    """The platform's own arguments (``ChatArgs``, ``ChannelArgs``, a visitor or session id)."""
 
 
 @dataclass(frozen=True, kw_only=True)

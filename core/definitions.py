@@ -31,6 +31,7 @@ from .definition_types import (
     Input,
     Output,
     OutputResult,
+    PlatformChat,
     S,
     Send,
     Service,
@@ -58,6 +59,7 @@ __all__ = (
     "Output",
     "OutputContext",
     "OutputResult",
+    "PlatformChat",
     "Send",
     "Service",
     "action",
@@ -414,6 +416,10 @@ def context(
     save: Callable[[ContextState[S], H], Any] | None = None,
     settings_from: Callable[[S], Any | None] | None = None,
     conversation: bool = False,
+    chat_of: Callable[[S], PlatformChat] | None = None,
+    from_platform: Callable[[PlatformChat], S] | None = None,
+    version: int = 1,
+    upgrade: Callable[[Any, int], Any] | None = None,
 ) -> Context[S]: ...
 @overload
 def context(
@@ -443,6 +449,10 @@ def context(
     save: Callable[[ContextState, H], Any] | None = None,
     settings_from: Callable[[Any], Any | None] | None = None,
     conversation: bool = False,
+    chat_of: Callable[[Any], PlatformChat] | None = None,
+    from_platform: Callable[[PlatformChat], Any] | None = None,
+    version: int = 1,
+    upgrade: Callable[[Any, int], Any] | None = None,
 ) -> Context[Any]: ...
 def context(
     *,
@@ -471,6 +481,10 @@ def context(
     save: Callable[[ContextState, Any], Any] | None = None,
     settings_from: Callable[[Any], Any | None] | None = None,
     conversation: bool = False,
+    chat_of: Callable[[Any], PlatformChat] | None = None,
+    from_platform: Callable[[PlatformChat], Any] | None = None,
+    version: int = 1,
+    upgrade: Callable[[Any, int], Any] | None = None,
 ) -> Context[Any]:
     """Define a context; ``schema`` validates the arguments (default: anything) and ``key(args)`` names the
     instance (mypy checks that it and the hooks read what the schema declares)."""
@@ -488,10 +502,15 @@ def context(
         ("save", save),
         ("settings_from", settings_from),
         ("uses", uses),
+        ("chat_of", chat_of),
+        ("from_platform", from_platform),
+        ("upgrade", upgrade),
     ):
         _check_callable(fn, f"context {type!r}: {attr}")
     if max_steps < 1 or max_working_memory < 0 or keep_logs < max_working_memory:
         raise DefinitionError(f"context {type!r}: max_steps >= 1 and keep_logs >= max_working_memory >= 0 are required")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise DefinitionError(f"context {type!r}: version is a whole number from 1, not {version!r}")
     if working_memory not in ("window", "run"):
         raise DefinitionError(f"context {type!r}: working_memory is 'window' or 'run', not {working_memory!r}")
     names = [a.name for a in actions]
@@ -523,6 +542,10 @@ def context(
         save=save,
         settings_from=settings_from,
         conversation=conversation,
+        chat_of=chat_of,
+        from_platform=from_platform,
+        version=version,
+        upgrade=upgrade,
     )
 
 

@@ -7,9 +7,11 @@ import copy
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from .bot import own_args
 from .chat_settings import ChatSettings
 from .definitions import Context, ContextState, maybe_await
 from .entries import WorkingMemory
+from .memory_shape import Shape, shaped
 from .run_traces import traces_key
 from .statelog import StateLog
 
@@ -26,8 +28,14 @@ however long its conversations are: bounded by conversations alone (1,024 of up 
 grew to about 400 MB as they lengthened."""
 
 
+_KEPT = "core.memory_shape.kept"
+"""``state.options`` key: whose memory the instance held when loaded (a ``Shape``, None: unknown), so a save writes
+the shape only when it changed."""
+
+
 class StateStore:
-    """Loads and saves context instances' state (keys ``context:<id>``, ``working:<id>``, ``statelog:<id>``;
+    """Loads and saves context instances' state (keys ``context:<id>``, ``shape:<id>`` (whose memory it is,
+    ``core.memory_shape``), ``working:<id>``, ``statelog:<id>``;
     ``delete`` also erases ``traces:<id>``, the runs' traces of ``core.run_traces``)."""
 
     def __init__(
@@ -48,11 +56,16 @@ class StateStore:
         self, context: Context, args: Any, *, cid: str, chat: ChatSettings, summary: str | None, host: Host
     ) -> ContextState:
         """The state of the instance ``cid`` (``context.load`` or the store; ``context.create`` makes a new
-        one's memory), with its conversation's settings and ``summary``."""
+        one's memory, and memory kept by another bot or an older version is brought to its shape), with its
+        conversation's settings and ``summary``. ``args`` are the platform's when ``context`` lays a bot's over
+        a platform's: the state's ``args`` are then the bot's own (``core.bot.own_args``)."""
+        kept: Shape | None = None
         if context.load is not None:
             stored = await maybe_await(context.load(cid, host))
         else:
             stored = await self.memory.get(f"context:{cid}")
+            if stored is not None:
+                kept = Shape.load(await self.memory.get(f"shape:{cid}"))
         working = self._take(cid)
         if context.working_memory == "run":  # temporary for this run: nothing of the last run's is shown
             working = WorkingMemory(limit=context.keep_logs)
@@ -62,7 +75,8 @@ class StateStore:
         state = ContextState(
             id=cid,
             context=context,
-            args=args,
+            args=own_args(context, args),
+            platform_args=args,
             key=context.key(args),
             memory=None,
             working_memory=working,
@@ -73,8 +87,11 @@ class StateStore:
             state.summary = summary
         if stored is None:
             stored = await maybe_await(context.create(state)) if context.create is not None else {}
-        else:
-            stored = copy.deepcopy(stored)  # a run that fails half-way must not change the stored value
+        else:  # (a copy: a run that fails half-way must not change the stored value)
+            stored = copy.deepcopy(stored)
+            if context.load is None:
+                stored = await shaped(stored, kept, state)
+                state.options[_KEPT] = kept
         state.memory = stored
         return state
 
@@ -87,6 +104,10 @@ class StateStore:
         else:
             memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
             await self.memory.set(f"context:{state.id}", copy.deepcopy(memory))
+            shape = Shape.of(state.context)
+            if state.options.get(_KEPT, False) != shape:
+                await self.memory.set(f"shape:{state.id}", shape.dump())
+                state.options[_KEPT] = shape
         await self.memory.set(f"working:{state.id}", state.working_memory.dump())
         if state.state_log.dirty:
             if len(state.state_log.entries) > self.state_log_limit:
@@ -116,6 +137,7 @@ class StateStore:
         """Erase the memory, working memory, state log and recent runs' traces of ``cid``."""
         self.uncache(cid)
         await self.memory.delete(f"context:{cid}")
+        await self.memory.delete(f"shape:{cid}")
         await self.memory.delete(f"working:{cid}")
         await self.memory.delete(f"statelog:{cid}")
         await self.memory.delete(traces_key(cid))

@@ -126,7 +126,7 @@ class _Guarded(RunHooks):
                 call_id=gate.call.id,
                 context_id=run.state.id,
                 context_type=run.state.context.type,
-                args=run.state.args,
+                args=run.state.platform_args,
                 action=action.name,
                 address=address_of(action),
                 arguments=arguments,

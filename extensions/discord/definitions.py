@@ -19,6 +19,7 @@ from core.definitions import (
     ContextState,
     InputContext,
     OutputContext,
+    PlatformChat,
     action,
     context,
     input,
@@ -125,7 +126,7 @@ def _key(args: ChannelArgs) -> str:
 
 
 def _instructions(state: ContextState) -> str:
-    where = "a direct message" if state.args.guild_id is None else "a Discord server channel or thread"
+    where = "a direct message" if state.platform_args.guild_id is None else "a Discord server channel or thread"
     return (
         f"You are talking in {where}. Messages may come from several people; the author of each is in "
         "its attributes. Answer with a discord:message output; keep it short unless asked for detail."
@@ -141,24 +142,24 @@ async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
     try:
         await runtime.abandon_replies(state.id)
     except Exception as abandon_exc:
-        log.warning("could not mark the cut answer in channel %s: %s", state.args.channel_id, abandon_exc)
+        log.warning("could not mark the cut answer in channel %s: %s", state.platform_args.channel_id, abandon_exc)
     reply_to = state.options.get(REPLY_TO)
     language = state.chat.language or agent.chat_policy.default_language
     try:
         await runtime.post_reply(
-            channel_id=state.args.channel_id,
+            channel_id=state.platform_args.channel_id,
             text=localized(runtime.error_message, "discord.error", language),
             reply_to=reply_to,
             idempotency_key=f"error:{reply_to or state.id}",
         )
     except Exception as post_exc:
-        log.warning("could not tell channel %s that the run failed: %s", state.args.channel_id, post_exc)
+        log.warning("could not tell channel %s that the run failed: %s", state.platform_args.channel_id, post_exc)
 
 
 def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the channel for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.find(agent)
-    return runtime.typing(state.args.channel_id) if runtime is not None else contextlib.nullcontext()
+    return runtime.typing(state.platform_args.channel_id) if runtime is not None else contextlib.nullcontext()
 
 
 discord_channel = context(
@@ -173,6 +174,12 @@ discord_channel = context(
         ChannelArgs(channel_id=args.parent_id, guild_id=args.guild_id) if args.parent_id is not None else None
     ),
     conversation=True,
+    chat_of=lambda args: PlatformChat(
+        platform="discord",
+        chat_id=str(args.channel_id),
+        thread_id=str(args.channel_id) if args.parent_id is not None else None,
+        args=args,
+    ),
 )
 """The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel; a thread starts
 from its channel's chat settings)."""
@@ -190,13 +197,13 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
         return
     try:
         await runtime.post_reply(
-            channel_id=ctx.state.args.channel_id,
+            channel_id=ctx.state.platform_args.channel_id,
             text=quote,
             reply_to=int(message_id) if message_id else None,
             idempotency_key=f"heard:{message_id or ctx.input_ref.id}",
         )
     except Exception as exc:
-        log.warning("could not quote the voice message in channel %s: %s", ctx.state.args.channel_id, exc)
+        log.warning("could not quote the voice message in channel %s: %s", ctx.state.platform_args.channel_id, exc)
 
 
 async def _subscribe(send: Send, agent: Host) -> Any:
@@ -219,7 +226,7 @@ async def _post(data: str, ctx: OutputContext, agent: Host) -> None:
     state = ctx.state
     await get_runtime(agent).deliver(
         key=(state.id, ctx.step, ctx.index),
-        channel_id=state.args.channel_id,
+        channel_id=state.platform_args.channel_id,
         text=data,
         reply_to=state.options.get(REPLY_TO),
         idempotency_key=ctx.output_ref.id,
@@ -247,7 +254,7 @@ async def _react(args: ReactArgs, ctx: _ActionContext, agent: Host) -> dict[str,
     if target is None:
         raise ValueError("there is no message to react to here; pass message_id")
     await get_runtime(agent).add_reaction(
-        channel_id=state.args.channel_id, message_id=int(target), emoji=args.emoji.strip()
+        channel_id=state.platform_args.channel_id, message_id=int(target), emoji=args.emoji.strip()
     )
     return {"reacted": args.emoji.strip(), "message_id": str(target)}
 

@@ -202,7 +202,7 @@ class Poster:
         no mention pings; a spoken reply as Discord's voice message (``voice_message``; a plain ``.ogg`` file when
         its duration cannot be read). Returns the message's id."""
         client = self._require_client()
-        channel_id: int = state.args.channel_id
+        channel_id: int = state.platform_args.channel_id
         channel = client.get_partial_messageable(channel_id)
         reply_to = state.options.get(REPLY_TO)
         reference = None
@@ -297,7 +297,7 @@ class Poster:
         record = self.adapter.record(state.ledger, MESSAGE, streamed=True)
         label = say("stop_button", state.chat.language or agent.chat_policy.default_language)
         return self._live_reply(
-            channel_id=state.args.channel_id, reply_to=reply_to, key=key, record=record, stop_label=label
+            channel_id=state.platform_args.channel_id, reply_to=reply_to, key=key, record=record, stop_label=label
         )
 
     def _live_reply(

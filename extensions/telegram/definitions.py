@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 
-from core.definitions import ContextState, InputContext, OutputContext, context, input, output
+from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.entries import ErrorLog, InputRef, OutputRef
 from core.errors import ModelError
 
@@ -109,7 +109,7 @@ def _key(args: ChatArgs) -> str:
 
 
 def _instructions(state: ContextState) -> str:
-    where = "a private Telegram chat" if state.args.chat_id > 0 else "a Telegram group"
+    where = "a private Telegram chat" if state.platform_args.chat_id > 0 else "a Telegram group"
     return (
         f"You are talking in {where}. Each message's author is in its attributes. Answer with one "
         f"{MESSAGE} output. You may use Markdown: **bold**, _italic_, `code`, ```code blocks```, "
@@ -124,7 +124,7 @@ async def _tell(state: ContextState, agent: Host, key: str) -> None:
     runtime = _runtimes.find(agent)
     if runtime is None or not may_post(state):
         return
-    args: ChatArgs = state.args
+    args: ChatArgs = state.platform_args
     state.options[_NOTIFIED] = True
     try:
         await runtime.post_reply(
@@ -146,7 +146,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
         try:
             await runtime.abandon_replies(state.id)
         except Exception as abandon_exc:
-            log.warning("could not mark the cut answer in chat %s: %s", state.args.chat_id, abandon_exc)
+            log.warning("could not mark the cut answer in chat %s: %s", state.platform_args.chat_id, abandon_exc)
     await _tell(state, agent, "model_down" if isinstance(exc, ModelError) else "run_failed")
 
 
@@ -176,7 +176,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     runtime = _runtimes.find(agent)
     if quote is None or runtime is None or not may_post(ctx.state):
         return
-    args: ChatArgs = ctx.state.args
+    args: ChatArgs = ctx.state.platform_args
     try:
         await post_once(
             ctx.state,
@@ -203,7 +203,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
     """Post the reply to the conversation's chat (and topic), as a reply to the message being answered; an
     answer shown while it was written gets its final text instead. In a queued run the reply follows the
     run's ledger: posted exactly once."""
-    args: ChatArgs = ctx.state.args
+    args: ChatArgs = ctx.state.platform_args
     await get_runtime(agent).deliver(
         key=(ctx.state.id, ctx.step, ctx.index),
         chat_id=args.chat_id,
@@ -217,7 +217,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
 def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the chat for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.find(agent)
-    args: ChatArgs = state.args
+    args: ChatArgs = state.platform_args
     return runtime.typing(args.chat_id, args.thread_id) if runtime is not None else contextlib.nullcontext()
 
 
@@ -232,6 +232,13 @@ telegram_chat = context(
     on_run=_on_run,
     settings_from=lambda args: ChatArgs(chat_id=args.chat_id) if args.thread_id is not None else None,
     conversation=True,
+    chat_of=lambda args: PlatformChat(
+        platform="telegram",
+        chat_id=str(args.chat_id),
+        user_id=str(args.chat_id) if args.chat_id > 0 else None,  # (a private chat's id is its user's)
+        thread_id=None if args.thread_id is None else str(args.thread_id),
+        args=args,
+    ),
 )
 """The ``telegram:chat`` context, keyed by chat (and forum topic: a topic starts from its group's chat settings)."""
 

@@ -65,7 +65,7 @@ class Posting:
         the message the run answers (``core.media.MediaPoster``); returns the message's id."""
         from core.media import OutgoingKind
 
-        args: ChatArgs = state.args
+        args: ChatArgs = state.platform_args
         message_id = await post_file(
             self.bot(),
             chat_id=args.chat_id,
@@ -102,7 +102,7 @@ class Posting:
         state = agent.state_of(event.context_id) if agent is not None else None
         if state is None or not state.context.includes(telegram_chat) or not self.adapter.connected:
             return None
-        args: ChatArgs = state.args
+        args: ChatArgs = state.platform_args
         return live_reply(
             self.bot(),
             chat_id=args.chat_id,

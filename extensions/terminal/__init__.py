@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from core import Agent, ContextState, Extension, Host, RunEventType, context, extension, input, output
+from core import Agent, ContextState, Extension, Host, PlatformChat, RunEventType, context, extension, input, output
 from core.media import Outgoing, media_posters
 
 __all__ = ("StopKey", "chat", "cli_extension", "cli_input", "cli_message", "cli_session")
@@ -23,6 +23,7 @@ cli_session = context(
     description="A conversation with one person in a terminal.",
     instructions='Answer with <output type="cli:message">. Plain text or Markdown.',
     conversation=True,
+    chat_of=lambda session: PlatformChat(platform="cli", chat_id=session, user_id=session, args=session),
 )
 """One terminal conversation, keyed by session name."""
 

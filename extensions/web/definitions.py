@@ -12,7 +12,7 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.definitions import ContextState, InputContext, OutputContext, context, input, output
+from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.errors import ModelError
 
 from ..chat.exactly_once import may_post
@@ -97,7 +97,7 @@ async def _tell(state: ContextState, agent: Host, key: str) -> None:
         return
     text = say(key, state.chat.language or agent.chat_policy.default_language)
     try:
-        await runtime.notify(visitor=state.args, gateway=_gateway(state), text=text)
+        await runtime.notify(visitor=state.platform_args, gateway=_gateway(state), text=text)
     except Exception as exc:
         log.warning("could not tell a web visitor that no answer is coming: %s", exc)
 
@@ -126,7 +126,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
     """Deliver the reply to the visitor's pages: the answer shown while it was written gets its final text."""
     await get_runtime(agent).deliver(
         key=(ctx.state.id, ctx.step, ctx.index),
-        visitor=ctx.state.args,
+        visitor=ctx.state.platform_args,
         gateway=_gateway(ctx.state),
         text=text,
         ledger=ctx.state.ledger,
@@ -135,7 +135,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
 
 def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     runtime = _runtimes.find(agent)
-    return runtime.typing(state.args, _gateway(state)) if runtime is not None else contextlib.nullcontext()
+    return runtime.typing(state.platform_args, _gateway(state)) if runtime is not None else contextlib.nullcontext()
 
 
 web_chat = context(
@@ -147,6 +147,7 @@ web_chat = context(
     while_running=_while_running,
     on_error=_on_error,
     conversation=True,
+    chat_of=lambda visitor: PlatformChat(platform="web", chat_id=visitor, user_id=visitor, args=visitor),
 )
 """The ``web:chat`` context, keyed by visitor id."""
 

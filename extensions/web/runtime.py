@@ -339,7 +339,7 @@ class WebRuntime(ChatAdapter):
         state = agent.state_of(event.context_id) if agent is not None else None
         if state is None or not state.context.includes(web_chat) or not self._connected:
             return None
-        return self._live(state.args, str(state.options.get(GATEWAY, "")), ledger=state.ledger, streamed=True)
+        return self._live(state.platform_args, str(state.options.get(GATEWAY, "")), ledger=state.ledger, streamed=True)
 
     async def deliver(
         self, *, key: ReplyKey, visitor: str, gateway: str, text: str, ledger: ReplyLedger | None = None
@@ -363,7 +363,7 @@ class WebRuntime(ChatAdapter):
         when its bytes are not what it claims to be."""
         if checked_mime(item.kind.value, item.data) is None:
             raise PlatformError(f"the web chat shows no {item.kind.value} of type {item.mime!r}: its bytes are not one")
-        visitor = state.args
+        visitor = state.platform_args
         await self._publisher(str(state.options.get(GATEWAY, "")))(visitor, relay_event(item))
         log.info("web: showed a %s of %d bytes", item.kind.value, len(item.data))
         return f"the visitor's page ({item.kind.value})"

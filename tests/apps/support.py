@@ -29,6 +29,7 @@ __all__ = (
     "CONVERSATIONS",
     "EXAMPLES",
     "IDLE",
+    "OWN_ARGS",
     "PLATFORMS",
     "README",
     "Conversation",
@@ -170,6 +171,20 @@ README_NOTES = Conversation(
     output="notes:list",
 )
 CONVERSATIONS = {"readme": README_NOTES, "notebook": NOTEBOOK, "tools": TOOLS, "plan": PLAN}
+OWN_ARGS = Conversation(
+    app="tests/apps/own_args_bot.py",
+    first=Turn(
+        says="Note: buy bread",
+        answers=['<response><action_call name="note">{"text": "buy bread"}</action_call></response>', _reply("Noted.")],
+        sees=["Noted."],
+    ),
+    second=Turn(says="What did I note?", answers=[_reply("Bread.")], sees=["Bread."]),
+    saved=["a private chat on {platform}; notes: buy bread"],
+    action="note",
+    output=None,
+)
+"""A bot with its own context schema whose render reads ``state.args`` (tests/apps/test_own_args.py); ``{platform}``
+in what it saved is the platform's name."""
 
 
 _BLOCK = re.compile(r"^```python[ \t]*\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
