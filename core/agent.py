@@ -19,6 +19,7 @@ from .agent_options import AgentOptions
 from .bot import Bot
 from .busy import BusyPolicy
 from .chat_settings import ChatPolicy, ChatSettings, ChatSettingsStore
+from .definition_types import ArgsNotOfTheContextsSchema
 from .definitions import (
     Action,
     Context,
@@ -214,7 +215,7 @@ class Agent(ExtensionPoints):
         bot_ = self.bot
         own = (bot_.context,) if bot_.context is not None else ()
         self.registry.register(
-            (*own, *bot_.contexts), bot_.actions, bot_.outputs, bot_.inputs, owner=f"bot {bot_.name!r}"
+            (*own, *bot_.contexts), bot_.typed_actions, bot_.typed_outputs, bot_.inputs, owner=f"bot {bot_.name!r}"
         )
         self.registry.register(contexts, actions, outputs, inputs, owner="create_agent")
         if bot_.context is not None:
@@ -459,7 +460,16 @@ class Agent(ExtensionPoints):
         *,
         dedupe_key: str | None = None,
     ) -> list[Log]: ...
-    async def send(
+    @overload
+    def send(  # (args not of the context's schema: mypy names the type it gets instead of "Cannot infer...")
+        self,
+        context: Context[Any],
+        args: object,
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> ArgsNotOfTheContextsSchema: ...
+    async def send(  # type: ignore[misc]
         self,
         context: Context,
         args: Any,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from .definition_types import AnyAction, AnyOutput
 from .definitions import Action, Context, ContextState, Extension, Input, Output, PlatformChat, Service, maybe_await
 from .errors import DefinitionError, ValidationError
 
@@ -49,10 +50,11 @@ class Bot:
     """Who the bot is, in the system prompt; a conversation's ``/persona`` replaces it."""
     instructions: str = ""
     """What the bot must always do, in the system prompt after the protocol's instructions."""
-    actions: Sequence[Action[Any]] = ()
-    """Actions offered in every conversation."""
-    outputs: Sequence[Output[Any, Any]] = ()
-    """Outputs offered in every conversation (beside each platform's reply)."""
+    actions: Sequence[AnyAction] = ()
+    """Actions offered in every conversation (each an ``action(...)``; ``AnyAction`` so that one written inline
+    here is type-checked against its own schema)."""
+    outputs: Sequence[AnyOutput] = ()
+    """Outputs offered in every conversation (beside each platform's reply; each an ``output(...)``)."""
     inputs: Sequence[Input[Any]] = ()
     """Inputs of the bot's own (a webhook, a feed)."""
     contexts: Sequence[Context[Any]] = ()
@@ -75,6 +77,23 @@ class Bot:
                 f"Bot(name={self.name!r}, context=...): {type(self.context).__name__} is not a context; "
                 "build one with core.context(type=..., schema=..., key=...)"
             )
+        for field_, kind, helper in (("actions", Action, "action"), ("outputs", Output, "output")):
+            for item in getattr(self, field_):
+                if not isinstance(item, kind):
+                    raise DefinitionError(
+                        f"Bot(name={self.name!r}, {field_}=...): {type(item).__name__} is not an {helper}; "
+                        f"build one with core.{helper}(...)"
+                    )
+
+    @property
+    def typed_actions(self) -> list[Action[Any]]:
+        """``actions`` as the engine holds them (each checked to be an ``Action`` when the bot was built)."""
+        return [a for a in self.actions if isinstance(a, Action)]
+
+    @property
+    def typed_outputs(self) -> list[Output[Any, Any]]:
+        """``outputs`` as the engine holds them (each checked to be an ``Output`` when the bot was built)."""
+        return [o for o in self.outputs if isinstance(o, Output)]
 
 
 def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 __all__ = (
     "Action",
     "ActionContext",
+    "AnyAction",
+    "AnyOutput",
+    "ArgsNotOfTheContextsSchema",
     "ArgsT",
     "AttrsT",
     "Check",
@@ -403,7 +406,16 @@ class Host(Protocol):
         *,
         dedupe_key: str | None = None,
     ) -> list[Log]: ...
-    async def send(
+    @overload
+    def send(  # (args not of the context's schema: mypy names the type it gets instead of "Cannot infer...")
+        self,
+        context: Context[Any],
+        args: object,
+        input: InputRef | Mapping[str, Any],
+        *,
+        dedupe_key: str | None = None,
+    ) -> ArgsNotOfTheContextsSchema: ...
+    async def send(  # type: ignore[misc]
         self,
         context: Context,
         args: Any,
@@ -494,6 +506,32 @@ async def maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+class AnyAction(Protocol):
+    """An action of whatever schema, as ``Bot(actions=[...])`` takes it. A protocol naming nothing of the schema,
+    so that an ``action(...)`` written inline in the list is checked against its own ``schema`` (a list of
+    ``Action[Any]`` would have mypy infer ``Any`` for it, and a handler written for another schema would pass)."""
+
+    name: str
+    description: str
+    queue: str
+    timeout: float
+
+
+class AnyOutput(Protocol):
+    """An output of whatever content and attributes, as ``Bot(outputs=[...])`` takes it (see ``AnyAction``)."""
+
+    type: str
+    description: str
+    errors_to_model: bool
+
+
+class ArgsNotOfTheContextsSchema:
+    """What ``send(context, args, input)`` gives mypy when ``args`` are not of ``context``'s schema: nothing to
+    await, so mypy's message on the call names this type (rather than "Cannot infer value of type parameter").
+    Give ``args`` of the context's ``schema`` (a ``Context[ChatArgs]`` takes a ``ChatArgs``, or for a pydantic
+    model a mapping of its fields)."""
 
 
 @dataclass(kw_only=True, eq=False)

@@ -26,8 +26,10 @@ MISTAKES = {
     "int-for-string-content": ('Argument "handler" to "output"', "int", "str"),
     "key-reads-a-missing-field": ('"ChatArgs" has no attribute "channel"',),
     "output-returns-an-int": ('Argument "handler" to "output"', "Host], int]", "OutputRefResponse | list["),
-    "args-of-another-context": ('Cannot infer value of type parameter "Args" of "send" of "Host"',),
-    "agent-send-wrong-args": ('"send" of "Agent"',),
+    "args-of-another-context": ('"ArgsNotOfTheContextsSchema"',),
+    "agent-send-wrong-args": ('"ArgsNotOfTheContextsSchema"',),
+    "inline-handler-for-another-schema": ('Argument "handler" to "action"', "Forecast", "Weather"),
+    "inline-int-for-string-content": ('Argument "handler" to "output"', "int", "str"),
 }
 """Each mistake of wrong_bot.py (its ``# mistake:`` mark) and what mypy's message on that line must say."""
 

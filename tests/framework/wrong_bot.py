@@ -1,4 +1,4 @@
-"""A bot file with seven mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
+"""A bot file with nine mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
 
 Each mistake is on the line marked ``# mistake: <name>``. The file is only type-checked, never run.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from core import ActionContext, Agent, Host, OutputContext, action, context, output
+from core import ActionContext, Agent, Bot, Host, OutputContext, action, context, output
 
 
 class Weather(BaseModel):
@@ -48,3 +48,9 @@ chat = context(type="chat", schema=ChatArgs, key=lambda args: args.channel)  # m
 
 async def main(agent: Agent) -> None:
     await agent.send(chat, "general", {"type": "chat:message", "data": "hi"})  # mistake: agent-send-wrong-args
+
+
+bot = Bot(  # written inline, as the docs and bots new write it: each checked against its own schema
+    actions=[action(name="inline", schema=Weather, handler=forecast)],  # mistake: inline-handler-for-another-schema
+    outputs=[output(type="chat:inline", schema=str, handler=say)],  # mistake: inline-int-for-string-content
+)
