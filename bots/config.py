@@ -26,7 +26,7 @@ from pydantic_settings import SettingsError
 from core.errors import ConfigError
 from core.url_secrets import mask_query
 
-from .models import chain_problems
+from .models import chain_problems, weights_folder
 from .service_checks import redis_safety
 from .settings import Settings
 from .tracing import tracing_problems
@@ -282,8 +282,8 @@ def _model_problems(settings: Settings) -> list[str]:
         elif llm.model_path is None:
             from core.models.weights import CHOICES, missing
 
-            weights_dir = llm.weights_dir if llm.weights_dir is not None else settings.bot.data_dir / "models"
-            problem = missing(CHOICES[str(llm.local_model)], weights_dir.expanduser())
+            chosen = CHOICES[str(llm.local_model)]
+            problem = missing(chosen, weights_folder(llm, settings.bot.data_dir, chosen.filename))
             if problem is not None:
                 problems.append(problem)
     return problems

@@ -34,12 +34,11 @@ def build_embedder(settings: Settings) -> Embedder | None:
     """The embedding model of ``KNOWLEDGE_EMBED_*``, or None (full-text search alone)."""
     kb = settings.knowledge
     if kb.embed_local:
-        from core.knowledge.local_embedder import LocalEmbedder
+        from core.knowledge.local_embedder import MINILM, LocalEmbedder
 
-        weights = settings.llm.weights_dir
-        return LocalEmbedder(
-            cache_dir=(weights if weights is not None else settings.bot.data_dir / "models").expanduser()
-        )
+        from .models import weights_folder
+
+        return LocalEmbedder(cache_dir=weights_folder(settings.llm, settings.bot.data_dir, MINILM.gguf[0]))
     base_url = (kb.embed_base_url or "").strip()
     if not base_url:
         return None

@@ -32,7 +32,7 @@ SCRIPTED_REPLY = "Hello! I am up and running (LLM_PROVIDER=scripted, so this is 
 
 def build_model(llm: LlmSettings, *, data_dir: Path | None = None) -> Model:
     """Build the model of ``llm``; a bad combination raises ``ConfigError`` with one line naming the variable.
-    The local model's weights are assembled under ``LLM_WEIGHTS_DIR``, by default ``data_dir/models``.
+    The local model's weights are assembled under ``LLM_WEIGHTS_DIR`` (``weights_folder``).
 
     With ``LLM_FALLBACKS``, a ``FallbackModel``: ``LLM_PROVIDER``'s model first, then each entry; every model
     but the last hands a failed message to the next at once (no retries of its own: the next model is the
@@ -169,7 +169,7 @@ def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
         check_gguf(path)
         return LocalModel(model_path=path, **options)
     weights = CHOICES[str(llm.local_model)]
-    folder = (llm.weights_dir if llm.weights_dir is not None else (data_dir or Path("data")) / "models").expanduser()
+    folder = weights_folder(llm, data_dir or Path("data"), weights.filename)
     model = LocalModel(weights=weights, weights_dir=folder, **options)
     missing = model.ready()
     if isinstance(missing, str):  # a missing package is said now, with the install command
@@ -210,6 +210,20 @@ def _check_url(url: str) -> None:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError("LLM_BASE_URL is not an http(s) URL: use e.g. http://127.0.0.1:11434/v1")
+
+
+def weights_folder(llm: LlmSettings, data_dir: Path, filename: str | None = None) -> Path:
+    """Where the local model's (or the knowledge base's) weights are assembled: ``LLM_WEIGHTS_DIR``; else the
+    folder an older release assembled ``filename`` in, ``data_dir/models``, when it is there (no second copy);
+    else one folder per user shared by every bot folder (``core.models.weights.DEFAULT_WEIGHTS_DIR``)."""
+    from core.models.weights import DEFAULT_WEIGHTS_DIR
+
+    if llm.weights_dir is not None:
+        return llm.weights_dir.expanduser()
+    older = data_dir.expanduser() / "models"
+    if filename is not None and (older / filename).is_file():
+        return older
+    return DEFAULT_WEIGHTS_DIR
 
 
 def _scripted_reply(request: ModelRequest) -> str:

@@ -45,7 +45,8 @@ from pydantic import BaseModel, Field
 class Chat(BaseModel):
     """What names one conversation when the bot is driven directly, as test_bot.py
     does. On Telegram, Discord, the web chat and the terminal, each chat is an
-    instance of the context below laid over the platform's own, keyed by its chat."""
+    instance of the context below laid over the platform's own, keyed by its chat,
+    and state.args is still a Chat: `chat` gets the platform's chat id, as text."""
 
     chat: str = "default"
 

@@ -34,6 +34,7 @@ from .schedules import OperatorSchedule, parse_operator_schedules
 from .setting_values import names as _names
 from .tracing import TracingSettings
 from .trust_settings import ActionsSettings, TrustSettings
+from .webhook_settings import WebhooksSettings
 
 __all__ = (
     "BotSettings",
@@ -328,7 +329,11 @@ class LlmSettings(BaseModel):
     def _price_pairs(cls, value: Any) -> Any:
         return _prices(value)
 
-    provider: LlmProvider = Field(default=LlmProvider.LOCAL, description="local, openai, anthropic or scripted")
+    provider: LlmProvider = Field(
+        default=LlmProvider.LOCAL,
+        description="local (the embedded model), openai, anthropic, or scripted (no model: every message gets one "
+        "fixed reply, to check a bot's wiring on a platform or run it in tests without weights)",
+    )
     model: str = Field(default="", description="Model name (provider default when empty)")
     base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server")
     api_key: SecretStr | None = Field(default=None, description="API key of the provider (secret)")
@@ -342,7 +347,9 @@ class LlmSettings(BaseModel):
     )
     weights_dir: Path | None = Field(
         default=None,
-        description="Folder where the local model's weights are assembled and checked (empty: BOT_DATA_DIR/models)",
+        description="Folder where the local model's weights are assembled and checked, shared by every bot folder "
+        "(empty: ~/.cache/daydreams-bots, or $XDG_CACHE_HOME/daydreams-bots; BOT_DATA_DIR/models where an older "
+        "release assembled them)",
     )
     slots: int = Field(
         default=4,
@@ -591,3 +598,4 @@ class Settings(BaseSettings):
     actions: ActionsSettings = Field(default_factory=ActionsSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)

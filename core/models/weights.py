@@ -35,6 +35,7 @@ __all__ = (
     "find_parts",
     "missing",
     "prepare",
+    "user_cache_dir",
     "verify",
 )
 
@@ -146,8 +147,17 @@ CHOICES: dict[str, Weights] = {w.name: w for w in (QWEN, SMOLLM2)}
 """The weights ``LLM_LOCAL_MODEL`` may name."""
 DEFAULT_CHOICE = QWEN.name
 """The weights ``LocalModel()`` and ``LLM_PROVIDER=local`` load when nothing else is said."""
-DEFAULT_WEIGHTS_DIR = Path("data/models")
-"""Where multi-part weights are assembled when no folder is given (the bot's default ``LLM_WEIGHTS_DIR``)."""
+
+
+def user_cache_dir() -> Path:
+    """The per-user cache folder: ``$XDG_CACHE_HOME/daydreams-bots``, else ``~/.cache/daydreams-bots``."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(base) if base else Path.home() / ".cache") / "daydreams-bots"
+
+
+DEFAULT_WEIGHTS_DIR = user_cache_dir()
+"""Where multi-part weights are assembled when no folder is given (the bot's default ``LLM_WEIGHTS_DIR``): one
+folder per user, shared by every bot folder (each used to assemble its own 491 MB copy under ``./data/models``)."""
 
 
 def _package_folder(module: str) -> Path | None:

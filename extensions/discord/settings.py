@@ -90,7 +90,8 @@ class DiscordSettings(BaseModel):
     )
     api_url: str = Field(
         default=DEFAULT_API_URL,
-        description="REST base URL including the version, for a rate-limit proxy (sets discord.http.Route.BASE)",
+        description="REST base URL including the version (https://discord.com/api/v10), for a rate-limit proxy or "
+        "a fake Discord in tests, with DISCORD_GATEWAY_URL (sets discord.http.Route.BASE)",
     )
     gateway_url: str = Field(
         default=DEFAULT_GATEWAY_URL,

@@ -43,7 +43,8 @@ class TelegramSettings(BaseModel):
     token: SecretStr | None = Field(default=None, description="Bot token from @BotFather (secret)")
     api_url: str = Field(
         default="https://api.telegram.org",
-        description="Base URL of the Bot API server; set it for a self-hosted telegram-bot-api server",
+        description="Base URL of the Bot API server, scheme and host (and port) only: the bot adds /bot<token>/; "
+        "set it for a self-hosted telegram-bot-api server, or a fake one in tests (http://127.0.0.1:8081)",
     )
     mode: TelegramMode = Field(
         default=TelegramMode.POLLING, description="How updates arrive: polling (default) or webhook"

@@ -66,7 +66,12 @@ def test_llms_txt_lists_every_page(site: Path) -> None:
     assert llms.startswith("# daydreams-bots\n\n> ")
     for link in ("/tutorials/first-bot/", "/how-to/deploy/", "/explanation/guarantees/", "/reference/settings/"):
         assert f"]({link})" in llms
-    assert "TELEGRAM_TOKEN" in (site / "llms-full.txt").read_text(encoding="utf-8")
+    full = (site / "llms-full.txt").read_text(encoding="utf-8")
+    assert "TELEGRAM_TOKEN" in full
+    assert "::: core." not in full, "the API reference is written out in llms-full.txt, not left as ::: lines"
+    for name in core.__all__:
+        assert f"### `{name}" in full, f"core.{name} is missing from llms-full.txt"
+    assert "- `from_platform`: `Callable[[PlatformChat], ArgsT] | None`: A bot's context laid over" in full
 
 
 @pytest.fixture

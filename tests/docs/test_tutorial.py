@@ -60,3 +60,26 @@ async def test_a_newcomer_following_the_first_tutorial_gets_their_bot_answering_
     [run] = [step for step in commands() if re.fullmatch(r"TELEGRAM_TOKEN=\S+ bots run todo", step)]
     # the token BotFather gave, and where this Telegram is, come from the fake server
     ran_add_todo(await answered_on_telegram(tmp_path, *shlex.split(run)[3:]))
+
+
+def test_the_tutorial_shows_the_bot_py_bots_new_writes() -> None:
+    """The first tutorial's bot is the one ``bots new todo`` writes, character for character (issue 48: it showed
+    a shorter bot of its own, which drifted from the generated one)."""
+    from string import Template
+
+    from bots.scaffold import _BOT
+
+    blocks = re.findall(r"^```python\n(.*?)^```$", TUTORIAL.read_text(encoding="utf-8"), re.S | re.M)
+    assert Template(_BOT).substitute(name="todo") in blocks
+
+
+def test_the_tutorials_section_holds_only_tutorials() -> None:
+    """Issue 48: two how-to pages (authoring, plugins) sat under Tutorials in the site's navigation."""
+    import yaml
+
+    nav = yaml.safe_load((TUTORIAL.parents[2] / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    sections = {title: pages for entry in nav for title, pages in entry.items() if isinstance(pages, list)}
+    tutorials = [path for page in sections["Tutorials"] for path in page.values()]
+    assert tutorials and all(path.startswith("tutorials/") for path in tutorials), tutorials
+    how_to = [path for page in sections["How-to guides"] for path in page.values()]
+    assert "how-to/authoring.md" in how_to and "how-to/plugins.md" in how_to

@@ -18,6 +18,7 @@ from core.errors import ConfigError
 from core.knowledge import Indexer, SQLiteKnowledge
 from core.knowledge.local_embedder import MINILM, LocalEmbedder, prepare_embeddings
 from core.models.gguf import package_folders
+from core.models.weights import DEFAULT_WEIGHTS_DIR
 
 from .support import CITE, write_corpus
 
@@ -86,5 +87,5 @@ def test_knowledge_embed_local_chooses_it(tmp_path: Path) -> None:
         knowledge={"enabled": True, "embed_local": True},
     )
     embedder = build_embedder(settings)
-    assert isinstance(embedder, LocalEmbedder) and embedder.cache_dir == tmp_path / "data" / "models"
+    assert isinstance(embedder, LocalEmbedder) and embedder.cache_dir == DEFAULT_WEIGHTS_DIR
     assert knowledge_store(settings).vectors

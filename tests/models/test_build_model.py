@@ -16,7 +16,7 @@ from bots.models import SCRIPTED_REPLY, build_model, close_model
 from bots.settings import LlmSettings
 from core.errors import ConfigError
 from core.models import AnthropicModel, LocalModel, ModelRequest, OpenAICompatModel, ScriptedModel
-from core.models.weights import QWEN
+from core.models.weights import DEFAULT_WEIGHTS_DIR, QWEN, user_cache_dir
 from core.parser import TagEnd, parse
 
 from .support import collect
@@ -101,7 +101,7 @@ def test_local_defaults_to_qwen_without_loading_it(tmp_path: Path) -> None:
     model = build_model(llm(provider="local", threads=1, context_size=1024), data_dir=tmp_path)
     assert isinstance(model, LocalModel) and model.weights is not None
     assert model.weights.name == "qwen2.5-0.5b" and model.name == "local:qwen2.5-0.5b"
-    assert model.model_path == tmp_path / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    assert model.model_path == DEFAULT_WEIGHTS_DIR / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # (shared, issue 48)
     assert model.threads == 1 and model.context_size == 1024 and model.slots == 4 and model.calls_tools
     assert not model.loaded and not model.model_path.exists(), "assembled when loading, not when built"
 
@@ -109,11 +109,11 @@ def test_local_defaults_to_qwen_without_loading_it(tmp_path: Path) -> None:
 def test_a_local_model_with_no_arguments_is_the_one_the_bot_builds_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # both assemble under ./data/models
+    monkeypatch.chdir(tmp_path)  # both assemble in the per-user folder, not under ./data
     built = build_model(llm(provider="local"))
     model = LocalModel()  # used to raise: it needed model_path or weights
     assert isinstance(built, LocalModel) and model.weights is built.weights is QWEN
-    assert model.model_path == built.model_path == Path("data/models") / QWEN.filename
+    assert model.model_path == built.model_path == DEFAULT_WEIGHTS_DIR / QWEN.filename
     assert model.name == built.name == "local:qwen2.5-0.5b" and model.calls_tools
     assert model.ready() is True, "the default weights are installed (make install)"
     assert not model.loaded and not (tmp_path / "data").exists(), "assembled when loading, not when built"
@@ -154,3 +154,27 @@ def test_finding_the_weights_does_not_import_their_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False"]
+
+
+def test_one_weights_folder_is_shared_by_every_bot_folder_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48: each bot folder assembled its own 491 MB copy under ./data/models; by default the weights now go
+    to one per-user cache folder (~/.cache/daydreams-bots, or under $XDG_CACHE_HOME), LLM_WEIGHTS_DIR still wins,
+    and a copy an older release assembled under BOT_DATA_DIR/models is used where it is (no second copy)."""
+    assert user_cache_dir() == DEFAULT_WEIGHTS_DIR
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert user_cache_dir() == tmp_path / "cache" / "daydreams-bots"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert user_cache_dir() == Path.home() / ".cache" / "daydreams-bots"
+    one = build_model(llm(provider="local"), data_dir=tmp_path / "one" / "data")
+    two = build_model(llm(provider="local"), data_dir=tmp_path / "two" / "data")
+    assert isinstance(one, LocalModel) and isinstance(two, LocalModel)
+    assert one.model_path == two.model_path == DEFAULT_WEIGHTS_DIR / QWEN.filename
+    chosen = build_model(llm(provider="local", weights_dir=tmp_path / "mine"), data_dir=tmp_path / "one" / "data")
+    assert isinstance(chosen, LocalModel) and chosen.model_path == tmp_path / "mine" / QWEN.filename
+    older = tmp_path / "old" / "data" / "models"
+    older.mkdir(parents=True)
+    (older / QWEN.filename).write_bytes(b"assembled by an older release")
+    kept = build_model(llm(provider="local"), data_dir=tmp_path / "old" / "data")
+    assert isinstance(kept, LocalModel) and kept.model_path == older / QWEN.filename
