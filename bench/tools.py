@@ -3,22 +3,25 @@
 The bot here is what an author would write (``core.Bot``): a todo list kept in the conversation's state (shown by
 the context's ``render``), a unit converter, a calendar, a calculator, a weather lookup, a currency converter, a
 timer and a note search that finds nothing, and an output of its own (``todo:list``). None is the built-in
-assistant's. It runs through ``create_agent`` with the terminal chat's platform, as ``bots chat APP`` would, the
-prompt form being the model's choice (the embedded model's compact form, grammar built from these definitions).
+assistant's. Beside it, a second author's bot of another style (``splitter``, issue 48): an expense splitter for a
+group, whose tools take numbers and people's names (``add_expense``, ``balance``) and whose own output shows the
+summary (``splitter:summary``). Each runs through ``create_agent`` with the terminal chat's platform, as ``bots
+chat APP`` would, the prompt form being the model's choice (the embedded model's compact form, grammar built from
+these definitions).
 
 The cases come in four kinds: ``obvious`` (one tool fits), ``choice`` (the right one among several that look
 close), ``earlier`` (arguments taken from an earlier turn or from the state) and ``none`` (no tool is needed:
 calling one is wrong). Each case is a fresh conversation; only its last line is checked.
 
-Printed per model: tool choice (the expected tool was called), valid arguments (it ran without an error),
+Printed per model and bot: tool choice (the expected tool was called), valid arguments (it ran without an error),
 argument accuracy (the arguments hold what the message said), result used (the answer after a successful tool
 shows what the tool returned), refusals after a successful tool, wrong calls on the no-tool messages, seconds
 per case. Asserts nothing: a benchmark, not a test.
 
 Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
 settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
-``--limit 10``, ``--match "todo list"`` (the cases whose last line matches), ``--show`` to print every answer,
-``--runs 3``.
+``--limit 10``, ``--match "todo list"`` (the cases whose last line matches), ``--bot splitter`` (one bot's cases),
+``--show`` to print every answer, ``--runs 3``.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from core import (  # noqa: E402
 from core.models import LocalModel  # noqa: E402
 from extensions.terminal import cli_extension, cli_session  # noqa: E402
 
-__all__ = ("CASES", "Case", "bot", "main")
+__all__ = ("BOTS", "CASES", "Case", "bot", "main", "splitter_bot")
 
 # -- the author's bot --------------------------------------------------------------------------------------
 
@@ -280,6 +283,101 @@ def bot() -> Bot:
     )
 
 
+# -- a second author's bot: an expense splitter ----------------------------------------------------------------
+
+PEOPLE = ("Ana", "Ben", "Carla")
+"""The group every splitter conversation starts with."""
+EXPENSES = ({"payer": "Ana", "amount": 30.0, "what": "dinner"}, {"payer": "Ben", "amount": 12.0, "what": "taxi"})
+"""What every splitter conversation has spent at first."""
+
+
+class ExpenseArgs(BaseModel):
+    payer: str = Field(min_length=1, description="Who paid, by first name")
+    amount: float = Field(gt=0, description="How much they paid, a number (e.g. 12.50)")
+    what: str = Field(default="", description="What it was for, in a few words")
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+def _expenses(ctx: ActionContext) -> list[dict[str, Any]]:
+    expenses: list[dict[str, Any]] = ctx.memory.setdefault("expenses", [dict(e) for e in EXPENSES])
+    return expenses
+
+
+def _add_expense(args: ExpenseArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    payer = args.payer.strip().title()
+    people: list[str] = ctx.memory.setdefault("people", list(PEOPLE))
+    if payer not in people:
+        people.append(payer)
+    _expenses(ctx).append({"payer": payer, "amount": round(args.amount, 2), "what": args.what.strip()})
+    return {"added": f"{payer} paid {args.amount:.2f}", "expenses_now": len(_expenses(ctx))}
+
+
+def _balance(args: NoArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    people: list[str] = ctx.memory.setdefault("people", list(PEOPLE))
+    expenses = _expenses(ctx)
+    share = sum(e["amount"] for e in expenses) / len(people)
+    paid = {p: sum(e["amount"] for e in expenses if e["payer"] == p) for p in people}
+    owes = [f"{p} owes {share - paid[p]:.2f}" for p in people if share - paid[p] > 0.005]
+    gets = [f"{p} gets back {paid[p] - share:.2f}" for p in people if paid[p] - share > 0.005]
+    return {"each_share": round(share, 2), "owes": owes, "gets_back": gets}
+
+
+def _splitter_render(state: ContextState[Any]) -> str:
+    memory = state.memory if isinstance(state.memory, dict) else {}
+    people = memory.get("people", list(PEOPLE))
+    expenses = memory.get("expenses", list(EXPENSES))
+    lines = [f"- {escape_text(e['payer'])} paid {e['amount']:.2f} for {escape_text(e['what'])}" for e in expenses]
+    return f"The group: {', '.join(escape_text(p) for p in people)}\nExpenses:\n" + "\n".join(lines)
+
+
+SPLITTER_ACTIONS = (
+    action(
+        name="add_expense",
+        description="Records that someone in the group paid an amount for something.",
+        instructions="Use it whenever the person says someone paid or spent money.",
+        schema=ExpenseArgs,
+        handler=_add_expense,
+    ),
+    action(
+        name="balance",
+        description="Works out who owes whom in the group, from every expense recorded.",
+        instructions="Use it when they ask who owes what, or how to settle up.",
+        schema=NoArgs,
+        handler=_balance,
+    ),
+)
+splitter_summary = output(
+    type="splitter:summary",
+    description="Shows the group a summary of every expense: who paid what, for what.",
+    instructions="Use it when they ask to see the expenses or a summary of them.",
+)
+trip = context(
+    type="trip",
+    schema=str,
+    key=lambda session: session,
+    create=lambda state: {"people": list(PEOPLE), "expenses": [dict(e) for e in EXPENSES]},
+    render=_splitter_render,
+)
+
+
+def splitter_bot() -> Bot:
+    """The second author's bot: a group's expenses, two actions with numbers and names, an output of its own."""
+    return Bot(
+        name="splitter",
+        persona="You are Split, who keeps a group's shared expenses.",
+        context=trip,
+        actions=SPLITTER_ACTIONS,
+        outputs=[splitter_summary],
+    )
+
+
+BOTS = {"planner": bot, "splitter": splitter_bot}
+"""The bots of the cases, by name."""
+
+
 # -- the cases ---------------------------------------------------------------------------------------------
 
 
@@ -297,11 +395,18 @@ class Case:
     """Argument -> a regular expression (case-insensitive) its JSON value must match."""
     used: str = ""
     """A regular expression (case-insensitive) the answer after the tool must match: the result shown."""
+    bot: str = "planner"
+    """The bot of ``BOTS`` it talks to."""
 
 
 def _c(kind: str, turns: str | Sequence[str], tool: str | None, used: str = "", **args: str) -> Case:
     lines = (turns,) if isinstance(turns, str) else tuple(turns)
     return Case(kind=kind, turns=lines, tool=tool, args=args, used=used)
+
+
+def _s(kind: str, turns: str | Sequence[str], tool: str | None, used: str = "", **args: str) -> Case:
+    lines = (turns,) if isinstance(turns, str) else tuple(turns)
+    return Case(kind=kind, turns=lines, tool=tool, args=args, used=used, bot="splitter")
 
 
 CASES: tuple[Case, ...] = (
@@ -419,8 +524,38 @@ CASES: tuple[Case, ...] = (
     _c("none", "What language is spoken in Brazil?", None),
     _c("none", "Bonjour, comment ça va ?", None),
     _c("none", "How many items are on my todo list?", None),
+    # the splitter: numbers, people's names, an output of its own
+    _s("obvious", "Ana paid 30 euros for dinner.", "add_expense", r"ana|30|added|record", payer="ana", amount="^30"),
+    _s(
+        "obvious", "Add an expense: Ben paid 12.50 for the taxi.", "add_expense", r"ben|12", payer="ben", amount="^12.5"
+    ),
+    _s("obvious", "Who owes whom?", "balance", r"owe|carla|\b14\b"),
+    _s("obvious", "Show me a summary of our expenses.", "splitter:summary", r"ana|dinner|30", text="ana|dinner|30|ben"),
+    _s("choice", "Carla paid 45 euros for the groceries.", "add_expense", r"carla|45", payer="carla", amount="^45"),
+    _s("choice", "How do we settle up?", "balance", r"owe|carla|\b14\b"),
+    _s("choice", "Dan spent 18.40 on museum tickets.", "add_expense", r"dan|18", payer="dan", amount="^18.4"),
+    _s(
+        "earlier",
+        ("Carla bought the train tickets.", "They cost 60 euros, add it."),
+        "add_expense",
+        r"carla|60",
+        payer="carla",
+        amount="^60",
+    ),
+    _s(
+        "earlier",
+        ("We just had lunch by the sea.", "Ben paid 27 for it, please add that."),
+        "add_expense",
+        r"ben|27",
+        payer="ben",
+        amount="^27",
+    ),
+    _s("none", "Hi, we are three friends on a trip.", None),
+    _s("none", "Thanks, that's all for now.", None),
+    _s("none", "What is a fair way to split a bill?", None),
 )
-"""The fixed set of conversations: 16 obvious, 14 choice, 14 earlier, 18 none."""
+"""The fixed set of conversations: the planner's 16 obvious, 14 choice, 14 earlier, 18 none; the splitter's 4
+obvious, 3 choice, 2 earlier, 3 none."""
 
 _REFUSAL = re.compile(r"i'?m sorry|sorry, but|can'?t assist|cannot assist|can'?t help|cannot help|unable to", re.I)
 """A refusal: after a tool that succeeded, a defect."""
@@ -447,7 +582,7 @@ class Outcome:
 
     @property
     def valid(self) -> bool:
-        if self.case.tool is not None and self.case.tool.startswith("todo:"):
+        if self.case.tool is not None and ":" in self.case.tool:  # an output of the bot's own
             return self.chose
         return self.chose and any(name == self.case.tool and ok for name, ok in self.results)
 
@@ -497,11 +632,20 @@ async def _turn(agent: Any, session: str, text: str) -> Outcome:
 
 
 async def run(model: Model, cases: Sequence[Case], *, show: bool = False) -> list[Outcome]:
-    """Every case with a fresh conversation of the author's bot on ``model``."""
+    """Every case with a fresh conversation of its bot on ``model``, in order."""
+    outcomes: list[Outcome] = []
+    for name in dict.fromkeys(c.bot for c in cases):
+        outcomes += await _run_bot(model, BOTS[name](), [c for c in cases if c.bot == name], show=show)
+    return sorted(outcomes, key=lambda o: cases.index(o.case))
+
+
+async def _run_bot(model: Model, author_bot: Bot, cases: Sequence[Case], *, show: bool) -> list[Outcome]:
     # a shared machine may take long over a tool's decision and call (its answer comes whole): a minute's silence
     # is not a failure here, the seconds per case say how long it took
     options = AgentOptions(model_idle_timeout=600.0)
-    agent = create_agent(model=model, bot=bot(), extensions=[cli_extension()], memory=InMemoryStore(), options=options)
+    agent = create_agent(
+        model=model, bot=author_bot, extensions=[cli_extension()], memory=InMemoryStore(), options=options
+    )
     outcomes = []
     async with agent:
         for number, case in enumerate(cases):
@@ -529,7 +673,7 @@ def summary(name: str, outcomes: Sequence[Outcome]) -> str:
     """One line of figures for ``outcomes``."""
     tool_cases = [o for o in outcomes if o.case.tool is not None]
     none_cases = [o for o in outcomes if o.case.tool is None]
-    after = [o for o in tool_cases if o.valid and not (o.case.tool or "").startswith("todo:")]
+    after = [o for o in tool_cases if o.valid and ":" not in (o.case.tool or "")]
     kinds = " ".join(
         f"{kind} {sum(o.valid and o.accurate for o in outcomes if o.case.kind == kind)}/"
         f"{sum(o.case.kind == kind for o in outcomes)}"
@@ -583,12 +727,19 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--only", default="", help="kinds, comma-separated (obvious, choice, earlier, none)")
     parser.add_argument("--limit", type=int, default=0, help="the first N cases of each kind")
     parser.add_argument("--match", default="", help="only the cases whose last line matches this regular expression")
+    parser.add_argument("--bot", default="", help="only this bot's cases (planner, splitter)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--failures", action="store_true", help="print the cases that failed")
     opts = parser.parse_args(argv)
     kinds = {k.strip() for k in opts.only.split(",") if k.strip()}
-    cases = [c for c in CASES if (not kinds or c.kind in kinds) and re.search(opts.match, c.turns[-1], re.I)]
+    cases = [
+        c
+        for c in CASES
+        if (not kinds or c.kind in kinds)
+        and re.search(opts.match, c.turns[-1], re.I)
+        and (not opts.bot or c.bot == opts.bot)
+    ]
     if opts.limit:  # the first ``limit`` of each kind
         cases = [c for n, c in enumerate(cases) if sum(d.kind == c.kind for d in cases[:n]) < opts.limit]
     tools = {c.tool for c in cases if c.tool}
@@ -599,7 +750,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
             await warm()
         for number in range(opts.runs):
             outcomes = await run(model, cases, show=opts.show)
-            print(summary(f"{name} (run {number + 1})", outcomes), flush=True)
+            for bot_name in dict.fromkeys(c.bot for c in cases):  # each bot's figures apart: the planner's compare
+                mine = [o for o in outcomes if o.case.bot == bot_name]
+                print(summary(f"{name}, {bot_name} (run {number + 1})", mine), flush=True)
             if opts.failures:
                 print("\n".join(_failures(outcomes)), flush=True)
 
