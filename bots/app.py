@@ -238,6 +238,7 @@ def build_agent(
         approvals=approvals,
         sweep_approvals=sweep_approvals,
         tools=tools,
+        listen=listen,
     )
     agent_options = AgentOptions(
         persona=persona_text(settings.bot.name, bot.persona) if bot.persona else "",

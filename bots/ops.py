@@ -1,4 +1,5 @@
-"""The operations endpoints of a process: ``/healthz``, ``/readyz`` and ``/metrics`` on ``HTTP_PORT``.
+"""The operations endpoints of a process: ``/healthz``, ``/readyz`` and ``/metrics`` on ``HTTP_PORT``, and the
+webhooks of ``core.webhooks`` at ``POST /hooks/<name>`` where a bot takes them (``WEBHOOKS_ENABLED``).
 
 ``bots run``, ``bots gateway`` and ``bots worker`` serve them with ``serve(ops, ...)``; ``ops`` is this
 process's registry. What makes a process ready:
@@ -43,6 +44,7 @@ from .metrics import RunTracker
 
 if TYPE_CHECKING:
     from core import Host
+    from core.webhooks import Webhooks
 
 __all__ = ("CheckResult", "Ops", "model_check", "ops", "serve")
 
@@ -86,6 +88,8 @@ class Ops:
         self.started = time.monotonic()
         self._stopping = False
         self._model_checks: dict[int, Check] = {}
+        self.webhooks: list[Webhooks] = []
+        """The bots' webhook sources served at ``POST /hooks/<name>`` (``core.webhooks``)."""
 
     # -- registration ----------------------------------------------------------------------------------
 
@@ -122,6 +126,15 @@ class Ops:
         """Stop counting ``agent`` in readiness (its metrics hooks stay)."""
         self.agents = [a for a in self.agents if a is not agent]
         self._model_checks.pop(id(agent), None)
+
+    def add_webhooks(self, hooks: Webhooks) -> None:
+        """Serve ``hooks``' sources at ``POST /hooks/<name>`` (an agent that starts)."""
+        if all(h is not hooks for h in self.webhooks):
+            self.webhooks.append(hooks)
+
+    def remove_webhooks(self, hooks: Webhooks) -> None:
+        """Stop serving ``hooks`` (its agent stops)."""
+        self.webhooks = [h for h in self.webhooks if h is not hooks]
 
     def stopping(self) -> None:
         """The process is shutting down: ``/readyz`` answers 503 from now on."""
@@ -197,6 +210,7 @@ class Ops:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/hooks/{name}", self._hook)
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -215,6 +229,24 @@ class Ops:
             return web.Response(body=body, headers={"Content-Type": exposition.CONTENT_TYPE_LATEST})
         body = await self.render_metrics()
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        found = [(h, h.limit(name)) for h in self.webhooks]
+        hooks, limit = next(((h, n) for h, n in found if n is not None), (None, None))
+        if hooks is None or limit is None:
+            if not self.webhooks or self._stopping:
+                return web.json_response(
+                    {"status": "refused", "reason": "this process takes no webhooks now"}, status=503
+                )
+            return web.json_response({"status": "refused", "reason": "no webhook source of that name"}, status=404)
+        body: bytes | None = None  # (None: larger than the source takes; the server read it within client_max_size)
+        if request.content_length is None or request.content_length <= limit:
+            body = await request.read()
+        verdict = await hooks.receive(name, request.headers, body)
+        headers = {"Retry-After": str(verdict.retry_after)} if verdict.retry_after else None
+        status = "queued" if verdict.status == 202 else "refused"
+        return web.json_response({"status": status, "reason": verdict.reason}, status=verdict.status, headers=headers)
 
 
 def _agent_running(agent: Host) -> Check:

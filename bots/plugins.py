@@ -60,6 +60,7 @@ __all__ = (
     "standard",
     "trust",
     "usage",
+    "webhooks",
 )
 
 log = logging.getLogger("bots.plugins")
@@ -97,6 +98,8 @@ class Deployment:
     """This process runs actions (a gateway does not): the MCP servers are connected."""
     facts: FactStore | None = None
     """Where facts live (None: the memory store in one process, the queue's Redis in a fleet)."""
+    listen: bool = True
+    """This process takes what comes from outside (a gateway, ``bots run``; a worker does not): webhooks."""
 
     @property
     def distributed(self) -> bool:
@@ -442,6 +445,68 @@ def skills() -> FromSettings:
     return FromSettings("skills", build)
 
 
+def webhooks() -> FromSettings:
+    """Events other systems post to ``/hooks/<name>`` on the HTTP endpoint (``WEBHOOKS_*``, ``HTTP_PORT``), each
+    answered in the chat its source names; taken by the processes that listen (``bots run``, ``bots gateway``),
+    claimed in the queue's Redis in a fleet so that a delivery is queued once whichever gateway gets it."""
+    from core import service
+    from core.trust import Tier
+    from core.webhooks import Webhooks, WebhookSource, WebhookStore
+
+    from .schedules import address_of_channel
+
+    def build(d: Deployment) -> list[Plugin]:
+        hooks = d.settings.webhooks
+        if not (hooks.enabled and d.listen and hooks.sources):
+            return []
+        sources = []
+        for entry in hooks.sources:
+            context, args = address_of_channel(entry.channel)
+            sources.append(
+                WebhookSource(
+                    name=entry.name,
+                    secret=entry.secret.get_secret_value(),
+                    scheme=entry.scheme,
+                    context=context,
+                    args=args,
+                    prompt=entry.prompt,
+                    tier=Tier(entry.tier),
+                    max_bytes=hooks.max_bytes,
+                    tolerance=hooks.tolerance,
+                    per_minute=entry.per_minute or hooks.per_minute,
+                    dedupe_seconds=hooks.dedupe_seconds,
+                )
+            )
+        store: WebhookStore | None = None
+        if d.distributed:
+            from core.fleet import RedisDispatcher
+            from core.webhooks.redis_store import RedisWebhookStore
+
+            if not isinstance(d.dispatcher, RedisDispatcher):
+                raise ConfigError("WEBHOOKS_ENABLED on a shared queue needs its Redis (a RedisDispatcher)")
+            store = RedisWebhookStore(d.dispatcher.backend)
+        plugin = Webhooks(sources, store, payload_chars=hooks.payload_chars)
+
+        def start(_agent: Host) -> None:
+            from .ops import ops
+
+            ops.add_webhooks(plugin)
+
+        def stop(_agent: Host) -> None:
+            from .ops import ops
+
+            ops.remove_webhooks(plugin)
+
+        return [
+            plugin,
+            Brings(extension(name="webhooks-route", services=[service(name="webhooks", start=start, stop=stop)])),
+        ]
+
+    from core import extension
+
+    return FromSettings("webhooks", build)
+
+
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them (the loop guard first: a repeated call is refused
     before the trust tiers or an approval see it)."""
@@ -461,4 +526,5 @@ def standard() -> list[Plugin]:
         knowledge(),
         mcp(),
         skills(),
+        webhooks(),
     ]

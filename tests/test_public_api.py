@@ -15,6 +15,7 @@ PACKAGES = [
     "core.memory",
     "core.models",
     "core.schedules",
+    "core.webhooks",
     "extensions.chat",
     "extensions.terminal",
     "extensions.mcp",

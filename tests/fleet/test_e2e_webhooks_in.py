@@ -1,0 +1,96 @@
+"""End to end: a signed webhook posted to ``bots gateway``'s HTTP endpoint is answered in a Telegram chat by one of
+two ``bots worker`` processes, through a real redis-server and the real python-telegram-bot client talking to the
+fake Telegram Bot API, exactly once although it is delivered twice at once and redelivered later."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from core.webhooks import sign
+from tests.fakes.telegram_server import FakeTelegramServer
+
+from .conftest import wait_until
+from .deployment import Processes, deployment_env
+from .server import RedisServer
+
+SCRIPTED = "Hello! I am up and running"
+SECRET = "a-webhook-secret-of-the-ci"
+CHAT = -100777
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+async def deployment(
+    redis_server: RedisServer, telegram: FakeTelegramServer, tmp_path: Path
+) -> AsyncIterator[Processes]:
+    source = {"name": "ci", "secret": SECRET, "channel": f"telegram:{CHAT}", "prompt": "Tell the chat what failed."}
+    env = deployment_env(
+        redis_server,
+        tmp_path,
+        telegram=telegram,
+        REDIS_LEASE_SECONDS="1",
+        TELEGRAM_POLL_TIMEOUT="1",
+        LLM_PROVIDER="scripted",
+        WEBHOOKS_ENABLED="true",
+        WEBHOOKS_SOURCES=json.dumps([source]),
+    )
+    async with Processes(tmp_path, env) as procs:
+        yield procs
+
+
+async def post(url: str, body: bytes, headers: dict[str, str]) -> int:
+    async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as response:
+        return response.status
+
+
+async def test_a_signed_webhook_is_answered_in_the_chat_once(
+    deployment: Processes, telegram: FakeTelegramServer, client: Any
+) -> None:
+    telegram.chat(CHAT, kind="supergroup", title="CI")
+    workers = [await deployment.start("worker"), await deployment.start("worker")]
+    port = free_port()
+    deployment.env["HTTP_PORT"] = str(port)
+    gateway = await deployment.start("gateway")
+    deployment.env["HTTP_PORT"] = "0"
+    await wait_until(lambda: "gateway listening" in deployment.log_of(gateway), timeout=60, what="the gateway")
+    url = f"http://127.0.0.1:{port}/hooks/ci"
+    body = json.dumps({"pipeline": "main", "status": "failed", "job": "tests"}).encode()
+    ts = int(time.time())
+    headers = {"X-Webhook-Timestamp": str(ts), "X-Webhook-Signature": sign(SECRET, body, ts), "X-Webhook-Id": "run-1"}
+    first, second = await asyncio.gather(post(url, body, headers), post(url, body, headers))  # delivered twice
+    assert sorted((first, second)) == [202, 409]
+    [reply] = await telegram.wait_replies(1, timeout=60)
+    assert reply.chat_id == CHAT and reply.text.startswith(SCRIPTED)
+    later = int(time.time())  # the sender retries: signed anew, the same delivery id
+    again = {
+        "X-Webhook-Timestamp": str(later),
+        "X-Webhook-Signature": sign(SECRET, body, later),
+        "X-Webhook-Id": "run-1",
+    }
+    assert await post(url, body, again) == 409
+    unsigned = await post(url, body, {"X-Webhook-Id": "run-2"})
+    assert unsigned == 401
+    await asyncio.sleep(1.0)
+    await deployment.stop_all()
+    assert [(r.chat_id, r.text) for r in telegram.sent] == [(CHAT, reply.text)]
+    log = deployment.log_of(gateway)
+    assert "webhook ci: delivery" in log and "queued" in log
+    assert SECRET not in log and all(SECRET not in deployment.log_of(w) for w in workers)
+    assert not re.search(r"run-1", log)  # a delivery id is the sender's: only its digest is logged
+    assert await client.zcard("bots:queue") == 0
