@@ -2,7 +2,8 @@
 (``redis-server --sentinel``), each on a free port in its own folder; ``kill_primary`` kills the primary with
 ``kill -9`` and waits for the sentinels to promote the replica, ``rejoin`` starts the killed one again as a
 replica of the new primary, ``partition`` cuts the replica off the primary first (what a promotion then loses
-is what only the old primary had), ``force_failover`` promotes the replica while the primary still runs."""
+is what only the old primary had), ``force_failover`` promotes the replica while the primary still runs, ``restart`` starts a killed server again
+with its own data (as compose and Kubernetes do), ``add_replica`` adds an empty one."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ class SentinelTopology:
         failover_timeout_ms: int = 3000,
         fsync: str = "always",
         password: str = "",
+        replicas: int = 1,
     ) -> None:
         self.folder = folder
         self.password = password
@@ -84,7 +86,8 @@ class SentinelTopology:
         """How long the sentinels wait without an answer before they call a server down."""
         self.failover_timeout_ms = failover_timeout_ms
         """How long one failover attempt may take before the sentinels try again."""
-        self.servers = [RedisServer(folder / f"redis-{n}", fsync=fsync) for n in range(2)]
+        self.fsync = fsync
+        self.servers = [RedisServer(folder / f"redis-{n}", fsync=fsync) for n in range(1 + replicas)]
         self.sentinel_ports = [free_port() for _ in range(3)]
         self._sentinels: list[subprocess.Popen[bytes] | None] = [None, None, None]
 
@@ -114,11 +117,12 @@ class SentinelTopology:
         }
 
     def start(self, *, timeout: float = 20.0) -> None:
-        primary, replica = self.servers
+        primary, *replicas = self.servers
         for server in self.servers:
             self._start_server(server)
-        self.ask(replica, "REPLICAOF", "127.0.0.1", str(primary.port))
-        self._wait(lambda: self.replicas_of(primary) >= 1, timeout, "the replica to sync")
+        for replica in replicas:
+            self.ask(replica, "REPLICAOF", "127.0.0.1", str(primary.port))
+        self._wait(lambda: self.replicas_of(primary) >= len(replicas), timeout, "the replicas to sync")
         for n in range(3):
             self._start_sentinel(n)
         self._wait(lambda: all(self.known_primary(n) == primary.port for n in range(3)), timeout, "the sentinels")
@@ -259,7 +263,47 @@ class SentinelTopology:
             "the primary to count the replica",
         )
 
+    def restart(self, server: RedisServer) -> None:
+        """Start the killed ``server`` again with its own data (its AOF) and nothing else, as compose's ``restart:
+        unless-stopped`` and Kubernetes do: it comes back as the primary it was until the sentinels make it a
+        replica of the one they promoted (seconds later)."""
+        self._start_server(server)
+
+    def add_replica(self, *, timeout: float = 30.0) -> RedisServer:
+        """Start a new, empty server as a replica of the primary (what an operator does when the primary is gone
+        for good and the one replica left was promoted), and wait until the primary counts it."""
+        server = RedisServer(self.folder / f"redis-{len(self.servers)}", fsync=self.fsync)
+        self.servers.append(server)
+        primary = self.primary
+        self._start_server(server)
+        self.ask(server, "REPLICAOF", "127.0.0.1", str(primary.port))
+        port = f"port={server.port},"
+        self._wait(
+            lambda: any(
+                port in line and "state=online" in line
+                for line in self.ask(primary, "INFO", "replication").splitlines()
+            ),
+            timeout,
+            "the primary to count the new replica",
+        )
+        return server
+
+    def pause_sentinel(self, n: int) -> None:
+        """Freeze sentinel ``n`` (``SIGSTOP``): it answers nobody, its connections hang as behind a cut link."""
+        proc = self._sentinels[n]
+        if proc is not None:
+            proc.send_signal(signal.SIGSTOP)
+
+    def resume_sentinel(self, n: int) -> None:
+        """Let sentinel ``n`` run again (``SIGCONT``), with the view of the primary it had when it was frozen."""
+        proc = self._sentinels[n]
+        if proc is not None:
+            proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
+        for proc in self._sentinels:
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
         for proc in self._sentinels:
             if proc is not None and proc.poll() is None:
                 proc.kill()
