@@ -26,6 +26,7 @@ from .config import (
     settings_table,
 )
 from .hardening import weak_settings
+from .plugins import sandbox_problem
 from .schedule_service import next_firings
 from .service_checks import postgres_report
 from .settings import Settings
@@ -116,6 +117,8 @@ async def config_report(settings: Settings, *, changed_only: bool = False) -> Co
     report.mcp_servers, mcp_problems = await check_mcp_servers(settings)
     report.problems += mcp_problems
     report.policy = policy_lines(settings)
+    sandbox = await sandbox_problem(settings)
+    report.warnings += [sandbox] if sandbox else []
     report.schedules, schedule_problems = await next_firings(settings)
     report.problems += [] if redis_problems else schedule_problems  # (Redis's own problem says why they are not read)
     return report

@@ -53,6 +53,8 @@ __all__ = (
     "media",
     "pictures",
     "resolve",
+    "sandbox",
+    "sandbox_problem",
     "schedules",
     "set_up",
     "skills",
@@ -507,6 +509,47 @@ def webhooks() -> FromSettings:
     return FromSettings("webhooks", build)
 
 
+async def sandbox_problem(settings: Settings) -> str | None:
+    """Why ``run_code`` would not be offered on this machine although ``SANDBOX_ENABLED`` (``bots config``), or None:
+    bubblewrap is missing, or cannot run a program here (no user namespaces in this container)."""
+    from core.sandbox import find_sandbox
+
+    if not settings.sandbox.enabled:
+        return None
+    found, why = find_sandbox(settings.sandbox.bwrap)
+    if found is not None:
+        why = await found.check() or ""
+    return f"SANDBOX_ENABLED but run_code is not offered: {why}" if why else None
+
+
+def sandbox() -> FromSettings:
+    """The ``run_code`` action (``SANDBOX_*``): a short program run under bubblewrap with no network, none of the
+    bot's files and hard limits, for the trust tiers of ``SANDBOX_TIERS``, in the processes that run actions; not
+    offered where no sandbox works (``bots config`` says why)."""
+    from core.sandbox import CodeSandbox, SandboxLimits, find_sandbox
+
+    def build(d: Deployment) -> list[Plugin]:
+        box = d.settings.sandbox
+        if not (box.enabled and d.tools):
+            return []
+        found, why = find_sandbox(box.bwrap)
+        if found is None:
+            log.warning("SANDBOX_ENABLED but run_code is not offered: %s", why)
+        mb = 1024 * 1024
+        limits = SandboxLimits(
+            timeout=box.timeout,
+            cpu_seconds=max(1, int(box.timeout + 0.999)),
+            memory_bytes=box.memory_mb * mb,
+            processes=box.processes,
+            output_bytes=box.output_kb * 1024,
+            folder_bytes=box.folder_mb * mb,
+        )
+        tiers = frozenset(Tier(t) for t in box.tiers)
+        return [CodeSandbox(found, tiers=tiers, limits=limits, owners=d.settings.bot.admins)]
+
+    return FromSettings("sandbox", build)
+
+
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them (the loop guard first: a repeated call is refused
     before the trust tiers or an approval see it)."""
@@ -526,5 +569,6 @@ def standard() -> list[Plugin]:
         knowledge(),
         mcp(),
         skills(),
+        sandbox(),
         webhooks(),
     ]

@@ -30,6 +30,7 @@ from extensions.web.settings import WebSettings
 from .console.settings import ConsoleSettings
 from .knowledge_settings import KnowledgeSettings
 from .queue_settings import RedisSettings
+from .sandbox_settings import SandboxSettings
 from .schedules import OperatorSchedule, parse_operator_schedules
 from .setting_values import names as _names
 from .tracing import TracingSettings
@@ -599,3 +600,4 @@ class Settings(BaseSettings):
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)

@@ -14,6 +14,7 @@ PACKAGES = [
     "core.media",
     "core.memory",
     "core.models",
+    "core.sandbox",
     "core.schedules",
     "core.webhooks",
     "extensions.chat",
