@@ -37,7 +37,7 @@ from core.errors import BotError, ConfigError, DispatchError, ModelError
 from .config import platforms
 from .ops import ops
 from .settings import Settings
-from .worker import queue_config, redis_check
+from .worker import queue_config, redis_check, redis_sampler
 
 if TYPE_CHECKING:
     from core import Agent, Host
@@ -169,6 +169,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
     backend = RedisBackend(queue_config(settings), client_name="bots-gateway")
     ops.add_check("redis", redis_check(backend))
     ops.add_info("redis", backend.state)
+    ops.add_sampler("redis", redis_sampler(backend))
     role = FleetRole(settings, backend, role="gateway")  # the console's fleet page, the web chat's relay
     try:
         await backend.run(backend.client.ping, what="connecting")

@@ -46,6 +46,8 @@ __all__ = (
     "MODEL_SKIPPED",
     "PLATFORM_RATE_LIMITED",
     "QUEUE_DEPTH",
+    "REDIS_REPLICAS_IN_SYNC",
+    "REDIS_WRITES_WAIT",
     "REPLIES_UNCERTAIN",
     "REPLY_SECONDS",
     "RUN_SECONDS",
@@ -65,6 +67,7 @@ __all__ = (
     "platform_of",
     "rate_limited",
     "set_queue_depth",
+    "set_replication",
     "set_shards",
 )
 
@@ -161,6 +164,15 @@ WORKER_LEASES = Counter(
     "bots_worker_leases", "Context leases of this worker by event (claimed, renewed, lost, released)", ["event"]
 )
 WORKER_LEASES_HELD = Gauge("bots_worker_leases_held", "Context leases this worker holds now")
+REDIS_REPLICAS_IN_SYNC = Gauge(
+    "bots_redis_replicas_in_sync",
+    "Replicas in step with the Redis primary (online, acknowledging within 2 s), as this process last read them",
+)
+REDIS_WRITES_WAIT = Gauge(
+    "bots_redis_writes_wait_for_replica",
+    "1 while writes wait for a replica: the primary has fewer replicas in sync than REDIS_MIN_REPLICAS, so every "
+    "acknowledgement is held (bots doctor says what to do)",
+)
 GATEWAY_SHARDS = Gauge("bots_gateway_shards", "Shards of a platform in all (DISCORD_SHARD_COUNT)", ["platform"])
 GATEWAY_SHARD_HELD = Gauge(
     "bots_gateway_shard_held", "1 for each shard this gateway process holds now", ["platform", "shard"]
@@ -256,6 +268,12 @@ def rate_limited(platform: str) -> None:
 def set_queue_depth(queue: str, depth: float) -> None:
     """Inputs waiting in ``queue`` now."""
     QUEUE_DEPTH.labels(queue=queue).set(depth)
+
+
+def set_replication(*, in_sync: int, writes_wait: bool) -> None:
+    """The Redis primary's replicas in sync, and whether writes wait for one (``core.fleet.replica_stall``)."""
+    REDIS_REPLICAS_IN_SYNC.set(in_sync)
+    REDIS_WRITES_WAIT.set(1 if writes_wait else 0)
 
 
 def set_shards(platform: str, *, count: int, held: list[int]) -> None:

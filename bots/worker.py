@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError
@@ -20,7 +21,7 @@ from .settings import Settings
 if TYPE_CHECKING:
     from core.fleet import QueueConfig, RedisBackend
 
-__all__ = ("queue_config", "redis_check", "run_worker")
+__all__ = ("queue_config", "redis_check", "redis_sampler", "run_worker")
 
 log = logging.getLogger("bots.worker")
 
@@ -60,6 +61,29 @@ def redis_check(backend: RedisBackend) -> Any:
         return True
 
     return check
+
+
+def redis_sampler(backend: RedisBackend) -> Callable[[], Awaitable[None]]:
+    """Refreshes ``bots_redis_replicas_in_sync`` and ``bots_redis_writes_wait_for_replica`` before ``/metrics`` is
+    rendered: the primary's ``INFO replication`` (with ``REDIS_MIN_REPLICAS`` > 0 only; a failed read leaves them)."""
+    from core.fleet.backend import replicas_in_step
+    from core.fleet.replica_stall import replica_stall
+
+    from .metrics import set_replication
+
+    async def sample() -> None:
+        cfg = backend.config
+        if not backend.confirms:
+            return
+        try:
+            async with asyncio.timeout(cfg.op_timeout):
+                info = await backend.client.info("replication")
+        except Exception:  # Redis away: readiness says so; the gauges keep their last reading
+            return
+        stalled = replica_stall(info, min_replicas=cfg.min_replicas) is not None
+        set_replication(in_sync=replicas_in_step(info), writes_wait=stalled)
+
+    return sample
 
 
 def _degraded(backend: RedisBackend) -> str:
@@ -112,6 +136,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         ops.attach(agent)
         ops.add_check("redis", redis_check(backend))
         ops.add_info("redis", backend.state)
+        ops.add_sampler("redis", redis_sampler(backend))
         failure: BaseException | None = None
         await role.start()
         try:

@@ -54,3 +54,43 @@ async def test_doctor_reads_the_running_fleet(
 
     code, report = await doctor(tmp_path, {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     assert code == 1 and report["problems"][0].startswith("Redis at redis://127.0.0.1:")
+
+
+async def test_doctor_and_the_metric_say_writes_wait_for_a_replica(tmp_path: Path, redis_server: RedisServer) -> None:
+    """``REDIS_MIN_REPLICAS=1`` and a primary without a replica (what the promoted one is after the primary is gone
+    for good with one replica): every acknowledgement waits. The doctor names it, with what to do, and the gauge the
+    alert rule reads is 1; once a replica is in sync, the doctor says so and the gauge is 0 (issue 50)."""
+    from bots.metrics import REDIS_REPLICAS_IN_SYNC, REDIS_WRITES_WAIT
+    from bots.worker import redis_sampler
+    from core.fleet import QueueConfig, RedisBackend
+    from core.fleet.replica_stall import NONE_IN_SYNC
+
+    from .sentinel import ask
+
+    settings = {"REDIS_URL": redis_server.url, "REDIS_MIN_REPLICAS": "1"}
+    code, report = await doctor(tmp_path, settings)
+    assert code == 1
+    (stall,) = [line for line in report["problems"] if line.startswith(NONE_IN_SYNC)]
+    assert f"the primary 127.0.0.1:{redis_server.port} has 0 replicas connected" in stall
+    assert "bring the old primary back" in stall and "REDIS_MIN_REPLICAS=0" in stall
+    backend = RedisBackend(QueueConfig(url=redis_server.url, min_replicas=1))
+    replica = RedisServer(tmp_path / "replica")
+    try:
+        sample = redis_sampler(backend)
+        await sample()
+        assert (REDIS_WRITES_WAIT._value.get(), REDIS_REPLICAS_IN_SYNC._value.get()) == (1, 0)
+
+        await asyncio.to_thread(replica.start)
+        ask(replica.port, "REPLICAOF", "127.0.0.1", str(redis_server.port))
+        for _ in range(200):  # online, and acknowledging (every second)
+            await sample()
+            if REDIS_WRITES_WAIT._value.get() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert (REDIS_WRITES_WAIT._value.get(), REDIS_REPLICAS_IN_SYNC._value.get()) == (0, 1)
+        code, report = await doctor(tmp_path, settings)
+        assert not any(NONE_IN_SYNC in line for line in report["problems"]), report["problems"]
+        assert "1 replicas in sync with the primary (REDIS_MIN_REPLICAS=1): writes are confirmed" in report["lines"]
+    finally:
+        await backend.close()
+        await asyncio.to_thread(replica.stop)
