@@ -41,7 +41,7 @@ __all__ = ("MEMORY_KINDS", "DrainStats", "Drainer")
 
 log = logging.getLogger("core.fleet.drain")
 
-MEMORY_KINDS = ("context", "working", "statelog", "settings")
+MEMORY_KINDS = ("context", "shape", "working", "statelog", "settings")
 """The memory-store kinds ``agent.load_state`` reads: fetched with each batch, in the same script (the chat's
 settings too: written by the gateway's commands, read at the start of each batch as a separate read would be)."""
 

@@ -12,7 +12,7 @@ Per context ``cid`` (prefix ``bots:``)::
                                      newest input, in ms, and the window), busy and quiet (the conversation's
                                      own /busy and /quiet, when it chose them: ``RedisDispatcher.set_controls``)
     bots:{cid}:ledger:<n>   hash     model answers and replies of batch n (idempotent replies), until its ack
-    bots:{cid}:mem:<kind>   string   memory store values (``context``, ``working``, ``statelog``)
+    bots:{cid}:mem:<kind>   string   memory store values (``context``, ``shape``, ``working``, ``statelog``)
     bots:{cid}:stop         string   the last Stop pressed: "<batch held>|<t of the newest input waiting>", kept
                                      an hour (``core.fleet.stops``)
 
