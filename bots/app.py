@@ -27,6 +27,8 @@ from core.errors import ConfigError, DefinitionError, MemoryStoreError
 from core.limits import LimitStore
 from core.memory import HistoryStore, SQLiteHistory
 from core.memory.recording import RetentionSweeper
+from core.plugin import Plugin
+from core.safety import with_safe_defaults
 from core.schedules import Clock, ScheduleStore
 from core.summary import SummaryLock, SummaryPolicy
 from extensions.chat.i18n import LANGUAGE_NAMES
@@ -36,7 +38,7 @@ from .assistant import persona_text
 from .config import check_settings, platforms
 from .loading import load_bot
 from .models import build_model, close_model, open_model
-from .plugins import Deployment, build_limiter, build_media, build_trust, resolve, set_up
+from .plugins import Deployment, build_limiter, build_media, build_trust, limits, resolve, set_up
 from .settings import Settings
 
 __all__ = (
@@ -181,6 +183,14 @@ def build_extensions(
     return extensions
 
 
+def safe_plugins(bot: Bot) -> list[Plugin]:
+    """The bot's plugins with each safety plugin it lacks and does not go without first (``core.safety``): the loop
+    guard, and the operator's limits (``plugins.limits()``, built from the settings)."""
+    return with_safe_defaults(
+        bot.plugins, without=bot.without, build=lambda d: limits() if d.name == "limits" else None
+    )
+
+
 def build_agent(
     settings: Settings,
     *,
@@ -259,7 +269,7 @@ def build_agent(
     try:
         agent = create_agent(
             model=chosen_model,
-            bot=dataclasses.replace(bot, plugins=resolve(bot.plugins, deployment)),
+            bot=dataclasses.replace(bot, plugins=resolve(safe_plugins(bot), deployment)),
             extensions=build_extensions(settings, listen=listen, only=platforms, web_fleet=web_fleet),
             memory=memory if memory is not None else build_memory(settings),
             dispatcher=dispatcher,

@@ -54,6 +54,7 @@ from .reply_ledger import ReplyLedger
 from .run_deps import RunDeps
 from .run_table import Pending, RunTable
 from .run_traces import RunTrace, remember_run
+from .safety import check_without, with_safe_defaults
 from .state_store import StateStore
 from .summary import Summarizer
 from .task_runner import TaskRunner
@@ -91,6 +92,7 @@ class Agent(ExtensionPoints):
         extensions: Sequence[Extension] = (),
         services: Sequence[Service] = (),
         plugins: Sequence[Plugin] = (),
+        without: Sequence[str] = (),
         memory: MemoryStore | None = None,
         dispatcher: Dispatcher | None = None,
         options: AgentOptions | None = None,
@@ -106,8 +108,14 @@ class Agent(ExtensionPoints):
         self.bot = bot if bot is not None else Bot(name="")
         """The bot this agent runs (``core.Bot``): its definitions are registered beside those given here (without
         one, an anonymous bot: no name, so a fleet does not check that its gateway and workers run the same)."""
-        self.plugins: tuple[Plugin, ...] = (*self.bot.plugins, *plugins)
-        """The features attached to the engine's hooks (``core.plugin``), the bot's first."""
+        self.plugins: tuple[Plugin, ...] = tuple(
+            with_safe_defaults(
+                (*self.bot.plugins, *plugins),
+                without=(*self.bot.without, *check_without(without, where="create_agent")),
+            )
+        )
+        """The features attached to the engine's hooks (``core.plugin``): the safety plugins the bot does not go
+        without first (``core.safety``: the loop guard), then the bot's, then ``plugins``."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
         """Where context memory and working memory are kept."""
         self.dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()

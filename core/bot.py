@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from .definition_types import AnyAction, AnyOutput
 from .definitions import Action, Context, ContextState, Extension, Input, Output, PlatformChat, Service, maybe_await
 from .errors import DefinitionError, ValidationError
+from .safety import check_without
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -65,6 +66,9 @@ class Bot:
     """Services started and stopped with the agent."""
     plugins: Sequence[Plugin] = ()
     """Features attached to the engine's hooks (``core.plugin``): limits, usage, trust, schedules..."""
+    without: Sequence[str] = ()
+    """Safety plugins the bot goes without, by name (``"loop-guard"``, ``"limits"``); every other one is on
+    (``core.safety``)."""
     defined_at: str = field(default="", repr=False)
     """Where the bot was built (``file:line``), for errors about its definitions; filled in when empty."""
 
@@ -77,6 +81,7 @@ class Bot:
                 f"Bot(name={self.name!r}, context=...): {type(self.context).__name__} is not a context; "
                 "build one with core.context(type=..., schema=..., key=...)"
             )
+        self.without = check_without(self.without, where="Bot")
         for field_, kind, helper in (("actions", Action, "action"), ("outputs", Output, "output")):
             for item in getattr(self, field_):
                 if not isinstance(item, kind):

@@ -14,9 +14,9 @@ So the user never gets the same reply twice for one message. A message that join
 afresh: "hi" sent twice gets "Hello!" twice, and "what time is it?" asked again calls ``current_time`` again.
 The guard keeps one key per successful call and the text of each delivered output: a few entries a run.
 
-The guard is a plugin (``LoopGuard``), on the step loop's hooks like any feature: a bot opts in with
-``plugins=[LoopGuard(), ...]`` (the built-in assistant and ``bots new``'s bot have it). What the engine keeps of it
-is the rule that a step of nothing but refused repeats ends the run.
+The guard is a plugin (``LoopGuard``), on the step loop's hooks like any feature, and a safety plugin: every bot
+has it unless it goes without it by name (``Bot(without=["loop-guard"])``, ``core.safety``). What the engine keeps
+of it is the rule that a step of nothing but refused repeats ends the run.
 """
 
 from __future__ import annotations
