@@ -48,7 +48,7 @@ async def test_create_agent_with_the_bot_given_as_plugins_has_the_loop_guard_too
 
 
 async def test_a_bot_that_goes_without_the_loop_guard_by_name_gets_every_repeat() -> None:
-    texts, model = await answers(readme_bot(without=["loop-guard"]))
+    texts, _ = await answers(readme_bot(without=["loop-guard"]))
     assert len(texts) > 1 and set(texts) == {"Hello! How can I help?"}  # as many as its steps allow
     texts, _ = await answers(readme_bot(), without=["loop-guard"])
     assert len(texts) > 1
