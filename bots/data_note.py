@@ -17,8 +17,8 @@ __all__ = ("LAST_BOT", "note_data")
 
 log = logging.getLogger(__name__)
 
-LAST_BOT = "bots:last-bot"
-"""The memory store's key of the name of the last bot started on it."""
+LAST_BOT = "last-bot"
+"""The memory store's key of the name of the last bot started on it (no `:`: not a conversation's key)."""
 
 
 async def note_data(agent: Agent, settings: Settings, *, name: str) -> str:
