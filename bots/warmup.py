@@ -2,8 +2,10 @@
 bot starts (``LocalModel.warm``), so that the first answer after the prompt appears is no slower than a later one.
 
 The request is built as the step loop builds it for the compact prompt (``core.prompt.build_compact_prompt``), for
-the terminal chat's conversation when the bot has one, else for the first conversation context of a platform: its
-system prompt and its tools are what every first message of that platform shares."""
+the terminal chat's conversation when the bot has one, else for the first conversation context of a platform, in
+the instance its ``example_args`` name (a private chat): its system prompt and its tools are what every first
+message of that platform shares. A context without ``example_args`` is not warmed (its key may read arguments of
+a shape only its platform knows)."""
 
 from __future__ import annotations
 
@@ -26,14 +28,14 @@ _FIRST_WORDS = "Hello!"
 
 async def first_request(agent: Agent) -> ModelRequest | None:
     """The compact request of a first message in the bot's main conversation (None: the agent does not use the
-    compact prompt, or has no conversation context)."""
+    compact prompt, or has no conversation context with ``example_args``)."""
     if not agent.compact_prompt:
         return None
-    contexts = [c for c in agent.registry.contexts.values() if c.conversation]
+    contexts = [c for c in agent.registry.contexts.values() if c.conversation and c.example_args is not None]
     if not contexts:
         return None
     chosen = next((c for c in contexts if c.type == "cli:session"), contexts[0])
-    state = await agent.load_state(chosen, "default" if chosen.type == "cli:session" else "warm-up")
+    state = await agent.load_state(chosen, chosen.example_args)  # (a platform's own arguments: its key reads them)
     deps = agent.run_deps()
     actions, outputs = agent.available(state)
     persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona

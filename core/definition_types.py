@@ -719,6 +719,10 @@ class Context(Generic[ArgsT]):
     upgrade: Callable[[Any, int], Any] | None = None
     """``upgrade(memory, version)``: memory kept by an older ``version`` of this context brought to this one's
     shape; keys ``create`` adds are filled in either way."""
+    example_args: ArgsT | None = None
+    """The arguments of a typical new instance (a platform's: a private chat), for what is prepared before any
+    message arrives (the embedded model evaluates a first message's prompt in it while the bot starts,
+    ``bots.warmup``); None: nothing is prepared for this context."""
     laid_over: Context[Any] | None = None
     """The platform context this one lays a bot's context over (same type, arguments and key); None otherwise."""
     laid: Context[Any] | None = None

@@ -38,7 +38,7 @@ from .definition_types import (
     maybe_await,
 )
 from .entries import InputRef, OutputRef
-from .errors import DefinitionError
+from .errors import DefinitionError, ValidationError
 from .handler_context import ActionContext, ContextState, InputContext, OutputContext
 from .schema import Schema, as_schema
 
@@ -420,6 +420,7 @@ def context(
     from_platform: Callable[[PlatformChat], S] | None = None,
     version: int = 1,
     upgrade: Callable[[Any, int], Any] | None = None,
+    example_args: S | None = None,
 ) -> Context[S]: ...
 @overload
 def context(
@@ -453,6 +454,7 @@ def context(
     from_platform: Callable[[PlatformChat], Any] | None = None,
     version: int = 1,
     upgrade: Callable[[Any, int], Any] | None = None,
+    example_args: Any | None = None,
 ) -> Context[Any]: ...
 def context(
     *,
@@ -485,6 +487,7 @@ def context(
     from_platform: Callable[[PlatformChat], Any] | None = None,
     version: int = 1,
     upgrade: Callable[[Any, int], Any] | None = None,
+    example_args: Any | None = None,
 ) -> Context[Any]:
     """Define a context; ``schema`` validates the arguments (default: anything) and ``key(args)`` names the
     instance (mypy checks that it and the hooks read what the schema declares)."""
@@ -516,9 +519,17 @@ def context(
     names = [a.name for a in actions]
     if len(set(names)) != len(names):
         raise DefinitionError(f"context {type!r}: two actions share a name in {names}")
+    checked = as_schema(Any if schema is None else schema, what=f"context {type!r} schema")
+    if example_args is not None:
+        try:
+            example_args = checked.validate(example_args)
+        except ValidationError as exc:
+            raise DefinitionError(
+                f"context {type!r}: example_args do not fit its schema ({exc}); give arguments its schema accepts"
+            ) from exc
     return Context(
         type=type,
-        schema=as_schema(Any if schema is None else schema, what=f"context {type!r} schema"),
+        schema=checked,
         key=key or _default_key,
         create=create,
         render=render,
@@ -546,6 +557,7 @@ def context(
         from_platform=from_platform,
         version=version,
         upgrade=upgrade,
+        example_args=example_args,
     )
 
 

@@ -180,6 +180,7 @@ discord_channel = context(
         thread_id=str(args.channel_id) if args.parent_id is not None else None,
         args=args,
     ),
+    example_args=ChannelArgs(channel_id=1),  # (a direct message: no server)
 )
 """The ``discord:channel`` context, keyed by channel id (a thread or a DM is its own channel; a thread starts
 from its channel's chat settings)."""

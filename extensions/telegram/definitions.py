@@ -239,6 +239,7 @@ telegram_chat = context(
         thread_id=None if args.thread_id is None else str(args.thread_id),
         args=args,
     ),
+    example_args=ChatArgs(chat_id=1),  # (a private chat: a user's id, positive)
 )
 """The ``telegram:chat`` context, keyed by chat (and forum topic: a topic starts from its group's chat settings)."""
 

@@ -24,6 +24,7 @@ cli_session = context(
     instructions='Answer with <output type="cli:message">. Plain text or Markdown.',
     conversation=True,
     chat_of=lambda session: PlatformChat(platform="cli", chat_id=session, user_id=session, args=session),
+    example_args="default",  # (the session the terminal chat opens)
 )
 """One terminal conversation, keyed by session name."""
 

@@ -148,6 +148,7 @@ web_chat = context(
     on_error=_on_error,
     conversation=True,
     chat_of=lambda visitor: PlatformChat(platform="web", chat_id=visitor, user_id=visitor, args=visitor),
+    example_args="visitor",
 )
 """The ``web:chat`` context, keyed by visitor id."""
 
