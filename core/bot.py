@@ -105,7 +105,9 @@ def layer(platform: Context[Any], own: Context[Any]) -> Context[Any]:
     """``own`` laid over the platform's conversation context ``platform``: the platform's type, arguments, key,
     inputs and reply output; ``own``'s memory (``create``, ``load``, ``save``), ``render``, budgets and the contexts
     it ``uses``; both
-    instructions (the platform's first), actions, outputs and hooks (the platform's first)."""
+    instructions (the platform's first), actions, outputs and hooks (the platform's first). A ``DefinitionError``
+    when ``own``'s schema has a required field no platform's chat fills and it has no ``from_platform``."""
+    _check_fillable(own)
     return dataclasses.replace(
         platform,
         create=own.create if own.create is not None else platform.create,
@@ -146,6 +148,21 @@ _SHARED = {
     "thread": "thread_id",
 }
 """The fields of a bot's context's schema filled from a platform's chat by default, and what fills each."""
+
+
+def _check_fillable(own: Context[Any]) -> None:
+    """Say at start, not at each message, when ``own``'s arguments cannot be built from a platform's chat."""
+    tp = own.schema.tp
+    if own.from_platform is not None or not (isinstance(tp, type) and issubclass(tp, BaseModel)):
+        return
+    unfilled = [n for n, f in tp.model_fields.items() if f.is_required() and n not in _SHARED]
+    if unfilled:
+        raise DefinitionError(
+            f"context {own.type!r}: its schema's required field {unfilled[0]!r} is filled by no platform's chat; "
+            "give the context from_platform=..., a function of core.PlatformChat (platform, chat_id, user_id, "
+            "thread_id, args) returning its arguments, give the field a default, or name it one of "
+            f"{', '.join(_SHARED)}"
+        )
 
 
 def platform_chat(platform: Context[Any], args: Any) -> PlatformChat:

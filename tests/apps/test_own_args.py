@@ -168,8 +168,16 @@ def test_a_schema_the_chat_cannot_fill_names_from_platform_and_the_authors_funct
         return registry.contexts[telegram_chat.type]
 
     bare = context(type="room", schema=Room, key=lambda r: r.room)
-    with pytest.raises(DefinitionError, match="from_platform"):
-        own_args(laid(bare), ChatArgs(chat_id=-5, thread_id=3))
+    with pytest.raises(DefinitionError, match="required field 'room' is filled by no platform's chat; give the "):
+        laid(bare)  # said when the bot is laid over the platforms (the agent is built), not at each message
+
+    class Private(BaseModel):
+        user_id: str  # filled in a private chat only
+
+    group = context(type="private", schema=Private, key=lambda p: p.user_id)
+    with pytest.raises(DefinitionError, match=r"cannot be built from a telegram chat .* from_platform"):
+        own_args(laid(group), ChatArgs(chat_id=-5, thread_id=3))
+    assert own_args(laid(group), ChatArgs(chat_id=42)) == Private(user_id="42")
 
     def from_platform(chat: PlatformChat) -> Room:
         return Room(room=f"{chat.platform}/{chat.chat_id}/{chat.thread_id}", owner=chat.args.chat_id)
