@@ -191,8 +191,12 @@ class SentinelTopology:
     @property
     def primary(self) -> RedisServer:
         """The server the sentinels call the primary now."""
-        port = self.known_primary()
-        return next(s for s in self.servers if s.port == port)
+        ports = (self.known_primary(n) for n in range(len(self.sentinel_ports)))  # (one may be frozen: the next)
+        port = next((p for p in ports if p is not None), None)
+        found = next((s for s in self.servers if s.port == port), None)
+        if found is None:
+            raise RuntimeError(f"no sentinel names a primary of this topology (answer: {port})")
+        return found
 
     def partition(self) -> None:
         """Cut the replicas off the primary (as a network partition would): the primary goes on taking writes
