@@ -60,6 +60,7 @@ __all__ = (
     "skills",
     "spoken_replies",
     "standard",
+    "teamwork",
     "trust",
     "usage",
     "webhooks",
@@ -550,6 +551,45 @@ def sandbox() -> FromSettings:
     return FromSettings("sandbox", build)
 
 
+def teamwork() -> FromSettings:
+    """Tasks between the bots of a fleet (``TEAMWORK_*``): this bot takes tasks in its ``task`` context and, with
+    ``TEAMWORK_PEERS``, hands tasks to other bots (``ask_bot``) through their inboxes on the same Redis; needs a
+    fleet (``REDIS_URL``): in one process without Redis it does nothing and says so."""
+    from core.teamwork import Peer, Teamwork
+
+    def build(d: Deployment) -> list[Plugin]:
+        team = d.settings.teamwork
+        if not team.enabled:
+            return []
+        if not d.distributed:
+            log.warning("TEAMWORK_ENABLED without REDIS_URL: tasks between bots travel through Redis; nothing is done")
+            return []
+        import dataclasses
+
+        from core.fleet import RedisBackend, RedisDispatcher
+        from core.teamwork.fleet import FleetPeer, RedisAnswerBox
+
+        if not isinstance(d.dispatcher, RedisDispatcher):
+            raise ConfigError("TEAMWORK_ENABLED on a shared queue needs its Redis (a RedisDispatcher)")
+        backend = d.dispatcher.backend
+        peers: dict[str, Peer] = {}
+        if d.tools:  # (a worker asks; a gateway only stores inputs)
+            for name, prefix in team.peers.items():
+                config = dataclasses.replace(backend.config, prefix=prefix)
+                peers[name] = FleetPeer(RedisBackend(config, client_name=f"bots-peer-{name}"))
+        plugin = Teamwork(
+            bot=d.settings.bot.name,
+            peers=peers,
+            box=RedisAnswerBox(backend),
+            max_depth=team.max_depth,
+            timeout=team.timeout,
+            task_tokens=team.task_tokens,
+        )
+        return [plugin]
+
+    return FromSettings("teamwork", build)
+
+
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them (the loop guard first: a repeated call is refused
     before the trust tiers or an approval see it)."""
@@ -570,5 +610,6 @@ def standard() -> list[Plugin]:
         mcp(),
         skills(),
         sandbox(),
+        teamwork(),
         webhooks(),
     ]

@@ -33,6 +33,7 @@ from .queue_settings import RedisSettings
 from .sandbox_settings import SandboxSettings
 from .schedules import OperatorSchedule, parse_operator_schedules
 from .setting_values import names as _names
+from .teamwork_settings import TeamworkSettings
 from .tracing import TracingSettings
 from .trust_settings import ActionsSettings, TrustSettings
 from .webhook_settings import WebhooksSettings
@@ -601,3 +602,4 @@ class Settings(BaseSettings):
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    teamwork: TeamworkSettings = Field(default_factory=TeamworkSettings)

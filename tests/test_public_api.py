@@ -16,6 +16,7 @@ PACKAGES = [
     "core.models",
     "core.sandbox",
     "core.schedules",
+    "core.teamwork",
     "core.webhooks",
     "extensions.chat",
     "extensions.terminal",

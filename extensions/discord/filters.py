@@ -122,6 +122,8 @@ def decide(
         policy = settings.policy_for(facts.channel_id, facts.parent_id)
     if not should_reply(policy, private=private, mentioned=facts.mentioned, replied_to_bot=facts.replied_to_bot):
         return Verdict.POLICY
+    if facts.author_is_bot and not private and not (facts.mentioned or facts.replied_to_bot):
+        return Verdict.POLICY  # another bot is answered only when it addresses this one, whatever the policy
     if facts.author_is_bot:
         if hops.count(facts.channel_id) >= settings.bot_hop_limit:
             return Verdict.BOT_HOPS

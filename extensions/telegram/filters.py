@@ -237,6 +237,8 @@ def ignore_reason(
     )
     if not addressed:
         return Ignored.POLICY
+    if facts.from_bot and not facts.private and not (facts.mentioned or facts.replied_to_bot):
+        return Ignored.POLICY  # another bot in a group is answered only when it addresses this one, whatever the policy
     if not facts.text.strip() and not facts.attachments:  # a command always has text
         return Ignored.EMPTY
     return None
