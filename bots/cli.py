@@ -6,7 +6,8 @@ and stops cleanly on SIGTERM or Ctrl-C: ``/readyz`` turns 503, inputs stop, answ
 A platform that fails for good while ``bots run`` runs (a service calls ``agent.fail``: Discord closing
 the gateway with 4014, a token revoked) stops it the same way, then it exits with that error.
 Exit codes: 0 done, 1 a failure at run time (or a shutdown that overran its bound), 2 bad settings
-(also when a platform refuses them while running: a revoked token, the Message Content intent).
+(also when a platform refuses them while running: a revoked token, the Message Content intent) or a data file
+that cannot be used (``bots.data_check``), which a restart would not mend.
 """
 
 from __future__ import annotations
@@ -306,8 +307,10 @@ def _console_on(settings: Settings) -> bool:
 async def _start_with_console(agent: Agent, settings: Settings) -> None:
     """Start the agent, say which data it uses (``bots.data_note``), then the operator console when
     ``CONSOLE_SECRET`` is set (``bots.console``)."""
+    from .data_check import check_data_files
     from .data_note import note_data
 
+    await check_data_files(agent, settings)  # a file that cannot be used stops start-up here, naming it
     await agent.start()
     own = settings.bot.app.strip() not in ("", DEFAULT_APP)  # a bot of the author's: its own name
     await note_data(agent, settings, name=agent.bot.name if own else settings.bot.name)

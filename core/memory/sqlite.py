@@ -17,9 +17,11 @@ The files and the folder made for them are the bot's user's alone (0600, 0700): 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -29,7 +31,7 @@ from typing import Any, TypeVar
 
 from ..errors import MemoryStoreError
 
-__all__ = ("SQLITE_LAYOUT", "SQLiteFile", "SQLiteStore")
+__all__ = ("SQLITE_LAYOUT", "SQLiteFile", "SQLiteStore", "probe")
 
 log = logging.getLogger("core.memory.sqlite")
 
@@ -96,8 +98,7 @@ class SQLiteFile:
                 if conn is not None:
                     conn.close()
                 raise MemoryStoreError(
-                    f"cannot open {self.what} at {self.path}: {exc}; check BOT_DATA_DIR points to a writable "
-                    f"folder{self.needs}"
+                    f"cannot open {self.what} at {self.path}: {exc}; {_fix(exc, self.path)}{self.needs}"
                 ) from exc
             except MemoryStoreError:
                 if conn is not None:
@@ -143,6 +144,11 @@ class SQLiteFile:
             if version > 0:  # (version 1 of a new file, or of one made before versions, is no news)
                 log.info("%s %s: migrated %s to version %d", self.what, self.path, self.component, version + 1)
 
+    async def check(self) -> None:
+        """Open the file now (``MemoryStoreError`` naming it and the fix when it cannot be used), so a process
+        refuses to start rather than fail on every message (``bots run`` checks its files at start)."""
+        await self._do(lambda _conn: None)
+
     def _newer(self, detail: str) -> str:
         return (
             f"{self.what} at {self.path} was written by a newer version of the bot ({detail}): run that version, "
@@ -170,6 +176,44 @@ class SQLiteFile:
                     self._conn = None
 
         await asyncio.to_thread(_close)
+
+
+def _fix(exc: BaseException, path: Path) -> str:
+    """What to do about ``exc``, raised opening the data file ``path``."""
+    text = str(exc).lower()
+    if "disk i/o" in text or "disk is full" in text or "no space" in text:
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(path.parent).free < 1024 * 1024:
+                text = "disk is full"
+    if isinstance(exc, PermissionError) or "readonly" in text or "read-only" in text or "permission" in text:
+        return "give the bot's user read and write access to the file and its folder (chown), or set BOT_DATA_DIR"
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return "the file is damaged: restore it from a backup (docs/how-to/backup.md) or move it away to start afresh"
+    if "disk is full" in text or "no space" in text:
+        return "the disk is full: free space where BOT_DATA_DIR points, or point it at another disk"
+    return "check BOT_DATA_DIR points to a writable folder"
+
+
+def probe(path: Path) -> None:
+    """Check that the SQLite file ``path`` of the bot can be used, whatever it holds: it can be read and written,
+    it is a database, and its layout is not a newer version's (``MemoryStoreError`` naming it and the fix)."""
+    try:
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise PermissionError(f"[Errno 13] Permission denied: {str(path)!r}")
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, check_same_thread=False)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error) as exc:
+        raise MemoryStoreError(f"cannot open the bot's data file {path}: {exc}; {_fix(exc, path)}") from exc
+    if layout > SQLITE_LAYOUT:
+        raise MemoryStoreError(
+            f"the bot's data file {path} was written by a newer version of the bot (its layout is {layout}, this "
+            f"version knows {SQLITE_LAYOUT}): run that version, or restore the backup taken before the upgrade "
+            "(docs/how-to/backup.md)"
+        )
 
 
 def _private_file(path: Path) -> None:
