@@ -24,6 +24,8 @@ from .call_format import CallFormat
 from .definition_types import (
     A,
     Action,
+    AnyAction,
+    AnyOutput,
     Context,
     ContextUse,
     Extension,
@@ -404,8 +406,8 @@ def context(
     keep_logs: int = 200,
     working_memory: Literal["window", "run"] = "window",
     uses: Callable[[ContextState[S]], Sequence[ContextUse]] | None = None,
-    actions: Sequence[Action] = (),
-    outputs: Sequence[Output] = (),
+    actions: Sequence[AnyAction] = (),
+    outputs: Sequence[AnyOutput] = (),
     inputs: Sequence[Input] = (),
     on_run: Callable[[ContextState[S], H], Any] | None = None,
     while_running: Callable[[ContextState[S], H], AbstractAsyncContextManager[Any]] | None = None,
@@ -438,8 +440,8 @@ def context(
     keep_logs: int = 200,
     working_memory: Literal["window", "run"] = "window",
     uses: Callable[[ContextState], Sequence[ContextUse]] | None = None,
-    actions: Sequence[Action] = (),
-    outputs: Sequence[Output] = (),
+    actions: Sequence[AnyAction] = (),
+    outputs: Sequence[AnyOutput] = (),
     inputs: Sequence[Input] = (),
     on_run: Callable[[ContextState, H], Any] | None = None,
     while_running: Callable[[ContextState, H], AbstractAsyncContextManager[Any]] | None = None,
@@ -471,8 +473,8 @@ def context(
     keep_logs: int = 200,
     working_memory: Literal["window", "run"] = "window",
     uses: Callable[[ContextState], Sequence[ContextUse]] | None = None,
-    actions: Sequence[Action] = (),
-    outputs: Sequence[Output] = (),
+    actions: Sequence[AnyAction] = (),
+    outputs: Sequence[AnyOutput] = (),
     inputs: Sequence[Input] = (),
     on_run: Callable[[ContextState, Any], Any] | None = None,
     while_running: Callable[[ContextState, Any], AbstractAsyncContextManager[Any]] | None = None,
@@ -516,6 +518,12 @@ def context(
         raise DefinitionError(f"context {type!r}: version is a whole number from 1, not {version!r}")
     if working_memory not in ("window", "run"):
         raise DefinitionError(f"context {type!r}: working_memory is 'window' or 'run', not {working_memory!r}")
+    for items, kind, helper in ((actions, Action, "action"), (outputs, Output, "output")):
+        for item in items:
+            if not isinstance(item, kind):
+                raise DefinitionError(
+                    f"context {type!r}: {item.__class__.__name__} is not an {helper}; build one with core.{helper}(...)"
+                )
     names = [a.name for a in actions]
     if len(set(names)) != len(names):
         raise DefinitionError(f"context {type!r}: two actions share a name in {names}")
@@ -541,8 +549,8 @@ def context(
         keep_logs=keep_logs,
         working_memory=working_memory,
         uses=uses,
-        actions=tuple(actions),
-        outputs=tuple(outputs),
+        actions=tuple(a for a in actions if isinstance(a, Action)),
+        outputs=tuple(o for o in outputs if isinstance(o, Output)),
         inputs=tuple(inputs),
         on_run=on_run,
         while_running=while_running,

@@ -30,6 +30,7 @@ MISTAKES = {
     "agent-send-wrong-args": ('"ArgsNotOfTheContextsSchema"',),
     "inline-handler-for-another-schema": ('Argument "handler" to "action"', "Forecast", "Weather"),
     "inline-int-for-string-content": ('Argument "handler" to "output"', "int", "str"),
+    "inline-context-action": ('Argument "handler" to "action"', "Forecast", "Weather"),
 }
 """Each mistake of wrong_bot.py (its ``# mistake:`` mark) and what mypy's message on that line must say."""
 

@@ -1,4 +1,4 @@
-"""A bot file with nine mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
+"""A bot file with ten mistakes a bot author makes; ``mypy --strict`` should report each (test_typing.py).
 
 Each mistake is on the line marked ``# mistake: <name>``. The file is only type-checked, never run.
 """
@@ -53,4 +53,8 @@ async def main(agent: Agent) -> None:
 bot = Bot(  # written inline, as the docs and bots new write it: each checked against its own schema
     actions=[action(name="inline", schema=Weather, handler=forecast)],  # mistake: inline-handler-for-another-schema
     outputs=[output(type="chat:inline", schema=str, handler=say)],  # mistake: inline-int-for-string-content
+)
+inline = context(
+    type="inline",
+    actions=[action(name="in_context", schema=Weather, handler=forecast)],  # mistake: inline-context-action
 )
