@@ -181,6 +181,13 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
         problems.append(str(exc))
     if role == "gateway" and not enabled and not settings.web.in_fleet:
         problems.append("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
+    web_secret = settings.web.secret.get_secret_value().strip() if settings.web.secret is not None else ""
+    if role == "gateway" and settings.web.in_fleet and not web_secret:
+        problems.append(
+            "WEB_SECRET is empty: every gateway serving the web chat needs the same key, or each makes its own "
+            "(visitors are logged out on every rollout and two gateways disagree); set WEB_SECRET to one random "
+            "value of 32+ characters on every gateway (bots doctor --generate-secret makes one)"
+        )
     if role in ("gateway", "worker"):
         if not (_has("arq") and _has("redis")):
             problems.append(f"bots {role} needs the redis extra: run pip install '.[redis]'")
