@@ -380,3 +380,30 @@ def test_the_docs_say_how_to_build_push_and_create_the_secret() -> None:
 
 
 ROOT_DOCS = DEPLOY.parent / "docs" / "how-to"
+
+
+def _kustomized(tmp_path: Any, components: tuple[str, ...]) -> dict[tuple[str, str], Manifest]:
+    import os
+
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    overlay = tmp_path / f"overlay{len(components)}"
+    overlay.mkdir()
+    rel = os.path.relpath(K8S, overlay)
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [rel], "components": [f"{rel}/{c}" for c in components]})
+    )
+    done = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return {(m["kind"], m["metadata"]["name"]): m for m in yaml.safe_load_all(done.stdout)}
+
+
+def test_the_keda_add_on_leaves_the_worker_count_to_keda(tmp_path: Any) -> None:
+    """With components/keda, ``kubectl apply -k`` sends the workers' Deployment without ``replicas``, so an apply
+    does not set them back to 2 (issue 47); without it, the fixed count stays."""
+    keda = [c for c in COMPONENTS if c.endswith("keda")]
+    assert keda, COMPONENTS
+    worker = _kustomized(tmp_path, tuple(keda))[("Deployment", "bots-worker")]
+    assert "replicas" not in worker["spec"]
+    assert _kustomized(tmp_path, ())[("Deployment", "bots-worker")]["spec"]["replicas"] == 2
+    assert _kustomized(tmp_path, COMPONENTS)[("Deployment", "bots-gateway")]["spec"]["replicas"] == 2
