@@ -4,7 +4,8 @@ webhooks of ``core.webhooks`` at ``POST /hooks/<name>`` where a bot takes them (
 ``bots run``, ``bots gateway`` and ``bots worker`` serve them with ``serve(ops, ...)``; ``ops`` is this
 process's registry. What makes a process ready:
 
-- every agent given to ``ops.attach(agent)`` is running (between ``start()`` and ``stop()``, and no service
+- every agent given to ``ops.attach(agent)`` answers (its ``start()`` has finished, so the embedded model is
+  loaded and the platforms listen, and ``stop()`` has not begun, and no service
   reported a fatal error with ``agent.fail``), its model is reachable (``model_check``) and every check in
   its ``agent.readiness_checks`` passes: the chat adapters register theirs with ``agent.add_readiness`` at
   start (``discord``: the gateway is connected and ready; ``telegram``: updates arrive by polling or webhook);
@@ -253,7 +254,9 @@ def _agent_running(agent: Host) -> Check:
     def check() -> bool | str:
         if agent.failure is not None:
             return f"failed: {agent.failure}"
-        return True if agent.running else "not running (starting or stopping)"
+        if agent.running and not agent.started:  # its services start: the embedded model loads, platforms connect
+            return "starting: the model and the platforms are not ready yet"
+        return True if agent.started else "not running (starting or stopping)"
 
     return check
 

@@ -216,6 +216,7 @@ class Agent(ExtensionPoints):
         self._unsubscribers: list[Callable[[], Any]] = []
         self._started = False
         self._stopping = False
+        self._answering = False
         self._deps: RunDeps | None = None  # what runs read, built at the first run and again when the model changes
         for ext in self.extensions:
             self.registry.register(ext.contexts, ext.actions, ext.outputs, ext.inputs, owner=f"extension {ext.name!r}")
@@ -271,6 +272,7 @@ class Agent(ExtensionPoints):
                 unsubscribe = await maybe_await(inp.subscribe(self.send, self))
                 if callable(unsubscribe):
                     self._unsubscribers.append(unsubscribe)
+        self._answering = True
 
     async def stop(self) -> None:
         """Unsubscribe inputs, let running runs finish (up to ``stop_timeout``), then stop services."""
@@ -304,6 +306,12 @@ class Agent(ExtensionPoints):
     def running(self) -> bool:
         """True between ``start()`` and the beginning of ``stop()``."""
         return self._started and not self._stopping
+
+    @property
+    def started(self) -> bool:
+        """True once ``start()`` has finished (every service started, the model loaded, every input subscribed)
+        until ``stop()`` begins: the agent answers (``/readyz``)."""
+        return self._answering and not self._stopping
 
     def fail(self, error: BaseException) -> None:
         """Report an error a service cannot recover from while the agent runs (a platform took back the

@@ -362,6 +362,12 @@ class Host(Protocol):
         ...
 
     @property
+    def started(self) -> bool:
+        """True once ``start()`` has finished (every service started, the model loaded, every input subscribed)
+        until ``stop()`` begins: the agent answers (readiness)."""
+        ...
+
+    @property
     def failure(self) -> BaseException | None:
         """The error a service reported with ``fail``, else None."""
         ...
