@@ -8,7 +8,7 @@ that came from it. The ``Facts`` plugin keeps them in a ``FactStore``: the agent
 """
 
 from .actions import RememberArgs, recall, remember
-from .model import Fact, FactScope, author_of, visible
+from .model import Fact, FactScope, author_of, visible, visible_to_all
 from .plugin import MAX_FACTS, Facts, facts_of
 from .store import FactStore, MemoryFactStore
 
@@ -25,4 +25,5 @@ __all__ = (  # noqa: RUF022 (sorted as tests/test_public_api.py sorts: plain str
     "recall",
     "remember",
     "visible",
+    "visible_to_all",
 )

@@ -26,6 +26,12 @@ class RememberArgs(BaseModel):
         description="true only when the person says it is for everyone in this chat; otherwise it is theirs alone "
         "and recalled only for them",
     )
+    said_by: str | None = Field(
+        default=None,
+        max_length=100,
+        description="only when you answer several people's messages at once: the name of the one who said it, as "
+        "their messages show it",
+    )
 
 
 def _facts(agent: Host) -> Facts:
@@ -37,7 +43,7 @@ def _facts(agent: Host) -> Facts:
 
 async def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
     scope = FactScope.GROUP if args.for_everyone else FactScope.PRIVATE
-    fact = await _facts(agent).remember(ctx.state, " ".join(args.fact.split()), scope=scope)
+    fact = await _facts(agent).remember(ctx.state, " ".join(args.fact.split()), scope=scope, said_by=args.said_by)
     whose = "everyone in this chat" if fact.scope is FactScope.GROUP else "the person who said it, alone"
     return {"remembered": fact.text, "for": whose}
 
@@ -58,7 +64,8 @@ remember = action(
 recall = action(
     name="recall",
     description="Lists the facts kept that the person you answer may see: their own, and those meant for everyone "
-    "in this chat. Never say a fact of someone else that it does not list.",
+    "in this chat (when you answer several people at once, only those meant for everyone). Never say a fact of "
+    "someone else that it does not list.",
     schema=dict[str, Any],
     handler=_recall,
 )

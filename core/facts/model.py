@@ -18,7 +18,7 @@ import pydantic
 from ..entries import InputRef, Log, now_ms
 from ..usage import user_of
 
-__all__ = ("Fact", "FactScope", "author_of", "visible")
+__all__ = ("Fact", "FactScope", "author_of", "authors", "speaks_as", "visible", "visible_to_all")
 
 _last_kept = 0
 
@@ -78,6 +78,35 @@ class Fact(pydantic.BaseModel):
 def visible(facts: Iterable[Fact], asker: str | None) -> list[Fact]:
     """Of ``facts``, those ``asker`` may be shown: their own and the group's, in the order given."""
     return [f for f in facts if f.visible_to(asker)]
+
+
+def visible_to_all(facts: Iterable[Fact], askers: Sequence[str]) -> list[Fact]:
+    """Of ``facts``, those every one of ``askers`` may be shown (a call that answers several people shows what all
+    of them may see: the group's facts, and a member's own only when they alone are asking); with no asker known,
+    the group's."""
+    if not askers:
+        return visible(facts, None)
+    return [f for f in facts if all(f.visible_to(a) for a in askers)]
+
+
+def authors(inputs: Iterable[InputRef]) -> list[str]:
+    """The distinct authors (``core.usage.user_of``) of ``inputs``, in the order they first wrote."""
+    return list(dict.fromkeys(u for u in (user_of(i) for i in inputs) if u is not None))
+
+
+def speaks_as(ref: InputRef, name: str) -> bool:
+    """True when ``name`` (as a model writes who said something) is the author of ``ref``: the name the prompt
+    shows for them (``user`` or ``author``), their platform id, or their platform-qualified id; case and spacing
+    aside."""
+
+    def norm(text: str) -> str:
+        return " ".join(text.replace(":", " ").split()).casefold()
+
+    wanted = norm(name.lstrip("@"))
+    if not wanted:
+        return False
+    known = (ref.params.get("user"), ref.params.get("author"), ref.params.get("user_id"), ref.params.get("author_id"))
+    return any(norm(str(k).lstrip("@")) == wanted for k in known if k) or wanted == norm(user_of(ref) or "")
 
 
 def author_of(logs: Sequence[Log], *, shown_only: bool = False) -> InputRef | None:

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, MemoryStoreError
+from ..entries import InputRef
+from ..errors import ActionError, ConfigError, MemoryStoreError
+from ..escape import escape_text
 from ..plugin import Plugin, RunHooks, RunView
 from ..usage import user_of
-from .model import Fact, FactScope, author_of, visible
+from .model import Fact, FactScope, author_of, authors, speaks_as, visible_to_all
 from .store import FactStore, MemoryFactStore
 
 if TYPE_CHECKING:
@@ -54,6 +57,8 @@ class Facts(Plugin):
         self._store = store
         self.limit = limit
         """Facts one conversation keeps at most (the newest)."""
+        self._answering: dict[str, _Shown] = {}
+        # the run of each conversation in this process (one at a time), for its actions: whom it answers
 
     @property
     def store(self) -> FactStore:
@@ -73,7 +78,22 @@ class Facts(Plugin):
         _kept[host] = self
 
     def begin(self, run: RunView) -> RunHooks:
-        return _Shown(self, run)
+        shown = _Shown(self, run)
+        self._answering[run.state.id] = shown
+        return shown
+
+    def answered(self, state: ContextState[Any]) -> list[InputRef]:
+        """The inputs with an author that the run of ``state`` has shown the model (those it answers), oldest first;
+        outside a run (or before the model read any), the newest input with an author the model read."""
+        shown = self._answering.get(state.id)
+        logs = state.working_memory.logs
+        if shown is not None and shown.run.state is state:
+            inputs = [e for e in shown.run.chain if isinstance(e, InputRef) and e.processed and user_of(e)]
+            inputs = [e for e in inputs if e in logs]  # (one refused is out of working memory)
+            if inputs:
+                return inputs
+        newest = author_of(logs, shown_only=True)
+        return [newest] if newest is not None else []
 
     async def loaded(self, state: ContextState[Any]) -> None:
         try:
@@ -87,11 +107,16 @@ class Facts(Plugin):
 
     # -- what the actions and commands do ----------------------------------------------------------------
 
-    async def remember(self, state: ContextState[Any], text: str, *, scope: FactScope) -> Fact:
-        """Keep ``text`` in the conversation of ``state``, owned by whoever the model is answering (the newest
-        input it read with an author) and tied to that input's message; said where nobody is identified, the fact
-        is the group's."""
-        author = author_of(state.working_memory.logs, shown_only=True)
+    async def remember(
+        self, state: ContextState[Any], text: str, *, scope: FactScope, said_by: str | None = None
+    ) -> Fact:
+        """Keep ``text`` in the conversation of ``state``, owned by who wrote the message that asked for it (among
+        the inputs the model read in this run) and tied to that message; said where nobody is identified, the fact
+        is the group's. When the run answers several people, ``said_by`` (the name the prompt shows for them) says
+        which of them; the model can only choose among them, and without it the call is refused (never given to
+        whoever wrote last)."""
+        inputs = self.answered(state)
+        author = _asked_by(inputs, said_by)
         owner = user_of(author) if author is not None else None
         fact = Fact(
             conversation=state.id,
@@ -103,9 +128,9 @@ class Facts(Plugin):
         return await self.store.add(fact, limit=self.limit)
 
     async def recall(self, state: ContextState[Any]) -> list[Fact]:
-        """The facts of the conversation of ``state`` that whoever the model is answering may be shown."""
-        author = author_of(state.working_memory.logs, shown_only=True)
-        return visible(await self.store.of_conversation(state.id), user_of(author) if author is not None else None)
+        """The facts of the conversation of ``state`` that everyone the model is answering may be shown (their own
+        and the group's when one person asks; the group's when several do)."""
+        return visible_to_all(await self.store.of_conversation(state.id), authors(self.answered(state)))
 
     async def take_over(self, state: ContextState[Any]) -> int:
         """Move the plain-string facts of the memory dict of ``state`` (kept before facts had owners) into the
@@ -127,8 +152,24 @@ class Facts(Plugin):
         return moved
 
 
+def _asked_by(inputs: Sequence[InputRef], said_by: str | None) -> InputRef | None:
+    """Of ``inputs`` (those the run answers), the newest message of who asked to keep a fact: the one ``said_by``
+    names, or the only author there is."""
+    if said_by:
+        named = [i for i in inputs if speaks_as(i, said_by)]
+        if named:
+            return named[-1]
+    if len(authors(inputs)) <= 1:
+        return inputs[-1] if inputs else None
+    names = ", ".join(dict.fromkeys(str(i.params.get("user") or i.params.get("author") or user_of(i)) for i in inputs))
+    raise ActionError(
+        f"you are answering several people ({escape_text(names)}): call remember again with said_by set to the "
+        "one of them who said it"
+    )
+
+
 class _Shown(RunHooks):
-    """Before each model call: the facts of whoever is asking, on the run's state for the prompt."""
+    """Before each model call: the facts everyone the run answers may see, on the run's state for the prompt."""
 
     __slots__ = ("facts", "run")
 
@@ -138,11 +179,19 @@ class _Shown(RunHooks):
     async def admit(self, updates: list[Log]) -> list[Log]:
         state = self.run.state
         try:
-            author = author_of(updates) or author_of(state.working_memory.logs, shown_only=True)
-            asker = user_of(author) if author is not None else None
-            shown = visible(await self.facts.store.of_conversation(state.id), asker)
+            new = [e for e in updates if isinstance(e, InputRef)]
+            inputs = [e for e in self.run.chain if isinstance(e, InputRef) and (e.processed or e in new)]
+            askers = authors(inputs)
+            if not askers:
+                author = author_of(state.working_memory.logs, shown_only=True)
+                askers = authors([author] if author is not None else [])
+            shown = visible_to_all(await self.facts.store.of_conversation(state.id), askers)
         except MemoryStoreError as exc:  # the answer goes on without them
             log.warning("%s: the facts could not be read (%s); this answer is written without them", state.id, exc)
             shown = []
         state.facts = [f.text for f in shown]
         return updates
+
+    async def ended(self, chain: Sequence[Log]) -> None:
+        if self.facts._answering.get(self.run.state.id) is self:
+            del self.facts._answering[self.run.state.id]

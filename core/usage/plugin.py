@@ -4,10 +4,15 @@ and the model (what ``/stats`` shows and the per-day token limits read)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from ..entries import InputRef
 from ..plugin import ModelCall, Plugin, RunHooks, RunView
-from . import InMemoryUsage, Price, UsageStore, cost_micros, day_of
+from . import InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
+
+if TYPE_CHECKING:
+    from ..entries import Log
 
 __all__ = ("Usage",)
 
@@ -38,27 +43,64 @@ class _Charge(RunHooks):
         self.run = run
 
     async def charged(self, call: ModelCall) -> None:
-        """Add the call's tokens to the counters of the user who asked, the conversation and the model, once per
-        batch and step: a batch run again after a crash charges nothing twice. A failing store is logged: the
-        answer is on its way."""
+        """Add the call's tokens to the counters of the conversation and the model, and to those of the people it
+        answers, each charged for their own messages (a call that answers several people's burst is split between
+        them by the length of what each wrote), once per batch and step: a batch run again after a crash charges
+        nothing twice. A failing store is logged: the answer is on its way."""
         run, name = self.run, call.model
         state = run.state
         cost = cost_micros(self.plugin.prices.get(name), call.input_tokens, call.output_tokens)
         if cost and not call.estimated:
             run.observe(f"cost_micros:{name}", cost)
-        keys = [f"chat:{state.id}", f"model:{name}"]
-        if run.asker is not None:
-            keys.insert(0, f"user:{run.asker}")
         batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
         # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
+        charge = f"{batch}:{run.steps}" if batch else None
+        shares = _shares(run.chain, run.asker)
+        parts: list[tuple[list[str], int, int, int, str | None]] = [
+            ([f"chat:{state.id}", f"model:{name}"], call.input_tokens, call.output_tokens, cost, charge)
+        ]
+        for user, (tokens_in, tokens_out, spent) in _split(shares, call.input_tokens, call.output_tokens, cost).items():
+            parts.append(([f"user:{user}"], tokens_in, tokens_out, spent, f"{charge}:{user}" if charge else None))
         try:
-            await self.plugin.store.add(
-                day=day_of(),
-                keys=keys,
-                input_tokens=call.input_tokens,
-                output_tokens=call.output_tokens,
-                cost=cost,
-                charge=f"{batch}:{run.steps}" if batch else None,
-            )
+            for keys, tokens_in, tokens_out, spent, charge_id in parts:
+                await self.plugin.store.add(
+                    day=day_of(),
+                    keys=keys,
+                    input_tokens=tokens_in,
+                    output_tokens=tokens_out,
+                    cost=spent,
+                    charge=charge_id,
+                )
         except Exception:
             log.exception("could not count the usage of %s", state.id)
+
+
+def _shares(chain: Sequence[Log], asker: str | None) -> dict[str, int]:
+    """Who the run answers, each with the length of what they wrote in it (their share of a call's tokens): the
+    authors of the inputs the model has read; none read yet, ``asker``."""
+    shares: dict[str, int] = {}
+    for entry in chain:
+        if isinstance(entry, InputRef) and entry.processed and (user := user_of(entry)) is not None:
+            text = entry.text if entry.text is not None else str(entry.data or "")
+            shares[user] = shares.get(user, 0) + len(text) + 1
+    if not shares and asker is not None:
+        shares[asker] = 1
+    return shares
+
+
+def _split(shares: dict[str, int], tokens_in: int, tokens_out: int, cost: int) -> dict[str, tuple[int, int, int]]:
+    """``tokens_in``, ``tokens_out`` and ``cost`` divided in proportion to ``shares``, in whole numbers that add up
+    to them (the remainders go to the largest shares first)."""
+    total = sum(shares.values())
+    if not total:
+        return {}
+
+    def divide(amount: int) -> list[int]:
+        exact = [amount * w / total for w in shares.values()]
+        whole = [int(x) for x in exact]
+        order = sorted(range(len(exact)), key=lambda i: exact[i] - whole[i], reverse=True)
+        for i in order[: amount - sum(whole)]:
+            whole[i] += 1
+        return whole
+
+    return dict(zip(shares, zip(divide(tokens_in), divide(tokens_out), divide(cost), strict=True), strict=True))
