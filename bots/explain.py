@@ -66,6 +66,7 @@ TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Events from other systems: webhooks", ("webhooks",)),
     ("Running code the model writes: the sandbox", ("sandbox",)),
     ("Bots that work together", ("teamwork",)),
+    ("Catch-up for a busy group", ("catchup",)),
     ("Observability: logs, endpoints, traces, console", ("log", "http", "tracing", "console")),
 )
 """What an operator is doing, and the settings groups (fields of ``Settings``) it takes; cost and limits are

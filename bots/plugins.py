@@ -44,6 +44,7 @@ __all__ = (
     "build_limiter",
     "build_media",
     "build_trust",
+    "catchup",
     "facts",
     "history_search",
     "knowledge",
@@ -590,6 +591,37 @@ def teamwork() -> FromSettings:
     return FromSettings("teamwork", build)
 
 
+def catchup() -> FromSettings:
+    """``/catchup`` (``CATCHUP_*``): a summary of what a group said since the person's last message or in the period
+    they name, with links to Telegram supergroups' messages, in private on Telegram when asked; read from the history
+    (where the deployment keeps one), written by the bot's model in the process that runs the conversation."""
+    from core.catchup import CatchUp
+
+    from .catchup_settings import telegram_link, telegram_private
+
+    def build(d: Deployment) -> list[Plugin]:
+        settings = d.settings.catchup
+        if not settings.enabled:
+            return []
+        if d.history is None:
+            log.warning(
+                "CATCHUP_ENABLED but this deployment keeps no history (a fleet needs DATABASE_URL): no /catchup"
+            )
+            return []
+        return [
+            CatchUp(
+                d.history,
+                link=telegram_link,
+                private=telegram_private,
+                max_messages=settings.max_messages,
+                max_chars=settings.max_chars,
+                default_seconds=int(settings.default_hours * 3600),
+            )
+        ]
+
+    return FromSettings("catchup", build)
+
+
 def standard() -> list[Plugin]:
     """Every built-in feature, as the built-in assistant has them (the loop guard first: a repeated call is refused
     before the trust tiers or an approval see it)."""
@@ -612,4 +644,5 @@ def standard() -> list[Plugin]:
         sandbox(),
         teamwork(),
         webhooks(),
+        catchup(),
     ]

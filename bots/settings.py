@@ -27,6 +27,7 @@ from extensions.skills.settings import SkillsSettings
 from extensions.telegram.settings import TelegramSettings
 from extensions.web.settings import WebSettings
 
+from .catchup_settings import CatchUpSettings
 from .console.settings import ConsoleSettings
 from .knowledge_settings import KnowledgeSettings
 from .queue_settings import RedisSettings
@@ -603,3 +604,4 @@ class Settings(BaseSettings):
     webhooks: WebhooksSettings = Field(default_factory=WebhooksSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     teamwork: TeamworkSettings = Field(default_factory=TeamworkSettings)
+    catchup: CatchUpSettings = Field(default_factory=CatchUpSettings)

@@ -10,6 +10,7 @@ import pytest
 PACKAGES = [
     "core",
     "core.approvals",
+    "core.catchup",
     "core.facts",
     "core.media",
     "core.memory",
