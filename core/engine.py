@@ -370,7 +370,7 @@ class Run:
             output_types=tuple(o.type for o in outputs),
             action_names=tuple(a.name for a in actions),
             max_items=1 if deps.compact_prompt else None,
-            metadata={"context_id": state.id},
+            metadata={"context_id": state.id, "inputs": " ".join(e.id for e in updates if isinstance(e, InputRef))},
             model=state.chat.model,
             images=images_in(state, prompt.prompt) if deps.sees_images else (),
             plain=deps.compact_prompt,

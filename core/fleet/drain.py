@@ -395,8 +395,8 @@ class Drainer:
                     # other, and nothing joins this attempt: what is stored meanwhile waits for the next batch)
                     if parts:
                         log.warning(
-                            "batch %s of %s is run again in %d parts (inputs joined it): a part that one step of the "
-                            "model read with the part before it is answered again",
+                            "batch %s of %s is run again in %d parts (inputs joined it): a part that a replayed step "
+                            "of the model read is recorded, not answered again",
                             scope.batch_id,
                             scope.keys.cid,
                             len(parts) + 1,
@@ -404,7 +404,18 @@ class Drainer:
                     if inputs:
                         await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
                     for start, end in itertools.pairwise([*parts, len(entries)]):
-                        await rejoin(entries[start:end], stopped=stopped)
+                        part = entries[start:end]
+                        ids = {str(entry["i"].get("id", "")) for entry in part}
+                        answered = "" not in ids and ids <= scope.replayed_inputs  # (the reply ledger says so)
+                        if answered:
+                            log.info(
+                                "batch %s of %s: %d input(s) that joined it were answered by a step replayed from "
+                                "the earlier attempt: recorded, not answered again",
+                                scope.batch_id,
+                                scope.keys.cid,
+                                len(part),
+                            )
+                        await rejoin(part, stopped=stopped or answered)
                 elif not inputs:
                     pass  # (only deletions)
                 elif busy is not BusyPolicy.STEER:

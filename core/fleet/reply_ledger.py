@@ -204,9 +204,14 @@ class ReplayModel:
         if stored is not None:
             replay = _replayable(stored, scope.cache.get(f"m{scope.step}:done") == "1")
             if replay:
+                scope.replayed_inputs.update(scope.cache.get(f"m{scope.step}:in", "").split())
                 scope.text.append(replay)
                 yield replay
                 return
+        read = request.metadata.get("inputs", "")
+        if read:  # the inputs this step reads, recorded with its first reply (or the next call): a batch run again
+            # in the parts inputs joined it in knows a part this step answered with the part before it
+            scope.marks[f"m{scope.step}:in"] = read
         async with closing_stream(self.inner.stream(request)) as inner:  # closed at once if this stream is closed
             async for chunk in inner:
                 scope.text.append(chunk)

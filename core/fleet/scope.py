@@ -107,7 +107,11 @@ class RunScope:
     attempt: int
     """1 for the first delivery, more for a redelivery."""
     cache: dict[str, str] = field(default_factory=dict)
-    """The ledger of an earlier attempt: model answers (``m<step>``) and replies (``r<step>.<n>``)."""
+    """The ledger of an earlier attempt: model answers (``m<step>``), the ids of the inputs each step read
+    (``m<step>:in``) and replies (``r<step>.<n>``)."""
+    replayed_inputs: set[str] = field(default_factory=set)
+    """Ids of the inputs read by the steps this attempt replayed (as the earlier attempt recorded them): a part of
+    the batch they cover all of was answered already (``Drainer``)."""
     staged: dict[str, str | None] = field(default_factory=dict)
     """Memory writes to commit with the acknowledgement (Redis key -> JSON, or None to delete)."""
     loaded: dict[str, str | None] = field(default_factory=dict)

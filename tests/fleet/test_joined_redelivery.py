@@ -112,3 +112,37 @@ async def test_a_join_run_again_after_its_reply_was_lost_takes_nothing_more(
         assert [e["i"]["data"] for e in json.loads(second[1])] == ["three"]
         assert await client.hget(K + "batch", "cuts") == "1,2"
     await r.backend.close()
+
+
+async def test_a_part_one_step_answered_with_the_part_before_it_is_not_answered_again(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    """One step of the model read two parts of a batch (the second joined before the step began) and answered both;
+    the worker died before the acknowledgement. Run again in its parts, the first part replays that step's answer,
+    and the second is recognised from the reply ledger (the inputs each step read, ``m<step>:in``) as answered:
+    recorded in the conversation, not answered again (issue 50: before, it got a second answer the person saw)."""
+    model = Held()
+    model.go.set()
+    model.dies = False
+    r = Rig(redis_server, model=model, busy="steer")
+    async with r.agent:
+        await send(gateway, "c1", "one")
+        lease, scope, entries = await r.batch()
+        await send(gateway, "c1", "two")
+        b, ck = r.backend, r.backend.keys.context(CID)
+        joined = await b.call(b.join, [ck.lease, ck.batch, ck.inbox], [lease.fence, scope.batch_id, 50, "j1"], what="")
+        assert joined[0] == "joined" and await client.hget(K + "batch", "cuts") == "1"
+        assert await r.drainer._run(scope, [*entries, *json.loads(joined[1])])  # one step reads both
+        await scope.close(acknowledged=False)  # the worker dies before the acknowledgement
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one|two"]
+        assert model.calls == 1
+
+        await r.expire(lease)
+        assert await r.worker.sweep_once() == 1
+        assert await r.drainer.drain({"job_id": await r.sched()}, CID) == "released"
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one|two"]  # "two" not answered again
+        assert model.calls == 1  # nor the model asked
+        working = json.loads(await client.get(K + "mem:working"))
+        assert [e["data"] for e in working if e["kind"] == "input"] == ["one", "two"]  # both recorded
+        assert [e["data"] for e in working if e["kind"] == "output"] == ["one|two"]
+    await r.backend.close()
