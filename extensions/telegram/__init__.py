@@ -21,6 +21,8 @@ from .definitions import (
     telegram_chat,
     telegram_message_input,
     telegram_message_output,
+    telegram_poll_answer_input,
+    telegram_poll_output,
 )
 from .settings import TelegramMode, TelegramSettings
 
@@ -78,7 +80,7 @@ def telegram_extension(
         name="telegram",
         install=install,
         contexts=[telegram_chat],
-        inputs=[telegram_message_input],
-        outputs=[telegram_message_output],
+        inputs=[telegram_message_input, telegram_poll_answer_input],
+        outputs=[telegram_message_output, telegram_poll_output],
         services=[service(name="telegram", start=runtime.start, stop=runtime.stop)],
     )

@@ -30,20 +30,29 @@ if TYPE_CHECKING:
 
 __all__ = (
     "MESSAGE",
+    "POLL",
+    "POLL_ANSWER",
     "REPLY_TO",
     "ChatArgs",
+    "PollArgs",
     "Runtime",
     "bind_runtime",
     "get_runtime",
     "telegram_chat",
     "telegram_message_input",
     "telegram_message_output",
+    "telegram_poll_answer_input",
+    "telegram_poll_output",
 )
 
 log = logging.getLogger("extensions.telegram")
 
 MESSAGE = "telegram:message"
 """The type of the input (a user's message) and of the output (the bot's reply)."""
+POLL = "telegram:poll"
+"""The type of the output that posts a poll."""
+POLL_ANSWER = "telegram:poll_answer"
+"""The type of the input a vote in one of the bot's polls becomes (``polls.py``)."""
 REPLY_TO = "telegram:reply_to"
 """Key in ``ContextState.options``: the id of the message the run answers (set by the input handler)."""
 _NOTIFIED = "telegram:notified"
@@ -81,6 +90,10 @@ class Runtime(Protocol):
 
     async def abandon_replies(self, context_id: str) -> None: ...
 
+    async def post_poll(
+        self, *, args: ChatArgs, question: str, options: list[str], multiple: bool, reply_to: int | None
+    ) -> list[int]: ...
+
 
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Telegram", extension="telegram_extension")
 
@@ -102,6 +115,16 @@ class ChatArgs(pydantic.BaseModel):
 
     chat_id: int = pydantic.Field(description="The chat id (negative for groups)")
     thread_id: int | None = pydantic.Field(default=None, description="The forum topic id, None outside topics")
+
+
+class PollArgs(pydantic.BaseModel):
+    """A poll to post in the chat."""
+
+    question: str = pydantic.Field(min_length=1, max_length=300, description="The question (1-300 characters)")
+    options: list[pydantic.constr(min_length=1, max_length=100)] = pydantic.Field(  # type: ignore[valid-type]
+        min_length=2, max_length=12, description="The answers to choose from (2-12, each 1-100 characters)"
+    )
+    multiple: bool = pydantic.Field(default=False, description="Whether a person may choose several answers")
 
 
 def _key(args: ChatArgs) -> str:
@@ -156,9 +179,9 @@ async def _on_run(state: ContextState, agent: Host) -> None:
         return
     delivered = failed = False
     for entry in reversed(state.working_memory.logs):
-        if isinstance(entry, InputRef) and entry.type == MESSAGE:
+        if isinstance(entry, InputRef) and entry.type in (MESSAGE, POLL_ANSWER):
             break
-        if isinstance(entry, OutputRef) and entry.type == MESSAGE and entry.error is None:
+        if isinstance(entry, OutputRef) and entry.type in (MESSAGE, POLL) and entry.error is None:
             delivered = True
         elif isinstance(entry, ErrorLog):
             failed = True
@@ -214,6 +237,25 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
     )
 
 
+async def _post_poll(data: PollArgs, ctx: OutputContext, agent: Host) -> None:
+    """Post the poll in the conversation's chat, once per batch (``post_once``: a batch run again after a crash
+    does not post it twice). Its votes come back as ``telegram:poll_answer`` inputs."""
+    args: ChatArgs = ctx.state.platform_args
+    runtime = get_runtime(agent)
+    await post_once(
+        ctx.state,
+        f"{POLL}:{ctx.step}:{ctx.index}",
+        data.question,
+        lambda: runtime.post_poll(
+            args=args,
+            question=data.question,
+            options=list(data.options),
+            multiple=data.multiple,
+            reply_to=ctx.state.options.get(REPLY_TO),
+        ),
+    )
+
+
 def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the chat for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.find(agent)
@@ -260,3 +302,22 @@ telegram_message_output = output(
     context=telegram_chat,
     examples=[f'<output type="{MESSAGE}">Hello **Ann**! Here is the `code` you asked for.</output>'],
 )
+
+telegram_poll_output = output(
+    type=POLL,
+    description="Post a poll in the Telegram chat you are talking in; each vote comes back to you as a "
+    f"{POLL_ANSWER} input",
+    instructions="The content is JSON: the question, 2 to 12 options, and multiple (true when several may be chosen).",
+    schema=PollArgs,
+    handler=_post_poll,
+    context=telegram_chat,
+    examples=[f'<output type="{POLL}">{{"question": "Tea or coffee?", "options": ["Tea", "Coffee"]}}</output>'],
+)
+
+telegram_poll_answer_input = input(
+    type=POLL_ANSWER,
+    schema=str,
+    handler=_on_input,  # (the answer threads under the poll)
+    context=telegram_chat,
+)
+"""A vote in one of the bot's polls: who chose which options."""

@@ -77,6 +77,11 @@ class Handover:
         """Hand answered messages to ``send`` (``agent.send``) from now on."""
         self._send = send
 
+    @property
+    def sender(self) -> Send | None:
+        """What inputs are handed to (``agent.send``), once open."""
+        return self._send
+
     async def hand(
         self, verdict: Verdict, facts: MessageFacts, *, update_id: int, retry: bool
     ) -> Awaitable[None] | None:

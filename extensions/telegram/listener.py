@@ -29,6 +29,7 @@ from .bot_commands import CHOICE_PREFIX, BotCommands
 from .definitions import ChatArgs, telegram_chat
 from .filters import Judge, MessageFacts
 from .handover import Handover
+from .polls import on_poll_answer, on_reaction
 
 if TYPE_CHECKING:
     from core.definitions import Send
@@ -106,6 +107,22 @@ class Listener:
         if update.callback_query is not None:
             await self._press(update.callback_query)
             return None
+        if update.message_reaction is not None:  # feedback on an answer: recorded, never answered
+            await on_reaction(self.adapter, self.handover.posting.answers, update.message_reaction)
+            return None
+        if update.poll_answer is not None:  # a vote in one of the bot's polls: an input of its conversation
+            vote = on_poll_answer(
+                self.adapter,
+                self.handover.posting.polls,
+                update.poll_answer,
+                send=self.handover.sender,
+                update_id=update.update_id,
+            )
+            if self.queued:
+                await vote
+                return None
+            key = f"telegram:{update.update_id}"
+            return self.adapter.spawn(vote, name=f"{key}:poll_answer", key=key)
         stopped = update.api_kwargs.get("stopped_message_generation")  # (Bot API 10.3: PTB 22.8 has no type)
         if isinstance(stopped, dict):
             await self.commands.on_draft_stopped(stopped)

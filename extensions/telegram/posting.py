@@ -25,6 +25,7 @@ from ..chat.stream import LiveReply, ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import MessageFacts
 from .live import live_reply
+from .polls import Answers, PollBook, PollRecord, post_poll
 from .reply import post_file, post_reply
 from .settings import TelegramSettings
 
@@ -51,6 +52,10 @@ class Posting:
         """The live replies, the ledger records, the chats' languages and the typing loops."""
         self.settings = settings
         self.bot = bot
+        self.answers = Answers()
+        """The messages posted as answers (a reaction on one is feedback on it)."""
+        self.polls = PollBook()
+        """The polls posted (their votes go back to their conversations)."""
 
     async def post_reply(
         self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
@@ -143,13 +148,27 @@ class Posting:
 
         if ledger is not None or (live is not None and live.get(key) is not None):
             content_log.info("chat %s reply: %s", chat_id, text)  # (``post_reply`` says it otherwise)
-        return await self.adapter.deliver_with(
+        posted = await self.adapter.deliver_with(
             key,
             text,
             ledger=ledger,
             live_reply=following,
             post=lambda: self.post_reply(chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to),
         )
+        self.answers.add(chat_id, posted, key[0])
+        return posted
+
+    async def post_poll(
+        self, *, args: ChatArgs, question: str, options: list[str], multiple: bool, reply_to: int | None
+    ) -> list[int]:
+        """Post a poll the model wrote (``telegram:poll``); its votes come back to the conversation of ``args``.
+        Returns its message's id."""
+        poll_id, message_id = await post_poll(
+            self.bot(), args=args, question=question, options=options, multiple=multiple, reply_to=reply_to
+        )
+        self.polls.add(poll_id, PollRecord(args=args, question=question, options=tuple(options), message_id=message_id))
+        log.info("chat %s: posted a poll of %d options (message %s)", args.chat_id, len(options), message_id)
+        return [message_id]
 
     def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
         """Keep "typing..." alive in the chat while the block lasts: one loop per chat however many hold it

@@ -292,6 +292,14 @@ class TelegramRuntime(ChatAdapter):
         """Keep "typing..." alive in the chat while the block lasts (one loop per chat)."""
         return self.posting.typing(chat_id, thread_id)
 
+    async def post_poll(
+        self, *, args: ChatArgs, question: str, options: list[str], multiple: bool, reply_to: int | None
+    ) -> list[int]:
+        """Post a poll (``Posting.post_poll``); returns its message's id."""
+        return await self.posting.post_poll(
+            args=args, question=question, options=options, multiple=multiple, reply_to=reply_to
+        )
+
     async def post_reply(
         self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
     ) -> list[int]:

@@ -32,8 +32,16 @@ __all__ = ("ALLOWED_UPDATES", "UpdateHandler", "UpdateSource", "uses_ptb_updater
 
 log = logging.getLogger("extensions.telegram")
 
-ALLOWED_UPDATES = ("message", "callback_query", "my_chat_member", "stopped_message_generation")
-"""The update types the bot asks Telegram for (``stopped_message_generation``: Stop pressed on a draft)."""
+ALLOWED_UPDATES = (
+    "message",
+    "callback_query",
+    "my_chat_member",
+    "stopped_message_generation",
+    "message_reaction",
+    "poll_answer",
+)
+"""The update types the bot asks Telegram for (``stopped_message_generation``: Stop pressed on a draft;
+``message_reaction``: feedback on an answer; ``poll_answer``: a vote in one of the bot's polls)."""
 
 
 class UpdateHandler(Protocol):

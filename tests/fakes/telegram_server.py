@@ -247,6 +247,13 @@ class FakeTelegramServer:
         self.downloads: list[str] = []
         """The ``file_path`` of every file download, in order."""
         self._file_ids = itertools.count(1)
+        self.polls: dict[str, dict[str, Any]] = {}
+        """The polls the bot sent (``sendPoll``), by poll id, as Telegram keeps them (``is_closed`` once stopped)."""
+        self.poll_messages: dict[str, tuple[int, int]] = {}
+        """``(chat_id, message_id)`` of each poll's message, by poll id."""
+        self.allowed_updates: list[str] | None = None
+        """What the bot last asked for (``getUpdates`` or ``setWebhook``); reactions and poll answers are delivered
+        only when asked for, as Telegram does."""
         self._chats: dict[int, dict[str, Any]] = {}
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
@@ -468,6 +475,49 @@ class FakeTelegramServer:
         self.push(update)
         return update
 
+    def user_reacts(
+        self, chat_id: int, message_id: int, emoji: str, *, user_id: int = 1001, first_name: str = "Ann", old: str = ""
+    ) -> dict[str, Any]:
+        """A user sets the reaction ``emoji`` (``""``: takes theirs back) on a message; ``old`` is the reaction it
+        replaces. Returns the ``message_reaction`` update (queued too)."""
+
+        def reactions(value: str) -> list[dict[str, Any]]:
+            return [{"type": "emoji", "emoji": value}] if value else []
+
+        change = {
+            "chat": self._chats.get(chat_id) or self.chat(chat_id),
+            "message_id": message_id,
+            "user": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "date": int(time.time()),
+            "old_reaction": reactions(old),
+            "new_reaction": reactions(emoji),
+        }
+        update = {"update_id": next(self._update_ids), "message_reaction": change}
+        self.push(update)
+        return update
+
+    def user_answers_poll(
+        self, poll_id: str, option_ids: list[int], *, user_id: int = 1001, first_name: str = "Ann"
+    ) -> dict[str, Any]:
+        """A user votes in the bot's poll ``poll_id`` (a non-anonymous one: Telegram sends the bot a
+        ``poll_answer``); the poll's counts change too (a ``poll`` update follows). Returns the ``poll_answer``."""
+        poll = self.polls[poll_id]
+        if poll["is_closed"]:
+            raise AssertionError(f"poll {poll_id} is closed: Telegram takes no more votes")
+        for option_id in option_ids:
+            poll["options"][option_id]["voter_count"] += 1
+        poll["total_voter_count"] += 1
+        answer = {
+            "poll_id": poll_id,
+            "user": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "option_ids": option_ids,
+            "option_persistent_ids": [poll["options"][i]["persistent_id"] for i in option_ids],  # (Bot API 9.6)
+        }
+        update = {"update_id": next(self._update_ids), "poll_answer": answer}
+        self.push(update)
+        self.push({"update_id": next(self._update_ids), "poll": dict(poll)})
+        return update
+
     def push(self, update: dict[str, Any]) -> None:
         """Queue an update as it is (pushing the same one twice delivers it twice)."""
         self.pending.append(update)
@@ -632,6 +682,12 @@ class FakeTelegramServer:
         timeout = float(params.get("timeout") or 0)
         if offset:
             self.pending = [u for u in self.pending if u["update_id"] >= offset]
+        if "allowed_updates" in params:
+            wanted = params["allowed_updates"]
+            self.allowed_updates = json.loads(wanted) if isinstance(wanted, str) else list(wanted)
+        asked = self.allowed_updates
+        if asked:  # (only the kinds Telegram leaves out unless asked for: the others are tested as they were)
+            self.pending = [u for u in self.pending if not (_OPT_IN & u.keys()) or (_OPT_IN & u.keys()) <= set(asked)]
         if not self.pending and timeout > 0 and not self._closing:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
@@ -671,6 +727,43 @@ class FakeTelegramServer:
             message["message_thread_id"] = thread_id
         self._messages[(chat["id"], message_id)] = message
         return message
+
+    async def _api_sendPoll(self, params: dict[str, Any]) -> Any:
+        chat = self._chat(params)
+        options = params["options"]
+        options = json.loads(options) if isinstance(options, str) else options
+        texts = [o["text"] if isinstance(o, dict) else str(o) for o in options]
+        if not 2 <= len(texts) <= 12:
+            raise _ApiError(400, "Bad Request: poll must have 2-12 options")
+        poll_id = str(5000 + len(self.polls))
+        poll = {
+            "id": poll_id,
+            "question": params["question"],
+            "options": [{"text": t, "voter_count": 0, "persistent_id": f"o{n}"} for n, t in enumerate(texts)],
+            "total_voter_count": 0,
+            "is_closed": False,
+            "is_anonymous": _true(params.get("is_anonymous", True)),
+            "type": params.get("type") or "regular",
+            "allows_multiple_answers": _true(params.get("allows_multiple_answers", False)),
+            "allows_revoting": True,  # (Bot API 9.6)
+            "members_only": False,  # (Bot API 10.0)
+        }
+        self.polls[poll_id] = poll
+        message_id = self._next_message_id(chat["id"])
+        message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot, "poll": poll}
+        if params.get("message_thread_id") is not None:
+            message["message_thread_id"] = params["message_thread_id"]
+        self._messages[(chat["id"], message_id)] = message
+        self.poll_messages[poll_id] = (chat["id"], message_id)
+        return message
+
+    async def _api_stopPoll(self, params: dict[str, Any]) -> Any:
+        chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
+        for poll_id, where in self.poll_messages.items():
+            if where == (chat_id, message_id):
+                self.polls[poll_id]["is_closed"] = True
+                return self.polls[poll_id]
+        raise _ApiError(400, "Bad Request: message with poll to stop not found")
 
     async def _api_sendPhoto(self, params: dict[str, Any]) -> Any:
         return self._send_media("sendPhoto", "photo", params)
@@ -946,6 +1039,10 @@ class _ApiError(Exception):
         super().__init__(description)
         self.status = status
         self.description = description
+
+
+_OPT_IN = frozenset({"message_reaction", "message_reaction_count", "poll_answer", "poll"})
+"""Update kinds Telegram sends only to a bot that asks for them in ``allowed_updates``."""
 
 
 def _true(value: Any) -> bool:

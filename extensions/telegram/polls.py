@@ -1,0 +1,172 @@
+"""Polls the model posts (``telegram:poll``) and their answers coming back as inputs (``telegram:poll_answer``),
+and reactions on the bot's answers recorded as feedback (``core.usage.feedback``), never answered.
+
+A poll is posted with ``sendPoll``, not anonymous, so that Telegram tells the bot who chose what (a
+``poll_answer`` update: the poll's id, the person, the options chosen, and no chat). The bot remembers which
+conversation each of its polls belongs to (``PollBook``, in this process, the newest ``KEPT`` polls) and hands
+an answer to that conversation as a ``telegram:poll_answer`` input, written as
+``Ann chose "Tea" in the poll "Tea or coffee?"``: the model reads it in its next run, as it reads a message.
+
+A reaction (a ``message_reaction`` update, sent to a bot that asks for it and, in a group, is an administrator)
+counts only on a message the bot posted as an answer in this process (``Answers``): a 👍 or a 👎 is recorded
+against the answer's conversation, and nothing is handed to the model. In a fleet, the gateway that receives the
+reaction is not the worker that posted the answer: reactions are recorded there only for answers the gateway
+posted itself (a documented limit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from telegram import Bot, MessageReactionUpdated, PollAnswer, ReactionTypeEmoji, ReplyParameters
+from telegram.error import TelegramError
+
+from core.entries import InputRef
+from core.usage.feedback import record_feedback
+
+from .definitions import POLL_ANSWER, ChatArgs, telegram_chat
+from .reply import translate_error
+
+if TYPE_CHECKING:
+    from core.definitions import Send
+
+    from ..chat.adapter import ChatAdapter
+
+__all__ = ("KEPT", "Answers", "PollBook", "PollRecord", "post_poll")
+
+log = logging.getLogger("extensions.telegram")
+
+KEPT = 4096
+"""How many answers (and polls) a process remembers: the oldest are forgotten first."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PollRecord:
+    """One poll the bot posted."""
+
+    args: ChatArgs
+    """The conversation it was posted in."""
+    question: str
+    options: tuple[str, ...]
+    message_id: int
+    """Its message in the chat."""
+
+
+class PollBook:
+    """The polls this process posted, by poll id (the newest ``KEPT``)."""
+
+    def __init__(self) -> None:
+        self._polls: OrderedDict[str, PollRecord] = OrderedDict()
+
+    def add(self, poll_id: str, record: PollRecord) -> None:
+        self._polls[poll_id] = record
+        while len(self._polls) > KEPT:
+            self._polls.popitem(last=False)
+
+    def get(self, poll_id: str) -> PollRecord | None:
+        return self._polls.get(poll_id)
+
+
+class Answers:
+    """The messages this process posted as answers: ``(chat_id, message_id)`` to the conversation's context id
+    (the newest ``KEPT``)."""
+
+    def __init__(self) -> None:
+        self._answers: OrderedDict[tuple[int, int], str] = OrderedDict()
+
+    def add(self, chat_id: int, message_ids: list[int], context_id: str) -> None:
+        for message_id in message_ids:
+            self._answers[(chat_id, message_id)] = context_id
+        while len(self._answers) > KEPT:
+            self._answers.popitem(last=False)
+
+    def get(self, chat_id: int, message_id: int) -> str | None:
+        return self._answers.get((chat_id, message_id))
+
+
+async def post_poll(
+    bot: Bot,
+    *,
+    args: ChatArgs,
+    question: str,
+    options: list[str],
+    multiple: bool,
+    reply_to: int | None,
+) -> tuple[str, int]:
+    """Post a poll (not anonymous: its answers come back) in the conversation ``args``; returns the poll's id and
+    its message's id. Telegram's errors become ``PlatformError``."""
+    try:
+        message = await bot.send_poll(
+            chat_id=args.chat_id,
+            message_thread_id=args.thread_id,
+            question=question,
+            options=options,
+            is_anonymous=False,
+            allows_multiple_answers=multiple,
+            reply_parameters=ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
+            if reply_to is not None
+            else None,
+        )
+    except TelegramError as exc:
+        raise translate_error(exc, chat_id=args.chat_id) from exc
+    assert message.poll is not None
+    return message.poll.id, message.message_id
+
+
+def answer_input(record: PollRecord, answer: PollAnswer) -> InputRef | None:
+    """The input a vote becomes (``None``: an anonymous vote, or a vote taken back)."""
+    user = answer.user
+    if user is None or not answer.option_ids:
+        return None
+    chosen = [record.options[i] for i in answer.option_ids if 0 <= i < len(record.options)]
+    text = (
+        f"{user.first_name} chose {', '.join(repr(c) for c in chosen)} in the poll {record.question!r}"
+        if chosen
+        else f"{user.first_name} answered the poll {record.question!r}"
+    )
+    params = {
+        "user": user.first_name,
+        "user_id": str(user.id),
+        "poll_id": str(answer.poll_id),
+        "message_id": str(record.message_id),
+        "options": ",".join(str(i) for i in answer.option_ids),
+    }
+    if user.username:
+        params["username"] = user.username
+    return InputRef(type=POLL_ANSWER, data=text, params=params)
+
+
+async def on_poll_answer(
+    adapter: ChatAdapter, polls: PollBook, answer: PollAnswer, *, send: Send | None, update_id: int
+) -> None:
+    """Hand a vote in one of the bot's polls to the poll's conversation (an unknown poll, or one of another
+    process, is left: logged)."""
+    record = polls.get(answer.poll_id)
+    if record is None:
+        log.info("a vote in poll %s, which this process did not post: left", answer.poll_id)
+        return
+    ref = answer_input(record, answer)
+    if ref is None or send is None:
+        return
+    adapter.metrics.received(telegram_chat, record.args)
+    await send(telegram_chat, record.args, ref, dedupe_key=f"telegram:{update_id}")
+
+
+async def on_reaction(adapter: ChatAdapter, answers: Answers, change: MessageReactionUpdated) -> None:
+    """Record the emoji a person added on one of the bot's answers as feedback; any other reaction is left."""
+    agent = adapter.agent
+    context_id = answers.get(change.chat.id, change.message_id)
+    if agent is None or context_id is None:
+        return
+    before = {r.emoji for r in change.old_reaction if isinstance(r, ReactionTypeEmoji)}
+    user = f"telegram:{change.user.id}" if change.user is not None else None
+    for reaction in change.new_reaction:
+        if isinstance(reaction, ReactionTypeEmoji) and reaction.emoji not in before:
+            score = await record_feedback(
+                agent, context_id=context_id, user=user, message=str(change.message_id), emoji=reaction.emoji
+            )
+            if score is not None:
+                log.info("chat %s: a %s reaction on answer %s", change.chat.id, score.value, change.message_id)
