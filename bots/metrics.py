@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = (
     "ATTACHMENTS",
     "ATTACHMENT_BYTES",
+    "FEEDBACK",
     "GATEWAY_SHARDS",
     "GATEWAY_SHARD_HELD",
     "KINDS",
@@ -143,6 +144,11 @@ REPLIES_UNCERTAIN = Counter(
 )
 SCHEDULES_PENDING = Gauge(
     "bots_schedules_pending", "Active reminders and scheduled messages, all conversations (counted every few seconds)"
+FEEDBACK = Counter(
+    "bots_feedback",
+    "Reactions people put on the bot's answers, by what they say of it (score: up, down; core.usage.feedback)",
+    ["platform", "score"],
+)
 )
 SCHEDULES = {
     kind: Counter(f"bots_schedules_{kind}", text, ["platform"])
@@ -218,6 +224,7 @@ KINDS = (
     "reply_seconds",
     "reply_uncertain",
     "run_seconds",
+    "feedback",
     "schedule_dropped",
     "schedule_failed",
     "schedule_fired",
@@ -361,6 +368,8 @@ def _answered_by(route: ModelRoute | None) -> str:
     if route is None or not route.answered:
         return ""
     if not route.provider or route.answered.startswith(f"{route.provider}:"):
+    elif base == "feedback":
+        FEEDBACK.labels(platform=platform_of(context_id), score=detail or "up").inc(value)
         return route.answered
     return f"{route.provider}:{route.answered}"
 
