@@ -43,6 +43,7 @@ __all__ = (
     "MESSAGES_IGNORED",
     "MESSAGES_RECEIVED",
     "MODEL_FAILED",
+    "MODEL_FORMAT_FAILED",
     "MODEL_SECONDS",
     "MODEL_SKIPPED",
     "PLATFORM_RATE_LIMITED",
@@ -58,6 +59,7 @@ __all__ = (
     "TOKENS",
     "WORKER_LEASES",
     "WORKER_LEASES_HELD",
+    "WORKER_UP",
     "RunTracker",
     "lease",
     "message_answered",
@@ -104,6 +106,12 @@ MODEL_FAILED = Counter(
     "dropped stream; the next model answered the step unless the answer had begun",
     ["model"],
 )
+MODEL_FORMAT_FAILED = Counter(
+    "bots_model_format_failed",
+    "Runs that ended with nothing said because the model answered outside the response format (the person is told "
+    "the model failed)",
+    ["model"],
+)
 MODEL_SKIPPED = Counter(
     "bots_model_skipped",
     "Calls that passed a model of the chain over while its circuit breaker paused it (LLM_BREAKER_PAUSE)",
@@ -136,6 +144,11 @@ LIMITED = Counter(
 PLATFORM_RATE_LIMITED = Counter(
     "bots_platform_rate_limited", "Requests a chat platform answered with 429 Too Many Requests", ["platform"]
 )
+FEEDBACK = Counter(
+    "bots_feedback",
+    "Reactions people put on the bot's answers, by what they say of it (score: up, down; core.usage.feedback)",
+    ["platform", "score"],
+)
 REPLIES_UNCERTAIN = Counter(
     "bots_replies_uncertain",
     "Posts a crashed worker sent and never heard back about, found by the worker that answered the batch again "
@@ -144,11 +157,6 @@ REPLIES_UNCERTAIN = Counter(
 )
 SCHEDULES_PENDING = Gauge(
     "bots_schedules_pending", "Active reminders and scheduled messages, all conversations (counted every few seconds)"
-FEEDBACK = Counter(
-    "bots_feedback",
-    "Reactions people put on the bot's answers, by what they say of it (score: up, down; core.usage.feedback)",
-    ["platform", "score"],
-)
 )
 SCHEDULES = {
     kind: Counter(f"bots_schedules_{kind}", text, ["platform"])
@@ -170,6 +178,11 @@ WORKER_LEASES = Counter(
     "bots_worker_leases", "Context leases of this worker by event (claimed, renewed, lost, released)", ["event"]
 )
 WORKER_LEASES_HELD = Gauge("bots_worker_leases_held", "Context leases this worker holds now")
+WORKER_UP = Gauge(
+    "bots_worker_up",
+    "1 in a bots worker taking work from the queue, 0 elsewhere (every process exports it: the alert "
+    "BotsNoWorker sums it over the fleet)",
+)
 REDIS_REPLICAS_IN_SYNC = Gauge(
     "bots_redis_replicas_in_sync",
     "Replicas in step with the Redis primary (online, acknowledging within 2 s), as this process last read them",
@@ -211,10 +224,12 @@ KINDS = (
     "lease_lost",
     "lease_released",
     "lease_renewed",
+    "feedback",
     "limited",
     "message_ignored",
     "message_received",
     "model_failed",
+    "model_format_failed",
     "model_seconds",
     "model_skipped",
     "output",
@@ -224,7 +239,6 @@ KINDS = (
     "reply_seconds",
     "reply_uncertain",
     "run_seconds",
-    "feedback",
     "schedule_dropped",
     "schedule_failed",
     "schedule_fired",
@@ -233,7 +247,8 @@ KINDS = (
 )
 """What ``observe`` counts. ``message_ignored:<reason>`` gives a reason; ``input_tokens:<model>``,
 ``output_tokens:<model>`` and ``cost_micros:<model>`` the model (totals by model, never by user), as do
-``model_failed:<model>`` and ``model_skipped:<model>`` (a chain of models, ``LLM_FALLBACKS``);
+``model_failed:<model>``, ``model_format_failed:<model>`` and ``model_skipped:<model>`` (a chain of models,
+``LLM_FALLBACKS``);
 ``queue_depth`` takes the queue's name as ``context_id`` and the depth as value; ``rate_limited`` and
 ``reply_uncertain:<outcome>`` take a platform or context id; ``attachment:<kind>:<outcome>`` counts one
 attachment, ``attachment_bytes`` the bytes downloaded; ``limited:<limit>`` counts an input a limit refused
@@ -332,6 +347,8 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
             MODEL_TOKENS.labels(model=detail, direction=base.removesuffix("_tokens")).inc(max(0.0, value))
     elif base == "model_failed":
         MODEL_FAILED.labels(model=detail or "model").inc(value)
+    elif base == "model_format_failed":
+        MODEL_FORMAT_FAILED.labels(model=detail or "model").inc(value)
     elif base == "model_skipped":
         MODEL_SKIPPED.labels(model=detail or "model").inc(value)
     elif base == "cost_micros":
@@ -351,6 +368,8 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         SCHEDULES_LATE.labels(platform=platform_of(context_id)).observe(max(0.0, value))
     elif base.startswith("schedule_") and base.removeprefix("schedule_") in SCHEDULES:
         SCHEDULES[base.removeprefix("schedule_")].labels(platform=platform_of(context_id)).inc(value)
+    elif base == "feedback":
+        FEEDBACK.labels(platform=platform_of(context_id), score=detail or "up").inc(value)
     elif base == "rate_limited":
         PLATFORM_RATE_LIMITED.labels(platform=platform_of(context_id)).inc()
     elif base == "reply_uncertain":
@@ -368,8 +387,6 @@ def _answered_by(route: ModelRoute | None) -> str:
     if route is None or not route.answered:
         return ""
     if not route.provider or route.answered.startswith(f"{route.provider}:"):
-    elif base == "feedback":
-        FEEDBACK.labels(platform=platform_of(context_id), score=detail or "up").inc(value)
         return route.answered
     return f"{route.provider}:{route.answered}"
 

@@ -139,7 +139,10 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         ops.add_sampler("redis", redis_sampler(backend))
         failure: BaseException | None = None
         await role.start()
+        from .metrics import WORKER_UP
+
         try:
+            WORKER_UP.set(1)  # (the fleet's alert BotsNoWorker: no process reports 1)
             async with asyncio.TaskGroup() as tg:
                 running = tg.create_task(worker.run(handle_signals=stop is None), name="queue-worker")
                 failed = tg.create_task(agent.failed(), name="agent-failed")
@@ -154,6 +157,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 for waiter in waiters - {running}:
                     waiter.cancel()
         finally:
+            WORKER_UP.set(0)
             await role.stop()
             ops.remove_check("redis")
             ops.remove_info("redis")

@@ -45,7 +45,13 @@ COMPACT_MAX_TOKENS = 160
 only drifts further from the question)."""
 HARD_STEP_CAP = 50
 """No run takes more model calls than this, however many inputs keep joining it."""
+RESTART_CAP = 20
+"""A step's model call starts again with the inputs that joined it at most this many times (``Run.restart``);
+after that, what joins waits for the next step."""
 STOP_MARK = " [stopped]"
+FORMAT_FAILED_NOTICE = "Sorry, the model's answer could not be read, so I have no reply this time. Please try again."
+"""Said in the conversation when a run ends with nothing delivered because the model wrote plain text outside the
+response format at every step (``model_format_failed``: a model failure, counted and alerted on)."""
 """Added to what an output had written when its answer was stopped (``Run.stop``)."""
 
 
@@ -82,6 +88,8 @@ class Run:
         self._settled: asyncio.Event | None = None
         self._first_input_ms: int | None = None
         self._replied = False
+        self._delivered = 0
+        self._unread: str | None = None  # the model whose last answer ignored the response format, if it did
         self._notices = 0
         self._taken = 0
         self._tasks: asyncio.TaskGroup | None = None
@@ -90,6 +98,12 @@ class Run:
         self._stoppable: asyncio.Task[Any] | None = None
         self._stop_cancelled = False
         self._streaming: Step | None = None
+        self._visible = False  # a word of the answer was shown, or a call started: it no longer starts again
+        self._restart_cancelled = False
+        self._heard = 0  # characters the step's model call streamed so far
+        self._carried: list[Log] = []  # what a cancelled call had read: read again, not admitted again
+        self.restarts = 0
+        """Model calls cancelled and started again because inputs joined before a word was shown (``restart``)."""
         if deps.plugins:
             self.hooks = PluginHooks.of([part for p in deps.plugins if (part := p.begin(self)) is not None])
 
@@ -189,6 +203,24 @@ class Run:
             task.cancel()
         return True
 
+    @property
+    def unseen(self) -> bool:
+        """Nothing of the answer is visible yet (no output's text shown, no action call started) and the run still
+        takes inputs: one that joins now is answered together with the others by starting the model call again
+        (``restart``), whatever the busy policy (``core.busy``)."""
+        return self.accepting and not self.stopped and not self._visible and self.restarts < RESTART_CAP
+
+    def restart(self) -> bool:
+        """Inputs joined before a word of the answer was shown: the model call under way is cancelled (counted,
+        its tokens charged as a cancelled call) and the step starts again with them (``core.busy``). False when
+        no model call is under way (the next step reads them) or words are already visible."""
+        task = self._stoppable
+        if not self.unseen or task is None or task.done() or self._restart_cancelled:
+            return False
+        self._restart_cancelled = True
+        task.cancel()
+        return True
+
     def record(self, entry: Log) -> None:
         """Add an entry the run produced to working memory and the chain."""
         self.state.working_memory.push(entry)
@@ -201,6 +233,7 @@ class Run:
     def delivered(self, output_type: str) -> None:
         """An output was delivered: counted, and the first one of the run times the reply."""
         self.deps.observe_output(self.state.id, output_type)
+        self._delivered += 1
         if not self._replied and self._first_input_ms is not None:
             self._replied = True
             self.deps.observe("reply_seconds", self.state.id, max(0, now_ms() - self._first_input_ms) / 1000)
@@ -279,6 +312,8 @@ class Run:
                     continue
                 break
             self.accepting = False  # (no wait since the last look: an input joining now starts the next run)
+            if self._unread is not None and not self._delivered and not self.stopped:
+                await self._format_failed(self._unread)
         except DispatchError:
             self.accepting = False
             raise  # the queue's storage failed: not the model's to read; a queued batch is not acknowledged
@@ -286,6 +321,26 @@ class Run:
             self.accepting = False
             await self._fail(exc)
         return self.chain
+
+    async def _format_failed(self, model: str) -> None:
+        """The run ends with nothing said because the model's last answer ignored the response format: a model
+        failure (``model_format_failed:<model>``, an error event so the run counts as failed), and the person is
+        told in a short reply instead of silence."""
+        log.warning(
+            "run of %s: the model %s answered outside the response format at its last step and nothing was "
+            "delivered; the person was told the model failed",
+            self.state.id,
+            model,
+        )
+        self.deps.observe(f"model_format_failed:{model}", self.state.id, 1.0)
+        entry = ErrorLog(message="the model's answer did not follow the response format", source="model")
+        entry.processed = True
+        self.record(entry)
+        self.emitter.emit(RunEventType.ERROR, entry.message)
+        try:
+            await self.say(FORMAT_FAILED_NOTICE)
+        except Exception as exc:  # no output to say it through (a context without one): the error event stays
+            log.warning("run of %s: the model's failure could not be told: %s", self.state.id, exc)
 
     async def _fail(self, exc: Exception) -> None:
         tracing.current().set_attribute("error.type", type(exc).__name__)  # the run's span (a no-op while off)
@@ -307,7 +362,9 @@ class Run:
             except Exception:
                 log.exception("on_error of context %s raised", self.state.context.type)
 
-    async def _charge(self, request: ModelRequest, input_tokens: int, output_tokens: int, estimated: bool) -> None:
+    async def _charge(
+        self, request: ModelRequest, input_tokens: int, output_tokens: int, estimated: bool, *, cancelled: int = 0
+    ) -> None:
         name = model_name(self.deps, request)
         if not estimated:  # tokens the provider reported go to the observers; estimated ones do not
             self.deps.observe(f"input_tokens:{name}", self.state.id, input_tokens)
@@ -319,6 +376,7 @@ class Run:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 estimated=estimated,
+                cancelled=cancelled,
             )
             for charged in self.hooks.charged:
                 await charged(call)
@@ -331,11 +389,14 @@ class Run:
         for offer in hooks.offer:  # (trust: only what the run's tier may call is shown, and callable)
             actions = offer(actions)
         pending = state.working_memory.unprocessed()
-        updates = pending
+        carried, self._carried = self._carried, []  # (read by a call that started again: admitted already)
+        fresh = [e for e in pending if all(e is not c for c in carried)]
+        admitted = fresh
         for admit in hooks.admit:  # (limits, scheduled texts: inputs answered without the model)
-            updates = await admit(updates)
-        if pending and not updates:
+            admitted = await admit(admitted)
+        if fresh and not admitted and not carried:
             return None  # every new input was answered otherwise: the model is not called
+        updates = [e for e in pending if any(e is c for c in (*carried, *admitted))] if carried else admitted
         persona = escape_persona(state.chat.persona) if state.chat.persona else deps.persona
         if deps.compact_prompt:  # a small model: tools only in its own format, if it has one
             offered = actions if deps.calls_tools else []
@@ -386,9 +447,18 @@ class Run:
         if self.stopped:
             return None
         task = self._stoppable = asyncio.current_task()
+        attempt = len(self.chain)
+        self._heard = 0
         try:
             return await self._stream(deps, request, prompt, actions, outputs, parser, started)
         except asyncio.CancelledError:
+            if self._restart_cancelled and not self._stop_cancelled:
+                if task is not None:
+                    task.uncancel()
+                self._restart_cancelled = False
+                await self._restarted(request, updates, attempt)
+                self._stoppable = self._streaming = self._tasks = None
+                return await self._step()
             if not self._stop_cancelled:
                 raise  # cancelled from outside (a lost lease, a stop of the agent): not a person's Stop
             self._stop_cancelled = False
@@ -402,6 +472,25 @@ class Run:
             self._stoppable = None
             self._streaming = None
             self._tasks = None
+
+    async def _restarted(self, request: ModelRequest, updates: Sequence[Log], attempt: int) -> None:
+        """The step's model call was cancelled because inputs joined before anything was shown (``restart``): what
+        it had begun (an output's entry, a thought) leaves the memory, the inputs it read are read again with the
+        new ones, and the call is counted (``model_call_restarted``) and charged as estimated, cancelled tokens."""
+        self.restarts += 1
+        begun = [e for e in self.chain[attempt:] if not isinstance(e, InputRef)]
+        if begun:
+            self.chain[:] = [e for e in self.chain if all(e is not b for b in begun)]
+            logs = self.state.working_memory.logs
+            logs[:] = [e for e in logs if all(e is not b for b in begun)]
+        for read in updates:
+            read.processed = False
+        self._carried = list(updates)
+        tokens_in, tokens_out = (len(request.system) + len(request.prompt)) // 4, self._heard // 4
+        log.info("%s: inputs joined before the answer was shown: its model call starts again with them", self.state.id)
+        self.deps.observe("model_call_restarted", self.state.id, 1.0)
+        self.deps.observe("model_call_restarted_tokens", self.state.id, tokens_in + tokens_out)
+        await self._charge(request, tokens_in, tokens_out, True, cancelled=self.restarts)
 
     async def _stream(
         self,
@@ -441,6 +530,7 @@ class Run:
             try:
                 async with contextlib.aclosing(chunks):  # closed here even when the run is cancelled
                     async for chunk in chunks:  # between two chunks (a lost lease): no stream is left suspended
+                        self._heard += len(chunk)
                         for event in parser.feed(chunk):
                             await self._on_event(event, step)
                 for event in parser.close():
@@ -454,6 +544,7 @@ class Run:
             raise failure
         deps.observe_model(state.id, time.perf_counter() - started)
         stray = "".join(step.stray_text).strip()
+        self._unread = model_name(deps, request) if step.produced == 0 and stray else None
         if step.produced == 0 and stray:
             self.error(
                 "your answer was plain text outside of any tag, so nobody received it; write it inside "
@@ -490,6 +581,7 @@ class Run:
             if event.name == "reasoning":
                 self.emitter.emit(RunEventType.REASONING, event.text)
             elif event.name == "output":
+                self._visible = self._visible or bool(event.text.strip())
                 templated = output_text(self, step, event)
                 if templated is not None:
                     await templated
@@ -508,9 +600,11 @@ class Run:
                 self.record(Thought(content=event.content.strip(), processed=True))
         elif event.name == "action_call":
             step.produced += 1
+            self._visible = True  # (a call may act on the world: never made twice)
             start_call(self, step, event)
         elif event.name == "output":
             step.produced += 1
+            self._visible = True
             await close_output(self, step, event)
 
 

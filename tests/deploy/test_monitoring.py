@@ -207,3 +207,26 @@ async def test_the_queries_read_labels_that_a_run_exports() -> None:
         assert not missing, f"{expr}: no sample of {sorted(names)} carries {sorted(missing)}"
         checked += 1
     assert checked >= 5, f"only {checked} queries read metrics the run produced"
+
+
+def _alert(name: str) -> dict[str, Any]:
+    found = [rule for rule in rules() if rule.get("alert") == name]
+    assert len(found) == 1, f"no alert rule {name}"
+    tested = (MONITORING / "alerts.test.yaml").read_text(encoding="utf-8")
+    assert f"alertname: {name}" in tested, f"{name} has no promtool unit test in alerts.test.yaml"
+    return found[0]
+
+
+def test_an_alert_fires_when_no_worker_is_alive() -> None:
+    """Issue 47: every process exports bots_worker_up (a worker 1, others 0); none at 1, or nothing reporting at all,
+    fires BotsNoWorker (its promtool tests: the only worker's series gone stale, every process gone)."""
+    rule = _alert("BotsNoWorker")
+    assert "bots_worker_up" in rule["expr"] and "vector(0)" in rule["expr"]
+    assert rule["labels"]["severity"] == "critical"
+
+
+def test_a_model_that_ignores_the_response_format_has_an_alert() -> None:
+    """Issue 47: runs ended unread because the model wrote outside the response format are counted by model
+    (bots_model_format_failed_total) and alerted on."""
+    rule = _alert("BotsModelIgnoresFormat")
+    assert "bots_model_format_failed_total" in rule["expr"] and "by (model)" in rule["expr"]

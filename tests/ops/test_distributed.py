@@ -52,6 +52,8 @@ async def test_gateway_and_worker_answer_through_redis_and_stop_on_sigterm(
                 await asyncio.sleep(0.02)
         assert 'bots_reply_seconds_count{platform="telegram"} 1.0' in metrics
         assert 'bots_model_seconds_count{model="scripted"} 1.0' in metrics
+        assert "bots_worker_up 1.0" in metrics  # (the alert BotsNoWorker sums it over the fleet)
+        assert "bots_worker_up 0.0" in (await gateway.get(http, "/metrics"))[1]
 
     for process in (gateway, worker):
         code = await process.terminate()
