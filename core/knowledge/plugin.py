@@ -3,8 +3,10 @@
 put in the prompt before every answer (``ContextState.passages``). Either way the model is told to cite the
 document and section it answers from.
 
-A conversation searches the collections it is limited to (``KnowledgeStore.set_scope``: the console, ``bots
-knowledge scope``), else the operator's default (``collections``; None: every collection).
+The operator sets the most a conversation may search (its ceiling): its own limit (``KnowledgeStore.set_scope``: the
+console, ``bots knowledge scope``), else the default (``collections``, ``KNOWLEDGE_COLLECTIONS``; None: every
+collection). A chat may narrow that to some of those collections (``/knowledge use``, ``Knowledge.choose``), never
+widen it.
 
     store = SQLiteKnowledge("data/knowledge.sqlite3")
     await Indexer(store).add(["handbook/"], collection="hr")
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from ..entries import Log
     from ..handler_context import ContextState
 
-__all__ = ("KNOWLEDGE", "Knowledge", "SearchKnowledgeArgs", "search_knowledge")
+__all__ = ("KNOWLEDGE", "Knowledge", "SearchKnowledgeArgs", "chat_choice_key", "search_knowledge")
 
 log = logging.getLogger("core.knowledge")
 
@@ -86,15 +88,38 @@ class Knowledge(Plugin):
             await self.indexer.embedder.aclose()
         await self.store.close()
 
-    async def collections_of(self, conversation: str) -> tuple[str, ...] | None:
-        """The collections ``conversation`` searches (None: all)."""
+    async def ceiling(self, conversation: str) -> tuple[str, ...] | None:
+        """The most ``conversation`` may search, as the operator set it: its own limit (``KnowledgeStore.set_scope``:
+        the console, ``bots knowledge scope``), else the default (``collections``); None: every collection. A chat
+        narrows it (``/knowledge use``), never widens it."""
         scoped = await self.store.scope(conversation)
         return scoped if scoped is not None else self.collections
+
+    async def collections_of(self, conversation: str) -> tuple[str, ...] | None:
+        """The collections ``conversation`` searches (None: all): the chat's own choice (``/knowledge use``) within
+        the operator's ceiling; a choice the ceiling no longer leaves anything of is not one."""
+        ceiling = await self.ceiling(conversation)
+        chosen = await self.store.scope(chat_choice_key(conversation))
+        if chosen is None:
+            return ceiling
+        narrowed = tuple(c for c in chosen if ceiling is None or c in ceiling)
+        return narrowed or ceiling
+
+    async def choose(self, conversation: str, collections: Sequence[str] | None) -> None:
+        """A chat's own choice (``/knowledge use``; None: none, the ceiling again), kept beside the operator's
+        limit, never over it: only what is within the ceiling is ever searched."""
+        await self.store.set_scope(chat_choice_key(conversation), collections)
 
     async def search(self, conversation: str, query: str, *, limit: int | None = None) -> list[Hit]:
         """The passages of the collections of ``conversation`` that best answer ``query``."""
         collections = await self.collections_of(conversation)
         return await self.indexer.search(query, collections=collections, limit=limit or self.limit)
+
+
+def chat_choice_key(conversation: str) -> str:
+    """Where the knowledge store keeps the collections a chat chose for ``conversation`` (``Knowledge.choose``),
+    apart from the operator's limit kept under the conversation's own id (a context id holds no ``|``)."""
+    return f"{conversation}|chat"
 
 
 def question_of(updates: Sequence[Log]) -> str:

@@ -1,12 +1,14 @@
 """``/knowledge`` in every chat, written once: which collections of the knowledge base this conversation searches
 (``core.knowledge``), and limiting it to some of them.
 
-    /knowledge                  what this chat searches, and the collections there are (anyone may look)
+    /knowledge                  what this chat searches, and the collections it may search (anyone may look)
     /knowledge use hr it        search hr and it only (the chat's admins; anyone in a private chat)
-    /knowledge all              lift the limit: the operator's default (KNOWLEDGE_COLLECTIONS) again
+    /knowledge all              the chat's choice lifted: everything the operator allows it again
 
-The limit is the one the console and ``bots knowledge scope`` set (``KnowledgeStore.set_scope``), kept with the
-knowledge base itself, so in a fleet every worker reads it. Collection names people typed are checked against the
+The operator sets the most a chat may search (``Knowledge.ceiling``: the limit the console and ``bots knowledge
+scope`` set for it, else ``KNOWLEDGE_COLLECTIONS``); a chat narrows it, never widens it, and a collection outside it
+is never named to the chat. The chat's choice is kept with the knowledge base itself (``Knowledge.choose``), so in a
+fleet every worker reads it. Collection names people typed are checked against the
 collections there are before anything is stored, and shown back quoted (``quote``).
 """
 
@@ -34,7 +36,6 @@ _EN = {
     "now": "This chat searches {searched}. Collections: {collections}.\n"
     "Change it with /knowledge use <collection>... or /knowledge all.",
     "all": "every collection",
-    "default": "the default collections ({names})",
     "none": "none yet",
     "usage": "Use /knowledge, /knowledge use <collection>... or /knowledge all.",
     "not_allowed": "Sorry, only this chat's admins can choose what the bot searches here.",
@@ -48,7 +49,6 @@ _FR = {
     "now": "Ce chat cherche dans {searched}. Collections : {collections}.\n"
     "Changez-le avec /knowledge use <collection>... ou /knowledge all.",
     "all": "toutes les collections",
-    "default": "les collections par défaut ({names})",
     "none": "aucune pour l'instant",
     "usage": "Utilisez /knowledge, /knowledge use <collection>... ou /knowledge all.",
     "not_allowed": "Désolé, seuls les admins de ce chat peuvent choisir où le bot cherche ici.",
@@ -85,31 +85,32 @@ async def knowledge_command(
     if verb not in ("", "use", "all") or (verb == "use" and not rest.strip()) or (verb == "all" and rest.strip()):
         return _say("usage", language), False
     try:
-        there = sorted({doc.collection for doc in await knowledge.store.documents()})
-        listed = ", ".join(there) or _say("none", language)
+        ceiling = await knowledge.ceiling(context_id)
+        there = {doc.collection for doc in await knowledge.store.documents()}
+        if ceiling is not None:  # never a collection outside the operator's ceiling, not even its name
+            there &= set(ceiling)
+        listed = ", ".join(sorted(there)) or _say("none", language)
         if verb == "":
-            limited = await knowledge.store.scope(context_id)
-            searched = ", ".join(limited) if limited else _default(knowledge.collections, language)
-            return _say("now", language, searched=searched, collections=listed), False
+            searched = await knowledge.collections_of(context_id)
+            return _say("now", language, searched=_searched(searched, language), collections=listed), False
         if not may_change:
             return _say("not_allowed", language), False
         if verb == "all":
-            await knowledge.store.set_scope(context_id, None)
-            searched = _default(knowledge.collections, language)
-            log.info("%s: the knowledge base limit was lifted", context_id)
-            return _say("lifted", language, searched=searched), True
+            await knowledge.choose(context_id, None)
+            log.info("%s: the chat's own knowledge base choice was lifted", context_id)
+            return _say("lifted", language, searched=_searched(ceiling, language)), True
         names = list(dict.fromkeys(rest.replace(",", " ").split()))[:MAX_NAMED]
         unknown = [name for name in names if name not in there]
         if unknown:
             shown = ", ".join(quote(name[:64]) for name in unknown)
             return _say("unknown", language, names=shown, collections=listed), False
-        await knowledge.store.set_scope(context_id, names)
-        log.info("%s: the knowledge base is limited to %d collection(s)", context_id, len(names))
+        await knowledge.choose(context_id, names)
+        log.info("%s: the chat searches %d collection(s) of its ceiling only", context_id, len(names))
         return _say("set", language, names=", ".join(names)), True
     except BotError as exc:
         log.warning("%s: /knowledge could not read the knowledge base (%s)", context_id, exc)
         return _say("failed", language), False
 
 
-def _default(collections: tuple[str, ...] | None, language: str) -> str:
-    return _say("default", language, names=", ".join(collections)) if collections else _say("all", language)
+def _searched(collections: tuple[str, ...] | None, language: str) -> str:
+    return ", ".join(collections) if collections else _say("all", language)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from core.knowledge import Knowledge, SQLiteKnowledge
+from core.knowledge.plugin import chat_choice_key
 from tests.fakes.discord_server import Json
 from tests.knowledge.support import searcher, two_collections
 
@@ -60,28 +61,31 @@ async def test_a_channels_admin_limits_what_the_bot_searches_there(
     assert shown["flags"] & 64  # for the one who asked
     refused = await knowledge(world, "use", user=world.bob, permissions=MEMBER, collections="hr")
     assert refused["content"] == "Sorry, only this chat's admins can choose what the bot searches here."
-    assert await store.scope(channel) is None
+    assert await store.scope(chat_choice_key(channel)) is None
 
     unknown = await knowledge(world, "use", user=world.alice, collections="hr **nope**")
     assert unknown["content"] == "There is no collection \\*\\*nope\\*\\* here. Collections: hr, shop."
-    assert await store.scope(channel) is None  # nothing stored when a name is wrong
+    assert await store.scope(chat_choice_key(channel)) is None  # nothing stored when a name is wrong
     done = await knowledge(world, "use", user=world.alice, collections="hr")
     assert done["content"] == "Done: this chat searches hr only."
     assert not done.get("flags", 0) & 64  # a change is said to the channel
-    assert await store.scope(channel) == ("hr",)
+    assert await store.scope(chat_choice_key(channel)) == ("hr",)
 
     await asked(world, "what about refunds and gift cards?")
     assert found[-1] and all(cite.startswith("Acme Handbook") for cite in found[-1])  # the FAQ (shop) is not read
 
     lifted = await knowledge(world, "all", user=world.alice)
     assert lifted["content"] == "Done: this chat searches every collection again."
-    assert await store.scope(channel) is None
+    assert await store.scope(chat_choice_key(channel)) is None
     await asked(world, "and now?")
     assert any(cite.startswith("Acme FAQ") for cite in found[-1])
 
     mine = await knowledge(world, "use", user=world.bob, channel=world.dm, collections="shop")  # a DM: theirs
     assert mine["content"] == "Done: this chat searches shop only."
-    assert await store.scope(f"discord:channel:{world.dm}") == ("shop",) and await store.scope(channel) is None
+    assert (
+        await store.scope(chat_choice_key(f"discord:channel:{world.dm}")) == ("shop",)
+        and await store.scope(chat_choice_key(channel)) is None
+    )
 
 
 async def test_a_bot_without_a_knowledge_base_says_so(world: World, start_bot: StartBot) -> None:
