@@ -51,6 +51,8 @@ class ClientHooks:
     on_deleted: Callable[[int, int | None, list[int]], Awaitable[None]] | None = None
     """Messages were deleted (by their author, a moderator, or in bulk): the channel, its server (None in a DM)
     and the messages' ids."""
+    on_reaction: Callable[[discord.RawReactionActionEvent], Awaitable[None]] | None = None
+    """Someone put a reaction on a message (feedback, when the message is one of the bot's answers)."""
 
 
 def intents() -> discord.Intents:
@@ -149,6 +151,11 @@ class BotClient(discord.Client):
         """Messages were deleted at once (a moderator's purge)."""
         if self.hooks.on_deleted is not None:
             await self.hooks.on_deleted(payload.channel_id, payload.guild_id, sorted(payload.message_ids))
+
+    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
+        """A reaction was added (raw: whether or not discord.py had the message in its cache)."""
+        if self.hooks.on_reaction is not None:
+            await self.hooks.on_reaction(payload)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Every interaction; a component's (a button pressed) goes to the hook (slash commands go to the tree)."""

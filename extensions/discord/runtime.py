@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError
 from core.facts import facts_of
+from core.usage.feedback import record_feedback
 
 from ..chat.adapter import ChatAdapter
 from ..chat.reminders import drop_conversation
@@ -153,6 +154,7 @@ class DiscordRuntime(ChatAdapter):
             on_component=self.on_component if self.listen else None,
             on_removed=self.on_removed if self.listen else None,
             on_deleted=self.on_deleted if self.listen else None,
+            on_reaction=self.on_reaction if self.listen else None,
         )
         return BotClient(
             hooks,
@@ -196,6 +198,27 @@ class DiscordRuntime(ChatAdapter):
         for channel_id in channels:
             cid = agent.context_id(discord_channel, ChannelArgs(channel_id=channel_id, guild_id=guild_id))
             await drop_conversation(agent, cid, f"the bot was removed from Discord server {guild_id}")
+
+    async def on_reaction(self, payload: discord.RawReactionActionEvent) -> None:
+        """A reaction on one of the bot's own messages (Discord names the message's author) is feedback on that
+        answer (``core.usage.feedback``): recorded, never answered. Custom emoji, and reactions on anyone else's
+        messages, are left."""
+        agent, client = self.agent, self.gateway.client
+        me = client.user if client is not None else None
+        if agent is None or me is None or payload.message_author_id != me.id or payload.user_id == me.id:
+            return
+        if payload.emoji.id is not None:  # a server's own emoji: says nothing we can read
+            return
+        args = ChannelArgs(channel_id=payload.channel_id, guild_id=payload.guild_id)
+        score = await record_feedback(
+            agent,
+            context_id=agent.context_id(discord_channel, args),
+            user=f"discord:{payload.user_id}",
+            message=str(payload.message_id),
+            emoji=payload.emoji.name or "",
+        )
+        if score is not None:
+            log.info("discord: a %s reaction on answer %s", score.value, payload.message_id)
 
     async def on_deleted(self, channel_id: int, guild_id: int | None, message_ids: list[int]) -> None:
         """Messages were deleted: they leave the working memory, the run in progress and the history

@@ -516,13 +516,18 @@ class FakeDiscord:
         reply_to: int | None = None,
         files: list[tuple[str, str | None, bytes]] | None = None,
         claimed_size: int | None = None,
+        webhook_id: int | None = None,
     ) -> Json:
         """``author`` writes ``content`` in the channel (MESSAGE_CREATE is dispatched); returns the message.
         ``files`` are attachments ``(filename, content type, bytes)``, served from this fake's CDN path
-        (``claimed_size`` overrides the size Discord reports, for limits)."""
+        (``claimed_size`` overrides the size Discord reports, for limits); ``webhook_id``: posted by that webhook
+        (``author`` is then the name it gives itself, with the webhook's id, as Discord sends it)."""
         if mention_bot:
             content = f"<@{self.bot['id']}> {content}"
         data = self._message(channel_id=channel_id, author=author, content=content, reply_to=reply_to)
+        if webhook_id is not None:
+            data["webhook_id"] = str(webhook_id)
+            data["author"] = {**author, "id": str(webhook_id), "bot": True, "discriminator": "0000"}
         for filename, content_type, raw in files or ():
             attachment_id = self._id()
             path = f"/attachments/{channel_id}/{attachment_id}/{filename}"
@@ -540,6 +545,24 @@ class FakeDiscord:
             data["attachments"].append(item)
         await self.dispatch("MESSAGE_CREATE", data)
         return data
+
+    async def react(self, message: Json, emoji: str, *, user: Json) -> None:
+        """``user`` adds the reaction ``emoji`` (a unicode emoji) on ``message``: MESSAGE_REACTION_ADD is dispatched,
+        naming the message's author as Discord does (``message_author_id``)."""
+        channel_id = int(message["channel_id"])
+        data: Json = {
+            "user_id": str(user["id"]),
+            "channel_id": str(channel_id),
+            "message_id": str(message["id"]),
+            "emoji": {"id": None, "name": emoji},
+            "message_author_id": str(message["author"]["id"]),
+            "burst": False,
+            "type": 0,
+        }
+        guild_id = self._guild_of(channel_id)
+        if guild_id is not None:
+            data["guild_id"] = str(guild_id)
+        await self.dispatch("MESSAGE_REACTION_ADD", data)
 
     async def slash(
         self,

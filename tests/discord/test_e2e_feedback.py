@@ -1,0 +1,47 @@
+"""Reactions on the bot's answers are feedback (issue 54): recorded as a metric and in the usage counters, never a
+message to answer; through the real discord.py client and the fake Discord."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.usage import day_of
+from extensions.discord.definitions import ChannelArgs, discord_channel
+
+from .conftest import StartBot, World, answers
+
+
+async def test_a_reaction_on_an_answer_is_feedback_and_never_answered(world: World, start_bot: StartBot) -> None:
+    model = answers("Paris.")
+    agent = await start_bot(model)
+    seen: list[tuple[str, str]] = []
+    changed = asyncio.Event()
+
+    def observe(kind: str, context_id: str, value: float) -> None:
+        if kind.startswith("feedback:"):
+            seen.append((kind, context_id))
+            changed.set()
+
+    async def wait(count: int) -> None:
+        async with asyncio.timeout(10):
+            while len(seen) < count:
+                changed.clear()
+                await changed.wait()
+
+    agent.observers.append(observe)
+    asked = await world.fake.say(world.dm, "capital of France?", author=world.alice)
+    [reply] = await world.fake.wait_posted(world.dm, 1)
+    cid = agent.context_id(discord_channel, ChannelArgs(channel_id=world.dm))
+    await world.fake.react(asked, "👎", user=world.alice)  # on the person's own message: not feedback
+    await world.fake.react(reply, "👎🏽", user=world.alice)
+    await wait(1)
+    await world.fake.react(reply, "👍", user=world.bob)
+    await wait(2)
+    assert seen == [("feedback:down", cid), ("feedback:up", cid)]
+    day = [day_of()]
+    assert (await agent.usage.totals(f"feedback:down:chat:{cid}", day)).output_tokens == 1
+    assert (await agent.usage.totals(f"feedback:down:user:discord:{world.alice['id']}", day)).output_tokens == 1
+    assert (await agent.usage.totals(f"feedback:up:chat:{cid}", day)).output_tokens == 1
+    await world.fake.say(world.dm, "and of Italy?", author=world.alice)
+    await world.fake.wait_posted(world.dm, 2)
+    assert len(model.requests) == 2 and "👎" not in model.requests[1].prompt
