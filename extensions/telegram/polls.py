@@ -3,7 +3,7 @@ and reactions on the bot's answers recorded as feedback (``core.usage.feedback``
 
 A poll is posted with ``sendPoll``, not anonymous, so that Telegram tells the bot who chose what (a
 ``poll_answer`` update: the poll's id, the person, the options chosen, and no chat). The bot remembers which
-conversation each of its polls belongs to (``PollBook``, in this process, the newest ``KEPT`` polls) and hands
+conversation each of its polls belongs to (``extensions.chat.polls.PollBook``, in this process) and hands
 an answer to that conversation as a ``telegram:poll_answer`` input, written as
 ``Ann chose "Tea" in the poll "Tea or coffee?"``: the model reads it in its next run, as it reads a message.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from telegram import Bot, MessageReactionUpdated, PollAnswer, ReactionTypeEmoji, ReplyParameters
@@ -27,6 +26,7 @@ from telegram.error import TelegramError
 from core.entries import InputRef
 from core.usage.feedback import record_feedback
 
+from ..chat.polls import PollBook, PollRecord, vote_text
 from .definitions import POLL_ANSWER, ChatArgs, telegram_chat
 from .reply import translate_error
 
@@ -35,39 +35,12 @@ if TYPE_CHECKING:
 
     from ..chat.adapter import ChatAdapter
 
-__all__ = ("KEPT", "Answers", "PollBook", "PollRecord", "post_poll")
+__all__ = ("KEPT", "Answers", "answer_input", "on_poll_answer", "on_reaction", "post_poll")
 
 log = logging.getLogger("extensions.telegram")
 
 KEPT = 4096
-"""How many answers (and polls) a process remembers: the oldest are forgotten first."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PollRecord:
-    """One poll the bot posted."""
-
-    args: ChatArgs
-    """The conversation it was posted in."""
-    question: str
-    options: tuple[str, ...]
-    message_id: int
-    """Its message in the chat."""
-
-
-class PollBook:
-    """The polls this process posted, by poll id (the newest ``KEPT``)."""
-
-    def __init__(self) -> None:
-        self._polls: OrderedDict[str, PollRecord] = OrderedDict()
-
-    def add(self, poll_id: str, record: PollRecord) -> None:
-        self._polls[poll_id] = record
-        while len(self._polls) > KEPT:
-            self._polls.popitem(last=False)
-
-    def get(self, poll_id: str) -> PollRecord | None:
-        return self._polls.get(poll_id)
+"""How many answers a process remembers: the oldest are forgotten first."""
 
 
 class Answers:
@@ -121,12 +94,7 @@ def answer_input(record: PollRecord, answer: PollAnswer) -> InputRef | None:
     user = answer.user
     if user is None or not answer.option_ids:
         return None
-    chosen = [record.options[i] for i in answer.option_ids if 0 <= i < len(record.options)]
-    text = (
-        f"{user.first_name} chose {', '.join(repr(c) for c in chosen)} in the poll {record.question!r}"
-        if chosen
-        else f"{user.first_name} answered the poll {record.question!r}"
-    )
+    text = vote_text(user.first_name, record, answer.option_ids)
     params = {
         "user": user.first_name,
         "user_id": str(user.id),

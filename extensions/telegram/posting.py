@@ -21,11 +21,12 @@ from core.errors import PlatformError
 
 from ..chat.adapter import ChatAdapter
 from ..chat.i18n import say
+from ..chat.polls import PollBook, PollRecord
 from ..chat.stream import LiveReply, ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import MessageFacts
 from .live import live_reply
-from .polls import Answers, PollBook, PollRecord, post_poll
+from .polls import Answers, post_poll
 from .reply import post_file, post_reply
 from .settings import TelegramSettings
 
