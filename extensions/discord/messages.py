@@ -148,10 +148,13 @@ def attachments_of(message: discord.Message) -> list[Attachment]:
 
 
 def message_params(message: discord.Message) -> dict[str, str]:
-    """The input's attributes: who wrote it and which message it is."""
+    """The input's attributes: who wrote it and which message it is. A webhook's message (any name it gives
+    itself, any integration behind it) is the channel's own: its author is the channel (a snowflake no user has), so
+    its facts, usage and limits are that channel's, never one account shared by every webhook that posts."""
+    author = str(message.channel.id) if message.webhook_id is not None else str(message.author.id)
     params = {
         "author": message.author.display_name,
-        "author_id": str(message.author.id),
+        "author_id": author,
         "message_id": str(message.id),
     }
     if _author_is_bot(message):

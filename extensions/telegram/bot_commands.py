@@ -151,6 +151,8 @@ class BotCommands:
             return True
         if user_id is None:
             return False
+        if user_id == chat_id:  # written as the group itself: only its administrators can
+            return True
         if agent.is_admin(f"telegram:{user_id}"):
             return True
         try:
@@ -207,6 +209,9 @@ class BotCommands:
         """An answer for the caller alone, asked in a group: posted in their private chat with the bot, the group
         told it was (or, when Telegram refuses because they never started one, told to ask there)."""
         assert facts.user_id is not None
+        if facts.user_id < 0:  # written on behalf of a chat: there is no one's private chat to answer in
+            await self.posting.notice(facts, say("memory_private_only", language))
+            return
         try:
             await self.posting.post_reply(
                 chat_id=facts.user_id, thread_id=None, text=text, reply_to=None, markdown=False

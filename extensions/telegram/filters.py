@@ -79,9 +79,10 @@ class MessageFacts:
     private: bool
     """A one-to-one chat with the bot."""
     user_id: int | None
-    """The sender (None for channel posts)."""
+    """The author: the sender, or the chat a message was sent on behalf of (``sender_chat``: the group itself for an
+    anonymous admin, a channel; a negative id no user has), never the one account Telegram shows for all of them."""
     user_name: str
-    """The sender's display name."""
+    """The author's display name (a chat's title)."""
     username: str
     """The sender's @username without the @, or empty."""
     from_bot: bool
@@ -145,15 +146,23 @@ class MessageFacts:
             and replied.from_user.id == bot_id
             and not (thread_id is not None and replied.message_id == thread_id)  # the topic's first message
         )
-        anonymous_admin = message.sender_chat is not None and message.sender_chat.id == chat.id
+        on_behalf = message.sender_chat  # an anonymous admin (the group itself), a channel, a user writing as one
+        anonymous_admin = on_behalf is not None and on_behalf.id == chat.id
+        if on_behalf is not None:  # the chat is the author, not the one account Telegram shows for all of them
+            user_id: int | None = on_behalf.id
+            user_name, username = on_behalf.title or on_behalf.full_name or "", on_behalf.username or ""
+        else:
+            user_id = sender.id if sender is not None else None
+            user_name = (sender.full_name if sender is not None else (chat.title or "")) or ""
+            username = (sender.username or "") if sender is not None else ""
         return cls(
             chat_id=chat.id,
             thread_id=thread_id,
             message_id=message.message_id,
             private=chat.type == "private",
-            user_id=sender.id if sender is not None else None,
-            user_name=(sender.full_name if sender is not None else (chat.title or "")) or "",
-            username=(sender.username or "") if sender is not None else "",
+            user_id=user_id,
+            user_name=user_name,
+            username=username,
             from_bot=sender is not None and sender.is_bot and not anonymous_admin,
             anonymous_admin=anonymous_admin,
             forwarded=forwarded,

@@ -528,6 +528,7 @@ class FakeDiscord:
         if webhook_id is not None:
             data["webhook_id"] = str(webhook_id)
             data["author"] = {**author, "id": str(webhook_id), "bot": True, "discriminator": "0000"}
+            data.pop("member", None)  # (a webhook is no member of the server)
         for filename, content_type, raw in files or ():
             attachment_id = self._id()
             path = f"/attachments/{channel_id}/{attachment_id}/{filename}"

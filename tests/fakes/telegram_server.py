@@ -341,8 +341,11 @@ class FakeTelegramServer:
         media: dict[str, Any] | None = None,
         forward_of: dict[str, Any] | None = None,
         quote: str | None = None,
+        on_behalf_of: int | None = None,
     ) -> dict[str, Any]:
-        """A user writes ``text``; returns the update (also queued for the bot). ``chat_id`` defaults to
+        """A user writes ``text``; returns the update (also queued for the bot). ``on_behalf_of``: the id of a known
+        chat it is sent as (``sender_chat``: the group itself for an anonymous admin, whose ``from`` is then
+        ``GroupAnonymousBot``, or a channel). ``chat_id`` defaults to
         the user's private chat; ``thread_id`` puts it in a forum topic; ``reply_to`` replies to a message;
         ``media`` are fields of a message with a file (``photo``, ``voice``...), ``text`` its caption;
         ``forward_of``: the user (``self.bot`` for the bot itself) whose message this forwards (``text`` is that
@@ -379,6 +382,15 @@ class FakeTelegramServer:
             message["quote"] = {"text": quote, "position": 0, "is_manual": True}
             if self._entities(quote):
                 message["quote"]["entities"] = self._entities(quote)
+        if on_behalf_of is not None:
+            message["sender_chat"] = self._chats[on_behalf_of]
+            if on_behalf_of == chat_id:
+                message["from"] = {
+                    "id": 1087968824,
+                    "is_bot": True,
+                    "first_name": "Group",
+                    "username": "GroupAnonymousBot",
+                }
         if forward_of is not None:
             origin = {k: forward_of[k] for k in ("id", "is_bot", "first_name", "username") if k in forward_of}
             message["forward_origin"] = {"type": "user", "date": int(time.time()) - 60, "sender_user": origin}
