@@ -44,6 +44,7 @@ __all__ = (
     "MESSAGES_RECEIVED",
     "MODEL_FAILED",
     "MODEL_FORMAT_FAILED",
+    "MODEL_RESTARTED",
     "MODEL_SECONDS",
     "MODEL_SKIPPED",
     "PLATFORM_RATE_LIMITED",
@@ -99,6 +100,15 @@ RUN_SECONDS = Histogram(
 )
 MODEL_SECONDS = Histogram(
     "bots_model_seconds", "Duration of one model call (a step), by the model that answered", ["model"], buckets=_LATENCY
+)
+MODEL_RESTARTED = Counter(
+    "bots_model_calls_restarted",
+    "Model calls cancelled and started again because another message of the conversation arrived before the "
+    "answer's first word was shown (core.busy)",
+)
+MODEL_RESTARTED_TOKENS = Counter(
+    "bots_model_calls_restarted_tokens",
+    "Tokens (estimated, prompt and answer) of the model calls cancelled and started again (core.busy)",
 )
 MODEL_FAILED = Counter(
     "bots_model_failed",
@@ -229,6 +239,8 @@ KINDS = (
     "message_ignored",
     "message_received",
     "model_failed",
+    "model_call_restarted",
+    "model_call_restarted_tokens",
     "model_format_failed",
     "model_seconds",
     "model_skipped",
@@ -345,6 +357,10 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         TOKENS.labels(direction=base.removesuffix("_tokens")).inc(max(0.0, value))
         if detail:
             MODEL_TOKENS.labels(model=detail, direction=base.removesuffix("_tokens")).inc(max(0.0, value))
+    elif base == "model_call_restarted":
+        MODEL_RESTARTED.inc(value)
+    elif base == "model_call_restarted_tokens":
+        MODEL_RESTARTED_TOKENS.inc(max(0.0, value))
     elif base == "model_failed":
         MODEL_FAILED.labels(model=detail or "model").inc(value)
     elif base == "model_format_failed":

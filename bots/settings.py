@@ -110,15 +110,15 @@ class BotSettings(BaseModel):
         "message answered)",
     )
     quiet_ms: int = Field(
-        default=400,
+        default=0,
         ge=0,
         le=60_000,
         description="Milliseconds a conversation on Telegram, Discord or the web chat must stay quiet before the bot "
-        "answers, so messages sent together are answered as one (0: at once; a chat admin may choose another with "
-        "/quiet). 400 by default: what a platform delivers as several messages at once (an album with its caption, "
-        "forwarded messages, a long text the app split, a quick correction) arrives well within it, and it adds "
-        "under half a second to an answer, less than a model takes to begin; 1000 to 3000 also joins a person typing "
-        "a burst. The terminal chat (bots chat, bots run in a terminal) never waits",
+        "answers (0, the default: at once; a chat admin may choose another with /quiet). Without it, a message that "
+        "arrives before the first word of the answer is shown cancels the model call, which starts again with both, "
+        "so a pasted or forwarded burst is still answered as one turn; 1000 to 3000 also joins a person typing a "
+        "burst slowly, at that cost to every answer. The terminal chat (bots chat, bots run in a terminal) never "
+        "waits",
     )
     history: int = Field(default=40, ge=0, le=1000, description="Past entries of a conversation shown to the model")
     summary_every: int = Field(

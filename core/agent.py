@@ -534,6 +534,8 @@ class Agent(ExtensionPoints):
                     target.listeners.append(listener)
                 return await asyncio.shield(target.finished)
             busy = self.busy_policy(current.state.chat)  # (as the run in progress read the chat's settings)
+            if current.unseen and not stopped:  # (core.busy: nothing of its answer shown yet, whatever the policy:
+                busy = BusyPolicy.STEER  # they join it, and its model call starts again with them, Run.restart)
             if current.accepting and busy is not BusyPolicy.STEER and not stopped:
                 if busy is BusyPolicy.INTERRUPT:
                     current.stop()
@@ -549,6 +551,8 @@ class Agent(ExtensionPoints):
                     current.emitter.listeners.append(listener)
                 inputs = await current.join(inputs, self._prepare_input)
                 if not inputs:
+                    if not stopped:
+                        current.restart()  # (when nothing is shown yet; else its next step reads them)
                     return await asyncio.shield(current.finished)
                 if listener is not None:  # it finished while they were prepared: they start the next run
                     current.emitter.listeners.remove(listener)

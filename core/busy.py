@@ -11,11 +11,16 @@
 - ``interrupt``: the answer being written is stopped (what it wrote is kept, marked as stopped, as a Stop does) and a
   new run answers the new message, the stopped exchange in its memory.
 
-The quiet window (``AgentOptions.quiet_ms``, ``BOT_QUIET_MS``; ``AgentOptions.quiet_ms_by_context`` per kind of
-conversation, the terminal's 0; a chat admin may choose another with ``/quiet``, ``ChatSettings.quiet``): a run starts
-only once the conversation has been quiet that long, so "hi" / "one question" / "about Redis" sent within it are
-answered together. It waits at most ``QUIET_WINDOWS`` windows after the first message, so a conversation that never
-pauses is still answered.
+Before any of them: while nothing of the answer is shown yet (no output's text, no action call started), a message
+that arrives joins the run and its model call is cancelled and started again with it (``Run.restart``, counted as
+``model_call_restarted``), so a lone message goes to the model at once and a burst pasted or forwarded together is
+still one turn; the policy decides once words are visible.
+
+The quiet window, off by default (``AgentOptions.quiet_ms``, ``BOT_QUIET_MS``; ``AgentOptions.quiet_ms_by_context``
+per kind of conversation, the terminal's 0; a chat admin may choose another with ``/quiet``, ``ChatSettings.quiet``):
+a run starts only once the conversation has been quiet that long, so "hi" / "one question" / "about Redis" sent
+within it are answered together. It waits at most ``QUIET_WINDOWS`` windows after the first message, so a
+conversation that never pauses is still answered.
 """
 
 from __future__ import annotations

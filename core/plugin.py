@@ -122,6 +122,9 @@ class ModelCall:
     """Tokens received."""
     estimated: bool
     """The provider reported no usage: the tokens were estimated from the text."""
+    cancelled: int = 0
+    """0: the call answered. n: the run's n-th call cancelled before a word was shown because more inputs joined
+    (``Run.restart``): its tokens are estimated, and the call that follows answers them all."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -55,10 +55,16 @@ class _Charge(RunHooks):
         batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
         # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
         charge = f"{batch}:{run.steps}" if batch else None
+        if charge and call.cancelled:  # (a call cancelled and started again in the same step: charged apart)
+            charge += f":x{call.cancelled}"
         shares = _shares(run.chain, run.asker)
         parts: list[tuple[list[str], int, int, int, str | None]] = [
             ([f"chat:{state.id}", f"model:{name}"], call.input_tokens, call.output_tokens, cost, charge)
         ]
+        if call.cancelled:  # (core.busy: counted apart too, so /stats can say what the restarts cost)
+            parts.append(
+                ([f"cancelled:{state.id}"], call.input_tokens, call.output_tokens, cost, charge and charge + ":c")
+            )
         for user, (tokens_in, tokens_out, spent) in _split(shares, call.input_tokens, call.output_tokens, cost).items():
             parts.append(([f"user:{user}"], tokens_in, tokens_out, spent, f"{charge}:{user}" if charge else None))
         try:

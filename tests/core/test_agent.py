@@ -17,10 +17,14 @@ from core import (
     DefinitionError,
     ErrorLog,
     InMemoryStore,
+    ModelCall,
     ModelError,
     ModelRequest,
     OutputRef,
+    Plugin,
     RunEventType,
+    RunHooks,
+    RunView,
     ScriptedModel,
     SQLiteStore,
     action,
@@ -239,28 +243,39 @@ class Gate:
     vision = False
     last_usage = None
 
-    def __init__(self) -> None:
+    def __init__(self, *, shown_first: bool = False) -> None:
         self.requests: list[ModelRequest] = []
         self.running = 0
         self.max_running = 0
         self.release = asyncio.Event()
         self.started = asyncio.Event()
+        self.shown_first = shown_first
+        """The answer's first words are written (and shown) before it waits for ``release``."""
+        self.shown = asyncio.Event()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         self.requests.append(request)
         self.running += 1
         self.max_running = max(self.max_running, self.running)
         self.started.set()
+        n = len(self.requests)
         try:
+            if self.shown_first:
+                yield f'<response><output type="chat:message">answer {n}'
+                self.shown.set()
+                await self.release.wait()
+                yield "</output></response>"
+                return
             await self.release.wait()
-            yield R(f'<output type="chat:message">answer {len(self.requests)}</output>')
+            yield R(f'<output type="chat:message">answer {n}</output>')
         finally:
             self.running -= 1
 
 
 async def test_an_input_joins_the_running_run_and_is_seen_in_the_next_step() -> None:
+    """Once words of the answer are shown, an input that joins is read at the run's next step (``BOT_BUSY=steer``)."""
     sent: list[str] = []
-    gate = Gate()
+    gate = Gate(shown_first=True)
     agent = create_agent(
         model=gate,
         contexts=[chat],
@@ -268,9 +283,10 @@ async def test_an_input_joins_the_running_run_and_is_seen_in_the_next_step() -> 
     )
     async with agent:
         first = asyncio.create_task(agent.send(chat, "u", msg("first")))
-        await gate.started.wait()
+        await gate.shown.wait()
         second = asyncio.create_task(agent.send(chat, "u", msg("second")))
-        await asyncio.sleep(0)
+        for _ in range(5):
+            await asyncio.sleep(0)
         gate.release.set()
         chain1, chain2 = await asyncio.gather(first, second)
     assert chain1 is chain2, "the second input joined the first run"
@@ -280,6 +296,51 @@ async def test_an_input_joins_the_running_run_and_is_seen_in_the_next_step() -> 
     assert "second" in updates
     assert "first" not in updates
     assert sent == ["answer 1", "answer 2"]
+
+
+@pytest.mark.parametrize("busy", ["steer", "collect", "queue", "interrupt"])
+async def test_an_input_before_the_first_word_starts_the_model_call_again_with_both(busy: str) -> None:
+    """No word of the answer shown yet: the model call is cancelled and started again with both inputs, one answer
+    for the two whatever the busy policy (``core.busy``); the cancelled call is counted and charged as such."""
+    sent: list[str] = []
+    seen: list[tuple[str, float]] = []
+    charged: list[ModelCall] = []
+
+    class Noted(RunHooks):
+        async def charged(self, call: ModelCall) -> None:
+            charged.append(call)
+
+    class Charges(Plugin):
+        name = "charges"
+
+        def begin(self, run: RunView) -> RunHooks:
+            return Noted()
+
+    gate = Gate()
+    agent = create_agent(
+        model=gate,
+        contexts=[chat],
+        outputs=[output(type="chat:message", handler=lambda d, c, a: sent.append(d))],
+        options=AgentOptions(busy=busy),
+        plugins=[Charges()],
+    )
+    agent.observers.append(lambda kind, cid, value: seen.append((kind, value)))
+    async with agent:
+        first = asyncio.create_task(agent.send(chat, "u", msg("first")))
+        await gate.started.wait()
+        second = asyncio.create_task(agent.send(chat, "u", msg("second")))
+        while len(gate.requests) < 2:
+            await asyncio.sleep(0)
+        gate.release.set()
+        chain1, chain2 = await asyncio.gather(first, second)
+    assert chain1 is chain2, "one run answered both"
+    assert gate.max_running == 1, "never two model calls at once on one context"
+    updates = gate.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
+    assert "first" in updates and "second" in updates
+    assert sent == ["answer 2"], "one visible answer for the two"
+    assert [kind for kind, _ in seen].count("model_call_restarted") == 1
+    assert [c.cancelled for c in charged] == [1, 0]
+    assert charged[0].estimated and charged[0].input_tokens > 0
 
 
 async def test_different_contexts_run_in_parallel() -> None:

@@ -5,7 +5,9 @@ change), and the bot then does it: ``queue`` answers each message on its own, a 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
+from core import ModelRequest
 from core.busy import QUIET_CHAT_MAX_MS
 from extensions.chat.i18n import say
 from extensions.telegram.definitions import MESSAGE
@@ -30,7 +32,7 @@ async def test_an_admin_chooses_queue_and_each_message_sent_meanwhile_gets_its_o
 ) -> None:
     server.chat(GROUP, kind="supergroup", title="Crew")
     server.admins[GROUP] = {ANN}
-    model = GatedModel(MESSAGE)
+    model = GatedModel(MESSAGE, shown_first=True)  # (words shown: the policy decides; before, it starts again)
     await start_bot(model, reply_policy="always")
     assert {"busy", "quiet"} <= {c["command"] for c in server.commands}
 
@@ -42,6 +44,7 @@ async def test_an_admin_chooses_queue_and_each_message_sent_meanwhile_gets_its_o
 
     server.user_says("one", user_id=ANN, chat_id=GROUP)
     await asyncio.wait_for(model.started.wait(), 10)
+    await server.wait_for(lambda: any(m.text.startswith("Answer 1") for m in server.sent), timeout=10)
     server.user_says("two", user_id=BOB, first_name="Bob", chat_id=GROUP)
     server.user_says("three", user_id=ANN, chat_id=GROUP)
     await asyncio.sleep(0.3)  # (both stored before the first answer ends)
@@ -73,3 +76,35 @@ async def test_an_admin_sets_a_quiet_window_and_a_burst_gets_one_answer(
 
     assert await said(server, "/quiet 0") == say("quiet_off")
     assert "Quiet window: 0 ms" in await said(server, "/settings")
+
+
+async def test_messages_sent_before_the_first_word_is_shown_get_one_answer_whatever_the_policy(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    """No quiet window (the default): "one" goes to the model at once; "two" and "three" arrive before a word of
+    its answer is shown, so the call starts again with all three and one answer is written, under ``queue`` too."""
+    server.chat(GROUP, kind="supergroup", title="Crew")
+    server.admins[GROUP] = {ANN}
+    model = GatedModel(MESSAGE)
+
+    async def every_call_waits(request: ModelRequest) -> AsyncIterator[str]:  # (until the test lets them go)
+        model.prompts.append(request.prompt)
+        model.started.set()
+        await model.release.wait()
+        yield f'<response><output type="{MESSAGE}">Answer {len(model.prompts)}.</output></response>'
+
+    model.stream = every_call_waits  # type: ignore[method-assign]
+    await start_bot(model, reply_policy="always")
+    assert await said(server, "/busy queue") == say("busy_set", "en", policy=say("busy.queue"))
+
+    server.user_says("one", user_id=ANN, chat_id=GROUP)
+    await asyncio.wait_for(model.started.wait(), 10)
+    server.user_says("two", user_id=BOB, first_name="Bob", chat_id=GROUP)
+    server.user_says("three", user_id=ANN, chat_id=GROUP)
+    await server.wait_for(lambda: any("three" in p for p in model.prompts), timeout=10)  # (started again)
+    model.release.set()
+    await server.wait_for(lambda: any(m.text.startswith("Answer") for m in server.sent), timeout=10)
+    await asyncio.sleep(0.3)
+    answers = [m.text for m in server.sent if m.chat_id == GROUP and m.text.startswith("Answer")]
+    assert answers == [f"Answer {len(model.prompts)}."], "one visible answer for the three"
+    assert len(model.prompts) >= 2 and all(t in model.prompts[-1] for t in ("one", "two", "three"))
