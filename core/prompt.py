@@ -2,13 +2,14 @@
 
 The template (``PromptTemplate``) arranges the sections the seed names, in its order: ``{{intro}}``,
 ``{{instructions}}``, ``{{content}}``, ``{{response}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is,
-after the intro); a bot author may replace any of them and the template itself (``create_agent(template=...,
-instructions=...)``). The content is made of five parts generated at every step, which a template may also place
-one by one: ``{{actions}}`` (the available actions), ``{{outputs}}`` (the available outputs), ``{{contexts}}``,
-``{{workingMemory}}`` (a bounded window of it) and ``{{updates}}``; ``{{content}}`` holds those the template does
-not place itself. What comes before the first of them is the system part, the same on every step; from there on
-is the prompt part (a template that places none of them: the content opens the prompt part). Building a prompt
-reads only the window, so it costs the same after 10 or 100,000 messages.
+after the intro); a bot author may replace any of them and the template itself
+(``create_agent(options=AgentOptions(template=..., instructions=...))``). The content is made of five parts
+generated at every step, which a template may also place one by one: ``{{actions}}`` (the available actions),
+``{{outputs}}`` (the available outputs), ``{{contexts}}``, ``{{workingMemory}}`` (a bounded window of it) and
+``{{updates}}``; ``{{content}}`` holds those the template does not place itself. What comes before the first of them
+is the system part, the same on every step; from there on is the prompt part (a template that places none of them:
+the content opens the prompt part). Building a prompt reads only the window, so it costs the same after 10 or
+100,000 messages.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 @dataclass(frozen=True, kw_only=True)
 class PromptTemplate:
     """The static parts of the prompt and how they are arranged (the seed's ``mainPrompt``); every field may be
-    replaced (``create_agent(intro=..., instructions=..., response=..., footer=..., template=...)``).
+    replaced (``AgentOptions(intro=..., instructions=..., response=..., footer=..., template=...)``, given as
+    ``create_agent(options=...)``).
 
     A section left empty takes its paragraph with it: in the default template, no persona leaves no blank
     lines. A template without ``{{persona}}`` leaves the persona out, a conversation's ``/persona`` too."""
@@ -144,13 +146,13 @@ class PromptTemplate:
         if unknown:
             known = ", ".join("{{" + name + "}}" for name in SECTIONS)
             raise DefinitionError(
-                f"create_agent(template=...): unknown placeholder {', '.join('{{' + n + '}}' for n in unknown)}; "
+                f"AgentOptions(template=...): unknown placeholder {', '.join('{{' + n + '}}' for n in unknown)}; "
                 f"a template may use {known}"
             )
         twice = sorted({name for name in found if name in _GENERATED and found.count(name) > 1})
         if twice:
             raise DefinitionError(
-                f"create_agent(template=...): {', '.join('{{' + n + '}}' for n in twice)} may appear once"
+                f"AgentOptions(template=...): {', '.join('{{' + n + '}}' for n in twice)} may appear once"
             )
 
     def render(self, *, persona: str = "", content: str | Mapping[str, str]) -> tuple[str, str]:

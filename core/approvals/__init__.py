@@ -7,7 +7,7 @@ of type ``approval`` through the agent's dispatcher, like a message: the process
 call once, and the model tells the outcome in a new run.
 
     desk = ApprovalDesk(timeout=600)                      # in the agent's memory store (one process)
-    agent = create_agent(..., extensions=[desk.extension()], trust=Trust(policy=policy))
+    agent = create_agent(..., extensions=[desk.extension()], plugins=[TrustGuard(Trust(policy=policy))])
 
 In a fleet: ``ApprovalDesk(core.fleet.RedisApprovalStore(backend))`` in every process (gateways ``sweep=False``).
 """

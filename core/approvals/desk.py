@@ -9,7 +9,7 @@ A decision whose input was not stored (the process died between the two) is sent
 process that runs conversations, with the dedupe key ``approval:<id>`` (a copy is dropped by the ingest).
 
     desk = ApprovalDesk(timeout=600)
-    agent = create_agent(..., extensions=[..., desk.extension()], trust=Trust(policy=...))
+    agent = create_agent(..., extensions=[..., desk.extension()], plugins=[TrustGuard(Trust(policy=...))])
     # an adapter: desk.add_asker("telegram", asker) at start; await desk.press(id, approve=True, ...) on a press
 """
 

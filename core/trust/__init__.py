@@ -5,7 +5,8 @@ the step loop offers each run only the actions its tier may call under the opera
 runs a call it may not make (``RunGuard``); a call whose rule says ``approve`` goes to the ``Approvals`` an
 extension registers (``Host.set_approvals``). Every refusal and approval is audited (``audit``).
 
-    agent = create_agent(..., trust=Trust(policy=ActionsPolicy.parse("mcp:*=admin, mcp:tickets:open=member/approve")))
+    trust = Trust(policy=ActionsPolicy.parse("mcp:*=admin, mcp:tickets:open=member/approve"))
+    agent = create_agent(..., plugins=[TrustGuard(trust)])  # core.trust.plugin.TrustGuard
 """
 
 from .approvals import ApprovalRequest, Approvals

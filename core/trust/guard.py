@@ -1,10 +1,11 @@
 """Enforcement in the step loop: a run acts with the tier of the least trusted author of its inputs; each step
 offers the model only the actions that tier may call, and a call it may not make never runs.
 
-``Trust`` is the agent's configuration (``create_agent(trust=...)``; None: every action is offered to everyone, as
-a framework without a policy does). Each run holds a ``RunGuard`` that reads the tier of every input joining it
-(``admit``), filters each step's actions (``offered``: one cached lookup per action) and remembers which names it
-hid, so a call of one of them gets an error the model can explain instead of "unknown action"."""
+``Trust`` is the agent's configuration (``create_agent(plugins=[TrustGuard(trust)])``, ``core.trust.plugin``;
+without it every action is offered to everyone, as a framework without a policy does). Each run holds a ``RunGuard``
+that reads the tier of every input joining it (``admit``), filters each step's actions (``offered``: one cached
+lookup per action) and remembers which names it hid, so a call of one of them gets an error the model can explain
+instead of "unknown action"."""
 
 from __future__ import annotations
 
