@@ -33,6 +33,7 @@ from core.schedules import Clock, ScheduleStore
 from core.summary import SummaryLock, SummaryPolicy
 from extensions.chat.i18n import LANGUAGE_NAMES
 from extensions.chat.trust import TrustRules
+from extensions.platforms import Build, platform
 
 from .assistant import persona_text
 from .config import check_settings, platforms
@@ -153,33 +154,17 @@ def build_extensions(
     chosen = platforms(settings) if only is None else only
     extensions: list[Extension] = []
     for name in chosen:
-        if name == "discord":
-            from extensions.discord import discord_extension
-
-            extensions.append(discord_extension(settings.discord, listen=listen, trust=build_trust_rules(settings)))
-        elif name == "telegram":
-            from extensions.telegram import telegram_extension
-
-            extensions.append(telegram_extension(settings.telegram, listen=listen, trust=build_trust_rules(settings)))
-        elif name == "cli":
-            from extensions.terminal import cli_extension
-
-            extensions.append(cli_extension(media_dir=settings.bot.data_dir / "media"))  # (pictures, voice)
-        elif name == "web":
-            from extensions.web import web_extension
-
-            extensions.append(
-                web_extension(
-                    settings.web,
-                    listen=listen,
-                    secret_file=settings.bot.data_dir / "web_secret",
-                    title=settings.bot.name,
-                    trust=build_trust_rules(settings),
-                    **(web_fleet or {}),
-                )
-            )
-        else:
-            raise ConfigError(f"unknown platform {name!r}: use discord, telegram, web or cli")
+        found = platform(name)  # (ConfigError naming the registered platforms for an unknown one)
+        group = getattr(settings, found.settings_group) if found.settings_group else None
+        build = Build(
+            settings=group,
+            listen=listen,
+            trust=build_trust_rules(settings),
+            data_dir=settings.bot.data_dir,
+            title=settings.bot.name,
+            fleet=web_fleet or {} if name == "web" else {},
+        )
+        extensions.append(found.build(build))
     return extensions
 
 

@@ -25,6 +25,7 @@ from pydantic_settings import SettingsError
 
 from core.errors import ConfigError
 from core.url_secrets import mask_query
+from extensions.platforms import all_platforms, platform
 
 from .models import chain_problems, weights_folder
 from .service_checks import redis_safety
@@ -141,12 +142,11 @@ def _has(module: str) -> bool:
 
 
 def platforms(settings: Settings) -> list[str]:
-    """The chat platforms with a token configured."""
+    """The chat platforms their settings turn on (a token set), by name (``extensions.platforms``)."""
     found = []
-    if settings.discord.token is not None and settings.discord.token.get_secret_value():
-        found.append("discord")
-    if settings.telegram.token is not None and settings.telegram.token.get_secret_value():
-        found.append("telegram")
+    for p in all_platforms():
+        if p.settings_group and p.configured(getattr(settings, p.settings_group)):
+            found.append(p.name)
     return found
 
 
@@ -159,22 +159,19 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
     ``role`` (see ``ROLES``)."""
     problems: list[str] = []
     enabled = platforms(settings)
-    if "discord" in enabled and not _has("discord"):
-        problems.append(
-            "DISCORD_TOKEN is set but the discord extra is not installed: run pip install '.[discord]' "
-            "or unset DISCORD_TOKEN"
-        )
-    if "telegram" in enabled and not _has("telegram"):
-        problems.append(
-            "TELEGRAM_TOKEN is set but the telegram extra is not installed: run pip install '.[telegram]' "
-            "or unset TELEGRAM_TOKEN"
-        )
-    for admin in sorted(settings.bot.admins):
-        platform, _, uid = admin.partition(":")
-        if platform not in ("telegram", "discord", "cli") or not uid:
+    for name in enabled:
+        found = platform(name)
+        if found.extra and not _has(found.extra):
             problems.append(
-                f"BOT_ADMIN_USERS: {admin!r} is not a platform-qualified user id; write telegram:123 or discord:456"
+                f"{found.token_setting} is set but the {found.extra} extra is not installed: run pip install "
+                f"'.[{found.extra}]' or unset {found.token_setting}"
             )
+    admin_forms = [p for p in all_platforms() if p.admin_ids]
+    for admin in sorted(settings.bot.admins):
+        name, _, uid = admin.partition(":")
+        if name not in {p.name for p in admin_forms} or not uid:
+            examples = " or ".join(p.id_example for p in admin_forms if p.extra)  # (the chat platforms')
+            problems.append(f"BOT_ADMIN_USERS: {admin!r} is not a platform-qualified user id; write {examples}")
     try:
         settings.actions.parsed()
     except ValueError as exc:

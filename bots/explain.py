@@ -25,6 +25,7 @@ import pydantic
 from pydantic import SecretStr
 
 from core.errors import ConfigError
+from extensions.platforms import all_platforms
 
 from .config import env_name
 from .settings import Settings
@@ -56,9 +57,15 @@ COMMON = (
 )
 """The variables most deployments set (marked "most set" in the reference)."""
 
+_PLATFORMS = [p for p in all_platforms() if p.settings_group]
+"""The registered platforms with settings (``extensions.platforms``), by name."""
+
 TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("First run: who the bot is and its model", ("bot", "llm")),
-    ("A platform: Telegram, Discord, the web chat", ("telegram", "discord", "web")),
+    (
+        "A platform: " + ", ".join(p.title for p in _PLATFORMS).replace(", The ", ", the "),
+        tuple(p.settings_group for p in _PLATFORMS if p.settings_group),
+    ),
     ("Scale: Redis and PostgreSQL", ("redis", "database")),
     ("Safety: trust tiers, approvals and tools", ("trust", "actions", "mcp", "skills")),
     ("Pictures, voice and files", ("media", "stt", "tts", "images")),
@@ -98,8 +105,6 @@ class SettingEntry:
 TITLES = {
     "bot": "The bot",
     "llm": "The model",
-    "discord": "Discord",
-    "telegram": "Telegram",
     "redis": "Redis: gateways and workers",
     "mcp": "MCP servers",
     "database": "PostgreSQL",
@@ -109,13 +114,13 @@ TITLES = {
     "stt": "Speech to text",
     "tts": "Spoken replies",
     "images": "Pictures the bot makes",
-    "web": "The web chat",
     "console": "The operator console",
     "tracing": "Traces",
     "trust": "Trust tiers",
     "actions": "Actions policy and approvals",
     "knowledge": "The knowledge base",
     "skills": "Skills",
+    **{p.settings_group: p.title for p in _PLATFORMS if p.settings_group},
 }
 """A short title per group (the settings classes' docstrings say the rest)."""
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 from core import ScriptedModel
 from core.definitions import service
 from core.errors import BotError, ConfigError, DispatchError, ModelError
+from extensions.platforms import platform as registered
 
 from .config import platforms
 from .ops import ops
@@ -64,27 +65,24 @@ def token_digest(settings: Settings, platform: str) -> str:
 
 
 def lock_names(settings: Settings) -> list[str]:
-    """One single-holder lease name per platform token that only one gateway may listen with: Telegram
-    long polling. Discord (shard leases) and Telegram webhooks are shared by every gateway."""
+    """One single-holder lease name per platform token that only one gateway may listen with (a platform whose
+    ingest is ``single``: Telegram long polling). Shards and webhooks are shared by every gateway."""
     names = []
-    for platform in platforms(settings):
-        if platform == "telegram" and settings.telegram.mode == "webhook":
-            continue
-        if platform == "discord":
-            continue
-        names.append(f"{platform}:{token_digest(settings, platform)}")
+    for name in platforms(settings):
+        found = registered(name)
+        if found.settings_group and found.ingest(getattr(settings, found.settings_group)) == "single":
+            names.append(f"{name}:{token_digest(settings, name)}")
     return names
 
 
-def _source(settings: Settings, platform: str) -> str:
-    """What the gateway listens to on ``platform``, for its log."""
-    if platform == "discord":
-        return "discord shards shared with the other gateways"
-    if platform == "web":
-        return f"web chat on {settings.web.host}:{settings.web.port}"
-    if settings.telegram.mode == "webhook":
-        return f"telegram webhook on {settings.telegram.webhook_listen}:{settings.telegram.webhook_port}"
-    return f"telegram polling, lease {platform}:{token_digest(settings, platform)}"
+def _source(settings: Settings, name: str) -> str:
+    """What the gateway listens to on platform ``name``, for its log."""
+    found = registered(name)
+    group = getattr(settings, found.settings_group) if found.settings_group else None
+    said = f"{name} {found.listening(group)}".strip()
+    if group is not None and found.ingest(group) == "single":
+        said += f", lease {name}:{token_digest(settings, name)}"
+    return said
 
 
 def shard_lease_name(settings: Settings, count: int) -> str:

@@ -153,6 +153,7 @@ class RedisSettings(BaseModel):
     def to_config(self) -> QueueConfig:
         """The queue layer's configuration (imports ``core.fleet``: needs the redis extra)."""
         from core.fleet import QueueConfig
+        from extensions.platforms import ordered_dedupe
 
         return QueueConfig(
             url=self.url,
@@ -172,6 +173,7 @@ class RedisSettings(BaseModel):
             concurrency=self.worker_concurrency,
             poll_delay=self.poll_delay,
             dedupe_ttl=self.dedupe_ttl,
+            ordered_dedupe=(*QueueConfig().ordered_dedupe, *ordered_dedupe()),  # (what each platform declares)
             handoff_batches=self.handoff_batches,
             batch_size=self.batch_size,
             max_attempts=self.max_attempts,

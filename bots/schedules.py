@@ -35,6 +35,7 @@ from core.schedules import (
     check_zone,
     next_after,
 )
+from extensions.platforms import operator_channel
 
 if TYPE_CHECKING:
     pass
@@ -113,21 +114,8 @@ class OperatorSchedule(pydantic.BaseModel):
 
 def address_of_channel(channel: str) -> tuple[str, dict[str, Any]]:
     """The context type and arguments of an operator's channel (``telegram:-100123``, ``telegram:-100123:7``,
-    ``discord:4567``); ``ValueError`` saying the forms otherwise."""
-    platform, _, rest = channel.strip().partition(":")
-    parts = rest.split(":")
-    try:
-        if platform == "telegram" and 1 <= len(parts) <= 2:
-            thread = int(parts[1]) if len(parts) == 2 else None
-            return "telegram:chat", {"chat_id": int(parts[0]), "thread_id": thread}
-        if platform == "discord" and len(parts) == 1:
-            return "discord:channel", {"channel_id": int(parts[0])}
-    except ValueError:
-        pass
-    raise ValueError(
-        f"channel {channel!r} is not one: write telegram:<chat id> (telegram:<chat id>:<topic id> for a forum topic) "
-        "or discord:<channel id>"
-    )
+    ``discord:4567``: the forms each registered platform declares); ``ValueError`` saying the forms otherwise."""
+    return operator_channel(channel)
 
 
 def parse_operator_schedules(value: Any) -> Any:

@@ -9,11 +9,17 @@ from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
 
 from core.trust import ActionsPolicy
+from extensions.platforms import all_platforms
 
 from .schedules import address_of_channel
 from .setting_values import comma_separated
 
 __all__ = ("ActionsSettings", "TrustSettings")
+
+
+def _names(*, bot_ids: bool = False) -> set[str]:
+    """The registered platforms' names (``extensions.platforms``); ``bot_ids``: those whose bots may be named."""
+    return {p.name for p in all_platforms() if p.bot_ids or not bot_ids}
 
 
 class TrustSettings(BaseModel):
@@ -30,7 +36,7 @@ class TrustSettings(BaseModel):
         for bot in value:
             platform, _, who = bot.partition(":")
             named = who == "*" or who.isdigit() or (who.startswith("@") and len(who) > 1)  # (otherbot: never matches)
-            if bot != "*" and (platform.lower() not in ("telegram", "discord") or not named):
+            if bot != "*" and (platform.lower() not in _names(bot_ids=True) or not named):
                 raise ValueError(
                     f"TRUST_BOTS: {bot[:40]!r} names no bot; write telegram:@name, telegram:123, discord:123, "
                     "discord:@name, telegram:* or discord:* (every bot there), or *"
@@ -42,7 +48,7 @@ class TrustSettings(BaseModel):
     def _members(cls, value: frozenset[str]) -> frozenset[str]:
         for user in value:
             platform, _, uid = user.partition(":")
-            if platform not in ("telegram", "discord", "web", "cli") or not uid:
+            if platform not in _names() or not uid:
                 raise ValueError(
                     f"TRUST_MEMBER_USERS: {user[:40]!r} is not a platform-qualified user id; write telegram:123 or "
                     "discord:456"

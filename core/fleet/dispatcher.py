@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = (
     "DEDUPE_KEEP",
     "DEDUPE_TRIM_AT",
-    "ORDERED_DEDUPE",
     "IngestResult",
     "RedisDispatcher",
     "dedupe_fields",
@@ -44,11 +43,6 @@ DEDUPE_TRIM_AT = 72
 """Fields of a conversation's meta hash (its dedupe keys and a few counters) past which the window is trimmed
 back to ``DEDUPE_KEEP`` keys (keys younger than ``REDIS_DEDUPE_TTL`` stay however many there are)."""
 
-ORDERED_DEDUPE = ("telegram:", "discord:", "schedule:")
-"""Dedupe keys whose number grows per conversation: a Telegram update id (per bot), a Discord message id (a
-snowflake, per channel), a schedule's occurrence (``schedule:<id>:<ms>``, per schedule). Other keys (the web chat's
-random ids) are remembered in the window only."""
-
 _ORDERED = re.compile(r"^(.+):(\d{1,30})$")
 
 IngestResult = str
@@ -56,18 +50,18 @@ IngestResult = str
 dropped) or ``full`` (refused: the inbox is at its cap)."""
 
 
-def dedupe_fields(key: str | None) -> tuple[str, str, str]:
+def dedupe_fields(key: str | None, ordered: tuple[str, ...] = ()) -> tuple[str, str, str]:
     """``(seen field, floor field, number)`` of a dedupe key in the conversation's meta hash: the key itself
-    (``d:<key>``), and for a key of ``ORDERED_DEDUPE`` ending in a number (``telegram:<update id>``,
-    ``discord:<snowflake>``) the high-water mark of its source (``f:<source>``) and that number. Empty strings:
-    no dedupe, or a key without an order (``web:<uuid>``)."""
+    (``d:<key>``), and for a key starting with one of ``ordered`` (``QueueConfig.ordered_dedupe``: prefixes whose
+    number grows per conversation, such as a platform's message ids) and ending in a number the high-water mark of
+    its source (``f:<source>``) and that number. Empty strings: no dedupe, or a key without an order (a random id)."""
     if not key:
         return "", "", ""
-    ordered = _ORDERED.match(key) if key.startswith(ORDERED_DEDUPE) else None
-    if ordered is None:
+    numbered = _ORDERED.match(key) if ordered and key.startswith(ordered) else None
+    if numbered is None:
         return f"d:{key}", "", ""
-    number = ordered.group(2).lstrip("0") or "0"
-    return f"d:{key}", f"f:{ordered.group(1)}", number
+    number = numbered.group(2).lstrip("0") or "0"
+    return f"d:{key}", f"f:{numbered.group(1)}", number
 
 
 def encode_entry(context: Context, args: Any, input_ref: InputRef, *, bot: str | None = None) -> str:
@@ -159,7 +153,7 @@ class RedisDispatcher:
         keys = b.keys
         ck = keys.context(cid)
         job_id = keys.job_id(cid, uuid.uuid4().hex)
-        seen, floor, number = dedupe_fields(dedupe_key)
+        seen, floor, number = dedupe_fields(dedupe_key, self.config.ordered_dedupe)
         if controls is None:
             controls = ControlDefaults(
                 busy=self.config.busy, busy_pinned=False, quiet_ms=self.config.quiet_ms, quiet_pinned=False

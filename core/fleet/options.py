@@ -51,7 +51,10 @@ class QueueConfig:
     """Seconds an idle worker waits for a wake-up before looking at the queue anyway."""
     dedupe_ttl: float = 60.0
     """Seconds a platform message id is remembered at least, however many come after it (besides the newest 32 of
-    its conversation, and for Telegram and Discord ids the high-water mark of the conversation, kept for good)."""
+    its conversation, and for ``ordered_dedupe`` keys the high-water mark of the conversation, kept for good)."""
+    ordered_dedupe: tuple[str, ...] = ("schedule:",)
+    """Dedupe key prefixes whose trailing number grows per conversation (``core.fleet.dedupe_fields``): a schedule's
+    occurrence here; ``bots`` adds each platform's that declares it (a Telegram update id, a Discord snowflake)."""
     handoff_batches: int = 8
     """Batches one drain job runs before it hands a still-busy context back to the queue."""
     batch_size: int = 50

@@ -59,11 +59,12 @@ INGEST = (
 -- by /quiet and /busy: RedisDispatcher.set_controls) unless the operator pinned them, else quiet_ms and busy.
 -- A window > 0: note when the burst waiting began ('qfirst'), when its newest input came ('qlast') and the window
 -- ('qms'), for the take (STEP). When a drain job is already responsible: with steer, publish cid on arrivals (the
--- worker running the conversation gives the input to its run); with interrupt, stop the batch held as STOP does,
+-- worker running the conversation gives the input to its run; with collect and queue, only while nothing of its
+-- answer is shown yet: core.busy); with interrupt, stop the batch held as STOP does,
 -- without the inputs waiting (the new one among them is answered next: core.busy).
 -- Dedupe lives in the meta hash, bounded per conversation: 'd:<key>' -> when it was stored (ms), the newest
--- ids only; and for keys ending in a number that grows per conversation (Telegram's update ids, Discord's
--- snowflakes), 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
+-- ids only; and for keys ending in a number that grows per conversation (QueueConfig.ordered_dedupe),
+-- 'f:<source>' -> the greatest number dropped from the window: anything not above it was seen.
 -- seen_field '': no dedupe; floor_field '': the key is not ordered.
 local meta = KEYS[2]
 local seen_f, floor_f, id = ARGV[3], ARGV[4], ARGV[5]
@@ -135,9 +136,9 @@ end
 if sched then
   local busy = ARGV[15]
   if ARGV[16] ~= '1' and got[4] then busy = got[4] end
-  if busy == 'steer' then
+  if busy ~= 'interrupt' then  -- (collect, queue: the worker gives it to the run only while nothing is shown)
     redis.call('PUBLISH', ARGV[17], ARGV[6])
-  elseif busy == 'interrupt' then
+  else
     local held = redis.call('HGET', KEYS[5], 'id')
     if held then
       redis.call('PUBLISH', ARGV[18], ARGV[6])

@@ -66,7 +66,7 @@ class ShardLeases:
         retry_pause: float = 1.0,
     ) -> None:
         if count < 1:
-            raise ConfigError(f"a shard count must be at least 1, got {count}: check DISCORD_SHARD_COUNT")
+            raise ConfigError(f"ShardLeases(count={count}): a shard count must be at least 1")
         self.backend = backend
         """The connection."""
         self.name = name

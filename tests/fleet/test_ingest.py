@@ -11,6 +11,7 @@ from core import BackpressureError, DispatchError, ScriptedModel, create_agent
 from core.fleet import QueueConfig, RedisBackend, RedisDispatcher
 from core.fleet.dispatcher import DEDUPE_TRIM_AT
 from core.fleet.keys import Keys
+from extensions.platforms import ordered_dedupe
 
 from .conftest import queue_config, send
 from .probe import ChatArgs, answer, chat, probe_extension
@@ -33,7 +34,8 @@ async def test_dedupe_is_bounded_per_conversation_and_ordered_ids_stay_deduped(
     """The memory of dedupe does not grow with messages: a conversation keeps the newest ids (those younger than
     REDIS_DEDUPE_TTL at least) and, for Telegram and Discord ids, the highest one dropped from them; a redelivery
     of any older id is still dropped, long after its own entry is gone."""
-    backend = RedisBackend(queue_config(redis_server, dedupe_ttl=0.001))
+    ordered = ("schedule:", *ordered_dedupe())  # what bots gives the queue: Telegram and Discord declare theirs
+    backend = RedisBackend(queue_config(redis_server, dedupe_ttl=0.001, ordered_dedupe=ordered))
     dispatcher = RedisDispatcher(backend)
     try:
         counts = []
@@ -108,3 +110,16 @@ def test_config_rejects_nonsense() -> None:
         QueueConfig(inbox_cap=0)
     with pytest.raises(ValueError, match="REDIS_LEASE_SECONDS"):
         QueueConfig(lease_seconds=0)
+
+
+def test_the_queue_bots_builds_keeps_a_mark_for_the_platforms_that_declare_one() -> None:
+    """Core names no platform: a platform declares that its ids grow (``Platform.ordered_dedupe``) and the queue
+    configuration ``bots`` builds carries it to the dispatcher; a schedule's occurrences are core's own."""
+    from bots.queue_settings import RedisSettings
+    from core.fleet.dispatcher import dedupe_fields
+
+    ordered = RedisSettings().to_config().ordered_dedupe
+    assert set(ordered) == {"schedule:", "telegram:", "discord:"}
+    assert dedupe_fields("telegram:0042", ordered) == ("d:telegram:0042", "f:telegram", "42")
+    assert dedupe_fields("web:0042", ordered) == ("d:web:0042", "", "")  # the web chat's ids are random
+    assert dedupe_fields("telegram:42") == ("d:telegram:42", "", "")  # a queue told of no order keeps none

@@ -1,0 +1,160 @@
+"""The platform registry: a platform is a package that declares itself with one ``Platform`` object, found through
+the ``daydreams_bots.platforms`` entry point group (``pyproject.toml``), so that another installed package can add
+one. The program (``bots``), the gateway, the config command, trust, schedules and the fleet ask the registry and
+name no platform.
+
+A platform package declares, in a module that imports none of its SDK (``extensions.telegram.platform``)::
+
+    PLATFORM = Platform(name="telegram", title="Telegram", settings_group="telegram", ..., build=_build)
+
+and in its ``pyproject.toml``::
+
+    [project.entry-points."daydreams_bots.platforms"]
+    telegram = "extensions.telegram.platform:PLATFORM"
+
+Listing the names reads the installed packages' metadata only; a platform's module is imported when it is asked
+for by name (``platform("telegram")``) or when all of them are (``all_platforms()``), and its SDK only when its
+extension is built (``Platform.build``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from core.definitions import Extension
+
+    from .chat.trust import TrustRules
+
+__all__ = (
+    "ENTRY_POINT_GROUP",
+    "Build",
+    "Platform",
+    "all_platforms",
+    "operator_channel",
+    "ordered_dedupe",
+    "platform",
+    "platform_names",
+)
+
+ENTRY_POINT_GROUP = "daydreams_bots.platforms"
+"""The entry point group a platform package registers its ``Platform`` in."""
+
+Ingest = Literal["none", "shared", "single", "shards"]
+"""How the gateways of a fleet divide a platform's ingest: ``shared`` (every gateway takes it: webhooks, the web
+chat), ``single`` (one gateway at a time, the others stand by on a lease: Telegram long polling), ``shards``
+(the platform's shards divided by leases: Discord), ``none`` (no gateway: the terminal)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build:
+    """What building a platform's extension takes besides its settings group."""
+
+    settings: Any
+    """The platform's settings group (``Settings.<settings_group>``; None for a platform without one)."""
+    listen: bool = True
+    """Take messages (False: a fleet's worker, which only posts)."""
+    trust: TrustRules | None = None
+    """How authors get their tier and which bots are answered (``TRUST_*``, ``BOT_ADMIN_USERS``)."""
+    data_dir: Path = Path("data")
+    """``BOT_DATA_DIR``: where the platform keeps its files (media, secrets)."""
+    title: str = ""
+    """The bot's name (``BOT_NAME``), for pages that show one."""
+    fleet: Mapping[str, Any] = field(default_factory=dict)
+    """Options of this platform's part in a fleet (the web chat: its ``gateway_id`` and ``relay``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Platform:
+    """One chat platform, as its package declares it."""
+
+    name: str
+    """Its name, the prefix of its ids and its contexts' types: ``telegram``."""
+    title: str
+    """Its name for people: ``Telegram``."""
+    build: Callable[[Build], Extension]
+    """Its extension (context, input, outputs, runtime as a service); imports its SDK."""
+    settings_group: str | None = None
+    """The field of ``bots.Settings`` holding its settings class (``telegram``: ``TELEGRAM_*``); None: none."""
+    contexts: tuple[str, ...] = ()
+    """The types of the contexts it brings: ``("telegram:chat",)``."""
+    configured: Callable[[Any], bool] = field(default=lambda group: False)
+    """The settings group asks for it (a token set), so ``bots run`` and ``bots gateway`` serve it."""
+    extra: str = ""
+    """The module its optional extra brings (``telegram``): a missing one is reported by ``bots config``."""
+    token_setting: str = ""
+    """The variable that turns it on (``TELEGRAM_TOKEN``), for messages."""
+    ingest: Callable[[Any], Ingest] = field(default=lambda group: "shared")
+    """How the gateways of a fleet divide its ingest, by its settings group (``Ingest``)."""
+    listening: Callable[[Any], str] = field(default=lambda group: "")
+    """What a gateway listens to on it, by its settings group, for the gateway's log: ``webhook on 0.0.0.0:8443``."""
+    admin_ids: bool = False
+    """Its user ids (``telegram:123``) may be named in ``BOT_ADMIN_USERS`` (a platform whose ids anyone can make,
+    like the web chat's visitors, must not)."""
+    bot_ids: bool = False
+    """Other bots on it may be named in ``TRUST_BOTS`` (``telegram:@name``, ``telegram:123``, ``telegram:*``)."""
+    id_example: str = ""
+    """A user id as an operator writes it, for messages: ``telegram:123``."""
+    channel: Callable[[str], tuple[str, dict[str, Any]] | None] | None = None
+    """An operator's channel on it (``BOT_SCHEDULES``, approval chats) from what follows ``<name>:``: the context
+    type and its arguments, None if it is not one of its forms. None: it has no operator channels."""
+    channel_forms: str = ""
+    """The forms of ``channel`` in words: ``telegram:<chat id> (telegram:<chat id>:<topic id> for a forum topic)``."""
+    ordered_dedupe: bool = False
+    """Its dedupe keys ``<name>:<number>`` grow per conversation, so the fleet keeps a high-water mark (a
+    Telegram update id, a Discord snowflake); otherwise they are remembered in the dedupe window only."""
+
+
+@functools.cache
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def platform_names() -> list[str]:
+    """The registered platforms' names, sorted (nothing of them is imported)."""
+    return sorted(_entry_points())
+
+
+@functools.cache
+def platform(name: str) -> Platform:
+    """The platform registered as ``name``; ``ConfigError`` naming the registered ones otherwise."""
+    ep = _entry_points().get(name)
+    if ep is None:
+        known = ", ".join(platform_names()) or "none"
+        raise ConfigError(f"unknown platform {name!r}: use one of {known} (entry points {ENTRY_POINT_GROUP!r})")
+    found = ep.load()
+    if not isinstance(found, Platform) or found.name != name:
+        raise ConfigError(
+            f"entry point {name!r} of {ENTRY_POINT_GROUP!r} ({ep.value}) is not a Platform named {name!r}"
+        )
+    return found
+
+
+def all_platforms() -> list[Platform]:
+    """Every registered platform, by name (this imports their declaring modules, not their SDKs)."""
+    return [platform(name) for name in platform_names()]
+
+
+def ordered_dedupe() -> tuple[str, ...]:
+    """The dedupe key prefixes (``telegram:``) whose numbers grow per conversation (``Platform.ordered_dedupe``)."""
+    return tuple(f"{p.name}:" for p in all_platforms() if p.ordered_dedupe)
+
+
+def operator_channel(channel: str) -> tuple[str, dict[str, Any]]:
+    """The context type and arguments of an operator's channel (``telegram:-100123``); ``ValueError`` saying the
+    registered platforms' forms otherwise."""
+    name, _, rest = channel.strip().partition(":")
+    if name in _entry_points():
+        found = platform(name)
+        address = found.channel(rest) if found.channel is not None else None
+        if address is not None:
+            return address
+    forms = " or ".join(p.channel_forms for p in all_platforms() if p.channel is not None and p.channel_forms)
+    raise ValueError(f"channel {channel!r} is not one: write {forms}")

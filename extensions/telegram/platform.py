@@ -1,0 +1,64 @@
+"""Telegram as a registered platform (``extensions.platforms``): this module imports no python-telegram-bot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.definitions import Extension
+
+from ..platforms import Build, Ingest, Platform
+from .settings import TelegramMode, TelegramSettings
+
+__all__ = ("PLATFORM",)
+
+
+def _build(build: Build) -> Extension:
+    from . import telegram_extension
+
+    return telegram_extension(build.settings, listen=build.listen, trust=build.trust)
+
+
+def _configured(settings: TelegramSettings) -> bool:
+    return settings.token is not None and bool(settings.token.get_secret_value())
+
+
+def _ingest(settings: TelegramSettings) -> Ingest:
+    return "shared" if settings.mode is TelegramMode.WEBHOOK else "single"  # getUpdates allows one poller
+
+
+def _listening(settings: TelegramSettings) -> str:
+    if settings.mode is TelegramMode.WEBHOOK:
+        return f"webhook on {settings.webhook_listen}:{settings.webhook_port}"
+    return "polling"
+
+
+def _channel(rest: str) -> tuple[str, dict[str, Any]] | None:
+    parts = rest.split(":")
+    try:
+        if 1 <= len(parts) <= 2:
+            thread = int(parts[1]) if len(parts) == 2 else None
+            return "telegram:chat", {"chat_id": int(parts[0]), "thread_id": thread}
+    except ValueError:
+        pass
+    return None
+
+
+PLATFORM = Platform(
+    name="telegram",
+    title="Telegram",
+    build=_build,
+    settings_group="telegram",
+    contexts=("telegram:chat",),
+    configured=_configured,
+    extra="telegram",
+    token_setting="TELEGRAM_TOKEN",
+    ingest=_ingest,
+    listening=_listening,
+    admin_ids=True,
+    bot_ids=True,
+    id_example="telegram:123",
+    channel=_channel,
+    channel_forms="telegram:<chat id> (telegram:<chat id>:<topic id> for a forum topic)",
+    ordered_dedupe=True,  # an update id, growing per bot
+)
+"""Telegram: a chat (or a forum topic) is a conversation."""

@@ -1,0 +1,104 @@
+"""A platform is a package (issue 52): each declares itself with one ``Platform`` under the
+``daydreams_bots.platforms`` entry point group, and core names none of them (the contract below reads core's
+code: its identifiers and its strings other than docstrings; prose that gives an example may name one)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError
+from extensions.platforms import ENTRY_POINT_GROUP, Platform, all_platforms, operator_channel, platform, platform_names
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_four_platforms_are_registered_through_the_entry_point_group() -> None:
+    assert platform_names() == ["cli", "discord", "telegram", "web"]
+    for found in all_platforms():
+        assert isinstance(found, Platform)
+        assert all(c.startswith(f"{found.name}:") for c in found.contexts), found.contexts
+    assert platform("telegram").settings_group == "telegram"
+    with pytest.raises(ConfigError, match=r"unknown platform 'slack': use one of cli, discord, telegram, web"):
+        platform("slack")
+    assert ENTRY_POINT_GROUP in (ROOT / "pyproject.toml").read_text()
+
+
+def test_operator_channels_are_the_forms_the_platforms_declare() -> None:
+    assert operator_channel("telegram:-100123:7") == ("telegram:chat", {"chat_id": -100123, "thread_id": 7})
+    assert operator_channel(" discord:4567") == ("discord:channel", {"channel_id": 4567})
+    for wrong in ("slack:1", "web:abc", "discord:1:2", "telegram:x"):
+        with pytest.raises(ValueError, match=r"is not one: write discord:<channel id> or telegram:<chat id>"):
+            operator_channel(wrong)
+
+
+def test_a_platform_not_used_is_not_imported() -> None:
+    """Asking which platforms are configured imports their declarations, never their SDKs or runtimes (the web
+    chat's package is still imported whole by ``bots.settings``, for its settings class)."""
+    code = (
+        "import sys; from bots.config import load_settings, platforms; "
+        "print(platforms(load_settings())); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('discord', 'telegram') "
+        "or m.startswith(('extensions.discord.', 'extensions.telegram.')) and m.endswith(('.runtime', '.listener'))))"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LLM_PROVIDER": "scripted", "TELEGRAM_TOKEN": "1:x"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60, check=True
+    )
+    assert done.stdout.splitlines() == ["['telegram']", "[]"], done.stdout + done.stderr
+
+
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """The identifiers and non-docstring strings of a module, with their lines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(stmt.value)
+        for node in ast.walk(tree)
+        for stmt in (node.body if isinstance(getattr(node, "body", None), list) else [])  # type: ignore[attr-defined]
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            found.append((node.lineno, node.value))
+        elif isinstance(node, ast.Name):
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.alias):
+            found.append((node.lineno, node.name))
+    return found
+
+
+def test_core_names_no_platform() -> None:
+    """Names of platforms inside core/: 0. A registered platform's name as a word or an id prefix (``telegram``,
+    ``discord:``, ``web:``), in core's code; what a platform needs from the engine it declares (``Platform``)."""
+    names = platform_names()
+    long_names = [n for n in names if len(n) > 3]  # (a word: telegram, discord)
+    pattern = re.compile(
+        rf"(?i)\b(?:{'|'.join(map(re.escape, long_names))})\b|(?:^|[\s'\"(])(?:{'|'.join(map(re.escape, names))}):"
+    )
+    hits = []
+    for path in sorted((ROOT / "core").rglob("*.py")):
+        for line, text in _code_strings(path):
+            if pattern.search(text.replace("_", " ")):
+                hits.append(f"{path.relative_to(ROOT)}:{line}: {text[:80]!r}")
+    assert hits == []
+
+
+def test_each_platform_s_settings_group_is_a_group_of_the_settings() -> None:
+    """``bots config``, the settings reference and ``--explain`` show a platform's settings under its group."""
+    from bots.explain import TASKS, TITLES
+    from bots.settings import Settings
+
+    [platform_task] = [groups for title, groups in TASKS if title.startswith("A platform")]
+    for found in all_platforms():
+        if found.settings_group is None:
+            continue
+        assert found.settings_group in Settings.model_fields, found.name
+        assert found.settings_group in platform_task and TITLES[found.settings_group] == found.title
