@@ -52,3 +52,18 @@ def _after(released: str) -> list[str]:
     """The versions that may follow ``released``: the next patch, minor or major."""
     major, minor, patch = (int(p) for p in released.split(".")[:3])
     return [f"{major}.{minor}.{patch + 1}", f"{major}.{minor + 1}.0", f"{major + 1}.0.0"]
+
+
+def test_bots_version_answers_without_importing_the_framework() -> None:
+    """The console script (bots.entry) prints the version from the package metadata alone (issue 47: it took 1.1 s
+    importing everything first); every other command goes to bots.cli.main."""
+    script = (
+        "import sys; from bots.entry import main; code = main(['--version']); "
+        "print(sorted(m for m in sys.modules if m == 'core' or m.startswith(('core.', 'bots.cli', 'aiohttp'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    printed, imported = done.stdout.strip().splitlines()
+    assert printed == f"bots {version('daydreams-bots')}"
+    assert imported == "[]"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["bots"] == "bots.entry:main"
