@@ -70,6 +70,9 @@ class Cell:
         return "-".join(parts + [f"{name}-{value}" for name, value in self.labels])
 
 
+SETTLE = 2.0
+"""Seconds a chat must show the same replies to count as settled (Telegram's live replies are edited at most
+every 1.5 s)."""
 QUIET_MS = "300"
 """The quiet window of ``quiet=on``: short, so the matrix stays quick, long enough to join a burst."""
 
@@ -99,7 +102,7 @@ class InstalledProcess(Process):
 
     async def wait_long(self, text: str) -> None:
         """``wait_for`` over several of its bounds (the embedded model loads and warms up first)."""
-        for _ in range(4):
+        for _ in range(10):
             with contextlib.suppress(TimeoutError):
                 await self.wait_for(text)
                 return
@@ -197,6 +200,17 @@ def _port() -> str:
     return str(free_port())
 
 
+async def settled(chat: Chat, person: int, *, group: bool = False) -> None:
+    """Wait until what ``person`` sees stops changing (a live reply's last edit is sent after its run ends)."""
+    shown, since = chat.texts(person, group=group), asyncio.get_running_loop().time()
+    async with asyncio.timeout(DEADLINE):
+        while asyncio.get_running_loop().time() - since < SETTLE:
+            await asyncio.sleep(0.1)
+            now = chat.texts(person, group=group)
+            if now != shown:
+                shown, since = now, asyncio.get_running_loop().time()
+
+
 async def _answer(chat: Chat, deployment: Deployment, person: int, text: str, *, group: bool = False) -> str:
     """``person`` says ``text`` and waits for the run answering it to deliver; the replies they see since."""
     before = len(chat.texts(person, group=group))
@@ -207,6 +221,7 @@ async def _answer(chat: Chat, deployment: Deployment, person: int, text: str, *,
         async with asyncio.timeout(DEADLINE):
             while await deployment.answered(chat.metric) <= counted:
                 await asyncio.sleep(0.1)
+        await settled(chat, person, group=group)
     return "\n".join(chat.texts(person, group=group)[before:])  # (a long answer may come in several messages)
 
 

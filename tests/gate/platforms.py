@@ -234,12 +234,14 @@ class TerminalChat:
 
     async def say(self, person: int, text: str, *, group: bool = False) -> None:
         assert person == ANN and not group, "one person at a terminal"
-        await wait_until(lambda: self.screen.rstrip().endswith(self.PROMPT.strip()), "the terminal's prompt")
+        await wait_until(  # (the first one once the embedded model has loaded and warmed up)
+            lambda: self.screen.rstrip().endswith(self.PROMPT.strip()), "the terminal's prompt", timeout=DEADLINE * 5
+        )
         os.write(self.master, text.encode() + b"\r")
 
     def texts(self, person: int, *, group: bool = False) -> list[str]:
-        """Each answer: what the terminal shows between a typed line and the next prompt."""
-        turns = self.screen.split(self.PROMPT)[1:]
+        """Each answer: what the terminal shows between a typed line and the next prompt (so only whole ones)."""
+        turns = self.screen.split(self.PROMPT)[1:-1]
         answers = []
         for turn in turns:
             _typed, _, shown = turn.partition("\n")
