@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 from typing import Any
+
+from typing_extensions import Unpack
 
 from core import (
     Agent,
@@ -22,6 +25,7 @@ from core import (
     create_agent,
     service,
 )
+from core.agent_options import AgentOptionFields
 from core.approvals import ApprovalStore
 from core.errors import ConfigError, DefinitionError, MemoryStoreError
 from core.limits import LimitStore
@@ -176,6 +180,18 @@ def safe_plugins(bot: Bot) -> list[Plugin]:
     )
 
 
+def _check_options(options: AgentOptionFields) -> None:
+    """``TypeError`` naming an option that is not a field of ``core.AgentOptions`` (a misspelt one)."""
+    fields = [f.name for f in dataclasses.fields(AgentOptions)]
+    for name in options:
+        if name not in fields:
+            close = difflib.get_close_matches(name, fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(
+                f"build_agent() got an unknown option {name!r}{hint}: its options are the fields of core.AgentOptions"
+            )
+
+
 def build_agent(
     settings: Settings,
     *,
@@ -196,7 +212,7 @@ def build_agent(
     schedules_clock: Clock | None = None,
     approvals: ApprovalStore | None = None,
     sweep_approvals: bool = True,
-    **options: Any,
+    **options: Unpack[AgentOptionFields],
 ) -> Agent:
     """The agent of ``bot`` (default: the built-in assistant, ``bots.assistant.assistant``) on the platforms of the
     settings. Raises ``ConfigError`` listing every problem in the settings. ``tools=False`` leaves the MCP servers
@@ -209,7 +225,9 @@ def build_agent(
     ones (a gateway does not); ``schedules_clock``: what time it is for them (a test's ``ManualClock``).
     ``approvals``: where calls waiting for an approval live (default: the memory store, one process; a fleet passes
     ``RedisApprovalStore``, without which a queued agent refuses such calls); ``sweep_approvals``: this process
-    times requests out (a gateway does not). ``options``: fields of ``core.AgentOptions`` to set."""
+    times requests out (a gateway does not). ``options``: fields of ``core.AgentOptions`` to set
+    (``core.agent_options.AgentOptionFields``; a misspelt one is a ``TypeError`` naming it)."""
+    _check_options(options)
     problems = check_settings(settings)
     if problems:
         raise ConfigError("invalid settings:\n  " + "\n  ".join(problems))
@@ -249,8 +267,7 @@ def build_agent(
         ),
         chat_policy=build_chat_policy(settings),
     )
-    for name, value in options.items():
-        setattr(agent_options, name, value)
+    agent_options = dataclasses.replace(agent_options, **options)
     try:
         agent = create_agent(
             model=chosen_model,

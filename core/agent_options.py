@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from .busy import BusyPolicy
 from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLATE
@@ -14,7 +14,7 @@ from .prompt import DEFAULT_INTRO, FOOTER, INSTRUCTIONS, RESPONSE_FORMAT, TEMPLA
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
 
-__all__ = ("AgentOptions",)
+__all__ = ("AgentOptionFields", "AgentOptions")
 
 
 @dataclass(kw_only=True)
@@ -62,3 +62,27 @@ class AgentOptions:
     """Working memories kept loaded between runs (in one process)."""
     chat_policy: ChatPolicy | None = None
     """The operator's rules for settings changed from the chat (allowed models, pins, admins); None: no rules."""
+
+
+class AgentOptionFields(TypedDict, total=False):
+    """``AgentOptions``' fields as keyword arguments (``bots.app.build_agent(**options)``), so a misspelt one is an
+    error for the type checker too; a test keeps the two alike."""
+
+    persona: str
+    intro: str
+    instructions: str
+    response: str
+    footer: str
+    template: str
+    compact_prompt: bool | None
+    max_tokens: int
+    model_idle_timeout: float
+    output_timeout: float
+    queues: Mapping[str, int]
+    stop_timeout: float
+    max_batch: int
+    busy: BusyPolicy
+    quiet_ms: int
+    quiet_ms_by_context: dict[str, int]
+    state_cache: int
+    chat_policy: ChatPolicy | None
