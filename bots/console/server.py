@@ -128,7 +128,12 @@ class Console:
         """Serve the console and watch the agent's run events for the live tail."""
         console = self.settings.console
         web_settings = self.settings.web  # the console's pages are bounded like the web chat's
-        limits = HttpLimits(header_timeout=web_settings.header_timeout, max_connections=web_settings.max_connections)
+        limits = HttpLimits(
+            header_timeout=web_settings.header_timeout,
+            max_connections=web_settings.max_connections,
+            max_per_address=web_settings.max_per_address,
+            trusted_proxies=web_settings.trusted_proxies,
+        )
         try:
             runner, port = await start_site(self.application(), console.host, console.port, limits=limits)
         except OSError as exc:

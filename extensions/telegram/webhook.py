@@ -27,11 +27,15 @@ from telegram import Bot, Update
 
 from core.errors import DispatchError, MemoryStoreError
 
-from ..chat.http_server import DEFAULT_LIMITS, HttpLimits, start_site
+from ..chat.http_server import HttpLimits, start_site
 
 __all__ = ("SECRET_HEADER", "WEBHOOK_DEADLINE", "WebhookServer")
 
 log = logging.getLogger("extensions.telegram")
+
+WEBHOOK_LIMITS = HttpLimits(max_per_address=100)
+"""The bounds of the webhook's server: Telegram opens up to 100 connections at once from one of its addresses
+(``setWebhook``'s ``max_connections``), and they are all let in."""
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 WEBHOOK_DEADLINE = 20.0
@@ -52,7 +56,7 @@ class WebhookServer:
         path: str,
         secret: str,
         deadline: float = WEBHOOK_DEADLINE,
-        limits: HttpLimits = DEFAULT_LIMITS,
+        limits: HttpLimits = WEBHOOK_LIMITS,
     ) -> None:
         self.bot = bot
         """Gives the updates their bot (``Update.de_json``)."""

@@ -180,7 +180,12 @@ class WebRuntime(ChatAdapter):
         app = chat_application(self)
         for prefix, sub in self.mounts:
             app.add_subapp(prefix, sub)
-        limits = HttpLimits(header_timeout=self.settings.header_timeout, max_connections=self.settings.max_connections)
+        limits = HttpLimits(
+            header_timeout=self.settings.header_timeout,
+            max_connections=self.settings.max_connections,
+            max_per_address=self.settings.max_per_address,
+            trusted_proxies=self.settings.trusted_proxies,
+        )
         try:
             runner, port = await start_site(app, self.settings.host, self.settings.port, limits=limits)
         except OSError as exc:

@@ -80,6 +80,14 @@ class WebSettings(BaseModel):
         description="Connections open at once at most on the web chat and on the console, each (open pages' event "
         "streams count); one more is answered 503",
     )
+    max_per_address: int = Field(
+        default=32,
+        ge=1,
+        le=1_000_000,
+        description="Connections open at once from one address (an IPv6 /64) on the web chat and on the console, "
+        "each; behind WEB_TRUSTED_PROXIES, requests in progress per visitor they name (event streams count); one "
+        "more is answered 503, so one client cannot take every connection",
+    )
     trusted_proxies: Annotated[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...], NoDecode] = Field(
         default=(),
         description="Addresses or networks (10.0.0.0/8) of the reverse proxies in front of the web chat, "
