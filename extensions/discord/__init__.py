@@ -14,13 +14,18 @@ from core.definitions import Extension, extension, service
 from core.media import media_posters
 
 from .definitions import (
+    POLL,
+    POLL_ANSWER,
     REPLY_TO,
     ChannelArgs,
+    PollArgs,
     ReactArgs,
     bind_runtime,
     discord_channel,
     discord_message_input,
     discord_message_output,
+    discord_poll_answer_input,
+    discord_poll_output,
     discord_react,
     get_runtime,
 )
@@ -33,14 +38,19 @@ if TYPE_CHECKING:
     from .runtime import DiscordRuntime
 
 __all__ = (
+    "POLL",
+    "POLL_ANSWER",
     "REPLY_TO",
     "ChannelArgs",
     "DiscordSettings",
+    "PollArgs",
     "ReactArgs",
     "discord_channel",
     "discord_extension",
     "discord_message_input",
     "discord_message_output",
+    "discord_poll_answer_input",
+    "discord_poll_output",
     "discord_react",
     "discord_runtime",
     "get_runtime",
@@ -78,8 +88,8 @@ def discord_extension(settings: DiscordSettings, *, listen: bool = True, trust: 
         name="discord",
         install=install,
         contexts=[discord_channel],
-        inputs=[discord_message_input],
-        outputs=[discord_message_output],
+        inputs=[discord_message_input, discord_poll_answer_input],
+        outputs=[discord_message_output, discord_poll_output],
         actions=[discord_react],
         services=[service(name="discord", start=runtime.start, stop=runtime.stop)],
     )

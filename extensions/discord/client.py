@@ -53,6 +53,8 @@ class ClientHooks:
     and the messages' ids."""
     on_reaction: Callable[[discord.RawReactionActionEvent], Awaitable[None]] | None = None
     """Someone put a reaction on a message (feedback, when the message is one of the bot's answers)."""
+    on_poll_vote: Callable[[discord.RawPollVoteActionEvent], Awaitable[None]] | None = None
+    """Someone voted in a poll (an input, when the poll is one of the bot's)."""
 
 
 def intents() -> discord.Intents:
@@ -156,6 +158,11 @@ class BotClient(discord.Client):
         """A reaction was added (raw: whether or not discord.py had the message in its cache)."""
         if self.hooks.on_reaction is not None:
             await self.hooks.on_reaction(payload)
+
+    async def on_raw_poll_vote_add(self, payload: discord.RawPollVoteActionEvent) -> None:
+        """A vote in a poll (raw: whether or not discord.py had the poll's message in its cache)."""
+        if self.hooks.on_poll_vote is not None:
+            await self.hooks.on_poll_vote(payload)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Every interaction; a component's (a button pressed) goes to the hook (slash commands go to the tree)."""

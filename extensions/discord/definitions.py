@@ -37,14 +37,19 @@ if TYPE_CHECKING:
     from core.fleet.reply_ledger import ReplyLedger
 
 __all__ = (
+    "POLL",
+    "POLL_ANSWER",
     "REPLY_TO",
     "ChannelArgs",
+    "PollArgs",
     "ReactArgs",
     "Runtime",
     "bind_runtime",
     "discord_channel",
     "discord_message_input",
     "discord_message_output",
+    "discord_poll_answer_input",
+    "discord_poll_output",
     "discord_react",
     "get_runtime",
 )
@@ -79,6 +84,10 @@ class Runtime(Protocol):
 
     async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None: ...
 
+    async def post_poll(
+        self, *, args: ChannelArgs, poll: PollArgs, reply_to: int | None, idempotency_key: str
+    ) -> list[int]: ...
+
     def subscribe(self, send: Send, agent: Host) -> Any: ...
 
     async def wait_closed(self) -> None: ...
@@ -110,6 +119,23 @@ class ChannelArgs(pydantic.BaseModel):
     parent_id: int | None = pydantic.Field(
         default=None, description="The channel of a thread, whose chat settings the thread starts from"
     )
+
+
+POLL = "discord:poll"
+"""The type of the output that posts a poll."""
+POLL_ANSWER = "discord:poll_answer"
+"""The type of the input a vote in one of the bot's polls becomes."""
+
+
+class PollArgs(pydantic.BaseModel):
+    """A poll to post in the channel (Discord's limits: a question of 300 characters, 10 answers of 55)."""
+
+    question: str = pydantic.Field(min_length=1, max_length=300, description="The question (1-300 characters)")
+    options: list[pydantic.constr(min_length=1, max_length=55)] = pydantic.Field(  # type: ignore[valid-type]
+        min_length=1, max_length=10, description="The answers to choose from (1-10, each 1-55 characters)"
+    )
+    multiple: bool = pydantic.Field(default=False, description="Whether a person may choose several answers")
+    hours: int = pydantic.Field(default=24, ge=1, le=768, description="How long the poll stays open, in hours")
 
 
 class ReactArgs(pydantic.BaseModel):
@@ -270,3 +296,36 @@ discord_react = action(
     timeout=30.0,
 )
 """The ``discord:react`` action: react with an emoji to the message being answered (or another one)."""
+
+
+async def _post_poll(data: PollArgs, ctx: OutputContext, agent: Host) -> None:
+    """Post the poll in the conversation's channel (Discord's nonce keeps a retried batch from posting it twice);
+    each vote comes back as a ``discord:poll_answer`` input."""
+    state = ctx.state
+    await get_runtime(agent).post_poll(
+        args=state.platform_args,
+        poll=data,
+        reply_to=state.options.get(REPLY_TO),
+        idempotency_key=ctx.output_ref.id,
+    )
+
+
+discord_poll_output = output(
+    type=POLL,
+    description=f"Post a poll in this Discord conversation; each vote comes back to you as a {POLL_ANSWER} input",
+    instructions="The content is JSON: the question, 1 to 10 options, multiple (true when several may be chosen), "
+    "and hours (how long it stays open, 24 unless asked).",
+    schema=PollArgs,
+    handler=_post_poll,
+    context=discord_channel,
+    examples=[f'<output type="{POLL}">{{"question": "Tea or coffee?", "options": ["Tea", "Coffee"]}}</output>'],
+)
+
+discord_poll_answer_input = input(
+    type=POLL_ANSWER,
+    schema=str,
+    handler=_on_input,  # (the answer replies to the poll)
+    context=discord_channel,
+)
+"""A vote in one of the bot's polls: params carry ``author``, ``author_id``, ``message_id`` (the poll's) and
+``answer``."""

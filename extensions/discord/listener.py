@@ -82,6 +82,20 @@ class Listener:
         self._send = send
         self._open.set()
 
+    def hand(self, args: ChannelArgs, ref: InputRef, *, key: str) -> None:
+        """Hand an input that is no message (a vote in one of the bot's polls) to the conversation ``args``, in a
+        task the adapter owns (``key``: its dedupe key and correlation id)."""
+        send = self._send
+        if send is None:
+            log.info("discord: %s arrived while the bot is not taking inputs; left", key)
+            return
+        self.adapter.metrics.received(discord_channel, args)
+
+        async def store() -> None:
+            await send(discord_channel, args, ref, dedupe_key=key)
+
+        self.adapter.spawn(store(), name=key, key=key)
+
     def close(self) -> None:
         """Hand no more messages over (those waiting see that nobody takes inputs any more)."""
         self._send = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import hashlib
 import io
 import logging
@@ -31,10 +32,11 @@ from ..chat.adapter import ChatAdapter
 from ..chat.commands import STOP_BUTTON
 from ..chat.exactly_once import ReplyRecord
 from ..chat.i18n import say
+from ..chat.polls import PollBook, PollRecord
 from ..chat.split import split_message
 from ..chat.stream import LiveReply, ReplyKey
 from ._lib import discord
-from .definitions import REPLY_TO, discord_channel
+from .definitions import REPLY_TO, ChannelArgs, PollArgs, discord_channel
 from .platform_errors import NETWORK_ERRORS, platform_error
 from .settings import DiscordSettings
 from .voice_message import VoiceMessage
@@ -128,6 +130,8 @@ class Poster:
         self.settings = settings
         """The ``DISCORD_*`` settings."""
         self._client = client
+        self.polls = PollBook()
+        """The polls posted, by message id (their votes go back to their conversations)."""
 
     def _require_client(self) -> discord.Client:
         client = self._client()
@@ -255,6 +259,36 @@ class Poster:
                 await message.delete()
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"delete message {message_id} in channel {channel_id}") from exc
+
+    async def post_poll(
+        self, *, args: ChannelArgs, poll: PollArgs, reply_to: int | None, idempotency_key: str
+    ) -> list[int]:
+        """Post a poll the model wrote (``discord:poll``), with the nonce of ``idempotency_key`` enforced (a batch
+        run again finds it posted); its votes come back to the conversation of ``args``. Returns its id."""
+        channel = self._require_client().get_partial_messageable(args.channel_id)
+        made = discord.Poll(
+            question=poll.question, duration=datetime.timedelta(hours=poll.hours), multiple=poll.multiple
+        )
+        for option in poll.options:
+            made.add_answer(text=option)
+        reference = None
+        if reply_to is not None:
+            reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+        try:
+            async with _traced("create_message", args.channel_id), asyncio.timeout(self.settings.request_timeout):
+                sent = await channel.send(
+                    poll=made,
+                    nonce=nonce_for(idempotency_key, 0),
+                    reference=reference,  # type: ignore[arg-type]
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"post a poll in channel {args.channel_id}", in_channel=True) from exc
+        self.polls.add(
+            str(sent.id), PollRecord(args=args, question=poll.question, options=tuple(poll.options), message_id=sent.id)
+        )
+        log.info("discord: posted a poll of %d answers in channel %s", len(poll.options), args.channel_id)
+        return [sent.id]
 
     async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None:
         """React to a message with ``emoji`` (unicode, or ``<:name:id>`` for a server emoji)."""

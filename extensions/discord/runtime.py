@@ -28,17 +28,19 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from core.entries import InputRef
 from core.errors import BotError
 from core.facts import facts_of
 from core.usage.feedback import record_feedback
 
 from ..chat.adapter import ChatAdapter
+from ..chat.polls import vote_text
 from ..chat.reminders import drop_conversation
 from ..chat.stream import LiveReply, ReplyKey
 from ._lib import discord
 from .approvals import DiscordApprovals
 from .client import BotClient, ClientHooks, rate_limit_trace
-from .definitions import ChannelArgs, discord_channel
+from .definitions import POLL_ANSWER, ChannelArgs, PollArgs, discord_channel
 from .filters import BotHops, Verdict
 from .gateway import Gateway, token_of
 from .listener import Listener
@@ -155,6 +157,7 @@ class DiscordRuntime(ChatAdapter):
             on_removed=self.on_removed if self.listen else None,
             on_deleted=self.on_deleted if self.listen else None,
             on_reaction=self.on_reaction if self.listen else None,
+            on_poll_vote=self.on_poll_vote if self.listen else None,
         )
         return BotClient(
             hooks,
@@ -219,6 +222,34 @@ class DiscordRuntime(ChatAdapter):
         )
         if score is not None:
             log.info("discord: a %s reaction on answer %s", score.value, payload.message_id)
+
+    async def on_poll_vote(self, payload: discord.RawPollVoteActionEvent) -> None:
+        """A vote in one of the bot's polls (posted by this process: ``extensions.chat.polls``) becomes a
+        ``discord:poll_answer`` input of the poll's conversation; any other vote is left."""
+        record = self.poster.polls.get(str(payload.message_id))
+        client = self.gateway.client
+        if record is None or client is None:
+            return
+        user = client.get_user(payload.user_id)
+        name = user.display_name if user is not None else str(payload.user_id)
+        ref = InputRef(
+            type=POLL_ANSWER,
+            data=vote_text(name, record, [payload.answer_id - 1]),  # (Discord numbers the answers from 1)
+            params={
+                "author": name,
+                "author_id": str(payload.user_id),
+                "message_id": str(payload.message_id),
+                "answer": str(payload.answer_id),
+            },
+        )
+        key = f"discord:vote:{payload.message_id}:{payload.user_id}:{payload.answer_id}"
+        self.listener.hand(record.args, ref, key=key)
+
+    async def post_poll(
+        self, *, args: ChannelArgs, poll: PollArgs, reply_to: int | None, idempotency_key: str
+    ) -> list[int]:
+        """Post a poll (``Poster.post_poll``); returns its message's id."""
+        return await self.poster.post_poll(args=args, poll=poll, reply_to=reply_to, idempotency_key=idempotency_key)
 
     async def on_deleted(self, channel_id: int, guild_id: int | None, message_ids: list[int]) -> None:
         """Messages were deleted: they leave the working memory, the run in progress and the history

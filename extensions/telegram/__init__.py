@@ -15,7 +15,10 @@ from core.media import media_posters
 
 from .definitions import (
     MESSAGE,
+    POLL,
+    POLL_ANSWER,
     ChatArgs,
+    PollArgs,
     bind_runtime,
     get_runtime,
     telegram_chat,
@@ -33,7 +36,10 @@ if typing.TYPE_CHECKING:
     from .runtime import TelegramRuntime
 
 __all__ = (
+    "POLL",
+    "POLL_ANSWER",
     "ChatArgs",
+    "PollArgs",
     "TelegramMode",
     "TelegramSettings",
     "bind_runtime",
@@ -42,6 +48,8 @@ __all__ = (
     "telegram_extension",
     "telegram_message_input",
     "telegram_message_output",
+    "telegram_poll_answer_input",
+    "telegram_poll_output",
     "telegram_runtime",
 )
 

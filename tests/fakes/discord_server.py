@@ -565,6 +565,29 @@ class FakeDiscord:
             data["guild_id"] = str(guild_id)
         await self.dispatch("MESSAGE_REACTION_ADD", data)
 
+    async def vote(self, message: Json, answer_id: int, *, user: Json) -> None:
+        """``user`` votes for answer ``answer_id`` (from 1) in the poll of ``message``: MESSAGE_POLL_VOTE_ADD."""
+        poll = message.get("poll")
+        if not poll or all(a["answer_id"] != answer_id for a in poll["answers"]):
+            raise AssertionError(f"message {message['id']} has no poll with answer {answer_id}")
+        counts = poll["results"]["answer_counts"]
+        found = next((c for c in counts if c["id"] == answer_id), None)
+        if found is None:
+            counts.append({"id": answer_id, "count": 1, "me_voted": False})
+        else:
+            found["count"] += 1
+        channel_id = int(message["channel_id"])
+        data: Json = {
+            "user_id": str(user["id"]),
+            "channel_id": str(channel_id),
+            "message_id": str(message["id"]),
+            "answer_id": answer_id,
+        }
+        guild_id = self._guild_of(channel_id)
+        if guild_id is not None:
+            data["guild_id"] = str(guild_id)
+        await self.dispatch("MESSAGE_POLL_VOTE_ADD", data)
+
     async def slash(
         self,
         name: str,
@@ -977,7 +1000,8 @@ class FakeDiscord:
                 },
             )
         uploads = body.get("_files") or []
-        if not content.strip() and not body.get("embeds") and not uploads:
+        poll = body.get("poll")
+        if not content.strip() and not body.get("embeds") and not uploads and not poll:
             return _error(400, 50006, "Cannot send an empty message")
         if int(body.get("flags") or 0) & VOICE_MESSAGE:  # Discord's rules for a voice message
             described = body.get("attachments") or []
@@ -1017,6 +1041,20 @@ class FakeDiscord:
         if nonce is not None and body.get("enforce_nonce"):
             self._nonces[(channel_id, str(nonce))] = int(data["id"])
         data["components"] = body.get("components") or []
+        if poll:
+            answers = poll.get("answers") or []
+            if not 1 <= len(answers) <= 10 or not (poll.get("question") or {}).get("text"):
+                return _error(400, 50035, "Invalid Form Body", {"poll": {"_errors": [{"code": "BASE_TYPE_BAD"}]}})
+            hours = int(poll.get("duration") or 24)
+            expiry = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=hours)
+            data["poll"] = {
+                "question": {"text": poll["question"]["text"]},
+                "answers": [{"answer_id": n, "poll_media": a["poll_media"]} for n, a in enumerate(answers, start=1)],
+                "expiry": expiry.isoformat(),
+                "allow_multiselect": bool(poll.get("allow_multiselect")),
+                "layout_type": int(poll.get("layout_type") or 1),
+                "results": {"is_finalized": False, "answer_counts": []},
+            }
         described = {int(a.get("id", -1)): a for a in body.get("attachments") or [] if isinstance(a, dict)}
         for index, (filename, content_type, raw) in enumerate(uploads):
             attachment_id = self._id()

@@ -10,7 +10,7 @@ from core.usage import day_of
 from extensions.telegram.definitions import POLL
 from tests.fakes.telegram_server import FakeTelegramServer
 
-from .conftest import StartBot, answer
+from .conftest import RunWatcher, StartBot, answer
 
 
 class Feedback:
@@ -68,9 +68,10 @@ async def test_a_poll_is_posted_answered_and_its_result_read_by_the_bot(
         [f'<response><output type="{POLL}">{poll}</output></response>', answer("Tea it is, Ann.")],
         repeat_last=True,
     )
-    await start_bot(model)
+    agent = await start_bot(model)
+    runs = RunWatcher(agent)
     asked = server.user_says("ask me tea or coffee")
-    await server.wait_for(lambda: bool(server.polls))
+    await runs.wait(1)  # the poll is posted, and the bot heard back that it was
     [(poll_id, sent)] = server.polls.items()
     assert sent["question"] == "Tea or coffee?" and [o["text"] for o in sent["options"]] == ["Tea", "Coffee"]
     assert sent["is_anonymous"] is False  # so that Telegram tells the bot who chose what
