@@ -37,7 +37,7 @@ from core.schedules import Clock, ScheduleStore
 from core.summary import SummaryLock, SummaryPolicy
 from extensions.chat.i18n import LANGUAGE_NAMES
 from extensions.chat.trust import TrustRules
-from extensions.platforms import Build, platform
+from extensions.platforms import Build, all_platforms, platform
 
 from .assistant import persona_text
 from .config import check_settings, platforms
@@ -259,7 +259,7 @@ def build_agent(
         max_batch=settings.redis.batch_size,
         busy=settings.bot.busy,
         quiet_ms=settings.bot.quiet_ms,
-        quiet_ms_by_context={"cli:session": 0},  # (a person at a terminal sends a line and waits for its answer)
+        quiet_ms_by_context={c: p.quiet_ms for p in all_platforms() if p.quiet_ms is not None for c in p.contexts},
         # a chain of models (LLM_FALLBACKS) may wait LLM_TIMEOUT for each one's first chunk
         model_idle_timeout=settings.llm.timeout * (1 + len(settings.llm.fallbacks)),
         compact_prompt=(

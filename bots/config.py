@@ -598,28 +598,8 @@ def changed_variables(settings: Settings) -> set[str]:
 def scaling_notes(settings: Settings) -> list[str]:
     """How the configured platforms spread over ``bots gateway`` processes, one line each (``bots config``)."""
     notes = []
-    if "discord" in platforms(settings):
-        d = settings.discord
-        count = (
-            "Discord's recommended number of shards (asked at start; every gateway must agree)"
-            if d.shard_count == "auto"
-            else f"{d.shard_count} shard{'s' if d.shard_count != 1 else ''} (DISCORD_SHARD_COUNT)"
-        )
-        notes.append(
-            f"Discord: {count}; run any number of bots gateway processes: they divide the shards through Redis "
-            f"leases (each a fair share, a dead one's shards taken over within REDIS_LEASE_SECONDS="
-            f"{settings.redis.lease_seconds:g}), one shard login per DISCORD_IDENTIFY_INTERVAL="
-            f"{d.identify_interval:g}s per concurrency bucket across all of them; bots run connects every shard itself"
-        )
-    if "telegram" in platforms(settings):
-        if settings.telegram.mode == "webhook":
-            notes.append(
-                "Telegram (webhook): every bots gateway serves the webhook; run any number behind one load "
-                "balancer at TELEGRAM_WEBHOOK_URL (each answers 200 only once the update is stored)"
-            )
-        else:
-            notes.append(
-                "Telegram (polling): one bots gateway polls (getUpdates allows one poller), the others stand by "
-                "and take over within REDIS_LEASE_SECONDS; set TELEGRAM_MODE=webhook to share the ingest"
-            )
+    for name in platforms(settings):
+        found = platform(name)
+        if found.scaling is not None and found.settings_group:
+            notes.append(found.scaling(getattr(settings, found.settings_group), settings.redis.lease_seconds))
     return notes

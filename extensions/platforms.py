@@ -95,6 +95,12 @@ class Platform:
     """How the gateways of a fleet divide its ingest, by its settings group (``Ingest``)."""
     listening: Callable[[Any], str] = field(default=lambda group: "")
     """What a gateway listens to on it, by its settings group, for the gateway's log: ``webhook on 0.0.0.0:8443``."""
+    scaling: Callable[[Any, float], str] | None = None
+    """How it spreads over ``bots gateway`` processes, for ``bots config``, by its settings group and
+    ``REDIS_LEASE_SECONDS``; None: nothing to say."""
+    quiet_ms: int | None = None
+    """The quiet window of its conversations instead of ``BOT_QUIET_MS`` (the terminal: 0, a person at a terminal
+    sends one line and waits for its answer); None: the operator's."""
     admin_ids: bool = False
     """Its user ids (``telegram:123``) may be named in ``BOT_ADMIN_USERS`` (a platform whose ids anyone can make,
     like the web chat's visitors, must not)."""

@@ -102,3 +102,20 @@ def test_each_platform_s_settings_group_is_a_group_of_the_settings() -> None:
             continue
         assert found.settings_group in Settings.model_fields, found.name
         assert found.settings_group in platform_task and TITLES[found.settings_group] == found.title
+
+
+def test_the_terminal_declares_that_its_conversations_do_not_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``BOT_QUIET_MS`` does not apply at a terminal (one line, then its answer): the terminal's ``Platform`` says so."""
+    from bots.app import build_agent
+    from bots.config import load_settings
+    from core import ScriptedModel
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BOT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("LLM_PROVIDER", "scripted")
+    monkeypatch.setenv("BOT_QUIET_MS", "800")
+    agent = build_agent(load_settings(), model=ScriptedModel(["<response></response>"]), platforms=["cli"])
+    assert agent.chat_policy.quiet_ms_by_context == {"cli:session": 0}
+    assert agent.chat_policy.default_quiet_ms == 800

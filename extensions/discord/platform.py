@@ -26,6 +26,21 @@ def _ingest(settings: DiscordSettings) -> Ingest:
     return "shards"
 
 
+def _scaling(settings: DiscordSettings, lease_seconds: float) -> str:
+    count = (
+        "Discord's recommended number of shards (asked at start; every gateway must agree)"
+        if settings.shard_count == "auto"
+        else f"{settings.shard_count} shard{'s' if settings.shard_count != 1 else ''} (DISCORD_SHARD_COUNT)"
+    )
+    return (
+        f"Discord: {count}; run any number of bots gateway processes: they divide the shards through Redis "
+        f"leases (each a fair share, a dead one's shards taken over within REDIS_LEASE_SECONDS="
+        f"{lease_seconds:g}), one shard login per DISCORD_IDENTIFY_INTERVAL="
+        f"{settings.identify_interval:g}s per concurrency bucket across all of them; bots run connects every shard "
+        "itself"
+    )
+
+
 def _channel(rest: str) -> tuple[str, dict[str, Any]] | None:
     parts = rest.split(":")
     try:
@@ -46,6 +61,7 @@ PLATFORM = Platform(
     extra="discord",
     token_setting="DISCORD_TOKEN",
     ingest=_ingest,
+    scaling=_scaling,
     listening=lambda settings: "shards shared with the other gateways",
     admin_ids=True,
     bot_ids=True,

@@ -32,6 +32,18 @@ def _listening(settings: TelegramSettings) -> str:
     return "polling"
 
 
+def _scaling(settings: TelegramSettings, lease_seconds: float) -> str:
+    if settings.mode is TelegramMode.WEBHOOK:
+        return (
+            "Telegram (webhook): every bots gateway serves the webhook; run any number behind one load "
+            "balancer at TELEGRAM_WEBHOOK_URL (each answers 200 only once the update is stored)"
+        )
+    return (
+        "Telegram (polling): one bots gateway polls (getUpdates allows one poller), the others stand by "
+        "and take over within REDIS_LEASE_SECONDS; set TELEGRAM_MODE=webhook to share the ingest"
+    )
+
+
 def _channel(rest: str) -> tuple[str, dict[str, Any]] | None:
     parts = rest.split(":")
     try:
@@ -54,6 +66,7 @@ PLATFORM = Platform(
     token_setting="TELEGRAM_TOKEN",
     ingest=_ingest,
     listening=_listening,
+    scaling=_scaling,
     admin_ids=True,
     bot_ids=True,
     id_example="telegram:123",

@@ -25,6 +25,7 @@ PLATFORM = Platform(
     build=_build,
     contexts=("cli:session",),
     ingest=_ingest,
+    quiet_ms=0,  # (a person at a terminal sends a line and waits for its answer)
     admin_ids=True,
     id_example="cli:<session>",
 )
