@@ -4,8 +4,9 @@ session cookie, and a CSRF token bound to the session on every change.
 The session cookie is ``<session id>.<expiry>.<signature>``, signed with a key derived from the secret (so any
 process of a fleet with the same secret accepts it, and changing the secret logs everyone out). A logged-out
 session is refused until it expires, by every process of a fleet and after a restart (``bots.console.logouts``).
-Login attempts take turns, at most two a second in the whole fleet, before the secret is even compared, so guesses
-sent at once wait in line like guesses sent one by one. Refusals look the same whatever failed.
+Login attempts take turns, at most two a second per client (its address) in the whole fleet, before the secret is
+even compared, so guesses sent at once wait in line like guesses sent one by one, and someone guessing makes nobody
+else wait. Refusals look the same whatever failed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ __all__ = ("LOGIN_SPACING", "SESSION_COOKIE", "Sessions", "same_secret")
 SESSION_COOKIE = "console_session"
 """The session cookie's name."""
 LOGIN_SPACING = 0.5
-"""Seconds between two login attempts at least (in the whole fleet with Redis)."""
+"""Seconds between two login attempts of one client at least (in the whole fleet with Redis)."""
 
 
 def same_secret(given: str, expected: str) -> bool:
@@ -53,10 +54,10 @@ class Sessions:
         digest = hmac.new(self._key, f"{purpose}|{value}".encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
-    async def login(self, given: str) -> str | None:
-        """A new session's cookie value when ``given`` is the secret, else None; compared in turn (``turns``), and
-        refused uncompared when the turns are taken for too long."""
-        if not await self.turns.wait() or not same_secret(given, self._secret):
+    async def login(self, given: str, *, client: str = "") -> str | None:
+        """A new session's cookie value when ``given`` is the secret, else None; compared in ``client``'s turn
+        (``turns``: its address), and refused uncompared when its turns are taken for too long."""
+        if not await self.turns.wait(client) or not same_secret(given, self._secret):
             return None
         session = secrets.token_urlsafe(18)
         expires = int(time.time()) + self.seconds

@@ -16,6 +16,7 @@ and its own turns (a warning says so).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -55,8 +56,9 @@ class Logouts(Protocol):
 class LoginTurns(Protocol):
     """The pace of login attempts."""
 
-    async def wait(self) -> bool:
-        """Wait for this attempt's turn; False (at once) when the turns are taken for more than ``MAX_WAIT``."""
+    async def wait(self, client: str = "") -> bool:
+        """Wait for this attempt's turn in ``client``'s line (its address: one guesser makes nobody else wait);
+        False (at once) when its turns are taken for more than ``MAX_WAIT``."""
         ...
 
 
@@ -146,25 +148,27 @@ class RedisLogouts:
 
 
 class LocalLoginTurns:
-    """One login attempt per ``spacing`` seconds in this process."""
+    """One login attempt per ``spacing`` seconds per client in this process (each client waits in its own line)."""
 
     def __init__(self, spacing: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.spacing = spacing
-        """Seconds between two attempts."""
+        """Seconds between two attempts of one client."""
         self._clock = clock
-        self._next = 0.0
+        self._next: dict[str, float] = {}
 
-    def reserve(self) -> float | None:
+    def reserve(self, client: str = "") -> float | None:
         """This attempt's wait in seconds, or None when it would be longer than ``MAX_WAIT``."""
         now = self._clock()
-        slot = max(now, self._next)
+        if len(self._next) > 10_000:  # the lines of clients gone quiet
+            self._next = {c: t for c, t in self._next.items() if t > now}
+        slot = max(now, self._next.get(client, 0.0))
         if slot - now > MAX_WAIT:
             return None
-        self._next = slot + self.spacing
+        self._next[client] = slot + self.spacing
         return slot - now
 
-    async def wait(self) -> bool:
-        wait = self.reserve()
+    async def wait(self, client: str = "") -> bool:
+        wait = self.reserve(client)
         if wait is None:
             return False
         await asyncio.sleep(wait)
@@ -182,29 +186,30 @@ return slot - ms
 
 
 class RedisLoginTurns:
-    """One login attempt per ``spacing`` seconds in the whole fleet, paced by the Redis server's clock; Redis
-    unreachable, by this process's own turns."""
+    """One login attempt per ``spacing`` seconds per client in the whole fleet, paced by the Redis server's clock;
+    Redis unreachable, by this process's own turns."""
 
     def __init__(self, client: Any, *, prefix: str, spacing: float) -> None:
         self.client = client
         self.key = f"{prefix}console:login:next"
-        """The key holding the next free turn."""
+        """The key holding the next free turn (a client's: this key, ``:`` and a digest of its address)."""
         self.spacing = spacing
-        """Seconds between two attempts."""
+        """Seconds between two attempts of one client."""
         self._script = client.register_script(_TURN)
         self._local = LocalLoginTurns(spacing)
 
-    async def reserve(self) -> float | None:
+    async def reserve(self, client: str = "") -> float | None:
         """This attempt's wait in seconds, or None when it would be longer than ``MAX_WAIT``."""
+        key = f"{self.key}:{hashlib.sha256(client.encode()).hexdigest()[:16]}" if client else self.key
         try:
-            waited = int(await self._script(keys=[self.key], args=[int(self.spacing * 1000), int(MAX_WAIT * 1000)]))
+            waited = int(await self._script(keys=[key], args=[int(self.spacing * 1000), int(MAX_WAIT * 1000)]))
         except Exception as exc:
             log.warning("console: the login turns in Redis cannot be taken (%s); this process paces its own", exc)
-            return self._local.reserve()
+            return self._local.reserve(client)
         return None if waited < 0 else waited / 1000
 
-    async def wait(self) -> bool:
-        wait = await self.reserve()
+    async def wait(self, client: str = "") -> bool:
+        wait = await self.reserve(client)
         if wait is None:
             return False
         await asyncio.sleep(wait)

@@ -18,6 +18,7 @@ from core.run_traces import recent_runs
 from core.usage import UsageTotals
 from extensions.chat.reminders import describe, schedules_or_none
 from extensions.web import cookie_name, refused
+from extensions.web.guard import visitor_address
 
 from ..config import settings_table
 from .auth import SESSION_COOKIE
@@ -144,7 +145,8 @@ class Views:
             return refused()
         form = await request.post()
         given = form.get("secret")
-        cookie = await self.sessions.login(given if isinstance(given, str) else "")  # (in turn: two a second)
+        client = visitor_address(request, self.console.settings.web.trusted_proxies) or request.remote or ""
+        cookie = await self.sessions.login(given if isinstance(given, str) else "", client=client)  # (two a second)
         if cookie is None:
             log.warning("console: a wrong secret from %s", request.remote)
             return self.templates.response("login.html", status=403, bot=self.console.settings.bot.name, failed=True)

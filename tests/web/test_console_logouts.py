@@ -15,7 +15,7 @@ import pytest
 
 from bots.app import build_agent
 from bots.console.auth import LOGIN_SPACING, SESSION_COOKIE, Sessions
-from bots.console.logouts import LocalLogouts, RedisLoginTurns
+from bots.console.logouts import LocalLoginTurns, LocalLogouts, RedisLoginTurns
 from bots.console.server import LOGOUTS_FILE, Console
 from bots.ops import Ops
 from bots.settings import Settings
@@ -153,3 +153,18 @@ async def test_login_turns_are_taken_in_one_line_by_every_process(redis_client: 
     assert waits[0] == 0 and [round(w or 0) for w in waits] == [0, 10, 20, 30]
     assert await first.reserve() is None  # 40 s away: refused at once, never compared
     assert await second.wait() is False
+
+
+async def test_a_guesser_makes_no_other_client_wait_for_its_login(redis_client: Any) -> None:
+    """Issue 49 point 4: the login throttle is per client (its address), in every process of the fleet and in one;
+    before, a correct login waited behind someone else's guesses (5.3 s measured)."""
+    first, second = (RedisLoginTurns(redis_client, prefix="bots:", spacing=10.0) for _ in range(2))
+    guesses = [await turns.reserve("203.0.113.7") for turns in (first, second, first)]
+    assert [round(w or 0) for w in guesses] == [0, 10, 20]
+    assert await second.reserve("198.51.100.1") == 0  # the operator's own login: no wait
+    assert round(await first.reserve("203.0.113.7") or 0) == 30
+    assert await first.reserve("203.0.113.7") is None  # the guesser's line is full: refused at once
+    assert await first.reserve("198.51.100.1") is not None  # not the operator's
+    local = LocalLoginTurns(10.0, clock=lambda: 100.0)
+    assert [local.reserve("203.0.113.7") for _ in range(4)] == [0.0, 10.0, 20.0, 30.0]
+    assert local.reserve("203.0.113.7") is None and local.reserve("198.51.100.1") == 0.0
