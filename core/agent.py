@@ -648,6 +648,13 @@ class Agent(ExtensionPoints):
             log.info("%s: %d deleted message(s) left the working memory and the history", cid, len(gone))
         return len(gone)
 
+    def unseen(self, context_id: str) -> bool:
+        """Whether an input for ``context_id`` would be answered together with those of its run here, nothing of
+        that answer being shown yet (its run being set up, or ``Run.unseen``: its model call starts again with it,
+        ``core.busy``). False when it runs nothing here."""
+        current = self._runs.get(context_id)
+        return isinstance(current, Pending) or (isinstance(current, Run) and current.unseen)
+
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory (a queue
         worker lost the context's lease). True if there was one to cancel."""

@@ -84,6 +84,10 @@ class Runner(Protocol):
         """Report ``value`` of ``kind`` for ``context_id`` to the observers (a worker's leases and backlog)."""
         ...
 
+    def unseen(self, context_id: str) -> bool:
+        """An input for ``context_id`` would join its run here before anything of its answer is shown."""
+        ...
+
     def cancel_run(self, context_id: str) -> bool:
         """Cancel the run of ``context_id`` going on in this process, without saving its memory."""
         ...

@@ -418,15 +418,22 @@ class Drainer:
                         await rejoin(part, stopped=stopped or answered)
                 elif not inputs:
                     pass  # (only deletions)
-                elif busy is not BusyPolicy.STEER:
+                elif busy is BusyPolicy.INTERRUPT:
                     await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
-                else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner)
+                else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner; with collect and
+                    # queue only while nothing of its answer is shown: its model call starts again with it)
 
                     async def submit(joined: list[dict[str, Any]]) -> None:
                         entries.extend(joined)  # (acknowledged with the batch: counted with it)
                         await rejoin(joined)
 
-                    joiner = self._joiners[scope.keys.cid] = Joiner(scope, cap=self.config.batch_size, submit=submit)
+                    cid = scope.keys.cid
+                    steer = busy is BusyPolicy.STEER  # (a stopping worker takes no new work: it waits for the next)
+
+                    def gate() -> bool:
+                        return not self.stopping and (steer or self.agent.unseen(cid))
+
+                    joiner = self._joiners[cid] = Joiner(scope, cap=self.config.batch_size, submit=submit, gate=gate)
                     following = asyncio.create_task(joiner.follow(), name=f"joiner:{scope.keys.cid}")
                     try:
                         await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)

@@ -33,9 +33,18 @@ class Joiner:
     """Follows one batch's conversation while it runs, and gives the inputs stored meanwhile to its run."""
 
     def __init__(
-        self, scope: RunScope, *, cap: int, submit: Callable[[list[dict[str, Any]]], Coroutine[Any, Any, Any]]
+        self,
+        scope: RunScope,
+        *,
+        cap: int,
+        submit: Callable[[list[dict[str, Any]]], Coroutine[Any, Any, Any]],
+        gate: Callable[[], bool] | None = None,
     ) -> None:
         self.scope = scope
+        self.gate = gate
+        """None: what arrives always joins. Else it joins only while this says so (the worker is not stopping; with
+        collect and queue, nothing of the run's answer is shown yet, ``core.busy``); otherwise it waits in the inbox
+        for the next batch."""
         """The batch."""
         self.cap = cap
         """Inputs the batch holds at most."""
@@ -56,6 +65,8 @@ class Joiner:
             await self._join()
 
     async def _join(self) -> None:
+        if self.gate is not None and not self.gate():
+            return
         scope = self.scope
         b = scope.backend
         ck = scope.keys

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core import Agent, ScriptedModel, create_agent
+from core import Agent, ModelRequest, ScriptedModel, create_agent
 from core.engine import STOP_MARK
 from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
 from extensions.chat.commands import Caller, ChatCommands
@@ -72,16 +72,40 @@ async def test_a_worker_killed_during_the_quiet_window_loses_none(
     assert await posts(client, "q2") == ["|".join(BURST)]
 
 
+def shown_then_gated(started: asyncio.Event, release: asyncio.Event) -> ScriptedModel:
+    """A model whose answer's first word is written (shown) before it waits for ``release``: a message sent then
+    meets an answer already visible, so the busy policy decides (before it, the call starts again: ``core.busy``)."""
+
+    class ShownFirst(ScriptedModel):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+            text = answer(request)
+            cut = text.find('">') + 3 if '">' in text else len(text)
+            yield text[:cut]
+            started.set()
+            await release.wait()
+            if text[cut:]:
+                yield text[cut:]
+
+    return ShownFirst(answer)
+
+
 async def busy_exchange(
-    server: RedisServer, client: Any, policy: str, chat_key: str, *, default: str | None = None
+    server: RedisServer,
+    client: Any,
+    policy: str,
+    chat_key: str,
+    *,
+    default: str | None = None,
+    shown: bool = True,
 ) -> tuple[list[str], Any]:
-    """``one`` starts an answer the model holds back; ``two`` and ``three`` are sent meanwhile; then it is let go.
-    ``default``: the operator's policy (``BOT_BUSY`` of the gateway and the worker), and ``policy`` the
-    conversation's own (``/busy`` on the gateway)."""
+    """``one`` starts an answer the model holds back (``shown``: after its first word is shown); ``two`` and
+    ``three`` are sent meanwhile; then it is let go. ``default``: the operator's policy (``BOT_BUSY`` of the gateway
+    and the worker), and ``policy`` the conversation's own (``/busy`` on the gateway)."""
     started, release = asyncio.Event(), asyncio.Event()
+    model = shown_then_gated(started, release) if shown else gated(started, release)
     async with (
         gateway_with(server, busy=default or policy) as gateway,
-        running_worker(server, model=gated(started, release), busy=default or policy) as worker,
+        running_worker(server, model=model, busy=default or policy) as worker,
     ):
         if default is not None:
             await choose(gateway, chat_key, "busy", policy)
@@ -89,13 +113,13 @@ async def busy_exchange(
         await asyncio.wait_for(started.wait(), 30)
         await send(gateway, chat_key, "two")
         await send(gateway, chat_key, "three")
-        if policy == "steer":  # they join the batch being run
+        if policy == "steer" or not shown:  # they join the batch being run
             await wait_until(lambda: _inbox_empty(client, chat_key), what="the inputs joined to the running batch")
         else:
             await asyncio.sleep(0.2)
             assert await client.llen(f"bots:{{probe:chat:{chat_key}}}:inbox") == 2
         release.set()
-        expected = 2 if policy in ("steer", "collect") else 3
+        expected = 1 if not shown else 2 if policy in ("steer", "collect") else 3
         await wait_until(lambda: _at_least(client, chat_key, expected), what="the answers")
         await wait_until(lambda: _inbox_empty(client, chat_key), what="everything acknowledged")
         await asyncio.sleep(0.2)
@@ -109,6 +133,17 @@ async def test_steer_the_messages_join_the_batch_running_and_its_next_step_reads
     said, stats = await busy_exchange(redis_server, client, "steer", "b1")
     assert said == ["one", "two|three"]
     assert stats.batches == 1 and stats.inputs == 3  # one batch, one run: they joined it
+
+
+async def test_before_the_first_word_the_worker_starts_the_model_call_again_with_what_joined(
+    redis_server: RedisServer, client: Any
+) -> None:
+    """Nothing of the answer shown yet: whatever the policy, what is stored meanwhile reaches the worker holding the
+    conversation, joins its batch, and the model call starts again with all of it: one answer, one batch."""
+    for policy, chat_key in (("steer", "r1"), ("collect", "r2"), ("queue", "r3")):
+        said, stats = await busy_exchange(redis_server, client, policy, chat_key, shown=False)
+        assert said == ["one|two|three"], policy
+        assert stats.batches == 1 and stats.inputs == 3, policy
 
 
 async def test_collect_the_messages_wait_and_the_next_batch_answers_them_together(

@@ -22,8 +22,9 @@ from .test_drain import CID, K, Rig
 
 
 class Held(ScriptedModel):
-    """Answers with the new inputs (``probe.answer``); its first call waits for ``go``, and while ``dies`` its
-    second one never ends (the worker dies while writing it)."""
+    """Answers with the new inputs (``probe.answer``); its first call waits for ``go`` once its first word is
+    written (shown: an input joining then is read at the next step; before, the call would start again with it,
+    ``core.busy``), and while ``dies`` its second one never ends (the worker dies while writing it)."""
 
     def __init__(self) -> None:
         super().__init__(answer)
@@ -34,9 +35,14 @@ class Held(ScriptedModel):
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         self.calls += 1
         if self.calls == 1:
+            text = answer(request)
+            cut = text.find('">') + 3
+            yield text[:cut]
             self.first.set()
             await self.go.wait()
-        elif self.calls == 2 and self.dies:
+            yield text[cut:]
+            return
+        if self.calls == 2 and self.dies:
             self.second.set()
             await asyncio.Event().wait()
         async for chunk in super().stream(request):

@@ -37,11 +37,22 @@ async def running_worker(server: RedisServer, model: Any = None, **config: Any) 
     await backend.close()
 
 
-def gated(started: asyncio.Event, release: asyncio.Event) -> Callable[[ModelRequest], Any]:
-    """A model that signals when it is called and answers only once ``release`` is set."""
+def gated(
+    started: asyncio.Event, release: asyncio.Event, *, shown_first: bool = False
+) -> Callable[[ModelRequest], Any]:
+    """A model that signals when it is called and answers only once ``release`` is set (``shown_first``: after
+    writing its answer's first word, so an input sent meanwhile meets an answer already shown, ``core.busy``)."""
 
     class Gated(ScriptedModel):
         async def stream(self, request: ModelRequest) -> AsyncIterator[str]:  # type: ignore[override]
+            if shown_first:
+                text = answer(request)
+                cut = text.find('">') + 3
+                yield text[:cut]
+                started.set()
+                await release.wait()
+                yield text[cut:]
+                return
             started.set()
             await release.wait()
             async for chunk in super().stream(request):
@@ -118,7 +129,8 @@ async def test_sigterm_lets_a_running_run_finish_within_the_bound(
     redis_server: RedisServer, gateway: Any, client: Any
 ) -> None:
     started, release = asyncio.Event(), asyncio.Event()
-    async with running_worker(redis_server, model=gated(started, release), stop_timeout=30) as worker:
+    model = gated(started, release, shown_first=True)  # (before a word is shown, "second" would join its run)
+    async with running_worker(redis_server, model=model, stop_timeout=30) as worker:
         await send(gateway, "c1", "first")
         await started.wait()
         await send(gateway, "c1", "second")  # waits in the inbox: handed off, not run by a stopping worker
