@@ -89,7 +89,7 @@ def command(args: argparse.Namespace, settings: Settings) -> int:
 async def _command(args: argparse.Namespace, settings: Settings) -> int:
     store = knowledge_store(settings)
     embedder = build_embedder(settings)
-    indexer = Indexer(store, embedder=embedder)
+    indexer = Indexer(store, embedder=embedder, allow_private=settings.knowledge.allow_private_urls)
     try:
         return await _run(args, store, indexer)
     finally:

@@ -32,6 +32,11 @@ class KnowledgeSettings(BaseModel):
         "when it needs to)",
     )
     limit: int = Field(default=3, ge=1, le=8, description="Passages a search returns by default")
+    allow_private_urls: bool = Field(
+        default=False,
+        description="Follow a document URL's redirect to a loopback, link-local or private address (an intranet's "
+        "documents); by default such a redirect is refused, and a redirect is only ever followed to http(s)",
+    )
     embed_base_url: str | None = Field(
         default=None,
         description="OpenAI-compatible server of an embedding model (/embeddings), to rank passages by meaning too "

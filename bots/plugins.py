@@ -415,6 +415,7 @@ def knowledge() -> FromSettings:
                 collections=kb.collections or None,
                 before_answer=kb.before_answer,
                 limit=kb.limit,
+                allow_private_urls=kb.allow_private_urls,
             )
         ]
 

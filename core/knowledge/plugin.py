@@ -62,10 +62,11 @@ class Knowledge(Plugin):
         collections: Sequence[str] | None = None,
         before_answer: int = 0,
         limit: int = 3,
+        allow_private_urls: bool = False,
     ) -> None:
         self.store = store
         """Where the passages are."""
-        self.indexer = Indexer(store, embedder=embedder)
+        self.indexer = Indexer(store, embedder=embedder, allow_private=allow_private_urls)
         """Adds documents to ``store`` (and embeds questions)."""
         self.collections = tuple(collections) if collections else None
         """The collections a conversation not limited otherwise searches (None: all)."""

@@ -28,6 +28,8 @@ class Site:
             "/guide.md": ("text/plain", HANDBOOK.encode()),
         }
         self.hits: list[str] = []
+        self.redirects: dict[str, str] = {}
+        """Paths answered 302 to a location."""
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,6 +37,12 @@ class Site:
                 site.hits.append(self.path)
                 if self.path == "/broken":
                     self.send_error(500)
+                    return
+                if self.path in site.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", site.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 page = site.pages.get(self.path)
                 if page is None:
