@@ -46,6 +46,7 @@ __all__ = (
     "safe_url",
     "scaling_notes",
     "settings_table",
+    "tokens",
 )
 
 ROLES = ("run", "chat", "gateway", "worker", "config")
@@ -150,6 +151,11 @@ def platforms(settings: Settings) -> list[str]:
     return found
 
 
+def tokens() -> list[str]:
+    """The variables that turn a platform on (``DISCORD_TOKEN``, ``TELEGRAM_TOKEN``), for messages."""
+    return [p.token_setting for p in all_platforms() if p.token_setting]
+
+
 def _redis_url(settings: Settings) -> str | None:
     return settings.redis.url.strip() or None
 
@@ -177,7 +183,7 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
     except ValueError as exc:
         problems.append(str(exc))
     if role == "gateway" and not enabled and not settings.web.in_fleet:
-        problems.append("bots gateway has no platform to listen to: set DISCORD_TOKEN and/or TELEGRAM_TOKEN")
+        problems.append(f"bots gateway has no platform to listen to: set {' and/or '.join(tokens())}")
     web_secret = settings.web.secret.get_secret_value().strip() if settings.web.secret is not None else ""
     if role == "gateway" and settings.web.in_fleet and not web_secret:
         problems.append(
@@ -242,10 +248,10 @@ def _chat_problems(settings: Settings) -> list[str]:
             f"LLM_ALLOWED_MODELS needs LLM_PROVIDER=openai or anthropic (the {settings.llm.provider} provider serves "
             "one model): unset LLM_ALLOWED_MODELS or change LLM_PROVIDER"
         )
-    for channel_settings, variable in (
-        (settings.discord.channel_settings, "DISCORD_CHANNEL_SETTINGS"),
-        (settings.telegram.channel_settings, "TELEGRAM_CHANNEL_SETTINGS"),
-    ):
+    for found in all_platforms():  # <PLATFORM>_CHANNEL_SETTINGS, where a platform's settings have them
+        group = getattr(settings, found.settings_group) if found.settings_group else None
+        channel_settings = getattr(group, "channel_settings", None) or {}
+        variable = f"{found.settings_group or found.name}_CHANNEL_SETTINGS".upper()
         for channel, pins in channel_settings.items():
             model = pins.get("model")
             if model and model not in settings.llm.allowed_models:

@@ -24,6 +24,7 @@ from .config import (
     safe_url,
     scaling_notes,
     settings_table,
+    tokens,
 )
 from .hardening import weak_settings
 from .plugins import sandbox_problem
@@ -101,7 +102,7 @@ async def config_report(settings: Settings, *, changed_only: bool = False) -> Co
     )
     if not platforms(settings):
         report.platform_notes.append(
-            "no platform configured (TELEGRAM_TOKEN, DISCORD_TOKEN): bots run opens the terminal chat in a terminal"
+            f"no platform configured ({', '.join(tokens())}): bots run opens the terminal chat in a terminal"
             + (" and serves the web chat" if "web" in report.platforms else "")
             + "; bots gateway has no platform to listen to"
             + ("" if "web" in report.platforms else " (set WEB_PORT for the web chat)")

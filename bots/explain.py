@@ -41,9 +41,11 @@ __all__ = (
     "settings_markdown",
 )
 
+_PLATFORMS = [p for p in all_platforms() if p.settings_group]
+"""The registered platforms with settings (``extensions.platforms``), by name."""
+
 COMMON = (
-    "TELEGRAM_TOKEN",
-    "DISCORD_TOKEN",
+    *(p.token_setting for p in _PLATFORMS if p.token_setting),
     "LLM_PROVIDER",
     "LLM_MODEL",
     "LLM_API_KEY",
@@ -56,9 +58,6 @@ COMMON = (
     "CONSOLE_SECRET",
 )
 """The variables most deployments set (marked "most set" in the reference)."""
-
-_PLATFORMS = [p for p in all_platforms() if p.settings_group]
-"""The registered platforms with settings (``extensions.platforms``), by name."""
 
 TASKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("First run: who the bot is and its model", ("bot", "llm")),
