@@ -33,12 +33,15 @@ class Tier(enum.StrEnum):
     """Anyone else the bot answers."""
     GUEST = "guest"
     """A person outside the operator's members (``TRUST_MEMBER_USERS`` / ``TRUST_MEMBER_ROLES``, when set)."""
+    SUMMONED = "summoned"
+    """A person who summoned the bot as a guest into a chat it is not part of (Telegram's guest mode,
+    ``TELEGRAM_GUEST_MODE``): the least trusted person; the chat it was summoned into is not the bot's."""
     BOT = "bot"
     """Another bot the operator lets the bot answer (``TRUST_BOTS``, ``DISCORD_ALLOW_BOTS``)."""
 
     @property
     def rank(self) -> int:
-        """4 for the owner down to 0 for a bot."""
+        """5 for the owner down to 0 for a bot."""
         return _RANKS[self._value_]
 
     def at_least(self, minimum: Tier) -> bool:
@@ -59,7 +62,7 @@ class Tier(enum.StrEnum):
             raise ValueError(f"{value!r} is not a tier; use one of {', '.join(t.value for t in cls)}") from None
 
 
-_RANKS = {"owner": 4, "admin": 3, "member": 2, "guest": 1, "bot": 0}
+_RANKS = {"owner": 5, "admin": 4, "member": 3, "guest": 2, "summoned": 1, "bot": 0}
 """By the tiers' values: a plain ``str`` key hashes in C (an enum member's hash is a Python call)."""
 
 

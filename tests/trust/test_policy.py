@@ -29,11 +29,11 @@ def R(body: str) -> str:
 
 
 def test_tiers_are_ordered_and_parsed() -> None:
-    assert [t.rank for t in Tier] == [4, 3, 2, 1, 0]
+    assert [t.rank for t in Tier] == [5, 4, 3, 2, 1, 0]
     assert Tier.ADMIN.at_least(Tier.MEMBER) and not Tier.GUEST.at_least(Tier.MEMBER)
     assert Tier.lowest([Tier.ADMIN, Tier.GUEST, Tier.OWNER]) is Tier.GUEST
     assert Tier.parse(" Admin ") is Tier.ADMIN
-    with pytest.raises(ValueError, match="owner, admin, member, guest, bot"):
+    with pytest.raises(ValueError, match="owner, admin, member, guest, summoned, bot"):
         Tier.parse("root")
 
 
