@@ -125,7 +125,7 @@ async def memory_text(
         log.info("%s deleted what the bot kept about them: %d fact(s), %d reminder(s)", user, facts, reminders)
         return say("memory_deleted_all", lang, facts=facts, reminders=reminders), True
     if action == "delete":
-        number = int(rest) if rest.isdigit() else 0
+        number = int(rest) if rest.isascii() and rest.isdigit() and len(rest) <= 6 else 0  # (never ², ٣ or １)
         if not 1 <= number <= len(items):
             return say("memory_unknown", lang, n=quote(rest[:16])), False
         item = items[number - 1]
