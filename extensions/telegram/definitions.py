@@ -183,7 +183,7 @@ async def _on_run(state: ContextState, agent: Host) -> None:
             break
         if isinstance(entry, OutputRef) and entry.type in (MESSAGE, POLL) and entry.error is None:
             delivered = True
-        elif isinstance(entry, ErrorLog):
+        elif isinstance(entry, ErrorLog) and entry.source != "stop":  # (a Stop, or BOT_BUSY=interrupt: not a failure)
             failed = True
     if failed and not delivered:
         await _tell(state, agent, "no_answer")

@@ -253,6 +253,9 @@ async def converse(chat: Chat, deployment: Deployment, model: EchoModel | None) 
         return ann in seen and bob in seen
 
     await wait_until(both, f"answers to both people on {chat.name}")
+    await settled(chat, ANN, group=group)
+    notices = [t for t in chat.texts(ANN, group=group) + chat.texts(BOB, group=group) if "Heard" not in t]
+    assert not notices, f"the bot said more than the model's answers: {notices}"
     shown["group"] = " | ".join(chat.texts(ANN, group=group)[-2:] + ([] if group else chat.texts(BOB)[-1:]))
     return shown
 
