@@ -54,9 +54,31 @@ async def deployment(
         yield procs
 
 
-async def post(url: str, body: bytes, headers: dict[str, str]) -> int:
+class Said(int):
+    """An answer's status, which shows its reason when an assertion on it fails."""
+
+    reason: str = ""
+
+    def __repr__(self) -> str:
+        return f"{int(self)} ({self.reason})"
+
+
+async def post(url: str, body: bytes, headers: dict[str, str]) -> Said:
     async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as response:
-        return response.status
+        said = Said(response.status)
+        said.reason = (await response.json()).get("reason", "")
+        return said
+
+
+async def deliver(url: str, body: bytes, headers: dict[str, str]) -> Said:
+    """``post``, sent again while the answer is 503 (as a sender does: the gateway was between two listening periods
+    of its platform, its lease renewed late on this busy machine)."""
+    for _ in range(100):
+        said = await post(url, body, headers)
+        if said != 503:
+            return said
+        await asyncio.sleep(0.2)
+    return said
 
 
 async def test_a_signed_webhook_is_answered_in_the_chat_once(
@@ -70,10 +92,11 @@ async def test_a_signed_webhook_is_answered_in_the_chat_once(
     deployment.env["HTTP_PORT"] = "0"
     await wait_until(lambda: "gateway listening" in deployment.log_of(gateway), timeout=60, what="the gateway")
     url = f"http://127.0.0.1:{port}/hooks/ci"
+    assert await deliver(url, b"{}", {}) == 401  # the gateway takes webhooks (an unsigned one is refused)
     body = json.dumps({"pipeline": "main", "status": "failed", "job": "tests"}).encode()
     ts = int(time.time())
     headers = {"X-Webhook-Timestamp": str(ts), "X-Webhook-Signature": sign(SECRET, body, ts), "X-Webhook-Id": "run-1"}
-    first, second = await asyncio.gather(post(url, body, headers), post(url, body, headers))  # delivered twice
+    first, second = await asyncio.gather(deliver(url, body, headers), deliver(url, body, headers))  # delivered twice
     assert sorted((first, second)) == [202, 409]
     [reply] = await telegram.wait_replies(1, timeout=60)
     assert reply.chat_id == CHAT and reply.text.startswith(SCRIPTED)
@@ -83,8 +106,8 @@ async def test_a_signed_webhook_is_answered_in_the_chat_once(
         "X-Webhook-Signature": sign(SECRET, body, later),
         "X-Webhook-Id": "run-1",
     }
-    assert await post(url, body, again) == 409
-    unsigned = await post(url, body, {"X-Webhook-Id": "run-2"})
+    assert await deliver(url, body, again) == 409
+    unsigned = await deliver(url, body, {"X-Webhook-Id": "run-2"})
     assert unsigned == 401
     await asyncio.sleep(1.0)
     await deployment.stop_all()
