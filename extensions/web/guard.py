@@ -58,11 +58,22 @@ def is_loopback(host: str | None) -> bool:
 
 
 def _host_name(header: str) -> str:
-    """The name of a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    """The name of a ``Host`` header, without its port (``[::1]:80`` -> ``::1``); ``""`` when the header is not a
+    name with at most a port of ASCII digits (``127.0.0.1:80@evil`` names no host of ours)."""
     header = header.strip()
     if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+        name, bracket, rest = header[1:].partition("]")
+        if not bracket:
+            return ""
+    elif header.count(":") == 1:
+        name, _, port = header.partition(":")
+        rest = ":" + port
+    else:  # no port, or a bare IPv6 address
+        name, rest = header, ""
+    port = rest.removeprefix(":")
+    if rest and (rest == port or not (port.isascii() and port.isdigit())):
+        return ""
+    return name
 
 
 def request_is_local(request: web.Request) -> bool:

@@ -252,3 +252,23 @@ async def test_the_live_tail_keeps_going_after_an_event_with_a_lone_surrogate(st
             second = await asyncio.wait_for(response.content.readuntil(b"\n\n"), 5)
     assert first.startswith(b"data: ") and b"half \\ud83d of it" in first
     assert b'"next"' in second
+
+
+async def test_a_host_with_junk_after_its_port_is_not_loopback() -> None:
+    """Issue 49 point 6: ``Host: 127.0.0.1:80@evil`` passed the loopback guard (its port was dropped, not read)."""
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(text="page")
+
+    middleware = local_only("127.0.0.1")
+    for host, expected in (
+        ("127.0.0.1:80@evil", 403),
+        ("127.0.0.1:８0", 403),
+        ("localhost:", 403),
+        ("[::1]x", 403),
+        ("[::1]:80", 200),
+        ("127.0.0.1:8766", 200),
+        ("localhost", 200),
+    ):
+        request = make_mocked_request("GET", "/", headers={"Host": host}, transport=_Transport(("127.0.0.1", 4000)))
+        assert (await middleware(request, page)).status == expected, host
