@@ -40,7 +40,7 @@ from extensions.chat.trust import TrustRules
 from extensions.platforms import Build, all_platforms, platform
 
 from .assistant import persona_text
-from .config import check_settings, platforms
+from .config import check_settings, platform_settings, platforms
 from .loading import load_bot
 from .models import build_model, close_model, open_model
 from .plugins import Deployment, build_limiter, build_media, build_trust, limits, resolve, set_up
@@ -159,9 +159,8 @@ def build_extensions(
     extensions: list[Extension] = []
     for name in chosen:
         found = platform(name)  # (ConfigError naming the registered platforms for an unknown one)
-        group = getattr(settings, found.settings_group) if found.settings_group else None
         build = Build(
-            settings=group,
+            settings=platform_settings(settings, found),
             listen=listen,
             trust=build_trust_rules(settings),
             data_dir=settings.bot.data_dir,

@@ -25,7 +25,7 @@ from pydantic_settings import SettingsError
 
 from core.errors import ConfigError
 from core.url_secrets import mask_query
-from extensions.platforms import all_platforms, platform
+from extensions.platforms import Platform, all_platforms, platform
 
 from .models import chain_problems, weights_folder
 from .service_checks import redis_safety
@@ -40,6 +40,7 @@ __all__ = (
     "check_settings",
     "env_name",
     "load_settings",
+    "platform_settings",
     "platforms",
     "policy_lines",
     "redis_report",
@@ -142,11 +143,31 @@ def _has(module: str) -> bool:
         return False
 
 
+def platform_settings(settings: Settings, found: Platform) -> Any:
+    """The settings group of a platform (None: it has none): a field of ``Settings`` for the built-in ones, else
+    its own ``settings_class`` reading its variables (a platform from another package)."""
+    group = found.settings_group
+    if not group:
+        return None
+    if group in Settings.model_fields:
+        return getattr(settings, group)
+    if found.settings_class is None:
+        raise ConfigError(
+            f"platform {found.name!r} names the settings group {group!r}, which bots.Settings has not: give its "
+            "Platform a settings_class"
+        )
+    try:
+        return found.settings_class()
+    except pydantic.ValidationError as exc:
+        lines = [_problem_line(err) for err in exc.errors(include_url=False)]
+        raise ConfigError("invalid settings:\n  " + "\n  ".join(lines)) from None
+
+
 def platforms(settings: Settings) -> list[str]:
     """The chat platforms their settings turn on (a token set), by name (``extensions.platforms``)."""
     found = []
     for p in all_platforms():
-        if p.settings_group and p.configured(getattr(settings, p.settings_group)):
+        if p.settings_group and p.configured(platform_settings(settings, p)):
             found.append(p.name)
     return found
 
@@ -249,7 +270,7 @@ def _chat_problems(settings: Settings) -> list[str]:
             "one model): unset LLM_ALLOWED_MODELS or change LLM_PROVIDER"
         )
     for found in all_platforms():  # <PLATFORM>_CHANNEL_SETTINGS, where a platform's settings have them
-        group = getattr(settings, found.settings_group) if found.settings_group else None
+        group = platform_settings(settings, found)
         channel_settings = getattr(group, "channel_settings", None) or {}
         variable = f"{found.settings_group or found.name}_CHANNEL_SETTINGS".upper()
         for channel, pins in channel_settings.items():
@@ -607,5 +628,5 @@ def scaling_notes(settings: Settings) -> list[str]:
     for name in platforms(settings):
         found = platform(name)
         if found.scaling is not None and found.settings_group:
-            notes.append(found.scaling(getattr(settings, found.settings_group), settings.redis.lease_seconds))
+            notes.append(found.scaling(platform_settings(settings, found), settings.redis.lease_seconds))
     return notes

@@ -35,7 +35,7 @@ from core.definitions import service
 from core.errors import BotError, ConfigError, DispatchError, ModelError
 from extensions.platforms import platform as registered
 
-from .config import platforms
+from .config import platform_settings, platforms
 from .ops import ops
 from .settings import Settings
 from .worker import queue_config, redis_check, redis_sampler
@@ -70,7 +70,7 @@ def lock_names(settings: Settings) -> list[str]:
     names = []
     for name in platforms(settings):
         found = registered(name)
-        if found.settings_group and found.ingest(getattr(settings, found.settings_group)) == "single":
+        if found.settings_group and found.ingest(platform_settings(settings, found)) == "single":
             names.append(f"{name}:{token_digest(settings, name)}")
     return names
 
@@ -78,7 +78,7 @@ def lock_names(settings: Settings) -> list[str]:
 def _source(settings: Settings, name: str) -> str:
     """What the gateway listens to on platform ``name``, for its log."""
     found = registered(name)
-    group = getattr(settings, found.settings_group) if found.settings_group else None
+    group = platform_settings(settings, found)
     said = f"{name} {found.listening(group)}".strip()
     if group is not None and found.ingest(group) == "single":
         said += f", lease {name}:{token_digest(settings, name)}"

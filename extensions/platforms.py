@@ -83,6 +83,9 @@ class Platform:
     """Its extension (context, input, outputs, runtime as a service); imports its SDK."""
     settings_group: str | None = None
     """The field of ``bots.Settings`` holding its settings class (``telegram``: ``TELEGRAM_*``); None: none."""
+    settings_class: type[Any] | None = None
+    """Its settings class, for a platform from another package (``bots.Settings`` has fields for the built-in ones
+    only): a pydantic-settings class that reads its own variables (``env_prefix="SLACK_"``), made when asked for."""
     contexts: tuple[str, ...] = ()
     """The types of the contexts it brings: ``("telegram:chat",)``."""
     configured: Callable[[Any], bool] = field(default=lambda group: False)

@@ -119,3 +119,84 @@ def test_the_terminal_declares_that_its_conversations_do_not_wait(
     agent = build_agent(load_settings(), model=ScriptedModel(["<response></response>"]), platforms=["cli"])
     assert agent.chat_policy.quiet_ms_by_context == {"cli:session": 0}
     assert agent.chat_policy.default_quiet_ms == 800
+
+
+ECHO_PLATFORM = """
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from extensions.platforms import Platform
+from extensions.terminal import cli_extension
+
+
+class EchoSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ECHO_")
+    token: SecretStr | None = None
+
+
+def _channel(rest):
+    return ("echo:room", {"room": int(rest)}) if rest.isdigit() else None
+
+
+PLATFORM = Platform(
+    name="echo",
+    title="Echo",
+    build=lambda build: cli_extension(media_dir=build.data_dir / "echo"),
+    settings_group="echo",
+    settings_class=EchoSettings,
+    contexts=("echo:room",),
+    configured=lambda group: group.token is not None,
+    token_setting="ECHO_TOKEN",
+    admin_ids=True,
+    id_example="echo:1",
+    channel=_channel,
+    channel_forms="echo:<room>",
+    ordered_dedupe=True,
+)
+"""
+
+ECHO_CHECK = """
+from bots.app import build_extensions
+from bots.config import check_settings, load_settings, platforms
+from bots.queue_settings import RedisSettings
+from extensions.platforms import operator_channel
+
+settings = load_settings()
+print(platforms(settings))
+print(operator_channel("echo:7"))
+print("echo:" in RedisSettings().to_config().ordered_dedupe)
+print(check_settings(settings))
+print([e.name for e in build_extensions(settings, listen=False)])
+"""
+
+
+def test_a_platform_from_another_package_is_found_through_its_entry_point(tmp_path: Path) -> None:
+    """A package installed beside the bot adds a platform with nothing edited here: its module declares a
+    ``Platform`` and its metadata an entry point of the group (a ``.dist-info`` on the path is what pip leaves)."""
+    site = tmp_path / "site"
+    (site / "echo_platform").mkdir(parents=True)
+    (site / "echo_platform" / "__init__.py").write_text(ECHO_PLATFORM)
+    info = site / "echo_platform-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-platform\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\necho = echo_platform:PLATFORM\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(site),
+        "LLM_PROVIDER": "scripted",
+        "ECHO_TOKEN": "x",
+        "BOT_ADMIN_USERS": "echo:1",
+        "BOT_DATA_DIR": str(tmp_path / "data"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", ECHO_CHECK], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "['echo']",
+        "('echo:room', {'room': 7})",
+        "True",
+        "[]",
+        "['cli']",  # (its extension: the terminal's, borrowed for this test)
+    ]
