@@ -27,6 +27,7 @@ from .definitions import (
     telegram_poll_answer_input,
     telegram_poll_output,
 )
+from .guest import telegram_guest, telegram_guest_answer_output, telegram_guest_message_input
 from .settings import TelegramMode, TelegramSettings
 
 if typing.TYPE_CHECKING:
@@ -87,8 +88,8 @@ def telegram_extension(
     return extension(
         name="telegram",
         install=install,
-        contexts=[telegram_chat],
-        inputs=[telegram_message_input, telegram_poll_answer_input],
-        outputs=[telegram_message_output, telegram_poll_output],
+        contexts=[telegram_chat, telegram_guest],
+        inputs=[telegram_message_input, telegram_poll_answer_input, telegram_guest_message_input],
+        outputs=[telegram_message_output, telegram_poll_output, telegram_guest_answer_output],
         services=[service(name="telegram", start=runtime.start, stop=runtime.stop)],
     )

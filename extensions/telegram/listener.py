@@ -28,6 +28,7 @@ from .approvals import TelegramApprovals
 from .bot_commands import CHOICE_PREFIX, BotCommands
 from .definitions import ChatArgs, telegram_chat
 from .filters import Judge, MessageFacts
+from .guest_answer import on_guest_message
 from .handover import Handover
 from .polls import on_poll_answer, on_reaction
 
@@ -64,8 +65,11 @@ class Listener:
         handover: Handover,
         approvals: TelegramApprovals,
         commands: BotCommands,
+        guest_mode: bool = False,
     ) -> None:
         self.adapter = adapter
+        self.guest_mode = guest_mode
+        """Answer guest requests (``TELEGRAM_GUEST_MODE``)."""
         """Dedupe and metrics; the agent whose schedules a chat that is gone loses."""
         self.me = me
         self.queued = queued
@@ -110,6 +114,21 @@ class Listener:
         if update.message_reaction is not None:  # feedback on an answer: recorded, never answered
             await on_reaction(self.adapter, self.handover.posting.answers, update.message_reaction)
             return None
+        if update.guest_message is not None:  # guest mode (TELEGRAM_GUEST_MODE): the request alone, kept by nothing
+            guest = on_guest_message(
+                self.adapter,
+                update.guest_message,
+                enabled=self.guest_mode,
+                queued=self.queued,
+                bot_username=self.me.username,
+                send=self.handover.sender,
+                update_id=update.update_id,
+            )
+            if self.queued:
+                await guest
+                return None
+            key = f"telegram:{update.update_id}"
+            return self.adapter.spawn(guest, name=f"{key}:guest", key=key)
         if update.poll_answer is not None:  # a vote in one of the bot's polls: an input of its conversation
             vote = on_poll_answer(
                 self.adapter,

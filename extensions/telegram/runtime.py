@@ -56,6 +56,7 @@ from .approvals import TelegramApprovals
 from .bot_commands import COMMANDS, FORGET_DONE, RESET_DONE, RESET_REFUSED, BotCommands
 from .definitions import MESSAGE, ChatArgs, telegram_chat
 from .filters import Judge
+from .guest_answer import answer_guest
 from .handover import Handover
 from .listener import BotIdentity, Listener
 from .members import ChatMembers
@@ -177,6 +178,7 @@ class TelegramRuntime(ChatAdapter):
             handover=handover,
             approvals=self.approvals,
             commands=commands,
+            guest_mode=self.settings.guest_mode,
         )
         self._source = UpdateSource(
             app,
@@ -291,6 +293,10 @@ class TelegramRuntime(ChatAdapter):
     def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
         """Keep "typing..." alive in the chat while the block lasts (one loop per chat)."""
         return self.posting.typing(chat_id, thread_id)
+
+    async def answer_guest(self, *, query_id: str, text: str) -> None:
+        """Answer a guest request (``guest_answer.answer_guest``)."""
+        await answer_guest(self.bot, query_id=query_id, text=text)
 
     async def post_poll(
         self, *, args: ChatArgs, question: str, options: list[str], multiple: bool, reply_to: int | None

@@ -110,6 +110,12 @@ class TelegramSettings(BaseModel):
         description="Seconds at least between two edits of an answer being written, with TELEGRAM_STREAM_REPLIES; "
         "in groups TELEGRAM_GROUP_RATE_LIMIT applies too",
     )
+    guest_mode: bool = Field(
+        default=False,
+        description="Answer guest requests (Bot API 10.0 guest mode, also turned on for the bot in @BotFather): a "
+        "person mentions the bot in a chat it is not part of; the bot sees that request alone, keeps nothing of it, "
+        "and counts it to that person (trust tier summoned)",
+    )
     stream_drafts: bool = Field(
         default=False,
         description="In private chats, show an answer being written as a draft (sendMessageDraft) and post it "

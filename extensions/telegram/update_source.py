@@ -39,6 +39,7 @@ ALLOWED_UPDATES = (
     "stopped_message_generation",
     "message_reaction",
     "poll_answer",
+    "guest_message",
 )
 """The update types the bot asks Telegram for (``stopped_message_generation``: Stop pressed on a draft;
 ``message_reaction``: feedback on an answer; ``poll_answer``: a vote in one of the bot's polls)."""

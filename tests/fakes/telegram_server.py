@@ -251,6 +251,8 @@ class FakeTelegramServer:
         """The polls the bot sent (``sendPoll``), by poll id, as Telegram keeps them (``is_closed`` once stopped)."""
         self.poll_messages: dict[str, tuple[int, int]] = {}
         """``(chat_id, message_id)`` of each poll's message, by poll id."""
+        self.guest_answers: dict[str, dict[str, str]] = {}
+        """Answers to guest requests (``answerGuestQuery``), by query id: ``raw`` as sent, ``text`` as shown."""
         self.allowed_updates: list[str] | None = None
         """What the bot last asked for (``getUpdates`` or ``setWebhook``); reactions and poll answers are delivered
         only when asked for, as Telegram does."""
@@ -505,6 +507,38 @@ class FakeTelegramServer:
             "new_reaction": reactions(emoji),
         }
         update = {"update_id": next(self._update_ids), "message_reaction": change}
+        self.push(update)
+        return update
+
+    def user_summons(
+        self,
+        text: str,
+        *,
+        chat_id: int,
+        title: str = "A group",
+        user_id: int = 1001,
+        first_name: str = "Ann",
+        reply_to: int | None = None,
+    ) -> dict[str, Any]:
+        """A user mentions the bot as a guest (Bot API 10.0 guest mode) in ``chat_id``, a chat the bot is not part
+        of, with ``text`` (``@<bot>`` is put in front); ``reply_to``: the chat's message the request replies to
+        (sent along, as Telegram sends referenced messages). Returns the ``guest_message`` update (queued too)."""
+        chat = self._chats.get(chat_id) or self.chat(chat_id, kind="supergroup", title=title)
+        caller = {"id": user_id, "is_bot": False, "first_name": first_name}
+        query_id = f"guest-{next(self._update_ids)}"
+        message: dict[str, Any] = {
+            "message_id": self._next_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": caller,
+            "text": f"@{self.bot['username']} {text}",
+            "guest_query_id": query_id,
+            "guest_bot_caller_user": caller,
+        }
+        if reply_to is not None:
+            message["reply_to_message"] = dict(self._messages[(chat_id, reply_to)])
+        self._messages[(chat_id, message["message_id"])] = message
+        update = {"update_id": next(self._update_ids), "guest_message": message}
         self.push(update)
         return update
 
@@ -768,6 +802,21 @@ class FakeTelegramServer:
         self._messages[(chat["id"], message_id)] = message
         self.poll_messages[poll_id] = (chat["id"], message_id)
         return message
+
+    async def _api_answerGuestQuery(self, params: dict[str, Any]) -> Any:
+        query_id = params["guest_query_id"]
+        if query_id in self.guest_answers:
+            raise _ApiError(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        result = params["result"]
+        result = json.loads(result) if isinstance(result, str) else result
+        content = result["input_message_content"]
+        self.guest_answers[query_id] = {
+            "raw": content["message_text"],
+            "text": parse_html(content["message_text"])
+            if content.get("parse_mode") == "HTML"
+            else content["message_text"],
+        }
+        return {"inline_message_id": f"inline-{query_id}"}
 
     async def _api_stopPoll(self, params: dict[str, Any]) -> Any:
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])
