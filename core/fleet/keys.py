@@ -122,6 +122,20 @@ class Keys:
         by every gateway against ``WEB_NEW_VISITORS_PER_HOUR``."""
         return f"{self.prefix}newcomers:{address}"
 
+    def webhook_seen(self, key: str) -> str:
+        """A webhook delivery taken (``<source>:s:<digest of its signature>`` or ``<source>:i:<digest of its id>``),
+        kept ``WEBHOOKS_DEDUPE_SECONDS`` so a replay is refused (``core.webhooks.redis_store``)."""
+        return f"{self.prefix}webhook:seen:{key}"
+
+    def webhook_rate(self, source: str, window: int) -> str:
+        """The signed requests of a webhook source in one minute (a counter kept a minute)."""
+        return f"{self.prefix}webhook:rate:{source}:{window}"
+
+    def task_answer(self, task_id: str) -> str:
+        """The answer to a task another bot handed this one (a list of one JSON entry, kept ten minutes for the
+        asking worker's ``BLPOP``: ``core.teamwork.fleet``)."""
+        return f"{self.prefix}task:{task_id}:answer"
+
     def lock(self, name: str) -> str:
         """A named single-holder lease (one Telegram poller per token)."""
         return self.prefix + "lock:" + name

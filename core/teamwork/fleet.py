@@ -30,7 +30,7 @@ class RedisAnswerBox:
         self.backend = backend
 
     def _key(self, task_id: str) -> str:
-        return f"{self.backend.keys.prefix}task:{task_id}:answer"
+        return self.backend.keys.task_answer(task_id)
 
     async def put(self, task_id: str, answer: Answer) -> None:
         key = self._key(task_id)

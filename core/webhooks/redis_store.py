@@ -43,16 +43,16 @@ class RedisWebhookStore:
         self.backend = backend
         self._claim: Any = backend.client.register_script(CLAIM)
         self._hit: Any = backend.client.register_script(HIT)
-        self._prefix = backend.keys.prefix + "webhook:"
+        self._keys = backend.keys
 
     async def claim(self, keys: Sequence[str], ttl: float) -> bool:
         b = self.backend
-        named = [self._prefix + "seen:" + k for k in keys]
+        named = [self._keys.webhook_seen(k) for k in keys]
         taken = await b.call(self._claim, named, [max(1, int(ttl * 1000))], what="claiming a webhook delivery")
         return bool(int(taken))
 
     async def keep(self, keys: Sequence[str], ttl: float) -> None:
-        named = [self._prefix + "seen:" + k for k in keys]
+        named = [self._keys.webhook_seen(k) for k in keys]
         ms = max(1, int(ttl * 1000))
 
         async def extend() -> None:
@@ -64,12 +64,12 @@ class RedisWebhookStore:
         await self.backend.run(extend, what="keeping a webhook delivery")
 
     async def release(self, keys: Sequence[str]) -> None:
-        named = [self._prefix + "seen:" + k for k in keys]
+        named = [self._keys.webhook_seen(k) for k in keys]
         await self.backend.run(lambda: self.backend.client.delete(*named), what="releasing a webhook delivery")
 
     async def hit(self, key: str, window: float) -> int:
         slot = int(time.time() // window)
-        counter = f"{self._prefix}rate:{key}:{slot}"
+        counter = self._keys.webhook_rate(key, slot)
         count = await self.backend.call(
             self._hit, [counter], [max(1, int(window * 1000))], what="counting a webhook request"
         )

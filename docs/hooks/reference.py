@@ -242,6 +242,9 @@ def redis_keys_page() -> str:
         "memory": ("working:telegram:42",),
         "dedupe": ("tg:1001",),
         "ledger": ("7",),
+        "webhook_seen": ("ci:s:5d41402abc4b2a76b9719d911017c592",),
+        "webhook_rate": ("ci", 29931915),
+        "task_answer": ("9f86d081884c7d659a2feaa0c55ad015",),
     }
     out = [
         "# Redis keys",
