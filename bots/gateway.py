@@ -60,7 +60,7 @@ attempt already retries for ``REDIS_RETRY_SECONDS``)."""
 
 def token_digest(settings: Settings, platform: str) -> str:
     """A short hash of ``platform``'s token, naming its leases in Redis (never the token itself)."""
-    token = getattr(settings, platform).token
+    token = platform_settings(settings, registered(platform)).token
     return hashlib.sha256(token.get_secret_value().encode()).hexdigest()[:16]
 
 
