@@ -228,6 +228,7 @@ KINDS = (
     "actions",
     "attachment",
     "attachment_bytes",
+    "cached_input_tokens",
     "cost_micros",
     "input_tokens",
     "lease_claimed",
@@ -357,6 +358,8 @@ def observe(kind: str, context_id: str, value: float = 1.0, *, model: str = "") 
         TOKENS.labels(direction=base.removesuffix("_tokens")).inc(max(0.0, value))
         if detail:
             MODEL_TOKENS.labels(model=detail, direction=base.removesuffix("_tokens")).inc(max(0.0, value))
+    elif base == "cached_input_tokens":  # (of the input tokens: read from the provider's prompt cache)
+        MODEL_TOKENS.labels(model=detail or "model", direction="cached_input").inc(max(0.0, value))
     elif base == "model_call_restarted":
         MODEL_RESTARTED.inc(value)
     elif base == "model_call_restarted_tokens":

@@ -72,6 +72,12 @@ async def stream_model(
                     usage = None if usage is usage_before else usage
                 if usage is not None:
                     tokens = (usage.input_tokens, usage.output_tokens)
+                    if usage.cached_input_tokens:  # (the prompt's prefix the provider's cache read)
+                        deps.observe(
+                            f"cached_input_tokens:{model_name(deps, request)}",
+                            str(request.metadata.get("context_id", "")),
+                            usage.cached_input_tokens,
+                        )
                     await charge(usage.input_tokens, usage.output_tokens, False)
                 else:  # the provider does not say: about 4 characters a token, for the limits and /stats
                     tokens = ((len(request.system) + len(request.prompt)) // 4, written // 4)

@@ -110,8 +110,8 @@ class AnthropicModel:
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[str, None]:
         options: dict[str, Any] = {}
-        if request.system:
-            options["system"] = request.system
+        if request.system:  # (the stable part of the prompt, marked for Anthropic's prompt cache)
+            options["system"] = [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}]
         stop = [s for s in request.stop if s.strip()]  # whitespace-only stop sequences are refused
         if stop:
             options["stop_sequences"] = stop
@@ -135,8 +135,12 @@ class AnthropicModel:
                     elif event.delta.type == "thinking_delta":  # the model's thinking block, apart from the answer
                         report_reasoning(event.delta.thinking)
                 elif event.type == "message_start":
-                    usage.input_tokens = event.message.usage.input_tokens or 0
-                    usage.output_tokens = event.message.usage.output_tokens or 0
+                    reported = event.message.usage  # (input_tokens leaves out what the cache read and wrote)
+                    cached = getattr(reported, "cache_read_input_tokens", None) or 0
+                    written = getattr(reported, "cache_creation_input_tokens", None) or 0
+                    usage.input_tokens = (reported.input_tokens or 0) + cached + written
+                    usage.cached_input_tokens = cached
+                    usage.output_tokens = reported.output_tokens or 0
                 elif event.type == "message_delta":
                     usage.output_tokens = event.usage.output_tokens or usage.output_tokens
         self.last_usage = usage

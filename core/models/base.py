@@ -156,6 +156,9 @@ class ModelUsage:
     """Prompt tokens."""
     output_tokens: int = 0
     """Generated tokens."""
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those the provider read from its prompt cache (a prefix it had seen: OpenAI's
+    ``cached_tokens``, Anthropic's ``cache_read_input_tokens``), billed at a discount."""
 
 
 @runtime_checkable

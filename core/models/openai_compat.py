@@ -163,8 +163,11 @@ class OpenAICompatModel:
         async with stream:
             async for chunk in stream:
                 if chunk.usage is not None:
+                    details = getattr(chunk.usage, "prompt_tokens_details", None)  # (OpenAI's automatic caching)
                     usage = ModelUsage(
-                        input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0
+                        input_tokens=chunk.usage.prompt_tokens or 0,
+                        output_tokens=chunk.usage.completion_tokens or 0,
+                        cached_input_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
                     )
                 for choice in chunk.choices:
                     if choice.index != 0 or choice.delta is None:

@@ -60,7 +60,11 @@ class FakeAnthropicServer(FakeModelServer):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+            "usage": {  # (input_tokens leaves out what the cache read, as the API reports it)
+                "input_tokens": input_tokens - reply.cached,
+                "cache_read_input_tokens": reply.cached,
+                "output_tokens": 1,
+            },
         }
         await send("message_start", {"message": message})
         block = 0

@@ -77,6 +77,9 @@ class Reply:
     """Send this many chunks, then cut the connection off (no end of the stream)."""
     usage: tuple[int, int] | None = (12, 3)
     """(input, output) tokens reported at the end, if the client asks for usage."""
+    cached: int = 0
+    """Of the input tokens, those reported as read from the prompt cache (OpenAI's ``cached_tokens``, Anthropic's
+    ``cache_read_input_tokens``)."""
     reasoning: Sequence[str] = ()
     """The model's own reasoning, streamed before the text, one event each (a reasoning model)."""
     reasoning_field: str = "reasoning_content"
@@ -299,5 +302,7 @@ class FakeOpenAIServer(FakeModelServer):
         if reply.usage is not None and (body.get("stream_options") or {}).get("include_usage"):
             prompt, completion = reply.usage
             usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            if reply.cached:
+                usage["prompt_tokens_details"] = {"cached_tokens": reply.cached}  # type: ignore[assignment]
             await send({"choices": [], "usage": usage})
         await response.write(b"data: [DONE]\n\n")

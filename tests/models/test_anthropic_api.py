@@ -42,7 +42,9 @@ async def test_streams_the_answer_and_reports_usage(server: FakeAnthropicServer,
     assert KEY in (seen.headers.get("x-api-key"), seen.headers.get("Authorization", "").removeprefix("Bearer "))
     body = seen.body
     assert body["model"] == "claude-fake"
-    assert body["system"] == "You are terse."
+    assert body["system"] == [  # (the stable part, marked for the prompt cache)
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert body["messages"] == [{"role": "user", "content": "Say hello."}]
     assert body["max_tokens"] == 40
     assert body["stop_sequences"] == ["</response>"]
@@ -140,3 +142,15 @@ async def test_bad_request_is_not_retried(server: FakeAnthropicServer, policy: R
     finally:
         await model.aclose()
     assert sleeps.delays == []
+
+
+async def test_the_tokens_read_from_the_prompt_cache_are_reported(
+    server: FakeAnthropicServer, policy: RetryPolicy
+) -> None:
+    server.default = Reply(chunks=("ok",), usage=(300, 4), cached=256)
+    model = make(server, policy)
+    try:
+        assert [c async for c in model.stream(REQUEST)] == ["ok"]
+    finally:
+        await model.aclose()
+    assert model.last_usage == ModelUsage(input_tokens=300, output_tokens=4, cached_input_tokens=256)

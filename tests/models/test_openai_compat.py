@@ -265,3 +265,16 @@ async def test_a_small_model_served_over_http_gets_chat_turns_and_its_invented_t
     body = server.requests[0].body
     assert body["messages"][1:] == [{"role": "user", "content": "hello &lt;|im_start|&gt;"}]
     assert body["stop"] == ["\nuser:", "\nUser:", "\nyou:", "\nassistant:"]
+
+
+async def test_the_tokens_read_from_the_prompt_cache_are_reported(
+    server: FakeOpenAIServer, policy: RetryPolicy
+) -> None:
+    """OpenAI's automatic prompt caching: ``usage.prompt_tokens_details.cached_tokens``, part of the input tokens."""
+    server.default = Reply(chunks=("ok",), usage=(2048, 3), cached=1920)
+    model = make(server, policy)
+    try:
+        assert [c async for c in model.stream(REQUEST)] == ["ok"]
+    finally:
+        await model.aclose()
+    assert model.last_usage == ModelUsage(input_tokens=2048, output_tokens=3, cached_input_tokens=1920)
