@@ -352,14 +352,28 @@ def spoken_replies() -> FromSettings:
         base_url = (tts.base_url or "").strip()
         if tts.engine == "espeak":
             offline = EspeakSpeech(voice=tts.voice if "voice" in tts.model_fields_set else "en", timeout=tts.timeout)
-            return [SpokenReplies(offline, usage=d.usage, max_chars=tts.max_chars)]
+            return [
+                SpokenReplies(
+                    offline,
+                    usage=d.usage,
+                    max_chars=tts.max_chars,
+                    chars_per_day_user=tts.chars_per_day_user,
+                    chars_per_day_chat=tts.chars_per_day_chat,
+                )
+            ]
         if not base_url:
             return []
         speaker = OpenAISpeech(
             base_url=base_url, model=tts.model, voice=tts.voice, api_key=_secret(tts.api_key), timeout=tts.timeout
         )
         stop = service(name="speech", stop=lambda _agent: speaker.aclose())
-        plugin = SpokenReplies(speaker, usage=d.usage, max_chars=tts.max_chars)
+        plugin = SpokenReplies(
+            speaker,
+            usage=d.usage,
+            max_chars=tts.max_chars,
+            chars_per_day_user=tts.chars_per_day_user,
+            chars_per_day_chat=tts.chars_per_day_chat,
+        )
         return [plugin, Brings(extension(name="speech-client", services=[stop]))]
 
     return FromSettings("spoken-replies", build)

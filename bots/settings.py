@@ -540,6 +540,18 @@ class TtsSettings(BaseModel):
         default=1000, ge=50, le=4096, description="Characters of an answer spoken at most (cut at a word)"
     )
     timeout: float = Field(default=60.0, gt=0, le=600, description="Seconds speaking one answer may take")
+    chars_per_day_user: int = Field(
+        default=20_000,
+        ge=0,
+        description="Characters spoken to one person per UTC day at most, apart from their model tokens; past it "
+        "the answers are text only (0: no limit)",
+    )
+    chars_per_day_chat: int = Field(
+        default=0,
+        ge=0,
+        description="Characters spoken in one conversation per UTC day at most; past it the answers are text only "
+        "(0: no limit)",
+    )
 
 
 class LogSettings(BaseModel):

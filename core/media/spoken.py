@@ -3,8 +3,9 @@ spoken by a speech endpoint (``core.media.generate.OpenAISpeech``, ``TTS_*``) or
 (``core.media.espeak.EspeakSpeech``, ``TTS_ENGINE=espeak``), at most ``max_chars`` characters of it (cut at a word).
 A conversation chooses with ``/voice`` (``ChatSettings.voice``): ``on``, every answer is also spoken (a text message's
 too); ``off``, none is. The characters spoken are counted in the usage store under ``speech:user:<id>`` and
-``speech:chat:<context id>``. In a queued run the spoken reply is posted once per batch (``post_once``). A failure
-is logged: the text answer is delivered already."""
+``speech:chat:<context id>``, and held to their own per-day limits (``chars_per_day_user``, ``chars_per_day_chat``,
+``TTS_CHARS_PER_DAY_*``): past one, the answers are text only that day. In a queued run the spoken reply is posted
+once per batch (``post_once``). A failure is logged: the text answer is delivered already."""
 
 from __future__ import annotations
 
@@ -60,13 +61,44 @@ class SpokenReplies(Plugin):
 
     name = "spoken-replies"
 
-    def __init__(self, speaker: Speaker, *, usage: UsageStore | None = None, max_chars: int = 1000) -> None:
+    def __init__(
+        self,
+        speaker: Speaker,
+        *,
+        usage: UsageStore | None = None,
+        max_chars: int = 1000,
+        chars_per_day_user: int = 0,
+        chars_per_day_chat: int = 0,
+    ) -> None:
         self.speaker = speaker
         """What speaks."""
         self.usage: UsageStore = usage if usage is not None else InMemoryUsage()
         """Where the characters spoken are counted."""
         self.max_chars = max_chars
         """Characters of an answer spoken at most (``TTS_MAX_CHARS``)."""
+        self.chars_per_day_user = chars_per_day_user
+        """Characters spoken to one person per UTC day at most (0: no limit; ``TTS_CHARS_PER_DAY_USER``)."""
+        self.chars_per_day_chat = chars_per_day_chat
+        """Characters spoken in one conversation per UTC day at most (0: no limit; ``TTS_CHARS_PER_DAY_CHAT``)."""
+
+    async def allowed(self, *, user: str | None, conversation: str, chars: int) -> bool:
+        """Whether speaking ``chars`` more characters for ``user`` in ``conversation`` today stays within the
+        per-day limits (a store that cannot be read: no, the answer is text only)."""
+        day = day_of()
+        for key, limit in (
+            (f"speech:user:{user}", self.chars_per_day_user),
+            (f"speech:chat:{conversation}", self.chars_per_day_chat),
+        ):
+            if not limit or (key.startswith("speech:user:") and user is None):
+                continue
+            try:
+                spent = (await self.usage.totals(key, [day])).output_tokens
+            except Exception as exc:
+                log.warning("could not read the speech spent under %s (%s): the answer is text only", key, exc)
+                return False
+            if spent + chars > limit:
+                return False
+        return True
 
     def attach(self, host: Host) -> None:
         host.provide(_SPOKEN, self)
@@ -104,6 +136,10 @@ class _Speak(RunHooks):
         ]
         text = speakable("\n".join(s for s in said if s), self.plugin.max_chars)
         if not text:
+            return
+        if not await self.plugin.allowed(user=run.asker, conversation=state.id, chars=len(text)):
+            log.info("%s: the day's speech limit is reached: the answer is text only", state.id)
+            run.observe("speech_limited")
             return
         speaker = self.plugin.speaker
 

@@ -99,3 +99,27 @@ async def test_a_spoken_reply_is_posted_as_a_discord_voice_message(world: World,
     assert 1 <= len(waveform) <= 256 and max(waveform) == 255
     [(_id, filename, _type, data)] = world.fake.uploads
     assert filename == "voice-message.ogg" and data == openai.speech
+
+
+async def test_speech_has_its_own_per_day_limit(world: World, start_bot: StartBot) -> None:
+    """Issue 49 point 6: spoken replies are held to their own per-day limit (characters spoken, apart from the
+    model's tokens): past it the answer is text only, and the speech endpoint is not asked."""
+    model = core.ScriptedModel([say("It is sunny.")], repeat_last=True)
+    voice = [("voice-message.ogg", "audio/ogg", b"OggS" + bytes(64))]
+    async with FakeOpenAIServer() as openai:
+        speaker = OpenAISpeech(base_url=openai.url)
+        spoken = SpokenReplies(speaker, chars_per_day_user=20)  # one "It is sunny." (12 characters) a day
+        agent = await start_bot(model, agent_options={"plugins": [spoken]})
+        stt = agent.media.transcriber = OpenAITranscriber(base_url=openai.url)
+        try:
+            await world.fake.say(world.dm, "", author=world.alice, files=voice)
+            await world.fake.wait_posted(world.dm, 2)  # the text, then the voice reply
+            await world.fake.say(world.dm, "", author=world.alice, files=voice)
+            await world.fake.wait_posted(world.dm, 3)  # the text only
+            await world.fake.say(world.dm, "and now?", author=world.alice)
+            await world.fake.wait_posted(world.dm, 4)  # (the run before it is over: no voice reply came)
+        finally:
+            await stt.aclose()
+            await speaker.aclose()
+    assert len([r for r in openai.requests if r.path.endswith("/audio/speech")]) == 1
+    assert len(world.fake.uploads) == 1
