@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from extensions.skills import SkillError, add_skill, installed_skills, remove_skill
-from extensions.skills.skill import read_lock
-
-from .settings import Settings
+if TYPE_CHECKING:
+    from .settings import Settings
 
 __all__ = ("HELP", "add_arguments", "command")
 
@@ -30,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace, settings: Settings) -> int:
     """Run ``bots skills``; the exit code."""
+    from extensions.skills import SkillError, add_skill, installed_skills, remove_skill  # (only for this command)
+    from extensions.skills.skill import read_lock
+
     root = settings.skills.root(settings.bot.data_dir)
     try:
         if args.skills_command == "add":
