@@ -28,6 +28,7 @@ from .filters import MessageFacts
 from .live import live_reply
 from .polls import Answers, post_poll
 from .reply import post_file, post_reply
+from .rich import post_answer
 from .settings import TelegramSettings
 
 if TYPE_CHECKING:
@@ -154,7 +155,14 @@ class Posting:
             text,
             ledger=ledger,
             live_reply=following,
-            post=lambda: self.post_reply(chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to),
+            post=lambda: post_answer(
+                self.bot(),
+                chat_id=chat_id,
+                thread_id=thread_id,
+                text=text,
+                reply_to=reply_to,
+                rich=self.settings.rich_messages,
+            ),
         )
         self.answers.add(chat_id, posted, key[0])
         return posted

@@ -110,6 +110,12 @@ class TelegramSettings(BaseModel):
         description="Seconds at least between two edits of an answer being written, with TELEGRAM_STREAM_REPLIES; "
         "in groups TELEGRAM_GROUP_RATE_LIMIT applies too",
     )
+    rich_messages: bool = Field(
+        default=True,
+        description="Post an answer with structure (a table, headings, lists, code) as a rich message "
+        "(sendRichMessage, Bot API 10.1), falling back to formatted text where Telegram refuses it; applies to answers "
+        "posted whole (not to those shown while written, TELEGRAM_STREAM_REPLIES)",
+    )
     guest_mode: bool = Field(
         default=False,
         description="Answer guest requests (Bot API 10.0 guest mode, also turned on for the bot in @BotFather): a "

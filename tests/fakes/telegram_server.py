@@ -251,6 +251,8 @@ class FakeTelegramServer:
         """The polls the bot sent (``sendPoll``), by poll id, as Telegram keeps them (``is_closed`` once stopped)."""
         self.poll_messages: dict[str, tuple[int, int]] = {}
         """``(chat_id, message_id)`` of each poll's message, by poll id."""
+        self.refuse_rich = False
+        """Answer ``sendRichMessage`` with 400, as a Bot API server (or a chat) that cannot take rich messages does."""
         self.guest_answers: dict[str, dict[str, str]] = {}
         """Answers to guest requests (``answerGuestQuery``), by query id: ``raw`` as sent, ``text`` as shown."""
         self.allowed_updates: list[str] | None = None
@@ -817,6 +819,34 @@ class FakeTelegramServer:
             else content["message_text"],
         }
         return {"inline_message_id": f"inline-{query_id}"}
+
+    async def _api_sendRichMessage(self, params: dict[str, Any]) -> Any:
+        if self.refuse_rich:
+            raise _ApiError(400, "Bad Request: RICH_MESSAGE_INVALID")
+        chat = self._chat(params)
+        rich = params["rich_message"]
+        rich = json.loads(rich) if isinstance(rich, str) else rich
+        markdown = rich.get("markdown")
+        if not markdown:
+            raise _ApiError(400, "Bad Request: rich message must have markdown or html")
+        reply = params.get("reply_parameters") or {}
+        reply = json.loads(reply) if isinstance(reply, str) else reply
+        message_id = self._next_message_id(chat["id"])
+        thread_id = params.get("message_thread_id")
+        self.sent.append(
+            SentMessage(
+                chat_id=chat["id"],
+                message_id=message_id,
+                text=markdown,
+                raw=markdown,
+                parse_mode="rich",
+                reply_to=reply.get("message_id"),
+                thread_id=thread_id,
+            )
+        )
+        message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot}
+        self._messages[(chat["id"], message_id)] = message
+        return message
 
     async def _api_stopPoll(self, params: dict[str, Any]) -> Any:
         chat_id, message_id = int(params["chat_id"]), int(params["message_id"])

@@ -1,0 +1,68 @@
+"""Rich messages (Bot API 10.1): an answer with structure (a heading, a table, a list, a code block) is sent with
+``sendRichMessage``, whose ``rich_message`` (an ``InputRichMessage``) carries the Markdown and Telegram lays it out
+(tables, headings, lists that plain HTML formatting cannot show). python-telegram-bot 22.8 does not cover 10.1, so
+this goes through its raw request (``Bot.do_api_request``).
+
+Where Telegram refuses it (a Bot API server older than 10.1, a chat or a message it cannot take as rich, a text over
+the rich message's size), the answer is posted as today, rendered to Telegram HTML and split (``reply.post_reply``):
+the fallback loses the table's layout, never the answer. ``TELEGRAM_RICH_MESSAGES=false`` always posts as today. An
+answer shown while it is written (``TELEGRAM_STREAM_REPLIES``) is finished as today: only an answer posted whole is
+sent rich.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from telegram import Bot, Message
+from telegram.error import BadRequest, TelegramError
+
+from .reply import post_reply, translate_error
+
+__all__ = ("RICH_LIMIT", "has_structure", "post_answer")
+
+log = logging.getLogger("extensions.telegram")
+
+RICH_LIMIT = 4096
+"""The longest Markdown sent as one rich message (longer answers are posted as today, split)."""
+
+_STRUCTURE = re.compile(
+    r"^(#{1,6} \S"  # a heading
+    r"|\|.*\|\s*$"  # a table row
+    r"|```"  # a code block
+    r"|\s*(?:[-*+]|\d+[.)]) \S)",  # a list item
+    re.MULTILINE,
+)
+
+
+def has_structure(text: str) -> bool:
+    """Whether ``text`` (Markdown) has what only a rich message shows well: a table (two rows or more), a heading,
+    a code block, or a list of two items or more."""
+    lines = [m.group(0) for m in _STRUCTURE.finditer(text)]
+    tables = sum(1 for line in lines if line.startswith("|"))
+    items = sum(1 for line in lines if re.match(r"\s*(?:[-*+]|\d+[.)]) ", line))
+    others = len(lines) - tables - items
+    return tables >= 2 or items >= 2 or others >= 1
+
+
+async def post_answer(
+    bot: Bot, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, rich: bool
+) -> list[int]:
+    """Post an answer: as a rich message when ``rich`` and it has structure, falling back to today's formatting
+    where Telegram refuses it; else as today. Returns the ids of the messages sent."""
+    if rich and len(text) <= RICH_LIMIT and has_structure(text):
+        params: dict[str, object] = {"chat_id": chat_id, "rich_message": {"markdown": text}}
+        if thread_id is not None:
+            params["message_thread_id"] = thread_id
+        if reply_to is not None:
+            params["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
+        try:
+            message = await bot.do_api_request("sendRichMessage", api_kwargs=params, return_type=Message)
+        except BadRequest as exc:  # an older Bot API server, a chat or a text it cannot take as rich
+            log.info("chat %s: the rich message was refused (%s); posting it as formatted text", chat_id, exc.message)
+        except TelegramError as exc:
+            raise translate_error(exc, chat_id=chat_id) from exc
+        else:
+            return [message.message_id]
+    return await post_reply(bot, chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to)
