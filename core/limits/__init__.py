@@ -174,7 +174,7 @@ class Limiter:
                     f"Sorry, your message is too long for me ({len(text):,} characters; I read at most "
                     f"{cfg.max_input_chars:,}). Please send a shorter one."
                 ),
-                notice_key=f"{LimitKind.INPUT_LENGTH}:{ref.id}",
+                notice_key=f"{LimitKind.INPUT_LENGTH}:{user or ref.id}:{now // _MINUTE_MS}",  # once a minute each
                 until_ms=now + _MINUTE_MS,
             )
         if cfg.messages_per_minute and user:

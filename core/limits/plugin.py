@@ -11,7 +11,7 @@ from ..entries import InputRef, Log
 from ..plugin import Plugin, RunHooks, RunView
 from ..prompt import format_value
 from ..usage import user_of
-from . import Limiter
+from . import Limiter, Refusal
 
 if TYPE_CHECKING:
     from ..models.base import ModelRequest
@@ -56,6 +56,7 @@ class _Admit(RunHooks):
         state = run.state
         usage = self.plugin.usage if self.plugin.usage is not None else run.host.usage
         admitted: list[Log] = []
+        refused: dict[tuple[str | None, str], list[Refusal]] = {}  # by author and limit: one notice for a burst
         for entry in updates:
             if not isinstance(entry, InputRef):
                 admitted.append(entry)
@@ -68,11 +69,17 @@ class _Admit(RunHooks):
             run.drop(entry)
             run.observe(f"limited:{refusal.kind.value}")
             log.info("%s: an input of %s is over the %s limit", state.id, user_of(entry), refusal.kind.value)
-            if await limiter.notice_due(refusal):
-                try:
-                    await run.say(refusal.notice)
-                except Exception as exc:
-                    log.warning("could not tell %s that a limit was reached: %s", state.id, exc)
+            refused.setdefault((user_of(entry), refusal.kind.value), []).append(refusal)
+        for refusals in refused.values():
+            if not await limiter.notice_due(refusals[0]):
+                continue
+            notice = refusals[0].notice
+            if len(refusals) > 1:  # a burst: one short notice says how much of it was not read
+                notice = f"I did not read {len(refusals)} of the messages you just sent. {notice}"
+            try:
+                await run.say(notice)
+            except Exception as exc:
+                log.warning("could not tell %s that a limit was reached: %s", state.id, exc)
         return admitted
 
     async def allow(self, request: ModelRequest, updates: list[Log]) -> bool:

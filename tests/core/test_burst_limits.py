@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from core import (
     AgentOptions,
     InMemoryStore,
@@ -117,3 +119,32 @@ async def test_a_summary_is_charged_to_the_conversation(tmp_path: Path) -> None:
     totals = await usage.totals("chat:chat:c", [day_of()])
     runs_only = await usage.totals("user:chat:7", [day_of()])
     assert totals.tokens > runs_only.tokens  # the folds are counted to the conversation, not to a user
+
+
+@pytest.mark.parametrize(
+    ("config", "why", "when"),
+    [
+        (LimitConfig(max_input_chars=100), "too long", "shorter"),
+        (LimitConfig(messages_per_minute=20), "faster than I can answer", "try again in"),
+    ],
+    ids=["too-long", "too-fast"],
+)
+async def test_a_burst_over_the_limits_gets_one_short_notice_saying_what_was_not_read(
+    config: LimitConfig, why: str, when: str
+) -> None:
+    """Issue 49 point 6: 120 long messages at once were refused one by one (a notice each, which the platforms'
+    own limits then dropped): now one notice per limit says how many were not read, and when to try again."""
+    model, posted = slow_model(), []
+    agent = create_agent(
+        model=model,
+        contexts=[chat],
+        outputs=[output(type="say", handler=lambda data, ctx, agent: posted.append(data), context=chat)],
+        memory=InMemoryStore(),
+        plugins=[Usage(InMemoryUsage()), Limits(Limiter(config))],
+        options=AgentOptions(max_batch=50),
+    )
+    async with agent:
+        await burst(agent, 120)
+    notices = [text for text in posted if text != "ok"]
+    assert len(notices) == 1, notices
+    assert notices[0].startswith("I did not read ") and why in notices[0] and when in notices[0], notices[0]
