@@ -37,6 +37,7 @@ from ..chat.split import split_message
 from ..chat.stream import LiveReply, ReplyKey
 from ._lib import discord
 from .definitions import REPLY_TO, ChannelArgs, PollArgs, discord_channel
+from .layout import layout_of
 from .platform_errors import NETWORK_ERRORS, platform_error
 from .settings import DiscordSettings
 from .voice_message import VoiceMessage
@@ -154,6 +155,39 @@ class Poster:
                 )
             )
         return ids
+
+    async def post_answer(self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str) -> list[int]:
+        """Post an answer posted whole: laid out with components v2 when it has structure (``layout.py``,
+        ``DISCORD_COMPONENTS_V2``), as plain messages (``post_reply``) otherwise or where Discord refuses the
+        layout. Returns the ids."""
+        view = layout_of(text) if self.settings.components_v2 else None
+        if view is not None:
+            client = self._require_client()
+            channel = client.get_partial_messageable(channel_id)
+            reference = None
+            if reply_to is not None:
+                reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
+            try:
+                async with _traced("create_message", channel_id), asyncio.timeout(self.settings.request_timeout):
+                    sent = await channel.send(
+                        view=view,
+                        nonce=nonce_for(idempotency_key, 0),
+                        reference=reference,  # type: ignore[arg-type]
+                        allowed_mentions=discord.AllowedMentions.none(),
+                    )
+            except discord.HTTPException as exc:
+                if exc.status != 400:
+                    raise platform_error(exc, f"post a message in channel {channel_id}", in_channel=True) from exc
+                log.info("discord: channel %s refused the laid-out answer (%s); posting it as text", channel_id, exc)
+            except NETWORK_ERRORS as exc:
+                raise platform_error(exc, f"post a message in channel {channel_id}", in_channel=True) from exc
+            else:
+                return [sent.id]
+            finally:
+                view.stop()
+        return await self.post_reply(
+            channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
+        )
 
     async def notice(self, *, channel_id: int, text: str, reply_to: int | None, idempotency_key: str) -> None:
         """Post one of the bot's own notices (busy...); a failure is logged, never raised."""
@@ -372,7 +406,7 @@ class Poster:
             text,
             ledger=ledger,
             live_reply=following,
-            post=lambda: self.post_reply(
+            post=lambda: self.post_answer(
                 channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
             ),
         )

@@ -128,6 +128,12 @@ class DiscordSettings(BaseModel):
     typing_interval: float = Field(
         default=8.0, gt=0, le=10, description="Seconds between typing indicators while an answer is written"
     )
+    components_v2: bool = Field(
+        default=True,
+        description="Lay an answer with structure (a table, headings, lists, code) out with components v2 (a "
+        "container of text displays) instead of plain text, falling back to plain text where Discord refuses it; "
+        "applies to answers posted whole (not to those shown while written, DISCORD_STREAM_REPLIES)",
+    )
     stream_replies: bool = Field(
         default=True,
         description="Show answers while they are written: post the first words, then edit the message "

@@ -13,37 +13,19 @@ sent rich.
 from __future__ import annotations
 
 import logging
-import re
 
 from telegram import Bot, Message
 from telegram.error import BadRequest, TelegramError
 
+from ..chat.structure import has_structure
 from .reply import post_reply, translate_error
 
-__all__ = ("RICH_LIMIT", "has_structure", "post_answer")
+__all__ = ("RICH_LIMIT", "post_answer")
 
 log = logging.getLogger("extensions.telegram")
 
 RICH_LIMIT = 4096
 """The longest Markdown sent as one rich message (longer answers are posted as today, split)."""
-
-_STRUCTURE = re.compile(
-    r"^(#{1,6} \S"  # a heading
-    r"|\|.*\|\s*$"  # a table row
-    r"|```"  # a code block
-    r"|\s*(?:[-*+]|\d+[.)]) \S)",  # a list item
-    re.MULTILINE,
-)
-
-
-def has_structure(text: str) -> bool:
-    """Whether ``text`` (Markdown) has what only a rich message shows well: a table (two rows or more), a heading,
-    a code block, or a list of two items or more."""
-    lines = [m.group(0) for m in _STRUCTURE.finditer(text)]
-    tables = sum(1 for line in lines if line.startswith("|"))
-    items = sum(1 for line in lines if re.match(r"\s*(?:[-*+]|\d+[.)]) ", line))
-    others = len(lines) - tables - items
-    return tables >= 2 or items >= 2 or others >= 1
 
 
 async def post_answer(

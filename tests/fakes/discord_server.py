@@ -54,6 +54,25 @@ _ROLE_MENTION = re.compile(r"<@&(\d+)>")
 Json = dict[str, Any]
 
 
+IS_COMPONENTS_V2 = 1 << 15
+"""The message flag of a components v2 message (its text is in text displays, not in ``content``)."""
+
+
+def _layout_texts(components: list[Json]) -> list[str]:
+    """The text of every text display (type 10) in a components v2 tree, in order."""
+    found: list[str] = []
+    for component in components:
+        if component.get("type") == 10:
+            found.append(component.get("content") or "")
+        found.extend(_layout_texts(component.get("components") or []))
+    return found
+
+
+def layout_text(message: Json) -> str:
+    """What a components v2 message shows: its text displays, one after the other."""
+    return "\n".join(_layout_texts(message.get("components") or []))
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat()
 
@@ -133,6 +152,8 @@ class FakeDiscord:
     def __init__(self, *, bot_name: str = "Daydream", refuse_intents: bool = False) -> None:
         self._ids = itertools.count(100_000_000_000_000_000)
         self.refuse_intents = refuse_intents
+        self.refuse_layout = False
+        """Answer a components v2 message with 400, as Discord does for a layout it cannot take."""
         """Close IDENTIFY with 4014 when it asks for the Message Content intent."""
         self.hold_ready: asyncio.Event | None = None
         """When set to an event, READY is sent only once it is set (the client stays "connecting")."""
@@ -1001,7 +1022,16 @@ class FakeDiscord:
             )
         uploads = body.get("_files") or []
         poll = body.get("poll")
-        if not content.strip() and not body.get("embeds") and not uploads and not poll:
+        layout = int(body.get("flags") or 0) & IS_COMPONENTS_V2
+        if layout:  # Discord's rules for components v2: no content, no embeds, components that hold the text
+            texts = _layout_texts(body.get("components") or [])
+            if content or body.get("embeds") or not texts:
+                return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "BASE_TYPE_BAD"}]}})
+            if self.refuse_layout or sum(len(t) for t in texts) > 4000:
+                return _error(
+                    400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "LAYOUT_REFUSED"}]}}
+                )
+        if not content.strip() and not body.get("embeds") and not uploads and not poll and not layout:
             return _error(400, 50006, "Cannot send an empty message")
         if int(body.get("flags") or 0) & VOICE_MESSAGE:  # Discord's rules for a voice message
             described = body.get("attachments") or []

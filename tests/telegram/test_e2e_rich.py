@@ -4,7 +4,7 @@ today's formatted text; an answer without structure is posted as today."""
 
 from __future__ import annotations
 
-from extensions.telegram.rich import has_structure
+from extensions.chat.structure import has_structure
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import StartBot
