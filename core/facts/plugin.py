@@ -57,8 +57,9 @@ class Facts(Plugin):
         self._store = store
         self.limit = limit
         """Facts one conversation keeps at most (the newest)."""
-        self._answering: dict[str, _Shown] = {}
-        # the run of each conversation in this process (one at a time), for its actions: whom it answers
+        self._answering: weakref.WeakValueDictionary[str, _Shown] = weakref.WeakValueDictionary()
+        # the run of each conversation in this process (one at a time), for its actions: whom it answers (held
+        # weakly: a run that failed before its end leaves nothing behind)
 
     @property
     def store(self) -> FactStore:
@@ -194,4 +195,4 @@ class _Shown(RunHooks):
 
     async def ended(self, chain: Sequence[Log]) -> None:
         if self.facts._answering.get(self.run.state.id) is self:
-            del self.facts._answering[self.run.state.id]
+            self.facts._answering.pop(self.run.state.id, None)
