@@ -423,6 +423,37 @@ class FakeDiscord:
         self.guilds[guild_id]["channels"].append(data)
         return cid
 
+    def forum_channel(self, guild_id: int, name: str = "help") -> int:
+        """A new forum channel in a server (type 15: its posts are threads); returns its id."""
+        cid = self.text_channel(guild_id, name)
+        self.channels[cid].update(
+            {
+                "type": 15,
+                "available_tags": [],
+                "default_reaction_emoji": None,
+                "default_thread_rate_limit_per_user": 0,
+                "default_sort_order": None,
+                "default_forum_layout": 0,
+            }
+        )
+        return cid
+
+    async def forum_post(
+        self, forum_id: int, title: str, content: str, *, author: Json, mention_bot: bool = False
+    ) -> Json:
+        """``author`` opens a post in a forum: a thread (THREAD_CREATE) whose starter message has the thread's id
+        (MESSAGE_CREATE), as Discord makes them; returns the starter message (its ``channel_id`` is the post)."""
+        tid = await self.thread(forum_id, title)
+        self.channels[tid]["owner_id"] = author["id"]
+        if mention_bot:
+            content = f"<@{self.bot['id']}> {content}"
+        data = self._message(channel_id=tid, author=author, content=content)
+        del self.messages[int(data["id"])]
+        data["id"] = str(tid)
+        self.messages[tid] = data
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
     async def thread(self, parent_id: int, name: str = "a thread") -> int:
         """A new public thread under a text channel (THREAD_CREATE is dispatched); returns its id."""
         parent = self.channels[parent_id]
