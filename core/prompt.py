@@ -14,6 +14,7 @@ the content opens the prompt part). Building a prompt reads only the window, so 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -84,6 +85,26 @@ Answer with exactly this structure and nothing else:
   (for example "_outputPath": "†state.user.summary"; add "_outputMethod": "merge" or "push" to combine
   with what is there). A later argument written as "†state.user.summary" receives the saved value.
   <state> in <contexts> shows what is saved."""
+
+INSTRUCTIONS_WITHOUT_ACTIONS = """\
+How to handle the updates:
+1. Read the <updates>: new inputs from users.
+2. Use <working-memory> and <contexts> for what happened earlier in this conversation.
+3. Think in <reasoning>, briefly.
+4. Answer the user with an <output> of one of the available types. Each <output> is delivered as
+   soon as its tag closes. Do not answer the same input twice.
+5. If an update is an error about something you wrote, fix it and try again."""
+"""``INSTRUCTIONS`` for a step that offers no action: nothing about calling one."""
+
+RESPONSE_FORMAT_WITHOUT_ACTIONS = """\
+Answer with exactly this structure and nothing else:
+<response>
+  <reasoning>your short reasoning</reasoning>
+  <output type="OUTPUT_TYPE" attribute="value">content</output>
+</response>
+- <output> may repeat; use only the available types. Output content matches its content schema;
+  attributes match its attributes schema."""
+"""``RESPONSE_FORMAT`` for a step that offers no action: no action syntax."""
 
 FOOTER = "Keep answers useful and concise. Never invent action results."
 
@@ -161,7 +182,7 @@ class PromptTemplate:
         system, pieces = _arrange(self, persona)
         if len(pieces) == 3:  # the content in one place, as in the default template: no part placed apart
             if not isinstance(content, str):
-                content = "\n\n".join([content[name] for name in PARTS if name in content])
+                content = "\n\n".join([content[name] for name in PARTS if content.get(name)])
             return system, (content + pieces[2]).strip("\n")
         if isinstance(content, str):
             parts: Mapping[str, str] = {}
@@ -409,6 +430,18 @@ def window(
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _without_actions(template: PromptTemplate) -> PromptTemplate:
+    """``template`` for a step that offers no action: the framework's instructions and response format without
+    what concerns actions (a bot author's own texts stay as written)."""
+    instructions = INSTRUCTIONS_WITHOUT_ACTIONS if template.instructions == INSTRUCTIONS else template.instructions
+    response = RESPONSE_FORMAT_WITHOUT_ACTIONS if template.response == RESPONSE_FORMAT else template.response
+    footer = "Keep answers useful and concise." if template.footer == FOOTER else template.footer
+    if (instructions, response, footer) == (template.instructions, template.response, template.footer):
+        return template
+    return dataclasses.replace(template, instructions=instructions, response=response, footer=footer)
+
+
 def build_prompt(
     *,
     state: ContextState,
@@ -421,6 +454,8 @@ def build_prompt(
     """Build the prompt for one step of a run of ``state``: ``template``'s sections (``persona`` in its place)
     around the content."""
     ctx = state.context
+    if not actions:  # (no action offered: no action syntax either, when the template's texts are the framework's)
+        template = _without_actions(template)
     memory = window(
         state.working_memory,
         count=ctx.max_working_memory,
@@ -428,7 +463,9 @@ def build_prompt(
         media=state.media,
     )
     parts = {
-        "actions": "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>",
+        "actions": "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>"
+        if actions
+        else "",
         "outputs": "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
         "contexts": "<contexts>\n" + "\n".join(_context_block(each) for each in (state, *state.used)) + "\n</contexts>",
         "workingMemory": "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",

@@ -415,8 +415,12 @@ def in_order(text: str, parts: list[str]) -> bool:
     return True
 
 
+LOOKUP = action(name="lookup", description="Looks a word up", schema=str, handler=lambda a, c, h: "found")
+"""An action, so that the prompt offers actions (a bot with none gets no action syntax at all: issue 51)."""
+
+
 async def test_the_prompt_has_the_template_sections_in_order() -> None:
-    agent, model = bot([R("")], intro="You are Tester.")
+    agent, model = bot([R("")], intro="You are Tester.", actions=(LOOKUP,))
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     request = model.requests[0]
@@ -432,7 +436,7 @@ async def test_a_template_places_each_part_of_the_content_apart() -> None:
         "{{intro}}\n\n{{instructions}}\n\n{{contexts}}\n\n{{workingMemory}}\n\n{{response}}\n\n"
         "NEW:\n{{updates}}\n\nTOOLS:\n{{actions}}\n{{outputs}}\n\n{{footer}}"
     )
-    agent, model = bot([R("")], intro="INTRO", template=template)
+    agent, model = bot([R("")], intro="INTRO", template=template, actions=(LOOKUP,))
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     request = model.requests[0]
@@ -452,7 +456,7 @@ async def test_every_prompt_section_can_be_replaced() -> None:
 
 
 async def test_the_prompt_template_can_be_replaced() -> None:
-    agent, model = bot([R("")], intro="INTRO", template="{{footer}}|{{intro}}")
+    agent, model = bot([R("")], intro="INTRO", template="{{footer}}|{{intro}}", actions=(LOOKUP,))
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     assert model.requests[0].system == f"{FOOTER}|INTRO"
