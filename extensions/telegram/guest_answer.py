@@ -14,6 +14,7 @@ from core.entries import InputRef
 from core.trust import TIER_PARAM, Tier
 
 from ..chat.counters import Ignored
+from ..chat.policy import Allowlist
 from .guest import GUEST_MESSAGE, GuestArgs, telegram_guest
 from .render import render_html, split_markdown
 from .reply import translate_error
@@ -52,6 +53,7 @@ async def on_guest_message(
     bot_username: str,
     send: Send | None,
     update_id: int,
+    allowlist: Allowlist,
 ) -> None:
     """Answer a guest request in its own conversation (erased once answered: ``guest.py``). Left
     (logged) when ``TELEGRAM_GUEST_MODE`` is off, and in front of a queue (guest mode answers in ``bots run``:
@@ -68,6 +70,9 @@ async def on_guest_message(
             "TELEGRAM_GUEST_MODE is off" if not enabled else "guest mode answers in bots run only, not in a fleet",
         )
         adapter.metrics.ignored(telegram_guest, args, Ignored.POLICY)
+        return
+    if allowlist.users and ref.params["user_id"] not in allowlist.users:  # (TELEGRAM_ALLOWED_USERS; the chat is
+        adapter.metrics.ignored(telegram_guest, args, Ignored.ALLOWLIST)  # not the bot's: its allowlist is not read)
         return
     adapter.metrics.received(telegram_guest, args)
     caller = ref.params["user_id"]

@@ -123,6 +123,7 @@ class Listener:
                 bot_username=self.me.username,
                 send=self.handover.sender,
                 update_id=update.update_id,
+                allowlist=self.judge.allowlist,
             )
             if self.queued:
                 await guest
@@ -136,6 +137,7 @@ class Listener:
                 update.poll_answer,
                 send=self.handover.sender,
                 update_id=update.update_id,
+                allowlist=self.judge.allowlist,
             )
             if self.queued:
                 await vote

@@ -26,6 +26,8 @@ from telegram.error import TelegramError
 from core.entries import InputRef
 from core.usage.feedback import record_feedback
 
+from ..chat.counters import Ignored
+from ..chat.policy import Allowlist
 from ..chat.polls import PollBook, PollRecord, vote_text
 from .definitions import POLL_ANSWER, ChatArgs, telegram_chat
 from .reply import translate_error
@@ -108,7 +110,13 @@ def answer_input(record: PollRecord, answer: PollAnswer) -> InputRef | None:
 
 
 async def on_poll_answer(
-    adapter: ChatAdapter, polls: PollBook, answer: PollAnswer, *, send: Send | None, update_id: int
+    adapter: ChatAdapter,
+    polls: PollBook,
+    answer: PollAnswer,
+    *,
+    send: Send | None,
+    update_id: int,
+    allowlist: Allowlist,
 ) -> None:
     """Hand a vote in one of the bot's polls to the poll's conversation (an unknown poll, or one of another
     process, is left: logged)."""
@@ -118,6 +126,9 @@ async def on_poll_answer(
         return
     ref = answer_input(record, answer)
     if ref is None or send is None:
+        return
+    if not allowlist.allows(chat_ids=[record.args.chat_id], user_id=ref.params["user_id"]):
+        adapter.metrics.ignored(telegram_chat, record.args, Ignored.ALLOWLIST)  # (TELEGRAM_ALLOWED_USERS)
         return
     adapter.metrics.received(telegram_chat, record.args)
     await send(telegram_chat, record.args, ref, dedupe_key=f"telegram:{update_id}")

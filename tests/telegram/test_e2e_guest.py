@@ -52,3 +52,15 @@ async def test_guest_mode_is_off_by_default(server: FakeTelegramServer, start_bo
     server.user_says("hi")  # a message after it: once it is answered, the guest request was seen and left
     await server.wait_replies(1)
     assert server.guest_answers == {} and len(model.requests) == 1
+
+
+async def test_a_guest_request_from_someone_outside_the_allowed_users_is_left(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    model = ScriptedModel([guest_answer("ok")], repeat_last=True)
+    await start_bot(model, guest_mode=True, allowed_users=[3003])
+    stranger = server.user_summons("hello?", chat_id=GROUP, user_id=4004)
+    allowed = server.user_summons("hello?", chat_id=GROUP, user_id=3003)
+    query = allowed["guest_message"]["guest_query_id"]
+    await server.wait_for(lambda: query in server.guest_answers)
+    assert stranger["guest_message"]["guest_query_id"] not in server.guest_answers and len(model.requests) == 1
