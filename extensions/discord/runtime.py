@@ -34,6 +34,8 @@ from core.facts import facts_of
 from core.usage.feedback import record_feedback
 
 from ..chat.adapter import ChatAdapter
+from ..chat.counters import Ignored
+from ..chat.policy import Allowlist
 from ..chat.polls import vote_text
 from ..chat.reminders import drop_conversation
 from ..chat.stream import LiveReply, ReplyKey
@@ -229,6 +231,9 @@ class DiscordRuntime(ChatAdapter):
         record = self.poster.polls.get(str(payload.message_id))
         client = self.gateway.client
         if record is None or client is None:
+            return
+        if not Allowlist.of(users=self.settings.allowed_users).allows(chat_ids=(), user_id=payload.user_id):
+            self.metrics.ignored(discord_channel, record.args, Ignored.ALLOWLIST)  # (DISCORD_ALLOWED_USERS)
             return
         user = client.get_user(payload.user_id)
         name = user.display_name if user is not None else str(payload.user_id)
