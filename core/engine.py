@@ -51,7 +51,13 @@ after that, what joins waits for the next step."""
 STOP_MARK = " [stopped]"
 FORMAT_FAILED_NOTICE = "Sorry, the model's answer could not be read, so I have no reply this time. Please try again."
 """Said in the conversation when a run ends with nothing delivered because the model wrote plain text outside the
-response format at every step (``model_format_failed``: a model failure, counted and alerted on)."""
+response format at its last step (``model_format_failed``: a model failure, counted and alerted on)."""
+FORMAT_FAILED_NOTICES = {
+    "en": FORMAT_FAILED_NOTICE,
+    "fr": "Désolé, la réponse du modèle était illisible : je n'ai pas de réponse cette fois. Réessayez, s'il vous "
+    "plaît.",
+}
+"""``FORMAT_FAILED_NOTICE`` in the languages of the bot's own messages (a conversation's ``/language``)."""
 """Added to what an output had written when its answer was stopped (``Run.stop``)."""
 
 
@@ -338,7 +344,8 @@ class Run:
         self.record(entry)
         self.emitter.emit(RunEventType.ERROR, entry.message)
         try:
-            await self.say(FORMAT_FAILED_NOTICE)
+            language = self.state.chat.language or "en"
+            await self.say(FORMAT_FAILED_NOTICES.get(language, FORMAT_FAILED_NOTICE))
         except Exception as exc:  # no output to say it through (a context without one): the error event stays
             log.warning("run of %s: the model's failure could not be told: %s", self.state.id, exc)
 
