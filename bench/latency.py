@@ -7,7 +7,8 @@ Discord and the web chat, with a fake model that takes 50 ms before it writes it
   50 ms is what the bot adds; the target is at most 5 ms.
 - burst: 5 messages of one conversation sent back to back, as a paste or a forward arrives (all within 1 s), in a
   new conversation each trial; counted: the trials answered with exactly one visible answer (target: 95 of 100),
-  the model calls cancelled and started again (``model_call_restarted``) and their estimated tokens.
+  the model calls cancelled and started again (``model_call_restarted``) and their estimated tokens. On Telegram
+  also the same burst typed ``GAP`` apart, so that later messages arrive while the model is called.
 
 The real python-telegram-bot and discord.py clients against tests/fakes; the web chat as ``bots run`` builds it
 (``bots.app.build_agent``), in this process. ``BOT_QUIET_MS`` is its default (0). Prints figures; asserts nothing.
@@ -40,6 +41,8 @@ from core import ModelRequest
 
 BURST = 5
 """Messages in a burst."""
+GAP = 0.01
+"""Seconds between two messages of the burst typed a little apart (Telegram's second burst case)."""
 SETTLE = 0.3
 """Seconds without a new answer after which a trial's answers are counted."""
 
@@ -134,6 +137,21 @@ async def telegram(messages: int, trials: int, delay: float) -> None:
             answers.append(len([m for m in fake.sent if m.chat_id == user]))
         counted.restarted -= restarted
         _burst("Telegram", answers, counted, model.calls - calls)
+        # the same typed a little apart (GAP between two): later ones arrive while the model is called, before
+        # its first word, so the call is cancelled and started again with them
+        calls = model.calls
+        counted.restarted = 0
+        counted.tokens = 0.0
+        answers = []
+        for t in range(trials):
+            user = 9000 + t
+            for i in range(BURST):
+                fake.user_says(f"part {i} of a burst", user_id=user, chat_id=user)
+                await asyncio.sleep(GAP)
+            await fake.wait_replies(1, chat_id=user)
+            await _settled(lambda user=user: len([m for m in fake.sent if m.chat_id == user]))
+            answers.append(len([m for m in fake.sent if m.chat_id == user]))
+        _burst(f"Telegram, {GAP * 1000:.0f} ms apart", answers, counted, model.calls - calls)
     finally:
         await agent.stop()
         await fake.close()
