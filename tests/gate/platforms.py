@@ -136,7 +136,8 @@ class _Visitor:
     def __init__(self, url: str) -> None:
         self.url = url
         self.session = client()
-        self.posts: list[str] = []
+        self.shown: dict[str, str] = {}
+        """The bot's messages on the page by id, as last edited, in the order posted."""
         self.csrf = ""
         self._reader: asyncio.Task[None] | None = None
 
@@ -158,7 +159,13 @@ class _Visitor:
                 if event.get("op") == "ready":
                     ready.set()
                 elif event.get("op") == "post" and event.get("role", "bot") != "user":
-                    self.posts.append(str(event.get("text", "")))
+                    self.shown[str(event.get("id", len(self.shown)))] = str(event.get("text", ""))
+                elif event.get("op") == "edit":  # (a live reply: posted with its first words, then edited)
+                    self.shown[str(event.get("id"))] = str(event.get("text", ""))
+                elif event.get("op") == "delete":
+                    self.shown.pop(str(event.get("id")), None)
+                elif event.get("op") == "notice":
+                    self.shown[f"notice-{len(self.shown)}"] = str(event.get("text", ""))
 
     async def say(self, text: str) -> None:
         headers = {"X-CSRF-Token": self.csrf}
@@ -199,7 +206,7 @@ class WebChat:
         await self.visitors[person].say(text)
 
     def texts(self, person: int, *, group: bool = False) -> list[str]:
-        return list(self.visitors[person].posts) if self.visitors else []
+        return list(self.visitors[person].shown.values()) if self.visitors else []
 
     async def close(self) -> None:
         for visitor in self.visitors:
