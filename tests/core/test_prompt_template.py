@@ -68,6 +68,6 @@ def test_a_section_is_inserted_as_written_and_never_read_again() -> None:
     ],
 )
 def test_a_bad_template_is_a_definition_error(kw: dict[str, object], says: str) -> None:
-    with pytest.raises(DefinitionError, match=r"AgentOptions\(template") as info:
+    with pytest.raises(DefinitionError, match=r"AgentOptions\(") as info:
         PromptTemplate(**kw)  # type: ignore[arg-type]
     assert says in str(info.value)
