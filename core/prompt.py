@@ -161,7 +161,7 @@ class PromptTemplate:
             ("footer", self.footer),
         ):
             if not isinstance(value, str):
-                raise DefinitionError(f"create_agent({name}=...) must be a string, got {type(value).__name__}")
+                raise DefinitionError(f"AgentOptions({name}=...) must be a string, got {type(value).__name__}")
         found = _PLACEHOLDER.findall(self.template)
         unknown = sorted({name for name in found if name not in SECTIONS})
         if unknown:
