@@ -108,9 +108,9 @@ class ActionsSettings(BaseModel):
 
     policy: str = Field(
         default="",
-        description="Minimum tier (owner, admin, member, guest, summoned, bot, off) and rule (allow, approve) per action: "
-        "compact mcp:*=admin,remember=guest,mcp:tickets:open=member/approve, a JSON object, or the path of a file "
-        "holding either; defaults: actions open to members, MCP tools (mcp:<server>:<tool>) to admins",
+        description="Minimum tier (owner, admin, member, guest, summoned, bot, off) and rule (allow, approve) per "
+        "action: compact mcp:*=admin,remember=guest,mcp:tickets:open=member/approve, a JSON object, or the path of "
+        "a file holding either; defaults: actions open to members, MCP tools (mcp:<server>:<tool>) to admins",
     )
     approval_timeout: float = Field(
         default=3600.0,

@@ -32,6 +32,7 @@ from core import (
     create_agent,
     output,
 )
+from core.busy import BusyPolicy
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
 
@@ -321,7 +322,7 @@ async def test_an_input_before_the_first_word_starts_the_model_call_again_with_b
         model=gate,
         contexts=[chat],
         outputs=[output(type="chat:message", handler=lambda d, c, a: sent.append(d))],
-        options=AgentOptions(busy=busy),
+        options=AgentOptions(busy=BusyPolicy(busy)),
         plugins=[Charges()],
     )
     agent.observers.append(lambda kind, cid, value: seen.append((kind, value)))
