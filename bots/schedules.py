@@ -37,6 +37,8 @@ from core.schedules import (
 )
 from extensions.platforms import operator_channel
 
+from .setting_values import json_list
+
 if TYPE_CHECKING:
     pass
 
@@ -121,18 +123,12 @@ def address_of_channel(channel: str) -> tuple[str, dict[str, Any]]:
 def parse_operator_schedules(value: Any) -> Any:
     """``BOT_SCHEDULES`` as the environment gives it (a JSON list, or empty) -> entries; ``ValueError`` naming
     the setting and the entry that is wrong."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return ()
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f'BOT_SCHEDULES is not JSON ({exc}); write a list such as [{{"channel": "telegram:-100123", '
-                '"cron": "0 9 * * 1", "text": "Weekly stand-up!"}]'
-            ) from None
-    if not isinstance(value, list | tuple):
-        raise ValueError("BOT_SCHEDULES must be a JSON list of schedules")
+    value = json_list(
+        value,
+        setting="BOT_SCHEDULES",
+        example='[{"channel": "telegram:-100123", "cron": "0 9 * * 1", "text": "Weekly stand-up!"}]',
+        what="schedules",
+    )
     entries = []
     for index, item in enumerate(value):
         if isinstance(item, OperatorSchedule):

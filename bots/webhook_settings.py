@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 import pydantic
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
+
+from .setting_values import json_list
 
 __all__ = ("WebhookSourceSetting", "WebhooksSettings", "parse_sources")
 
@@ -50,19 +51,13 @@ class WebhookSourceSetting(BaseModel):
 
 def parse_sources(value: Any) -> Any:
     """``WEBHOOKS_SOURCES`` as the environment gives it (a JSON list, or empty)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return ()
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f'WEBHOOKS_SOURCES is not JSON ({exc}); write a list such as [{{"name": "ci", "secret": "...", '
-                '"channel": "telegram:-100123", "prompt": "Tell the team what failed"}]'
-            ) from None
-    if not isinstance(value, list | tuple):
-        raise ValueError("WEBHOOKS_SOURCES must be a JSON list of sources")
-    return tuple(value)
+    return json_list(
+        value,
+        setting="WEBHOOKS_SOURCES",
+        example='[{"name": "ci", "secret": "...", "channel": "telegram:-100123", '
+        '"prompt": "Tell the team what failed"}]',
+        what="sources",
+    )
 
 
 class WebhooksSettings(BaseModel):
