@@ -153,7 +153,9 @@ def test_approval_chats_are_written_like_operator_channels_and_role_names_are_ne
     assert settings.trust.admin_roles == {"[Mod]", "Helpers"}
     for wrong in ("discord:7:1", "slack:1", "telegram:abc"):
         monkeypatch.setenv("ACTIONS_APPROVAL_CHATS", wrong)
-        with pytest.raises(pydantic.ValidationError, match=r"ACTIONS_APPROVAL_CHATS: channel .* write .*telegram:<chat"):
+        with pytest.raises(
+            pydantic.ValidationError, match=r"ACTIONS_APPROVAL_CHATS: channel .* write .*telegram:<chat"
+        ):
             Settings(_env_file=None)
     monkeypatch.setenv("ACTIONS_APPROVAL_CHATS", "telegram:1,telegram:2")
     with pytest.raises(pydantic.ValidationError, match="one chat per platform"):
