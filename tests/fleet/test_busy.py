@@ -18,7 +18,7 @@ from .conftest import Workers, queue_config, send, wait_until
 from .probe import answer, probe_extension, replies
 from .server import RedisServer
 from .test_stops import Endless
-from .test_worker import gated, running_worker
+from .test_worker import running_worker
 
 BURST = ("hi", "one question", "about Redis", "and pub/sub", "thanks")
 
@@ -89,6 +89,21 @@ def shown_then_gated(started: asyncio.Event, release: asyncio.Event) -> Scripted
     return ShownFirst(answer)
 
 
+def gated_counting(started: asyncio.Event, release: asyncio.Event, prompts: list[str]) -> ScriptedModel:
+    """``gated`` (nothing shown before ``release``) that keeps the prompt of every call, the calls started again
+    included."""
+
+    class Counting(ScriptedModel):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+            prompts.append(request.prompt)
+            started.set()
+            await release.wait()
+            async for chunk in super().stream(request):
+                yield chunk
+
+    return Counting(answer)
+
+
 async def busy_exchange(
     server: RedisServer,
     client: Any,
@@ -102,7 +117,8 @@ async def busy_exchange(
     ``three`` are sent meanwhile; then it is let go. ``default``: the operator's policy (``BOT_BUSY`` of the gateway
     and the worker), and ``policy`` the conversation's own (``/busy`` on the gateway)."""
     started, release = asyncio.Event(), asyncio.Event()
-    model = shown_then_gated(started, release) if shown else gated(started, release)
+    prompts: list[str] = []
+    model = shown_then_gated(started, release) if shown else gated_counting(started, release, prompts)
     async with (
         gateway_with(server, busy=default or policy) as gateway,
         running_worker(server, model=model, busy=default or policy) as worker,
@@ -115,6 +131,8 @@ async def busy_exchange(
         await send(gateway, chat_key, "three")
         if policy == "steer" or not shown:  # they join the batch being run
             await wait_until(lambda: _inbox_empty(client, chat_key), what="the inputs joined to the running batch")
+            if not shown:  # taken from the inbox is not yet read by the model: its call starts again with them
+                await wait_until(lambda: any("three" in p for p in prompts), what="the model call started again")
         else:
             await asyncio.sleep(0.2)
             assert await client.llen(f"bots:{{probe:chat:{chat_key}}}:inbox") == 2

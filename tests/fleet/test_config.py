@@ -42,7 +42,10 @@ def test_redis_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatc
         dedupe_ttl=600.0,
         handoff_batches=3,
         stop_timeout=config.stop_timeout,
+        ordered_dedupe=config.ordered_dedupe,
     )
+    # the platforms whose ids grow declare it (issue 52): the order of their updates is their dedupe
+    assert {"schedule:", "telegram:", "discord:"} <= set(config.ordered_dedupe)
     assert "hunter2" not in repr(Settings().redis)
 
 

