@@ -56,7 +56,9 @@ async def test_queue_depth_and_leases_while_runs_are_in_flight_and_messages_wait
 
             await wait_until(backlog_shown, timeout=DEADLINE, what="three leases and the backlog in /metrics")
             metrics = seen["metrics"]
-            await wait_until(lambda: len(model.requests) == 3, what="the three runs in flight calling the model")
+            # At least three: a second message that reaches a run before its first word restarts that run's model
+            # call with both inputs (issue 51), which is one more request for the same run.
+            await wait_until(lambda: len(model.requests) >= 3, what="the three runs in flight calling the model")
             assert gauge(metrics, "bots_worker_leases_total", event="claimed") >= 3.0
             assert gauge(metrics, "bots_queue_depth", queue="dead") == 0.0
             _, at_gateway = await gateway.get(http, "/metrics")
