@@ -5,7 +5,9 @@ the context's ``render``), a unit converter, a calendar, a calculator, a weather
 timer and a note search that finds nothing, and an output of its own (``todo:list``). None is the built-in
 assistant's. Beside it, a second author's bot of another style (``splitter``, issue 48): an expense splitter for a
 group, whose tools take numbers and people's names (``add_expense``, ``balance``) and whose own output shows the
-summary (``splitter:summary``). Each runs through ``create_agent`` with the terminal chat's platform, as ``bots
+summary (``splitter:summary``). A third (``tables``, issue 55): a restaurant's bookings, whose tools take a date
+(``YYYY-MM-DD``, named or relative to the day the context gives), a time, a number of people and an enum (where to
+sit), and whose output shows the bookings (``tables:bookings``). Each runs through ``create_agent`` with the terminal chat's platform, as ``bots
 chat APP`` would, the prompt form being the model's choice (the embedded model's compact form, grammar built from
 these definitions).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import os
 import re
@@ -37,7 +40,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 # keep bench/ off the import path (bench/core.py would shadow the core package)
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -63,7 +66,7 @@ from core import (  # noqa: E402
 from core.models import LocalModel  # noqa: E402
 from extensions.terminal import cli_extension, cli_session  # noqa: E402
 
-__all__ = ("BOTS", "CASES", "Case", "bot", "main", "splitter_bot")
+__all__ = ("BOTS", "CASES", "Case", "bot", "main", "splitter_bot", "tables_bot")
 
 # -- the author's bot --------------------------------------------------------------------------------------
 
@@ -374,7 +377,125 @@ def splitter_bot() -> Bot:
     )
 
 
-BOTS = {"planner": bot, "splitter": splitter_bot}
+# -- a third author's bot: table bookings (dates, times, a count, an enum) ---------------------------------------
+
+TODAY = datetime.date(2026, 6, 10)
+"""The restaurant's today (a Wednesday): "tomorrow" is 2026-06-11, "Friday" 2026-06-12."""
+BOOKINGS = (
+    {"id": 1, "date": "2026-06-12", "time": "19:30", "guests": 2, "area": "terrace"},
+    {"id": 2, "date": "2026-06-14", "time": "12:30", "guests": 5, "area": "inside"},
+)
+"""The person's bookings in every conversation at first."""
+
+
+class BookArgs(BaseModel):
+    date: datetime.date = Field(description="The day of the booking, YYYY-MM-DD")
+    time: datetime.time = Field(description="The time of the booking, HH:MM (24 h), between 12:00 and 22:00")
+    guests: int = Field(ge=1, le=12, description="How many people")
+    area: Literal["inside", "terrace", "bar"] = Field(default="inside", description="Where to sit")
+
+
+class CancelArgs(BaseModel):
+    booking_id: int = Field(ge=1, description="The number of the booking to cancel")
+
+
+class AvailabilityArgs(BaseModel):
+    date: datetime.date = Field(description="The day, YYYY-MM-DD")
+    guests: int = Field(ge=1, le=12, description="How many people")
+
+
+def _bookings(ctx: ActionContext) -> list[dict[str, Any]]:
+    bookings: list[dict[str, Any]] = ctx.memory.setdefault("bookings", [dict(b) for b in BOOKINGS])
+    return bookings
+
+
+def _book(args: BookArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    if args.date < TODAY:
+        raise ValueError(f"{args.date} is in the past: today is {TODAY}")
+    if not datetime.time(12) <= args.time <= datetime.time(22):
+        raise ValueError("the restaurant takes bookings from 12:00 to 22:00")
+    bookings = _bookings(ctx)
+    number = max((b["id"] for b in bookings), default=0) + 1
+    booked = {"date": args.date.isoformat(), "time": args.time.strftime("%H:%M"), "guests": args.guests}
+    bookings.append({"id": number, **booked, "area": args.area})
+    return {"booking": number, **booked, "area": args.area}
+
+
+def _cancel(args: CancelArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    bookings = _bookings(ctx)
+    found = next((b for b in bookings if b["id"] == args.booking_id), None)
+    if found is None:
+        raise ValueError(f"no booking number {args.booking_id}: the bookings are {[b['id'] for b in bookings]}")
+    bookings.remove(found)
+    return {"cancelled": args.booking_id, "was": f"{found['date']} at {found['time']}"}
+
+
+def _availability(args: AvailabilityArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    if args.guests > 8:
+        return {"date": args.date.isoformat(), "free_times": [], "note": "groups over 8 only by phone"}
+    free = ["12:00", "13:30", "19:00", "21:00"] if args.date.weekday() < 5 else ["12:30", "20:30"]
+    return {"date": args.date.isoformat(), "guests": args.guests, "free_times": free}
+
+
+def _tables_render(state: ContextState[Any]) -> str:
+    memory = state.memory if isinstance(state.memory, dict) else {}
+    bookings = memory.get("bookings", list(BOOKINGS))
+    lines = [
+        f"- number {b['id']}: {b['date']} at {b['time']}, {b['guests']} people, {escape_text(b['area'])}"
+        for b in bookings
+    ]
+    return "The person's bookings:\n" + ("\n".join(lines) or "none")
+
+
+TABLES_ACTIONS = (
+    action(
+        name="book_table",
+        description="Books a table at the restaurant for a day, a time and a number of people.",
+        instructions="Use it when the person asks to book or reserve a table.",
+        schema=BookArgs,
+        handler=_book,
+    ),
+    action(
+        name="cancel_booking",
+        description="Cancels one of the person's bookings, by its number.",
+        schema=CancelArgs,
+        handler=_cancel,
+    ),
+    action(
+        name="availability",
+        description="The free times on a day for a number of people.",
+        instructions="Use it when they ask whether there is a free table or room on a day.",
+        schema=AvailabilityArgs,
+        handler=_availability,
+    ),
+)
+tables_bookings = output(
+    type="tables:bookings",
+    description="Shows the person all their bookings.",
+    instructions="Use it when they ask to see their bookings.",
+)
+restaurant = context(
+    type="restaurant",
+    schema=str,
+    key=lambda session: session,
+    create=lambda state: {"bookings": [dict(b) for b in BOOKINGS]},
+    render=_tables_render,
+    instructions=f"Today is Wednesday {TODAY.isoformat()}. The restaurant is open every day from 12:00 to 23:00.",
+)
+
+
+def tables_bot() -> Bot:
+    """The third author's bot: a restaurant's bookings, tools with dates, times, counts and an enum."""
+    return Bot(
+        name="tables",
+        persona="You are Tabla, who takes table bookings for the Olive Tree restaurant.",
+        context=restaurant,
+        actions=TABLES_ACTIONS,
+        outputs=[tables_bookings],
+    )
+
+
+BOTS = {"planner": bot, "splitter": splitter_bot, "tables": tables_bot}
 """The bots of the cases, by name."""
 
 
@@ -402,6 +523,11 @@ class Case:
 def _c(kind: str, turns: str | Sequence[str], tool: str | None, used: str = "", **args: str) -> Case:
     lines = (turns,) if isinstance(turns, str) else tuple(turns)
     return Case(kind=kind, turns=lines, tool=tool, args=args, used=used)
+
+
+def _t(kind: str, turns: str | Sequence[str], tool: str | None, used: str = "", **args: str) -> Case:
+    lines = (turns,) if isinstance(turns, str) else tuple(turns)
+    return Case(kind=kind, turns=lines, tool=tool, args=args, used=used, bot="tables")
 
 
 def _s(kind: str, turns: str | Sequence[str], tool: str | None, used: str = "", **args: str) -> Case:
@@ -553,9 +679,78 @@ CASES: tuple[Case, ...] = (
     _s("none", "Hi, we are three friends on a trip.", None),
     _s("none", "Thanks, that's all for now.", None),
     _s("none", "What is a fair way to split a bill?", None),
+    # the tables: dates (named or relative), times, a count and an enum
+    _t(
+        "obvious",
+        "Book a table for 4 on 2026-06-20 at 19:30 on the terrace.",
+        "book_table",
+        r"20|19:30|book",
+        date="2026-06-20",
+        time="^19:30",
+        guests="^4$",
+        area="terrace",
+    ),
+    _t("obvious", "Cancel booking number 1.", "cancel_booking", r"\b1\b|cancel", booking_id="^1$"),
+    _t("obvious", "Show me my bookings.", "tables:bookings", r"19:30|12:30", text="19:30|12:30|2026"),
+    _t(
+        "obvious",
+        "Is there a free table for 6 people on 2026-06-16?",
+        "availability",
+        r"12:00|13:30|19:00|21:00",
+        date="2026-06-16",
+        guests="^6$",
+    ),
+    _t(
+        "choice",
+        "Reserve a table at the bar for two tomorrow at 20:00.",
+        "book_table",
+        r"20:00|book|reserv",
+        date="2026-06-11",
+        time="^20:00",
+        guests="^2$",
+        area="bar",
+    ),
+    _t(
+        "choice",
+        "Do you have room for 3 on Saturday 2026-06-13?",
+        "availability",
+        r"12:30|20:30",
+        date="2026-06-13",
+        guests="^3$",
+    ),
+    _t(
+        "choice",
+        "We are 7 people, book us inside on 2026-06-18 at 13:00.",
+        "book_table",
+        r"13:00|book",
+        date="2026-06-18",
+        time="^13:00",
+        guests="^7$",
+        area="inside",
+    ),
+    _t(
+        "earlier",
+        ("We will be five people.", "Book us a table on the terrace on 2026-06-19 at 21:00."),
+        "book_table",
+        r"21:00|book",
+        date="2026-06-19",
+        guests="^5$",
+        area="terrace",
+    ),
+    _t(
+        "earlier",
+        ("I can't make it on the 14th.", "Cancel that booking."),
+        "cancel_booking",
+        r"\b2\b|cancel",
+        booking_id="^2$",
+    ),
+    _t("none", "Hello, good evening!", None),
+    _t("none", "What time do you close?", None),
+    _t("none", "Thank you, see you on Friday!", None),
+    _t("none", "Is the terrace nice in summer?", None),
 )
 """The fixed set of conversations: the planner's 16 obvious, 14 choice, 14 earlier, 18 none; the splitter's 4
-obvious, 3 choice, 2 earlier, 3 none."""
+obvious, 3 choice, 2 earlier, 3 none; the tables' 4 obvious, 3 choice, 2 earlier, 4 none."""
 
 _REFUSAL = re.compile(r"i'?m sorry|sorry, but|can'?t assist|cannot assist|can'?t help|cannot help|unable to", re.I)
 """A refusal: after a tool that succeeded, a defect."""
@@ -727,7 +922,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--only", default="", help="kinds, comma-separated (obvious, choice, earlier, none)")
     parser.add_argument("--limit", type=int, default=0, help="the first N cases of each kind")
     parser.add_argument("--match", default="", help="only the cases whose last line matches this regular expression")
-    parser.add_argument("--bot", default="", help="only this bot's cases (planner, splitter)")
+    parser.add_argument("--bot", default="", help="only this bot's cases (planner, splitter, tables)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--failures", action="store_true", help="print the cases that failed")

@@ -174,6 +174,11 @@ _MORE_MEMBERS = '(ws "," ws json-member)'
 _MORE_VALUES = '(ws "," ws json-value)'
 _MAX_ENUMERATED = 64
 """An integer with a range narrower than this is written as the list of its values (the range holds)."""
+_DATE = '[12] [0-9]{3,3} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])'
+_TIME = '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]'
+_FORMATS = {"date": _DATE, "time": _TIME, "date-time": f'{_DATE} "T" {_TIME} (":" [0-5] [0-9])?'}
+"""Strings of a JSON Schema ``format`` the grammar writes digit by digit (``2026-06-12``, ``19:30``): a small model
+left free writes "Friday" or "7:30 pm", which the action refuses."""
 _MAX_DEPTH = 4
 """Nested schemas deeper than this accept any JSON value (the action validates its arguments anyway)."""
 
@@ -214,6 +219,9 @@ class _Rules:
         if isinstance(kind, list):
             return "(" + " | ".join(self.value({**schema, "type": k}, depth) for k in kind) + ")"
         if kind == "string":
+            shape = _FORMATS.get(str(schema.get("format") or ""))
+            if shape is not None:  # a date or a time: only its digits are the model's to write
+                return f'"\\"" {shape} "\\""'
             return "json-text" if int(schema.get("minLength") or 0) > 0 else "json-string"
         if kind == "integer":
             low, high = schema.get("minimum"), schema.get("maximum")

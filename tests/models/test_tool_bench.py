@@ -57,3 +57,35 @@ async def test_the_tool_bench_runs_the_splitter_bot_next_to_the_planner() -> Non
         assert by_line[line].valid and by_line[line].accurate and by_line[line].used, by_line[line]
     line = tools.summary("scripted, splitter", [o for o in outcomes if o.case.bot == "splitter"])
     assert "right tool with valid args 2/2 (100%)" in line and "no tool on no-tool messages 3/3" in line, line
+
+
+TABLES_CALLS = {
+    "Cancel booking number 1.": ("cancel_booking", {"booking_id": 1}),
+    "Is there a free table for 6 people on 2026-06-16?": ("availability", {"date": "2026-06-16", "guests": 6}),
+}
+
+
+def tables_answer(request: ModelRequest) -> str:
+    """The expected call for the two bookings lines it knows, until its result is in the prompt; then the reply."""
+    for line, (name, args) in TABLES_CALLS.items():
+        if line in request.prompt and "<action_result" not in request.prompt:
+            return f'<response><action_call name="{name}">{json.dumps(args)}</action_call></response>'
+    said = "Booking 1 is cancelled; on 2026-06-16 there is room at 12:00, 13:30, 19:00 and 21:00."
+    return f'<response><output type="cli:message">{said}</output></response>'
+
+
+async def test_the_tool_bench_runs_the_tables_bot_with_dates_and_enums() -> None:
+    """The third bot (issue 55): its tools take a date, a time, a count and an enum; its cases run on its own bot."""
+    tools = bench()
+    tables = [c for c in tools.CASES if c.bot == "tables"]
+    assert {c.tool for c in tables} >= {"book_table", "cancel_booking", "availability", "tables:bookings", None}
+    assert {c.kind for c in tables} == {"obvious", "choice", "earlier", "none"}
+    schema = json.dumps([a.schema.json_schema for a in tools.TABLES_ACTIONS])
+    assert '"format": "date"' in schema and '"format": "time"' in schema and '"enum"' in schema
+    chosen = [c for c in tables if c.turns[-1] in TABLES_CALLS or c.tool is None]
+    outcomes = await tools.run(ScriptedModel(tables_answer), chosen)
+    by_line = {o.case.turns[-1]: o for o in outcomes}
+    for line in TABLES_CALLS:
+        assert by_line[line].valid and by_line[line].accurate and by_line[line].used, by_line[line]
+    line = tools.summary("scripted, tables", outcomes)
+    assert "right tool with valid args 2/2 (100%)" in line and "no tool on no-tool messages 4/4" in line, line
