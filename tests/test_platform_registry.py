@@ -18,13 +18,13 @@ from extensions.platforms import ENTRY_POINT_GROUP, Platform, all_platforms, ope
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_four_platforms_are_registered_through_the_entry_point_group() -> None:
-    assert platform_names() == ["cli", "discord", "telegram", "web"]
+def test_the_platforms_are_registered_through_the_entry_point_group() -> None:
+    assert platform_names() == ["cli", "discord", "matrix", "telegram", "web"]
     for found in all_platforms():
         assert isinstance(found, Platform)
         assert all(c.startswith(f"{found.name}:") for c in found.contexts), found.contexts
     assert platform("telegram").settings_group == "telegram"
-    with pytest.raises(ConfigError, match=r"unknown platform 'slack': use one of cli, discord, telegram, web"):
+    with pytest.raises(ConfigError, match=r"unknown platform 'slack': use one of cli, discord, matrix, telegram, web"):
         platform("slack")
     assert ENTRY_POINT_GROUP in (ROOT / "pyproject.toml").read_text()
 
@@ -32,8 +32,18 @@ def test_the_four_platforms_are_registered_through_the_entry_point_group() -> No
 def test_operator_channels_are_the_forms_the_platforms_declare() -> None:
     assert operator_channel("telegram:-100123:7") == ("telegram:chat", {"chat_id": -100123, "thread_id": 7})
     assert operator_channel(" discord:4567") == ("discord:channel", {"channel_id": 4567})
-    for wrong in ("slack:1", "web:abc", "discord:1:2", "telegram:x"):
-        with pytest.raises(ValueError, match=r"is not one: write discord:<channel id> or telegram:<chat id>"):
+    assert operator_channel("matrix:!abc:example.org") == (
+        "matrix:room",
+        {"room_id": "!abc:example.org", "thread_id": None},
+    )
+    assert operator_channel("matrix:!abc:example.org/$root") == (
+        "matrix:room",
+        {"room_id": "!abc:example.org", "thread_id": "$root"},
+    )
+    for wrong in ("slack:1", "web:abc", "discord:1:2", "telegram:x", "matrix:#alias:example.org", "matrix:!abc/x"):
+        with pytest.raises(
+            ValueError, match=r"is not one: write discord:<channel id> or matrix:<room id>.* or telegram:<chat id>"
+        ):
             operator_channel(wrong)
 
 
