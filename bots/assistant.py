@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from core import ActionContext, Bot, Extension, Host, action, extension
 from core.facts import recall, remember
+from extensions.web.settings import WebSettings
 
 from . import plugins
 from .calculator import calculate
@@ -80,7 +81,7 @@ def assistant(settings: Settings) -> Bot:
         per_user=bot.schedules_per_user,
         per_chat=bot.schedules_per_chat,
         min_interval=bot.schedules_min_interval,
-        web=settings.web.schedules,
+        web=settings.group(WebSettings).schedules,
     )
     return Bot(
         name="assistant",

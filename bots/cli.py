@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from typing import TYPE_CHECKING, Any
 
 from core.errors import BotError, ConfigError
+from extensions.web.settings import WebSettings
 
 from . import knowledge, scaffold, skills_cli
 from .config import check_connectivity, check_settings, load_settings, platforms
@@ -241,7 +242,11 @@ async def _run(settings: Settings, *, force_chat: bool, stop: _Stop) -> int:
     from .ops import ops
 
     chosen = [] if force_chat else platforms(settings)
-    web = ["web"] if settings.web.chat_enabled and settings.web.port and not force_chat else []
+    web = (
+        ["web"]
+        if settings.group(WebSettings).chat_enabled and settings.group(WebSettings).port and not force_chat
+        else []
+    )
     terminal = force_chat or (not chosen and _on_a_terminal())
     if not (chosen or web or terminal or settings.http.port or _console_on(settings)):
         raise ConfigError(

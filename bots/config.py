@@ -26,6 +26,7 @@ from pydantic_settings import SettingsError
 from core.errors import ConfigError
 from core.url_secrets import mask_query
 from extensions.platforms import Platform, all_platforms, platform
+from extensions.web.settings import WebSettings
 
 from .models import chain_problems, weights_folder
 from .service_checks import redis_safety
@@ -144,23 +145,8 @@ def _has(module: str) -> bool:
 
 
 def platform_settings(settings: Settings, found: Platform) -> Any:
-    """The settings group of a platform (None: it has none): a field of ``Settings`` for the built-in ones, else
-    its own ``settings_class`` reading its variables (a platform from another package)."""
-    group = found.settings_group
-    if not group:
-        return None
-    if group in Settings.model_fields:
-        return getattr(settings, group)
-    if found.settings_class is None:
-        raise ConfigError(
-            f"platform {found.name!r} names the settings group {group!r}, which bots.Settings has not: give its "
-            "Platform a settings_class"
-        )
-    try:
-        return found.settings_class()
-    except pydantic.ValidationError as exc:
-        lines = [_problem_line(err) for err in exc.errors(include_url=False)]
-        raise ConfigError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    """The settings group of a platform (None: it has none), a field of ``Settings`` like the others."""
+    return getattr(settings, found.settings_group) if found.settings_group else None
 
 
 def platforms(settings: Settings) -> list[str]:
@@ -203,10 +189,11 @@ def check_settings(settings: Settings, *, role: str = "run") -> list[str]:
         settings.actions.parsed()
     except ValueError as exc:
         problems.append(str(exc))
-    if role == "gateway" and not enabled and not settings.web.in_fleet:
+    web = settings.group(WebSettings)
+    if role == "gateway" and not enabled and not web.in_fleet:
         problems.append(f"bots gateway has no platform to listen to: set {' and/or '.join(tokens())}")
-    web_secret = settings.web.secret.get_secret_value().strip() if settings.web.secret is not None else ""
-    if role == "gateway" and settings.web.in_fleet and not web_secret:
+    web_secret = web.secret.get_secret_value().strip() if web.secret is not None else ""
+    if role == "gateway" and web.in_fleet and not web_secret:
         problems.append(
             "WEB_SECRET is empty: every gateway serving the web chat needs the same key, or each makes its own "
             "(visitors are logged out on every rollout and two gateways disagree); set WEB_SECRET to one random "

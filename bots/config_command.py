@@ -14,6 +14,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from extensions.web.settings import WebSettings
+
 from .config import (
     changed_variables,
     check_mcp_servers,
@@ -84,7 +86,8 @@ class ConfigReport:
 
 
 def _platforms_of(settings: Settings) -> list[str]:
-    web = ["web"] if settings.web.chat_enabled and settings.web.port else []
+    web_chat = settings.group(WebSettings)
+    web = ["web"] if web_chat.chat_enabled and web_chat.port else []
     return platforms(settings) + web
 
 

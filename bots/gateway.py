@@ -4,7 +4,8 @@ their conversation's Redis inbox; ``bots worker`` processes answer them.
 Run as many gateways as the ingest needs; they share the work through Redis:
 
 - Discord: the ``DISCORD_SHARD_COUNT`` shards (gateway connections) are divided among the gateways by
-  leases (``core.fleet.ShardLeases``, ``<prefix>shards:discord:<hash of the token>:<count>:...``): each holds
+  leases (``core.fleet.ShardLeases``, ``<prefix>shards:discord:<hash of the token>:<count>:...``, the platform's
+  ``Platform.gateway``): each holds
   a fair share, a dead gateway's shards are taken over within ``REDIS_LEASE_SECONDS`` (at least
   ``MIN_LOCK_TTL``) plus an identify slot, a new one takes its share from the others, and a shard is never
   connected by two of them. IDENTIFYs are spaced across all of them (``DISCORD_IDENTIFY_INTERVAL`` per
@@ -27,27 +28,27 @@ import hashlib
 import importlib
 import logging
 import signal
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from core import ScriptedModel
-from core.definitions import service
-from core.errors import BotError, ConfigError, DispatchError, ModelError
+from core.errors import ConfigError, DispatchError, ModelError
+from extensions.platforms import GatewayPeriod
 from extensions.platforms import platform as registered
 
 from .config import platform_settings, platforms
+from .metrics import set_shards
 from .ops import ops
 from .settings import Settings
 from .worker import queue_config, redis_check, redis_sampler
 
 if TYPE_CHECKING:
-    from core import Agent, Host
-    from core.fleet import IdentifySlots, PlatformLock, RedisBackend
-    from extensions.discord.runtime import DiscordRuntime
+    from core import Agent
+    from core.fleet import PlatformLock, RedisBackend
 
     from .console.roles import FleetRole
 
-__all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway", "shard_lease_name", "token_digest")
+__all__ = ("MIN_LOCK_TTL", "lock_names", "run_gateway", "token_digest")
 
 log = logging.getLogger("bots.gateway")
 
@@ -83,12 +84,6 @@ def _source(settings: Settings, name: str) -> str:
     if group is not None and found.ingest(group) == "single":
         said += f", lease {name}:{token_digest(settings, name)}"
     return said
-
-
-def shard_lease_name(settings: Settings, count: int) -> str:
-    """The name of the Discord shard leases: the token's hash and the shard count (gateways configured with
-    another count divide another set)."""
-    return f"discord:{token_digest(settings, 'discord')}:{count}"
 
 
 def _no_model() -> ScriptedModel:
@@ -227,7 +222,6 @@ async def _listen(
     """One listening period of one platform's agent (Discord's shards leased meanwhile) until ``stopping`` is
     set, a lock is lost, or the platform fails for good (raised)."""
     from core.fleet import (
-        IdentifySlots,
         RedisApprovalStore,
         RedisDispatcher,
         RedisMemoryStore,
@@ -254,41 +248,31 @@ async def _listen(
         stop_timeout=settings.bot.stop_timeout,
         web_fleet=role.web_options() if platform == "web" else None,
     )
-    slots: IdentifySlots | None = None
-    if platform == "discord":
-        from extensions.discord import get_runtime
-
-        slots = IdentifySlots(
-            backend,
-            f"discord:{token_digest(settings, 'discord')}",
-            max_concurrency=1,
-            interval=settings.discord.identify_interval,
+    found = registered(platform)
+    part = None
+    if found.gateway is not None:
+        period = GatewayPeriod(
+            settings=platform_settings(settings, found),
+            backend=backend,
+            lease_name=f"{platform}:{token_digest(settings, platform)}",
+            ttl=ttl,
+            stopping=stopping,
+            observe=_observe,
+            shards=lambda count, held: set_shards(platform, count=count, held=held),
         )
-        identify = slots.wait
-
-        def manage(agent: Host) -> None:  # the runtime is bound at install, before the services start
-            cast("DiscordRuntime", get_runtime(agent)).manage_shards(identify=identify)
-
-        agent.add_service(service(name="discord-shard-leases", start=manage), first=True)
+        part = found.gateway(agent, period)
     ops.attach(agent, check_model=False)
     failure: BaseException | None = None
-    shards: asyncio.Task[None] | None = None
     try:
         await agent.start()
         if platform == "web":  # the operator console (with CONSOLE_SECRET) beside the web chat
             await role.start_console(agent, ops=ops)
-        if slots is not None:
-            shards = await _lease_shards(settings, backend, agent, slots, ttl=ttl, stopping=stopping)
-        log.info("gateway listening (%s); inputs go to %s", _source(settings, platform), backend.config.shown_url)
-        failure = await _first(agent, stopping, *(lock.lost for lock in locks))
+        async with part if part is not None else contextlib.nullcontext():
+            log.info("gateway listening (%s); inputs go to %s", _source(settings, platform), backend.config.shown_url)
+            failure = await _first(agent, stopping, *(lock.lost for lock in locks))
     except DispatchError as exc:  # Redis went away just as the lease was taken
         log.warning("could not start listening: %s", exc)
     finally:
-        if shards is not None:
-            shards.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await shards
-        ops.remove_info("discord_shards")
         if platform == "web":
             from .console.server import stop_console
 
@@ -299,63 +283,17 @@ async def _listen(
         raise failure  # a platform took the bot's token back, for example: exit with it
 
 
-async def _lease_shards(
-    settings: Settings,
-    backend: RedisBackend,
-    agent: Agent,
-    slots: IdentifySlots,
-    *,
-    ttl: float,
-    stopping: asyncio.Event,
-) -> asyncio.Task[None]:
-    """Divide the Discord shards with the other gateways (a task: cancel it to give every shard back); return
-    once this gateway took its first share and those shards are ready (bounded by DISCORD_CONNECT_TIMEOUT). A
-    fatal error on the way (a token refused) is reported with ``agent.fail``."""
-    from core.fleet import ShardLeases
-    from extensions.discord import get_runtime
-
-    from .metrics import set_shards
-
-    runtime = cast("DiscordRuntime", get_runtime(agent))
-    assert runtime.shards is not None
-    clients = runtime.shards
-    slots.max_concurrency = runtime.max_concurrency
-    leases = ShardLeases(
-        backend,
-        shard_lease_name(settings, clients.count),
-        count=clients.count,
-        ttl=ttl,
-        connect=clients.add,
-        disconnect=clients.remove,
-    )
-
-    def info() -> dict[str, Any]:
-        set_shards("discord", count=clients.count, held=leases.held)
-        return {"count": clients.count, "held": leases.held, "gateways": leases.members}
+def _observe(name: str, info: Callable[[], dict[str, Any]]) -> Callable[[], None]:
+    """Show a platform's ``info()`` on ``/readyz`` and sample it for the metrics (``GatewayPeriod.observe``)."""
 
     async def sample() -> None:
         info()
 
-    ops.add_info("discord_shards", info)
-    ops.add_sampler("discord_shards", sample)
-    task = asyncio.create_task(leases.run(), name="discord:shard-leases")
+    ops.add_info(name, info)
+    ops.add_sampler(name, sample)
 
-    def done(task: asyncio.Task[None]) -> None:
-        set_shards("discord", count=clients.count, held=[])
-        if not task.cancelled() and task.exception() is not None:
-            agent.fail(task.exception())  # type: ignore[arg-type]
+    def remove() -> None:
+        ops.remove_info(name)
+        ops.samplers.pop(name, None)
 
-    task.add_done_callback(done)
-    settled = asyncio.ensure_future(leases.settled.wait())
-    try:
-        await asyncio.wait(
-            {task, settled}, timeout=settings.discord.connect_timeout, return_when=asyncio.FIRST_COMPLETED
-        )
-    finally:
-        settled.cancel()
-    if not task.done() and not stopping.is_set():
-        try:
-            await _unless(clients.wait_ready(settings.discord.connect_timeout), stopping)
-        except BotError as exc:
-            log.warning("discord: %s", exc)
-    return task
+    return remove

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import secrets
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
+from extensions.platforms import all_platforms
 from extensions.web.guard import is_loopback
+from extensions.web.settings import WebSettings
+
+from .config import platform_settings
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -38,7 +41,8 @@ def is_weak_secret(secret: str) -> bool:
 
 def weak_settings(settings: Settings) -> list[str]:
     """One line per weak combination of ``settings``: a guessable console secret on a network without secure
-    cookies, a public web chat without per-user limits, a Telegram webhook secret sent over http://."""
+    cookies, a public web chat without per-user limits, and what each platform finds weak in its own settings
+    (``Platform.warnings``: a Telegram webhook secret sent over http://)."""
     warnings: list[str] = []
     console = settings.console
     secret = console.secret.get_secret_value().strip() if console.secret is not None else ""
@@ -49,7 +53,7 @@ def weak_settings(settings: Settings) -> list[str]:
             f"use {STRONG_SECRET} random characters or more (bots config --generate-secret prints one), serve the "
             "console behind HTTPS with CONSOLE_SECURE_COOKIES=true, or keep CONSOLE_HOST=127.0.0.1"
         )
-    web = settings.web
+    web = settings.group(WebSettings)
     if web.chat_enabled and web.port and not is_loopback(web.host):
         off = [name for name, value in _per_user_limits(settings) if not value]
         if off:
@@ -62,12 +66,8 @@ def weak_settings(settings: Settings) -> list[str]:
                 f"the web chat is public (WEB_HOST={web.host}) and WEB_SECURE_COOKIES is false: serve it behind HTTPS "
                 "and set WEB_SECURE_COOKIES=true, so a visitor's cookie never travels in clear"
             )
-    telegram = settings.telegram
-    if telegram.mode == "webhook" and telegram.webhook_url and urlsplit(telegram.webhook_url).scheme == "http":
-        warnings.append(
-            "TELEGRAM_WEBHOOK_URL is http://: TELEGRAM_WEBHOOK_SECRET and every update travel in clear; use the "
-            "https:// URL of a proxy with TLS in front of the webhook"
-        )
+    for found in all_platforms():
+        warnings += found.warnings(platform_settings(settings, found))
     return warnings
 
 

@@ -12,20 +12,18 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, create_model, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from core.busy import BusyPolicy
 from core.chat_settings import known_zone
 from core.media import AttachmentKind
 from core.url_secrets import mask_query
-from extensions.discord.settings import DiscordSettings
 from extensions.mcp.settings import McpSettings
+from extensions.platforms import all_platforms
 from extensions.skills.settings import SkillsSettings
-from extensions.telegram.settings import TelegramSettings
-from extensions.web.settings import WebSettings
 
 from .catchup_settings import CatchUpSettings
 from .console.settings import ConsoleSettings
@@ -38,6 +36,8 @@ from .teamwork_settings import TeamworkSettings
 from .tracing import TracingSettings
 from .trust_settings import ActionsSettings, TrustSettings
 from .webhook_settings import WebhooksSettings
+
+G = TypeVar("G", bound=BaseModel)
 
 __all__ = (
     "BotSettings",
@@ -583,7 +583,8 @@ class HttpSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """The whole configuration."""
+    """The whole configuration: the groups below, then one per registered platform (``extensions.platforms``:
+    ``Platform.settings_group`` of ``Platform.settings_class``, added when this module is imported)."""
 
     model_config = SettingsConfigDict(
         env_nested_delimiter="_",
@@ -595,8 +596,6 @@ class Settings(BaseSettings):
 
     bot: BotSettings = Field(default_factory=BotSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
-    discord: DiscordSettings = Field(default_factory=DiscordSettings)
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
@@ -606,7 +605,6 @@ class Settings(BaseSettings):
     stt: SttSettings = Field(default_factory=SttSettings)
     images: ImagesSettings = Field(default_factory=ImagesSettings)
     tts: TtsSettings = Field(default_factory=TtsSettings)
-    web: WebSettings = Field(default_factory=WebSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     trust: TrustSettings = Field(default_factory=TrustSettings)
@@ -617,3 +615,36 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     teamwork: TeamworkSettings = Field(default_factory=TeamworkSettings)
     catchup: CatchUpSettings = Field(default_factory=CatchUpSettings)
+
+    def group(self, kind: type[G]) -> G:
+        """The platform settings group of class ``kind`` (``settings.group(WebSettings)``), typed; ``KeyError`` if no
+        registered platform brings one."""
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if type(value) is kind:
+                return value
+        raise KeyError(f"no settings group of {kind.__name__}: is its platform registered (pip install -e .)?")
+
+
+def _with_platforms(core: type[Settings]) -> type[Settings]:
+    """``Settings`` with a group per registered platform that declares one, by name after the others: what a
+    platform brings is declared in its package, and nothing here names one."""
+    groups: dict[str, Any] = {}
+    for found in all_platforms():
+        if found.settings_group is None:
+            continue
+        if found.settings_class is None:
+            raise TypeError(
+                f"platform {found.name!r} names the settings group {found.settings_group!r}: give its "
+                "Platform the settings_class too"
+            )
+        if found.settings_group in core.model_fields or found.settings_group in groups:
+            raise TypeError(f"platform {found.name!r}: the settings group {found.settings_group!r} is taken")
+        groups[found.settings_group] = (found.settings_class, Field(default_factory=found.settings_class))
+    made = create_model("Settings", __base__=core, __module__=__name__, **groups)
+    made.__doc__ = core.__doc__
+    made.__qualname__ = core.__qualname__
+    return made
+
+
+Settings = _with_platforms(Settings)  # type: ignore[misc]  # (the platforms' groups are fields like the others)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,13 +30,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from core.errors import ConfigError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from core.definitions import Extension
+    from core.fleet import RedisBackend
+    from core.host import Host
 
     from .chat.trust import TrustRules
 
 __all__ = (
     "ENTRY_POINT_GROUP",
     "Build",
+    "GatewayPeriod",
     "Platform",
     "all_platforms",
     "operator_channel",
@@ -72,6 +78,31 @@ class Build:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GatewayPeriod:
+    """What a platform's ``gateway`` hook is given for one listening period of a fleet's gateway (``bots gateway``)."""
+
+    settings: Any
+    """The platform's settings group."""
+    backend: RedisBackend
+    """The fleet's Redis, for leases of its own."""
+    lease_name: str
+    """``<name>:<hash of its token>``: the prefix of the leases it takes (never the token itself)."""
+    ttl: float
+    """Seconds a dead gateway's lease lasts (``REDIS_LEASE_SECONDS``, at least ``MIN_LOCK_TTL``)."""
+    stopping: asyncio.Event
+    """Set when the gateway stops."""
+    observe: Callable[[str, Callable[[], dict[str, Any]]], Callable[[], None]]
+    """Show ``info()`` under a name on ``/healthz`` and the console (sampled for the metrics); returns its remover."""
+    shards: Callable[[int, list[int]], None]
+    """Set the shards metrics: how many there are, which this gateway holds."""
+
+
+Gateway = Callable[["Host", GatewayPeriod], AbstractAsyncContextManager[None]]
+"""A fleet gateway's part of a platform (``Platform.gateway``): called before the platform's agent starts (it may
+add services), what it returns is entered once the agent started and exited before it stops."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Platform:
     """One chat platform, as its package declares it."""
 
@@ -82,10 +113,11 @@ class Platform:
     build: Callable[[Build], Extension]
     """Its extension (context, input, outputs, runtime as a service); imports its SDK."""
     settings_group: str | None = None
-    """The field of ``bots.Settings`` holding its settings class (``telegram``: ``TELEGRAM_*``); None: none."""
+    """Its group of ``bots.Settings`` (``telegram``: the variables ``TELEGRAM_*``); None: it has no settings."""
     settings_class: type[Any] | None = None
-    """Its settings class, for a platform from another package (``bots.Settings`` has fields for the built-in ones
-    only): a pydantic-settings class that reads its own variables (``env_prefix="SLACK_"``), made when asked for."""
+    """Its settings, a pydantic model, given with ``settings_group``: ``bots.Settings`` gets a field
+    ``<settings_group>`` of this class, so its fields are read as ``<GROUP>_<FIELD>`` from the environment and
+    ``.env``, shown by ``bots config`` and the settings reference, and checked like the others."""
     contexts: tuple[str, ...] = ()
     """The types of the contexts it brings: ``("telegram:chat",)``."""
     configured: Callable[[Any], bool] = field(default=lambda group: False)
@@ -116,6 +148,11 @@ class Platform:
     type and its arguments, None if it is not one of its forms. None: it has no operator channels."""
     channel_forms: str = ""
     """The forms of ``channel`` in words: ``telegram:<chat id> (telegram:<chat id>:<topic id> for a forum topic)``."""
+    warnings: Callable[[Any], list[str]] = field(default=lambda group: [])
+    """Weak but working settings, by its settings group, for ``bots config``'s warnings (a webhook over http://)."""
+    gateway: Gateway | None = None
+    """What a fleet's gateway adds to its agent for a listening period (Discord: the shards divided by leases);
+    None: nothing."""
     ordered_dedupe: bool = False
     """Its dedupe keys ``<name>:<number>`` grow per conversation, so the fleet keeps a high-water mark (a
     Telegram update id, a Discord snowflake); otherwise they are remembered in the dedupe window only."""

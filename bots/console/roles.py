@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from extensions.web import RedisRelay
+from extensions.web.settings import WebSettings
 
 from .fleet import FleetView, Presence, RunEventRelay
 from .server import Console, start_console
@@ -28,7 +29,7 @@ __all__ = ("FleetRole", "web_wanted")
 def web_wanted(settings: Settings) -> bool:
     """A fleet serves the web chat: the operator configured it (``WEB_CHAT_ENABLED``, ``WEB_HOST`` or
     ``WEB_PORT`` set), it is enabled and has a port. (``bots run`` serves it unless turned off.)"""
-    return settings.web.in_fleet
+    return settings.group(WebSettings).in_fleet
 
 
 class FleetRole:

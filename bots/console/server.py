@@ -19,6 +19,7 @@ from core.errors import ConfigError, address_in_use, cannot_listen
 from extensions.chat.http_server import HttpLimits, start_site
 from extensions.web import Templates, cookie_name, local_only, security_headers, web_runtime, well_formed
 from extensions.web.pages import STATIC as WEB_STATIC
+from extensions.web.settings import WebSettings
 
 from .auth import LOGIN_SPACING, SESSION_COOKIE, Sessions
 from .data import Tail
@@ -127,7 +128,7 @@ class Console:
     async def start(self) -> None:
         """Serve the console and watch the agent's run events for the live tail."""
         console = self.settings.console
-        web_settings = self.settings.web  # the console's pages are bounded like the web chat's
+        web_settings = self.settings.group(WebSettings)  # the console's pages are bounded like the web chat's
         limits = HttpLimits(
             header_timeout=web_settings.header_timeout,
             max_connections=web_settings.max_connections,

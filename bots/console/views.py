@@ -19,6 +19,7 @@ from core.usage import UsageTotals
 from extensions.chat.reminders import describe, schedules_or_none
 from extensions.web import cookie_name, refused
 from extensions.web.guard import visitor_address
+from extensions.web.settings import WebSettings
 
 from ..config import settings_table
 from .auth import SESSION_COOKIE
@@ -145,7 +146,9 @@ class Views:
             return refused()
         form = await request.post()
         given = form.get("secret")
-        client = visitor_address(request, self.console.settings.web.trusted_proxies) or request.remote or ""
+        client = (
+            visitor_address(request, self.console.settings.group(WebSettings).trusted_proxies) or request.remote or ""
+        )
         cookie = await self.sessions.login(given if isinstance(given, str) else "", client=client)  # (two a second)
         if cookie is None:
             log.warning("console: a wrong secret from %s", request.remote)

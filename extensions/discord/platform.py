@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
 
 from core.definitions import Extension
 
-from ..platforms import Build, Ingest, Platform
+from ..platforms import Build, GatewayPeriod, Ingest, Platform
 from .settings import DiscordSettings
+
+if TYPE_CHECKING:
+    from core.host import Host
 
 __all__ = ("PLATFORM",)
 
@@ -41,6 +45,12 @@ def _scaling(settings: DiscordSettings, lease_seconds: float) -> str:
     )
 
 
+def _gateway(agent: Host, period: GatewayPeriod) -> AbstractAsyncContextManager[None]:
+    from .gateway_shards import shard_leases
+
+    return shard_leases(agent, period)
+
+
 def _channel(rest: str) -> tuple[str, dict[str, Any]] | None:
     parts = rest.split(":")
     try:
@@ -56,6 +66,7 @@ PLATFORM = Platform(
     title="Discord",
     build=_build,
     settings_group="discord",
+    settings_class=DiscordSettings,
     contexts=("discord:channel",),
     configured=_configured,
     extra="discord",
@@ -63,6 +74,7 @@ PLATFORM = Platform(
     ingest=_ingest,
     scaling=_scaling,
     listening=lambda settings: "shards shared with the other gateways",
+    gateway=_gateway,
     admin_ids=True,
     bot_ids=True,
     id_example="discord:456",

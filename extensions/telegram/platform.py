@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.definitions import Extension
 
@@ -55,11 +56,22 @@ def _channel(rest: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def _warnings(settings: TelegramSettings) -> list[str]:
+    if settings.mode == "webhook" and settings.webhook_url and urlsplit(settings.webhook_url).scheme == "http":
+        return [
+            "TELEGRAM_WEBHOOK_URL is http://: TELEGRAM_WEBHOOK_SECRET and every update travel in clear; use the "
+            "https:// URL of a proxy with TLS in front of the webhook"
+        ]
+    return []
+
+
 PLATFORM = Platform(
     name="telegram",
     title="Telegram",
     build=_build,
     settings_group="telegram",
+    settings_class=TelegramSettings,
+    warnings=_warnings,
     contexts=("telegram:chat",),
     configured=_configured,
     extra="telegram",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.definitions import Extension
 
 from ..platforms import Build, Platform
+from .settings import WebSettings
 
 __all__ = ("PLATFORM",)
 
@@ -27,6 +28,7 @@ PLATFORM = Platform(
     title="The web chat",
     build=_build,
     settings_group="web",
+    settings_class=WebSettings,
     contexts=("web:chat",),
     listening=lambda settings: f"chat on {settings.host}:{settings.port}",
     id_example="web:<visitor id>",  # (not an admin: anyone can be a visitor)
