@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ("CatchUpSettings", "telegram_link", "telegram_private")
+from extensions.platforms import Platform, platform, platform_names
+
+if TYPE_CHECKING:
+    from core.host import Host
+
+__all__ = ("CatchUpSettings", "message_link", "private_chat")
 
 
 class CatchUpSettings(BaseModel):
@@ -26,18 +31,20 @@ class CatchUpSettings(BaseModel):
     )
 
 
-def telegram_link(cid: str, message_id: str) -> str | None:
-    """The address of a message of a Telegram supergroup (``https://t.me/c/<id>/<message>``); None elsewhere
-    (a basic group or a private chat has no links)."""
-    kind, _, key = cid.partition(":chat:")
-    chat = key.split(":", 1)[0]
-    if kind != "telegram" or not chat.startswith("-100") or not message_id.isdigit():
-        return None
-    return f"https://t.me/c/{chat.removeprefix('-100')}/{message_id}"
+def message_link(cid: str, message_id: str, args: Any) -> str | None:
+    """The address of a message of the conversation ``cid`` on its platform (``Platform.message_link``), or None."""
+    found = _platform_of(cid)
+    return found.message_link(args, message_id) if found is not None and found.message_link else None
 
 
-def telegram_private(cid: str, user_id: str) -> tuple[str, Any] | None:
-    """The person's private chat with the bot, on Telegram (its chat id is theirs); None on another platform."""
-    if not cid.startswith("telegram:") or not user_id.isdigit():
+async def private_chat(host: Host, cid: str, user_id: str) -> tuple[str, Any] | None:
+    """The person's private chat with the bot on the platform of ``cid`` (``Platform.private_chat``), or None."""
+    found = _platform_of(cid)
+    if found is None or found.private_chat is None:
         return None
-    return "telegram:chat", {"chat_id": int(user_id), "thread_id": None}
+    return await found.private_chat(host, user_id)
+
+
+def _platform_of(cid: str) -> Platform | None:
+    name = cid.partition(":")[0]
+    return platform(name) if name in platform_names() else None

@@ -608,11 +608,13 @@ def teamwork() -> FromSettings:
 
 def catchup() -> FromSettings:
     """``/catchup`` (``CATCHUP_*``): a summary of what a group said since the person's last message or in the period
-    they name, with links to Telegram supergroups' messages, in private on Telegram when asked; read from the history
-    (where the deployment keeps one), written by the bot's model in the process that runs the conversation."""
+    they name, with links to the messages where the platform has them (``Platform.message_link``: Telegram
+    supergroups, Discord), in the person's private chat when asked (``Platform.private_chat``: Telegram, a Discord
+    DM); read from the history (where the deployment keeps one), written by the bot's model in the process that runs
+    the conversation."""
     from core.catchup import CatchUp
 
-    from .catchup_settings import telegram_link, telegram_private
+    from .catchup_settings import message_link, private_chat
 
     def build(d: Deployment) -> list[Plugin]:
         settings = d.settings.catchup
@@ -626,8 +628,8 @@ def catchup() -> FromSettings:
         return [
             CatchUp(
                 d.history,
-                link=telegram_link,
-                private=telegram_private,
+                link=message_link,
+                private=private_chat,
                 max_messages=settings.max_messages,
                 max_chars=settings.max_chars,
                 default_seconds=int(settings.default_hours * 3600),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +153,13 @@ class Platform:
     gateway: Gateway | None = None
     """What a fleet's gateway adds to its agent for a listening period (Discord: the shards divided by leases);
     None: nothing."""
+    message_link: Callable[[Any, str], str | None] | None = None
+    """The address of a message by its id in a conversation of these context arguments (``/catchup`` links to the
+    messages it cites: a Telegram supergroup's ``t.me/c/...``, a Discord channel's ``discord.com/channels/...``),
+    None where there is none; None: the platform has no message links."""
+    private_chat: Callable[[Host, str], Awaitable[tuple[str, dict[str, Any]] | None]] | None = None
+    """The context type and arguments of a person's private chat with the bot, by their user id (``/catchup
+    private``), None when they have none; None: the platform has no private chats."""
     ordered_dedupe: bool = False
     """Its dedupe keys ``<name>:<number>`` grow per conversation, so the fleet keeps a high-water mark (a
     Telegram update id, a Discord snowflake); otherwise they are remembered in the dedupe window only."""

@@ -15,10 +15,11 @@ Where the bot hears only what is addressed to it (a group's ``mention`` reply po
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -33,9 +34,16 @@ if TYPE_CHECKING:
     from ..definition_types import Host
     from ..plugin import RunView
 
-__all__ = ("DIGEST_INPUT", "CatchUp", "CatchUpAsk", "parse_catchup")
+__all__ = ("DIGEST_INPUT", "CatchUp", "CatchUpAsk", "Link", "Private", "parse_catchup")
 
 log = logging.getLogger("core.catchup")
+
+Link = Callable[[str, str, Any], str | None]
+"""``link(cid, message_id, args)``: the address of a platform message in the conversation ``cid`` whose context
+arguments are ``args`` (a Discord link names the server), or None where the platform has none."""
+Private = Callable[["Host", str, str], "tuple[str, Any] | Awaitable[tuple[str, Any] | None] | None"]
+"""``private(host, cid, user_id)``: the context type and arguments of the person's private chat with the bot, or
+None (then the summary is posted where it was asked); it may be a coroutine (Discord opens a DM channel)."""
 
 DIGEST_INPUT = "catchup:digest"
 """The input that carries a summary to the person's private conversation (posted as written)."""
@@ -85,9 +93,8 @@ def _when(ms: int) -> str:
 
 
 class CatchUp(Plugin):
-    """``/catchup`` over ``history``. ``link(cid, message_id)``: the address of a platform message, or None;
-    ``private(cid, user_id)``: the context type and arguments of the person's private chat with the bot, or None
-    (then the summary is posted where it was asked)."""
+    """``/catchup`` over ``history``. ``link``: the address of a platform message (``Link``); ``private``: the
+    person's private chat with the bot (``Private``)."""
 
     name = "catchup"
 
@@ -95,8 +102,8 @@ class CatchUp(Plugin):
         self,
         history: HistoryStore,
         *,
-        link: Callable[[str, str], str | None] | None = None,
-        private: Callable[[str, str], tuple[str, Any] | None] | None = None,
+        link: Link | None = None,
+        private: Private | None = None,
         max_messages: int = 400,
         max_chars: int = 24_000,
         default_seconds: int = 86400,
@@ -104,8 +111,8 @@ class CatchUp(Plugin):
         timeout: float = 120.0,
     ) -> None:
         self.history = history
-        self.link = link or (lambda cid, message_id: None)
-        self.private = private or (lambda cid, user_id: None)
+        self.link: Link = link or (lambda cid, message_id, args: None)
+        self.private: Private = private or (lambda host, cid, user_id: None)
         self.max_messages = max_messages
         self.max_chars = max_chars
         self.default_seconds = default_seconds
@@ -138,8 +145,10 @@ class CatchUp(Plugin):
         kept = [e for e in entries if e.ts >= since]
         return list(reversed(kept)), f"the last {_period(self.default_seconds)}"
 
-    async def digest(self, host: Host, cid: str, ask: CatchUpAsk, person: str, asked_at: int) -> str:
-        """The summary's text, links included."""
+    async def digest(
+        self, host: Host, cid: str, ask: CatchUpAsk, person: str, asked_at: int, *, args: Any = None
+    ) -> str:
+        """The summary's text, links included (``args``: the conversation's context arguments, for the links)."""
         entries, since = await self.messages(cid, ask, person, asked_at)
         if not entries:
             return f"Nothing was said here since {since}."
@@ -166,20 +175,20 @@ class CatchUp(Plugin):
         await self._charge(host, cid, request, raw)
         found = _OUTPUT.search(raw)
         text = _TAG.sub("", found.group(1) if found else raw).strip() or "(the model wrote no summary)"
-        links = self._links(cid, entries, text)
+        links = self._links(cid, args, entries, text)
         head = f"Since {since}: {total} messages" + (
             f" (the newest {len(entries)} read)." if len(entries) < total else "."
         )
         return "\n".join([head, text[:3000], *([f"Messages: {links}"] if links else [])])
 
-    def _links(self, cid: str, entries: Sequence[HistoryEntry], text: str) -> str:
+    def _links(self, cid: str, args: Any, entries: Sequence[HistoryEntry], text: str) -> str:
         cited = [int(n) for n in _CITED.findall(text) if 1 <= int(n) <= len(entries)]
         wanted = list(dict.fromkeys(cited))[:8] or [1, len(entries)]
         shown = []
         for number in dict.fromkeys(wanted):
             entry = entries[number - 1]
             message_id = entry.id[1:].split("/", 1)[0] if entry.id.startswith("m") and "/" in entry.id else ""
-            address = self.link(cid, message_id) if message_id else None
+            address = self.link(cid, message_id, args) if message_id else None
             if address:
                 shown.append(f"[{number}] {address}")
         return " ".join(shown)
@@ -237,13 +246,14 @@ class _CatchUpRun(RunHooks):
         cid, host = run.state.id, run.host
         person = ref.params.get("user") or ref.params.get("author") or ref.params.get("username") or "user"
         try:
-            text = await plugin.digest(host, cid, ask, person, ref.timestamp or int(time.time() * 1000))
+            asked_at = ref.timestamp or int(time.time() * 1000)
+            text = await plugin.digest(host, cid, ask, person, asked_at, args=run.state.platform_args)
         except Exception as exc:
             log.warning("%s: no catch-up: %s", cid, exc)
             await self._post("I could not write the catch-up now; try again in a moment.")
             return
         user_id = ref.params.get("user_id") or ref.params.get("author_id") or ""
-        target = plugin.private(cid, user_id) if ask.private and user_id else None
+        target = await self._private_chat(cid, user_id) if ask.private and user_id else None
         if target is None:
             await self._post(text if not ask.private else text + "\n(I cannot write to you in private from here.)")
             return
@@ -255,8 +265,17 @@ class _CatchUpRun(RunHooks):
         digest = InputRef(type=DIGEST_INPUT, data={"text": text}, params={"user": "catch-up"})
         await host.send(context, args, digest)
         await self._post(
-            "I sent you the catch-up in private (if it did not arrive, start a private chat with me first)."
+            "I sent you the catch-up in private (if it did not arrive, start a private chat with me or allow my direct "
+            "messages, then ask again)."
         )
+
+    async def _private_chat(self, cid: str, user_id: str) -> tuple[str, Any] | None:
+        try:
+            found = self.plugin.private(self.run.host, cid, user_id)
+            return await found if inspect.isawaitable(found) else found
+        except Exception as exc:  # (Discord: the person's DM channel could not be opened)
+            log.warning("%s: no private chat with %s for a catch-up: %s", cid, user_id, exc)
+            return None
 
 
 def _text_of(ref: InputRef) -> str:

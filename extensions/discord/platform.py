@@ -51,6 +51,24 @@ def _gateway(agent: Host, period: GatewayPeriod) -> AbstractAsyncContextManager[
     return shard_leases(agent, period)
 
 
+def _message_link(args: Any, message_id: str) -> str | None:
+    """``https://discord.com/channels/<server id or @me>/<channel id>/<message id>`` (a thread is its own channel)."""
+    fields = args if isinstance(args, dict) else {"channel_id": args.channel_id, "guild_id": args.guild_id}
+    if not message_id.isdigit() or fields.get("channel_id") is None:
+        return None
+    return f"https://discord.com/channels/{fields.get('guild_id') or '@me'}/{fields['channel_id']}/{message_id}"
+
+
+async def _private_chat(agent: Host, user_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The DM channel with the person, opened through Discord (POST /users/@me/channels) by this process's client."""
+    from .definitions import get_runtime
+
+    if not user_id.isdigit():
+        return None
+    channel_id = await get_runtime(agent).dm_channel(int(user_id))
+    return "discord:channel", {"channel_id": channel_id, "guild_id": None}
+
+
 def _channel(rest: str) -> tuple[str, dict[str, Any]] | None:
     parts = rest.split(":")
     try:
@@ -80,6 +98,8 @@ PLATFORM = Platform(
     id_example="discord:456",
     channel=_channel,
     channel_forms="discord:<channel id>",
+    message_link=_message_link,
+    private_chat=_private_chat,
     ordered_dedupe=True,  # a message id (a snowflake), growing per channel
 )
 """Discord: a channel, thread or DM is a conversation."""

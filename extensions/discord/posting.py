@@ -333,6 +333,16 @@ class Poster:
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"react with {emoji!r} to message {message_id}") from exc
 
+    async def dm_channel(self, user_id: int) -> int:
+        """The id of the DM channel between the bot and ``user_id`` (Discord opens it, or gives the one open)."""
+        client = self._require_client()
+        try:
+            async with asyncio.timeout(self.settings.request_timeout):
+                data = await client.http.start_private_message(user_id)
+        except NETWORK_ERRORS as exc:
+            raise platform_error(exc, f"open a DM channel with user {user_id}") from exc
+        return int(data["id"])
+
     async def fetch_attachment(self, attachment: Attachment) -> bytes:
         """The bytes of a file someone posted, from its attachment URL (Discord's CDN)."""
         client = self._require_client()

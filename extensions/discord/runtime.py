@@ -348,6 +348,10 @@ class DiscordRuntime(ChatAdapter):
         """Keep "typing..." alive in the channel while the block lasts (``Poster.typing``)."""
         return self.poster.typing(channel_id)
 
+    async def dm_channel(self, user_id: int) -> int:
+        """The DM channel with a person (``Poster.dm_channel``)."""
+        return await self.poster.dm_channel(user_id)
+
     async def add_reaction(self, *, channel_id: int, message_id: int, emoji: str) -> None:
         """React to a message with ``emoji`` (``Poster.add_reaction``)."""
         await self.poster.add_reaction(channel_id=channel_id, message_id=message_id, emoji=emoji)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from core.definitions import Extension
@@ -10,7 +10,24 @@ from core.definitions import Extension
 from ..platforms import Build, Ingest, Platform
 from .settings import TelegramMode, TelegramSettings
 
+if TYPE_CHECKING:
+    from core.host import Host
+
 __all__ = ("PLATFORM",)
+
+
+def _message_link(args: Any, message_id: str) -> str | None:
+    """A supergroup's message: ``https://t.me/c/<chat id without -100>/<message id>`` (a basic group or a private
+    chat has no links)."""
+    chat = str(args.chat_id if hasattr(args, "chat_id") else (args or {}).get("chat_id", ""))
+    if not chat.startswith("-100") or not message_id.isdigit():
+        return None
+    return f"https://t.me/c/{chat.removeprefix('-100')}/{message_id}"
+
+
+async def _private_chat(agent: Host, user_id: str) -> tuple[str, dict[str, Any]] | None:
+    """A person's private chat has their user id (Telegram refuses it until they started one with the bot)."""
+    return ("telegram:chat", {"chat_id": int(user_id), "thread_id": None}) if user_id.isdigit() else None
 
 
 def _build(build: Build) -> Extension:
@@ -84,6 +101,8 @@ PLATFORM = Platform(
     id_example="telegram:123",
     channel=_channel,
     channel_forms="telegram:<chat id> (telegram:<chat id>:<topic id> for a forum topic)",
+    message_link=_message_link,
+    private_chat=_private_chat,
     ordered_dedupe=True,  # an update id, growing per bot
 )
 """Telegram: a chat (or a forum topic) is a conversation."""

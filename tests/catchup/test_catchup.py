@@ -22,7 +22,7 @@ NOW = int(time.time() * 1000)
 MINUTE = 60_000
 
 
-def link(cid: str, message_id: str) -> str | None:
+def link(cid: str, message_id: str, args: Any) -> str | None:
     return f"https://chat.example/{cid}/{message_id}"
 
 
@@ -55,7 +55,7 @@ class Posted:
 
 
 def agent_with(model: Any, history: SQLiteHistory, posted: Posted, **options: Any) -> Any:
-    plugin = CatchUp(history, link=link, private=lambda cid, uid: ("chat", f"dm-{uid}"), **options)
+    plugin = CatchUp(history, link=link, private=lambda host, cid, uid: ("chat", f"dm-{uid}"), **options)
     say = output(type="chat:message", handler=posted.handler)
     return create_agent(model=model, contexts=[chat], outputs=[say], memory=InMemoryStore(), plugins=[plugin])
 

@@ -165,6 +165,8 @@ class FakeDiscord:
         self._interaction_messages: dict[int, int] = {}
         self._last_buttons: dict[int, dict[str, str]] = {}
         self.guilds: dict[int, Json] = {}
+        self.dms_closed: set[str] = set()
+        """The ids of users who take no direct messages from the bot (a DM to them: 403, code 50007)."""
         self.channels: dict[int, Json] = {}
         """Channel payloads by id (text channels, threads, DM channels)."""
         self.messages: dict[int, Json] = {}
@@ -493,6 +495,20 @@ class FakeDiscord:
         cid = self._id()
         self.channels[cid] = {"id": str(cid), "type": 1, "recipients": [user], "last_message_id": None}
         return cid
+
+    def _open_dm(self, body: Any) -> web.Response:
+        """POST /users/@me/channels: the DM channel with ``recipient_id``, the one open or a new one."""
+        try:
+            user_id = int((body or {}).get("recipient_id"))
+        except (TypeError, ValueError):
+            return _error(400, 50035, "Invalid Form Body")
+        user = self.users.get(user_id)
+        if user is None:
+            return _error(404, 10013, "Unknown User")
+        for channel in self.channels.values():
+            if channel.get("type") == 1 and channel["recipients"][0]["id"] == str(user_id):
+                return _json(channel)
+        return _json(self.channels[self.dm_channel(user)])
 
     def _guild_of(self, channel_id: int) -> int | None:
         gid = self.channels.get(channel_id, {}).get("guild_id")
@@ -969,6 +985,8 @@ class FakeDiscord:
                 return _json(self.commands)
         if method == "POST" and (m := re.fullmatch(r"/channels/(\d+)/messages", path)):
             return await self._create_message(int(m[1]), body)
+        if method == "POST" and path == "/users/@me/channels":
+            return self._open_dm(body)
         if method == "PATCH" and (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)):
             return await self._edit_message(int(m[1]), int(m[2]), body)
         if method == "DELETE" and (m := re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)):
@@ -1037,6 +1055,9 @@ class FakeDiscord:
             return _error(404, 10003, "Unknown Channel")
         if self._guild_of(channel_id) in self.removed_from:
             return _error(403, 50001, "Missing Access")
+        recipients = self.channels[channel_id].get("recipients") or [{}]
+        if self.channels[channel_id].get("type") == 1 and recipients[0].get("id") in self.dms_closed:
+            return _error(403, 50007, "Cannot send messages to this user")
         if not isinstance(body, dict):
             return _error(400, 50109, "The request body contains invalid JSON.")
         content = body.get("content") or ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bots.catchup_settings import telegram_link, telegram_private
+from bots.catchup_settings import message_link, private_chat
 from core import ModelRequest, ScriptedModel
 from core.catchup import CatchUp
 from core.memory import SQLiteHistory
@@ -28,7 +28,7 @@ async def test_catchup_in_a_supergroup_and_in_private(
     server: FakeTelegramServer, start_bot: StartBot, tmp_path: Path
 ) -> None:
     history = SQLiteHistory(tmp_path / "history.sqlite3")
-    plugin = CatchUp(history, link=telegram_link, private=telegram_private)
+    plugin = CatchUp(history, link=message_link, private=private_chat)
     scripted = ScriptedModel(model)
     await start_bot(scripted, reply_policy=ReplyPolicy.ALWAYS, agent_options={"history": history, "plugins": [plugin]})
     server.chat(GROUP, kind="supergroup", title="Team")
