@@ -89,6 +89,8 @@ class FakeHomeserver:
         """``(method, path)`` of every request."""
         self.syncs: list[str | None] = []
         """The since-token of every /sync."""
+        self.served = 0
+        """The stream position the latest sync answered up to (the events before it were handed to a client)."""
         self.typing: list[str] = []
         """Rooms the bot said it types in."""
         self._txns: dict[tuple[str, str], str] = {}
@@ -261,6 +263,10 @@ class FakeHomeserver:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
         return str(self._append(room_id, self._event(room_id, sender, "m.room.message", content)).event["event_id"])
 
+    def position(self, event_id: str) -> int:
+        """The stream position of ``event_id``."""
+        return next(s.position for s in self.stream if s.event["event_id"] == event_id)
+
     def picture(self, room_id: str, sender: str, data: bytes, *, mime: str = "image/png", name: str = "p.png") -> str:
         """``sender`` posts a picture (uploaded to the media repository); returns the event id."""
         media_id = secrets.token_urlsafe(10)
@@ -354,7 +360,9 @@ class FakeHomeserver:
                 limit = int(json.loads(raw)["room"]["timeline"]["limit"])
             except (ValueError, KeyError, TypeError):
                 limit = None
-        return web.json_response(self._sync_body(start, initial=since is None, limit=limit))
+        body = self._sync_body(start, initial=since is None, limit=limit)
+        self.served = max(self.served, len(self.stream))
+        return web.json_response(body)
 
     def _news(self, start: int) -> bool:
         return len(self.stream) > start or any(not r.bot_joined for r in self.rooms.values())
