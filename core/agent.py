@@ -35,7 +35,7 @@ from .deleted import forget_ref, matching
 from .dispatch import Dispatcher, InProcessDispatcher
 from .engine import Run
 from .entries import InputRef, Log
-from .errors import DefinitionError, RunError
+from .errors import DefinitionError, NotAllowedError, RunError
 from .event_stream import Switched, events_of
 from .events import RunEvent
 from .extension_points import ExtensionPoints
@@ -61,7 +61,7 @@ from .task_runner import TaskRunner
 from .trace import correlation_id
 from .trust import Trust
 from .trust.plugin import TrustGuard
-from .usage import InMemoryUsage, UsageStore
+from .usage import InMemoryUsage, UsageStore, user_of
 from .usage.plugin import Usage
 
 __all__ = ("Agent", "create_agent")
@@ -591,19 +591,45 @@ class Agent(ExtensionPoints):
             return True
         return isinstance(current, Run) and current.stop()
 
-    async def request_stop(self, context_id: str) -> bool:
+    async def request_stop(self, context_id: str, *, by: str | None = None) -> bool:
         """A person pressed Stop in ``context_id``: stop its answer wherever it is written, in this process
         (``stop_answer``) and, with a queue, on the worker that holds the conversation (the dispatcher tells every
         worker and records the stop with the conversation, ``core.fleet.stops``); the conversation's approvals still
         pending are withdrawn (``core.trust.Approvals.withdraw``). False when there was nothing to stop. Raises
-        ``DispatchError`` when the queue cannot be reached."""
-        here = self.stop_answer(context_id)
-        if self.dispatcher.distributed:
-            here = await self.dispatcher.stop_answer(context_id) or here
+        ``DispatchError`` when the queue cannot be reached.
+
+        ``by``: who pressed it (``telegram:123``), when they are neither the chat's admin nor the operator: they may
+        stop an answer being written only when one of its inputs is theirs, and one not begun yet only when all of
+        its inputs are (``answer_for``); otherwise ``NotAllowedError`` is raised and nothing is stopped. None: the
+        chat's admin, the operator or the only person in the conversation, who may stop any answer."""
+        if by is not None and not self.answer_for(context_id, by):
+            raise NotAllowedError(
+                f"the answer being written in {context_id} is not for {by}: only its askers and "
+                "the chat's admins may stop it"
+            )
+        if by is not None and self.dispatcher.distributed:  # (the queue decides first, where the batch is)
+            here = await self.dispatcher.stop_answer(context_id, by=by)
+            here = self.stop_answer(context_id) or here
+        else:
+            here = self.stop_answer(context_id)
+            if self.dispatcher.distributed:
+                here = await self.dispatcher.stop_answer(context_id) or here
         approvals = self.trust.approvals if self.trust is not None else None
         if approvals is not None:
             here = await approvals.withdraw(context_id) > 0 or here
         return here
+
+    def answer_for(self, context_id: str, user: str) -> bool:
+        """Whether ``user`` (a platform-qualified id) may stop what runs of ``context_id`` in this process: the
+        answer being written when one of its inputs is theirs, the one being prepared when all of its inputs are
+        (a Stop then covers them all, and no one else's question is silenced); True when nothing runs here (with a
+        queue, the dispatcher decides for the batch it holds)."""
+        current = self._runs.get(context_id)
+        if isinstance(current, Run):
+            return any(isinstance(e, InputRef) and user_of(e) == user for e in current.chain)
+        if isinstance(current, Pending):
+            return bool(current.inputs) and all(user_of(ref) == user for ref in current.inputs)
+        return True
 
     async def forget_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:
         """Platform messages of the instance ``args`` names were deleted by their authors: they leave the run in

@@ -453,9 +453,10 @@ class Host(Protocol):
         """Stop the answer being written in ``context_id`` in this process (Stop); False when there is none."""
         ...
 
-    async def request_stop(self, context_id: str) -> bool:
+    async def request_stop(self, context_id: str, *, by: str | None = None) -> bool:
         """A person pressed Stop in ``context_id``: stop its answer here and, with a queue, on the worker that holds
-        the conversation; False when there was nothing to stop."""
+        the conversation; False when there was nothing to stop. ``by``: who pressed it when they are not the chat's
+        admin (``NotAllowedError`` unless the answer is for them)."""
         ...
 
     async def forget_messages(self, context: Context, args: Any, message_ids: Collection[str]) -> int:

@@ -128,9 +128,10 @@ class Dispatcher(Protocol):
         an empty list once the input is stored; raises ``BackpressureError`` when the inbox is full."""
         ...
 
-    async def stop_answer(self, context_id: str) -> bool:
+    async def stop_answer(self, context_id: str, *, by: str | None = None) -> bool:
         """A person pressed Stop: stop the answer of ``context_id`` wherever the dispatcher runs it (in-process:
-        nothing to add to ``Agent.stop_answer``). True when there was something to stop."""
+        nothing to add to ``Agent.stop_answer``). True when there was something to stop. ``by``: who pressed it,
+        not the chat's admin: only an answer for them is stopped (``Host.request_stop``), else ``NotAllowedError``."""
         ...
 
     async def set_controls(self, context_id: str, *, busy: str | None, quiet_ms: int | None) -> None:
@@ -172,7 +173,7 @@ class InProcessDispatcher:
                 self._seen.pop(next(iter(self._seen)))
         return await self._agent.run(context, args, [input_ref])
 
-    async def stop_answer(self, context_id: str) -> bool:
+    async def stop_answer(self, context_id: str, *, by: str | None = None) -> bool:
         """Nothing runs elsewhere: ``Agent.stop_answer`` stops the runs of this process."""
         return False
 

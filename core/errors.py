@@ -14,6 +14,7 @@ Mistakes by the bot author are kept apart from failures at run time::
         │   └── ScheduleLimitError  a conversation or a user has as many schedules as allowed
         ├── TemplateError        a ``{{...}}`` template could not be resolved
         ├── ActionError          an action handler raised or timed out
+        ├── NotAllowedError      the person asking may not do this here (Stop an answer that is not for them)
         ├── DispatchError        the queue layer failed (Redis down, lease lost)
         │   └── BackpressureError  a context's inbox is full; retry later
         └── MemoryStoreError     the memory store failed
@@ -39,6 +40,7 @@ __all__ = (
     "MemoryStoreError",
     "ModelAuthError",
     "ModelError",
+    "NotAllowedError",
     "PlatformError",
     "RunError",
     "ScheduleLimitError",
@@ -103,6 +105,11 @@ class TemplateError(RunError):
 
 class ActionError(RunError):
     """An action handler raised or exceeded its timeout."""
+
+
+class NotAllowedError(RunError):
+    """The person asking may not do this here: a Stop in a group by someone the answer is not for
+    (``Host.request_stop(..., by=...)``); the platform tells them, nothing was changed."""
 
 
 class DispatchError(RunError):

@@ -187,11 +187,12 @@ class RedisDispatcher:
         )
         return result
 
-    async def stop_answer(self, context_id: str) -> bool:
+    async def stop_answer(self, context_id: str, *, by: str | None = None) -> bool:
         """A person pressed Stop: the worker that holds ``context_id`` stops its run, and a worker that takes what
         was stored before the press begins it stopped (``core.fleet.stops``). True when something was there to
-        stop; raises ``DispatchError`` when Redis cannot be reached."""
-        return await self.stops.press(context_id)
+        stop; raises ``DispatchError`` when Redis cannot be reached, ``NotAllowedError`` when ``by`` (not the chat's
+        admin) has nothing of the answer (``FleetStops.press``)."""
+        return await self.stops.press(context_id, by=by)
 
     async def set_controls(self, context_id: str, *, busy: str | None, quiet_ms: int | None) -> None:
         """``context_id`` chose its busy policy and quiet window (``/busy``, ``/quiet``; None: the operator's): kept

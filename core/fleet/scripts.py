@@ -474,16 +474,54 @@ return {redis.call('ZCARD', KEYS[1]), lost}
 )
 
 STOP = """
--- KEYS: batch inbox stop        ARGV: channel cid keep_ms
+-- KEYS: batch inbox stop        ARGV: channel cid keep_ms by
 -- A person pressed Stop: record what it covers (the batch taken and not yet acknowledged, and the time its
 -- gateway stored the newest input waiting, as the input says) for whichever worker takes them, and tell every
 -- worker at once (pub/sub). Returns 1 when a batch was held or inputs waited, 0 when nothing was stored to stop.
+-- by (a platform-qualified user id; '' for the chat's admin): someone the answer may not be for. The batch held
+-- is stopped only when one of its inputs is theirs, the inputs waiting are covered only when all of them are, and
+-- with no batch held they must be: else nothing is done and -1 is returned (core.agent.Agent.request_stop).
+local by = ARGV[4] or ''
+local function author(entry)  -- core.usage.user_of of an entry's input
+  local i = type(entry) == 'table' and entry.i
+  local p = type(i) == 'table' and i.params
+  if type(p) ~= 'table' then return nil end
+  local user = p.user_id
+  if type(user) ~= 'string' or user == '' then user = p.author_id end
+  if type(user) ~= 'string' or user == '' then return nil end
+  local platform = p.platform
+  if type(platform) ~= 'string' or platform == '' then platform = string.match(tostring(i.type or ''), '^[^:]*') end
+  return platform .. ':' .. user
+end
+local function decoded(raw)
+  local ok, entry = pcall(cjson.decode, raw)
+  if ok then return entry end
+  return nil
+end
 local held = redis.call('HGET', KEYS[1], 'id') or ''
 local waiting = ''
 local last = redis.call('LINDEX', KEYS[2], -1)
 if last then
-  local ok, entry = pcall(cjson.decode, last)
-  if ok and type(entry) == 'table' and type(entry.t) == 'number' then waiting = string.format('%.17g', entry.t) end
+  local entry = decoded(last)
+  if type(entry) == 'table' and type(entry.t) == 'number' then waiting = string.format('%.17g', entry.t) end
+end
+if by ~= '' then
+  if waiting ~= '' then
+    for _, raw in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+      if author(decoded(raw)) ~= by then waiting = '' break end
+    end
+  end
+  if held ~= '' then
+    local mine = false
+    local entries = decoded(redis.call('HGET', KEYS[1], 'entries') or '[]')
+    for _, entry in ipairs(type(entries) == 'table' and entries or {}) do
+      if author(entry) == by then mine = true break end
+    end
+    if not mine then return -1 end
+  elseif waiting == '' then
+    if last then return -1 end
+    return 0
+  end
 end
 redis.call('PUBLISH', ARGV[1], ARGV[2])
 if held == '' and waiting == '' then

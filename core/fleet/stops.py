@@ -14,6 +14,11 @@ A press (``FleetStops.press``, one script) does two things at once:
   or inputs that were waiting in the inbox when Stop was pressed. A batch with an input sent after the press is
   answered whole (the person wrote again: the new run sees the earlier messages too).
 
+Who may press: the chat's admins (and the only person of a private conversation) stop whatever is there. Anyone
+else (``by``) stops the batch held only when one of its inputs is theirs, and covers the inputs waiting only when
+all of them are; when nothing of it is theirs the script changes nothing and the press raises ``NotAllowedError``
+(a group member no longer stops someone else's answer, issue 49).
+
 A run that begins stopped records its inputs and the stop (the model reads them next time) and answers nothing.
 Pub/sub delivers only to workers connected at that moment: one reconnecting misses the message, and the run it
 holds goes on (the record still stops what it takes next). The inputs' times are their gateways' clocks: a Stop
@@ -29,6 +34,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import NotAllowedError
 from .backend import RETRY_PAUSE_MAX, RedisBackend, describe
 
 __all__ = ("STOP_KEEP", "FleetStops", "covers")
@@ -66,19 +72,25 @@ class FleetStops:
         self.subscribed = asyncio.Event()
         """Set while ``listen`` is subscribed to the channel."""
 
-    async def press(self, cid: str) -> bool:
+    async def press(self, cid: str, *, by: str | None = None) -> bool:
         """Stop the answer of ``cid`` on whichever worker holds it, and record it for the worker that takes what
         it covers (a new message that interrupts the answer, ``core.busy``, stops the batch held the same way, in
         the ingest itself). True when a batch was held or inputs waited; raises ``DispatchError`` when Redis
-        cannot be reached (tried for ``REDIS_RETRY_SECONDS``)."""
+        cannot be reached (tried for ``REDIS_RETRY_SECONDS``). ``by``: who pressed it, when not the chat's admin:
+        the batch held is stopped only when one of its inputs is theirs, the inputs waiting covered only when all
+        of them are; else ``NotAllowedError`` and nothing is stopped."""
         b = self.backend
         ck = b.keys.context(cid)
         found = await b.call(
             b.stop_answer,
             [ck.batch, ck.inbox, ck.stop],
-            [b.keys.stops, cid, int(STOP_KEEP * 1000)],
+            [b.keys.stops, cid, int(STOP_KEEP * 1000), by or ""],
             what=f"stopping the answer in {cid}",
         )
+        if int(found) < 0:
+            raise NotAllowedError(
+                f"the answer in {cid} is not for {by}: only its askers and the chat's admins may stop it"
+            )
         return bool(found)
 
     async def listen(self, on_stop: Callable[[str], object], on_arrival: Callable[[str], object] | None = None) -> None:

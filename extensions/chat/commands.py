@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import zoneinfo
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from core.chat_settings import (
     known_zone,
     quiet_choice,
 )
+from core.errors import NotAllowedError
 from core.media.spoken import speaks
 from core.usage import UsageTotals, last_days
 
@@ -87,6 +88,9 @@ class Caller:
     """Platform-qualified user id (``discord:123``, ``telegram:456``)."""
     manages_chat: bool
     """An admin of this chat (or the user of a private chat)."""
+    ask_manages: Callable[[], Awaitable[bool]] | None = None
+    """When ``manages_chat`` was not asked because it costs a request (Telegram's getChatMember): how to ask, for
+    a command that needs it only when the caller is not otherwise allowed (``/stop`` of an answer not for them)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +171,7 @@ class ChatCommands:
     async def run(self, command: str, context_id: str, caller: Caller, arg: str | None = None) -> Answer:
         """Answer ``/command arg`` in ``context_id``."""
         if command == "stop" and self.enabled(command):
-            return await self.stop(context_id)  # at once: the chat's language is read after
+            return await self.stop(context_id, caller)  # at once: the chat's language is read after
         lang = await self.language(context_id)
         if command not in COMMANDS:
             raise ValueError(f"unknown settings command {command!r}")
@@ -440,11 +444,20 @@ class ChatCommands:
         text, deleted = await memory_text(self.agent, caller.user, arg, here=context_id, lang=lang, quote=self.quote)
         return Answer(text=text, changed=deleted, personal=True)
 
-    async def stop(self, context_id: str) -> Answer:
+    async def stop(self, context_id: str, caller: Caller) -> Answer:
         """``/stop``: stop the answer being written in this conversation, wherever it runs (``Host.request_stop``:
-        the model call is cancelled, what was written stays with a mark, no later action runs). Anyone who may
-        talk to the bot here may."""
-        stopped = await self.agent.request_stop(context_id)
+        the model call is cancelled, what was written stays with a mark, no later action runs). The people the
+        answer is for may, and the chat's admins (``BOT_ADMIN_USERS`` too); anyone else is told who may."""
+        try:
+            by = None if self.may_change(caller) else caller.user
+            try:
+                stopped = await self.agent.request_stop(context_id, by=by)
+            except NotAllowedError:
+                if caller.ask_manages is None or not await caller.ask_manages():
+                    raise
+                stopped = await self.agent.request_stop(context_id)
+        except NotAllowedError:
+            return Answer(text=say("stop_not_yours", await self.language(context_id)))
         return Answer(text=say("stop_done" if stopped else "stop_nothing", await self.language(context_id)))
 
     async def settings(self, context_id: str) -> Answer:

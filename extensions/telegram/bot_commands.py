@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, ReplyParameters
@@ -185,7 +185,12 @@ class BotCommands:
         manages = changes and await self.administers(
             facts.chat_id, facts.user_id, private=facts.private, doing=f"/{facts.command}"
         )
-        caller = Caller(user=f"telegram:{facts.user_id}", manages_chat=manages)
+        user_id = facts.user_id
+
+        def ask() -> Awaitable[bool]:  # (/stop by someone the answer is not for: are they an administrator?)
+            return self.administers(facts.chat_id, user_id, private=facts.private, doing="/stop")
+
+        caller = Caller(user=f"telegram:{user_id}", manages_chat=manages, ask_manages=ask)
         answer = await commands.run(facts.command, cid, caller, arg)
         if answer.personal and not facts.private:
             await self._in_private(facts, answer.text, language=await commands.language(cid))

@@ -1,10 +1,13 @@
 """/stop in Discord (issue 37), through the real discord.py client and the fake Discord: during a slow streamed
 answer the slash command cancels the model call, the answer keeps what was written with its mark, no later action
-runs, and the presser alone is told; with nothing being written it says so."""
+runs, and the presser alone is told; with nothing being written it says so. In a server's channel only the people
+the answer is for and its managers may stop it (issue 49)."""
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from core import action
 from core.engine import STOP_MARK
@@ -37,7 +40,12 @@ async def test_stop_cancels_the_answer_being_written_in_the_channel(world: World
     assert world.fake.interaction_responses[iid]["data"]["content"] == say("stop_nothing")
 
 
-async def test_the_stop_button_under_the_answer_being_written_stops_it(world: World, start_bot: StartBot) -> None:
+@pytest.mark.parametrize("stopper", ["author", "admin"])
+async def test_the_stop_button_is_for_the_asker_and_the_admins_only(
+    world: World, start_bot: StartBot, stopper: str
+) -> None:
+    """Issue 49, point 6: a member the answer is not for presses Stop (or runs /stop) and is told, to them alone,
+    who may; the answer goes on. The asker, or a member with Manage Channels, stops it."""
     model = EndlessModel(MESSAGE)
     await start_bot(model, stream_interval=0.05)
     await world.fake.say(world.general, "tell me a story", author=world.alice, mention_bot=True)
@@ -47,7 +55,19 @@ async def test_the_stop_button_under_the_answer_being_written_stops_it(world: Wo
     )
     assert list(world.fake.buttons(story)) == [say("stop_button")]
 
-    iid = await world.fake.press(story, say("stop_button"), user=world.bob)  # anyone in the channel
+    pressed = await world.fake.press(story, say("stop_button"), user=world.bob)
+    typed = await world.fake.slash("stop", world.general, user=world.bob, permissions=0)
+    for iid in (pressed, typed):
+        await world.fake.wait_until(lambda iid=iid: iid in world.fake.interaction_responses)
+        response = world.fake.interaction_responses[iid]["data"]
+        assert response["content"] == say("stop_not_yours") and response["flags"] & 64  # to them alone
+    assert not model.cancelled and list(world.fake.buttons(story)) == [say("stop_button")]
+
+    if stopper == "author":
+        iid = await world.fake.press(story, say("stop_button"), user=world.alice)
+    else:
+        carol = world.fake.user("carol")
+        iid = await world.fake.press(story, say("stop_button"), user=carol, permissions=1 << 4)  # Manage Channels
     await world.fake.wait_until(lambda: iid in world.fake.interaction_responses)
     response = world.fake.interaction_responses[iid]["data"]
     assert response["content"] == say("stop_done") and response["flags"] & 64

@@ -1,7 +1,7 @@
 """Stop across the fleet (issue 37), a gateway and a queue worker in this process on a real redis-server: a Stop the
 gateway takes stops the run the worker holds; a Stop pressed before the worker took the batch makes it begin
 stopped (recorded, not answered); a message sent after the Stop is answered; ``covers`` decides which batches a
-recorded Stop covers."""
+recorded Stop covers; a Stop by someone the answer is not for is refused (issue 49)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core import ScriptedModel
+import pytest
+
+from core import NotAllowedError, ScriptedModel
 from core.engine import STOP_MARK
 from core.fleet.stops import covers
 from core.models.base import ModelRequest
@@ -108,3 +110,47 @@ async def _len_at_least(client: Any, chat_key: str, count: int) -> bool:
 async def _inbox_and_batch_empty(client: Any, cid: str) -> bool:
     base = f"bots:{{{cid}}}:"
     return await client.llen(base + "inbox") == 0 and not await client.exists(base + "batch")
+
+
+async def _send_as(gateway: Any, chat_key: str, text: str, user: str) -> None:
+    await gateway.send(
+        chat, ChatArgs(chat=chat_key), {"type": "probe:message", "data": text, "params": {"user_id": user}}
+    )
+
+
+async def test_only_the_asker_stops_the_batch_a_worker_holds(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    """Issue 49, point 6: a Stop by someone the answer is not for (``by``) is refused and changes nothing; the
+    asker's stops the run on the worker."""
+    model = Endless()
+    cid = gateway.context_id(chat, ChatArgs(chat="s3"))
+    async with running_worker(redis_server, model=model):
+        await _send_as(gateway, "s3", "tell me everything", "alice")
+        await asyncio.wait_for(model.started.wait(), 30)
+        for _ in range(2):
+            with pytest.raises(NotAllowedError):
+                await gateway.request_stop(cid, by="probe:bob")
+        assert model.cancelled_at is None and not await client.exists(f"bots:{{{cid}}}:stop")
+        assert await gateway.request_stop(cid, by="probe:alice") is True
+        await wait_until(lambda: model.cancelled_at is not None, timeout=30, what="the model call cancelled")
+        await wait_until(lambda: replies(client, "s3"), what="the stopped answer delivered")
+        [said] = await replies(client, "s3")
+        assert said.endswith(STOP_MARK)
+
+
+async def test_inputs_waiting_are_stopped_by_their_author_only_when_all_are_theirs(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    cid = gateway.context_id(chat, ChatArgs(chat="s4"))
+    await _send_as(gateway, "s4", "one", "alice")
+    with pytest.raises(NotAllowedError):
+        await gateway.request_stop(cid, by="probe:bob")
+    await _send_as(gateway, "s4", "two", "bob")
+    for user in ("alice", "bob"):  # each would silence the other's question
+        with pytest.raises(NotAllowedError):
+            await gateway.request_stop(cid, by=f"probe:{user}")
+    assert not await client.exists(f"bots:{{{cid}}}:stop")
+    assert await gateway.request_stop(cid) is True  # the chat's admin
+    assert await client.exists(f"bots:{{{cid}}}:stop")
+    assert await gateway.request_stop(gateway.context_id(chat, ChatArgs(chat="idle2")), by="probe:bob") is False

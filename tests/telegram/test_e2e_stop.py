@@ -1,10 +1,13 @@
 """/stop in Telegram (issue 37), through the real python-telegram-bot client and the fake Bot API: during a slow
 streamed answer it cancels the model call, the answer keeps what was written with its mark, no later action runs,
-and the next message is answered; with nothing being written it says so."""
+and the next message is answered; with nothing being written it says so. In a group only the people the answer is
+for and the group's administrators may stop it (issue 49)."""
 
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 
 from core import action
 from core.engine import STOP_MARK
@@ -18,23 +21,37 @@ from .conftest import RunWatcher, StartBot
 GROUP = -100300400
 
 
-async def test_stop_cancels_the_answer_being_written_in_a_group(
-    server: FakeTelegramServer, start_bot: StartBot
+@pytest.mark.parametrize("stopper", ["author", "admin"])
+async def test_stop_in_a_group_is_for_the_asker_and_the_admins_only(
+    server: FakeTelegramServer, start_bot: StartBot, stopper: str
 ) -> None:
+    """Issue 49, point 6: a group member the answer is not for is refused, however often; the asker and an
+    administrator of the group stop it."""
     model, ran = EndlessModel(MESSAGE), []
     later = action(name="later", handler=lambda args, ctx, agent: ran.append(1))
     server.chat(GROUP, kind="supergroup")
+    server.admins[GROUP] = {3003}
     agent = await start_bot(model, stream_interval=0.05, reply_policy="always", agent_options={"actions": [later]})
     runs = RunWatcher(agent)
-    server.user_says("tell me a story", chat_id=GROUP)
+    server.user_says("tell me a story", chat_id=GROUP, user_id=1001)
     await asyncio.wait_for(model.writing.wait(), 10)
     await server.wait_for(lambda: any("Once upon a time" in m.text for m in server.sent), timeout=10)
-    server.user_says("/stop", chat_id=GROUP, user_id=2002, first_name="Bo")  # anyone in the group may
+    for _ in range(2):
+        server.user_says("/stop", chat_id=GROUP, user_id=2002, first_name="Bo", username="bo")
+    await server.wait_for(lambda: [m.text for m in server.sent].count(say("stop_not_yours")) == 2, timeout=10)
+    assert not model.cancelled and runs.finished == 0
+
+    if stopper == "author":
+        server.user_says("/stop", chat_id=GROUP, user_id=1001)
+    else:
+        server.user_says("/stop", chat_id=GROUP, user_id=3003, first_name="Cy", username="cy")
     await runs.wait(1)
     assert model.cancelled and ran == []
     await server.wait_for(lambda: any(m.text == say("stop_done") for m in server.sent), timeout=10)
     [story] = [m for m in server.sent if m.text.startswith("Once upon a time")]
     assert story.text.endswith(STOP_MARK.strip())
+    asked = [c.params.get("user_id") for c in server.calls_of("getChatMember")]
+    assert 1001 not in asked  # the asker is known from the answer: Telegram is not asked about them
 
     server.user_says("and now?", chat_id=GROUP)
     await server.wait_for(lambda: any(m.text == "Short answer 2." for m in server.sent), timeout=10)
