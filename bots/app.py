@@ -153,8 +153,9 @@ def build_extensions(
     only: list[str] | None = None,
     web_fleet: dict[str, Any] | None = None,
 ) -> list[Extension]:
-    """One extension per configured platform (or those named in ``only``; ``web_fleet``: the web chat's
-    ``gateway_id`` and ``relay`` in a fleet). The bot's own definitions and features come from its APP."""
+    """One extension per configured platform (or those named in ``only``; ``web_fleet``: the fleet's options,
+    ``Build.fleet``: the answers book, the web chat's ``gateway_id``, ``relay`` and visitors). The bot's own
+    definitions and features come from its APP."""
     chosen = platforms(settings) if only is None else only
     extensions: list[Extension] = []
     for name in chosen:
@@ -165,7 +166,7 @@ def build_extensions(
             trust=build_trust_rules(settings),
             data_dir=settings.bot.data_dir,
             title=settings.bot.name,
-            fleet=web_fleet or {} if name == "web" else {},
+            fleet=web_fleet or {},
         )
         extensions.append(found.build(build))
     return extensions

@@ -246,7 +246,7 @@ async def _listen(
         tools=False,
         platforms=[platform],
         stop_timeout=settings.bot.stop_timeout,
-        web_fleet=role.web_options() if platform == "web" else None,
+        web_fleet=role.web_options() if platform == "web" else role.fleet_options(),
     )
     found = registered(platform)
     part = None

@@ -74,7 +74,8 @@ class Build:
     title: str = ""
     """The bot's name (``BOT_NAME``), for pages that show one."""
     fleet: Mapping[str, Any] = field(default_factory=dict)
-    """Options of this platform's part in a fleet (the web chat: its ``gateway_id`` and ``relay``)."""
+    """The fleet's options, each platform taking those it uses: ``answers`` (``core.fleet.RedisAnswerBook``, the
+    bot's answers for reactions as feedback: Telegram), the web chat's ``gateway_id``, ``relay`` and ``visitors``."""
 
 
 @dataclass(frozen=True, kw_only=True)

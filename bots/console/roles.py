@@ -65,12 +65,20 @@ class FleetRole:
             self._undo = None
         await self.presence.stop()
 
+    def fleet_options(self) -> dict[str, Any]:
+        """The platforms' fleet options (``Build.fleet``): the bot's answers, in Redis, for reactions as feedback
+        (a worker posts an answer, a gateway receives the reaction on it)."""
+        from core.fleet import RedisAnswerBook
+
+        return {"answers": RedisAnswerBook(self.backend)}
+
     def web_options(self) -> dict[str, Any]:
-        """``web_extension``'s fleet options: a gateway listens on its channel, a worker only publishes; the
-        visitors (their visits, the new ones per address) are the fleet's, in Redis."""
+        """``fleet_options`` and ``web_extension``'s: a gateway listens on its channel, a worker only publishes;
+        the visitors (their visits, the new ones per address) are the fleet's, in Redis."""
         from core.fleet import RedisVisitorBook
 
         return {
+            **self.fleet_options(),
             "gateway_id": self.presence.id,
             "relay": RedisRelay(self.backend.client, prefix=self.prefix, listen=self.role == "gateway"),
             "visitors": RedisVisitorBook(self.backend),

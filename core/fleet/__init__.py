@@ -4,6 +4,7 @@ workers, leases with fencing tokens, crash redelivery, idempotent replies, and a
 Needs the ``redis`` extra (``arq``, ``redis``); nothing outside this package imports them.
 """
 
+from .answer_book import RedisAnswerBook
 from .approval_store import RedisApprovalStore
 from .arq_worker import QueueWorker
 from .backend import RedisBackend
@@ -35,6 +36,7 @@ __all__ = (
     "PlatformLock",
     "QueueConfig",
     "QueueWorker",
+    "RedisAnswerBook",
     "RedisApprovalStore",
     "RedisBackend",
     "RedisDispatcher",

@@ -33,6 +33,7 @@ from .settings import TelegramMode, TelegramSettings
 if typing.TYPE_CHECKING:
     from core import Host
 
+    from ..chat.answer_book import AnswerBook
     from ..chat.trust import TrustRules
     from .runtime import TelegramRuntime
 
@@ -55,7 +56,9 @@ __all__ = (
 )
 
 
-def telegram_runtime(settings: TelegramSettings, *, listen: bool = True) -> TelegramRuntime:
+def telegram_runtime(
+    settings: TelegramSettings, *, listen: bool = True, answers: AnswerBook | None = None
+) -> TelegramRuntime:
     """Build the python-telegram-bot side on its own (``telegram_extension`` does this for you)."""
     try:
         from .runtime import TelegramRuntime
@@ -66,16 +69,21 @@ def telegram_runtime(settings: TelegramSettings, *, listen: bool = True) -> Tele
             "the Telegram adapter needs python-telegram-bot: pip install 'daydreams-bots[telegram]', "
             "or leave TELEGRAM_TOKEN unset"
         ) from exc
-    return TelegramRuntime(settings, listen=listen)
+    return TelegramRuntime(settings, listen=listen, answers=answers)
 
 
 def telegram_extension(
-    settings: TelegramSettings, *, listen: bool = True, trust: TrustRules | None = None
+    settings: TelegramSettings,
+    *,
+    listen: bool = True,
+    trust: TrustRules | None = None,
+    answers: AnswerBook | None = None,
 ) -> Extension:
     """The Telegram extension. ``listen=False`` (queue workers) only builds the bot for sending: no
     polling, no webhook server; replies, typing and error notices still work. ``trust``: how authors get their
-    tier and which bots are answered (``TRUST_*``)."""
-    runtime = telegram_runtime(settings, listen=listen)
+    tier and which bots are answered (``TRUST_*``). ``answers``: where the bot's answers are noted, so that a
+    reaction on one counts as feedback (default: in this process; a fleet gives ``core.fleet.RedisAnswerBook``)."""
+    runtime = telegram_runtime(settings, listen=listen, answers=answers)
     if trust is not None:
         runtime.set_trust(trust)
 

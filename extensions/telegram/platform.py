@@ -33,7 +33,9 @@ async def _private_chat(agent: Host, user_id: str) -> tuple[str, dict[str, Any]]
 def _build(build: Build) -> Extension:
     from . import telegram_extension
 
-    return telegram_extension(build.settings, listen=build.listen, trust=build.trust)
+    return telegram_extension(
+        build.settings, listen=build.listen, trust=build.trust, answers=build.fleet.get("answers")
+    )
 
 
 def _configured(settings: TelegramSettings) -> bool:

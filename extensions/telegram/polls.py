@@ -8,16 +8,15 @@ an answer to that conversation as a ``telegram:poll_answer`` input, written as
 ``Ann chose "Tea" in the poll "Tea or coffee?"``: the model reads it in its next run, as it reads a message.
 
 A reaction (a ``message_reaction`` update, sent to a bot that asks for it and, in a group, is an administrator)
-counts only on a message the bot posted as an answer in this process (``Answers``): a 👍 or a 👎 is recorded
-against the answer's conversation, and nothing is handed to the model. In a fleet, the gateway that receives the
-reaction is not the worker that posted the answer: reactions are recorded there only for answers the gateway
-posted itself (a documented limit).
+counts only on a message the bot posted as an answer (noted in the ``AnswerBook``, key ``telegram:<chat>:<message>``):
+a 👍 or a 👎 is recorded against the answer's conversation, and nothing is handed to the model. In a fleet the
+book is the fleet's (``core.fleet.RedisAnswerBook``): the worker that posted the answer notes it, the gateway that
+receives the reaction finds it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from telegram import Bot, MessageReactionUpdated, PollAnswer, ReactionTypeEmoji, ReplyParameters
@@ -26,6 +25,7 @@ from telegram.error import TelegramError
 from core.entries import InputRef
 from core.usage.feedback import record_feedback
 
+from ..chat.answer_book import AnswerBook
 from ..chat.counters import Ignored
 from ..chat.policy import Allowlist
 from ..chat.polls import PollBook, PollRecord, vote_text
@@ -37,29 +37,14 @@ if TYPE_CHECKING:
 
     from ..chat.adapter import ChatAdapter
 
-__all__ = ("KEPT", "Answers", "answer_input", "on_poll_answer", "on_reaction", "post_poll")
+__all__ = ("answer_input", "answer_key", "on_poll_answer", "on_reaction", "post_poll")
 
 log = logging.getLogger("extensions.telegram")
 
-KEPT = 4096
-"""How many answers a process remembers: the oldest are forgotten first."""
 
-
-class Answers:
-    """The messages this process posted as answers: ``(chat_id, message_id)`` to the conversation's context id
-    (the newest ``KEPT``)."""
-
-    def __init__(self) -> None:
-        self._answers: OrderedDict[tuple[int, int], str] = OrderedDict()
-
-    def add(self, chat_id: int, message_ids: list[int], context_id: str) -> None:
-        for message_id in message_ids:
-            self._answers[(chat_id, message_id)] = context_id
-        while len(self._answers) > KEPT:
-            self._answers.popitem(last=False)
-
-    def get(self, chat_id: int, message_id: int) -> str | None:
-        return self._answers.get((chat_id, message_id))
+def answer_key(chat_id: int, message_id: int) -> str:
+    """How a Telegram message is named in the ``AnswerBook``."""
+    return f"telegram:{chat_id}:{message_id}"
 
 
 async def post_poll(
@@ -134,11 +119,18 @@ async def on_poll_answer(
     await send(telegram_chat, record.args, ref, dedupe_key=f"telegram:{update_id}")
 
 
-async def on_reaction(adapter: ChatAdapter, answers: Answers, change: MessageReactionUpdated) -> None:
-    """Record the emoji a person added on one of the bot's answers as feedback; any other reaction is left."""
+async def on_reaction(adapter: ChatAdapter, answers: AnswerBook, change: MessageReactionUpdated) -> None:
+    """Record the emoji a person added on one of the bot's answers as feedback; any other reaction is left (and a
+    reaction the book cannot be asked about, Redis down, is logged and left)."""
     agent = adapter.agent
-    context_id = answers.get(change.chat.id, change.message_id)
-    if agent is None or context_id is None:
+    if agent is None:
+        return
+    try:
+        context_id = await answers.get(answer_key(change.chat.id, change.message_id))
+    except Exception as exc:
+        log.warning("chat %s: a reaction on message %s is not counted: %s", change.chat.id, change.message_id, exc)
+        return
+    if context_id is None:
         return
     before = {r.emoji for r in change.old_reaction if isinstance(r, ReactionTypeEmoji)}
     user = f"telegram:{change.user.id}" if change.user is not None else None

@@ -20,13 +20,14 @@ from telegram.constants import ChatAction
 from core.errors import PlatformError
 
 from ..chat.adapter import ChatAdapter
+from ..chat.answer_book import AnswerBook, LocalAnswerBook
 from ..chat.i18n import say
 from ..chat.polls import PollBook, PollRecord
 from ..chat.stream import LiveReply, ReplyKey
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import MessageFacts
 from .live import live_reply
-from .polls import Answers, post_poll
+from .polls import answer_key, post_poll
 from .reply import post_file, post_reply
 from .rich import post_answer
 from .settings import TelegramSettings
@@ -49,13 +50,20 @@ content_log = logging.getLogger("content.telegram")
 class Posting:
     """Writes in the chats of one bot: ``bot()`` gives the bot once started (a ``PlatformError`` before)."""
 
-    def __init__(self, adapter: ChatAdapter, settings: TelegramSettings, *, bot: Callable[[], Bot]) -> None:
+    def __init__(
+        self,
+        adapter: ChatAdapter,
+        settings: TelegramSettings,
+        *,
+        bot: Callable[[], Bot],
+        answers: AnswerBook | None = None,
+    ) -> None:
         self.adapter = adapter
         """The live replies, the ledger records, the chats' languages and the typing loops."""
         self.settings = settings
         self.bot = bot
-        self.answers = Answers()
-        """The messages posted as answers (a reaction on one is feedback on it)."""
+        self.answers: AnswerBook = answers or LocalAnswerBook()
+        """The messages posted as answers (a reaction on one is feedback on it): this process's, or the fleet's."""
         self.polls = PollBook()
         """The polls posted (their votes go back to their conversations)."""
 
@@ -164,7 +172,10 @@ class Posting:
                 rich=self.settings.rich_messages,
             ),
         )
-        self.answers.add(chat_id, posted, key[0])
+        try:
+            await self.answers.add([answer_key(chat_id, m) for m in posted], key[0])
+        except Exception as exc:  # (Redis down: the answer is posted; a reaction on it will not count)
+            log.warning("chat %s: answer %s not noted for feedback: %s", chat_id, posted, exc)
         return posted
 
     async def post_poll(

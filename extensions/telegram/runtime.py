@@ -48,6 +48,7 @@ from telegram.ext import TypeHandler
 from core.errors import ConfigError, PlatformError
 
 from ..chat.adapter import ChatAdapter
+from ..chat.answer_book import AnswerBook
 from ..chat.i18n import say
 from ..chat.policy import Allowlist
 from ..chat.stream import LiveReply, ReplyKey
@@ -93,7 +94,7 @@ class TelegramRuntime(ChatAdapter):
 
     platform = "telegram"
 
-    def __init__(self, settings: TelegramSettings, *, listen: bool = True) -> None:
+    def __init__(self, settings: TelegramSettings, *, listen: bool = True, answers: AnswerBook | None = None) -> None:
         token = settings.token.get_secret_value().strip() if settings.token is not None else ""
         if not token:
             raise ConfigError(
@@ -111,8 +112,8 @@ class TelegramRuntime(ChatAdapter):
         """The PTB Application, once started."""
         self.webhook_deadline = WEBHOOK_DEADLINE
         """Seconds the gateway's webhook server may take to store an update before answering 503."""
-        self.posting = Posting(self, settings, bot=lambda: self.bot)
-        """What the bot writes."""
+        self.posting = Posting(self, settings, bot=lambda: self.bot, answers=answers)
+        """What the bot writes (``answers``: where its answers are noted for feedback; a fleet's are in Redis)."""
         self.members = ChatMembers(self, bot=lambda: self.bot, timeout=settings.request_timeout)
         """The tiers of message authors and approval pressers (``TRUST_*``)."""
         self.approvals = TelegramApprovals(

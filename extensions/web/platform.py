@@ -19,8 +19,12 @@ def _build(build: Build) -> Extension:
         secret_file=build.data_dir / "web_secret",
         title=build.title,
         trust=build.trust,
-        **build.fleet,
+        **{name: value for name, value in build.fleet.items() if name in WEB_FLEET_OPTIONS},
     )
+
+
+WEB_FLEET_OPTIONS = ("gateway_id", "relay", "visitors")
+"""The options of a fleet (``Build.fleet``) the web chat takes."""
 
 
 PLATFORM = Platform(
