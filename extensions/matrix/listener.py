@@ -11,6 +11,7 @@ facts that came from it (``Host.forget_messages``, ``core.facts``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class Facts:
     """The bot is mentioned (``m.mentions``, its user id or its display name in the text)."""
     replied_to_bot: bool
     """It answers one of the bot's messages."""
+    replied_id: str | None
+    """The event it answers, if any."""
     admin: bool
     """Its author's power level makes them a moderator of the room."""
     attachments: list[Attachment] = field(default_factory=list)
@@ -114,6 +117,7 @@ def facts_of_event(room: MatrixRoom, event: Event, *, me: str, my_name: str, min
         private=room.member_count <= 2,
         mentioned=mentioned,
         replied_to_bot=isinstance(replied_id, str) and mine(replied_id),
+        replied_id=replied_id if isinstance(replied_id, str) else None,
         admin=level >= ADMIN_LEVEL,
         attachments=attachments,
     )
@@ -179,6 +183,10 @@ class Listener:
             adapter.metrics.ignored(matrix_room, facts.args, Ignored.ALLOWLIST)
             adapter.seen.add(facts.event_id)
             return
+        asks_who = facts.replied_id and not (facts.private or facts.mentioned or facts.replied_to_bot)
+        # (a reply to a message this process did not post: a worker's, or one from before a restart)
+        if asks_who and facts.replied_id and await self.poster.sender_of(room.room_id, facts.replied_id) == self.me:
+            facts = dataclasses.replace(facts, replied_to_bot=True)
         command = command_of(facts.text)
         policy = await adapter.reply_policy(matrix_room, facts.args, self.default_policy)
         answer = should_reply(

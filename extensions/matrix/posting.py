@@ -11,7 +11,14 @@ import io
 import logging
 from typing import Any
 
-from nio import AsyncClient, ErrorResponse, RoomRedactResponse, RoomSendResponse, UploadResponse
+from nio import (
+    AsyncClient,
+    ErrorResponse,
+    RoomGetEventResponse,
+    RoomRedactResponse,
+    RoomSendResponse,
+    UploadResponse,
+)
 
 from core.errors import ChatGoneError, PlatformError
 
@@ -134,6 +141,13 @@ class Poster:
         answer = await self.client.room_typing(room_id, typing_state=True, timeout=int(seconds * 1000))
         if isinstance(answer, ErrorResponse):
             log.debug("matrix: could not show typing in %s: %s", room_id, answer.status_code)
+
+    async def sender_of(self, room_id: str, event_id: str) -> str | None:
+        """Who posted the event ``event_id`` (None when the homeserver does not say)."""
+        answer = await self.client.room_get_event(room_id, event_id)
+        if isinstance(answer, RoomGetEventResponse):
+            return str(answer.event.sender)
+        return None
 
     async def download(self, mxc: str) -> bytes:
         """The bytes of the media ``mxc`` (``mxc://server/id``) from the homeserver."""

@@ -1,14 +1,14 @@
 """Operator settings of the Matrix adapter (``MATRIX_*``). Importing this needs no matrix-nio.
 
-The group reads its own variables (``bots.Settings`` has fields for the built-in platforms only: the registry's
-``Platform.settings_class``), from the environment and ``.env`` like the rest."""
+``bots.Settings`` gets a group ``matrix`` of this class from the platform's registration (``Platform.settings_class``):
+its fields are read as ``MATRIX_<FIELD>`` from the environment and ``.env``, like every other group."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
 
 from ..chat.policy import ReplyPolicy
 
@@ -18,10 +18,8 @@ IdSet = Annotated[frozenset[str], NoDecode]
 """A set of room or user ids, read from the environment as ``!a:example.org,!b:example.org``."""
 
 
-class MatrixSettings(BaseSettings):
+class MatrixSettings(BaseModel):
     """``MATRIX_*`` environment variables."""
-
-    model_config = SettingsConfigDict(env_prefix="MATRIX_", env_file=".env", extra="ignore")
 
     homeserver: str = Field(
         default="",

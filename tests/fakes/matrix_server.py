@@ -117,6 +117,7 @@ class FakeHomeserver:
         app.router.add_put(f"{CLIENT}/rooms/{{room}}/redact/{{event}}/{{txn}}", self._redact)
         app.router.add_put(f"{CLIENT}/rooms/{{room}}/typing/{{user}}", self._typing)
         app.router.add_get(f"{CLIENT}/rooms/{{room}}/joined_members", self._joined_members)
+        app.router.add_get(f"{CLIENT}/rooms/{{room}}/event/{{event}}", self._get_event)
         app.router.add_post(f"{CLIENT}/join/{{room}}", self._join)
         app.router.add_post(f"{CLIENT}/rooms/{{room}}/join", self._join)
         app.router.add_get(f"{CLIENT}/joined_rooms", self._joined_rooms)
@@ -457,6 +458,13 @@ class FakeHomeserver:
     async def _typing(self, request: web.Request) -> web.Response:
         self.typing.append(request.match_info["room"])
         return web.json_response({})
+
+    async def _get_event(self, request: web.Request) -> web.Response:
+        room, event_id = request.match_info["room"], request.match_info["event"]
+        for sent in self.stream:
+            if sent.room_id == room and sent.event["event_id"] == event_id:
+                return web.json_response(sent.event)
+        return web.json_response({"errcode": "M_NOT_FOUND", "error": "no such event"}, status=404)
 
     async def _joined_members(self, request: web.Request) -> web.Response:
         room = self._room_of(request)

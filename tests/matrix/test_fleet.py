@@ -14,7 +14,7 @@ from tests.bots_fleet import Process, env_for, start_fleet, stop_all
 from tests.fakes.matrix_server import FakeHomeserver
 from tests.fleet.server import RedisServer
 
-from .conftest import ANN, syncing
+from .conftest import ANN, BOB, syncing
 
 TOKEN_TYPE = "io.daydreams.bots.sync"
 
@@ -54,6 +54,14 @@ async def test_a_gateway_and_two_workers_answer_every_message_once(
     for room, person in zip(rooms, people, strict=True):
         asked[room].append(homeserver.say(room, person, "and again"))
     await homeserver.wait_for(lambda: all(len(answers_to(homeserver, r)) == 2 for r in rooms), "the second answers")
+    # in a group room, a reply to an answer a worker posted is addressed to the bot (the gateway asks who posted it)
+    group = homeserver.room("Team", {ANN: "Ann", BOB: "Bob"})
+    homeserver.say(group, ANN, "nothing for the bot")
+    mention = homeserver.say(group, BOB, "bot, are you there?", mention=True)
+    await homeserver.wait_for(lambda: answers_to(homeserver, group) == [mention], "the answer to the mention")
+    [answer] = [s.event["event_id"] for s in homeserver.bot_messages(group)][:1]
+    reply = homeserver.say(group, ANN, "thanks!", reply_to=answer)
+    await homeserver.wait_for(lambda: answers_to(homeserver, group) == [mention, reply], "the answer to the reply")
     await stop_all(gateway, *workers)
     for room in rooms:
         assert answers_to(homeserver, room) == asked[room]
