@@ -19,13 +19,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_platforms_are_registered_through_the_entry_point_group() -> None:
-    assert platform_names() == ["cli", "discord", "matrix", "telegram", "web"]
+    assert platform_names() == ["cli", "discord", "matrix", "slack", "telegram", "web"]
     for found in all_platforms():
         assert isinstance(found, Platform)
         assert all(c.startswith(f"{found.name}:") for c in found.contexts), found.contexts
     assert platform("telegram").settings_group == "telegram"
-    with pytest.raises(ConfigError, match=r"unknown platform 'slack': use one of cli, discord, matrix, telegram, web"):
-        platform("slack")
+    with pytest.raises(
+        ConfigError, match=r"unknown platform 'teams': use one of cli, discord, matrix, slack, telegram"
+    ):
+        platform("teams")
     assert ENTRY_POINT_GROUP in (ROOT / "pyproject.toml").read_text()
 
 
@@ -40,9 +42,23 @@ def test_operator_channels_are_the_forms_the_platforms_declare() -> None:
         "matrix:room",
         {"room_id": "!abc:example.org", "thread_id": "$root"},
     )
-    for wrong in ("slack:1", "web:abc", "discord:1:2", "telegram:x", "matrix:#alias:example.org", "matrix:!abc/x"):
+    assert operator_channel("slack:C0123ABC") == ("slack:conversation", {"channel": "C0123ABC", "thread_ts": None})
+    assert operator_channel("slack:C0123ABC/1700000000.000100") == (
+        "slack:conversation",
+        {"channel": "C0123ABC", "thread_ts": "1700000000.000100"},
+    )
+    for wrong in (
+        "slack:1",
+        "slack:general",
+        "web:abc",
+        "discord:1:2",
+        "telegram:x",
+        "matrix:#alias:example.org",
+        "matrix:!abc/x",
+    ):
         with pytest.raises(
-            ValueError, match=r"is not one: write discord:<channel id> or matrix:<room id>.* or telegram:<chat id>"
+            ValueError,
+            match=r"is not one: write discord:<channel id> or matrix:<room id>.* or slack:<channel id>.* or telegram:<chat id>",
         ):
             operator_channel(wrong)
 

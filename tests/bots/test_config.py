@@ -119,7 +119,8 @@ def test_roles_need_their_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert check_settings(settings, role="run") == []
     assert check_settings(settings, role="worker") == []
     assert check_settings(settings, role="gateway") == [
-        "bots gateway has no platform to listen to: set DISCORD_TOKEN and/or MATRIX_ACCESS_TOKEN and/or TELEGRAM_TOKEN"
+        "bots gateway has no platform to listen to: set DISCORD_TOKEN and/or MATRIX_ACCESS_TOKEN and/or SLACK_BOT_TOKEN "
+        "and/or TELEGRAM_TOKEN"
     ]
     monkeypatch.setenv("REDIS_URL", "http://:pw@127.0.0.1:6379")
     assert check_settings(load_settings(), role="worker") == [
