@@ -1,0 +1,359 @@
+"""One small driver per platform for the conformance suite: it starts the platform's fake server, gives the
+settings that point the bot (built by ``bots.app.build_agent``, the platform's real client inside) at it, acts as
+people there (``say``), and reads what the bot posted (``replies``). A scenario a platform cannot have is declared in
+its ``not_applicable``, with the reason.
+
+A new platform is done when its driver is listed in ``DRIVERS`` and every scenario passes or is declared."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from core.definitions import Context
+from tests.fakes.discord_server import FakeDiscord, Json
+from tests.fakes.slack_server import APP_TOKEN, BOT_TOKEN, BOT_USER, FakeSlack
+from tests.fakes.telegram_server import FakeTelegramServer
+
+__all__ = ("DRIVERS", "Driver", "Message")
+
+DEADLINE = 60.0
+"""Seconds a condition may take to hold (generous: CI runs four workers on two cores)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    """What a person posted, as the driver needs it again (to delete it)."""
+
+    where: str
+    """``dm`` or ``group``."""
+    raw: Any
+    """The fake's own record of it."""
+
+
+class Driver(abc.ABC):
+    """A platform as the scenarios see it: a private conversation (``dm``) and a group (``group``)."""
+
+    name: ClassVar[str]
+    """The platform's registered name."""
+    output: ClassVar[str]
+    """The output type the model answers with."""
+    not_applicable: ClassVar[dict[str, str]] = {}
+    """Scenarios this platform cannot have, by name, with the reason."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Start the fake server."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop it."""
+
+    @abc.abstractmethod
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        """The platform's settings group for ``Settings(<name>=...)``, pointed at the fake (streamed every 0.05 s)."""
+
+    async def ready(self) -> None:
+        """Wait until the bot listens (its connection open, its commands registered); by default, at once."""
+        await asyncio.sleep(0)
+
+    @abc.abstractmethod
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        """A person writes ``text`` in the DM or the group (mentioning the bot if ``mention``)."""
+
+    @abc.abstractmethod
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        """A person sends a PNG picture with ``caption`` in the DM."""
+
+    @abc.abstractmethod
+    def replies(self, where: str = "dm") -> list[str]:
+        """The bot's messages there, as shown now (a command's private answer excluded)."""
+
+    @abc.abstractmethod
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        """Every text each of the bot's messages there showed, oldest first."""
+
+    def streamed(self, where: str = "dm") -> bool:
+        """The answer was shown while it was written (a message showed more than one text)."""
+        return any(len(v) > 1 for v in self.versions(where))
+
+    @abc.abstractmethod
+    def pictures_posted(self) -> list[bytes]:
+        """The pictures the bot posted."""
+
+    @abc.abstractmethod
+    def files_fetched(self) -> int:
+        """How many files people sent the bot fetched."""
+
+    @abc.abstractmethod
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        """A person runs ``/name arg``; returns the bot's answer (waited for)."""
+
+    async def delete(self, message: Message) -> None:
+        """Its author deletes ``message``."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        """The context and arguments of the conversation there."""
+
+    @abc.abstractmethod
+    def operator_channel(self) -> str:
+        """The group as an operator writes it (``BOT_SCHEDULES``)."""
+
+    @abc.abstractmethod
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        """Return once ``predicate()`` holds."""
+
+    def answer(self, text: str) -> str:
+        """A model answer that posts ``text``."""
+        return f'<response><output type="{self.output}">{text}</output></response>'
+
+
+class TelegramDriver(Driver):
+    name = "telegram"
+    output = "telegram:message"
+    not_applicable: ClassVar[dict[str, str]] = {
+        "deletion": "the Bot API tells a bot of no deletion: a deleted message is not known to it",
+    }
+    GROUP = -100123
+
+    def __init__(self) -> None:
+        self.fake = FakeTelegramServer()
+
+    async def start(self) -> None:
+        await self.fake.start()
+
+    async def close(self) -> None:
+        await self.fake.close()
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "token": self.fake.token,
+            "api_url": self.fake.api_url,
+            "poll_timeout": 10,
+            "stream_interval": 0.05,
+            "stream_drafts": False,
+            **overrides,
+        }
+
+    def _chat(self, where: str) -> int:
+        return 1001 if where == "dm" else self.GROUP
+
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        if mention:
+            text = f"@{self.fake.bot['username']} {text}"
+        if where == "dm":
+            update = self.fake.user_says(text)
+        else:
+            update = self.fake.user_says(text, chat_id=self.GROUP, kind="supergroup", title="Team")
+        return Message(where=where, raw=update)
+
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        return Message(where="dm", raw=self.fake.user_sends("photo", data, caption=caption))
+
+    def _mine(self, where: str) -> list[Any]:
+        return [m for m in self.fake.sent if m.chat_id == self._chat(where) and not m.deleted]
+
+    def replies(self, where: str = "dm") -> list[str]:
+        return [m.text for m in self._mine(where)]
+
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        return [m.versions for m in self._mine(where)]
+
+    def pictures_posted(self) -> list[bytes]:
+        return [m.file.data for m in self.fake.media if m.method == "sendPhoto"]
+
+    def files_fetched(self) -> int:
+        return len(self.fake.downloads)
+
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        before = len(self.replies(where))
+        await self.say(f"/{name} {arg}".strip(), where=where)
+        await self.wait(lambda: len(self.replies(where)) > before)
+        return self.replies(where)[before]
+
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        from extensions.telegram import ChatArgs, telegram_chat
+
+        return telegram_chat, ChatArgs(chat_id=self._chat(where))
+
+    def operator_channel(self) -> str:
+        return f"telegram:{self.GROUP}"
+
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        await self.fake.wait_for(predicate, timeout=timeout)
+
+
+class DiscordDriver(Driver):
+    name = "discord"
+    output = "discord:message"
+
+    def __init__(self) -> None:
+        self.fake = FakeDiscord()
+        self.guild = self.fake.guild()
+        self.general = self.fake.text_channel(self.guild, "general")
+        self.alice: Json = self.fake.user("alice")
+        self.dm = self.fake.dm_channel(self.alice)
+
+    async def start(self) -> None:
+        await self.fake.start()
+
+    async def close(self) -> None:
+        await self.fake.close()
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "token": "fake-token",
+            "api_url": self.fake.api_url,
+            "gateway_url": self.fake.gateway_url,
+            "guild_ready_timeout": 0.05,
+            "connect_timeout": 30.0,
+            "request_timeout": 30.0,
+            "stream_interval": 0.05,
+            **overrides,
+        }
+
+    async def ready(self) -> None:
+        await self.wait(lambda: any(c["name"] == "reset" for c in self.fake.commands))
+
+    def _channel(self, where: str) -> int:
+        return self.dm if where == "dm" else self.general
+
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        said = await self.fake.say(self._channel(where), text, author=self.alice, mention_bot=mention)
+        return Message(where=where, raw=said)
+
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        said = await self.fake.say(self.dm, caption, author=self.alice, files=[("picture.png", "image/png", data)])
+        return Message(where="dm", raw=said)
+
+    def replies(self, where: str = "dm") -> list[str]:
+        return [str(m["content"]) for m in self.fake.visible_in(self._channel(where)) if m["author"]["bot"]]
+
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        return [self.fake.versions_of(m) for m in self.fake.visible_in(self._channel(where)) if m["author"]["bot"]]
+
+    def pictures_posted(self) -> list[bytes]:
+        return [data for _channel, _name, _mime, data in self.fake.uploads]
+
+    def files_fetched(self) -> int:
+        return len(self.fake.downloads)
+
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        options = [{"type": 3, "name": "text", "value": arg}] if arg else None
+        iid = await self.fake.slash(name, self._channel(where), user=self.alice, options=options)
+        await self.wait(lambda: iid in self.fake.interaction_responses)
+        data = self.fake.interaction_responses[iid].get("data") or {}
+        if data.get("content"):
+            return str(data["content"])
+        await self.wait(lambda: bool(self.fake.response_message(iid).get("content")))
+        return str(self.fake.response_message(iid)["content"])
+
+    async def delete(self, message: Message) -> None:
+        channel = self._channel(message.where)
+        await self.fake.dispatch("MESSAGE_DELETE", {"id": message.raw["id"], "channel_id": str(channel)})
+
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        from extensions.discord import ChannelArgs, discord_channel
+
+        if where == "dm":
+            return discord_channel, ChannelArgs(channel_id=self.dm)
+        return discord_channel, ChannelArgs(channel_id=self.general, guild_id=self.guild)
+
+    def operator_channel(self) -> str:
+        return f"discord:{self.general}"
+
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        await self.fake.wait_until(predicate, timeout=timeout)
+
+
+class SlackDriver(Driver):
+    name = "slack"
+    output = "slack:message"
+    DM = "D0ALICE"
+    GROUP = "C0TEAM"
+
+    def __init__(self) -> None:
+        self.fake = FakeSlack()
+        self.thread: str | None = None
+        """The group thread the scenario talks in (its first message's ts)."""
+
+    async def start(self) -> None:
+        await self.fake.start()
+
+    async def close(self) -> None:
+        await self.fake.close()
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "bot_token": BOT_TOKEN,
+            "app_token": APP_TOKEN,
+            "api_url": self.fake.api_url,
+            "stream_interval": 0.05,
+            **overrides,
+        }
+
+    async def ready(self) -> None:
+        await self.wait(lambda: self.fake.sockets > 0)
+
+    def _channel(self, where: str) -> str:
+        return self.DM if where == "dm" else self.GROUP
+
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        if mention:
+            text = f"<@{BOT_USER}> {text}"
+        if where == "dm":
+            return Message(where=where, raw=self.fake.user_says(self.DM, text))
+        said = self.fake.user_says(self.GROUP, text, channel_type="channel", thread_ts=self.thread)
+        self.thread = self.thread or said.ts
+        return Message(where=where, raw=said)
+
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        said = self.fake.user_says(self.DM, caption, files=[("picture.png", "image/png", data)])
+        return Message(where="dm", raw=said)
+
+    def replies(self, where: str = "dm") -> list[str]:
+        return [m.text for m in self.fake.bot_messages(self._channel(where)) if m.ephemeral_to is None]
+
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        return [m.versions for m in self.fake.bot_messages(self._channel(where)) if m.ephemeral_to is None]
+
+    def pictures_posted(self) -> list[bytes]:
+        return [data for data in self.fake.uploads.values() if data]
+
+    def files_fetched(self) -> int:
+        return len(self.fake.downloads)
+
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        envelope = self.fake.user_commands(self._channel(where), name, arg)
+        await self.wait(lambda: envelope in self.fake.acked)
+        return str(self.fake.responses.get(envelope, {}).get("text", ""))
+
+    async def delete(self, message: Message) -> None:
+        self.fake.user_deletes(message.raw, channel_type="im" if message.where == "dm" else "channel")
+
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        from extensions.slack import ConversationArgs, slack_conversation
+
+        if where == "dm":
+            return slack_conversation, ConversationArgs(channel=self.DM)
+        return slack_conversation, ConversationArgs(channel=self.GROUP, thread_ts=self.thread)
+
+    def operator_channel(self) -> str:
+        return f"slack:{self.GROUP}"
+
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        await self.fake.wait_for(predicate, timeout=timeout)
+
+
+DRIVERS: dict[str, type[Driver]] = {d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver)}
+"""Every platform the suite runs against, by name."""
+
+
+async def settle() -> None:
+    """Let the event loop run what is ready (a fake's event on its way to the client)."""
+    await asyncio.sleep(0)
