@@ -2,7 +2,9 @@
 list, a code block), posted whole, is laid out as a container of text displays, one per section (cut before each
 heading), with a separator between them, instead of plain message content; Discord's Markdown has no tables, so a
 table's rows go in a code block, aligned. Where Discord refuses it (400), the answer is posted as plain messages, as
-before. ``DISCORD_COMPONENTS_V2=false`` always posts as before.
+before. ``DISCORD_COMPONENTS_V2=false`` always posts as before. An answer shown while it is written (or posted by a
+fleet's worker, following the run's reply ledger) is edited into the layout once complete, when it is one message
+(``Poster.lay_out``).
 """
 
 from __future__ import annotations

@@ -276,6 +276,24 @@ class Poster:
         except NETWORK_ERRORS as exc:
             log.warning("discord: could not take the Stop button off message %s: %s", message_id, exc)
 
+    async def lay_out(self, *, channel_id: int, message_id: int, text: str) -> bool:
+        """Edit the message ``message_id`` (the whole answer, posted as text) into the components v2 layout of
+        ``text`` when it has structure (Discord lets an edit set ``IS_COMPONENTS_V2``, the content emptied, never
+        take it back); True when it shows the layout. A refusal is logged and leaves the text."""
+        view = layout_of(text)
+        if view is None:
+            return False
+        message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
+        try:
+            async with _traced("edit_message", channel_id), asyncio.timeout(self.settings.request_timeout):
+                await message.edit(content=None, view=view, allowed_mentions=discord.AllowedMentions.none())
+        except NETWORK_ERRORS as exc:
+            log.info("discord: message %s in channel %s was left as text: %s", message_id, channel_id, exc)
+            return False
+        finally:
+            view.stop()
+        return True
+
     async def edit_message(self, *, channel_id: int, message_id: int, text: str) -> None:
         """Replace the text of one of the bot's messages; no mention pings."""
         message = self._require_client().get_partial_messageable(channel_id).get_partial_message(message_id)
@@ -402,8 +420,17 @@ class Poster:
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
         ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
-        exactly once across attempts at the batch (``extensions.chat.exactly_once``). Returns its messages' ids."""
+        exactly once across attempts at the batch (``extensions.chat.exactly_once``). An answer with structure that
+        was not posted whole (shown while written, or following the ledger) and is one message ends in the
+        components v2 layout (``lay_out``). Returns its messages' ids."""
         streamed = self.adapter.live is not None
+        whole: list[bool] = []  # (set when the answer was posted whole, laid out where it could be)
+
+        async def post_whole() -> list[int]:
+            whole.append(True)
+            return await self.post_answer(
+                channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
+            )
 
         def following(ledger: ReplyLedger) -> LiveReply:  # posted at once, following the ledger as a live reply does
             record = self.adapter.record(ledger, MESSAGE, streamed=streamed)
@@ -416,12 +443,14 @@ class Poster:
             text,
             ledger=ledger,
             live_reply=following,
-            post=lambda: self.post_answer(
-                channel_id=channel_id, text=text, reply_to=reply_to, idempotency_key=idempotency_key
-            ),
+            post=post_whole,
         )
+        laid_out = False
+        if self.settings.components_v2 and not whole and len(ids) == 1:
+            laid_out = await self.lay_out(channel_id=channel_id, message_id=ids[0], text=text)
         buttoned = live.sink.buttoned if live is not None and isinstance(live.sink, _Sink) else None
-        if buttoned is not None and buttoned in ids:  # delivered: nothing left to stop (beside the run, not in it)
+        # delivered: nothing left to stop (beside the run, not in it); a layout replaced the Stop button already
+        if buttoned is not None and buttoned in ids and not laid_out:
             self.adapter.spawn(
                 self.drop_stop_button(channel_id=channel_id, message_id=buttoned),
                 name=f"discord:unbutton:{buttoned}",

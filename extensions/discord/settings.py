@@ -132,7 +132,7 @@ class DiscordSettings(BaseModel):
         default=True,
         description="Lay an answer with structure (a table, headings, lists, code) out with components v2 (a "
         "container of text displays) instead of plain text, falling back to plain text where Discord refuses it; "
-        "applies to answers posted whole (not to those shown while written, DISCORD_STREAM_REPLIES)",
+        "an answer shown while written (DISCORD_STREAM_REPLIES) is laid out once complete, when it is one message",
     )
     stream_replies: bool = Field(
         default=True,

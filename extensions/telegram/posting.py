@@ -29,7 +29,7 @@ from .filters import MessageFacts
 from .live import live_reply
 from .polls import answer_key, post_poll
 from .reply import post_file, post_reply
-from .rich import post_answer
+from .rich import post_answer, rich_edit, wants_rich
 from .settings import TelegramSettings
 
 if TYPE_CHECKING:
@@ -140,8 +140,22 @@ class Posting:
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
         ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
-        exactly once across attempts at the batch. Returns its messages' ids."""
+        exactly once across attempts at the batch. An answer with structure that was not posted whole (shown while
+        written, or following the ledger) and is one message ends in the rich layout (``rich.rich_edit``). Returns
+        its messages' ids."""
         live = self.adapter.live
+        whole: list[bool] = []  # (set when the answer was posted whole, rich where it could be)
+
+        async def post_whole() -> list[int]:
+            whole.append(True)
+            return await post_answer(
+                self.bot(),
+                chat_id=chat_id,
+                thread_id=thread_id,
+                text=text,
+                reply_to=reply_to,
+                rich=self.settings.rich_messages,
+            )
 
         def following(ledger: ReplyLedger) -> LiveReply:  # posted at once, following the ledger as a live reply does
             return live_reply(
@@ -163,15 +177,10 @@ class Posting:
             text,
             ledger=ledger,
             live_reply=following,
-            post=lambda: post_answer(
-                self.bot(),
-                chat_id=chat_id,
-                thread_id=thread_id,
-                text=text,
-                reply_to=reply_to,
-                rich=self.settings.rich_messages,
-            ),
+            post=post_whole,
         )
+        if self.settings.rich_messages and not whole and len(posted) == 1 and wants_rich(text):
+            await rich_edit(self.bot(), chat_id=chat_id, message_id=posted[0], text=text)
         try:
             await self.answers.add([answer_key(chat_id, m) for m in posted], key[0])
         except Exception as exc:  # (Redis down: the answer is posted; a reaction on it will not count)

@@ -113,8 +113,8 @@ class TelegramSettings(BaseModel):
     rich_messages: bool = Field(
         default=True,
         description="Post an answer with structure (a table, headings, lists, code) as a rich message "
-        "(sendRichMessage, Bot API 10.1), falling back to formatted text where Telegram refuses it; applies to answers "
-        "posted whole (not to those shown while written, TELEGRAM_STREAM_REPLIES)",
+        "(sendRichMessage, Bot API 10.1), falling back to formatted text where Telegram refuses it; an answer shown "
+        "while written (TELEGRAM_STREAM_REPLIES) is edited into one once complete, when it is one message",
     )
     guest_mode: bool = Field(
         default=False,

@@ -1173,6 +1173,25 @@ class FakeDiscord:
             return message
         if not isinstance(body, dict):
             return _error(400, 50109, "The request body contains invalid JSON.")
+        was_layout = int(message.get("flags") or 0) & IS_COMPONENTS_V2
+        if "flags" in body and was_layout and not int(body.get("flags") or 0) & IS_COMPONENTS_V2:
+            return _error(400, 50035, "Invalid Form Body", {"flags": {"_errors": [{"code": "COMPONENTS_V2_SET"}]}})
+        if int(body.get("flags") or 0) & IS_COMPONENTS_V2 or was_layout:  # Discord's rules for components v2
+            texts = _layout_texts(body.get("components") or message.get("components") or [])
+            if body.get("content") or body.get("embeds") or not texts:
+                return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "BASE_TYPE_BAD"}]}})
+            if self.refuse_layout or sum(len(t) for t in texts) > 4000:
+                return _error(
+                    400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "LAYOUT_REFUSED"}]}}
+                )
+            message["flags"] = int(message.get("flags") or 0) | IS_COMPONENTS_V2
+            message["content"] = ""
+            message["components"] = body.get("components") or message.get("components") or []
+            message["edited_timestamp"] = _now()
+            self.versions[message_id].append((time.monotonic(), layout_text(message)))
+            if self._session is not None:
+                await self.dispatch("MESSAGE_UPDATE", message)
+            return _json(message)
         if "content" in body:
             content = body.get("content") or ""
             if len(content) > 2000:

@@ -633,6 +633,7 @@ class FakeTelegramServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
+        method = _METHODS.get(method.lower(), method)  # Bot API methods are case-insensitive
         params = await self._params(request)
         call = ApiCall(method=method, params=params, token=request.match_info["token"])
         self.calls.append(call)
@@ -900,6 +901,8 @@ class FakeTelegramServer:
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
         chat = self._chat(params)
+        if params.get("rich_message") is not None:  # Bot API 10.1: the message becomes a rich message
+            return self._edit_rich(chat, params)
         text = self._visible(params)
         message_id = params.get("message_id")
         found = self._sent_message(chat["id"], message_id)
@@ -921,6 +924,27 @@ class FakeTelegramServer:
         found.text, found.raw, found.parse_mode = text, params["text"], params.get("parse_mode")
         message = dict(self._messages[(chat["id"], found.message_id)])
         message["text"] = text
+        message["edit_date"] = int(time.time())
+        return message
+
+    def _edit_rich(self, chat: dict[str, Any], params: dict[str, Any]) -> Any:
+        if self.refuse_rich:
+            raise _ApiError(400, "Bad Request: RICH_MESSAGE_INVALID")
+        rich = params["rich_message"]
+        rich = json.loads(rich) if isinstance(rich, str) else rich
+        markdown = rich.get("markdown")
+        if not markdown or params.get("text") is not None:
+            raise _ApiError(400, "Bad Request: exactly one of text and rich_message must be given")
+        found = self._sent_message(chat["id"], params.get("message_id"))
+        if found is None:
+            raise _ApiError(400, "Bad Request: message to edit not found")
+        if found.parse_mode == "rich" and found.raw == markdown:
+            raise _ApiError(400, "Bad Request: message is not modified")
+        found.edits.append(found.text)
+        found.edited_at.append(time.monotonic())
+        found.reply_markup = params.get("reply_markup")
+        found.text, found.raw, found.parse_mode = markdown, markdown, "rich"
+        message = dict(self._messages[(chat["id"], found.message_id)])
         message["edit_date"] = int(time.time())
         return message
 
@@ -1139,3 +1163,7 @@ _OPT_IN = frozenset({"message_reaction", "message_reaction_count", "poll_answer"
 def _true(value: Any) -> bool:
     """A boolean parameter as PTB sends it (JSON ``true``, or ``"true"`` in a form body)."""
     return value is True or str(value).lower() == "true"
+
+
+_METHODS = {name[5:].lower(): name[5:] for name in dir(FakeTelegramServer) if name.startswith("_api_")}
+"""The methods the fake knows, by their lower-case names (Telegram takes a method's name in any case)."""
