@@ -23,7 +23,8 @@ per case. Asserts nothing: a benchmark, not a test.
 Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
 settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
 ``--limit 10``, ``--match "todo list"`` (the cases whose last line matches), ``--bot splitter`` (one bot's cases),
-``--show`` to print every answer, ``--runs 3``.
+``--show`` to print every answer, ``--runs 3``, ``--model FILE.gguf`` (that GGUF file instead, repeatable: how
+candidates are compared).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import logging
 import os
 import re
 import statistics
@@ -904,10 +906,13 @@ def _failures(outcomes: Sequence[Outcome]) -> list[str]:
     return lines
 
 
-def models() -> list[tuple[str, Model]]:
-    """The default embedded model, and the one the settings name if it is another (``LLM_MODEL_PATH``, a hosted
-    model)."""
-    chosen: list[tuple[str, Model]] = [("default embedded model", LocalModel())]
+def models(paths: Sequence[str] = ()) -> list[tuple[str, Model]]:
+    """The GGUF files ``paths`` (``--model``) if any; else the default embedded model, and the one the settings name
+    if it is another (``LLM_MODEL_PATH``, a hosted model). An embedded model samples with a fixed seed, so that a
+    run's counts are the same on any machine that runs the same llama.cpp."""
+    if paths:
+        return [(Path(p).name, LocalModel(model_path=Path(p), seed=7)) for p in paths]
+    chosen: list[tuple[str, Model]] = [("default embedded model", LocalModel(seed=7))]
     if os.environ.get("LLM_MODEL_PATH") or os.environ.get("LLM_PROVIDER", "local") != "local":
         from bots.models import build_model
         from bots.settings import Settings
@@ -926,7 +931,14 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--failures", action="store_true", help="print the cases that failed")
+    parser.add_argument("--model", action="append", default=[], help="a GGUF file to run instead (repeatable)")
+    parser.add_argument(
+        "--checks", action="store_true", help="log each check of the embedded model that changes an answer"
+    )
     opts = parser.parse_args(argv)
+    if opts.checks:  # (the decision's second question, a made-up or copied call, an answer written again)
+        logging.basicConfig(format="  check: %(message)s")
+        logging.getLogger("core.models.local").setLevel(logging.INFO)
     kinds = {k.strip() for k in opts.only.split(",") if k.strip()}
     cases = [
         c
@@ -939,7 +951,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         cases = [c for n, c in enumerate(cases) if sum(d.kind == c.kind for d in cases[:n]) < opts.limit]
     tools = {c.tool for c in cases if c.tool}
     print(f"{len(cases)} cases over {len(tools)} of the bot's tools and outputs", flush=True)
-    for name, model in models():
+    for name, model in models(opts.model):
         warm = getattr(model, "warm", None)
         if warm is not None:  # as the bot does before it says it is ready (not counted in seconds per case)
             await warm()

@@ -14,6 +14,12 @@ rather than evaluated again (``n_cache_reuse``). Conversations never share a slo
 lost its slot starts from the common prefix of the one it takes over (the system prompt). Whatever belongs to
 no conversation (a summary, writing a tool call) uses a scratch slot, so it never evicts one.
 
+**Several people at once.** llama.cpp decodes the tokens of every busy slot in one batch (continuous batching),
+so conversations are answered side by side, not one after another. Nothing here makes one wait for another:
+each answer has a thread of the model's own waiting on llama.cpp, and what belongs to no conversation has
+``helpers`` slots of each kind (scratch, deciding), taken by whichever request needs one, so that several
+people's decisions and tool calls run together too (two requests given one slot would run one after the other).
+
 **Tools.** A model whose chat template has the Hermes tool-call format (Qwen2.5) declares ``calls_tools``. For a
 plain request with ``tools`` it first decides, in a short prompt of its own with examples and a grammar that only
 allows a tool's name or ``none``, whether the user's last message needs a tool: a model this small, shown tools
@@ -24,7 +30,7 @@ conversation with that tool listed by the chat template and a grammar that only 
 ``<tool_call>{json}</tool_call>`` with arguments of the tool's schema; the call is handed to the step loop as
 ``<response><action_call name="...">{json}</action_call></response>``. The result comes back as a note on
 the user's message, and the next step (its last turn a result, not the user's) is a plain reply: the model
-answers once instead of calling tools forever. Deciding and calling use two slots of their own, so the
+answers once instead of calling tools forever. Deciding and calling use slots of their own, so the
 conversation's slot only ever holds its plain prompt and stays warm.
 
 A first call that fails (its arguments do not validate, the handler raises) is made once more with the error in
@@ -38,6 +44,7 @@ show it either, the result is the answer.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -127,6 +134,7 @@ class LocalModel:
         repeat_penalty: float = 1.1,
         frequency_penalty: float = 0.0,
         slots: int = 1,
+        helpers: int = 4,
         cache_reuse: int = 16,
         progress: Callable[[str], None] | None = None,
     ) -> None:
@@ -159,6 +167,9 @@ class LocalModel:
         """Penalty growing with how often a token already appeared."""
         self.slots = max(1, slots)
         """Conversations kept warm at once (``LLM_SLOTS``), each in its own llama.cpp slot."""
+        self.helpers = max(1, min(self.slots, helpers))
+        """Slots for what belongs to no conversation (writing a tool call, a summary), and as many again to decide
+        on a tool: so many conversations at once decide and call side by side (at most ``slots``)."""
         self.cache_reuse = cache_reuse
         """Smallest run of tokens (in a slid window) reused by shifting the cache instead of evaluating it."""
         self.progress = progress
@@ -177,9 +188,23 @@ class LocalModel:
         """Conversation -> slot, least recently active first."""
         self._busy: dict[int, int] = {}
         """Answers being generated per slot."""
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        """The threads that wait on llama.cpp, one per answer being generated (not the event loop's default pool,
+        which other work shares: a conversation waiting for a thread would wait for others' answers)."""
 
     def __repr__(self) -> str:
         return f"LocalModel(model_path={str(self.model_path)!r}, threads={self.threads}, slots={self.slots})"
+
+    @property
+    def _scratch(self) -> range:
+        """The slots of tool calls and summaries."""
+        return range(self.slots, self.slots + self.helpers)
+
+    @property
+    def _deciding(self) -> range:
+        """The slots that decide on a tool (with tools; else none)."""
+        first = self.slots + self.helpers
+        return range(first, first + (self.helpers if self.calls_tools else 0))
 
     def _weights_path(self) -> Path:
         assert self.weights is not None
@@ -219,14 +244,14 @@ class LocalModel:
         if request is not None:
             if self._offers_tools(request):
                 bodies.append(self._route_body(request))
-            first = 0 if not self._slot_of else self.slots  # the slot the first conversation will take
+            first = 0 if not self._slot_of else self._scratch[0]  # the slot the first conversation will take
             bodies.append(self._body(request, slot=first))
         elif self.calls_tools:  # the worked examples any bot's tools are decided after
             demo = ToolSpec(name="none_of_these", description="(warming up)")
             probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
             bodies.append(self._route_body(probe))
         else:
-            bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self.slots))
+            bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self._scratch[0]))
         for body in bodies:
             await self._collect(server, {**body, "max_tokens": 1})
         self._say(f"warmed up ({time.perf_counter() - started:.1f} s)")
@@ -236,6 +261,9 @@ class LocalModel:
         with self._lock:
             self._server = None
             self._slot_of.clear()
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
@@ -276,9 +304,10 @@ class LocalModel:
             params = server_params(xllamacpp, path, threads=self.threads)
             # one KV cache of context_size tokens per slot: a conversation keeps its slot, so its next turn
             # evaluates only what is new
-            # (and one more for what belongs to no conversation: summaries, tool calls; with tools one more to
-            # decide on a tool, see ``stream``)
-            params.n_parallel = self.slots + (2 if self.calls_tools else 1)
+            # (and ``helpers`` more for what belongs to no conversation: summaries, tool calls; with tools as many
+            # again to decide on a tool, see ``stream``): llama.cpp batches the slots' tokens together
+            params.n_parallel = self.slots + len(self._scratch) + len(self._deciding)
+            params.cont_batching = True
             params.n_ctx = self.context_size * params.n_parallel
             params.kv_unified = False
             params.n_cache_reuse = self.cache_reuse
@@ -319,6 +348,22 @@ class LocalModel:
         self._slot_of[key] = slot
         self._busy[slot] = self._busy.get(slot, 0) + 1
         return slot
+
+    def _take_helper(self, pool: range) -> int:
+        """A slot of ``pool`` (``_scratch`` or ``_deciding``) for one request: the first idle one (the first is the
+        one warmed up), else the least busy."""
+        slot = min(pool, key=lambda s: (self._busy.get(s, 0) > 0, self._busy.get(s, 0), s))
+        self._busy[slot] = self._busy.get(slot, 0) + 1
+        return slot
+
+    async def _helped(self, server: Any, body: dict[str, Any]) -> str:
+        """``body`` answered whole in a helper slot of the pool its ``id_slot`` belongs to (deciding or scratch)."""
+        pool = self._deciding if body.get("id_slot") in self._deciding else self._scratch
+        slot = self._take_helper(pool)
+        try:
+            return await self._collect(server, {**body, "id_slot": slot})
+        finally:
+            self._release_slot(slot)
 
     def _release_slot(self, slot: int) -> None:
         if slot >= 0:
@@ -444,7 +489,7 @@ class LocalModel:
             "temperature": 0.0,
             "stream": True,
             "cache_prompt": True,
-            "id_slot": self.slots + 1,
+            "id_slot": self._deciding[0],
             "grammar": "root ::= " + " | ".join(_gbnf_string(n) for n in names) + "\n",
         }
 
@@ -466,14 +511,14 @@ class LocalModel:
             "temperature": 0.0,
             "stream": True,
             "cache_prompt": True,
-            "id_slot": self.slots + 1,
+            "id_slot": self._deciding[0],
             "grammar": 'root ::= "yes" | "no"\n',
         }
 
     def _call_body(self, request: ModelRequest, *tools: ToolSpec) -> dict[str, Any]:
         """The call of one of ``tools``: the conversation with them listed by the chat template, and a grammar that
         only lets the model write a call of one of them with arguments of its schema."""
-        body = self._body(request, slot=self.slots)
+        body = self._body(request, slot=self._scratch[0])
         body.pop("stop", None)
         body["tools"] = [_tool_json(tool) for tool in tools]
         body["tool_choice"] = "none"  # our grammar, not llama.cpp's, shapes the call
@@ -488,13 +533,13 @@ class LocalModel:
         ``<response><action_call name="...">{json}</action_call></response>``."""
         server = self._server if self._server is not None else await asyncio.to_thread(self._load)
         if self._offers_tools(request):
-            route = (await self._collect(server, self._route_body(request))).strip()
+            route = (await self._helped(server, self._route_body(request))).strip()
             tool = next((t for t in request.tools if t.name == route), None)
             if tool is not None and tool.output and not await self._confirmed(server, request, tool):
                 log.info("the local model named the output %s but does not confirm it; it answers plainly", tool.name)
                 tool = None
             if tool is not None:
-                written = await self._collect(server, self._call_body(request, tool))
+                written = await self._helped(server, self._call_body(request, tool))
                 call = parse_tool_call(written)
                 if call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
                     async for text in _tool_or_text(_once(written), (tool,)):
@@ -508,15 +553,18 @@ class LocalModel:
         elif self._retries(request):  # the first call failed: once more, the error in view
             tool = await self._retry_tool(server, request)
             if tool is not None:
-                generated = self._generate(server, self._call_body(request, tool))
-                called = _tool_or_text(generated, (tool,))
-                async with contextlib.aclosing(generated), contextlib.aclosing(called) as texts:
-                    async for text in texts:
-                        yield text
+                slot = self._take_helper(self._scratch)
+                try:
+                    generated = self._generate(server, {**self._call_body(request, tool), "id_slot": slot})
+                    called = _tool_or_text(generated, (tool,))
+                    async with contextlib.aclosing(generated), contextlib.aclosing(called) as texts:
+                        async for text in texts:
+                            yield text
+                finally:
+                    self._release_slot(slot)
                 return
-        if request.metadata.get("purpose"):  # a summary: the scratch slot, never a conversation's
-            slot = self.slots
-            self._busy[slot] = self._busy.get(slot, 0) + 1
+        if request.metadata.get("purpose"):  # a summary: a scratch slot, never a conversation's
+            slot = self._take_helper(self._scratch)
         else:
             slot = self._take_slot(request.metadata.get("context_id"))
         try:
@@ -559,7 +607,7 @@ class LocalModel:
         ``todo:list``, whose reply is then "3" shown as the list). Declined, the plain reply still shows what the
         output would have, the state being in its prompt; an action declined wrongly would be lost, and asked
         this way the model declines some that are needed, so actions are not asked twice."""
-        answer = (await self._collect(server, self._confirm_body(request, tool))).strip()
+        answer = (await self._helped(server, self._confirm_body(request, tool))).strip()
         return answer != "no"
 
     async def _retry_tool(self, server: Any, request: ModelRequest) -> ToolSpec | None:
@@ -579,7 +627,7 @@ class LocalModel:
         )
         if others:
             again = replace(request, tools=others, turns=request.turns[:-2])
-            route = (await self._collect(server, self._route_body(again))).strip()
+            route = (await self._helped(server, self._route_body(again))).strip()
             chosen = next((t for t in others if t.name == route), None)
             if chosen is not None:
                 log.info("the local model's call of %s failed; it calls %s instead", name, chosen.name)
@@ -613,7 +661,11 @@ class LocalModel:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        worker = loop.run_in_executor(None, generate)
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.slots + 2 * self.helpers + 2, thread_name_prefix="llama"
+            )
+        worker = loop.run_in_executor(self._executor, generate)
         try:
             while (chunk := await queue.get()) is not None:
                 if not isinstance(chunk, dict):

@@ -126,3 +126,39 @@ async def test_the_embedded_model_answers_a_photo_from_its_stand_in_text(local_m
     assert request.images == ()
     assert '[image "photo.jpg" (image/jpeg, 83 KB) (an image came, but this model cannot see images)]' in request.prompt
     assert sent and sent[0].strip()
+
+
+async def test_two_conversations_are_generated_side_by_side() -> None:
+    """Issue 55: llama.cpp's parallel sequences serve two conversations at once, each in its own slot: the second
+    one's first words come while the first is still being written (one after the other, they would come after its
+    last). Both are written to the end (``ignore_eos``), so the order says it, not the time."""
+    path = smollm2_path()
+    assert path is not None
+    model = LocalModel(model_path=path, context_size=512, temperature=0.0, seed=3, slots=2, threads=1)
+    try:
+        await model.load()
+        events: list[str] = []
+
+        def body(context: str, text: str) -> dict[str, Any]:
+            request = ModelRequest(system="", prompt=text, plain=True, max_tokens=96, metadata={"context_id": context})
+            return {**model._body(request, slot=model._take_slot(context)), "ignore_eos": True}
+
+        async def write(name: str, first_words: asyncio.Event | None, text: str) -> str:
+            written = ""
+            async for chunk in model._generate(model._server, body(name, text)):
+                if not written and first_words is not None:
+                    first_words.set()
+                written += chunk
+                events.append(name)
+            events.append(f"{name} done")
+            return written
+
+        started = asyncio.Event()
+        first = asyncio.create_task(write("a", started, "Count from one to fifty."))
+        await asyncio.wait_for(started.wait(), timeout=300)
+        second = await write("b", None, "Name some fruits.")
+        assert (await first).strip() and second.strip()
+        assert events.index("b") < events.index("a done"), "the second conversation waited for the first to end"
+        assert model._slot_of == {"a": 0, "b": 1}
+    finally:
+        model.close()

@@ -8,6 +8,7 @@ conversation) runs against a scripted stand-in for llama.cpp's server, so no wei
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import re
@@ -214,7 +215,7 @@ async def test_a_message_that_needs_no_tool_gets_a_plain_reply_without_tools(tmp
     decide, answer = model._server.bodies
     assert decide["grammar"] == 'root ::= "remember" | "current_time" | "search" | "none"\n'
     assert decide["messages"][-1] == {"role": "user", "content": "Capital of France?"}
-    assert decide["id_slot"] == 3, "deciding has a slot of its own"
+    assert decide["id_slot"] == 4, "deciding has slots of its own (after the conversations' and the scratch ones)"
     assert "tools" not in answer and "grammar" not in answer and answer["stop"] == list(TURN_STOPS)
     assert answer["id_slot"] == 0
 
@@ -273,6 +274,34 @@ async def test_each_conversation_keeps_its_slot_and_the_least_recent_one_gives_i
     [c async for c in model.stream(summary)]
     assert model._server.bodies[-1]["id_slot"] == 2, "a summary takes the scratch slot, not a conversation's"
     assert len(model._server.threads) >= 1 and threading.get_ident() not in model._server.threads
+
+
+class MeetingServer(FakeServer):
+    """A fake server whose requests wait for one another: each returns only once ``together`` of them are being
+    handled at the same time (a model that served one request after another would never get there)."""
+
+    def __init__(self, reply: Callable[[dict[str, Any]], str], together: int) -> None:
+        super().__init__(reply)
+        self.barrier = threading.Barrier(together, timeout=120)
+
+    def handle_chat_completions(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> None:
+        self.barrier.wait()
+        super().handle_chat_completions(body, on_chunk)
+
+
+async def test_two_conversations_decide_and_answer_side_by_side(tmp_path: Path) -> None:
+    """Issue 55: two people at once. Their decisions are made at the same time in two deciding slots, and their
+    answers at the same time in their own conversations' slots: neither waits for the other's to end."""
+    model = scripted_model(tmp_path, router_or("Paris.", "none"), slots=2)
+    model._server = MeetingServer(router_or("Paris.", "none"), together=2)
+
+    async def say(context: str) -> str:
+        return "".join([c async for c in model.stream(request(("user", "Capital of France?"), context=context))])
+
+    assert await asyncio.gather(say("a"), say("b")) == ["Paris.", "Paris."]
+    decisions = sorted(b["id_slot"] for b in model._server.bodies if b["max_tokens"] == 16)
+    answers = sorted(b["id_slot"] for b in model._server.bodies if b["max_tokens"] != 16)
+    assert decisions == [4, 5] and answers == [0, 1]
 
 
 async def test_without_tool_support_the_tools_are_ignored(tmp_path: Path) -> None:
