@@ -41,7 +41,12 @@ FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
 """... up to this."""
 BUSY_INTERVAL = 0.1
-"""Seconds between two looks for new updates while some are handled in the background."""
+"""Seconds between two looks for new updates while some are handled in the background, at most..."""
+BURST_LOOK = 0.01
+"""... and right after a look that found a new update: the wait doubles with each look that finds none, up to
+``BUSY_INTERVAL``. A burst typed or pasted a few milliseconds apart reaches the run while its model call has not
+written a word yet (the call is then started again with all of them: one answer), not a tenth of a second later,
+after a fast model's answer to the first message alone was posted."""
 FETCH_LIMIT = 100
 """Updates Telegram hands out per ``getUpdates`` at most (the default ``limit``)."""
 STORE_FIRST_BACKOFF = 0.05
@@ -73,10 +78,11 @@ class Poller:
     an awaitable that finishes when it is (the update is handled in the background: an answer being written
     in the embedded mode, a message waiting for room in a full inbox in front of a queue). The offset sent
     to Telegram is the first update not handled yet, so updates handled in the background keep every later
-    one unconfirmed too; meanwhile the poller looks for new updates every ``busy_interval`` seconds (Telegram
-    hands back the unconfirmed ones each time: they are skipped), so one slow conversation does not hold up
-    the others. Telegram hands out at most 100 updates from the offset: if that many are unconfirmed, new
-    ones wait until the oldest is handled."""
+    one unconfirmed too; meanwhile the poller looks for new updates (Telegram hands back the unconfirmed ones
+    each time: they are skipped) ``burst_look`` seconds after a look that found one, then less often, up to
+    every ``busy_interval`` seconds, so one slow conversation does not hold up the others and the rest of a
+    burst joins its first message before the answer begins. Telegram hands out at most 100 updates from the
+    offset: if that many are unconfirmed, new ones wait until the oldest is handled."""
 
     def __init__(
         self,
@@ -87,6 +93,7 @@ class Poller:
         allowed_updates: Sequence[str],
         on_invalid_token: Callable[[InvalidToken], None],
         busy_interval: float = BUSY_INTERVAL,
+        burst_look: float = BURST_LOOK,
     ) -> None:
         self.bot = bot
         """The bot that fetches."""
@@ -100,7 +107,9 @@ class Poller:
         self.on_invalid_token = on_invalid_token
         """Told when Telegram refuses the token while polling (polling has ended)."""
         self.busy_interval = busy_interval
-        """Seconds between two looks for new updates while some are handled in the background."""
+        """Seconds between two looks for new updates while some are handled in the background, at most."""
+        self.burst_look = burst_look
+        """Seconds before the next look after one that found a new update (doubling up to ``busy_interval``)."""
         self.offset: int | None = None
         """The first update id not handled yet (None: start from what Telegram holds)."""
         self.sent_offset: int | None = None
@@ -114,6 +123,7 @@ class Poller:
         self._background: dict[int, asyncio.Future[None]] = {}
         self._handled: set[int] = set()
         self._finished = asyncio.Event()
+        self._look = burst_look
 
     @property
     def running(self) -> bool:
@@ -180,7 +190,7 @@ class Poller:
         while not self._stopping:
             busy = bool(self._background)
             if busy:  # look for new updates now and then, not in a long poll (it would return at once)
-                await self._changes(self.busy_interval)
+                await self._changes(self._look)
             try:
                 updates = await self._fetch(0 if self._background else self.timeout)
             except InvalidToken as exc:
@@ -213,6 +223,7 @@ class Poller:
                 continue
             backoff = 0.0
             new = [u for u in updates if self._is_new(u.update_id)]
+            self._look = self.burst_look if new else min(self.busy_interval, self._look * 2)
             if new:
                 await self._handle_batch(new)
             elif self._background and len(updates) >= FETCH_LIMIT:

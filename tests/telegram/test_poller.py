@@ -119,3 +119,47 @@ async def test_a_refused_token_ends_polling_and_is_reported(server: FakeTelegram
     finally:
         await poller.stop(timeout=1)
     assert len(refused) == 1 and len(server.calls_of("getUpdates")) == 1  # not tried again
+
+
+async def test_while_an_update_is_answered_the_next_one_of_a_burst_is_fetched_soon_not_after_the_busy_interval(
+    server: FakeTelegramServer, bot: Bot
+) -> None:
+    """The first message is handled in the background (an answer being written: Telegram keeps it, and every later
+    update, unconfirmed); the poller looks again ``burst_look`` seconds after a look that found something, doubling
+    up to ``busy_interval``, so the rest of a burst reaches the run before the answer begins (issue 51). With a
+    ``busy_interval`` longer than the test's deadline, only the quick looks can fetch the second message."""
+    answered = asyncio.Event()
+    seen: list[int] = []
+    changed = asyncio.Event()
+
+    async def handle(update: Update) -> asyncio.Task[None]:
+        seen.append(update.update_id)
+        changed.set()
+        return asyncio.create_task(answered.wait())  # (awaited by the poller, cancelled by its stop)
+
+    poller = Poller(
+        bot,
+        handle,
+        timeout=10,
+        allowed_updates=("message",),
+        on_invalid_token=lambda exc: None,
+        busy_interval=60.0,
+        burst_look=0.01,
+    )
+    first = server.user_says("part one", user_id=1)["update_id"]
+    poller.start()
+    try:
+        async with asyncio.timeout(20):
+            while first not in seen:
+                changed.clear()
+                await changed.wait()
+            second = server.user_says("part two", user_id=1)["update_id"]
+            while second not in seen:
+                changed.clear()
+                await changed.wait()
+        assert poller.in_background == 2 and [u["update_id"] for u in server.pending] == [first, second]
+        answered.set()
+        await server.wait_for(lambda: poller.in_background == 0)
+    finally:
+        await poller.stop(timeout=1)
+    assert seen == [first, second] and server.pending == []
