@@ -75,7 +75,9 @@ class Build:
     """The bot's name (``BOT_NAME``), for pages that show one."""
     fleet: Mapping[str, Any] = field(default_factory=dict)
     """The fleet's options, each platform taking those it uses: ``answers`` (``core.fleet.RedisAnswerBook``, the
-    bot's answers for reactions as feedback: Telegram), the web chat's ``gateway_id``, ``relay`` and ``visitors``."""
+    bot's answers for reactions as feedback: Telegram), ``ephemeral`` (``core.fleet.RedisEphemeral``: the queue's keys
+    of a conversation kept by nothing expire: Telegram's guest requests), the web chat's ``gateway_id``, ``relay`` and
+    ``visitors``."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -67,10 +67,11 @@ class FleetRole:
 
     def fleet_options(self) -> dict[str, Any]:
         """The platforms' fleet options (``Build.fleet``): the bot's answers, in Redis, for reactions as feedback
-        (a worker posts an answer, a gateway receives the reaction on it)."""
-        from core.fleet import RedisAnswerBook
+        (a worker posts an answer, a gateway receives the reaction on it), and the expiry of the keys of a
+        conversation kept by nothing (a Telegram guest request)."""
+        from core.fleet import RedisAnswerBook, RedisEphemeral
 
-        return {"answers": RedisAnswerBook(self.backend)}
+        return {"answers": RedisAnswerBook(self.backend), "ephemeral": RedisEphemeral(self.backend)}
 
     def web_options(self) -> dict[str, Any]:
         """``fleet_options`` and ``web_extension``'s: a gateway listens on its channel, a worker only publishes;

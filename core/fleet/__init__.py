@@ -4,7 +4,7 @@ workers, leases with fencing tokens, crash redelivery, idempotent replies, and a
 Needs the ``redis`` extra (``arq``, ``redis``); nothing outside this package imports them.
 """
 
-from .answer_book import RedisAnswerBook
+from .answer_book import RedisAnswerBook, RedisEphemeral
 from .approval_store import RedisApprovalStore
 from .arq_worker import QueueWorker
 from .backend import RedisBackend
@@ -40,6 +40,7 @@ __all__ = (
     "RedisApprovalStore",
     "RedisBackend",
     "RedisDispatcher",
+    "RedisEphemeral",
     "RedisFactStore",
     "RedisLimitStore",
     "RedisMemoryStore",

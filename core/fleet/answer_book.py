@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .backend import RedisBackend
 
-__all__ = ("ANSWER_TTL", "RedisAnswerBook")
+__all__ = ("ANSWER_TTL", "RedisAnswerBook", "RedisEphemeral")
 
 ANSWER_TTL = 7 * 86_400
 """Seconds an answer is remembered: a reaction on an older answer is not counted."""
@@ -55,3 +55,28 @@ class RedisAnswerBook:
         if found is None:
             return None
         return found.decode() if isinstance(found, bytes) else str(found)
+
+
+class RedisEphemeral:
+    """Conversations kept by nothing (a Telegram guest request, one conversation per request): once answered, what
+    the queue keeps of one after its batch (the ``meta`` hash: its fence, its batch counter and the dedupe keys of
+    its inputs, never their text) expires after ``ttl`` seconds instead of staying for good."""
+
+    def __init__(self, backend: RedisBackend, *, ttl: int = 3600) -> None:
+        self.backend = backend
+        self.ttl = ttl
+        """Seconds the meta stays: longer than the dedupe window (``REDIS_DEDUPE_TTL``), so a platform's update
+        delivered again is still recognised."""
+
+    async def expire(self, cid: str) -> None:
+        """Let the queue's keys of ``cid`` expire (a Redis failure is a ``DispatchError``, tried once)."""
+        client, keys = self.backend.client, self.backend.keys.context(cid)
+        ttl = max(self.ttl, int(self.backend.config.dedupe_ttl) + 1)
+
+        async def expire() -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in (keys.meta, keys.stop):
+                    pipe.expire(key, ttl)
+                await pipe.execute()
+
+        await self.backend.run(expire, what=f"letting the keys of {cid} expire", retry_for=0)

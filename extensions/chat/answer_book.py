@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ("KEPT", "AnswerBook", "LocalAnswerBook")
+__all__ = ("KEPT", "AnswerBook", "Ephemeral", "LocalAnswerBook")
 
 KEPT = 4096
 """How many answers a process remembers on its own: the oldest are forgotten first."""
@@ -42,3 +42,11 @@ class LocalAnswerBook:
 
     async def get(self, message: str) -> str | None:
         return self._answers.get(message)
+
+
+class Ephemeral(Protocol):
+    """A fleet's handle on the queue's keys of a conversation kept by nothing (``core.fleet.RedisEphemeral``)."""
+
+    async def expire(self, cid: str) -> None:
+        """Let what the queue keeps of ``cid`` after its batch expire."""
+        ...

@@ -33,7 +33,7 @@ from .settings import TelegramMode, TelegramSettings
 if typing.TYPE_CHECKING:
     from core import Host
 
-    from ..chat.answer_book import AnswerBook
+    from ..chat.answer_book import AnswerBook, Ephemeral
     from ..chat.trust import TrustRules
     from .runtime import TelegramRuntime
 
@@ -78,12 +78,16 @@ def telegram_extension(
     listen: bool = True,
     trust: TrustRules | None = None,
     answers: AnswerBook | None = None,
+    ephemeral: Ephemeral | None = None,
 ) -> Extension:
     """The Telegram extension. ``listen=False`` (queue workers) only builds the bot for sending: no
     polling, no webhook server; replies, typing and error notices still work. ``trust``: how authors get their
     tier and which bots are answered (``TRUST_*``). ``answers``: where the bot's answers are noted, so that a
-    reaction on one counts as feedback (default: in this process; a fleet gives ``core.fleet.RedisAnswerBook``)."""
+    reaction on one counts as feedback (default: in this process; a fleet gives ``core.fleet.RedisAnswerBook``).
+    ``ephemeral``: a fleet's expiry of the queue's keys of a guest request once answered
+    (``core.fleet.RedisEphemeral``)."""
     runtime = telegram_runtime(settings, listen=listen, answers=answers)
+    runtime.ephemeral = ephemeral
     if trust is not None:
         runtime.set_trust(trust)
 

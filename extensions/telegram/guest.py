@@ -47,6 +47,8 @@ class GuestRuntime(Protocol):
 
     async def answer_guest(self, *, query_id: str, text: str) -> None: ...
 
+    async def expire_keys(self, context_id: str) -> None: ...
+
 
 class GuestArgs(pydantic.BaseModel):
     """One guest request: its query (the conversation is this request alone) and the chat it came from."""
@@ -71,8 +73,11 @@ async def _nothing_kept(state: ContextState, agent: Host) -> None:
 
 async def _forget(state: ContextState, agent: Host) -> None:
     """Once the request is answered, erase its conversation (``Host.forget``, from inside the run: the run saves
-    nothing back and adds nothing to the history)."""
+    nothing back and adds nothing to the history); in a fleet, what the queue keeps of it (its dedupe key, no text)
+    expires."""
     await agent.forget(telegram_guest, state.platform_args)
+    runtime: Any = get_runtime(agent)
+    await runtime.expire_keys(state.id)
 
 
 async def _answer(text: str, ctx: OutputContext, agent: Host) -> None:

@@ -49,26 +49,21 @@ async def on_guest_message(
     message: Message,
     *,
     enabled: bool,
-    queued: bool,
     bot_username: str,
     send: Send | None,
     update_id: int,
     allowlist: Allowlist,
 ) -> None:
     """Answer a guest request in its own conversation (erased once answered: ``guest.py``). Left
-    (logged) when ``TELEGRAM_GUEST_MODE`` is off, and in front of a queue (guest mode answers in ``bots run``:
-    a worker could not erase what it ran once answered)."""
+    (logged) when ``TELEGRAM_GUEST_MODE`` is off. In front of a queue it goes to the queue as any message does, and
+    the worker that answers it erases it (``guest.py``; what the queue keeps, no text, expires)."""
     found = guest_input(message, bot_username=bot_username)
     agent = adapter.agent
     if found is None or agent is None or send is None:
         return
     args, ref = found
-    if not enabled or queued:
-        log.info(
-            "a guest request in chat %s left: %s",
-            message.chat.id,
-            "TELEGRAM_GUEST_MODE is off" if not enabled else "guest mode answers in bots run only, not in a fleet",
-        )
+    if not enabled:
+        log.info("a guest request in chat %s left: TELEGRAM_GUEST_MODE is off", message.chat.id)
         adapter.metrics.ignored(telegram_guest, args, Ignored.POLICY)
         return
     if allowlist.users and ref.params["user_id"] not in allowlist.users:  # (TELEGRAM_ALLOWED_USERS; the chat is

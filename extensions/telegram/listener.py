@@ -119,7 +119,6 @@ class Listener:
                 self.adapter,
                 update.guest_message,
                 enabled=self.guest_mode,
-                queued=self.queued,
                 bot_username=self.me.username,
                 send=self.handover.sender,
                 update_id=update.update_id,

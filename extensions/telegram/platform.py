@@ -34,7 +34,11 @@ def _build(build: Build) -> Extension:
     from . import telegram_extension
 
     return telegram_extension(
-        build.settings, listen=build.listen, trust=build.trust, answers=build.fleet.get("answers")
+        build.settings,
+        listen=build.listen,
+        trust=build.trust,
+        answers=build.fleet.get("answers"),
+        ephemeral=build.fleet.get("ephemeral"),
     )
 
 

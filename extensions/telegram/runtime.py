@@ -45,10 +45,10 @@ from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import TypeHandler
 
-from core.errors import ConfigError, PlatformError
+from core.errors import BotError, ConfigError, PlatformError
 
 from ..chat.adapter import ChatAdapter
-from ..chat.answer_book import AnswerBook
+from ..chat.answer_book import AnswerBook, Ephemeral
 from ..chat.i18n import say
 from ..chat.policy import Allowlist
 from ..chat.stream import LiveReply, ReplyKey
@@ -62,9 +62,8 @@ from .handover import Handover
 from .listener import BotIdentity, Listener
 from .members import ChatMembers
 from .posting import Posting
-from .settings import TelegramSettings
+from .settings import WEBHOOK_DEADLINE, TelegramSettings
 from .update_source import ALLOWED_UPDATES, UpdateSource, uses_ptb_updater
-from .webhook import WEBHOOK_DEADLINE
 
 if TYPE_CHECKING:
     from core import Host
@@ -112,6 +111,8 @@ class TelegramRuntime(ChatAdapter):
         """The PTB Application, once started."""
         self.webhook_deadline = WEBHOOK_DEADLINE
         """Seconds the gateway's webhook server may take to store an update before answering 503."""
+        self.ephemeral: Ephemeral | None = None
+        """A fleet's expiry of the queue's keys of a guest request once answered (``expire_keys``)."""
         self.posting = Posting(self, settings, bot=lambda: self.bot, answers=answers)
         """What the bot writes (``answers``: where its answers are noted for feedback; a fleet's are in Redis)."""
         self.members = ChatMembers(self, bot=lambda: self.bot, timeout=settings.request_timeout)
@@ -294,6 +295,16 @@ class TelegramRuntime(ChatAdapter):
     def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
         """Keep "typing..." alive in the chat while the block lasts (one loop per chat)."""
         return self.posting.typing(chat_id, thread_id)
+
+    async def expire_keys(self, context_id: str) -> None:
+        """In a fleet, let the queue's keys of a guest request expire once it is answered (a failure is logged: the
+        keys hold no text, only the request's dedupe key)."""
+        if self.ephemeral is None:
+            return
+        try:
+            await self.ephemeral.expire(context_id)
+        except BotError as exc:
+            log.warning("the queue's keys of %s stay: %s", context_id, exc)
 
     async def answer_guest(self, *, query_id: str, text: str) -> None:
         """Answer a guest request (``guest_answer.answer_guest``)."""
