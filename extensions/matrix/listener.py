@@ -11,8 +11,11 @@ facts that came from it (``Host.forget_messages``, ``core.facts``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -94,19 +97,20 @@ def facts_of_event(room: MatrixRoom, event: Event, *, me: str, my_name: str, min
         attachments.append(
             Attachment(
                 kind=AttachmentKind.IMAGE,
-                name=text[:200],
+                name=str(content.get("filename") or text)[:200],
                 mime=str(info.get("mimetype", "")),
                 size=info.get("size") if isinstance(info.get("size"), int) else None,
                 source="matrix",
                 ref=event.url,
             )
         )
-        text = ""
+        filename = content.get("filename")  # (a caption is a body other than the file's name, where one is given)
+        text = text if isinstance(filename, str) and filename and text != filename else ""
     user_ids = mentions.get("user_ids", []) if isinstance(mentions, dict) else []
     lowered = text.lower()
     mentioned = (isinstance(user_ids, list) and me in user_ids) or me.lower() in lowered
-    if my_name and my_name.lower() in lowered and my_name.lower() != me.lower():
-        mentioned = True
+    if my_name and my_name.lower() != me.lower() and re.search(rf"(?<!\w){re.escape(my_name)}(?!\w)", text, re.I):
+        mentioned = True  # (its display name as a word: how people mention it in clients without mention pills)
     level = room.power_levels.get_user_level(event.sender) if room.power_levels is not None else 0
     return Facts(
         args=RoomArgs(room_id=room.room_id, thread_id=thread if isinstance(thread, str) else None),
@@ -153,6 +157,7 @@ class Listener:
         self.until_stored = until_stored
         self.threads: set[RoomArgs] = set()
         """The threads messages came from (a redaction names no thread: its message is forgotten in each)."""
+        self._answering: dict[RoomArgs, asyncio.Task[None]] = {}
         self._send: Send | None = None
 
     def open(self, send: Send) -> None:
@@ -213,7 +218,12 @@ class Listener:
         key = f"matrix:{facts.event_id}"
         if command is not None:
             name, arg = command
-            work: Callable[[], Awaitable[None]] = lambda: self.commands.serve(facts, name, arg)  # noqa: E731
+
+            async def work() -> None:
+                if name in ("reset", "forget"):  # (after the answer in flight here, which would save it back)
+                    await self._answered(facts.args)
+                await self.commands.serve(facts, name, arg)
+
             if self.queued:
                 await self._guarded(work, facts)
             else:
@@ -224,8 +234,22 @@ class Listener:
         if self.queued:
             await self.until_stored(lambda: adapter.backpressure.submit(incoming), incoming.what)
         else:
-            adapter.spawn(self._answer(incoming, facts), name=f"{key}:answer", key=key)
+            task = adapter.spawn(self._answer(incoming, facts), name=f"{key}:answer", key=key)
+            self._answering[facts.args] = task
+            task.add_done_callback(functools.partial(self._answer_done, facts.args))
             adapter.seen.add(facts.event_id)
+
+    def _answer_done(self, args: RoomArgs, task: asyncio.Task[None]) -> None:
+        if self._answering.get(args) is task:
+            del self._answering[args]
+
+    async def _answered(self, args: RoomArgs) -> None:
+        """Wait for the answer this process is writing in the conversation ``args`` to end (bounded by the agent's
+        ``stop_timeout``)."""
+        task = self._answering.get(args)
+        agent = self.adapter.agent
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=agent.stop_timeout if agent is not None else 10.0)
 
     async def _guarded(self, work: Callable[[], Awaitable[None]], facts: Facts) -> None:
         try:

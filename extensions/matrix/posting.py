@@ -30,9 +30,9 @@ __all__ = ("MESSAGE_LIMIT", "MatrixSink", "Poster", "pieces", "translate")
 log = logging.getLogger("extensions.matrix")
 content_log = logging.getLogger("content.matrix")
 
-MESSAGE_LIMIT = 16_000
-"""Characters in one message: far under the 65,536 bytes of an event, so any text fits in UTF-8 with its
-envelope, and clients show it without a wall of text."""
+MESSAGE_LIMIT = 4_000
+"""Characters in one message: an event holds 65,536 bytes of JSON, and a character may take six there (a control
+character escaped as ``\\u0000``), so 4,000 fit with the envelope and an edit's two copies of the text."""
 _GONE = frozenset({"M_FORBIDDEN", "M_NOT_FOUND"})
 """Error codes that mean the bot may no longer post in the room."""
 

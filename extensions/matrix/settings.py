@@ -46,7 +46,7 @@ class MatrixSettings(BaseModel):
         default=True, description="Show answers while they are written (posted, then edited with m.replace)"
     )
     stream_interval: float = Field(
-        default=1.5, ge=0.2, le=60, description="Seconds at least between two edits of an answer being written"
+        default=1.5, ge=0.05, le=60, description="Seconds at least between two edits of an answer being written"
     )
     sync_timeout: int = Field(default=30, ge=1, le=120, description="Seconds one /sync long poll may wait")
     request_timeout: float = Field(default=30.0, gt=0, le=300, description="Seconds one homeserver request may take")

@@ -28,10 +28,12 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ("BOT", "FakeHomeserver", "Room", "Sent")
+__all__ = ("BOT", "BOT_NAME", "FakeHomeserver", "Room", "Sent")
 
 BOT = "@bot:example.org"
 """The bot account's user id."""
+BOT_NAME = "Daydream"
+"""The bot account's display name."""
 SERVER = "example.org"
 CLIENT = "/_matrix/client/v3"
 DEADLINE = 60.0
@@ -205,7 +207,7 @@ class FakeHomeserver:
                     room.room_id,
                     self.bot,
                     "m.room.member",
-                    {"membership": "join", "displayname": "Bot"},
+                    {"membership": "join", "displayname": BOT_NAME},
                     state_key=self.bot,
                 )
             )
@@ -268,13 +270,17 @@ class FakeHomeserver:
         """The stream position of ``event_id``."""
         return next(s.position for s in self.stream if s.event["event_id"] == event_id)
 
-    def picture(self, room_id: str, sender: str, data: bytes, *, mime: str = "image/png", name: str = "p.png") -> str:
-        """``sender`` posts a picture (uploaded to the media repository); returns the event id."""
+    def picture(
+        self, room_id: str, sender: str, data: bytes, *, mime: str = "image/png", name: str = "p.png", caption: str = ""
+    ) -> str:
+        """``sender`` posts a picture (uploaded to the media repository), with ``caption`` as its body (the
+        file's name otherwise); returns the event id."""
         media_id = secrets.token_urlsafe(10)
         self.media[media_id] = (data, mime)
         content = {
             "msgtype": "m.image",
-            "body": name,
+            "body": caption or name,
+            "filename": name,
             "url": f"mxc://{SERVER}/{media_id}",
             "info": {"mimetype": mime, "size": len(data)},
         }
@@ -315,6 +321,22 @@ class FakeHomeserver:
                 continue
             texts[event_id] = str(content.get("body", ""))
         return [text for event_id, text in texts.items() if event_id not in redacted]
+
+    def versions(self, room_id: str) -> list[list[str]]:
+        """Every text each of the bot's messages in the room showed (its edits after it), redacted ones left out."""
+        shown: dict[str, list[str]] = {}
+        redacted = {s.event.get("redacts") for s in self.stream if s.event["type"] == "m.room.redaction"}
+        for sent in self.bot_messages(room_id):
+            related = sent.content.get("m.relates_to", {})
+            if related.get("rel_type") == "m.replace":
+                shown.setdefault(related["event_id"], []).append(str(sent.content["m.new_content"]["body"]))
+            else:
+                shown[sent.event["event_id"]] = [str(sent.content.get("body", ""))]
+        return [texts for event_id, texts in shown.items() if event_id not in redacted]
+
+    def downloads(self) -> int:
+        """How many files were downloaded from the media repository."""
+        return sum(1 for method, path in self.requests if method == "GET" and "/media/download/" in path)
 
     def edits(self, room_id: str) -> list[Sent]:
         """The bot's edits (``m.replace``) in the room."""
@@ -471,7 +493,7 @@ class FakeHomeserver:
         if room is None:
             return web.json_response({"errcode": "M_FORBIDDEN", "error": "not in the room"}, status=403)
         joined = {user: {"display_name": name} for user, name in room.members.items()}
-        joined[self.bot] = {"display_name": "Bot"}
+        joined[self.bot] = {"display_name": BOT_NAME}
         return web.json_response({"joined": joined})
 
     async def _join(self, request: web.Request) -> web.Response:

@@ -46,12 +46,14 @@ async def test_in_a_group_room_only_a_mention_or_a_command_is_answered(
     room = homeserver.room("Team", {ANN: "Ann", BOB: "Bob"})
     bot = await start_run()
     homeserver.say(room, ANN, "just chatting with Bob")
-    homeserver.say(room, BOB, "hey bot, what time is it?", mention=True)
+    homeserver.say(room, BOB, "what time is it?", mention=True)
     await homeserver.wait_for(lambda: SCRIPTED_REPLY in homeserver.shown(room), "the answer to the mention")
     homeserver.say(room, ANN, "!help")
+    homeserver.say(room, BOB, "Daydream, are you there?")  # (its display name, as a word, is a mention too)
     await homeserver.wait_for(lambda: any("!stop" in t for t in homeserver.shown(room)), "the help")
+    await homeserver.wait_for(lambda: homeserver.shown(room, notices=False) == [SCRIPTED_REPLY] * 2, "the answers")
     await stop_all(bot)
-    assert homeserver.shown(room, notices=False) == [SCRIPTED_REPLY]  # (the first message was left)
+    assert homeserver.shown(room, notices=False) == [SCRIPTED_REPLY] * 2  # (the first message was left)
 
 
 async def test_an_encrypted_room_is_refused_with_one_message_and_a_log_line_naming_the_extra(

@@ -56,8 +56,8 @@ async def test_a_gateway_and_two_workers_answer_every_message_once(
     await homeserver.wait_for(lambda: all(len(answers_to(homeserver, r)) == 2 for r in rooms), "the second answers")
     # in a group room, a reply to an answer a worker posted is addressed to the bot (the gateway asks who posted it)
     group = homeserver.room("Team", {ANN: "Ann", BOB: "Bob"})
-    homeserver.say(group, ANN, "nothing for the bot")
-    mention = homeserver.say(group, BOB, "bot, are you there?", mention=True)
+    homeserver.say(group, ANN, "lunch at noon, Bob?")
+    mention = homeserver.say(group, BOB, "are you there?", mention=True)
     await homeserver.wait_for(lambda: answers_to(homeserver, group) == [mention], "the answer to the mention")
     [answer] = [s.event["event_id"] for s in homeserver.bot_messages(group)][:1]
     reply = homeserver.say(group, ANN, "thanks!", reply_to=answer)
