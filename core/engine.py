@@ -370,7 +370,14 @@ class Run:
                 log.exception("on_error of context %s raised", self.state.context.type)
 
     async def _charge(
-        self, request: ModelRequest, input_tokens: int, output_tokens: int, estimated: bool, *, cancelled: int = 0
+        self,
+        request: ModelRequest,
+        input_tokens: int,
+        output_tokens: int,
+        estimated: bool,
+        *,
+        cancelled: int = 0,
+        cached: int = 0,
     ) -> None:
         name = model_name(self.deps, request)
         if not estimated:  # tokens the provider reported go to the observers; estimated ones do not
@@ -384,6 +391,7 @@ class Run:
                 output_tokens=output_tokens,
                 estimated=estimated,
                 cancelled=cancelled,
+                cached_input_tokens=cached,
             )
             for charged in self.hooks.charged:
                 await charged(call)
@@ -525,7 +533,7 @@ class Run:
             stream = stream_model(
                 deps,
                 request,
-                charge=lambda given, taken, guess: self._charge(request, given, taken, guess),
+                charge=lambda given, taken, guess, cached: self._charge(request, given, taken, guess, cached=cached),
                 reasoning=lambda text: self.emitter.emit(RunEventType.REASONING, text),  # a provider's own
             )
             if request.plain:

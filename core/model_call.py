@@ -25,8 +25,9 @@ __all__ = ("Charge", "as_response", "images_in", "model_name", "stream_model")
 
 log = logging.getLogger("core.engine")
 
-Charge = Callable[[int, int, bool], Awaitable[None]]
-"""``charge(input_tokens, output_tokens, estimated)``: count what a call cost, once its stream has ended."""
+Charge = Callable[[int, int, bool, int], Awaitable[None]]
+"""``charge(input_tokens, output_tokens, estimated, cached_input_tokens)``: count what a call cost, once its stream
+has ended (``cached_input_tokens``: of the input tokens, those the provider read from its prompt cache)."""
 
 
 async def stream_model(
@@ -78,10 +79,10 @@ async def stream_model(
                             str(request.metadata.get("context_id", "")),
                             usage.cached_input_tokens,
                         )
-                    await charge(usage.input_tokens, usage.output_tokens, False)
+                    await charge(usage.input_tokens, usage.output_tokens, False, usage.cached_input_tokens)
                 else:  # the provider does not say: about 4 characters a token, for the limits and /stats
                     tokens = ((len(request.system) + len(request.prompt)) // 4, written // 4)
-                    await charge(tokens[0], tokens[1], True)
+                    await charge(tokens[0], tokens[1], True, 0)
                 if recording:
                     span.set_attributes(
                         {

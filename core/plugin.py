@@ -125,6 +125,8 @@ class ModelCall:
     cancelled: int = 0
     """0: the call answered. n: the run's n-th call cancelled before a word was shown because more inputs joined
     (``Run.restart``): its tokens are estimated, and the call that follows answers them all."""
+    cached_input_tokens: int = 0
+    """Of ``input_tokens``, those the provider read from its prompt cache (a prefix it had seen), as it reported."""
 
 
 @dataclass(kw_only=True, slots=True)

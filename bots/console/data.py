@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from core.memory.history import ConversationIndex, ConversationInfo, HistoryEntry
-from core.usage import UsageIndex, UsageTotals, last_days
+from core.usage import CACHED, UsageIndex, UsageTotals, last_days
 
 from .charts import Bar, money
 
@@ -133,6 +133,10 @@ class UsageReport:
     near_users: list[Near] = field(default_factory=list)
     near_chats: list[Near] = field(default_factory=list)
     total: UsageTotals = field(default_factory=UsageTotals)
+    cached: dict[str, int] = field(default_factory=dict)
+    """Input tokens the provider read from its prompt cache, by ``chat:<id>`` and ``model:<name>``."""
+    cached_total: int = 0
+    """Input tokens the provider read from its prompt cache, every model."""
     available: bool = True
 
 
@@ -158,6 +162,11 @@ async def usage_report(
     today: dict[str, dict[str, int]] = {"user": {}, "chat": {}}
     for day, key, totals in rows:
         kind, _, name = key.partition(":")
+        if key.startswith(CACHED):  # (cached:chat:<id>, cached:model:<name>: of their input tokens)
+            report.cached[name] = report.cached.get(name, 0) + totals.input_tokens
+            if name.startswith("model:"):
+                report.cached_total += totals.input_tokens
+            continue
         if kind not in groups:
             continue
         groups[kind].setdefault(name, UsageTotals()).add(totals)

@@ -4,7 +4,8 @@ A model call's usage is added under several keys at once: ``user:<platform>:<id>
 ``chat:<context id>`` (the conversation) and ``model:<name>`` (for totals without user ids). Days are UTC
 dates (``2026-11-23``); stores keep ``USAGE_DAYS`` days. Costs are kept in millionths of a dollar (integers:
 totals add up exactly). The same counters serve ``/stats`` and the per-day token limits (``core.limits``), which
-read ``user:`` and ``chat:`` of today.
+read ``user:`` and ``chat:`` of today. Of a call's input tokens, those the provider read from its prompt cache are
+also added under ``cached:`` and the conversation's and model's key (``cached:chat:<id>``, ``cached:model:<name>``).
 
 Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a file next to the memory store),
 ``core.fleet.RedisUsage`` (every worker adds to the same counters, atomically).
@@ -24,6 +25,7 @@ from ..entries import InputRef
 from ..memory.sqlite import SQLiteFile
 
 __all__ = (
+    "CACHED",
     "USAGE_DAYS",
     "InMemoryUsage",
     "Price",
@@ -37,6 +39,9 @@ __all__ = (
     "user_of",
 )
 
+CACHED = "cached:"
+"""Before a conversation's or a model's key: its input tokens the provider read from its prompt cache (a prefix of
+the prompt it had seen), counted as input tokens; the key itself counts every input token, cached or not."""
 USAGE_DAYS = 90
 """Days of usage kept."""
 

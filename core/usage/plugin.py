@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..entries import InputRef
 from ..plugin import ModelCall, Plugin, RunHooks, RunView
-from . import InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
+from . import CACHED, InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
 
 if TYPE_CHECKING:
     from ..entries import Log
@@ -21,7 +21,8 @@ log = logging.getLogger("core.usage")
 
 class Usage(Plugin):
     """Counts tokens and costs in ``store`` (default: this process's memory), priced by ``prices`` (dollars per
-    million tokens, by model name)."""
+    million tokens, by model name); the input tokens a provider read from its prompt cache are also counted under
+    the conversation's and the model's key after ``CACHED``."""
 
     name = "usage"
 
@@ -65,6 +66,9 @@ class _Charge(RunHooks):
             parts.append(
                 ([f"cancelled:{state.id}"], call.input_tokens, call.output_tokens, cost, charge and charge + ":c")
             )
+        if call.cached_input_tokens:  # (of the input tokens, those read from the provider's prompt cache)
+            keys = [f"{CACHED}chat:{state.id}", f"{CACHED}model:{name}"]
+            parts.append((keys, call.cached_input_tokens, 0, 0, charge and charge + ":k"))
         for user, (tokens_in, tokens_out, spent) in _split(shares, call.input_tokens, call.output_tokens, cost).items():
             parts.append(([f"user:{user}"], tokens_in, tokens_out, spent, f"{charge}:{user}" if charge else None))
         try:

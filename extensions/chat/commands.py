@@ -33,7 +33,7 @@ from core.chat_settings import (
 )
 from core.errors import NotAllowedError
 from core.media.spoken import speaks
-from core.usage import UsageTotals, last_days
+from core.usage import CACHED, UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
 from .knowledge import knowledge_command
@@ -487,18 +487,34 @@ class ChatCommands:
         return Answer(text=text)
 
     async def stats(self, context_id: str, caller: Caller) -> Answer:
-        """``/stats``: the caller's own usage and this chat's, today and over 30 days."""
+        """``/stats``: the caller's own usage and this chat's, today and over 30 days; and, once the model's
+        provider has read some of this chat's prompts from its cache, how many of its tokens in were cached."""
         lang = await self.language(context_id)
         usage = self.agent.usage
         today, month = last_days(1), last_days(30)
         figures: dict[str, object] = {}
+        tokens_in: dict[str, int] = {}
         for prefix, key in (("user", f"user:{caller.user}"), ("chat", f"chat:{context_id}")):
             for suffix, days in (("", today), ("_30", month)):
                 totals: UsageTotals = await usage.totals(key, days)
-                figures[f"{prefix}_in{suffix}"] = totals.input_tokens
+                figures[f"{prefix}_in{suffix}"] = tokens_in[f"{prefix}{suffix}"] = totals.input_tokens
                 figures[f"{prefix}_out{suffix}"] = totals.output_tokens
                 figures[f"{prefix}_cost{suffix}"] = f"{totals.cost:.4f}"
-        return Answer(text=say("stats", lang, **figures))
+        text = say("stats", lang, **figures)
+        cached = {
+            suffix: (await usage.totals(f"{CACHED}chat:{context_id}", days)).input_tokens
+            for suffix, days in (("", today), ("_30", month))
+        }
+        if cached["_30"]:
+            text += "\n" + say(
+                "stats_cached",
+                lang,
+                cached=cached[""],
+                uncached=tokens_in["chat"] - cached[""],
+                cached_30=cached["_30"],
+                uncached_30=tokens_in["chat_30"] - cached["_30"],
+            )
+        return Answer(text=text)
 
     async def choose(self, context_id: str, caller: Caller, value: str) -> Answer:
         """A choice offered by an ``Answer`` was picked (``model:<name>``, ``language:<code>``)."""

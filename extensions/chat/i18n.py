@@ -199,6 +199,10 @@ _EN: dict[str, str] = {
         "This chat today: {chat_in} in, {chat_out} out, about ${chat_cost}\n"
         "This chat, last 30 days: {chat_in_30} in, {chat_out_30} out, about ${chat_cost_30}"
     ),
+    "stats_cached": (
+        "Of this chat's tokens in, read from the model provider's cache (billed at a discount): {cached} today "
+        "({uncached} not), {cached_30} over 30 days ({uncached_30} not)"
+    ),
 }
 
 _FR: dict[str, str] = {
@@ -395,6 +399,10 @@ _FR: dict[str, str] = {
         "Vos 30 derniers jours : {user_in_30} en entrée, {user_out_30} en sortie, environ {user_cost_30} $\n"
         "Ce chat aujourd'hui : {chat_in} en entrée, {chat_out} en sortie, environ {chat_cost} $\n"
         "Ce chat, 30 derniers jours : {chat_in_30} en entrée, {chat_out_30} en sortie, environ {chat_cost_30} $"
+    ),
+    "stats_cached": (
+        "Des jetons en entrée de ce chat, lus dans le cache du fournisseur du modèle (facturés moins cher) : "
+        "{cached} aujourd'hui ({uncached} non), {cached_30} sur 30 jours ({uncached_30} non)"
     ),
 }
 

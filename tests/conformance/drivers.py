@@ -105,6 +105,22 @@ class Driver(abc.ABC):
         """The group as an operator writes it (``BOT_SCHEDULES``)."""
 
     @abc.abstractmethod
+    def fleet_env(self) -> dict[str, str]:
+        """The platform's settings as environment variables, for ``bots gateway`` and ``bots worker``."""
+
+    def connections(self) -> int:
+        """How many of the bot's processes listen now, where the fake can tell (0 where it cannot)."""
+        return 0
+
+    def extra_deliveries(self) -> int:
+        """Events handed to the bot more than once so far (as far as the fake knows)."""
+        return 0
+
+    def duplicate_deliveries(self) -> bool:
+        """From now on, hand every event to the fleet more than once (to each gateway) if the fake can: True."""
+        return False
+
+    @abc.abstractmethod
     async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
         """Return once ``predicate()`` holds."""
 
@@ -183,6 +199,9 @@ class TelegramDriver(Driver):
 
     def operator_channel(self) -> str:
         return f"telegram:{self.GROUP}"
+
+    def fleet_env(self) -> dict[str, str]:
+        return {"TELEGRAM_TOKEN": self.fake.token, "TELEGRAM_API_URL": self.fake.api_url, "TELEGRAM_POLL_TIMEOUT": "1"}
 
     async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
         await self.fake.wait_for(predicate, timeout=timeout)
@@ -267,6 +286,14 @@ class DiscordDriver(Driver):
     def operator_channel(self) -> str:
         return f"discord:{self.general}"
 
+    def fleet_env(self) -> dict[str, str]:
+        return {
+            "DISCORD_TOKEN": "fake-token",
+            "DISCORD_API_URL": self.fake.api_url,
+            "DISCORD_GATEWAY_URL": self.fake.gateway_url,
+            "DISCORD_GUILD_READY_TIMEOUT": "0.05",
+        }
+
     async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
         await self.fake.wait_until(predicate, timeout=timeout)
 
@@ -345,6 +372,19 @@ class SlackDriver(Driver):
 
     def operator_channel(self) -> str:
         return f"slack:{self.GROUP}"
+
+    def fleet_env(self) -> dict[str, str]:
+        return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN, "SLACK_API_URL": self.fake.api_url}
+
+    def connections(self) -> int:
+        return self.fake.sockets
+
+    def extra_deliveries(self) -> int:
+        return sum(n - 1 for n in self.fake.delivered.values())
+
+    def duplicate_deliveries(self) -> bool:
+        self.fake.fanout = True
+        return True
 
     async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
         await self.fake.wait_for(predicate, timeout=timeout)

@@ -78,6 +78,9 @@ class FakeSlack:
         """How many times each event id was handed out."""
         self.request_url: str | None = None
         """Events API mode: where events are POSTed (None: Socket Mode)."""
+        self.fanout = False
+        """Hand each envelope to every open connection at once (as Slack may, retrying on another connection an
+        event the first was slow to acknowledge): the fleet must still answer it once."""
         self._sockets: list[web.WebSocketResponse] = []
         self._pending: dict[str, dict[str, Any]] = {}
         self._clock = itertools.count(1)
@@ -406,6 +409,7 @@ class FakeSlack:
         await ws.send_json({"type": "hello", "num_connections": len(self._sockets) + 1, "debug_info": {}})
         self._sockets.append(ws)
         self._wake.set()
+        self._notify()
         try:
             async for message in ws:
                 if message.type != aiohttp.WSMsgType.TEXT:
@@ -419,6 +423,7 @@ class FakeSlack:
                     self._notify()
         finally:
             self._sockets.remove(ws)
+            self._notify()
         return ws
 
     async def _deliver(self) -> None:
@@ -440,11 +445,12 @@ class FakeSlack:
                     continue
                 if not self._sockets:
                     continue
-                ws = self._sockets[next(turn) % len(self._sockets)]
+                chosen = list(self._sockets) if self.fanout else [self._sockets[next(turn) % len(self._sockets)]]
                 sent_at[envelope_id] = now
-                self.delivered[envelope_id] = self.delivered.get(envelope_id, 0) + 1
-                with contextlib.suppress(ConnectionError, RuntimeError):
-                    await ws.send_json(envelope)
+                for ws in chosen:
+                    self.delivered[envelope_id] = self.delivered.get(envelope_id, 0) + 1
+                    with contextlib.suppress(ConnectionError, RuntimeError):
+                        await ws.send_json(envelope)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.2 if self._pending else None):
                     await self._wake.wait()

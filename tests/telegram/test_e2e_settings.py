@@ -4,12 +4,14 @@ group), and the real OpenAI client shows what reached the fake model server."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 
 from core import ChatPolicy, ChatSettings, LimitConfig, Limiter, Price
 from core.models import OpenAICompatModel
+from core.usage import day_of
 from extensions.chat.i18n import say
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
@@ -203,3 +205,36 @@ async def test_a_forum_topic_starts_from_its_group_s_settings(
     [reply] = (await server.wait_replies(before + 1, chat_id=GROUP))[before:]
     assert reply.text == "Arr." and reply.thread_id == 7
     assert llm.requests[-1].body["model"] == "large-model"  # the group's choice holds in its topics
+
+
+async def test_stats_say_how_many_of_the_chats_tokens_in_the_provider_read_from_its_cache(
+    server: FakeTelegramServer, start_bot: StartBot, llm: FakeOpenAIServer, model: OpenAICompatModel
+) -> None:
+    """The provider reports the prefix it read from its prompt cache (OpenAI's ``cached_tokens``): the usage store
+    counts it under the conversation and the model, and /stats shows cached and uncached tokens in (issue 51); a
+    chat none of whose prompts were cached shows no such line."""
+    llm.replies.extend(
+        [
+            Reply(chunks=(answer("First."),), usage=(2000, 10)),
+            Reply(chunks=(answer("Second."),), usage=(2100, 10), cached=1536),
+        ]
+    )
+    agent = await start_bot(model, agent_options={"prices": PRICES})
+    chat, today = f"chat:telegram:chat:{ANN}", [day_of()]
+
+    async def counted(tokens_in: int) -> None:  # (a call is counted once its stream has ended: after the post)
+        async with asyncio.timeout(10):
+            while (await agent.usage.totals(chat, today)).input_tokens < tokens_in:
+                await asyncio.sleep(0.01)
+
+    assert (await said(server, "hello", chat_id=ANN)).text == "First."
+    await counted(2000)
+    first = (await said(server, "/stats", chat_id=ANN)).text
+    assert "This chat today: 2000 in, 10 out" in first and "cache" not in first
+    assert (await said(server, "and again", chat_id=ANN)).text == "Second."
+    await counted(4100)
+    stats = (await said(server, "/stats", chat_id=ANN)).text
+    assert "This chat today: 4100 in, 20 out" in stats
+    assert say("stats_cached", "en", cached=1536, uncached=2564, cached_30=1536, uncached_30=2564) in stats
+    assert (await agent.usage.totals(f"cached:{chat}", today)).input_tokens == 1536
+    assert (await agent.usage.totals("cached:model:base-model", today)).input_tokens == 1536

@@ -1,5 +1,6 @@
 """A bot on a chain of models built from LLM_FALLBACKS, talking in the web chat, against two fake OpenAI-compatible
-servers: the message the first model fails is answered by the second, and the console's usage page shows both."""
+servers: the message the first model fails is answered by the second, and the console's usage page shows both, and
+the input tokens the second read from its prompt cache."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ async def talk(bot: Bot, visitor: aiohttp.ClientSession, text: str) -> None:
 
 async def test_the_usage_page_shows_the_model_that_answered_each_message(start_bot: StartBot) -> None:
     first = FakeOpenAIServer(replies=[Reply(chunks=said("from one"), usage=(100, 7)), Reply(status=503)])
-    second = FakeOpenAIServer(default=Reply(chunks=said("from two"), usage=(40, 4)))
+    second = FakeOpenAIServer(default=Reply(chunks=said("from two"), usage=(40, 4), cached=32))
     async with first, second:
         llm = LlmSettings(
             provider="openai",  # type: ignore[arg-type]
@@ -70,4 +71,6 @@ async def test_the_usage_page_shows_the_model_that_answered_each_message(start_b
 
             await until(shown)
     assert texts.count("from one") == 1 and texts.count("from two") == 1
+    assert '<div class="figure">32</div><div class="label">input tokens read from the provider' in page
+    assert "<th>conversation</th><th class=\"num\">input</th><th class=\"num\">of it cached</th>" in page
     assert len(first.requests) == 2 and len(second.requests) == 1

@@ -67,9 +67,13 @@ async def test_usage_is_added_up_per_day_model_user_and_chat() -> None:
     await usage.add(
         day=today, keys=["model:gpt", "user:web:v", "chat:web:chat:v"], input_tokens=10, output_tokens=5, cost=0
     )
+    await usage.add(
+        day=today, keys=["cached:chat:telegram:chat:1", "cached:model:gpt"], input_tokens=512, output_tokens=0, cost=0
+    )
     agent = create_agent(model=ScriptedModel(["x"]), plugins=[Usage(usage)])
     report = await usage_report(agent, days=7, user_limit=2000, chat_limit=0)
-    assert report.total.tokens == 1015 and report.days[-1].input == 810
+    assert report.total.tokens == 1015 and report.days[-1].input == 810  # (cached tokens are among the input ones)
+    assert report.cached_total == 512 and report.cached == {"chat:telegram:chat:1": 512, "model:gpt": 512}
     assert [m for m, _ in report.models] == ["gpt"]
     assert [u for u, _ in report.users] == ["telegram:1", "web:v"]
     assert [(n.who, n.percent) for n in report.near_users] == [("telegram:1", 50), ("web:v", 1)]
