@@ -4,8 +4,12 @@ room with one message."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
+
 from bots.models import SCRIPTED_REPLY
-from tests.bots_fleet import stop_all
+from tests.bots_fleet import DEADLINE, env_for, stop_all
 from tests.fakes.matrix_server import FakeHomeserver
 
 from .conftest import ANN, BOB, StartRun
@@ -72,3 +76,37 @@ async def test_an_encrypted_room_is_refused_with_one_message_and_a_log_line_nami
     [refusal] = homeserver.shown(secret_room)
     assert "encrypted" in refusal
     await stop_all(bot)
+
+
+async def test_a_token_the_homeserver_stops_accepting_stops_the_bot_with_one_clear_line(
+    homeserver: FakeHomeserver, start_run: StartRun
+) -> None:
+    old = homeserver.token
+    bot = await start_run()
+    homeserver.token = "syt_" + "replaced" * 4  # (the bot's session was logged out)
+    line = await bot.wait_for("stopped accepting MATRIX_ACCESS_TOKEN")
+    assert bot.proc is not None
+    async with asyncio.timeout(DEADLINE):
+        code = await bot.proc.wait()
+    said = " ".join(str(line.get("message", "")) for line in bot.lines)
+    assert code == 2, said
+    assert "set MATRIX_ACCESS_TOKEN to the bot account's current token" in line["message"] and old not in said
+
+
+async def test_bots_config_shows_the_access_token_masked(homeserver: FakeHomeserver, tmp_path: Path) -> None:
+    env = env_for(tmp_path, **homeserver.settings())
+    done = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bots.cli",
+        "config",
+        env=env,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    async with asyncio.timeout(DEADLINE):
+        out, _ = await done.communicate()
+    shown = out.decode()
+    assert "MATRIX_ACCESS_TOKEN" in shown and "********" in shown, shown
+    assert homeserver.token not in shown
