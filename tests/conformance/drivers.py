@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from core.definitions import Context
 from tests.fakes.discord_server import FakeDiscord, Json
+from tests.fakes.matrix_server import FakeHomeserver
 from tests.fakes.slack_server import APP_TOKEN, BOT_TOKEN, BOT_USER, FakeSlack
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -107,6 +108,10 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def fleet_env(self) -> dict[str, str]:
         """The platform's settings as environment variables, for ``bots gateway`` and ``bots worker``."""
+
+    def another_gateway(self, env: dict[str, str]) -> dict[str, str]:
+        """The environment of a second gateway beside the one of ``env``."""
+        return env
 
     def connections(self) -> int:
         """How many of the bot's processes listen now, where the fake can tell (0 where it cannot)."""
@@ -390,7 +395,91 @@ class SlackDriver(Driver):
         await self.fake.wait_for(predicate, timeout=timeout)
 
 
-DRIVERS: dict[str, type[Driver]] = {d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver)}
+ALICE, BOB = "@alice:example.org", "@bob:example.org"
+"""The people of the Matrix driver's rooms."""
+
+
+class MatrixDriver(Driver):
+    """Matrix: matrix-nio's real client against the fake homeserver; the DM is a room of Alice and the bot, the
+    group a room of Alice, Bob and the bot; commands are written ``!name``."""
+
+    name = "matrix"
+    output = "matrix:message"
+
+    def __init__(self) -> None:
+        self.fake = FakeHomeserver()
+        self.dm = ""
+        self.group = ""
+
+    async def start(self) -> None:
+        await self.fake.__aenter__()
+        self.dm = self.fake.room("Alice", {ALICE: "Alice"})
+        self.group = self.fake.room("Team", {ALICE: "Alice", BOB: "Bob"})
+
+    async def close(self) -> None:
+        await self.fake.__aexit__(None, None, None)
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "homeserver": self.fake.url,
+            "user_id": self.fake.bot,
+            "access_token": self.fake.token,
+            "stream_interval": 0.05,
+            "sync_timeout": 1,
+            **overrides,
+        }
+
+    async def ready(self) -> None:
+        await self.wait(lambda: any(since is not None for since in self.fake.syncs))
+
+    def _room(self, where: str) -> str:
+        return self.dm if where == "dm" else self.group
+
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        event_id = self.fake.say(self._room(where), ALICE, text, mention=mention)
+        return Message(where=where, raw=event_id)
+
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        event_id = self.fake.picture(self.dm, ALICE, data, name="picture.png", caption=caption)
+        return Message(where="dm", raw=event_id)
+
+    def replies(self, where: str = "dm") -> list[str]:
+        return self.fake.shown(self._room(where))
+
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        return self.fake.versions(self._room(where))
+
+    def pictures_posted(self) -> list[bytes]:
+        return [data for data, _mime in self.fake.uploaded()]
+
+    def files_fetched(self) -> int:
+        return self.fake.downloads()
+
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        before = len(self.replies(where))
+        await self.say(f"!{name} {arg}".strip(), where=where)
+        await self.wait(lambda: len(self.replies(where)) > before)
+        return self.replies(where)[before]
+
+    async def delete(self, message: Message) -> None:
+        self.fake.redact(self._room(message.where), ALICE, str(message.raw))
+
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        from extensions.matrix import RoomArgs, matrix_room
+
+        return matrix_room, RoomArgs(room_id=self._room(where))
+
+    def operator_channel(self) -> str:
+        return f"matrix:{self.group}"
+
+    def fleet_env(self) -> dict[str, str]:
+        return {**self.fake.settings(), "MATRIX_SYNC_TIMEOUT": "1"}
+
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        await self.fake.wait_for(predicate, timeout=timeout)
+
+
+DRIVERS: dict[str, type[Driver]] = {d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver, MatrixDriver)}
 """Every platform the suite runs against, by name."""
 
 
