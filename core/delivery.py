@@ -89,8 +89,10 @@ def _show(run: RunSurface, out: OpenOutput, text: str, index: int, *, final: boo
         else:
             out.held.append(text)
             shown = "".join(out.held)
-            if not final and any(hold(out.ref.type, shown) for hold in holds):
-                return
+            if not final:
+                for hold in holds:
+                    if hold(out.ref.type, shown):
+                        return
             out.checked = True
             text = shown
             out.held.clear()

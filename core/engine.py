@@ -405,7 +405,7 @@ class Run:
             actions = offer(actions)
         pending = state.working_memory.unprocessed()
         carried, self._carried = self._carried, []  # (read by a call that started again: admitted already)
-        fresh = [e for e in pending if all(e is not c for c in carried)]
+        fresh = [e for e in pending if all(e is not c for c in carried)] if carried else pending
         admitted = fresh
         for admit in hooks.admit:  # (limits, scheduled texts: inputs answered without the model)
             admitted = await admit(admitted)
@@ -596,7 +596,8 @@ class Run:
             if event.name == "reasoning":
                 self.emitter.emit(RunEventType.REASONING, event.text)
             elif event.name == "output":
-                self._visible = self._visible or bool(event.text.strip())
+                if not self._visible and event.text.strip():  # (a first word shown: no restart after it)
+                    self._visible = True
                 templated = output_text(self, step, event)
                 if templated is not None:
                     await templated

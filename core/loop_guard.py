@@ -67,9 +67,12 @@ class Repeats(RunHooks):
     # -- the hooks ---------------------------------------------------------------------------------------------
 
     async def admit(self, updates: list[Log]) -> list[Log]:
-        if any(isinstance(entry, InputRef) for entry in updates):  # a message joined: the same answer is no repeat
-            self._calls.clear()
-            self._replies.clear()
+        if self._calls or self._replies:  # (nothing done yet: nothing to forget; this runs at every step)
+            for entry in updates:
+                if isinstance(entry, InputRef):  # a message joined: the same answer is no repeat
+                    self._calls.clear()
+                    self._replies.clear()
+                    break
         return updates
 
     def gate(self, gate: CallGate) -> None:
@@ -131,4 +134,8 @@ class Repeats(RunHooks):
 
     def replied(self, output_type: str, text: str) -> None:
         """Note a delivered output."""
-        self._replies.setdefault(output_type, set()).add(text.strip())
+        replies = self._replies.get(output_type)
+        if replies is None:
+            self._replies[output_type] = {text.strip()}
+        else:
+            replies.add(text.strip())

@@ -23,12 +23,12 @@ from .errors import RunError
 if TYPE_CHECKING:
     from .definitions import Context, ContextState
 
-__all__ = ("Shape", "fits", "owner", "shaped")
+__all__ = ("Shape", "current", "fits", "owner", "shaped")
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Shape:
     """Whose memory an instance holds: the context that keeps it (a bot's own, laid over a platform's; else the
     platform's) and the version of that context."""
@@ -57,6 +57,13 @@ class Shape:
         """The shape ``context`` keeps its memory in now."""
         kept_by = owner(context)
         return cls(context=kept_by.type, version=kept_by.version)
+
+
+def current(kept: Shape | None, context: Context[Any]) -> bool:
+    """True when ``kept`` is the shape ``context`` keeps its memory in now: the memory is handed over as it is,
+    and nothing is written (read at every run, so it builds nothing)."""
+    own = context.laid if context.laid is not None else context
+    return kept is not None and kept.version == own.version and kept.context == own.type
 
 
 def owner(context: Context[Any]) -> Context[Any]:

@@ -279,16 +279,30 @@ class PluginHooks:
 
     @classmethod
     def of(cls, parts: Sequence[RunHooks]) -> PluginHooks:
-        """The hooks ``parts`` override (which ones a class overrides is found once per class)."""
-        found: dict[str, list[Any]] = {name: [] for name in HOOKS}
-        for part in parts:
-            for name in _overridden(type(part)):
-                found[name].append(getattr(part, name))
-        return cls(**{name: tuple(hooks) for name, hooks in found.items()})
+        """The hooks ``parts`` override (which parts override which hook is found once per sequence of classes:
+        this runs at every run's start, so it only binds the methods)."""
+        if not parts:
+            return NO_HOOKS
+        kinds = tuple(type(part) for part in parts)
+        plan = _PLANS.get(kinds)
+        if plan is None:
+            plan = _PLANS[kinds] = tuple(
+                (name, which)
+                for name in HOOKS
+                if (which := tuple(i for i, kind in enumerate(kinds) if name in _overridden(kind)))
+            )
+        hooks = cls()
+        for name, which in plan:
+            setattr(hooks, name, tuple([getattr(parts[i], name) for i in which]))
+        return hooks
 
 
 _OVERRIDES: dict[type[RunHooks], tuple[str, ...]] = {}
 """What each class of ``RunHooks`` overrides, found at its first run (a cache: classes are few and live as long)."""
+
+_PLANS: dict[tuple[type[RunHooks], ...], tuple[tuple[str, tuple[int, ...]], ...]] = {}
+"""For a run's parts by class, each hook overridden and the positions of the parts that override it (a cache: an
+agent's plugins make one or two such sequences)."""
 
 
 def _overridden(kind: type[RunHooks]) -> tuple[str, ...]:

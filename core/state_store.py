@@ -11,7 +11,7 @@ from .bot import own_args
 from .chat_settings import ChatSettings
 from .definitions import Context, ContextState, maybe_await
 from .entries import WorkingMemory
-from .memory_shape import Shape, shaped
+from .memory_shape import Shape, current, shaped
 from .run_traces import traces_key
 from .statelog import StateLog
 
@@ -90,7 +90,8 @@ class StateStore:
         else:  # (a copy: a run that fails half-way must not change the stored value)
             stored = copy.deepcopy(stored)
             if context.load is None:
-                stored = await shaped(stored, kept, state)
+                if not current(kept, context):  # (in its shape already: handed over as it is)
+                    stored = await shaped(stored, kept, state)
                 state.options[_KEPT] = kept
         state.memory = stored
         return state
@@ -104,8 +105,8 @@ class StateStore:
         else:
             memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
             await self.memory.set(f"context:{state.id}", copy.deepcopy(memory))
-            shape = Shape.of(state.context)
-            if state.options.get(_KEPT, False) != shape:
+            if not current(state.options.get(_KEPT), state.context):
+                shape = Shape.of(state.context)
                 await self.memory.set(f"shape:{state.id}", shape.dump())
                 state.options[_KEPT] = shape
         await self.memory.set(f"working:{state.id}", state.working_memory.dump())
