@@ -96,7 +96,8 @@ class FakeHomeserver:
         self.typing: list[str] = []
         """Rooms the bot said it types in."""
         self._txns: dict[tuple[str, str], str] = {}
-        self._changed = asyncio.Condition()
+        self._changed = asyncio.Event()
+        """Set (and replaced) at each change: what a long poll waits on."""
         self._counter = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -173,11 +174,8 @@ class FakeHomeserver:
         return sent
 
     def _wake(self) -> None:
-        async def notify() -> None:
-            async with self._changed:
-                self._changed.notify_all()
-
-        asyncio.get_running_loop().create_task(notify())
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()  # (the long polls waiting on it look again)
 
     def _state(self, room: Room) -> list[Json]:
         """The room's current state events."""
@@ -372,8 +370,9 @@ class FakeHomeserver:
         start = self._position(since)
         if since is not None:
             try:
-                async with asyncio.timeout(timeout), self._changed:
-                    await self._changed.wait_for(lambda: self._news(start))
+                async with asyncio.timeout(timeout):
+                    while not self._news(start):
+                        await self._changed.wait()
             except TimeoutError:
                 pass
         limit: int | None = None

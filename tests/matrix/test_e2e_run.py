@@ -29,6 +29,16 @@ async def test_a_message_in_a_private_room_is_answered_quoting_it(
     assert homeserver.token not in "".join(str(line) for line in bot.lines)
 
 
+async def test_an_invite_is_accepted_and_the_room_answered(homeserver: FakeHomeserver, start_run: StartRun) -> None:
+    bot = await start_run()
+    room = homeserver.room("Ann invites the bot", {ANN: "Ann"}, joined=False)
+    await homeserver.wait_for(lambda: homeserver.rooms[room].bot_joined, "the bot's join")
+    homeserver.say(room, ANN, "welcome!")
+    await homeserver.wait_for(lambda: homeserver.shown(room) == [SCRIPTED_REPLY], "the answer")
+    await stop_all(bot)
+    assert any(f"joined {room}" in str(line.get("message")) for line in bot.lines)
+
+
 async def test_a_thread_is_its_own_conversation_and_is_answered_in_it(
     homeserver: FakeHomeserver, start_run: StartRun
 ) -> None:
