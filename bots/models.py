@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError
-from core.models import BreakerPolicy, FallbackModel, Model, ModelRequest, ScriptedModel
+from core.models import BreakerPolicy, FallbackModel, Model, ModelRequest, Preloads, ScriptedModel
 from core.models.retry import RetryPolicy
 
 from .settings import FallbackEntry, LlmProvider, LlmSettings
@@ -190,7 +190,11 @@ async def open_model(model: Model, agent: Agent | None = None) -> None:
     """Get the model ready before the first message: the embedded model assembles, checks and loads its
     weights (in a thread, saying how far it is), then evaluates what the first answer of ``agent``'s main
     conversation needs (``bots.warmup``), so the bot is ready only once the model answers as fast as it will
-    later; other models have nothing to do."""
+    later; a hosted model imports its SDK in a thread meanwhile (``preload``: the platforms connect, the first
+    request waits for it if it comes first)."""
+    for member in model.models if isinstance(model, FallbackModel) else [model]:
+        if isinstance(member, Preloads):
+            member.preload()
     warm = getattr(model, "warm", None)
     if warm is not None:
         request = await first_request(agent) if agent is not None else None

@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition
 
@@ -39,13 +38,15 @@ from core.errors import cannot_listen
 from core.health import Degraded
 from core.models import FallbackModel
 from core.models.base import HoldsWeights, SelfChecking, ServedOverHttp
-from extensions.chat.http_server import DEFAULT_LIMITS, HttpLimits, start_site
 
 from .metrics import RunTracker
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from core import Host
     from core.webhooks import Webhooks
+    from extensions.chat.http_server import HttpLimits
 
 __all__ = ("CheckResult", "Ops", "model_check", "ops", "serve")
 
@@ -207,6 +208,8 @@ class Ops:
 
     def application(self) -> web.Application:
         """The aiohttp application with the three endpoints."""
+        from aiohttp import web  # (here: a process with HTTP_PORT=0 never loads the web server)
+
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -215,9 +218,13 @@ class Ops:
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.json_response({"status": "ok", "uptime_seconds": round(time.monotonic() - self.started, 3)})
 
     async def _readyz(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         ready, results = await self.readiness()
         body: dict[str, Any] = {"ready": ready, "checks": {r.name: r.detail for r in results}}
         if self.info:
@@ -225,6 +232,8 @@ class Ops:
         return web.json_response(body, status=200 if ready else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         if "application/openmetrics-text" in request.headers.get("Accept", ""):  # with exemplars (trace ids)
             body = await self.render_metrics(openmetrics=True)
             return web.Response(body=body, headers={"Content-Type": exposition.CONTENT_TYPE_LATEST})
@@ -232,6 +241,8 @@ class Ops:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _hook(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         name = request.match_info["name"]
         found = [(h, h.limit(name)) for h in self.webhooks]
         hooks, limit = next(((h, n) for h, n in found if n is not None), (None, None))
@@ -286,6 +297,8 @@ def model_check(model: Any, *, cache_seconds: float = 10.0) -> Check:
     cached: list[tuple[float, bool | str]] = []
 
     async def remote() -> bool | str:
+        from aiohttp import ClientError, ClientSession, ClientTimeout
+
         now = time.monotonic()
         if cached and now - cached[0][0] < cache_seconds:
             return cached[0][1]
@@ -332,9 +345,13 @@ def _chain_check(chain: FallbackModel, cache_seconds: float) -> Check:
 
 
 @contextlib.asynccontextmanager
-async def serve(ops: Ops, *, host: str, port: int, limits: HttpLimits = DEFAULT_LIMITS) -> AsyncIterator[int]:
+async def serve(ops: Ops, *, host: str, port: int, limits: HttpLimits | None = None) -> AsyncIterator[int]:
     """Serve ``ops`` on ``host:port`` while the block runs, within ``limits`` (a half-sent request dropped, the
-    connections capped); yields the bound port (``port=0`` picks one)."""
+    connections capped; ``extensions.chat.http_server.DEFAULT_LIMITS`` when None); yields the bound port
+    (``port=0`` picks one)."""
+    from extensions.chat.http_server import DEFAULT_LIMITS, start_site
+
+    limits = DEFAULT_LIMITS if limits is None else limits
     try:
         runner, bound = await start_site(ops.application(), host, port, limits=limits)
     except OSError as exc:

@@ -19,6 +19,7 @@ __all__ = (
     "ModelRequest",
     "ModelRoute",
     "ModelUsage",
+    "Preloads",
     "SelfChecking",
     "ServedOverHttp",
     "ToolSpec",
@@ -215,6 +216,22 @@ class PrefersCompact(Protocol):
 
     prefers_compact: bool
     """True: ``create_agent`` gives it the compact prompt unless told otherwise."""
+
+
+@runtime_checkable
+class Preloads(Protocol):
+    """A model whose client library is loaded on demand (the OpenAI-compatible one: the ``openai`` SDK, about half a
+    second of imports), so that a bot is ready before it: ``preload()`` starts loading it in a thread, ``connect()``
+    waits for that (starting it if nothing did). A deadline on an answer (``FallbackModel``'s first chunk) starts
+    once the model is connected: loading our own code is not the model server being slow."""
+
+    def preload(self) -> None:
+        """Start loading the client in a thread (on the running event loop); nothing if it is loaded or loading."""
+        ...
+
+    async def connect(self) -> None:
+        """Return once the client is loaded (raises what loading raised)."""
+        ...
 
 
 @runtime_checkable

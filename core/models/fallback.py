@@ -19,7 +19,17 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 from ..errors import ModelError
-from .base import Model, ModelRequest, ModelRoute, ModelUsage, call_route, call_usage, closing_stream, without_images
+from .base import (
+    Model,
+    ModelRequest,
+    ModelRoute,
+    ModelUsage,
+    Preloads,
+    call_route,
+    call_usage,
+    closing_stream,
+    without_images,
+)
 from .breaker import BreakerPolicy, CircuitBreaker
 
 __all__ = ("FallbackModel",)
@@ -102,6 +112,8 @@ class FallbackModel:
             started = False
             outcome = _Outcome.NONE
             try:
+                if isinstance(member, Preloads):  # (its SDK loaded before the first chunk's deadline starts)
+                    await member.connect()
                 async with closing_stream(member.stream(asked)) as chunks:
                     it = aiter(chunks)
                     first = await self._first_chunk(it, member)

@@ -1,13 +1,17 @@
 """An OpenAI-compatible chat model through the ``openai`` SDK: OpenAI itself, vLLM, llama.cpp's server, Ollama,
 OpenRouter, anything that speaks ``/v1/chat/completions`` with server-sent events.
 
-The SDK is imported when the model is built, so ``import core`` stays light. Its own retries are off: ours
-(``retry.py``) back off with jitter, honour ``Retry-After`` and never retry once text has been handed out.
+The SDK (about half a second of imports) is not imported when the model is built: ``preload()`` imports it and
+makes the client in a thread (``bots`` calls it as the bot starts, so the platforms connect meanwhile), and the
+first request awaits that, or starts it. Its own retries are off: ours (``retry.py``) back off with jitter, honour
+``Retry-After`` and never retry once text has been handed out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import ipaddress
 import logging
 import urllib.parse
@@ -60,10 +64,6 @@ class OpenAICompatModel:
         retry: RetryPolicy | None = None,
         vision: bool = True,
     ) -> None:
-        try:
-            import openai
-        except ImportError as exc:  # pragma: no cover - openai is a base dependency
-            raise ConfigError("LLM_PROVIDER=openai needs the openai package: run pip install openai") from exc
         self.model = model
         """The model name sent with every request (``LLM_MODEL``)."""
         self.name = f"openai:{model}"
@@ -84,18 +84,56 @@ class OpenAICompatModel:
         """Token counts of the last call that reported them (for metrics)."""
         self._secret = api_key
         self._where = "OpenAI (api.openai.com)" if base_url is None else f"the server at {safe_url(self.base_url)}"
+        self._client: AsyncOpenAI | None = None
+        self._loading: asyncio.Future[AsyncOpenAI] | None = None
+
+    def _new_client(self) -> AsyncOpenAI:
+        """The SDK's client (imports the SDK: run in a thread)."""
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - openai is a base dependency
+            raise ConfigError("LLM_PROVIDER=openai needs the openai package: run pip install openai") from exc
         # a server on this machine is reached directly, whatever HTTP(S)_PROXY says
         http_client = openai.DefaultAsyncHttpxClient(trust_env=False) if is_loopback(self.base_url) else None
-        self._client: AsyncOpenAI = openai.AsyncOpenAI(
-            api_key=api_key or _NO_KEY, base_url=self.base_url, timeout=timeout, max_retries=0, http_client=http_client
+        return openai.AsyncOpenAI(
+            api_key=self._secret or _NO_KEY,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+            http_client=http_client,
         )
+
+    def preload(self) -> None:
+        """Import the SDK and make the client in a thread from now on (on the running event loop); a request
+        made before it is done waits for it. Called again, or once the client is made, it does nothing."""
+        if self._client is None and self._loading is None:
+            self._loading = asyncio.ensure_future(asyncio.to_thread(self._new_client))
+
+    async def connect(self) -> None:
+        """Return once the client is made (``preload``'s thread, started here if nothing started it)."""
+        await self._connected()
+
+    async def _connected(self) -> AsyncOpenAI:
+        """The client, made by ``preload``'s thread (started here if nothing started it)."""
+        if self._client is None:
+            self.preload()
+            assert self._loading is not None
+            client = await asyncio.shield(self._loading)  # (one caller cancelled leaves the others the client)
+            if self._client is None:
+                self._client = client
+        return self._client
 
     def __repr__(self) -> str:
         return f"OpenAICompatModel(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
+        """Close the HTTP connections (and wait for ``preload``'s thread, which cannot be interrupted)."""
+        loading, self._loading = self._loading, None
+        if loading is not None and self._client is None:
+            with contextlib.suppress(Exception):
+                self._client = await loading
+        if self._client is not None:
+            await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Stream the answer to ``request``; failures raise ``ModelError`` / ``ModelAuthError``. A server that
@@ -151,7 +189,8 @@ class OpenAICompatModel:
             options["temperature"] = self.temperature
         if request.stop:
             options["stop"] = list(request.stop[:_MAX_STOP])
-        stream = await self._client.chat.completions.create(
+        client = await self._connected()
+        stream = await client.chat.completions.create(
             model=request.model or self.model,
             messages=messages,
             max_tokens=request.max_tokens,

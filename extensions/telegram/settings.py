@@ -16,9 +16,13 @@ from ..chat.exactly_once import Uncertain
 from ..chat.i18n import say
 from ..chat.policy import ReplyPolicy
 
-__all__ = ("WEBHOOK_SECRET_MIN", "TelegramMode", "TelegramSettings")
+__all__ = ("WEBHOOK_DEADLINE", "WEBHOOK_SECRET_MIN", "TelegramMode", "TelegramSettings")
 
 _SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+WEBHOOK_DEADLINE = 20.0
+"""Seconds an update may take to be handled by the gateway's webhook server (``webhook.WebhookServer``) before
+Telegram is told to deliver it again (503). Telegram gives up on a webhook request after about a minute and counts
+that against the webhook."""
 WEBHOOK_SECRET_MIN = 32
 """The shortest ``TELEGRAM_WEBHOOK_SECRET`` accepted: a short one is guessed (one character fell in 11 requests, and
 a forged update then runs as whichever user it claims). ``secrets.token_urlsafe(32)`` gives 43 characters."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from telegram import Update
 from telegram.error import InvalidToken, TelegramError
@@ -25,8 +25,10 @@ from core.errors import BotError, ConfigError, PlatformError
 
 from .application import App
 from .poller import Poller, bootstrap_call
-from .settings import TelegramMode, TelegramSettings
-from .webhook import WEBHOOK_DEADLINE, WebhookServer
+from .settings import WEBHOOK_DEADLINE, TelegramMode, TelegramSettings
+
+if TYPE_CHECKING:
+    from .webhook import WebhookServer
 
 __all__ = ("ALLOWED_UPDATES", "UpdateHandler", "UpdateSource", "uses_ptb_updater")
 
@@ -134,6 +136,8 @@ class UpdateSource:
     async def _start_webhook(self, *, stop_timeout: float) -> None:
         """The webhook server (``WebhookServer``: in front of a queue, 200 only once an update is stored), then
         ``setWebhook`` with the secret, tried like PTB's bootstrap."""
+        from .webhook import WebhookServer  # (aiohttp's server: loaded by a webhook gateway only)
+
         s, bot = self.settings, self.app.bot
         assert s.webhook_secret is not None and s.webhook_url is not None
         secret, url = s.webhook_secret.get_secret_value(), s.webhook_url

@@ -28,6 +28,7 @@ from telegram import Bot, Update
 from core.errors import DispatchError, MemoryStoreError
 
 from ..chat.http_server import HttpLimits, start_site
+from .settings import WEBHOOK_DEADLINE
 
 __all__ = ("SECRET_HEADER", "WEBHOOK_DEADLINE", "WebhookServer")
 
@@ -38,9 +39,6 @@ WEBHOOK_LIMITS = HttpLimits(max_per_address=100)
 (``setWebhook``'s ``max_connections``), and they are all let in."""
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-WEBHOOK_DEADLINE = 20.0
-"""Seconds an update may take to be handled before Telegram is told to deliver it again (503). Telegram
-gives up on a webhook request after about a minute and counts that against the webhook."""
 
 
 class WebhookServer:

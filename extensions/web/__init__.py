@@ -10,36 +10,33 @@ the page through a relay (``RedisRelay``).
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from core.definitions import Extension, extension, service
-from core.media import media_posters
-
-from .definitions import (
-    MESSAGE,
-    bind_runtime,
-    find_runtime,
-    get_runtime,
-    web_chat,
-    web_message_input,
-    web_message_output,
-)
-from .guard import is_loopback, local_only, refused, request_is_local, security_headers, well_formed
-from .hub import Hub
-from .idle import IdleVisitors, forget_visitor
-from .media import MediaShelf
-from .pages import Templates
-from .relay import RedisRelay, Relay
-from .runtime import WebRuntime
-from .settings import WebSettings
-from .visitor_book import LocalVisitorBook, VisitorBook
-from .visitors import Signer, cookie_name, load_secret, visitor_tier
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core import Host
+    from core.definitions import Extension
 
     from ..chat.trust import TrustRules
+    from .definitions import (
+        MESSAGE,
+        find_runtime,
+        get_runtime,
+        web_chat,
+        web_message_input,
+        web_message_output,
+    )
+    from .guard import is_loopback, local_only, refused, request_is_local, security_headers, well_formed
+    from .hub import Hub
+    from .idle import IdleVisitors, forget_visitor
+    from .media import MediaShelf
+    from .pages import Templates
+    from .relay import RedisRelay, Relay
+    from .runtime import WebRuntime
+    from .settings import WebSettings
+    from .visitor_book import LocalVisitorBook, VisitorBook
+    from .visitors import Signer, cookie_name, load_secret, visitor_tier
 
 __all__ = (
     "MESSAGE",
@@ -73,6 +70,44 @@ __all__ = (
     "well_formed",
 )
 
+_LAZY = {
+    **dict.fromkeys(
+        ("MESSAGE", "find_runtime", "get_runtime", "web_chat", "web_message_input", "web_message_output"),
+        "definitions",
+    ),
+    **dict.fromkeys(
+        ("is_loopback", "local_only", "refused", "request_is_local", "security_headers", "well_formed"), "guard"
+    ),
+    "Hub": "hub",
+    "IdleVisitors": "idle",
+    "forget_visitor": "idle",
+    "MediaShelf": "media",
+    "Templates": "pages",
+    "RedisRelay": "relay",
+    "Relay": "relay",
+    "WebRuntime": "runtime",
+    "WebSettings": "settings",
+    "LocalVisitorBook": "visitor_book",
+    "VisitorBook": "visitor_book",
+    **dict.fromkeys(("Signer", "cookie_name", "load_secret", "visitor_tier"), "visitors"),
+}
+"""Where each name of ``__all__`` not defined here lives: imported on first use (PEP 562), so that
+``bots`` reading ``extensions.web.settings`` does not load the web server (aiohttp, jinja2) of a bot that serves
+no web chat."""
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 def web_extension(
     settings: WebSettings,
@@ -90,6 +125,12 @@ def web_extension(
     (``core.fleet.RedisVisitorBook``) connect the processes of a fleet; ``trust``: the owners and members the
     operator names (``BOT_ADMIN_USERS``, ``TRUST_MEMBER_USERS`` with ``web:<visitor id>``); every other visitor has
     the tier of ``WEB_VISITOR_TIER``."""
+    from core.definitions import extension, service
+    from core.media import media_posters
+
+    from .definitions import MESSAGE, bind_runtime, web_chat, web_message_input, web_message_output
+    from .runtime import WebRuntime
+
     runtime = WebRuntime(
         settings,
         listen=listen,
@@ -118,5 +159,11 @@ def web_extension(
 
 def web_runtime(agent: Host) -> WebRuntime | None:
     """The web chat of ``agent`` (None when it was built without ``web_extension``)."""
+    from .definitions import find_runtime
+
     runtime = find_runtime(agent)
+    if runtime is None:
+        return None
+    from .runtime import WebRuntime  # loaded already when a runtime was bound
+
     return runtime if isinstance(runtime, WebRuntime) else None
