@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 from core.definitions import Context
 from tests.fakes.discord_server import FakeDiscord, Json
 from tests.fakes.matrix_server import FakeHomeserver
-from tests.fakes.slack_server import APP_TOKEN, BOT_TOKEN, BOT_USER, FakeSlack
+from tests.fakes.slack_server import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, FakeSlack
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fleet.server import free_port
 
 __all__ = ("DRIVERS", "Driver", "Message")
 
@@ -395,6 +396,45 @@ class SlackDriver(Driver):
         await self.fake.wait_for(predicate, timeout=timeout)
 
 
+class SlackEventsDriver(SlackDriver):
+    """Slack with the Events API: the fake POSTs each event, signed, to the bot's endpoint (``SLACK_MODE=events``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+        self.fake.request_url = f"http://127.0.0.1:{self.port}/slack/events"
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        events = {
+            "mode": "events",
+            "signing_secret": SIGNING_SECRET,
+            "events_host": "127.0.0.1",
+            "events_port": self.port,
+        }
+        return super().settings(**events, **overrides)
+
+    async def ready(self) -> None:
+        await asyncio.sleep(0)  # (the endpoint is served once the bot started; the fake retries until answered)
+
+    def fleet_env(self) -> dict[str, str]:
+        return {
+            **super().fleet_env(),
+            "SLACK_MODE": "events",
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_EVENTS_HOST": "127.0.0.1",
+            "SLACK_EVENTS_PORT": str(self.port),
+        }
+
+    def another_gateway(self, env: dict[str, str]) -> dict[str, str]:
+        return env | {"SLACK_EVENTS_PORT": str(free_port())}  # (behind a balancer in production; here, idle)
+
+    def connections(self) -> int:
+        return 0
+
+    def duplicate_deliveries(self) -> bool:
+        return False
+
+
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 """The people of the Matrix driver's rooms."""
 
@@ -479,7 +519,10 @@ class MatrixDriver(Driver):
         await self.fake.wait_for(predicate, timeout=timeout)
 
 
-DRIVERS: dict[str, type[Driver]] = {d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver, MatrixDriver)}
+DRIVERS: dict[str, type[Driver]] = {
+    **{d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver, MatrixDriver)},
+    "slack-events": SlackEventsDriver,  # (Slack again, its events POSTed over HTTP instead of Socket Mode)
+}
 """Every platform the suite runs against, by name."""
 
 

@@ -35,7 +35,7 @@ async def test_each_message_is_answered_once_by_the_fleet(
 ) -> None:
     settings = {"REDIS_URL": redis_server.url, "REDIS_LEASE_SECONDS": "1", **driver.fleet_env()}
     gateway, [worker] = await start_fleet(tmp_path, settings, processes)
-    second = Process("gateway", gateway.env | {"HTTP_PORT": str(free_port())}, tmp_path)
+    second = Process("gateway", driver.another_gateway(gateway.env | {"HTTP_PORT": str(free_port())}), tmp_path)
     processes.append(second)
     await second.start()
     await _serving(second)  # (up, listening or standing by: a SIGTERM is then a clean stop)

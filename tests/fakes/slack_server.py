@@ -17,6 +17,7 @@ import hmac
 import itertools
 import json
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -78,6 +79,10 @@ class FakeSlack:
         """How many times each event id was handed out."""
         self.request_url: str | None = None
         """Events API mode: where events are POSTed (None: Socket Mode)."""
+        self.signing_secret = SIGNING_SECRET
+        """What Events API requests are signed with (a test may change it to forge them)."""
+        self.event_statuses: list[int] = []
+        """The HTTP status of every Events API delivery, in order."""
         self.fanout = False
         """Hand each envelope to every open connection at once (as Slack may, retrying on another connection an
         event the first was slow to acknowledge): the fleet must still answer it once."""
@@ -456,25 +461,44 @@ class FakeSlack:
                     await self._wake.wait()
 
     async def _post_event(self, envelope_id: str, envelope: dict[str, Any]) -> None:
+        """POST one event (JSON) or interaction (a slash command's form, an interaction's ``payload`` field) to the
+        request URL, signed as Slack signs it; a 200 acknowledges it (its body kept in ``responses``)."""
         assert self._session is not None and self.request_url is not None
-        body = json.dumps(envelope["payload"])
+        kind, payload = envelope["type"], envelope["payload"]
+        if kind == "events_api":
+            body, content_type = json.dumps(payload), "application/json"
+        elif kind == "slash_commands":
+            body, content_type = urllib.parse.urlencode(payload), "application/x-www-form-urlencoded"
+        else:
+            body = urllib.parse.urlencode({"payload": json.dumps(payload)})
+            content_type = "application/x-www-form-urlencoded"
         stamp = str(int(time.time()))
-        signature = hmac.new(SIGNING_SECRET.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+        secret = self.signing_secret.encode()
+        signature = hmac.new(secret, f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
         headers = {
-            "Content-Type": "application/json",
+            "Content-Type": content_type,
             "X-Slack-Request-Timestamp": stamp,
             "X-Slack-Signature": f"v0={signature}",
         }
         self.delivered[envelope_id] = self.delivered.get(envelope_id, 0) + 1
+        answer: dict[str, Any] = {}
         try:
             async with asyncio.timeout(10):
                 async with self._session.post(self.request_url, data=body, headers=headers) as response:
-                    ok = response.status == 200
+                    status = response.status
+                    text = await response.text()
         except (aiohttp.ClientError, TimeoutError):
-            ok = False
-        if ok and self._pending.pop(envelope_id, None) is not None:
+            status, text = 0, ""
+        self.event_statuses.append(status)
+        if status == 200 and self._pending.pop(envelope_id, None) is not None:
             self.acked.append(envelope_id)
-            self._notify()
+            try:
+                answer = json.loads(text) if text else {}
+            except json.JSONDecodeError:
+                answer = {"text": text}  # (a plain body is a text answer, as Slack reads it)
+            if isinstance(answer, dict) and answer:
+                self.responses[envelope_id] = answer
+        self._notify()
 
     def _enqueue(self, kind: str, payload: dict[str, Any], *, envelope_id: str | None = None) -> str:
         envelope_id = envelope_id or f"env-{next(self._ids)}"
