@@ -253,8 +253,9 @@ async def _run(
     assert seen.lost == []  # nothing Telegram was told was stored went with the old primary
     assert seen.out_of_order == []
     parts = parts_run_again(folder)  # (0 unless the workers steer)
-    assert seen.again + seen.fragments <= given_up + parts, (seen, parts)  # only a post in flight of a lease given
-    # up, or a part of a steered batch run again
+    # only a post in flight of a lease given up; a part of a steered batch run again is recognised from the reply
+    # ledger, whichever step of the run answered it (issue 50), and not answered again
+    assert seen.again + seen.fragments <= given_up, (seen, parts)
     if mode == "webhook":
         delivered = {uid for uid, status in telegram.webhook_deliveries if status == 200}
         assert len(delivered) == CHATS * MESSAGES  # each in the end answered 200 (stored)

@@ -284,13 +284,13 @@ async def test_a_fleet_with_a_worker_and_the_gateway_killed_answers_every_messag
     if uncertain == "resend":
         assert seen.lost == []
         # a post is answered twice only if it was in flight when its worker died, or when a live worker gave its
-        # lease up (starved of CPU past REDIS_LEASE_SECONDS: at most one post in flight per conversation), or for a
-        # part of a steered batch run again (docs/explanation/guarantees.md)
+        # lease up (starved of CPU past REDIS_LEASE_SECONDS: at most one post in flight per conversation); a part of
+        # a steered batch run again is recognised from the reply ledger, not answered again (issue 50)
         strays = [
             m.versions for m in telegram.sent if 7000 <= m.chat_id < 7000 + CHATS and not _COMPLETE.fullmatch(m.text)
         ]
         parts = parts_run_again(tmp_path)  # (0 unless the workers steer)
-        assert seen.again + seen.fragments <= seen.in_flight + given_up + parts, (seen, given_up, parts, strays[:8])
+        assert seen.again + seen.fragments <= seen.in_flight + given_up, (seen, given_up, parts, strays[:8])
     else:
         assert seen.twice == []
         assert lost_replies(seen.lost) <= resolved, seen  # only a post taken as shown that never got there

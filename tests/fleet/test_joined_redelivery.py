@@ -9,10 +9,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+import redis.asyncio
+
 from core import ScriptedModel
+from core.errors import DispatchError
 from core.models.base import ModelRequest
 
 from .conftest import send, wait_until
@@ -151,4 +156,47 @@ async def test_a_part_one_step_answered_with_the_part_before_it_is_not_answered_
         working = json.loads(await client.get(K + "mem:working"))
         assert [e["data"] for e in working if e["kind"] == "input"] == ["one", "two"]  # both recorded
         assert [e["data"] for e in working if e["kind"] == "output"] == ["one|two"]
+    await r.backend.close()
+
+
+async def test_a_part_a_later_step_answered_is_not_answered_again_after_redis_is_killed_and_restarted(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    """A part joined while the first was being answered, and the run's next step answered it; then Redis was killed
+    (``kill -9``) before the acknowledgement, which failed, and started again from its AOF. Run again in its parts,
+    each part's answer is replayed from the reply ledger, whichever step of the run wrote it: the second part is not
+    answered again, and the model is not asked again (issue 50)."""
+    model = Held()
+    model.dies = False
+    r = Rig(redis_server, model=model, busy="steer", retry_seconds=0.5)
+    async with r.agent:
+        await send(gateway, "c1", "one")
+        lease, scope, entries = await r.batch()
+        running = asyncio.create_task(r.drainer._run(scope, entries))
+        await asyncio.wait_for(model.first.wait(), 10)  # the answer to "one" is being written
+        await send(gateway, "c1", "two")
+        r.drainer.arrived(CID)
+        await wait_until(lambda: _batch_holds(client, 2), what="two joined the batch being run")
+        model.go.set()
+        assert await asyncio.wait_for(running, 30)  # the run's next step answered "two"
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one", "two"]
+        assert model.calls == 2
+
+        redis_server.stop(sig=signal.SIGKILL)  # Redis dies before the acknowledgement ...
+        with pytest.raises(DispatchError):
+            await r.step(lease, scope)
+        await scope.close(acknowledged=False)
+        redis_server.start()  # ... and comes back with its own data
+        back = redis.asyncio.Redis.from_url(redis_server.url, decode_responses=True)
+        assert await back.hget(K + "batch", "cuts") == "1"
+
+        await r.expire(lease)
+        assert await r.worker.sweep_once() == 1
+        assert await r.drainer.drain({"job_id": await r.sched()}, CID) == "released"
+        assert await back.lrange("probe:replies:c1", 0, -1) == ["one", "two"]  # neither answered again
+        assert model.calls == 2  # nor the model asked
+        assert r.drainer.stats.redelivered == 1
+        working = json.loads(await back.get(K + "mem:working"))
+        assert [e["data"] for e in working if e["kind"] == "output"] == ["one", "two"]
+        await back.aclose()
     await r.backend.close()
