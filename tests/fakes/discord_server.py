@@ -29,6 +29,7 @@ whose latest session has no connection is kept for a RESUME (as before), and cou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import itertools
@@ -277,10 +278,14 @@ class FakeDiscord:
         self._changed = asyncio.Event()
 
     async def wait_until(self, predicate: Callable[[], Any], *, timeout: float = 10.0) -> Any:
-        """Wait until ``predicate()`` is truthy (re-checked on every change the fake sees); return it."""
+        """Wait until ``predicate()`` is truthy (re-checked on every change the fake sees, and every 50 ms besides:
+        a predicate on something the fake does not see, the model's requests or a store, is not left for the
+        fake's next change); return it."""
         async with asyncio.timeout(timeout):
             while not (result := predicate()):
-                await self._changed.wait()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.05):
+                        await self._changed.wait()
         return result
 
     async def wait_posted(self, channel_id: int, count: int = 1, *, timeout: float = 10.0) -> list[Json]:

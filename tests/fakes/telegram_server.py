@@ -34,6 +34,9 @@ from aiohttp import web
 
 __all__ = ("ApiCall", "FakeTelegramServer", "HtmlError", "SentMedia", "SentMessage", "Upload", "parse_html")
 
+_RECHECK = 0.05
+"""Seconds between two looks of ``wait_for`` at a predicate when nothing reached the fake."""
+
 MESSAGE_LIMIT = 4096
 _STRING_FIELDS = frozenset(
     {"text", "parse_mode", "action", "url", "secret_token", "caption", "ip_address", "language_code", "file_id"}
@@ -612,9 +615,19 @@ class FakeTelegramServer:
         )
 
     async def wait_for(self, predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
-        """Wait until ``predicate()`` holds (checked after every request and injection)."""
+        """Wait until ``predicate()`` holds: checked after every request and injection, and every 50 ms besides, so
+        a predicate on something the fake does not see (the model's requests, a store, an observer's list) is not
+        left for the fake's next request, which may be a long poll returning 10 s later."""
+        loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout):
-            await self._changed(predicate)
+            while not predicate():
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._waiters.add(waiter)
+                try:
+                    await asyncio.wait({waiter}, timeout=_RECHECK)
+                finally:
+                    self._waiters.discard(waiter)
+                    waiter.cancel()
 
     async def wait_replies(self, count: int, *, chat_id: int | None = None, timeout: float = 10.0) -> list[SentMessage]:
         """Wait for ``count`` messages from the bot (in ``chat_id``, if given) and return them."""
