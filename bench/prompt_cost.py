@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
+import itertools
 import logging
 import os
 import sys
@@ -22,17 +24,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.fakes
-sys.path.insert(1, str(Path(__file__).resolve().parent))  # bench/, for latency's web visitor
+# bench/ off the import path (bench/queue.py would stand for the standard library's queue, which redis imports);
+# the repository root on it, for tests.fakes; latency's web visitor loaded from its file
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import itertools
+import core  # noqa: E402
+from core.models.openai_compat import OpenAICompatModel  # noqa: E402
+from core.models.retry import RetryPolicy  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAIServer, Reply  # noqa: E402
 
-from latency import _drain, _free_port, _visitor
-
-import core
-from core.models.openai_compat import OpenAICompatModel
-from core.models.retry import RetryPolicy
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
+_spec = importlib.util.spec_from_file_location("bench_latency", Path(__file__).resolve().parent / "latency.py")
+assert _spec is not None and _spec.loader is not None
+_latency = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_latency)
+_drain, _free_port, _visitor = _latency._drain, _latency._free_port, _latency._visitor
 
 
 def prompt_of(body: dict[str, Any]) -> str:

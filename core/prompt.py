@@ -1,8 +1,10 @@
 """Prompt building: the sections and XML of the Prompting seed.
 
-The template (``PromptTemplate``) arranges the sections the seed names, in its order: ``{{intro}}``,
-``{{instructions}}``, ``{{content}}``, ``{{response}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is,
-after the intro); a bot author may replace any of them and the template itself
+The template (``PromptTemplate``) arranges the sections the seed names: ``{{intro}}``, ``{{instructions}}``,
+``{{response}}``, ``{{content}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is, after the intro). The seed
+puts the response format after the content; the default template puts it before, with the other texts that never
+change, so that a provider's prompt cache reads the whole static beginning (issue 51; the footer, the final
+reminder, stays last: docs/fidelity.md, P1). A bot author may replace any of them and the template itself
 (``create_agent(options=AgentOptions(template=..., instructions=...))``). The content is made of five parts
 generated at every step, which a template may also place one by one: ``{{actions}}`` (the available actions),
 ``{{outputs}}`` (the available outputs), ``{{contexts}}``, ``{{workingMemory}}`` (a bounded window of it) and
@@ -38,6 +40,7 @@ __all__ = (
     "INSTRUCTIONS",
     "PARTS",
     "RESPONSE_FORMAT",
+    "SEED_TEMPLATE",
     "TEMPLATE",
     "Prompt",
     "PromptTemplate",
@@ -114,9 +117,14 @@ XML_CALL_FORMAT = (
 )
 """What an action that takes XML arguments tells the model (``call_format="xml"``)."""
 
-TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{content}}\n\n{{response}}\n\n{{footer}}"
-"""The default template, in the Prompting seed's order: the intro (and persona) and the instructions are the
-system part; the content, the response format and the footer the prompt part."""
+TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{response}}\n\n{{content}}\n\n{{footer}}"
+"""The default template: the intro (and persona), the instructions and the response format are the system part, the
+same at every step and in every conversation of a bot (a prefix a provider caches); the content and the footer the
+prompt part. The Prompting seed's order but for the response format, which it puts after the content (the seed's
+order is ``SEED_TEMPLATE``)."""
+SEED_TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{content}}\n\n{{response}}\n\n{{footer}}"
+"""The Prompting seed's order (``AgentOptions(template=SEED_TEMPLATE)``): the response format after the content, so
+only the intro and the instructions are the system part."""
 
 PARTS = ("actions", "outputs", "contexts", "workingMemory", "updates")
 """The parts of the content, in the order ``{{content}}`` shows them; a template may place each on its own."""

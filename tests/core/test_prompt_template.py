@@ -7,20 +7,29 @@ from __future__ import annotations
 import pytest
 
 from core import DefinitionError
-from core.prompt import FOOTER, INSTRUCTIONS, PARTS, RESPONSE_FORMAT, PromptTemplate
+from core.prompt import FOOTER, INSTRUCTIONS, PARTS, RESPONSE_FORMAT, SEED_TEMPLATE, PromptTemplate
 
 PIECES = {name: name.upper() for name in PARTS}
 
 
-def test_the_default_template_has_the_seed_s_order() -> None:
-    """Intro (and persona), instructions, content, response, footer: the first two are the system part."""
+def test_the_default_template_has_the_static_sections_first_and_the_footer_last() -> None:
+    """Intro (and persona), instructions, response format, content, footer: the texts that never change are the
+    system part, a prefix a provider's prompt cache reads (issue 51); the seed's order but for the response format
+    (docs/fidelity.md, P1), which ``SEED_TEMPLATE`` puts after the content."""
     system, prompt = PromptTemplate(intro="I").render(persona="", content="CONTENT")
+    assert system == f"I\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}"
+    assert prompt == f"CONTENT\n\n{FOOTER}"
+    system, _ = PromptTemplate(intro="I").render(persona="P", content="CONTENT")
+    assert system == f"I\n\nP\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}"
+    _, prompt = PromptTemplate(intro="I").render(content=PIECES)
+    assert prompt == f"ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES\n\n{FOOTER}"
+
+
+def test_the_seed_s_own_order_is_a_template_away() -> None:
+    """Intro (and persona), instructions, content, response, footer: the first two are the system part."""
+    system, prompt = PromptTemplate(template=SEED_TEMPLATE, intro="I").render(persona="", content="CONTENT")
     assert system == f"I\n\n{INSTRUCTIONS}"
     assert prompt == f"CONTENT\n\n{RESPONSE_FORMAT}\n\n{FOOTER}"
-    system, _ = PromptTemplate(intro="I").render(persona="P", content="CONTENT")
-    assert system == f"I\n\nP\n\n{INSTRUCTIONS}"
-    _, prompt = PromptTemplate(intro="I").render(content=PIECES)
-    assert prompt.startswith("ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES\n\n")
 
 
 def test_each_part_of_the_content_can_be_placed_apart() -> None:
