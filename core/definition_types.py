@@ -278,12 +278,13 @@ class Host(Protocol):
         """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch``."""
         ...
 
-    def provide(self, slot: Slot[T], value: T) -> Callable[[], None]:
-        """Keep ``value`` under ``slot`` for the extension's own later use (its platform runtime)."""
+    def provide(self, slot: Slot[T] | type[T], value: T) -> Callable[[], None]:
+        """Keep ``value`` under ``slot``: a ``Slot`` (an extension's platform runtime) or a class (what a plugin
+        provides: ``host.provide(Facts, self)``)."""
         ...
 
-    def provided(self, slot: Slot[T]) -> T | None:
-        """What was given under ``slot``, or None."""
+    def provided(self, slot: Slot[T] | type[T]) -> T | None:
+        """What was given under ``slot`` (a ``Slot`` or a class: ``host.provided(Facts)``), or None."""
         ...
 
     def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:

@@ -50,12 +50,14 @@ class ExtensionPoints:
     """How ``send`` reaches ``run``."""
     trust: Trust | None
     """Who may call which action (``core.trust``); None: every action is offered to everyone."""
-    slots: dict[Slot[Any], Any]
-    """What extensions gave the agent for their own later use, by slot (``provide``)."""
+    slots: dict[Slot[Any] | type[Any], Any]
+    """What plugins and extensions provide, by slot or by class (``provide``)."""
 
-    def provide(self, slot: Slot[T], value: T) -> Callable[[], None]:
-        """Keep ``value`` under ``slot`` (a platform's runtime, which its output handlers find with
-        ``provided``); a second value replaces the first."""
+    def provide(self, slot: Slot[T] | type[T], value: T) -> Callable[[], None]:
+        """Keep ``value`` under ``slot``: a ``Slot`` (a platform's runtime, which its output handlers find with
+        ``provided``) or a class (what a plugin provides, found as ``agent.provided(Facts)``); a second value
+        replaces the first. This is the one way to find "the X of this agent": nothing is kept in a registry
+        beside it, and the value lives and dies with its agent."""
         self.slots[slot] = value
 
         def take_back() -> None:
@@ -64,8 +66,8 @@ class ExtensionPoints:
 
         return take_back
 
-    def provided(self, slot: Slot[T]) -> T | None:
-        """What was given under ``slot``, or None."""
+    def provided(self, slot: Slot[T] | type[T]) -> T | None:
+        """What was given under ``slot`` (a ``Slot`` or a class), or None."""
         found: T | None = self.slots.get(slot)
         return found
 

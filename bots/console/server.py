@@ -9,7 +9,7 @@ fleet's state when the process is part of one.
 from __future__ import annotations
 
 import logging
-import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +45,6 @@ MIN_SECRET = 16
 """Characters ``CONSOLE_SECRET`` has at least."""
 LOGOUTS_FILE = "console_logouts.json"
 """The file under ``BOT_DATA_DIR`` keeping the console's logouts in one process."""
-
-_consoles: weakref.WeakKeyDictionary[Any, Console] = weakref.WeakKeyDictionary()
 
 
 class Console:
@@ -90,6 +88,8 @@ class Console:
         """``http://host:port/`` once serving."""
         self._runner: web.AppRunner | None = None
         self._undo: Any = None
+        self.withdraw: Callable[[], None] = lambda: None
+        """Takes the console back from its agent (``agent.provided(Console)``), once it is served."""
 
     @property
     def web_chat(self) -> WebRuntime | None:
@@ -175,18 +175,19 @@ async def start_console(
         return None
     console = Console(agent, settings, ops=ops, fleet=fleet, redis=redis)
     await console.start()
-    _consoles[agent] = console
+    console.withdraw = agent.provide(Console, console)
     return console
 
 
 def console_address(agent: Host) -> str | None:
     """Where the console of ``agent`` is served, or None."""
-    console = _consoles.get(agent)
+    console = agent.provided(Console)
     return console.address if console is not None else None
 
 
 async def stop_console(agent: Host) -> None:
     """Stop the console of ``agent`` (nothing when none runs)."""
-    console = _consoles.pop(agent, None)
+    console = agent.provided(Console)
     if console is not None:
+        console.withdraw()
         await console.stop()

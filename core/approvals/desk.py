@@ -21,7 +21,6 @@ import enum
 import hashlib
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -56,12 +55,10 @@ content_log = logging.getLogger("content.approvals")
 RESULT_CHARS = 4000
 """Characters of a call's result the model reads at most."""
 
-_desks: weakref.WeakKeyDictionary[Any, ApprovalDesk] = weakref.WeakKeyDictionary()
-
 
 def desk_of(agent: Host) -> ApprovalDesk | None:
-    """The approvals of ``agent`` (``ApprovalDesk.extension``), or None."""
-    return _desks.get(agent)
+    """The approvals of ``agent`` (``ApprovalDesk.extension``, ``agent.provided(ApprovalDesk)``), or None."""
+    return agent.provided(ApprovalDesk)
 
 
 class Asker(Protocol):
@@ -179,7 +176,7 @@ class ApprovalDesk:
                 )
             self.store = MemoryApprovalStore(agent.memory)
         self._agent = agent
-        _desks[agent] = self
+        agent.provide(ApprovalDesk, self)
         full: _Agent = agent  # type: ignore[assignment]  # core.Agent (the trust plugin's settings hold the desk)
         full.set_approvals(self)
 

@@ -39,12 +39,10 @@ log = logging.getLogger("core.facts")
 MAX_FACTS = 50
 """Facts one conversation keeps at most (the newest)."""
 
-_kept: weakref.WeakKeyDictionary[Any, Facts] = weakref.WeakKeyDictionary()
-
 
 def facts_of(agent: Host) -> Facts | None:
-    """The facts of ``agent`` (the ``Facts`` plugin it was built with), or None."""
-    return _kept.get(agent)
+    """The facts of ``agent`` (the ``Facts`` plugin it was built with, ``agent.provided(Facts)``), or None."""
+    return agent.provided(Facts)
 
 
 class Facts(Plugin):
@@ -76,7 +74,7 @@ class Facts(Plugin):
                     "Facts(core.fleet.RedisFactStore(backend)) (bots.plugins.facts() does)"
                 )
             self._store = MemoryFactStore(host.memory)
-        _kept[host] = self
+        host.provide(Facts, self)
 
     def begin(self, run: RunView) -> RunHooks:
         shown = _Shown(self, run)

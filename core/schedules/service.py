@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import weakref
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,12 +36,11 @@ __all__ = ("Schedules", "schedule_input", "schedules_of")
 
 log = logging.getLogger("core.schedules")
 
-_attached: weakref.WeakKeyDictionary[Any, Schedules] = weakref.WeakKeyDictionary()
-
 
 def schedules_of(agent: Host) -> Schedules:
-    """The schedules of ``agent`` (``Schedules.attach``); ``ConfigError`` when none were attached."""
-    found = _attached.get(agent)
+    """The schedules of ``agent`` (``Schedules.attach``, ``agent.provided(Schedules)``); ``ConfigError`` when none
+    were attached."""
+    found = agent.provided(Schedules)
     if found is None:
         raise ConfigError(
             "this agent has no schedules: call core.schedules.Schedules.attach(agent) after create_agent "
@@ -144,7 +142,7 @@ class Schedules:
             store = MemoryScheduleStore(agent.memory)
         found = cls(store, **options)
         found._agent = agent
-        _attached[agent] = found
+        agent.provide(Schedules, found)
         agent.add_service(service(name="schedules", start=found._start, stop=found._stop))
         if agent.running and found.fire:  # attached to an agent already started: its services started before
             found._loop = asyncio.get_running_loop().create_task(found._run(), name="schedules")
