@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nio import Event, MatrixRoom, RedactionEvent, RoomMessageImage, RoomMessageText
+from nio import Event, MatrixRoom, ReactionEvent, RedactionEvent, RoomMessageImage, RoomMessageText
 
 from core.entries import InputRef
 from core.errors import BotError
@@ -81,6 +81,11 @@ def _relates(event: Event) -> dict[str, Any]:
     return related if isinstance(related, dict) else {}
 
 
+def _level(room: MatrixRoom, user_id: str) -> int:
+    """The power level of ``user_id`` in ``room`` (0 when the room's levels are not known)."""
+    return int(room.power_levels.get_user_level(user_id)) if room.power_levels is not None else 0
+
+
 def facts_of_event(room: MatrixRoom, event: Event, *, me: str, my_name: str, mine: Callable[[str], bool]) -> Facts:
     """The facts of ``event`` (a text or a picture) in ``room``, for the bot ``me`` (display name ``my_name``);
     ``mine(event_id)``: the bot posted that event."""
@@ -111,7 +116,7 @@ def facts_of_event(room: MatrixRoom, event: Event, *, me: str, my_name: str, min
     mentioned = (isinstance(user_ids, list) and me in user_ids) or me.lower() in lowered
     if my_name and my_name.lower() != me.lower() and re.search(rf"(?<!\w){re.escape(my_name)}(?!\w)", text, re.I):
         mentioned = True  # (its display name as a word: how people mention it in clients without mention pills)
-    level = room.power_levels.get_user_level(event.sender) if room.power_levels is not None else 0
+    level = _level(room, event.sender)
     return Facts(
         args=RoomArgs(room_id=room.room_id, thread_id=thread if isinstance(thread, str) else None),
         event_id=event.event_id,
@@ -143,6 +148,7 @@ class Listener:
         mine: Callable[[str], bool],
         typing: Callable[[RoomArgs], Any],
         until_stored: Callable[[Callable[[], Awaitable[None]], str], Awaitable[None]],
+        on_reaction: Callable[..., Awaitable[None]] | None = None,
     ) -> None:
         self.adapter = adapter
         self.me = me
@@ -155,6 +161,8 @@ class Listener:
         self.mine = mine
         self.typing = typing
         self.until_stored = until_stored
+        self.on_reaction = on_reaction
+        """A reaction (``MatrixApprovals.on_reaction``: ✅ or ❌ under an approval request is a press)."""
         self.threads: set[RoomArgs] = set()
         """The threads messages came from (a redaction names no thread: its message is forgotten in each)."""
         self._answering: dict[RoomArgs, asyncio.Task[None]] = {}
@@ -170,6 +178,10 @@ class Listener:
             return
         if isinstance(event, RedactionEvent):
             await self._redacted(room, event)
+            return
+        if isinstance(event, ReactionEvent):
+            if self.on_reaction is not None:
+                await self.on_reaction(room, event, admin=_level(room, event.sender) >= ADMIN_LEVEL)
             return
         if not isinstance(event, RoomMessageText | RoomMessageImage):
             return  # (notices are other bots' own messages; state and other events carry no message)

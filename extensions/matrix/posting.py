@@ -81,10 +81,19 @@ class Poster:
         assert isinstance(answer, ErrorResponse)
         raise translate(answer, doing=doing, room_id=room_id)
 
-    async def post(self, args: RoomArgs, text: str, *, reply_to: str | None, notice: bool = False) -> str:
+    async def post(
+        self,
+        args: RoomArgs,
+        text: str,
+        *,
+        reply_to: str | None,
+        notice: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
         """Post one message (already cut to fit) in the conversation ``args``; returns its event id. A notice
-        (``m.notice``: the bot's own messages, no answer) is what other bots do not answer."""
-        content: dict[str, Any] = {"msgtype": "m.notice" if notice else "m.text", "body": text}
+        (``m.notice``: the bot's own messages, no answer) is what other bots do not answer; ``extra``: more
+        content fields (an approval request's id)."""
+        content: dict[str, Any] = {"msgtype": "m.notice" if notice else "m.text", "body": text, **(extra or {})}
         related = relation(args, reply_to)
         if related is not None:
             content["m.relates_to"] = related
@@ -142,12 +151,27 @@ class Poster:
         if isinstance(answer, ErrorResponse):
             log.debug("matrix: could not show typing in %s: %s", room_id, answer.status_code)
 
+    async def event(self, room_id: str, event_id: str) -> tuple[str, dict[str, Any]] | None:
+        """Who posted the event ``event_id``, and its content (None when the homeserver does not say)."""
+        answer = await self.client.room_get_event(room_id, event_id)
+        if not isinstance(answer, RoomGetEventResponse):
+            return None
+        source = answer.event.source if isinstance(answer.event.source, dict) else {}
+        content = source.get("content", {})
+        return str(answer.event.sender), content if isinstance(content, dict) else {}
+
     async def sender_of(self, room_id: str, event_id: str) -> str | None:
         """Who posted the event ``event_id`` (None when the homeserver does not say)."""
-        answer = await self.client.room_get_event(room_id, event_id)
-        if isinstance(answer, RoomGetEventResponse):
-            return str(answer.event.sender)
-        return None
+        found = await self.event(room_id, event_id)
+        return found[0] if found is not None else None
+
+    async def react(self, room_id: str, event_id: str, key: str) -> None:
+        """React to ``event_id`` with ``key`` (an emoji: an ``m.annotation``)."""
+        content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+        answer = await self.client.room_send(room_id, "m.reaction", content)
+        if not isinstance(answer, RoomSendResponse):
+            assert isinstance(answer, ErrorResponse)
+            raise translate(answer, doing="react to a message", room_id=room_id)
 
     async def download(self, mxc: str) -> bytes:
         """The bytes of the media ``mxc`` (``mxc://server/id``) from the homeserver."""

@@ -33,6 +33,7 @@ from ..chat.adapter import ChatAdapter
 from ..chat.dedupe import RecentIds
 from ..chat.policy import Allowlist
 from ..chat.stream import LiveReply, ReplyKey
+from .approvals import MatrixApprovals
 from .commands import Commands
 from .definitions import MESSAGE, REPLY_TO, RoomArgs, matrix_room
 from .listener import Listener
@@ -88,6 +89,15 @@ class MatrixRuntime(ChatAdapter):
         """Event ids of the bot's own messages lately (a reply to one is addressed to the bot)."""
         self.refused: set[str] = set()
         """Encrypted rooms already told they are refused."""
+        self.approvals = MatrixApprovals(
+            poster=lambda: self.poster,
+            me=settings.user_id,
+            rules=lambda: self.trust,
+            timeout=settings.request_timeout,
+            language=lambda approval: self.language(matrix_room, RoomArgs.model_validate(approval.args)),
+        )
+        """Approval requests posted with ✅ and ❌ under them, and the reactions to them (``core.approvals``), in
+        the language of the conversation that asked."""
         self._poster: Poster | None = None
         self._listener: Listener | None = None
         self._sync: Sync | None = None
@@ -142,6 +152,7 @@ class MatrixRuntime(ChatAdapter):
             client.device_id = who.device_id
         self.client = client
         self._poster = Poster(client)
+        self.approvals.attach(agent)
         if not self.listen:
             log.info("Matrix account %s logged in (send only)", settings.user_id)
             return
@@ -157,6 +168,7 @@ class MatrixRuntime(ChatAdapter):
             mine=lambda event_id: event_id in self.mine,
             typing=self.typing,
             until_stored=until_stored,
+            on_reaction=self.approvals.on_reaction,
         )
         self._sync = Sync(
             client,
@@ -222,6 +234,7 @@ class MatrixRuntime(ChatAdapter):
 
     async def disconnect(self) -> None:
         """Close the HTTP session."""
+        self.approvals.detach()
         client, self.client = self.client, None
         self._poster = self._listener = self._sync = None
         if client is not None:

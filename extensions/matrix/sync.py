@@ -100,6 +100,7 @@ class Sync:
 
     async def start(self) -> None:
         """The first sync (from the kept token, or the rooms' state only), then the loop in a task of its own."""
+        self._stopping = False
         self.since = await self.load()
         if self.since is None:
             first = await self.client.sync(timeout=0, sync_filter=FIRST_FILTER)

@@ -284,6 +284,19 @@ class FakeHomeserver:
         }
         return str(self._append(room_id, self._event(room_id, sender, "m.room.message", content)).event["event_id"])
 
+    def react(self, room_id: str, sender: str, event_id: str, key: str) -> str:
+        """``sender`` reacts to ``event_id`` with ``key``; returns the reaction's id."""
+        content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+        return str(self._append(room_id, self._event(room_id, sender, "m.reaction", content)).event["event_id"])
+
+    def bot_reactions(self, room_id: str) -> list[tuple[str, str]]:
+        """The bot's reactions in the room: ``(event id, key)``."""
+        return [
+            (s.content["m.relates_to"]["event_id"], s.content["m.relates_to"]["key"])
+            for s in self.stream
+            if s.room_id == room_id and s.event["sender"] == self.bot and s.event["type"] == "m.reaction"
+        ]
+
     def redact(self, room_id: str, sender: str, event_id: str) -> str:
         """``sender`` deletes the event ``event_id``; returns the redaction's id."""
         event = self._event(room_id, sender, "m.room.redaction", {"redacts": event_id})
