@@ -6,6 +6,7 @@ metrics, owned tasks, full inboxes, languages, live replies and the reply ledger
   (``SLACK_MODE=events``: Slack POSTs them to ``SLACK_EVENTS_PATH``, checked with the signing secret);
 - decide: direct messages are answered; in a channel, a message that mentions the bot, or any message of a thread
   it was addressed in (``SLACK_REPLY_POLICY``, a channel's own ``/reply``); every thread is a conversation;
+- approvals: a call an admin approves first is asked with Approve and Deny buttons (``approvals``);
 - commands: Slack's slash commands (``/reset``, ``/forget``, ``/help``, ``/stop`` and the settings commands),
   answered to the caller alone (the command's response);
 - post: ``chat.postMessage`` in the thread, split at 3,500 characters, streamed by ``chat.update`` edits; pictures
@@ -42,6 +43,7 @@ from core.media.attachment import kind_of
 from core.trust import TIER_PARAM
 
 from ..chat.adapter import ChatAdapter
+from ..chat.approvals import PREFIX as APPROVAL_PREFIX
 from ..chat.backpressure import Incoming
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.counters import Ignored
@@ -49,6 +51,7 @@ from ..chat.i18n import say
 from ..chat.policy import Allowlist, should_reply
 from ..chat.split import split_message
 from ..chat.stream import LiveReply, ReplyKey
+from .approvals import SlackApprovals
 from .definitions import MESSAGE, ConversationArgs, slack_conversation
 from .settings import SlackMode, SlackSettings
 
@@ -133,6 +136,13 @@ class SlackRuntime(ChatAdapter):
         """The conversation each channel's latest message went to (``/stop`` in a channel stops that one)."""
         self.events_address: tuple[str, int] | None = None
         """Where the Events API endpoint listens, once started (``SLACK_MODE=events``)."""
+        self.approvals = SlackApprovals(
+            self,
+            rules=lambda: self.trust,
+            timeout=settings.request_timeout,
+            language=lambda approval: self.language(slack_conversation, ConversationArgs.model_validate(approval.args)),
+        )
+        """Approval requests posted with buttons, and the presses on them (``core.approvals``)."""
 
     # -- receive (``ChatAdapter``) ---------------------------------------------------------------------
 
@@ -160,6 +170,7 @@ class SlackRuntime(ChatAdapter):
             ) from None
         self.me = str(auth.get("user_id") or "")
         self.client = client
+        self.approvals.attach(agent)
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.request_timeout))
         try:
             if self.listen:
@@ -184,6 +195,7 @@ class SlackRuntime(ChatAdapter):
         app.event("message")(self._on_message_event)
         app.event("app_mention")(self._on_mention)  # (the message event carries it; acknowledged, nothing more)
         app.command(re.compile(r"^/.+"))(self._on_command)
+        app.action(re.compile(f"^{re.escape(APPROVAL_PREFIX)}"))(self.approvals.on_action)
         self.app = app
         if settings.mode is SlackMode.SOCKET:
             assert settings.app_token is not None
@@ -222,6 +234,7 @@ class SlackRuntime(ChatAdapter):
 
     async def disconnect(self) -> None:
         """Close the websocket or the Events API endpoint, then the clients."""
+        self.approvals.detach()
         if self._socket is not None:
             with contextlib.suppress(Exception):
                 await self._socket.close_async()  # type: ignore[no-untyped-call]

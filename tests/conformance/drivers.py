@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from core.definitions import Context
+from extensions.chat.approvals import button_labels
 from tests.fakes.discord_server import FakeDiscord, Json
 from tests.fakes.matrix_server import FakeHomeserver
-from tests.fakes.slack_server import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, FakeSlack
+from tests.fakes.slack_server import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, FakeSlack, SlackMessage
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fleet.server import free_port
 
@@ -114,6 +115,18 @@ class Driver(abc.ABC):
         """The environment of a second gateway beside the one of ``env``."""
         return env
 
+    def admin(self) -> str:
+        """The platform-qualified id of Bob, the bot's admin in the approval scenario (``BOT_ADMIN_USERS``)."""
+        raise NotImplementedError
+
+    def approval_asked(self) -> bool:
+        """An approval request with its buttons is shown in the group."""
+        raise NotImplementedError
+
+    async def press_approve(self) -> None:
+        """Bob presses Approve under the request in the group."""
+        raise NotImplementedError
+
     def connections(self) -> int:
         """How many of the bot's processes listen now, where the fake can tell (0 where it cannot)."""
         return 0
@@ -206,6 +219,17 @@ class TelegramDriver(Driver):
     def operator_channel(self) -> str:
         return f"telegram:{self.GROUP}"
 
+    def admin(self) -> str:
+        return "telegram:2002"
+
+    def approval_asked(self) -> bool:
+        return any(m.buttons for m in self._mine("group"))
+
+    async def press_approve(self) -> None:
+        request = next(m for m in self._mine("group") if m.buttons)
+        approve = next(label for label in request.buttons if button_labels()[0] in label)
+        self.fake.user_presses(request, approve, user_id=2002, first_name="Bob")
+
     def fleet_env(self) -> dict[str, str]:
         return {"TELEGRAM_TOKEN": self.fake.token, "TELEGRAM_API_URL": self.fake.api_url, "TELEGRAM_POLL_TIMEOUT": "1"}
 
@@ -223,6 +247,7 @@ class DiscordDriver(Driver):
         self.general = self.fake.text_channel(self.guild, "general")
         self.alice: Json = self.fake.user("alice")
         self.dm = self.fake.dm_channel(self.alice)
+        self.bob: Json = self.fake.user("bob")
 
     async def start(self) -> None:
         await self.fake.start()
@@ -291,6 +316,22 @@ class DiscordDriver(Driver):
 
     def operator_channel(self) -> str:
         return f"discord:{self.general}"
+
+    def admin(self) -> str:
+        return f"discord:{self.bob['id']}"
+
+    def _request(self) -> Json | None:
+        shown = self.fake.visible_in(self.general)
+        return next((m for m in shown if m["author"]["bot"] and self.fake.buttons(m)), None)
+
+    def approval_asked(self) -> bool:
+        return self._request() is not None
+
+    async def press_approve(self) -> None:
+        request = self._request()
+        assert request is not None
+        approve = next(label for label in self.fake.buttons(request) if button_labels()[0] in label)
+        await self.fake.press(request, approve, user=self.bob)
 
     def fleet_env(self) -> dict[str, str]:
         return {
@@ -378,6 +419,22 @@ class SlackDriver(Driver):
 
     def operator_channel(self) -> str:
         return f"slack:{self.GROUP}"
+
+    def admin(self) -> str:
+        return "slack:UBOB"
+
+    def _request(self) -> SlackMessage | None:
+        found = [m for m in self.fake.bot_messages(self.GROUP) if any(b.get("type") == "actions" for b in m.blocks)]
+        return found[-1] if found else None
+
+    def approval_asked(self) -> bool:
+        return self._request() is not None
+
+    async def press_approve(self) -> None:
+        request = self._request()
+        assert request is not None
+        [actions] = [b for b in request.blocks if b.get("type") == "actions"]
+        self.fake.user_presses(request, actions["elements"][0]["action_id"], user="UBOB")
 
     def fleet_env(self) -> dict[str, str]:
         return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN, "SLACK_API_URL": self.fake.api_url}

@@ -5,12 +5,17 @@ reason its driver declares (``Driver.not_applicable``)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from core import ModelRequest, ScriptedModel
 from core.schedules import ManualClock
 from extensions.chat.i18n import say
+from tests.approvals.support import POLICY, approval_model
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.slow_model import EndlessModel
+from tests.mcp.support import logged_config
 
 from .conftest import StartBot, applies, eventually
 from .drivers import Driver
@@ -61,6 +66,29 @@ async def test_a_command_is_answered(driver: Driver, start_bot: StartBot) -> Non
     context, args = driver.conversation()
     state = await agent.load_state(context, args)
     assert "blue" not in " ".join(str(e) for e in state.working_memory.logs)
+
+
+async def test_an_approval_is_asked_and_an_admin_s_press_runs_the_call(
+    driver: Driver, start_bot: StartBot, tmp_path: Path
+) -> None:
+    applies(driver, "approval")
+    if type(driver).press_approve is Driver.press_approve:
+        pytest.skip(f"{driver.name}: its driver cannot press an approval's buttons yet")
+    calls = tmp_path / "calls.log"
+    model = approval_model(driver.answer, title="printer", waiting=lambda result: "I asked an admin.")
+    await start_bot(
+        model,
+        actions={"policy": POLICY},
+        mcp={"servers": json.dumps([logged_config(calls)])},
+        bot={"admin_users": driver.admin()},
+    )
+    await driver.say("please open a ticket", where="group", mention=True)
+    await driver.wait(lambda: driver.approval_asked() and "I asked an admin." in driver.replies("group"))
+    assert not calls.exists()  # (not run: it waits for the press)
+    await driver.press_approve()
+    await driver.wait(lambda: any(r.startswith("approved, ") for r in driver.replies("group")))
+    assert calls.read_text().splitlines() == ["open_ticket printer"]
+    await driver.wait(lambda: not driver.approval_asked())  # (the buttons give way to the decision)
 
 
 async def test_stop_ends_the_answer_being_written(driver: Driver, start_bot: StartBot) -> None:
