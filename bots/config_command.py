@@ -29,6 +29,7 @@ from .config import (
     tokens,
 )
 from .hardening import weak_settings
+from .models import model_lines
 from .plugins import sandbox_problem
 from .schedule_service import next_firings
 from .service_checks import postgres_report
@@ -64,6 +65,8 @@ class ConfigReport:
     """"no platform configured", when it is so."""
     notes: list[str] = field(default_factory=list)
     """How the platforms spread over processes."""
+    model: list[str] = field(default_factory=list)
+    """Which model answers and why (``bots.models.model_lines``)."""
     redis: list[str] = field(default_factory=list)
     """What Redis said (its role, replicas)."""
     postgres: list[str] = field(default_factory=list)
@@ -102,6 +105,7 @@ async def config_report(settings: Settings, *, changed_only: bool = False) -> Co
         settings=[row for row in rows if row.changed] if changed_only else rows,
         platforms=_platforms_of(settings),
         notes=scaling_notes(settings),
+        model=model_lines(settings.llm),
     )
     if not platforms(settings):
         report.platform_notes.append(
@@ -158,6 +162,7 @@ def _print_text(report: ConfigReport, *, changed: bool) -> None:
                 print(f"  {line}", file=out)
 
     section("platforms", [", ".join(report.platforms) or "none", *report.platform_notes])
+    section("model", report.model)
     section("scaling", report.notes)
     section("warnings", report.warnings)
     section("redis", report.redis)

@@ -7,6 +7,7 @@ import html
 import importlib.util
 import inspect
 import logging
+import os
 import sys
 import urllib.parse
 from pathlib import Path
@@ -22,7 +23,7 @@ from .warmup import first_request
 if TYPE_CHECKING:
     from core import Agent
 
-__all__ = ("SCRIPTED_REPLY", "build_model", "chain_problems", "close_model", "open_model")
+__all__ = ("SCRIPTED_REPLY", "build_model", "chain_problems", "close_model", "model_lines", "open_model")
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,35 @@ def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
     if isinstance(missing, str):  # a missing package is said now, with the install command
         raise ConfigError(missing)
     return model
+
+
+def model_lines(llm: LlmSettings) -> list[str]:
+    """Which model answers and why, for ``bots config``: the provider's model, or for the embedded one its weights,
+    what chose them (``LLM_MODEL_PATH``, ``LLM_LOCAL_MODEL`` or the default and what it was measured against) and
+    how it runs (threads, conversations kept warm at once)."""
+    provider = LlmProvider(llm.provider)
+    if provider is not LlmProvider.LOCAL:
+        return [f"{provider.value}: {llm.model.strip() or 'the provider default'}"]
+    from core.models.weights import CHOICES, DEFAULT_CHOICE
+
+    threads = llm.threads or _cores()
+    runs = f"{threads} threads, {llm.slots} conversations at once (LLM_THREADS, LLM_SLOTS)"
+    if llm.model_path is not None:
+        return [f"embedded: {Path(llm.model_path).name}, named by LLM_MODEL_PATH; {runs}"]
+    weights = CHOICES[str(llm.local_model)]
+    size = f"{weights.size // 1_000_000} MB, {weights.license}"
+    if "local_model" in llm.model_fields_set and weights.name != DEFAULT_CHOICE:
+        why = f"chosen by LLM_LOCAL_MODEL={weights.name}"
+    else:
+        why = f"the default ({weights.name}): {weights.measured}"
+    return [f"embedded: {weights.title} ({size}), {why}", runs]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def _progress_line(line: str) -> None:

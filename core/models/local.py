@@ -235,21 +235,27 @@ class LocalModel:
         """Load the model (``load``) and evaluate what every first answer needs, so that the first answer after
         the prompt appears costs no more than a later one: the decision's worked examples (the same for any bot's
         tools), and, given the ``request`` a conversation's first message will make, its decision prompt and its
-        system prompt, in the slot that conversation will take. Nothing is answered and no slot is claimed."""
+        system prompt, in the slots that conversation will take, then in every other deciding slot and free
+        conversation slot (several people's first messages at once find them evaluated too). Nothing is answered
+        and no slot is claimed."""
         await self.load()
         server = self._server
         started = time.perf_counter()
         self._say("warming up")
         bodies: list[dict[str, Any]] = []
         if request is not None:
-            if self._offers_tools(request):
-                bodies.append(self._route_body(request))
-            first = 0 if not self._slot_of else self._scratch[0]  # the slot the first conversation will take
-            bodies.append(self._body(request, slot=first))
+            # first what the first conversation needs, then the same prompts in every other free slot of theirs: so
+            # many people writing at once each find the decision's examples and the system prompt evaluated
+            route = [self._route_body(request)] if self._offers_tools(request) else []
+            taken = set(self._slot_of.values())
+            free = [s for s in range(self.slots) if s not in taken] or [self._scratch[0]]
+            bodies += [*route, self._body(request, slot=free[0])]
+            bodies += [{**body, "id_slot": slot} for body in route for slot in self._deciding[1:]]
+            bodies += [self._body(request, slot=slot) for slot in free[1:]]
         elif self.calls_tools:  # the worked examples any bot's tools are decided after
             demo = ToolSpec(name="none_of_these", description="(warming up)")
             probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
-            bodies.append(self._route_body(probe))
+            bodies += [{**self._route_body(probe), "id_slot": slot} for slot in self._deciding]
         else:
             bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self._scratch[0]))
         for body in bodies:

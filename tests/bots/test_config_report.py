@@ -125,3 +125,19 @@ async def test_redis_persistence_eviction_and_maxmemory_are_checked(
     persistence, eviction = await redis_warnings()
     assert "keeps nothing on disk" in persistence and "set appendonly yes" in persistence
     assert "allkeys-lru" in eviction and "set maxmemory-policy noeviction" in eviction
+
+
+def test_config_says_which_embedded_model_answers_and_why(tmp_path: Path) -> None:
+    """Issue 55: ``bots config`` names the embedded model's weights and what chose them: the default with what it was
+    measured against, LLM_LOCAL_MODEL, or LLM_MODEL_PATH; and how many threads and conversations it runs."""
+    from bots.models import model_lines
+    from bots.settings import LlmSettings
+
+    default = model_lines(LlmSettings(slots=3, threads=2))
+    assert default[0].startswith("embedded: Qwen2.5 Coder 0.5B Instruct, Q4_K_M (491 MB, Apache-2.0), the default")
+    assert "bench/tools.py" in default[0] and default[1].startswith("2 threads, 3 conversations at once")
+    smol = model_lines(LlmSettings(local_model="smollm2"))
+    assert "SmolLM2-135M-Instruct" in smol[0] and "chosen by LLM_LOCAL_MODEL=smollm2" in smol[0]
+    path = tmp_path / "mine.gguf"
+    assert model_lines(LlmSettings(model_path=path))[0].startswith("embedded: mine.gguf, named by LLM_MODEL_PATH")
+    assert model_lines(LlmSettings(provider="openai", model="gpt-4o-mini")) == ["openai: gpt-4o-mini"]

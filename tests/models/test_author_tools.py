@@ -254,3 +254,22 @@ async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_sl
     await model.warm()  # without a request: the worked examples any bot's tools are decided after
     (demos,) = model._server.bodies[2:]
     assert demos["messages"][:-1] == decide["messages"][:-1]
+
+
+async def test_warming_up_fills_every_deciding_and_free_conversation_slot(tmp_path: Path) -> None:
+    """Issue 55: with several slots, the decision's prompt goes to every deciding slot and the system prompt to every
+    free conversation slot, after the first conversation's own: four people's first messages at once all find them
+    evaluated."""
+    model = scripted(tmp_path, {})
+    model.slots, model.helpers = 3, 2
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    from bots.warmup import first_request
+
+    request = await first_request(agent)
+    assert request is not None
+    await model.warm(request)
+    slots = [body["id_slot"] for body in model._server.bodies]
+    assert slots == [5, 0, 6, 1, 2], "the first conversation's decision and slot first, then the others"
+    decisions = [b["messages"] for b in model._server.bodies if b["id_slot"] in (5, 6)]
+    assert decisions[0] == decisions[1]
+    assert not model._slot_of and all(body["max_tokens"] == 1 for body in model._server.bodies)
