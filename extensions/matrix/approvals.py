@@ -75,7 +75,9 @@ class MatrixApprovals(ChatApprovals):
             return
         room_id, _, event_id = approval.prompt.rpartition("|")
         try:
-            await self.poster().edit(room_id, event_id, settled_text(approval, await self.language_of(approval)))
+            await self.poster().edit(
+                room_id, event_id, settled_text(approval, await self.language_of(approval)), notice=True
+            )
         except PlatformError as exc:
             log.warning("could not show the decision on approval %s: %s", approval.id, exc)
 
@@ -111,7 +113,7 @@ class MatrixApprovals(ChatApprovals):
                     notice=True,
                 )
             if approval is not None and pressed in (Pressed.DECIDED, Pressed.ALREADY) and approval.decision:
-                await poster.edit(room.room_id, event.reacts_to, settled_text(approval, language))
+                await poster.edit(room.room_id, event.reacts_to, settled_text(approval, language), notice=True)
         except PlatformError as exc:
             log.warning("could not answer a reaction on approval %s: %s", approval_id, exc)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import io
 import logging
+from html import escape
 from typing import Any
 
+from markdown_it import MarkdownIt
 from nio import (
     AsyncClient,
     ErrorResponse,
@@ -25,7 +27,7 @@ from core.errors import ChatGoneError, PlatformError
 from ..chat.split import split_message
 from .definitions import RoomArgs
 
-__all__ = ("MESSAGE_LIMIT", "MatrixSink", "Poster", "pieces", "translate")
+__all__ = ("MESSAGE_LIMIT", "MatrixSink", "Poster", "formatted", "pieces", "relation", "translate")
 
 log = logging.getLogger("extensions.matrix")
 content_log = logging.getLogger("content.matrix")
@@ -35,6 +37,19 @@ MESSAGE_LIMIT = 4_000
 character escaped as ``\\u0000``), so 4,000 fit with the envelope and an edit's two copies of the text."""
 _GONE = frozenset({"M_FORBIDDEN", "M_NOT_FOUND"})
 """Error codes that mean the bot may no longer post in the room."""
+
+
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
+"""CommonMark with strikethrough and tables; raw HTML in the text is escaped, never passed on."""
+
+
+def formatted(text: str) -> dict[str, str]:
+    """The HTML body of ``text`` read as Markdown (``format``, ``formatted_body``), for clients that show it; empty
+    when it is plain text (one paragraph with no markup): its ``body`` says it all."""
+    html = _MARKDOWN.render(text).strip()
+    if html == f"<p>{escape(text.strip(), quote=False)}</p>":
+        return {}
+    return {"format": "org.matrix.custom.html", "formatted_body": html}
 
 
 def pieces(text: str) -> list[str]:
@@ -93,7 +108,10 @@ class Poster:
         """Post one message (already cut to fit) in the conversation ``args``; returns its event id. A notice
         (``m.notice``: the bot's own messages, no answer) is what other bots do not answer; ``extra``: more
         content fields (an approval request's id)."""
-        content: dict[str, Any] = {"msgtype": "m.notice" if notice else "m.text", "body": text, **(extra or {})}
+        content: dict[str, Any] = {"msgtype": "m.notice" if notice else "m.text", "body": text}
+        if not notice:  # (the bot's own notices are plain text)
+            content.update(formatted(text))
+        content.update(extra or {})
         related = relation(args, reply_to)
         if related is not None:
             content["m.relates_to"] = related
@@ -107,12 +125,14 @@ class Poster:
             sent.append(await self.post(args, piece, reply_to=reply_to if not sent else None, notice=notice))
         return sent
 
-    async def edit(self, room_id: str, event_id: str, text: str) -> None:
-        """Make the message ``event_id`` show ``text`` (an ``m.replace`` edit)."""
+    async def edit(self, room_id: str, event_id: str, text: str, *, notice: bool = False) -> None:
+        """Make the message ``event_id`` show ``text`` (an ``m.replace`` edit; ``notice``: of one of the bot's
+        notices, kept plain text)."""
+        msgtype = "m.notice" if notice else "m.text"
         content = {
-            "msgtype": "m.text",
+            "msgtype": msgtype,
             "body": f"* {text}",
-            "m.new_content": {"msgtype": "m.text", "body": text},
+            "m.new_content": {"msgtype": msgtype, "body": text, **({} if notice else formatted(text))},
             "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
         }
         await self._send(room_id, content, doing="edit a message")

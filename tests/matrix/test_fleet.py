@@ -23,7 +23,7 @@ def fleet_settings(homeserver: FakeHomeserver, redis_server: RedisServer) -> dic
     return {
         **homeserver.settings(),
         "REDIS_URL": redis_server.url,
-        "REDIS_LEASE_SECONDS": "1",
+        "REDIS_LEASE_SECONDS": "2",  # (a takeover within seconds; a lease not lost to a loaded machine's pauses)
         "MATRIX_SYNC_TIMEOUT": "1",
         "LLM_PROVIDER": "scripted",
     }
