@@ -3,15 +3,17 @@
 
 A platform tells the bot of a vote with the poll's id (Telegram's poll id, Discord's message id) and the person,
 without the question or the conversation: both are remembered when the poll is posted, in the process that posted
-it. In a fleet, a vote that reaches a gateway which did not post the poll is left (logged): the documented limit.
+it, or in a fleet in Redis, where the gateway that receives the vote finds the poll a worker posted.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from .answer_book import AnswerBook, LocalAnswerBook
 
 __all__ = ("KEPT", "PollBook", "PollRecord", "vote_text")
 
@@ -32,20 +34,38 @@ class PollRecord:
 
 
 class PollBook:
-    """The polls this process posted, by the platform's poll id (the newest ``KEPT``)."""
+    """The polls the bot posted, by the platform's poll id, kept in an ``AnswerBook`` under ``<prefix><poll id>`` (a
+    JSON record): this process's newest by default, a fleet's in Redis (``core.fleet.RedisAnswerBook``, kept as long
+    as its answers), so that a vote reaching a gateway finds the poll a worker posted. ``args``: the platform's
+    context arguments' class (a pydantic model), to read a record back."""
 
-    def __init__(self) -> None:
-        self._polls: OrderedDict[str, PollRecord] = OrderedDict()
+    def __init__(self, *, prefix: str, args: Any, store: AnswerBook | None = None) -> None:
+        self.prefix = prefix
+        self.args = args
+        self.store: AnswerBook = store or LocalAnswerBook(KEPT)
 
-    def add(self, poll_id: str, record: PollRecord) -> None:
+    async def add(self, poll_id: str, record: PollRecord) -> None:
         """Remember ``record`` under ``poll_id``."""
-        self._polls[poll_id] = record
-        while len(self._polls) > KEPT:
-            self._polls.popitem(last=False)
+        value = {
+            "args": record.args.model_dump(mode="json"),
+            "question": record.question,
+            "options": list(record.options),
+            "message_id": record.message_id,
+        }
+        await self.store.add([self.prefix + poll_id], json.dumps(value))
 
-    def get(self, poll_id: str) -> PollRecord | None:
-        """The poll ``poll_id``, when this process posted it lately."""
-        return self._polls.get(poll_id)
+    async def get(self, poll_id: str) -> PollRecord | None:
+        """The poll ``poll_id``, when the bot posted it lately (None: another bot's, or forgotten)."""
+        found = await self.store.get(self.prefix + poll_id)
+        if found is None:
+            return None
+        value = json.loads(found)
+        return PollRecord(
+            args=self.args.model_validate(value["args"]),
+            question=value["question"],
+            options=tuple(value["options"]),
+            message_id=int(value["message_id"]),
+        )
 
 
 def vote_text(who: str, record: PollRecord, chosen: Sequence[int]) -> str:

@@ -34,6 +34,7 @@ from .settings import DiscordSettings
 if TYPE_CHECKING:
     from core import Host
 
+    from ..chat.answer_book import AnswerBook
     from ..chat.trust import TrustRules
     from .runtime import DiscordRuntime
 
@@ -70,11 +71,20 @@ def discord_runtime(settings: DiscordSettings, *, listen: bool = True) -> Discor
     return DiscordRuntime(settings, listen=listen)
 
 
-def discord_extension(settings: DiscordSettings, *, listen: bool = True, trust: TrustRules | None = None) -> Extension:
+def discord_extension(
+    settings: DiscordSettings,
+    *,
+    listen: bool = True,
+    trust: TrustRules | None = None,
+    answers: AnswerBook | None = None,
+) -> Extension:
     """The Discord extension. ``listen=False`` (queue workers) logs in for REST only: no gateway, no
     message listener, no slash-command registration; replies and reactions still work. ``trust``: how authors get
-    their tier and which bots are answered (``TRUST_*``)."""
+    their tier and which bots are answered (``TRUST_*``). ``answers``: where the polls the bot posts are noted, so
+    that a vote finds its conversation (default: in this process; a fleet gives ``core.fleet.RedisAnswerBook``)."""
     runtime = discord_runtime(settings, listen=listen)
+    if answers is not None:
+        runtime.poster.polls.store = answers
     if trust is not None:
         runtime.set_trust(trust)
 

@@ -19,7 +19,7 @@ __all__ = ("PLATFORM",)
 def _build(build: Build) -> Extension:
     from . import discord_extension
 
-    return discord_extension(build.settings, listen=build.listen, trust=build.trust)
+    return discord_extension(build.settings, listen=build.listen, trust=build.trust, answers=build.fleet.get("answers"))
 
 
 def _configured(settings: DiscordSettings) -> bool:

@@ -131,7 +131,7 @@ class Poster:
         self.settings = settings
         """The ``DISCORD_*`` settings."""
         self._client = client
-        self.polls = PollBook()
+        self.polls = PollBook(prefix="discord:poll:", args=ChannelArgs)
         """The polls posted, by message id (their votes go back to their conversations)."""
 
     def _require_client(self) -> discord.Client:
@@ -336,9 +336,11 @@ class Poster:
                 )
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"post a poll in channel {args.channel_id}", in_channel=True) from exc
-        self.polls.add(
-            str(sent.id), PollRecord(args=args, question=poll.question, options=tuple(poll.options), message_id=sent.id)
-        )
+        record = PollRecord(args=args, question=poll.question, options=tuple(poll.options), message_id=sent.id)
+        try:
+            await self.polls.add(str(sent.id), record)
+        except Exception as exc:  # (Redis down: the poll is posted; its votes will be left)
+            log.warning("discord: poll %s not noted, its votes will be left: %s", sent.id, exc)
         log.info("discord: posted a poll of %d answers in channel %s", len(poll.options), args.channel_id)
         return [sent.id]
 

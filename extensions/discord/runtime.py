@@ -226,9 +226,13 @@ class DiscordRuntime(ChatAdapter):
             log.info("discord: a %s reaction on answer %s", score.value, payload.message_id)
 
     async def on_poll_vote(self, payload: discord.RawPollVoteActionEvent) -> None:
-        """A vote in one of the bot's polls (posted by this process: ``extensions.chat.polls``) becomes a
+        """A vote in one of the bot's polls (noted when posted: ``extensions.chat.polls``) becomes a
         ``discord:poll_answer`` input of the poll's conversation; any other vote is left."""
-        record = self.poster.polls.get(str(payload.message_id))
+        try:
+            record = await self.poster.polls.get(str(payload.message_id))
+        except Exception as exc:
+            log.warning("discord: a vote in poll %s is left: %s", payload.message_id, exc)
+            return
         client = self.gateway.client
         if record is None or client is None:
             return

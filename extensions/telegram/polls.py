@@ -103,11 +103,14 @@ async def on_poll_answer(
     update_id: int,
     allowlist: Allowlist,
 ) -> None:
-    """Hand a vote in one of the bot's polls to the poll's conversation (an unknown poll, or one of another
-    process, is left: logged)."""
-    record = polls.get(answer.poll_id)
+    """Hand a vote in one of the bot's polls to the poll's conversation (an unknown poll is left: logged)."""
+    try:
+        record = await polls.get(answer.poll_id)
+    except Exception as exc:
+        log.warning("a vote in poll %s is left: %s", answer.poll_id, exc)
+        return
     if record is None:
-        log.info("a vote in poll %s, which this process did not post: left", answer.poll_id)
+        log.info("a vote in poll %s, which the bot did not post lately: left", answer.poll_id)
         return
     ref = answer_input(record, answer)
     if ref is None or send is None:

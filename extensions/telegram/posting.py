@@ -64,7 +64,7 @@ class Posting:
         self.bot = bot
         self.answers: AnswerBook = answers or LocalAnswerBook()
         """The messages posted as answers (a reaction on one is feedback on it): this process's, or the fleet's."""
-        self.polls = PollBook()
+        self.polls = PollBook(prefix="telegram:poll:", args=ChatArgs, store=answers)
         """The polls posted (their votes go back to their conversations)."""
 
     async def post_reply(
@@ -195,7 +195,11 @@ class Posting:
         poll_id, message_id = await post_poll(
             self.bot(), args=args, question=question, options=options, multiple=multiple, reply_to=reply_to
         )
-        self.polls.add(poll_id, PollRecord(args=args, question=question, options=tuple(options), message_id=message_id))
+        record = PollRecord(args=args, question=question, options=tuple(options), message_id=message_id)
+        try:
+            await self.polls.add(poll_id, record)
+        except Exception as exc:  # (Redis down: the poll is posted; its votes will be left)
+            log.warning("chat %s: poll %s not noted, its votes will be left: %s", args.chat_id, poll_id, exc)
         log.info("chat %s: posted a poll of %d options (message %s)", args.chat_id, len(options), message_id)
         return [message_id]
 

@@ -63,7 +63,7 @@ async def test_a_poll_is_posted_answered_and_its_result_read_by_the_bot(world: W
     assert posted["message_reference"]["message_id"] == asked["id"]
     polls = get_runtime(agent).poster.polls  # type: ignore[attr-defined]
     async with asyncio.timeout(10):  # Discord has the poll before the bot hears back that it was posted
-        while polls.get(posted["id"]) is None:
+        while await polls.get(posted["id"]) is None:
             await asyncio.sleep(0.01)
     await world.fake.vote(posted, 2, user=world.bob)
     [_, reply] = await world.fake.wait_posted(world.general, 2)
