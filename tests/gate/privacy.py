@@ -1,21 +1,26 @@
-"""The privacy matrix (issue 49): two people whose messages may be answered by one model call keep their facts and
-their usage apart, on every platform, with every busy policy, with the quiet window on and off, in one process and
+"""The privacy matrix (issue 49): two people whose messages may be answered by one model call keep their facts,
+passages and usage apart, on every platform, with every busy policy, with the quiet window on and off, in one process and
 in a fleet.
 
 One run starts the ``bots`` program as the release gate does (``tests.gate.harness.deployed``: ``bots run``, or
-``bots gateway`` and two ``bots worker`` on a redis-server), with the built-in assistant, the run's ``BOT_BUSY`` and
+``bots gateway`` and two ``bots worker`` on a redis-server and PostgreSQL, where a fleet keeps its knowledge base),
+with the built-in assistant, the run's ``BOT_BUSY`` and
 ``BOT_QUIET_MS``, and a scripted hosted model (``PrivacyModel``), and holds ``hold_privacy`` on Telegram, Discord
 and the web chat at once:
 
+0. Before it starts, the operator indexes Ann's notes (``bots knowledge add``, the collection ``ann``) and scopes her
+   private chats to them (``bots knowledge scope``); everywhere else ``KNOWLEDGE_COLLECTIONS=default``.
 1. Ann asks the bot to keep a private fact (her locker code): it is hers.
 2. Ann asks it to keep another (her bike lock code, in a long message) and Bob, right after her, asks what it knows:
    in a Telegram group and a Discord channel they share one conversation, so depending on the busy policy and the
    quiet window one call reads both, or they are queued, or Ann's answer is interrupted; on the web chat (no shared
    room) each speaks in their own conversation at the same moment.
 3. Checked: ``/memory`` lists both facts to Ann (the bike's when it was kept) and nothing to Bob; no model call that
-   read Bob's question showed Ann's facts or gave them to him from ``recall``; ``/stats``: Ann's and Bob's tokens
-   add up to no more than the conversation's (no call charged twice), Bob is charged for no call that did not read
-   his question and no more than Ann (one call that answers both charges each their share).
+   read Bob's question showed Ann's facts or gave them to him from ``recall``, nor a passage of her notes from
+   ``search_knowledge`` (which finds them when Ann looks them up in her private chat, and no call elsewhere shows
+   them); ``/stats``: Ann's and Bob's tokens add up to no more than the conversation's (no call charged twice), Bob
+   is charged for no call that did not read his question and no more than Ann (one call that answers both charges
+   each their share).
 
 The platform is not a dimension of the runs: every run holds the scenario on the three platforms at once, so each of
 its other values meets every platform. The runs are the pairs of (deployment, busy, quiet) values
@@ -44,10 +49,11 @@ from aiohttp import web
 from core.busy import BusyPolicy
 from extensions.chat.i18n import say
 from tests.apps.support import IDLE, prompt_of
+from tests.bots_fleet import env_for
 from tests.fakes.openai_server import Reply
 
 from .echo_model import EchoModel
-from .harness import Cell, _services, cell_folder, deployed, settled
+from .harness import BOTS, Cell, _services, cell_folder, deployed, settings_of, settled
 from .matrix import pairwise, table
 from .platforms import ANN, BOB, DEADLINE, Chat, DiscordChat, TelegramChat, WebChat, started, wait_until
 
@@ -91,6 +97,10 @@ KEEP_BIKE = (
     "and me together charges most of its tokens to me: a bike, a lock, a code, a rack by the station, rain, a bell"
 )
 ASK = "what do you know?"
+PASSPORT = "ZX778"
+NOTES = f"# Passport\n\nAnn's passport number is {PASSPORT}; these are her own notes.\n"
+"""Ann's notes: the collection ``ann``, which the operator scoped to Ann's private chats alone."""
+LOOKUP = "look up my passport in my notes"
 TOKENS_IN = 1000
 """Input tokens the model reports for every call (so a call's charge splits visibly)."""
 
@@ -108,8 +118,8 @@ class _Call:
 
 class PrivacyModel(EchoModel):
     """Decides from the prompt alone (any worker may ask): keeps Ann's locker code, then her bike code (naming her
-    when Bob's question is read too, as a model answering several people must), recalls for Bob, and otherwise
-    answers ``ok``. Every call reports ``TOKENS_IN`` input tokens."""
+    when Bob's question is read too, as a model answering several people must), recalls and searches the documents
+    for Bob, searches them for Ann's look-up, and otherwise answers ``ok``. Every call reports ``TOKENS_IN`` input tokens."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -127,6 +137,8 @@ class PrivacyModel(EchoModel):
             answer = _call("remember", {"fact": CODE})
         elif ASK in prompt and '<action_result name="recall"' not in prompt:
             answer = _call("recall", {})
+        elif (ASK in prompt or LOOKUP in prompt) and '<action_result name="search_knowledge"' not in prompt:
+            answer = _call("search_knowledge", {"query": "passport"})
         else:
             answer = f'<response><output type="{platform}:message">ok</output></response>'
         self.calls.append(_Call(platform, prompt, answer))
@@ -244,6 +256,15 @@ async def hold_privacy(chat: Chat, model: PrivacyModel) -> str:
         assert ann.chat_in >= ann.user_in and bob.chat_in >= bob.user_in, (name, ann, bob)
     assert 0 < bob.user_in <= TOKENS_IN * len(joint), (name, bob, len(joint))
     assert bob.user_in <= ann.user_in, (name, ann, bob)
+    for prompt in joint:
+        assert PASSPORT not in prompt, (name, "a passage of Ann's notes reached Bob's conversation")
+    if not isinstance(chat, WebChat):  # (her notes are scoped to her private chats: found there, and there only)
+        before = sum(t == "ok" for t in chat.texts(ANN))
+        await chat.say(ANN, LOOKUP)
+        await wait_until(lambda: sum(t == "ok" for t in chat.texts(ANN)) > before, f"{name}: Ann's look-up")
+        looked = [c.prompt for c in model.of(name) if LOOKUP in c.prompt and "search_knowledge" in c.prompt]
+        assert any(PASSPORT in p for p in looked), (name, "Ann's own notes were not found in her private chat")
+    assert not [c for c in model.of(name) if PASSPORT in c.prompt and LOOKUP not in c.prompt], name
     together = any('"said_by"' in c.answer for c in model.of(name))
     return f"{name}: {'one call for both' if together else 'apart'}, tokens in Ann {ann.user_in} Bob {bob.user_in}"
 
@@ -253,17 +274,21 @@ def run_of(values: Mapping[str, str]) -> Cell:
     env = {"BOT_BUSY": values["busy"], "BOT_QUIET_MS": QUIET_ON_MS if values["quiet"] == "on" else "0"}
     env["DISCORD_SYNC_COMMANDS"] = "true"  # (/memory and /stats are slash commands there)
     env["WEB_VISITOR_TIER"] = "member"  # (a guest may not have facts kept: the operator lets visitors have them)
+    env["KNOWLEDGE_ENABLED"] = "true"
+    env["KNOWLEDGE_COLLECTIONS"] = "default"  # (everywhere but where the operator scoped Ann's notes)
     return Cell(
         platforms=PLATFORMS,
         deployment=values["deployment"],
+        store="postgres" if values["deployment"] == "fleet" else "sqlite",  # (a fleet's knowledge is in PostgreSQL)
         env=tuple(sorted(env.items())),
         labels=(("busy", values["busy"]), ("quiet", values["quiet"])),
     )
 
 
-async def run_privacy(values: Mapping[str, str], folder: Path) -> list[str]:
+async def run_privacy(values: Mapping[str, str], folder: Path, *, database_url: str | None = None) -> list[str]:
     """Start the run ``values`` names in ``folder`` and hold the scenario on the three platforms at once; what
-    happened on each (``hold_privacy``)."""
+    happened on each (``hold_privacy``). A fleet needs ``database_url``, an empty PostgreSQL database (the knowledge
+    base every worker reads, and the memory store)."""
     cell = run_of(values)
     async with contextlib.AsyncExitStack() as stack:
         chats = [await stack.enter_async_context(started(name)) for name in PLATFORMS]
@@ -272,10 +297,29 @@ async def run_privacy(values: Mapping[str, str], folder: Path) -> list[str]:
                 for user_id, _, _ in chat.people:
                     chat.fake.chat(user_id)  # (both started a private chat with the bot: /memory answers there)
         model = await stack.enter_async_context(PrivacyModel())
-        services = await stack.enter_async_context(_services(cell, folder, None))
+        services = await stack.enter_async_context(_services(cell, folder, database_url))
+        await _index_anns_notes(env_for(folder, **settings_of(cell, chats, model, services)), chats, folder)
         async with deployed(cell, chats, model, folder, services), asyncio.TaskGroup() as tasks:
             held = [tasks.create_task(hold_privacy(chat, model)) for chat in chats]
     return [task.result() for task in held]
+
+
+async def _index_anns_notes(env: dict[str, str], chats: Sequence[Chat], folder: Path) -> None:
+    """``bots knowledge add`` Ann's notes as the collection ``ann`` and ``bots knowledge scope`` her private chats
+    to it, as an operator does before starting the bot."""
+    notes = folder / "ann-notes"
+    notes.mkdir()
+    (notes / "passport.md").write_text(NOTES, encoding="utf-8")
+    scoped = [f"telegram:chat:{c.people[ANN][0]}" for c in chats if isinstance(c, TelegramChat)]
+    scoped += [f"discord:channel:{c.dms[ANN]}" for c in chats if isinstance(c, DiscordChat)]
+    commands = [["add", str(notes), "--collection", "ann"], *(["scope", cid, "ann"] for cid in scoped)]
+    for command in commands:
+        done = await asyncio.create_subprocess_exec(
+            str(BOTS), "knowledge", *command, cwd=folder, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await done.communicate()
+        assert done.returncode == 0, (command, output.decode(errors="replace")[-2000:])
 
 
 def rows_of(runs: Sequence[Mapping[str, str]]) -> list[list[str]]:
@@ -288,15 +332,27 @@ HEADER = ["#", *DIMENSIONS, "platforms"]
 
 
 async def _run_all(runs: Sequence[Mapping[str, str]]) -> list[tuple[str, str]]:
+    from tests.postgres_server import PostgresServer
+
+    postgres = PostgresServer() if any(run["deployment"] == "fleet" for run in runs) else None
+    if postgres is not None:
+        postgres.start()
     results: list[tuple[str, str]] = []
-    for run in runs:
-        started_at = time.monotonic()
-        try:
-            outcome = "passed: " + "; ".join(await run_privacy(run, cell_folder()))
-        except Exception as exc:  # a failing run is a row of the table, not the end of the run
-            outcome = f"FAILED: {type(exc).__name__}: {str(exc)[:160]}"
-        results.append((outcome, f"{time.monotonic() - started_at:.0f}"))
-        print(f"run {len(results)}/{len(runs)} {run_of(run).name}: {outcome}", file=sys.stderr, flush=True)
+    try:
+        for run in runs:
+            started_at = time.monotonic()
+            database = postgres.create_database() if postgres is not None and run["deployment"] == "fleet" else None
+            try:
+                held = await run_privacy(run, cell_folder(), database_url=database)
+                outcome = "passed: " + "; ".join(held)
+            except Exception as exc:  # a failing run is a row of the table, not the end of the run
+                outcome = f"FAILED: {type(exc).__name__}: {str(exc)[:160]}"
+            results.append((outcome, f"{time.monotonic() - started_at:.0f}"))
+            print(f"run {len(results)}/{len(runs)} {run_of(run).name}: {outcome}", file=sys.stderr, flush=True)
+    finally:
+        if postgres is not None:
+            postgres.stop()
+            postgres.cleanup()
     return results
 
 

@@ -1,7 +1,7 @@
 """The privacy matrix (``tests.gate.privacy``, issue 49): every pair of (deployment, busy policy, quiet window)
 values in one run, each run holding the two people's scenario on Telegram, Discord and the web chat at once through
-the ``bots`` program; no fact or usage crosses from Ann to Bob. ``python -m tests.gate.privacy --full`` runs every
-combination."""
+the ``bots`` program; no fact, passage or usage crosses from Ann to Bob. ``python -m tests.gate.privacy --full``
+runs every combination."""
 
 from __future__ import annotations
 
@@ -25,8 +25,11 @@ def test_every_pair_of_values_is_in_a_run_and_every_run_holds_every_platform() -
 
 
 @pytest.mark.parametrize("run", [pytest.param(run, id=run_of(run).name) for run in RUNS])
-async def test_two_people_keep_their_facts_and_usage_apart(run: dict[str, str], tmp_path: Path) -> None:
-    held = await run_privacy(run, tmp_path)
+async def test_two_people_keep_their_facts_passages_and_usage_apart(
+    run: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    database = request.getfixturevalue("database_url") if run["deployment"] == "fleet" else None
+    held = await run_privacy(run, tmp_path, database_url=database)
     assert [line.partition(":")[0] for line in held] == list(PLATFORMS)
 
 
