@@ -23,6 +23,56 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 
 _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
+LONGEST_FIRST = (
+    "tests/gate/test_gate.py::test_a_gateway_and_two_workers_with_the_embedded_model",
+    "tests/gate/test_gate.py::test_bots_run_with_the_embedded_model",
+    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[",
+    "tests/gate/",
+    "tests/fleet/test_fault_matrix.py",
+)
+"""Tests that take minutes (each loads the embedded model, or lives through a fleet's faults), longest first: their
+test ids start with these. See ``pytest_collection_modifyitems``."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller tells each worker the ``--dist`` mode (a worker's own options say ``no``)."""
+    node.workerinput["dist"] = node.config.getoption("dist")
+
+
+@pytest.hookimpl(trylast=True)  # (after pytest-randomly's shuffle, when it is on)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long tests start first, one worker each in turn, and the short ones fill in around them: the suite
+    lasts as long as its busiest worker, and a long test left for the end runs alone after everything else.
+
+    With xdist's ``worksteal`` (``--dist worksteal``, in pyproject's addopts) each of the N workers is first given
+    one contiguous share of the collection, and a worker with nothing left takes the second half of the longest
+    share: so the long tests are dealt round-robin to the starts of the shares, and the short ones fill each share
+    to the size the scheduler gives it. Elsewhere (one process, or another ``--dist``) they only come first."""
+
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # (stable: the order within a rank is kept)
+    given = getattr(config, "workerinput", {})  # (on an xdist worker: what the controller says of the run)
+    workers = int(given.get("workercount", 0))
+    if workers < 2 or given.get("dist") != "worksteal":
+        return
+    cut = next((i for i, item in enumerate(items) if rank(item) == len(LONGEST_FIRST)), len(items))
+    long, short = items[:cut], items[cut:]
+    sizes, left = [], len(items)
+    for i in range(workers):  # (as xdist's WorkStealingScheduling deals the first shares)
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    dealt = [long[i::workers] for i in range(workers)]
+    if any(len(mine) > size for mine, size in zip(dealt, sizes, strict=True)):
+        return  # (a few tests only: the long ones first is all there is to do)
+    ordered: list[pytest.Item] = []
+    for mine, size in zip(dealt, sizes, strict=True):
+        ordered += mine + short[: size - len(mine)]
+        short = short[size - len(mine) :]
+    items[:] = ordered
+
 
 def _is_local(host: Any) -> bool:
     if host is None:
