@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -84,6 +85,14 @@ def _source(settings: Settings, name: str) -> str:
     if group is not None and found.ingest(group) == "single":
         said += f", lease {name}:{token_digest(settings, name)}"
     return said
+
+
+def _preload(name: str) -> None:
+    """Import the runtime module of platform ``name`` (its SDK), if its package has one beside its declaration
+    (``extensions.slack.platform``: ``extensions.slack.runtime``); a platform from another package may have none."""
+    package = registered(name).build.__module__.rpartition(".")[0]
+    if package and importlib.util.find_spec(f"{package}.runtime") is not None:
+        importlib.import_module(f"{package}.runtime")
 
 
 def _no_model() -> ScriptedModel:
@@ -168,7 +177,7 @@ async def run_gateway(settings: Settings, *, stop: asyncio.Event | None = None) 
         await backend.run(backend.client.ping, what="connecting")
         await role.start()
         for platform in chosen:  # imported now, not while another platform's leases need renewing
-            importlib.import_module(f"extensions.{platform}.runtime")
+            _preload(platform)
         try:
             async with asyncio.TaskGroup() as tg:
                 for platform in chosen:
