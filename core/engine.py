@@ -498,14 +498,16 @@ class Run:
             self.chain[:] = [e for e in self.chain if all(e is not b for b in begun)]
             logs = self.state.working_memory.logs
             logs[:] = [e for e in logs if all(e is not b for b in begun)]
-        for read in updates:
-            read.processed = False
-        self._carried = list(updates)
         tokens_in, tokens_out = (len(request.system) + len(request.prompt)) // 4, self._heard // 4
         log.info("%s: inputs joined before the answer was shown: its model call starts again with them", self.state.id)
         self.deps.observe("model_call_restarted", self.state.id, 1.0)
         self.deps.observe("model_call_restarted_tokens", self.state.id, tokens_in + tokens_out)
+        # (charged while the inputs it read are still marked read: each of their authors pays their share, not the
+        # newest of them alone)
         await self._charge(request, tokens_in, tokens_out, True, cancelled=self.restarts)
+        for read in updates:
+            read.processed = False
+        self._carried = list(updates)
 
     async def _stream(
         self,

@@ -208,3 +208,55 @@ async def test_remember_in_a_batch_of_two_members_without_said_by_is_refused() -
         kept = await facts.store.of_conversation("room:r")
     assert kept == []
     assert "said_by" in model.requests[1].prompt
+
+
+class Unseen:
+    """A model whose first two calls show nothing and wait for ``release[n]`` (an input that joins meanwhile starts
+    the call again, ``core.busy``); the third answers."""
+
+    name = model = "unseen"
+    vision = False
+    last_usage = None
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+        self.waiting = [asyncio.Event(), asyncio.Event()]
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        self.requests.append(request)
+        n = len(self.requests)
+        if n <= 2:
+            self.waiting[n - 1].set()
+            await asyncio.Event().wait()  # (cancelled by the restart)
+        yield '<response><output type="room:message">ok</output></response>'
+
+
+async def test_a_model_call_started_again_charges_the_people_it_had_read_not_the_newest() -> None:
+    """A call cancelled because an input joined before its first word (``core.busy``) is charged as estimated
+    tokens to the people whose messages it had read, each their share: Alice's long message and Bob's short one were
+    read by the second call when Carol's joined, so Bob is not charged Alice's part of it (he was, as the newest
+    author read)."""
+    model, usage = Unseen(), Usage()
+    agent = create_agent(
+        model=model,
+        contexts=[ROOM],
+        outputs=[output(type="room:message", handler=lambda data, c, a: None)],
+        plugins=[usage],
+        memory=InMemoryStore(),
+        options=AgentOptions(busy=BusyPolicy.STEER, quiet_ms=0),
+    )
+    long = "Alice asks a long question: " + "why " * 500
+    async with agent:
+        sends = [asyncio.create_task(agent.send(ROOM, "r", said(long, "alice", "1")))]
+        await asyncio.wait_for(model.waiting[0].wait(), 10)
+        sends.append(asyncio.create_task(agent.send(ROOM, "r", said("and me?", "bob", "2"))))
+        await asyncio.wait_for(model.waiting[1].wait(), 10)
+        sends.append(asyncio.create_task(agent.send(ROOM, "r", said("me too", "carol", "3"))))
+        await asyncio.wait_for(asyncio.gather(*sends), 10)
+        day = day_of()
+        bob = await usage.store.totals("user:room:bob", [day])
+    assert len(model.requests) == 3
+    second = model.requests[1]
+    assert long in second.prompt and "and me?" in second.prompt  # (the call Carol's message cancelled)
+    estimated = (len(second.system) + len(second.prompt)) // 4
+    assert 0 < bob.input_tokens < estimated // 10, (bob.input_tokens, estimated)
