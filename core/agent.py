@@ -39,15 +39,12 @@ from .errors import DefinitionError, NotAllowedError, RunError
 from .event_stream import Switched, events_of
 from .events import RunEvent
 from .extension_points import ExtensionPoints
-from .limits import Limiter
-from .limits.plugin import Limits
-from .media.plugin import Media
+from .limits import LIMITER, Limiter
 from .media.reader import MediaReader
 from .memory import HistoryStore, InMemoryStore, MemoryStore
-from .memory.long_memory import LongMemory
-from .memory.recording import history_id
+from .memory.history import HISTORY
 from .models.base import CallsTools, Model, PrefersCompact
-from .plugin import AgentHooks, Plugin, find_plugin
+from .plugin import AgentHooks, Plugin
 from .prompt import PromptTemplate
 from .registry import Registry
 from .reply_ledger import ReplyLedger
@@ -56,13 +53,10 @@ from .run_table import Pending, RunTable
 from .run_traces import RunTrace, remember_run
 from .safety import check_without, with_safe_defaults
 from .state_store import StateStore
-from .summary import Summarizer
+from .summary import SUMMARIZER, Summarizer
 from .task_runner import TaskRunner
 from .trace import correlation_id
-from .trust import Trust
-from .trust.plugin import TrustGuard
-from .usage import InMemoryUsage, UsageStore, user_of
-from .usage.plugin import Usage
+from .usage import USAGE, InMemoryUsage, UsageStore, user_of
 
 __all__ = ("Agent", "create_agent")
 
@@ -125,10 +119,6 @@ class Agent(ExtensionPoints):
         the memory store (the dispatcher keeps ``/busy`` and ``/quiet`` where a queue's ingest reads them)."""
         self.hooks = AgentHooks.of(self.plugins)
         """The plugins' hooks around runs (``core.plugin.Plugin``): loaded, saved, reset, stop."""
-        memory_plugin = self._long_memory = find_plugin(self.plugins, LongMemory)
-        self.history: HistoryStore | None = memory_plugin.history if memory_plugin is not None else None
-        """Where every input and output is kept and searched (the ``LongMemory`` plugin's; None: only the working
-        memory is kept)."""
         instructions = opts.instructions
         if self.bot.instructions:
             instructions = f"{instructions}\n\n{self.bot.instructions}" if instructions else self.bot.instructions
@@ -148,9 +138,8 @@ class Agent(ExtensionPoints):
             else opts.compact_prompt
         )
         """Use the short, tool-less prompt made for small local models (by default when the model prefers it)."""
-        media_plugin = find_plugin(self.plugins, Media)
-        self.media = media_plugin.reader if media_plugin is not None else MediaReader()
-        """Reads attachments when a run starts; extensions register how their platform's files are fetched."""
+        self.default_media = MediaReader()
+        """Reads attachments without the ``Media`` plugin (its limits only: nothing is read, ``Host.media``)."""
         self.chat_policy = dataclasses.replace(  # (what /busy and /quiet show is what the agent does)
             opts.chat_policy if opts.chat_policy is not None else ChatPolicy(),
             default_busy=BusyPolicy(opts.busy).value,
@@ -158,17 +147,7 @@ class Agent(ExtensionPoints):
             quiet_ms_by_context=dict(opts.quiet_ms_by_context),
         )
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
-        usage = find_plugin(self.plugins, Usage)
-        self.usage: UsageStore = usage.store if usage is not None else InMemoryUsage()
-        """Tokens and estimated cost per day, per user, conversation and model (the ``Usage`` plugin's store;
-        without it, this process's memory, which nothing fills)."""
-        limits = find_plugin(self.plugins, Limits)
-        self.limiter: Limiter | None = limits.limiter if limits is not None else None
-        """The ``Limits`` plugin's limits (None: no limits)."""
-        guard = find_plugin(self.plugins, TrustGuard)
-        self.trust: Trust | None = guard.trust if guard is not None else None
-        """Who may call which action (the ``TrustGuard`` plugin's settings); None: every action is offered to
-        everyone."""
+        self._no_usage = InMemoryUsage()  # (what ``usage`` is without the Usage plugin: nothing fills it)
         self.max_tokens = opts.max_tokens
         """Upper bound on tokens per model call."""
         self.model_idle_timeout = opts.model_idle_timeout
@@ -229,11 +208,34 @@ class Agent(ExtensionPoints):
         self.registry.register(contexts, actions, outputs, inputs, owner="create_agent")
         if bot_.context is not None:
             self.registry.lay(bot_.context)
-        for plugin in self.plugins:
+        for plugin in self.plugins:  # (each provides what it has: agent.provided(USAGE), LIMITER, TRUST...)
             plugin.attach(self)
-        self.summarizer: Summarizer | None = memory_plugin.summarizer if memory_plugin is not None else None
-        """Folds what leaves the prompt's window into each conversation's summary, after its runs (the
-        ``LongMemory`` plugin's, with a summary policy)."""
+
+    # -- what the plugins provide (``provided``), as the agent's attributes ----------------------------
+
+    @property
+    def history(self) -> HistoryStore | None:
+        """Where every input and output is kept and searched (``provided(HISTORY)``, the ``LongMemory``
+        plugin's); None: only the working memory is kept."""
+        return self.provided(HISTORY)
+
+    @property
+    def usage(self) -> UsageStore:
+        """Tokens and estimated cost per day, per user, conversation and model (``provided(USAGE)``, the ``Usage``
+        plugin's store); without it, this process's memory, which nothing fills."""
+        found = self.provided(USAGE)
+        return found if found is not None else self._no_usage
+
+    @property
+    def limiter(self) -> Limiter | None:
+        """The ``Limits`` plugin's limits (``provided(LIMITER)``); None: no limits."""
+        return self.provided(LIMITER)
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        """Folds what leaves the prompt's window into each conversation's summary, after its runs
+        (``provided(SUMMARIZER)``, the ``LongMemory`` plugin's with a summary policy)."""
+        return self.provided(SUMMARIZER)
 
     # -- definitions and instances --------------------------------------------------------------------
 
@@ -300,7 +302,6 @@ class Agent(ExtensionPoints):
             except Exception:
                 log.exception("a plugin failed to stop")
         await self.memory.close()
-        await self.usage.close()
 
     @property
     def running(self) -> bool:
@@ -660,16 +661,8 @@ class Agent(ExtensionPoints):
             if gone:
                 state.working_memory.logs[:] = [e for e in state.working_memory.logs if all(e is not g for g in gone)]
                 await self.save_state(state)
-        if self.history is not None:  # (also what left the working memory long ago: found by its message id)
-            try:
-                removed = await self.history.delete(
-                    cid, [history_id(entry) for entry in gone], messages=sorted(message_ids)
-                )
-            except RunError as exc:
-                log.warning("%s: deleted messages stay in the history: %s", cid, exc)
-            else:
-                if removed > len(gone) and self._long_memory is not None:  # one had left the working memory: it
-                    await self._long_memory.reset(cid, erase=False)  # may be in the summary, which goes (as /reset)
+        for forgotten in self.hooks.forgotten:  # (the long memory: its history, and a summary that held them)
+            await forgotten(cid, gone, message_ids)
         if gone:
             log.info("%s: %d deleted message(s) left the working memory and the history", cid, len(gone))
         return len(gone)

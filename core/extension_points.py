@@ -11,6 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .media.reader import READER
+from .trust.guard import TRUST
+
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
     from .definition_types import Check, Observer
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
     from .events import RunEvent
     from .media.reader import Fetcher, MediaReader
     from .slots import Slot
-    from .trust import Approvals, Trust
+    from .trust import Trust
 
 __all__ = ("ExtensionPoints",)
 
@@ -40,16 +43,14 @@ class ExtensionPoints:
     """Readiness checks by name (``/readyz``)."""
     action_sources: list[Callable[[ContextState], Iterable[Action]]]
     """Actions that come and go while the agent runs, asked at every step."""
-    media: MediaReader
-    """Reads attachments; holds the fetchers of each platform."""
+    default_media: MediaReader
+    """Reads attachments without the ``Media`` plugin (``media``)."""
     services: list[Service]
     """Started with the agent, stopped in reverse order."""
     chat_policy: ChatPolicy
     """The operator's rules for settings changed from the chat."""
     dispatcher: Dispatcher
     """How ``send`` reaches ``run``."""
-    trust: Trust | None
-    """Who may call which action (``core.trust``); None: every action is offered to everyone."""
     slots: dict[Slot[Any] | type[Any], Any]
     """What plugins and extensions provide, by slot or by class (``provide``)."""
 
@@ -70,6 +71,19 @@ class ExtensionPoints:
         """What was given under ``slot`` (a ``Slot`` or a class), or None."""
         found: T | None = self.slots.get(slot)
         return found
+
+    @property
+    def media(self) -> MediaReader:
+        """Reads attachments (``provided(READER)``, the ``Media`` plugin's, else ``default_media``); holds the
+        fetchers of each platform."""
+        found = self.provided(READER)
+        return found if found is not None else self.default_media
+
+    @property
+    def trust(self) -> Trust | None:
+        """Who may call which action (``provided(TRUST)``, the ``TrustGuard`` plugin's settings); None: every
+        action is offered to everyone."""
+        return self.provided(TRUST)
 
     @property
     def distributed(self) -> bool:
@@ -131,20 +145,6 @@ class ExtensionPoints:
         else:
             self.services.append(svc)
         return lambda: _discard(self.services, svc)
-
-    def set_approvals(self, approvals: Approvals) -> Callable[[], None]:
-        """Hand the calls whose rule says ``approve`` to ``approvals`` (``core.trust.Approvals``); until then they
-        are refused. Without trust settings (``trust=None``) nothing needs an approval and this does nothing."""
-        trust = self.trust
-        if trust is None:
-            return lambda: None
-        trust.approvals = approvals
-
-        def remove() -> None:
-            if trust.approvals is approvals:
-                trust.approvals = None
-
-        return remove
 
     def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:
         """Hold chat settings of ``context_id`` (and the conversations that take their settings from it) at

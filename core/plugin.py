@@ -36,7 +36,7 @@ erased (``/forget``), and ``stop()`` when the agent stops.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -251,6 +251,10 @@ class Plugin:
     async def reset(self, context_id: str, *, erase: bool) -> None:
         """A conversation was reset (``/reset``), or, with ``erase``, everything about it erased (``/forget``)."""
 
+    async def forgotten(self, context_id: str, entries: Sequence[InputRef], message_ids: Collection[str]) -> None:
+        """Platform messages of ``context_id`` were deleted by their authors (``message_ids``): ``entries`` left its
+        working memory and its run; what the plugin keeps of them goes too (the long memory's history)."""
+
     async def stop(self) -> None:
         """The agent stops (after its runs)."""
 
@@ -316,7 +320,7 @@ def _overridden(kind: type[RunHooks]) -> tuple[str, ...]:
 NO_HOOKS = PluginHooks()
 """The hooks of a run without plugins."""
 
-AGENT_HOOKS = ("loaded", "prepare", "saved", "reset", "stop")
+AGENT_HOOKS = ("loaded", "prepare", "saved", "reset", "forgotten", "stop")
 """The hooks of ``Plugin`` the agent calls around runs, by name."""
 
 
@@ -328,6 +332,7 @@ class AgentHooks:
     prepare: tuple[Callable[[ContextState[Any], InputRef], Awaitable[None]], ...] = ()
     saved: tuple[Callable[[ContextState[Any], Sequence[Log]], Awaitable[None]], ...] = ()
     reset: tuple[Callable[..., Awaitable[None]], ...] = ()
+    forgotten: tuple[Callable[[str, Sequence[InputRef], Collection[str]], Awaitable[None]], ...] = ()
     stop: tuple[Callable[[], Awaitable[None]], ...] = ()
 
     @classmethod

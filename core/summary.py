@@ -25,14 +25,19 @@ from .entries import now_ms
 from .errors import RunError
 from .memory.history import HistoryEntry, HistoryStore, Summary
 from .models.base import Model, ModelRequest, call_route, closing_stream
+from .slots import Slot
 from .usage import day_of
 
 if TYPE_CHECKING:
     from .definition_types import Host
 
-__all__ = ("LocalSummaryLock", "Summarizer", "SummaryLock", "SummaryPolicy", "summary_prompt")
+__all__ = ("SUMMARIZER", "LocalSummaryLock", "Summarizer", "SummaryLock", "SummaryPolicy", "summary_prompt")
 
 log = logging.getLogger("core.summary")
+
+SUMMARIZER: Slot[Summarizer] = Slot("summarizer")
+"""Folds what leaves the prompt's window into each conversation's summary (the ``LongMemory`` plugin's, with a
+summary policy: ``agent.provided(SUMMARIZER)``)."""
 
 SUMMARY_SYSTEM = """\
 You keep the running summary of a long chat conversation, so that it can be continued weeks later.

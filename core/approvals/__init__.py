@@ -1,6 +1,6 @@
 """Approvals: a call whose rule says ``approve`` (``core.trust``) waits for an approver without holding a run.
 
-The step loop hands the call to the ``ApprovalDesk`` (``Host.set_approvals``), which stores it as pending and has
+The step loop hands the call to the ``ApprovalDesk`` (``Trust.approvals``), which stores it as pending and has
 its platform's adapter post the request with Approve / Deny buttons; the model reads that it waits. A press by an
 approver (admin tier or above), or the timeout, decides it, and the decision reaches the conversation as an input
 of type ``approval`` through the agent's dispatcher, like a message: the process that runs it starts the approved

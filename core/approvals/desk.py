@@ -33,7 +33,7 @@ from ..handlers import perform_action, prepare_action
 from ..prompt import format_value
 from ..task_runner import finish_or_cancel
 from ..trace import correlation_id
-from ..trust import TIER_PARAM, ApprovalRequest, AuditEvent, Tier, Verdict, audit
+from ..trust import TIER_PARAM, TRUST, ApprovalRequest, AuditEvent, Tier, Verdict, audit
 from ..usage import user_of
 from .model import APPROVAL_INPUT, Approval, ApprovalStatus, Decision, shorten, valid_id
 from .store import ApprovalStore, MemoryApprovalStore
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from ..definitions import ContextState
     from ..handler_context import InputContext
     from ..task_runner import TaskRunner
-    from ..trust import Approvals, Trust
 
 __all__ = ("ApprovalDesk", "Asker", "DecisionData", "Pressed", "desk_of")
 
@@ -109,11 +108,6 @@ class _Agent(Protocol):
     @property
     def tasks(self) -> TaskRunner: ...
 
-    @property
-    def trust(self) -> Trust | None: ...
-
-    def set_approvals(self, approvals: Approvals) -> Callable[[], None]: ...
-
 
 class ApprovalDesk:
     """The approvals of one agent: the ``core.trust.Approvals`` the step loop hands calls to, the presses the
@@ -159,7 +153,7 @@ class ApprovalDesk:
     # -- wiring ------------------------------------------------------------------------------------------
 
     def extension(self) -> Extension:
-        """The extension that installs the desk: the ``approval`` input, the sweeper, ``Host.set_approvals``."""
+        """The extension that installs the desk: the ``approval`` input, the sweeper, ``Trust.approvals``."""
         return extension(
             name="approvals",
             install=self._install,
@@ -177,8 +171,9 @@ class ApprovalDesk:
             self.store = MemoryApprovalStore(agent.memory)
         self._agent = agent
         agent.provide(ApprovalDesk, self)
-        full: _Agent = agent  # type: ignore[assignment]  # core.Agent (the trust plugin's settings hold the desk)
-        full.set_approvals(self)
+        trust = agent.provided(TRUST)  # (the TrustGuard plugin's settings; without them nothing needs an approval)
+        if trust is not None:
+            trust.approvals = self
 
     @property
     def agent(self) -> Host:
@@ -461,7 +456,7 @@ class ApprovalDesk:
         """Run the approved call as the step loop would have: its arguments resolved and validated again, its
         handler in the task runner. Its outcome (``result`` as text, or ``error``)."""
         agent: _Agent = host  # type: ignore[assignment]  # core.Agent; tests may give a stand-in with both
-        trust = agent.trust
+        trust = host.provided(TRUST)
         if trust is not None and trust.policy.verdict(approval.address, approval.tier) is Verdict.REFUSE:
             return {"error": f"{approval.action!r} may no longer be called here (the policy changed): not run"}
         actions, _ = agent.available(state)

@@ -24,9 +24,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from ..entries import InputRef, now_ms
+from ..slots import Slot
 from ..usage import UsageStore, day_of, user_of
 
 __all__ = (
+    "LIMITER",
     "InMemoryLimitStore",
     "LimitConfig",
     "LimitKind",
@@ -34,6 +36,9 @@ __all__ = (
     "Limiter",
     "Refusal",
 )
+
+LIMITER: Slot[Limiter] = Slot("limiter")
+"""The limits the ``Limits`` plugin holds inputs to (``agent.provided(LIMITER)``; None: no limits)."""
 
 _MINUTE_MS = 60_000
 

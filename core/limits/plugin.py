@@ -11,9 +11,10 @@ from ..entries import InputRef, Log
 from ..plugin import Plugin, RunHooks, RunView
 from ..prompt import format_value
 from ..usage import user_of
-from . import Limiter, Refusal
+from . import LIMITER, Limiter, Refusal
 
 if TYPE_CHECKING:
+    from ..definition_types import Host
     from ..models.base import ModelRequest
     from ..usage import UsageStore
 
@@ -33,6 +34,9 @@ class Limits(Plugin):
         """The limits and their counters."""
         self.usage = usage
         """Today's tokens per user and conversation (None: the agent's)."""
+
+    def attach(self, host: Host) -> None:
+        host.provide(LIMITER, self.limiter)
 
     def begin(self, run: RunView) -> RunHooks | None:
         return _Admit(self, run) if self.limiter.config.active else None

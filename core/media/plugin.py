@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..plugin import Plugin
-from .reader import MediaReader, attachment_outcome
+from .reader import READER, MediaReader, attachment_outcome
 
 if TYPE_CHECKING:
     from ..definition_types import ContextState, Host
@@ -29,6 +29,7 @@ class Media(Plugin):
 
     def attach(self, host: Host) -> None:
         self._host = host
+        host.provide(READER, self.reader)
 
     async def prepare(self, state: ContextState[Any], ref: InputRef) -> None:
         host = self._host

@@ -14,14 +14,28 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..errors import BotError
+from ..slots import Slot
 from .attachment import Attachment, AttachmentKind, Loaded, human_size, is_text
 
-__all__ = ("Fetcher", "MediaLimits", "MediaReader", "Prepared", "Transcriber", "attachment_outcome", "sniff_image")
+__all__ = (
+    "READER",
+    "Fetcher",
+    "MediaLimits",
+    "MediaReader",
+    "Prepared",
+    "Transcriber",
+    "attachment_outcome",
+    "sniff_image",
+)
 
 log = logging.getLogger("core.media")
 
 Fetcher = Callable[[Attachment], Awaitable[bytes]]
 """``await fetch(attachment)``: the bytes of an attachment from its platform; raises on failure."""
+
+READER: Slot[MediaReader] = Slot("media reader")
+"""The reader of the ``Media`` plugin (``agent.provided(READER)``): the agent reads attachments with it, else with
+a reader of the defaults (``Host.media``)."""
 
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 """The picture formats both OpenAI and Anthropic accept."""

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from ..slots import Slot
 from ..unicode_text import repair_text
 
 __all__ = (
     "FOREVER",
+    "HISTORY",
     "ConversationIndex",
     "ConversationInfo",
     "HistoryEntry",
@@ -155,6 +157,10 @@ def query_words(words: str, *, most: int = 8) -> list[str]:
 
 FOREVER = 2**62
 """A bound past any timestamp, for a time range left open."""
+
+HISTORY: Slot[HistoryStore] = Slot("history")
+"""Where the ``LongMemory`` plugin keeps every input and output (``agent.provided(HISTORY)``; None: only the working
+memory is kept)."""
 
 
 def time_range(since: int | None, until: int | None) -> tuple[int, int]:

@@ -5,19 +5,19 @@ the prompt's window, ``search_history``), and what leaves the window folded into
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import tracing
 from ..errors import RunError
 from ..plugin import Plugin
-from ..summary import Summarizer, SummaryLock, SummaryPolicy
-from .history import HistoryStore, Summary
-from .recording import history_entries
+from ..summary import SUMMARIZER, Summarizer, SummaryLock, SummaryPolicy
+from .history import HISTORY, HistoryStore, Summary
+from .recording import history_entries, history_id
 
 if TYPE_CHECKING:
     from ..definition_types import ContextState, Host
-    from ..entries import Log
+    from ..entries import InputRef, Log
 
 __all__ = ("LongMemory",)
 
@@ -43,9 +43,11 @@ class LongMemory(Plugin):
         """Folds the summaries (set when the agent is built, with a policy)."""
 
     def attach(self, host: Host) -> None:
+        host.provide(HISTORY, self.history)
         policy = self.policy
         if policy is not None and policy.every > 0:
             self.summarizer = Summarizer(host, self.history, policy, lock=self.lock)
+            host.provide(SUMMARIZER, self.summarizer)
 
     async def loaded(self, state: ContextState[Any]) -> None:
         with tracing.span("read history summary"):
@@ -75,6 +77,21 @@ class LongMemory(Plugin):
             log.warning("reset of %s: the summary is kept (history store unavailable): %s", context_id, exc)
         if erase:
             await self.history.forget(context_id)
+
+    async def forgotten(self, context_id: str, entries: Sequence[InputRef], message_ids: Collection[str]) -> None:
+        """Deleted messages leave the history too (also those that left the working memory long ago, found by
+        their message id); when one had, it may be in the summary, which goes (as ``/reset``)."""
+        try:
+            removed = await self.history.delete(
+                context_id,
+                [history_id(entry) for entry in entries],
+                messages=sorted(message_ids),
+            )
+        except RunError as exc:
+            log.warning("%s: deleted messages stay in the history: %s", context_id, exc)
+            return
+        if removed > len(entries):
+            await self.reset(context_id, erase=False)
 
     async def stop(self) -> None:
         if self.summarizer is not None:

@@ -3,7 +3,7 @@
 The adapter that receives a message computes its author's ``Tier`` and carries it in the input (``tier`` param);
 the step loop offers each run only the actions its tier may call under the operator's ``ActionsPolicy`` and never
 runs a call it may not make (``RunGuard``); a call whose rule says ``approve`` goes to the ``Approvals`` an
-extension registers (``Host.set_approvals``). Every refusal and approval is audited (``audit``).
+extension registers (``Trust.approvals``). Every refusal and approval is audited (``audit``).
 
     trust = Trust(policy=ActionsPolicy.parse("mcp:*=admin, mcp:tickets:open=member/approve"))
     agent = create_agent(..., plugins=[TrustGuard(trust)])  # core.trust.plugin.TrustGuard
@@ -11,13 +11,14 @@ extension registers (``Host.set_approvals``). Every refusal and approval is audi
 
 from .approvals import ApprovalRequest, Approvals
 from .audit import AuditEvent, audit
-from .guard import Notice, RunGuard, Trust, english_notice
+from .guard import TRUST, Notice, RunGuard, Trust, english_notice
 from .policy import DEFAULT_RULES, ActionsPolicy, Permission, PolicyRule, Rule, Verdict, address_of
 from .tiers import TIER_PARAM, Tier, tier_of
 
 __all__ = (
     "DEFAULT_RULES",
     "TIER_PARAM",
+    "TRUST",
     "ActionsPolicy",
     "ApprovalRequest",
     "Approvals",

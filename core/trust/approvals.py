@@ -1,5 +1,5 @@
 """The hand-off of a call whose rule says ``approve``: the step loop asks the agent's ``Approvals`` (registered
-with ``Host.set_approvals``) and gives the model what it answers as the call's result; the call itself does not
+with ``Trust.approvals``) and gives the model what it answers as the call's result; the call itself does not
 run in this run. Without approvals set up, such a call is refused with an error the model can explain."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class ApprovalRequest:
 
 
 class Approvals(Protocol):
-    """What the approvals extension implements (``Host.set_approvals``)."""
+    """What the approvals extension implements (``Trust.approvals``)."""
 
     async def request(self, request: ApprovalRequest, *, state: ContextState, host: Host) -> Any:
         """Keep ``request`` pending (in the store: no lease or run is held while it waits) and ask the approvers.

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..slots import Slot
 from .policy import ActionsPolicy, Permission, Verdict, address_of
 from .tiers import Tier, tier_of
 
@@ -21,7 +22,11 @@ if TYPE_CHECKING:
     from ..entries import InputRef
     from .approvals import Approvals
 
-__all__ = ("Notice", "RunGuard", "Trust", "english_notice")
+__all__ = ("TRUST", "Notice", "RunGuard", "Trust", "english_notice")
+
+TRUST: Slot[Trust] = Slot("trust")
+"""The trust settings the ``TrustGuard`` plugin applies (``agent.provided(TRUST)``; None: every action is offered to
+everyone); the approvals extension hands them its desk (``Trust.approvals``)."""
 
 Notice = Callable[[str | None, str, Tier, Tier | None], str]
 """``notice(language, action, tier, needed)``: what the user is told when a call of ``action`` is refused (``needed``
@@ -49,7 +54,7 @@ class Trust:
     notice: Notice = english_notice
     """What the user is told when a call is refused, in the chat's language."""
     approvals: Approvals | None = None
-    """Where a call whose rule says ``approve`` is handed (``Host.set_approvals``); None: such calls are refused."""
+    """Where a call whose rule says ``approve`` is handed (``Trust.approvals``); None: such calls are refused."""
     _offers: dict[tuple[str, tuple[int, ...]], tuple[list[Action[Any]], dict[str, Permission]]] = field(
         default_factory=dict, repr=False
     )

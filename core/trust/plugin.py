@@ -16,11 +16,11 @@ from ..trace import correlation_id
 from ..usage import user_of
 from .approvals import ApprovalRequest
 from .audit import AuditEvent, audit
-from .guard import RunGuard, Trust
+from .guard import TRUST, RunGuard, Trust
 from .policy import Verdict, address_of
 
 if TYPE_CHECKING:
-    from ..definition_types import Action
+    from ..definition_types import Action, Host
     from .tiers import Tier
 
 __all__ = ("TrustGuard",)
@@ -35,7 +35,10 @@ class TrustGuard(Plugin):
 
     def __init__(self, trust: Trust) -> None:
         self.trust = trust
-        """The trust settings; ``Host.set_approvals`` fills in their approvals."""
+        """The trust settings; ``Trust.approvals`` fills in their approvals."""
+
+    def attach(self, host: Host) -> None:
+        host.provide(TRUST, self.trust)
 
     def begin(self, run: RunView) -> RunHooks:
         return _Guarded(self.trust, run)

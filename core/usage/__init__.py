@@ -23,9 +23,11 @@ from typing import Protocol, runtime_checkable
 
 from ..entries import InputRef
 from ..memory.sqlite import SQLiteFile
+from ..slots import Slot
 
 __all__ = (
     "CACHED",
+    "USAGE",
     "USAGE_DAYS",
     "InMemoryUsage",
     "Price",
@@ -39,6 +41,8 @@ __all__ = (
     "user_of",
 )
 
+USAGE: Slot[UsageStore] = Slot("usage")
+"""Where the ``Usage`` plugin counts tokens and costs (``agent.provided(USAGE)``; None: nothing counts them)."""
 CACHED = "cached:"
 """Before a conversation's or a model's key: its input tokens the provider read from its prompt cache (a prefix of
 the prompt it had seen), counted as input tokens; the key itself counts every input token, cached or not."""

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from ..entries import InputRef
 from ..plugin import ModelCall, Plugin, RunHooks, RunView
-from . import CACHED, InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
+from . import CACHED, USAGE, InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
 
 if TYPE_CHECKING:
+    from ..definition_types import Host
     from ..entries import Log
 
 __all__ = ("Usage",)
@@ -31,6 +32,12 @@ class Usage(Plugin):
         """Where the counters are kept."""
         self.prices: dict[str, Price] = dict(prices or {})
         """What each model costs, by model name."""
+
+    def attach(self, host: Host) -> None:
+        host.provide(USAGE, self.store)
+
+    async def stop(self) -> None:
+        await self.store.close()
 
     def begin(self, run: RunView) -> RunHooks:
         return _Charge(self, run)

@@ -10,6 +10,7 @@ import pytest
 from core import ActionResult, InMemoryStore, ScriptedModel, action, context, create_agent, output
 from core.entries import InputRef
 from core.trust import (
+    TRUST,
     ActionsPolicy,
     ApprovalRequest,
     PolicyRule,
@@ -176,9 +177,11 @@ async def test_a_call_that_needs_approval_is_refused_without_approvals_and_hande
         chain = await agent.send(chat, "c", said("member"))
         [result] = [c for c in chain if isinstance(c, ActionResult)]
         assert "approvals are not set up" in (result.error or "")
-        remove = agent.set_approvals(Approvals())
+        trust = agent.provided(TRUST)
+        assert trust is not None
+        trust.approvals = Approvals()
         chain = await agent.send(chat, "c", said("member", "again"))
-        remove()
+        trust.approvals = None
     [result] = [c for c in chain if isinstance(c, ActionResult)]
     assert result.error is None and result.data == {"status": "waiting for an admin's approval"}
     assert ran == []
