@@ -23,15 +23,29 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 
 _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
-LONGEST_FIRST = (
-    "tests/gate/test_gate.py::test_a_gateway_and_two_workers_with_the_embedded_model",
-    "tests/gate/test_gate.py::test_bots_run_with_the_embedded_model",
-    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[",
-    "tests/gate/",
-    "tests/fleet/test_fault_matrix.py",
-)
-"""Tests that take minutes (each loads the embedded model, or lives through a fleet's faults), longest first: their
-test ids start with these. See ``pytest_collection_modifyitems``."""
+LONG_TESTS = {
+    "tests/gate/test_gate.py::test_bots_run_with_the_embedded_model_answers_on": 580.0,
+    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[telegram-embedded": 230.0,
+    "tests/gate/test_gate.py::test_bots_run_with_the_embedded_model": 210.0,
+    "tests/gate/test_gate.py::test_a_gateway_and_two_workers_with_the_embedded_model": 170.0,
+    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[terminal-embedded": 165.0,
+    "tests/fleet/test_e2e_failover.py::": 95.0,
+    "tests/framework/test_typing.py": 230.0,
+    "tests/fleet/test_redis_budget.py::": 120.0,
+    "tests/models/test_tool_calls.py": 150.0,
+    "tests/fleet/test_e2e_fleet.py::": 45.0,
+    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[": 40.0,
+    "tests/fleet/test_netfaults.py::": 55.0,
+    "tests/fleet/test_fault_matrix.py::": 45.0,
+    "tests/gate/test_gate.py::": 55.0,
+    "tests/gate/test_privacy.py::test_two_people": 30.0,
+    "tests/apps/test_examples_as_apps.py::": 35.0,
+}
+"""Tests that take minutes (they load the embedded model, live through a fleet's faults, or run mypy), and about
+how many seconds each took in a whole run of the suite on 4 workers on a busy 2-core machine: test ids start with
+these keys, the first that matches counts. A key that names a module without ``::`` keeps the module's tests
+together (its fixtures are the module's or the session's: the embedded model, mypy's cache), and its figure is the
+whole module's. See ``pytest_collection_modifyitems``."""
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -42,29 +56,49 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(trylast=True)  # (after pytest-randomly's shuffle, when it is on)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The long tests start first, one worker each in turn, and the short ones fill in around them: the suite
-    lasts as long as its busiest worker, and a long test left for the end runs alone after everything else.
+    """The long tests (``LONG_TESTS``) start first and the short ones fill in around them: the suite lasts as long
+    as its busiest worker, and a long test left for the end runs alone after everything else.
 
     With xdist's ``worksteal`` (``--dist worksteal``, in pyproject's addopts) each of the N workers is first given
     one contiguous share of the collection, and a worker with nothing left takes the second half of the longest
-    share: so the long tests are dealt round-robin to the starts of the shares, and the short ones fill each share
-    to the size the scheduler gives it. Elsewhere (one process, or another ``--dist``) they only come first."""
+    share. So the long tests are dealt to the starts of the shares, longest first, each to the share with the
+    fewest seconds dealt so far, and the short ones fill each share to the size the scheduler gives it. Elsewhere
+    (one process, or another ``--dist``) they only come first."""
+    keys = list(LONG_TESTS)
+
+    def key_of(item: pytest.Item) -> str | None:
+        return next((k for k in keys if item.nodeid.startswith(k)), None)
 
     def rank(item: pytest.Item) -> int:
-        return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
+        key = key_of(item)
+        return len(keys) if key is None else keys.index(key)
 
     items.sort(key=rank)  # (stable: the order within a rank is kept)
     given = getattr(config, "workerinput", {})  # (on an xdist worker: what the controller says of the run)
     workers = int(given.get("workercount", 0))
     if workers < 2 or given.get("dist") != "worksteal":
         return
-    cut = next((i for i, item in enumerate(items) if rank(item) == len(LONGEST_FIRST)), len(items))
-    long, short = items[:cut], items[cut:]
+    units: dict[str, list[pytest.Item]] = {}  # a test, or a module whose tests stay together
+    for item in items:
+        key = key_of(item)
+        if key is not None:
+            units.setdefault(item.nodeid if "::" in key else item.nodeid.split("::")[0], []).append(item)
+    short = [item for item in items if key_of(item) is None]
     sizes, left = [], len(items)
     for i in range(workers):  # (as xdist's WorkStealingScheduling deals the first shares)
         sizes.append(left // (workers - i))
         left -= sizes[-1]
-    dealt = [long[i::workers] for i in range(workers)]
+    dealt: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    seconds = [0.0] * workers
+
+    def cost(unit: list[pytest.Item]) -> float:
+        key = key_of(unit[0]) or ""
+        return LONG_TESTS[key] * (len(unit) if "::" in key else 1)
+
+    for unit in sorted(units.values(), key=cost, reverse=True):
+        i = min(range(workers), key=lambda w: seconds[w])
+        dealt[i] += unit
+        seconds[i] += cost(unit)
     if any(len(mine) > size for mine, size in zip(dealt, sizes, strict=True)):
         return  # (a few tests only: the long ones first is all there is to do)
     ordered: list[pytest.Item] = []
