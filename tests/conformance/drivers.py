@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+import aiohttp
 
 from core.definitions import Context
 from extensions.chat.approvals import button_labels
@@ -576,9 +581,144 @@ class MatrixDriver(Driver):
         await self.fake.wait_for(predicate, timeout=timeout)
 
 
+class WebDriver(Driver):
+    """The web chat: the bot serves the page itself (no fake); a visitor's session posts to ``chat/send`` and reads
+    the page's event stream (``post``, ``edit``, ``delete``, ``notice``, ``media``)."""
+
+    name = "web"
+    output = "web:message"
+    not_applicable: ClassVar[dict[str, str]] = {
+        "group": "the web chat has one conversation per visitor: no group, no mentions",
+        "split": "the page shows an answer whole, however long: there is no message length to split at",
+        "picture_in": "a visitor sends text only",
+        "deletion": "a visitor cannot delete a message",
+        "fleet": "a visitor's page is served by the gateway whose address it opened: no ingest to divide",
+    }
+    SECRET = "web-secret-for-the-conformance-suite-0123456789"
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.session: aiohttp.ClientSession | None = None
+        self.csrf = ""
+        self.shown: dict[str, list[str]] = {}
+        self.deleted: set[str] = set()
+        self.media: list[str] = []
+        self.pictures: list[bytes] = []
+        self._reader: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self.session is not None:
+            await self.session.close()
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "secret": self.SECRET,
+            "stream_interval": 0.05,
+            "visitor_tier": "member",
+            "schedules": True,
+            **overrides,
+        }
+
+    async def ready(self) -> None:
+        assert self.session is not None
+        if self._reader is not None:
+            return
+        async with self.session.get(self.url) as response:
+            page = await response.text()
+        found = re.search(r'name="csrf(?:-token)?" (?:content|value)="([^"]+)"', page)
+        assert found is not None, page[:300]
+        self.csrf = found.group(1)
+        events = await self.session.get(self.url + "chat/events")
+        await events.content.readuntil(b'"ready"}\n\n')
+        self._reader = asyncio.create_task(self._read(events), name="conformance:web-events")
+
+    async def _read(self, events: aiohttp.ClientResponse) -> None:
+        assert self.session is not None
+        with contextlib.closing(events):
+            async for raw in events.content:
+                if not raw.startswith(b"data: "):
+                    continue
+                event = json.loads(raw[6:])
+                op, ident = event.get("op"), str(event.get("id", ""))
+                if op == "post":
+                    self.shown[ident] = [str(event.get("text", ""))]
+                elif op == "edit" and ident in self.shown:
+                    self.shown[ident].append(str(event.get("text", "")))
+                elif op == "delete":
+                    self.deleted.add(ident)
+                elif op == "media" and event.get("kind") == "picture":
+                    async with self.session.get(self.url + str(event["url"])) as response:
+                        self.pictures.append(await response.read())
+                self._changed.set()
+
+    async def _send(self, text: str) -> dict[str, Any]:
+        assert self.session is not None
+        headers = {"X-CSRF-Token": self.csrf}
+        async with self.session.post(self.url + "chat/send", json={"text": text}, headers=headers) as response:
+            body: dict[str, Any] = await response.json()
+            return body
+
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        return Message(where=where, raw=await self._send(text))
+
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        raise NotImplementedError
+
+    def replies(self, where: str = "dm") -> list[str]:
+        return [versions[-1] for ident, versions in self.shown.items() if ident not in self.deleted]
+
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        return [versions for ident, versions in self.shown.items() if ident not in self.deleted]
+
+    def pictures_posted(self) -> list[bytes]:
+        return list(self.pictures)
+
+    def files_fetched(self) -> int:
+        return 0
+
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        return str((await self._send(f"/{name} {arg}".strip())).get("notice", ""))
+
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        from extensions.web.definitions import web_chat
+
+        assert self.session is not None
+        cookie = next(c.value for c in self.session.cookie_jar if "." in c.value)
+        return web_chat, cookie.split(".")[0]
+
+    def operator_channel(self) -> str:
+        raise NotImplementedError
+
+    def fleet_env(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.2):  # (state inside the bot changes without an event too)
+                        await self._changed.wait()
+
+
 DRIVERS: dict[str, type[Driver]] = {
     **{d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver, MatrixDriver)},
     "slack-events": SlackEventsDriver,  # (Slack again, its events POSTed over HTTP instead of Socket Mode)
+    "web": WebDriver,
 }
 """Every platform the suite runs against, by name."""
 

@@ -14,6 +14,7 @@ from bots.models import SCRIPTED_REPLY
 from tests.bots_fleet import Process, start_fleet, stop_all
 from tests.fleet.server import RedisServer, free_port
 
+from .conftest import applies
 from .drivers import DEADLINE, Driver
 
 
@@ -33,6 +34,7 @@ async def _serving(process: Process) -> None:
 async def test_each_message_is_answered_once_by_the_fleet(
     driver: Driver, redis_server: RedisServer, processes: list[Process], tmp_path: Path, settings_env: None
 ) -> None:
+    applies(driver, "fleet")
     settings = {"REDIS_URL": redis_server.url, "REDIS_LEASE_SECONDS": "1", **driver.fleet_env()}
     gateway, [worker] = await start_fleet(tmp_path, settings, processes)
     second = Process("gateway", driver.another_gateway(gateway.env | {"HTTP_PORT": str(free_port())}), tmp_path)

@@ -39,6 +39,7 @@ async def test_a_message_is_answered_and_streamed(driver: Driver, start_bot: Sta
 
 
 async def test_a_long_answer_is_split_into_messages_that_keep_every_word(driver: Driver, start_bot: StartBot) -> None:
+    applies(driver, "split")
     paragraphs = [" ".join(f"w{p}x{n}" for n in range(400)) for p in range(4)]
     text = "\n\n".join(paragraphs)  # (about 9,000 characters: over every platform's limit)
     await start_bot(ScriptedModel([driver.answer(text)], chunk_size=400))
@@ -48,6 +49,7 @@ async def test_a_long_answer_is_split_into_messages_that_keep_every_word(driver:
 
 
 async def test_in_a_group_a_mention_is_answered_and_chatter_is_not(driver: Driver, start_bot: StartBot) -> None:
+    applies(driver, "group")
     model = ScriptedModel([driver.answer("Happy to help.")], repeat_last=True)
     await start_bot(model)
     await driver.say("lunch at noon, everyone?", where="group")
@@ -72,6 +74,7 @@ async def test_an_approval_is_asked_and_an_admin_s_press_runs_the_call(
     driver: Driver, start_bot: StartBot, tmp_path: Path
 ) -> None:
     applies(driver, "approval")
+    applies(driver, "group")
     if type(driver).press_approve is Driver.press_approve:
         pytest.skip(f"{driver.name}: its driver cannot press an approval's buttons yet")
     calls = tmp_path / "calls.log"
@@ -101,6 +104,7 @@ async def test_stop_ends_the_answer_being_written(driver: Driver, start_bot: Sta
 
 
 async def test_a_picture_sent_is_shown_to_the_model(driver: Driver, start_bot: StartBot) -> None:
+    applies(driver, "picture_in")
     model = ScriptedModel([driver.answer("A picture of noise.")], repeat_last=True, vision=True)
     await start_bot(model)
     await driver.send_picture(PNG, "what is this?")
