@@ -32,6 +32,7 @@ from .errors import DefinitionError, RunError
 from .escape import escape_attr, escape_text
 from .media.attachment import Loaded, describe, format_attachments
 from .models.base import ToolSpec
+from .prompt_sections import PromptSection
 
 __all__ = (
     "DEFAULT_INTRO",
@@ -387,26 +388,21 @@ def _context_block(state: ContextState) -> str:
             ) from exc
     elif state.memory:
         parts.append(f"<memory>{escape_text(format_value(state.memory))}</memory>")
-    if state.facts:  # people's words: escaped like them
-        parts.append("<facts>\n" + "\n".join(f"- {escape_text(fact)}" for fact in state.facts) + "\n</facts>")
-    if state.passages:  # the operator's documents: escaped like people's words
-        parts.append(knowledge_block(state.passages))
-    if state.summary:  # the model wrote it from what people said: escaped like them
-        parts.append(f"<summary>{escape_text(state.summary)}</summary>")
+    for section in _sections(state):  # (what plugins show, escaped by them: core.prompt_sections)
+        if section.text:
+            parts.append(section.text)
     if state.state_log.entries:
         parts.append(f"<state>{escape_text(format_value(state.state_log.folded()))}</state>")
     parts.append("</context>")
     return "\n".join(parts)
 
 
-def knowledge_block(passages: Sequence[tuple[str, str]]) -> str:
-    """The passages of the knowledge base found for the newest question, each with its citation."""
-    shown = "\n".join(f'<passage cite="{xml_attr(cite)}">{escape_text(text)}</passage>' for cite, text in passages)
-    return (
-        "<knowledge>\nPassages of the operator's documents that may answer the newest message. Answer from them "
-        "when they do, and end with the citation of each one you used, as given: (Source: cite).\n"
-        f"{shown}\n</knowledge>"
-    )
+def _sections(state: ContextState) -> list[PromptSection]:
+    """The sections plugins put in ``state`` (``core.prompt_sections``), in their order."""
+    sections = state.sections
+    if not sections:
+        return []
+    return sorted(sections.values(), key=lambda s: s.order)
 
 
 def window(
@@ -488,11 +484,12 @@ Reply to the last message directly, in one or two short sentences, in the same l
 Politely refuse anything harmful, dangerous or illegal."""
 """The compact prompt's instructions: the model answers in plain text, which becomes the output."""
 COMPACT_RULES_AFTER_TOOL = """\
-You did what the last message asked with a tool. Tell the person in one or two short sentences, in the same \
-language as their message, what was done and what the result says."""
+You did what the last message asked with a tool. Reply to its writer as "you", in one or two short sentences, in \
+the same language as their message: what was done and what the result says."""
 """The compact prompt's instructions once a tool did what the message asked: its result is the answer's matter. (A
 small model told to refuse what is harmful refuses the answer after a tool that succeeded: "I'm sorry, but I can't
-assist with that request." after a todo was added.)"""
+assist with that request." after a todo was added; told to "tell the person", it wrote of "the person in the
+conversation" in the third person.)"""
 COMPACT_TOOLS_MAX = 16
 """Actions the compact prompt offers at most (the first ones). The embedded model lists them one line each to decide
 which a message needs, and only the chosen one in full to write its call: an author's ninth action is offered too."""
@@ -626,11 +623,12 @@ _INTRODUCTION = re.compile(
 
 
 def _facts(state: ContextState, logs: Sequence[Log]) -> list[str]:
-    """The facts the run may show (``ContextState.facts``, or those its memory dict holds: a bot without the facts
-    plugin), and the names people gave in ``logs``."""
+    """The facts the run may show (those its sections know, ``PromptSection.known``, or those its memory dict holds:
+    a bot without the facts plugin), and the names people gave in ``logs``."""
     memory = state.memory
     stored = memory.get("facts") if isinstance(memory, dict) else None
-    kept = [*state.facts, *(stored if isinstance(stored, list) else [])]
+    known = [line for section in _sections(state) for line in section.known]
+    kept = [*known, *(stored if isinstance(stored, list) else [])]
     facts = [escape_text(str(f)) for f in kept if str(f).strip()][-10:]
     for log in logs:
         if isinstance(log, InputRef) and log.text:
@@ -795,8 +793,7 @@ def build_compact_prompt(
     facts = _facts(state, [*state.working_memory.logs, *updates])
     if facts:
         parts.append("What you know about this conversation:\n" + "\n".join(f"- {fact}" for fact in facts))
-    if state.passages:
-        parts.append(knowledge_block(state.passages))
+    parts.extend(section.compact for section in _sections(state) if section.compact)
     last = next((log for log in reversed(logs) if isinstance(log, InputRef)), None)
     if last is not None and _speaker(last):
         parts.append(f"You are talking with {_speaker(last)}.")
