@@ -114,7 +114,9 @@ class Agent(ExtensionPoints):
         """Where context memory and working memory are kept."""
         self.dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
         """How ``send`` reaches ``run``."""
-        self.chat_settings = ChatSettingsStore(self.memory, controls=self.dispatcher)
+        self.chat_settings = ChatSettingsStore(  # (kept in memory where the working memories are: one process)
+            self.memory, controls=self.dispatcher, cache=not self.dispatcher.distributed and opts.state_cache > 0
+        )
         """Each conversation's settings (``/model``, ``/persona``, ``/language``, ``/reply``, ``/busy``...), kept in
         the memory store (the dispatcher keeps ``/busy`` and ``/quiet`` where a queue's ingest reads them)."""
         self.hooks = AgentHooks.of(self.plugins)

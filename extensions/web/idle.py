@@ -20,7 +20,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.chat_settings import ChatSettingsStore
 from core.errors import BotError, ConfigError
 
 from ..chat.reminders import schedules_or_none
@@ -57,7 +56,7 @@ async def forget_visitor(agent: Host, visitor: str, *, book: VisitorBook) -> Non
         for schedule in await schedules.by_conversation(cid):
             await schedules.cancel(schedule.id)
     await agent.forget(web_chat, visitor)
-    await agent.memory.delete(ChatSettingsStore.key(cid))
+    await agent.chat_settings.erase(cid)
     await book.drop_conversation(cid)
 
 

@@ -177,3 +177,25 @@ async def test_concurrent_runs_count_their_own_usage_to_their_own_user() -> None
     slow, fast = await agent.usage.totals("user:chat:1", today), await agent.usage.totals("user:chat:2", today)
     assert (slow.input_tokens, fast.input_tokens) == (100, 1)
     assert (await agent.usage.totals("chat:chat:a", today)).output_tokens == 10
+
+
+async def test_one_process_keeps_the_settings_it_read_or_wrote_and_a_fleet_reads_them_each_time() -> None:
+    """In one process every change goes through the store: a run's read is served from memory (issue 51: it
+    waited behind the previous run's writes); a change and an erase are seen at once. Without ``cache`` (a fleet:
+    another process may change them) each read goes to the memory store."""
+    memory = InMemoryStore()
+    kept = ChatSettingsStore(memory, cache=True)
+    assert (await kept.get("chat:1")).persona is None
+    await memory.set(ChatSettingsStore.key("chat:1"), {"persona": "written by no one in this process"})
+    assert (await kept.get("chat:1")).persona is None  # (served from memory: not read again)
+    assert (await kept.change("chat:1", persona="a pirate")).persona == "a pirate"
+    assert (await kept.get("chat:1")).persona == "a pirate"
+    assert await memory.get(ChatSettingsStore.key("chat:1")) == {"persona": "a pirate"}
+    await kept.erase("chat:1")
+    assert (await kept.get("chat:1")).persona is None and await memory.get(ChatSettingsStore.key("chat:1")) is None
+
+    fleet = ChatSettingsStore(memory)
+    assert (await fleet.get("chat:2")).persona is None
+    await memory.set(ChatSettingsStore.key("chat:2"), {"persona": "set by another worker"})
+    assert (await fleet.get("chat:2")).persona == "set by another worker"
+    assert create_agent(model=ScriptedModel(["x"])).chat_settings.cache  # (the in-process dispatcher)
