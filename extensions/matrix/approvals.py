@@ -63,21 +63,27 @@ class MatrixApprovals(ChatApprovals):
         text = f"{request_text(approval, language)}\n\n{APPROVE} {approve}    {DENY} {deny}"
         poster = self.poster()
         event_id = await poster.post(args, text, reply_to=None, notice=True, extra={APPROVAL_FIELD: approval.id})
+        reactions: list[str] = []
         for key in (APPROVE, DENY):
             try:
-                await poster.react(args.room_id, event_id, key)
+                reactions.append(await poster.react(args.room_id, event_id, key))
             except PlatformError as exc:  # (the request stands: a person can still react with the same emoji)
                 log.warning("could not add %s under approval %s: %s", key, approval.id, exc)
-        return f"{args.room_id}|{event_id}"
+        return "|".join([args.room_id, event_id, *reactions])  # (where it is, and the bot's reactions under it)
 
     async def settle(self, approval: Approval) -> None:
+        await self._show_decision(approval, await self.language_of(approval))
+
+    async def _show_decision(self, approval: Approval, language: str | None) -> None:
+        """Edit the request to what became of it, and take the bot's ✅ and ❌ away (best effort)."""
         if approval.prompt is None:
             return
-        room_id, _, event_id = approval.prompt.rpartition("|")
+        room_id, event_id, *reactions = approval.prompt.split("|")
+        poster = self.poster()
         try:
-            await self.poster().edit(
-                room_id, event_id, settled_text(approval, await self.language_of(approval)), notice=True
-            )
+            await poster.edit(room_id, event_id, settled_text(approval, language), notice=True)
+            for reaction in reactions:
+                await poster.redact(room_id, reaction)
         except PlatformError as exc:
             log.warning("could not show the decision on approval %s: %s", approval.id, exc)
 
@@ -94,14 +100,16 @@ class MatrixApprovals(ChatApprovals):
         if found is None or found[0] != self.me or not isinstance(found[1].get(APPROVAL_FIELD), str):
             return
         approval_id: str = found[1][APPROVAL_FIELD]
-        prompt = f"{room.room_id}|{event.reacts_to}"
+        posted = f"{room.room_id}|{event.reacts_to}"
         pressed, approval = await desk.press(
             approval_id,
             approve=event.key == APPROVE,
             by=f"matrix:{event.sender}",
             name=room.user_name(event.sender) or event.sender,
             tier=self.rules().tier("matrix", event.sender, admin=admin),
-            asked_here=lambda asked: asked.platform == "matrix" and asked.prompt in (None, prompt),
+            asked_here=lambda asked: (
+                asked.platform == "matrix" and (asked.prompt is None or f"{asked.prompt}|".startswith(f"{posted}|"))
+            ),
         )
         language = await self.language_of(approval)
         try:
@@ -112,10 +120,10 @@ class MatrixApprovals(ChatApprovals):
                     reply_to=None,
                     notice=True,
                 )
-            if approval is not None and pressed in (Pressed.DECIDED, Pressed.ALREADY) and approval.decision:
-                await poster.edit(room.room_id, event.reacts_to, settled_text(approval, language), notice=True)
         except PlatformError as exc:
             log.warning("could not answer a reaction on approval %s: %s", approval_id, exc)
+        if approval is not None and pressed in (Pressed.DECIDED, Pressed.ALREADY) and approval.decision:
+            await self._show_decision(approval, language)
 
 
 def _where(approval: Approval, target: str | None) -> RoomArgs:

@@ -185,13 +185,14 @@ class Poster:
         found = await self.event(room_id, event_id)
         return found[0] if found is not None else None
 
-    async def react(self, room_id: str, event_id: str, key: str) -> None:
-        """React to ``event_id`` with ``key`` (an emoji: an ``m.annotation``)."""
+    async def react(self, room_id: str, event_id: str, key: str) -> str:
+        """React to ``event_id`` with ``key`` (an emoji: an ``m.annotation``); returns the reaction's event id."""
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
         answer = await self.client.room_send(room_id, "m.reaction", content)
         if not isinstance(answer, RoomSendResponse):
             assert isinstance(answer, ErrorResponse)
             raise translate(answer, doing="react to a message", room_id=room_id)
+        return str(answer.event_id)
 
     async def download(self, mxc: str) -> bytes:
         """The bytes of the media ``mxc`` (``mxc://server/id``) from the homeserver."""

@@ -499,6 +499,8 @@ class SlackEventsDriver(SlackDriver):
 
 ALICE, BOB = "@alice:example.org", "@bob:example.org"
 """The people of the Matrix driver's rooms."""
+MATRIX_APPROVAL = "io.daydreams.bots.approval"
+"""The content field of the bot's approval requests (``extensions.matrix.approvals``)."""
 
 
 class MatrixDriver(Driver):
@@ -576,6 +578,20 @@ class MatrixDriver(Driver):
 
     def fleet_env(self) -> dict[str, str]:
         return {**self.fake.settings(), "MATRIX_SYNC_TIMEOUT": "1"}
+
+    def admin(self) -> str:
+        return f"matrix:{BOB}"
+
+    def _requests(self) -> list[str]:
+        """The bot's approval requests in the group (notices carrying an approval's id), by event id."""
+        return [s.event["event_id"] for s in self.fake.bot_messages(self.group) if MATRIX_APPROVAL in s.content]
+
+    def approval_asked(self) -> bool:
+        reacted = {event_id for event_id, _key in self.fake.bot_reactions(self.group)}  # (taken away once decided)
+        return any(event_id in reacted for event_id in self._requests())
+
+    async def press_approve(self) -> None:
+        self.fake.react(self.group, BOB, self._requests()[-1], "✅")
 
     async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
         await self.fake.wait_for(predicate, timeout=timeout)

@@ -290,12 +290,27 @@ class FakeHomeserver:
         return str(self._append(room_id, self._event(room_id, sender, "m.reaction", content)).event["event_id"])
 
     def bot_reactions(self, room_id: str) -> list[tuple[str, str]]:
-        """The bot's reactions in the room: ``(event id, key)``."""
+        """The bot's reactions in the room still shown (not redacted): ``(event id, key)``."""
+        redacted = {s.event.get("redacts") for s in self.stream if s.event["type"] == "m.room.redaction"}
         return [
             (s.content["m.relates_to"]["event_id"], s.content["m.relates_to"]["key"])
             for s in self.stream
-            if s.room_id == room_id and s.event["sender"] == self.bot and s.event["type"] == "m.reaction"
+            if s.room_id == room_id
+            and s.event["sender"] == self.bot
+            and s.event["type"] == "m.reaction"
+            and s.event["event_id"] not in redacted
         ]
+
+    def latest(self, event_id: str) -> str:
+        """What the message ``event_id`` shows now (its last edit's text, or its own)."""
+        text = ""
+        for sent in self.stream:
+            related = sent.content.get("m.relates_to", {})
+            if sent.event["event_id"] == event_id:
+                text = str(sent.content.get("body", ""))
+            elif related.get("rel_type") == "m.replace" and related.get("event_id") == event_id:
+                text = str(sent.content["m.new_content"]["body"])
+        return text
 
     def redact(self, room_id: str, sender: str, event_id: str) -> str:
         """``sender`` deletes the event ``event_id``; returns the redaction's id."""

@@ -56,4 +56,5 @@ async def test_a_moderators_reaction_approves_the_call_and_a_members_is_refused(
             lambda: any(t.endswith(say("approval.approved", who="Mod")) for t in homeserver.shown(room)),
             "the request showing the decision",
         )
+        await homeserver.wait_for(lambda: not homeserver.bot_reactions(room), "the bot's reactions taken away")
         await stop_all(bot)
