@@ -349,7 +349,7 @@ class Agent(ExtensionPoints):
 
     async def _load_state(self, context: Context, args: Any, cid: str, chat: ChatSettings) -> ContextState:
         with tracing.span("read memory"):
-            state = await self.states.load(context, args, cid=cid, chat=chat, summary=None, host=self)
+            state = await self.states.load(context, args, cid=cid, chat=chat, host=self)
         for loaded in self.hooks.loaded:
             await loaded(state)
         return state

@@ -28,6 +28,7 @@ from .entries import ActionCall, EventRef, InputRef, Log, OutputRef, OutputRefRe
 from .errors import DefinitionError
 from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
 from .media.reader import IMAGE_TYPES
+from .prompt_sections import PromptSection
 from .schema import Schema
 from .statelog import StateLog
 
@@ -101,19 +102,14 @@ class ContextState(Generic[ArgsT]):
     ledger: ReplyLedger | None = None
     """The reply ledger of a queued run (``core.reply_ledger``): a reply is stored before it is posted, so a run
     again posts nothing twice; None in one process."""
-    summary: str = ""
-    """The rolling summary of what left the working memory's window (with a history store)."""
     chat: ChatSettings = field(default_factory=ChatSettings)
     """This conversation's settings as the run uses them (``/model``, ``/persona``; operator pins applied)."""
     media: dict[str, Loaded] = field(default_factory=dict, repr=False)
     """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
     never saved: later runs see the attachments' descriptions."""
-    facts: list[str] = field(default_factory=list)
-    """The kept facts this run may show the model (whoever it answers: their own and the group's), set before each
-    model call by the facts plugin (``core.facts``); never saved (the facts live in their own store)."""
-    passages: list[tuple[str, str]] = field(default_factory=list)
-    """Passages of the knowledge base for the newest question, ``(citation, text)``, set before a model call by the
-    knowledge plugin when it searches before every answer (``core.knowledge``); never saved."""
+    sections: dict[str, PromptSection] = field(default_factory=dict, repr=False)
+    """What plugins show the model in this conversation's prompt, by name (``core.prompt_sections``: the facts
+    kept, the knowledge passages found, the summary), set before the model call that shows them; never saved."""
     record: Callable[[Log], None] | None = field(default=None, repr=False)
     """How the running run adds an entry to working memory and to its chain (set by the step loop); None:
     straight into working memory."""

@@ -52,12 +52,10 @@ class StateStore:
         self._working: OrderedDict[str, tuple[WorkingMemory, int]] = OrderedDict()  # with its length when cached
         self._entries = 0
 
-    async def load(
-        self, context: Context, args: Any, *, cid: str, chat: ChatSettings, summary: str | None, host: Host
-    ) -> ContextState:
+    async def load(self, context: Context, args: Any, *, cid: str, chat: ChatSettings, host: Host) -> ContextState:
         """The state of the instance ``cid`` (``context.load`` or the store; ``context.create`` makes a new
         one's memory, and memory kept by another bot or an older version is brought to its shape), with its
-        conversation's settings and ``summary``. ``args`` are the platform's when ``context`` lays a bot's over
+        conversation's settings. ``args`` are the platform's when ``context`` lays a bot's over
         a platform's: the state's ``args`` are then the bot's own (``core.bot.own_args``)."""
         kept: Shape | None = None
         if context.load is not None:
@@ -83,8 +81,6 @@ class StateStore:
             state_log=StateLog.load(await self.memory.get(f"statelog:{cid}")),
             chat=chat,
         )
-        if summary is not None:
-            state.summary = summary
         if stored is None:
             stored = await maybe_await(context.create(state)) if context.create is not None else {}
         else:  # (a copy: a run that fails half-way must not change the stored value)

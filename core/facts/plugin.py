@@ -1,7 +1,7 @@
 """The facts plugin: keeps what people ask the bot to remember in a ``FactStore``, each fact its owner's, and shows
-each run the facts of whoever is asking (their own and the group's) before every model call (``ContextState.facts``:
-the prompt's facts). ``/reset`` and ``/forget`` erase a conversation's facts (``Plugin.reset``). ``facts_of(agent)``
-is how the actions, the chat commands and the platforms reach it.
+each run the facts of whoever is asking (their own and the group's) before every model call (the prompt section
+``facts``, ``core.prompt_sections``). ``/reset`` and ``/forget`` erase a conversation's facts (``Plugin.reset``).
+``facts_of(agent)`` (``agent.provided(Facts)``) is how the actions, the chat commands and the platforms reach it.
 
     facts = Facts()                                   # in the agent's memory store (one process)
     agent = create_agent(..., plugins=[facts])
@@ -23,6 +23,7 @@ from ..entries import InputRef
 from ..errors import ActionError, ConfigError, MemoryStoreError
 from ..escape import escape_text
 from ..plugin import Plugin, RunHooks, RunView
+from ..prompt_sections import PromptSection, hide, show
 from ..usage import user_of
 from .model import Fact, FactScope, author_of, authors, speaks_as, visible_to_all
 from .store import FactStore, MemoryFactStore
@@ -188,7 +189,13 @@ class _Shown(RunHooks):
         except MemoryStoreError as exc:  # the answer goes on without them
             log.warning("%s: the facts could not be read (%s); this answer is written without them", state.id, exc)
             shown = []
-        state.facts = [f.text for f in shown]
+        if shown:  # people's words: escaped like them
+            texts = tuple(f.text for f in shown)
+            listed = "\n".join(f"- {escape_text(text)}" for text in texts)
+            section = PromptSection(name="facts", text=f"<facts>\n{listed}\n</facts>", order=10, known=texts)
+            show(state.sections, section)
+        else:
+            hide(state.sections, "facts")
         return updates
 
     async def ended(self, chain: Sequence[Log]) -> None:

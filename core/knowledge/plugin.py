@@ -25,8 +25,10 @@ from ..definition_types import ActionContext, Host
 from ..definitions import action, extension
 from ..entries import InputRef
 from ..errors import ActionError, MemoryStoreError
+from ..escape import escape_attr, escape_text
 from ..plugin import Plugin, RunHooks, RunView
 from ..prompt import format_value
+from ..prompt_sections import PromptSection, hide, show
 from ..slots import Slot
 from .embeddings import Embedder
 from .index import Indexer
@@ -149,8 +151,25 @@ class _BeforeAnswer(RunHooks):
         except (MemoryStoreError, OSError) as exc:
             log.warning("%s: the knowledge base could not be searched (%s); answering without it", state.id, exc)
             hits = []
-        state.passages = [(hit.cite, hit.text[:PASSAGE_CHARS]) for hit in hits]
+        if hits:
+            block = knowledge_block([(hit.cite, hit.text[:PASSAGE_CHARS]) for hit in hits])
+            show(state.sections, PromptSection(name="knowledge", text=block, order=20, compact=block))
+        else:
+            hide(state.sections, "knowledge")
         return updates
+
+
+def knowledge_block(passages: Sequence[tuple[str, str]]) -> str:
+    """The passages of the knowledge base found for the newest question, each with its citation (the operator's
+    documents: escaped like people's words)."""
+    shown = "\n".join(
+        f'<passage cite="{escape_attr(str(cite))}">{escape_text(text)}</passage>' for cite, text in passages
+    )
+    return (
+        "<knowledge>\nPassages of the operator's documents that may answer the newest message. Answer from them "
+        "when they do, and end with the citation of each one you used, as given: (Source: cite).\n"
+        f"{shown}\n</knowledge>"
+    )
 
 
 class SearchKnowledgeArgs(BaseModel):

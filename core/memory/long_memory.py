@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import tracing
 from ..errors import RunError
+from ..escape import escape_text
 from ..plugin import Plugin
+from ..prompt_sections import PromptSection, show
 from ..summary import SUMMARIZER, Summarizer, SummaryLock, SummaryPolicy
 from .history import HISTORY, HistoryStore, Summary
 from .recording import history_entries, history_id
@@ -51,7 +53,10 @@ class LongMemory(Plugin):
 
     async def loaded(self, state: ContextState[Any]) -> None:
         with tracing.span("read history summary"):
-            state.summary = (await self.history.summary(state.id)).text
+            summary = (await self.history.summary(state.id)).text
+        if summary:  # the model wrote it from what people said: escaped like them
+            text = f"<summary>{escape_text(summary)}</summary>"
+            show(state.sections, PromptSection(name="summary", text=text, order=30))
 
     async def saved(self, state: ContextState[Any], chain: Sequence[Log]) -> None:
         """Add the run's inputs and outputs to the history (a store that fails is logged: the conversation goes on

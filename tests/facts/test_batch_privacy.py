@@ -85,7 +85,8 @@ class Seen(Plugin):
                     for e in inputs
                     if isinstance(e, InputRef) and (e.processed or e in updates) and (u := user_of(e)) is not None
                 }
-                calls.append((answers, list(run.state.facts)))
+                facts = run.state.sections.get("facts")
+                calls.append((answers, list(facts.known) if facts is not None else []))
                 return updates
 
         return _Hooks()
