@@ -80,8 +80,16 @@ async def test_two_bots_addressing_each_other_stop_at_the_cap(bots: tuple[Bot, B
     alpha, beta = bots
     for bot in (alpha, beta):  # a person asks alpha to talk to beta: both see it, and answer it (a person's message)
         bot.server.user_says("@alpha_bot ask @beta_bot", user_id=7, chat_id=GROUP, kind="supergroup")
+    # until each bot has met the cap (the other's next message was ignored): a wait on that, not on "nothing moved
+    # for 2 s", which a loaded machine's slower answer passed with the exchange half done
+    async with asyncio.timeout(60):
+        while not all("message_ignored:bot_cap" in bot.kinds for bot in (alpha, beta)):
+            carry(alpha, beta)
+            carry(beta, alpha)
+            await asyncio.sleep(0.05)
+            assert len(alpha.server.sent) + len(beta.server.sent) < 40, "the bots did not stop"
     quiet = 0
-    while quiet < 20:  # until nothing moves for a while
+    while quiet < 20:  # then nothing moves for a while: no message got past the cap
         moved = carry(alpha, beta) + carry(beta, alpha)
         quiet = 0 if moved else quiet + 1
         await asyncio.sleep(0.1)

@@ -69,8 +69,13 @@ async def test_console_shows_a_telegram_conversation_reads_it_and_forgets_it(
     await browser.wait_for(lambda: "watching" in browser.driver.find_element(By.ID, "tail").text, what="the tail")
     await browser.screenshot("console-conversation")
 
-    await browser.get(bot.console_url + "usage")
-    assert await browser.texts("svg title") != []
+    # the run's usage is counted as its model stream ends, which may be after the reply was posted: the page is
+    # loaded again until it shows it
+    def usage_shown() -> bool:
+        browser.driver.get(bot.console_url + "usage")
+        return bool(browser.driver.find_elements(By.CSS_SELECTOR, "svg title"))
+
+    await browser.wait_for(usage_shown, timeout=30, what="the usage of the answer")
     assert "telegram:4242" in await browser.source()
     await browser.screenshot("console-usage", full=True)
 
