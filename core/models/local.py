@@ -188,6 +188,8 @@ class LocalModel:
         """Conversation -> slot, least recently active first."""
         self._busy: dict[int, int] = {}
         """Answers being generated per slot."""
+        self._helper_of: OrderedDict[str, int] = OrderedDict()
+        """Conversation -> the scratch slot its last tool call was written in, least recent first."""
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         """The threads that wait on llama.cpp, one per answer being generated (not the event loop's default pool,
         which other work shares: a conversation waiting for a thread would wait for others' answers)."""
@@ -355,17 +357,28 @@ class LocalModel:
         self._busy[slot] = self._busy.get(slot, 0) + 1
         return slot
 
-    def _take_helper(self, pool: range) -> int:
-        """A slot of ``pool`` (``_scratch`` or ``_deciding``) for one request: the first idle one (the first is the
-        one warmed up), else the least busy."""
-        slot = min(pool, key=lambda s: (self._busy.get(s, 0) > 0, self._busy.get(s, 0), s))
+    def _take_helper(self, pool: range, key: str | None = None) -> int:
+        """A slot of ``pool`` (``_scratch`` or ``_deciding``) for one request: the one conversation ``key`` used
+        last if it is idle (its tool call's prompt is mostly there already), else the first idle one (the first is
+        the one warmed up), else the least busy."""
+        last = self._helper_of.get(key, -1) if key is not None else -1
+        if last in pool and not self._busy.get(last, 0):
+            slot = last
+        else:
+            slot = min(pool, key=lambda s: (self._busy.get(s, 0) > 0, self._busy.get(s, 0), s))
+        if key is not None:
+            self._helper_of.pop(key, None)
+            self._helper_of[key] = slot
+            while len(self._helper_of) > 4 * len(pool):  # the least recent ones are forgotten
+                self._helper_of.pop(next(iter(self._helper_of)))
         self._busy[slot] = self._busy.get(slot, 0) + 1
         return slot
 
-    async def _helped(self, server: Any, body: dict[str, Any]) -> str:
-        """``body`` answered whole in a helper slot of the pool its ``id_slot`` belongs to (deciding or scratch)."""
+    async def _helped(self, server: Any, body: dict[str, Any], key: str | None = None) -> str:
+        """``body`` answered whole in a helper slot of the pool its ``id_slot`` belongs to (deciding or scratch),
+        the one conversation ``key`` used last when it can."""
         pool = self._deciding if body.get("id_slot") in self._deciding else self._scratch
-        slot = self._take_helper(pool)
+        slot = self._take_helper(pool, key)
         try:
             return await self._collect(server, {**body, "id_slot": slot})
         finally:
@@ -545,7 +558,8 @@ class LocalModel:
                 log.info("the local model named the output %s but does not confirm it; it answers plainly", tool.name)
                 tool = None
             if tool is not None:
-                written = await self._helped(server, self._call_body(request, tool))
+                key = request.metadata.get("context_id")
+                written = await self._helped(server, self._call_body(request, tool), key)
                 call = parse_tool_call(written)
                 if call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
                     async for text in _tool_or_text(_once(written), (tool,)):
@@ -559,7 +573,7 @@ class LocalModel:
         elif self._retries(request):  # the first call failed: once more, the error in view
             tool = await self._retry_tool(server, request)
             if tool is not None:
-                slot = self._take_helper(self._scratch)
+                slot = self._take_helper(self._scratch, request.metadata.get("context_id"))
                 try:
                     generated = self._generate(server, {**self._call_body(request, tool), "id_slot": slot})
                     called = _tool_or_text(generated, (tool,))

@@ -304,6 +304,25 @@ async def test_two_conversations_decide_and_answer_side_by_side(tmp_path: Path) 
     assert decisions == [4, 5] and answers == [0, 1]
 
 
+async def test_a_conversation_writes_its_next_call_in_the_scratch_slot_of_its_last(tmp_path: Path) -> None:
+    """A tool call's prompt (the conversation with its tool listed) is mostly the one of the conversation's last call:
+    written in the same scratch slot when it is idle, only what is new is evaluated."""
+    call = '<tool_call>\n{"name": "current_time", "arguments": {"timezone": "UTC"}}\n</tool_call>'
+    reply = router_or(call, "current_time")
+    model = scripted_model(tmp_path, reply, slots=2)
+    model._server = MeetingServer(reply, together=2)
+
+    async def ask(context: str) -> None:
+        [c async for c in model.stream(request(("user", "What time is it?"), context=context))]
+
+    await asyncio.gather(ask("a"), ask("b"))
+    assert sorted(b["id_slot"] for b in model._server.bodies if "tools" in b) == [2, 3]
+    second = next(key for key, slot in model._helper_of.items() if slot == 3)
+    model._server = FakeServer(reply)
+    await ask(second)  # alone: the first idle scratch slot would be 2
+    assert [b["id_slot"] for b in model._server.bodies if "tools" in b] == [3]
+
+
 async def test_without_tool_support_the_tools_are_ignored(tmp_path: Path) -> None:
     model = scripted_model(tmp_path, router_or("Hello!", "remember"))
     model.calls_tools = False
