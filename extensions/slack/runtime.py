@@ -48,7 +48,7 @@ from ..chat.backpressure import Incoming
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.counters import Ignored
 from ..chat.i18n import say
-from ..chat.policy import Allowlist, should_reply
+from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 from ..chat.split import split_message
 from ..chat.stream import LiveReply, ReplyKey
 from .approvals import SlackApprovals
@@ -314,6 +314,8 @@ class SlackRuntime(ChatAdapter):
             thread = (args.channel, args.thread_ts or "")
             policy = await self.reply_policy(slack_conversation, args, self.settings.reply_policy)
             followed = thread in self._threads
+            if policy is ReplyPolicy.MENTION and not (mentioned or followed) and args.thread_ts != event.get("ts"):
+                followed = await self._bot_in_thread(args)  # (answered there by another process, or before a restart)
             if not should_reply(policy, private=False, mentioned=mentioned, replied_to_bot=followed):
                 self.metrics.ignored(slack_conversation, args, Ignored.POLICY)
                 return
@@ -322,6 +324,19 @@ class SlackRuntime(ChatAdapter):
             while len(self._threads) > THREADS_KEPT:
                 self._threads.popitem(last=False)
         await self._hand(args, event, text, files)
+
+    async def _bot_in_thread(self, args: ConversationArgs) -> bool:
+        """The bot posted in the thread of ``args`` (``conversations.replies``, its first page): a thread it takes
+        part in, whichever process of a fleet answered there; False when Slack cannot say."""
+        client = self.client
+        if client is None or args.thread_ts is None:
+            return False
+        try:
+            found = await self.call(client.conversations_replies, channel=args.channel, ts=args.thread_ts, limit=200)
+        except PlatformError as exc:
+            log.warning("slack: could not read the thread %s of %s: %s", args.thread_ts, args.channel, exc)
+            return False
+        return any(isinstance(m, dict) and m.get("user") == self.me for m in found.get("messages") or [])
 
     async def _hand(
         self, args: ConversationArgs, event: dict[str, Any], text: str, files: list[dict[str, Any]]
@@ -482,7 +497,8 @@ class SlackRuntime(ChatAdapter):
             async with asyncio.timeout(self.settings.request_timeout):
                 return await method(**params)
         except SlackApiError as exc:
-            error = str(exc.response.get("error", "")) if exc.response is not None else ""
+            data = exc.response.data if exc.response is not None else None
+            error = str(data.get("error", "")) if isinstance(data, dict) else ""
             if error in ("channel_not_found", "not_in_channel", "is_archived", "account_inactive"):
                 raise ChatGoneError(f"Slack says {error}") from None
             raise PlatformError(f"Slack refused {getattr(method, '__name__', 'a call')}: {error or exc}") from None

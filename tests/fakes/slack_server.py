@@ -105,6 +105,7 @@ class FakeSlack:
         """Listen on 127.0.0.1, a free port."""
         app = web.Application(client_max_size=32 * 1024 * 1024)
         app.router.add_route("POST", "/api/{method}", self._api)
+        app.router.add_route("GET", "/api/{method}", self._api)  # (slack_sdk reads a few with GET)
         app.router.add_route("GET", "/socket", self._socket)
         app.router.add_route("POST", "/upload/{file_id}", self._upload)
         app.router.add_route("GET", "/files/{file_id}", self._download)
@@ -298,6 +299,8 @@ class FakeSlack:
         return web.json_response({"ok": True, **result})
 
     async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.method == "GET":
+            return dict(request.query)
         if request.content_type == "application/json":
             body = await request.json()
             return dict(body) if isinstance(body, dict) else {}
@@ -348,6 +351,15 @@ class FakeSlack:
         message = self._find(params)
         message.deleted = True
         return {"channel": message.channel, "ts": message.ts}
+
+    def _api_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, root = params.get("channel"), params.get("ts")
+        thread = [
+            self._shown(m)
+            for m in self.messages
+            if m.channel == channel and not m.deleted and m.ephemeral_to is None and root in (m.ts, m.thread_ts)
+        ]
+        return {"messages": thread[: int(params.get("limit") or 1000)], "has_more": False}
 
     def _api_reactions_add(self, params: dict[str, Any]) -> dict[str, Any]:
         self._find({"channel": params.get("channel"), "ts": params.get("timestamp")})

@@ -107,3 +107,23 @@ async def test_a_shared_file_is_fetched_from_slack_s_host_only(
     with pytest.raises(PlatformError, match="not on Slack's host"):
         await runtime.fetch_file(elsewhere)
     assert fake.downloads == ["F1"]
+
+
+async def test_a_thread_the_bot_answered_in_is_followed_by_a_process_that_did_not_answer_there(
+    fake: FakeSlack, tmp_path: Path, bots: list[Agent]
+) -> None:
+    """In a fleet another gateway may receive the thread's next message, or the process was restarted: the bot's
+    own reply in the thread (``conversations.replies``) says it takes part, without a mention."""
+    first = await start(fake, tmp_path, bots, ScriptedModel([say("Sure.")], repeat_last=True))
+    await fake.wait_for(lambda: fake.sockets > 0, timeout=DEADLINE)
+    root = fake.user_says("C1", "<@UBOT> can you help?", channel_type="channel")
+    await fake.wait_for(lambda: fake.visible("C1") == ["Sure."], timeout=DEADLINE)
+    await first.stop()
+    bots.remove(first)
+    await start(fake, tmp_path / "again", bots, ScriptedModel([say("Of course.")], repeat_last=True))
+    await fake.wait_for(lambda: fake.sockets > 0, timeout=DEADLINE)
+    fake.user_says("C1", "and one more thing", channel_type="channel", thread_ts=root.ts)
+    fake.user_says("C1", "a new topic, not for the bot", channel_type="channel")
+    await fake.wait_for(lambda: fake.visible("C1") == ["Sure.", "Of course."], timeout=DEADLINE)
+    assert [m.thread_ts for m in fake.bot_messages("C1")] == [root.ts, root.ts]
+    assert len(fake.calls_of("conversations.replies")) == 1  # (a root message is no thread: nothing to ask)
