@@ -44,7 +44,7 @@ from .media.reader import MediaReader
 from .memory import HistoryStore, InMemoryStore, MemoryStore
 from .memory.history import HISTORY
 from .models.base import CallsTools, Model, PrefersCompact
-from .plugin import AgentHooks, Plugin
+from .plugin import AgentHooks, Plugin, ordered
 from .prompt import PromptTemplate
 from .registry import Registry
 from .reply_ledger import ReplyLedger
@@ -103,13 +103,16 @@ class Agent(ExtensionPoints):
         """The bot this agent runs (``core.Bot``): its definitions are registered beside those given here (without
         one, an anonymous bot: no name, so a fleet does not check that its gateway and workers run the same)."""
         self.plugins: tuple[Plugin, ...] = tuple(
-            with_safe_defaults(
-                (*self.bot.plugins, *plugins),
-                without=(*self.bot.without, *check_without(without, where="create_agent")),
+            ordered(
+                with_safe_defaults(
+                    (*self.bot.plugins, *plugins),
+                    without=(*self.bot.without, *check_without(without, where="create_agent")),
+                )
             )
         )
         """The features attached to the engine's hooks (``core.plugin``): the safety plugins the bot does not go
-        without first (``core.safety``: the loop guard), then the bot's, then ``plugins``."""
+        without first (``core.safety``: the loop guard), then the bot's, then ``plugins``, each after those it
+        needs (``Plugin.needs``, ``Plugin.after``, ``core.plugin.ordered``)."""
         self.memory: MemoryStore = memory if memory is not None else InMemoryStore()
         """Where context memory and working memory are kept."""
         self.dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()

@@ -40,6 +40,8 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
+from .errors import DefinitionError
+
 if TYPE_CHECKING:
     from .definition_types import Action, Extension, Host
     from .entries import ActionCall, InputRef, Log
@@ -226,7 +228,13 @@ class Plugin:
     plugin has nothing to do in this run); ``extension`` the definitions and services it brings."""
 
     name: ClassVar[str] = "plugin"
-    """For logs and errors."""
+    """For logs and errors, and what other plugins name in ``needs`` and ``after``."""
+    needs: ClassVar[tuple[str, ...]] = ()
+    """The plugins (by ``name``) this one cannot work without: each must be among the agent's, and comes before it
+    (``ordered``); one missing is a ``DefinitionError`` as the agent is built."""
+    after: ClassVar[tuple[str, ...]] = ()
+    """The plugins (by ``name``) that come before this one when the agent has them (their hooks first: the loop
+    guard refuses a repeated call before trust tiers see it)."""
 
     def begin(self, run: RunView) -> RunHooks | None:
         """The plugin's part in a run that starts, or None."""
@@ -345,6 +353,36 @@ class AgentHooks:
                 if getattr(kind, name) is not getattr(Plugin, name):
                     found[name].append(getattr(plugin, name))
         return cls(**{name: tuple(hooks) for name, hooks in found.items()})
+
+
+def ordered(plugins: Sequence[Plugin]) -> list[Plugin]:
+    """``plugins`` in the order their ``needs`` and ``after`` ask (each after the plugins it names), otherwise as
+    given: of those whose predecessors are placed, the first given goes next. A need no plugin answers, or plugins
+    that need each other in a circle, are a ``DefinitionError`` naming them."""
+    names = {p.name for p in plugins}
+    for plugin in plugins:
+        missing = [n for n in plugin.needs if n not in names]
+        if missing:
+            raise DefinitionError(
+                f"plugin {plugin.name!r} needs {', '.join(repr(n) for n in missing)}, which this agent does not have: "
+                f"add {'it' if len(missing) == 1 else 'them'} to plugins=[...] (or go without {plugin.name!r})"
+            )
+    before = [{n for n in (*p.needs, *p.after) if n in names and n != p.name} for p in plugins]
+    if not any(before):
+        return list(plugins)
+    left = list(range(len(plugins)))
+    placed: list[int] = []
+    while left:
+        pending = {plugins[i].name for i in left}
+        ready = next((i for i in left if not before[i] & pending), None)
+        if ready is None:
+            circle = " -> ".join(plugins[i].name for i in left if before[i] & pending)
+            raise DefinitionError(
+                f"plugins that need each other in a circle: {circle}; one of them must not need (or come after) another"
+            )
+        left.remove(ready)
+        placed.append(ready)
+    return [plugins[i] for i in placed]
 
 
 def find_plugin(plugins: Sequence[Plugin], kind: type[P]) -> P | None:

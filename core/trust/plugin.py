@@ -32,10 +32,11 @@ class TrustGuard(Plugin):
     """Enforces ``trust`` (tiers, the operator's policy, approvals) in every run."""
 
     name = "trust"
+    after = ("loop-guard",)  # (a repeated call is refused as a repeat before a tier or an approval sees it)
 
     def __init__(self, trust: Trust) -> None:
         self.trust = trust
-        """The trust settings; ``Trust.approvals`` fills in their approvals."""
+        """The trust settings; the approvals desk fills in their ``approvals`` (``Trust.approvals``)."""
 
     def attach(self, host: Host) -> None:
         host.provide(TRUST, self.trust)
