@@ -238,8 +238,8 @@ class LocalModel:
         the prompt appears costs no more than a later one: the decision's worked examples (the same for any bot's
         tools), and, given the ``request`` a conversation's first message will make, its decision prompt and its
         system prompt, in the slots that conversation will take, then in every other deciding slot and free
-        conversation slot (several people's first messages at once find them evaluated too). Nothing is answered
-        and no slot is claimed."""
+        conversation slot, and the system prompt in every scratch slot, where tool calls are written (several
+        people's first messages at once find them evaluated too). Nothing is answered and no slot is claimed."""
         await self.load()
         server = self._server
         started = time.perf_counter()
@@ -254,6 +254,8 @@ class LocalModel:
             bodies += [*route, self._body(request, slot=free[0])]
             bodies += [{**body, "id_slot": slot} for body in route for slot in self._deciding[1:]]
             bodies += [self._body(request, slot=slot) for slot in free[1:]]
+            if route:  # a tool call's prompt starts with the same system prompt
+                bodies += [self._body(request, slot=slot) for slot in self._scratch]
         elif self.calls_tools:  # the worked examples any bot's tools are decided after
             demo = ToolSpec(name="none_of_these", description="(warming up)")
             probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
