@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from core import ActionContext, Host, action
-from core.memory.history import excerpt, query_words
+from core.memory.history import HISTORY, excerpt, query_words
 
 __all__ = ("search_history",)
 
@@ -44,7 +44,7 @@ def _ms(text: str, *, end: bool, name: str) -> int | None:
 
 
 async def _search_history(args: SearchArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
-    history = agent.history
+    history = agent.provided(HISTORY)
     if history is None:
         raise ValueError("this bot keeps no history to search")
     since = _ms(args.since, end=False, name="since")

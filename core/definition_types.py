@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .chat_settings import ChatPolicy, ChatSettingsStore
     from .events import RunEvent
     from .media.reader import Fetcher, MediaReader
-    from .memory import HistoryStore, MemoryStore
+    from .memory import MemoryStore
     from .models.base import Model
     from .reply_ledger import ReplyLedger
     from .slots import Slot
@@ -306,11 +306,6 @@ class Host(Protocol):
     @property
     def memory(self) -> MemoryStore:
         """Where context memory and working memory are kept."""
-        ...
-
-    @property
-    def history(self) -> HistoryStore | None:
-        """Where every input and output is kept and searched (None: not kept)."""
         ...
 
     @property

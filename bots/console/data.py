@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from core.memory.history import ConversationIndex, ConversationInfo, HistoryEntry
+from core.memory.history import HISTORY, ConversationIndex, ConversationInfo, HistoryEntry
 from core.usage import CACHED, UsageIndex, UsageTotals, last_days
 
 from .charts import Bar, money
@@ -75,7 +75,7 @@ def conversation_of(agent: Host, cid: str) -> tuple[Context, Any] | None:
 
 async def conversations(agent: Host, words: str, *, limit: int = 50) -> list[ConversationInfo] | None:
     """The conversations matching ``words`` (None when the history store cannot list them)."""
-    history = agent.history
+    history = agent.provided(HISTORY)
     if not isinstance(history, ConversationIndex):
         return None
     return await history.conversations(words=words, limit=limit)
@@ -83,9 +83,10 @@ async def conversations(agent: Host, words: str, *, limit: int = 50) -> list[Con
 
 async def transcript(agent: Host, cid: str, *, limit: int = 200) -> list[HistoryEntry]:
     """The newest ``limit`` entries of ``cid``, oldest first."""
-    if agent.history is None:
+    history = agent.provided(HISTORY)
+    if history is None:
         return []
-    return list(reversed(await agent.history.search(cid, limit=limit)))
+    return list(reversed(await history.search(cid, limit=limit)))
 
 
 async def redis_day_rows(client: Any, prefix: str, days: list[str]) -> list[tuple[str, str, UsageTotals]]:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from core.errors import BotError
+from core.memory.history import HISTORY
 from core.run_traces import recent_runs
 from core.usage import UsageTotals
 from extensions.chat.reminders import describe, schedules_or_none
@@ -234,7 +235,8 @@ class Views:
         agent = self.console.agent
         known = conversation_of(agent, cid)
         entries = await transcript(agent, cid)
-        summary = (await agent.history.summary(cid)).text if agent.history is not None else ""
+        history = agent.provided(HISTORY)
+        summary = (await history.summary(cid)).text if history is not None else ""
         chat = await agent.chat_of(cid)
         settings = {name: getattr(chat, name) for name in type(chat).model_fields}
         tracing = self.console.settings.tracing

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from core.errors import BotError, ConfigError, PlatformError, address_in_use, cannot_listen
+from core.memory.history import HISTORY
 from core.trust import TIER_PARAM, Tier
 
 from ..chat.adapter import ChatAdapter
@@ -296,10 +297,11 @@ class WebRuntime(ChatAdapter):
     async def history_of(self, visitor: str) -> list[dict[str, Any]]:
         """The visitor's conversation, oldest first (empty when the bot keeps no history)."""
         agent = self.agent
-        if agent is None or agent.history is None:
+        history = agent.provided(HISTORY) if agent is not None else None
+        if agent is None or history is None:
             return []
         cid = agent.context_id(web_chat, visitor)
-        entries = await agent.history.search(cid, limit=HISTORY_SHOWN)
+        entries = await history.search(cid, limit=HISTORY_SHOWN)
         return [{"role": e.role, "text": e.text, "ts": e.ts} for e in reversed(entries)]
 
     # -- post ------------------------------------------------------------------------------------------
