@@ -573,7 +573,7 @@ class Agent(ExtensionPoints):
         if run_context.get(correlation_id) is None:  # a queue worker: take the id the input carried
             carried = next((ref.correlation_id for ref in inputs if ref.correlation_id), None)
             run_context.run(correlation_id.set, carried)
-        self._runs.start(cid, self._run(context, args, cid, pending), context=run_context)
+        self._start(context, args, cid, pending, run_context)
         return await asyncio.shield(pending.finished)
 
     async def say(self, state: ContextState, text: str) -> None:
@@ -782,7 +782,22 @@ class Agent(ExtensionPoints):
                 following = following.following
             return
         self._runs.put(cid, following)
-        self._runs.start(cid, self._run(context, args, cid, following), context=contextvars.copy_context())
+        self._start(context, args, cid, following, contextvars.copy_context())
+
+    def _start(self, context: Context, args: Any, cid: str, pending: Pending, run_context: contextvars.Context) -> None:
+        """Start the run of ``pending`` in a task of the run table. A task cancelled before its first step (a lease
+        lost, a join given up, in the instant the run was put in the table) never enters ``_run``, whose clean-up
+        would not run: the pending run would stay in the table for good, its callers and every later run of the
+        conversation waiting on it. The task's end does that clean-up then."""
+
+        def ended(task: asyncio.Task[Any]) -> None:
+            if pending.finished.done():
+                return  # (``_run`` ran and settled it)
+            pending.finished.cancel()
+            self._runs.release(cid, pending)
+            self._follow(context, args, cid, pending, cancelled=True)
+
+        self._runs.start(cid, self._run(context, args, cid, pending), context=run_context).add_done_callback(ended)
 
     async def _remember_trace(self, cid: str, run: Run) -> None:
         """Keep the run's trace id with the conversation (``core.run_traces``; nothing while tracing is off; a

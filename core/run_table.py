@@ -115,13 +115,14 @@ class RunTable:
             del self._entries[cid]
             self._origin.pop(cid, None)
 
-    def start(self, cid: str, job: Coroutine[Any, Any, None], *, context: contextvars.Context) -> None:
+    def start(self, cid: str, job: Coroutine[Any, Any, None], *, context: contextvars.Context) -> asyncio.Task[None]:
         """Drive the run of ``cid`` with ``job``, in a task the table owns (``context``: its context variables)."""
         task = asyncio.create_task(job, name=f"run:{cid}", context=context)
         self._tasks.add(task)
         self._task_of[cid] = task
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda t: self._task_of.pop(cid, None) if self._task_of.get(cid) is t else None)
+        return task
 
     def cancel(self, cid: str) -> bool:
         """Cancel the run of ``cid``; True if there was one to cancel."""

@@ -35,7 +35,7 @@ class Chunks:
             yield chunk
 
 
-async def _charge(input_tokens: int, output_tokens: int, estimated: bool) -> None:
+async def _charge(input_tokens: int, output_tokens: int, estimated: bool, cached: int = 0) -> None:
     pass
 
 
