@@ -403,6 +403,9 @@ class Agent(ExtensionPoints):
         current = self._runs.get(cid)
         if isinstance(current, Run):
             current.forget = True  # a run in progress must not save back what is being forgotten
+            if current.saving:  # (too late for that: what it saves is deleted once it is saved)
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.shield(current.finished)
         await self.states.delete(cid)
         for reset in self.hooks.reset:
             await reset(cid, erase=erase)
@@ -736,6 +739,7 @@ class Agent(ExtensionPoints):
                     except Exception:
                         log.exception("on_run of context %s raised", context.type)
             if not run.forget:
+                run.saving = True
                 await self.save_state(state)
                 for used in state.used:  # the other contexts it used (Context.uses), through the same store
                     await self.save_state(used)

@@ -80,6 +80,8 @@ class Run:
         """Model calls made so far."""
         self.forget = False
         """Set by ``agent.reset`` during the run: its memory is not saved at the end."""
+        self.saving = False
+        """Set once the run has begun to save its memory (too late for ``forget``: a reset waits for it to end)."""
         self.asker: str | None = None
         """Who wrote the newest input shown to the model (``discord:123``): its usage is counted to them."""
         self.trace_id: str | None = None
