@@ -12,10 +12,6 @@ holds ``converse`` on each of its platforms:
 3. a group where two people speak (a Telegram group, a Discord server channel; on the web chat two visitors at
    once; the terminal has one person): both answered. With the hosted fake the second person speaks while the
    first is being answered (the model holds that request), so the busy policy decides what happens.
-
-With the embedded model the platforms' conversations are held at once (the model answers them side by side in its
-slots, as it does for people on several platforms); with the hosted fake one after the other (it holds one
-person's request at a time).
 """
 
 from __future__ import annotations
@@ -321,16 +317,8 @@ async def run_cell(cell: Cell, folder: Path, *, database_url: str | None = None)
         services = await stack.enter_async_context(_services(cell, folder, database_url))
         results: dict[str, dict[str, str]] = {}
         async with deployed(cell, chats, model, folder, services) as deployment:
-            if model is None:  # the embedded model: the platforms' conversations at once, in its slots (LLM_SLOTS)
-                async with asyncio.TaskGroup() as group:
-                    talks = {
-                        chat.name: group.create_task(converse(chat, deployment, None, recall=cell.plugins != "new"))
-                        for chat in chats
-                    }
-                results.update((name, talk.result()) for name, talk in talks.items())
-            else:  # (the hosted fake holds one person's answer at a time: one platform after the other)
-                for chat in chats:
-                    results[chat.name] = await converse(chat, deployment, model, recall=cell.plugins != "new")
+            for chat in chats:
+                results[chat.name] = await converse(chat, deployment, model, recall=cell.plugins != "new")
             if cell.browser:
                 web = next(c for c in chats if isinstance(c, WebChat))
                 results["browser"] = {"answer": await in_the_browser(web, folder, model)}
