@@ -193,6 +193,8 @@ class LocalModel:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         """The threads that wait on llama.cpp, one per answer being generated (not the event loop's default pool,
         which other work shares: a conversation waiting for a thread would wait for others' answers)."""
+        self._warming: asyncio.Task[None] | None = None
+        """Warming the other slots, after the first conversation's (``warm``)."""
 
     def __repr__(self) -> str:
         return f"LocalModel(model_path={str(self.model_path)!r}, threads={self.threads}, slots={self.slots})"
@@ -239,16 +241,22 @@ class LocalModel:
         tools), and, given the ``request`` a conversation's first message will make, its decision prompt and its
         system prompt, in the slots that conversation will take, then in every other deciding slot and free
         conversation slot, and the system prompt in every scratch slot, where tool calls are written (several
-        people's first messages at once find them evaluated too). Nothing is answered and no slot is claimed."""
+        people's first messages at once find them evaluated too). Nothing is answered and no slot is claimed.
+
+        Only the first conversation's prompts are evaluated before this returns (the bot is ready then); the other
+        slots are warmed in the background after it (``warmed`` waits for them): on two cores they took the bot's
+        start from about 2 to about 5 minutes under load, for people who may never come at once."""
         await self.load()
         server = self._server
         started = time.perf_counter()
         self._say("warming up")
         bodies: list[dict[str, Any]] = []
+        now = 1  # (the bodies evaluated before the bot is ready: the first conversation's)
         if request is not None:
             # first what the first conversation needs, then the same prompts in every other free slot of theirs: so
             # many people writing at once each find the decision's examples and the system prompt evaluated
             route = [self._route_body(request)] if self._offers_tools(request) else []
+            now = len(route) + 1
             taken = set(self._slot_of.values())
             free = [s for s in range(self.slots) if s not in taken] or [self._scratch[0]]
             bodies += [*route, self._body(request, slot=free[0])]
@@ -262,12 +270,33 @@ class LocalModel:
             bodies += [{**self._route_body(probe), "id_slot": slot} for slot in self._deciding]
         else:
             bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self._scratch[0]))
-        for body in bodies:
+        first, rest = bodies[:now], bodies[now:]
+        for body in first:
             await self._collect(server, {**body, "max_tokens": 1})
         self._say(f"warmed up ({time.perf_counter() - started:.1f} s)")
+        if rest:
+            self._warming = asyncio.create_task(self._warm_rest(server, rest), name="warming the other slots")
+
+    async def _warm_rest(self, server: Any, bodies: list[dict[str, Any]]) -> None:
+        started = time.perf_counter()
+        try:
+            for body in bodies:
+                await self._collect(server, {**body, "max_tokens": 1})
+        except Exception:  # (a slot left cold answers its first message a little slower, that is all)
+            log.warning("warming the embedded model's other slots failed", exc_info=True)
+        else:
+            log.info("the embedded model's other %d slots warmed (%.1f s)", len(bodies), time.perf_counter() - started)
+
+    async def warmed(self) -> None:
+        """Wait until every slot ``warm`` began warming is warm."""
+        if self._warming is not None:
+            await asyncio.shield(self._warming)
 
     def close(self) -> None:
         """Free the model; the next answer loads it again."""
+        if self._warming is not None:
+            self._warming.cancel()
+            self._warming = None
         with self._lock:
             self._server = None
             self._slot_of.clear()

@@ -246,6 +246,7 @@ async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_sl
     request = await first_request(agent)
     assert request is not None and [t.name for t in request.tools] == ["add_todo", "convert", "todo:list"]
     await model.warm(request)
+    await model.warmed()  # (the slots after the first conversation's are warmed in the background)
     decide, plain, scratch = model._server.bodies
     assert all(body["max_tokens"] == 1 for body in model._server.bodies)
     assert scratch["id_slot"] == 1 and scratch["messages"] == plain["messages"], "the system prompt where calls go"
@@ -253,6 +254,7 @@ async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_sl
     assert plain["id_slot"] == 0 and "Todo list:\n- buy milk" in plain["messages"][0]["content"]
     assert not model._slot_of, "no conversation holds a slot"
     await model.warm()  # without a request: the worked examples any bot's tools are decided after
+    await model.warmed()
     (demos,) = model._server.bodies[3:]
     assert demos["messages"][:-1] == decide["messages"][:-1]
 
@@ -269,6 +271,7 @@ async def test_warming_up_fills_every_deciding_and_free_conversation_slot(tmp_pa
     request = await first_request(agent)
     assert request is not None
     await model.warm(request)
+    await model.warmed()  # (the slots after the first conversation's are warmed in the background)
     slots = [body["id_slot"] for body in model._server.bodies]
     assert slots == [5, 0, 6, 1, 2, 3, 4], "the first conversation's decision and slot first, then the others"
     decisions = [b["messages"] for b in model._server.bodies if b["id_slot"] in (5, 6)]
