@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from core.fleet import scripts
+from core.fleet.answer_book import ANSWER_TTL
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import wait_until
@@ -206,10 +207,12 @@ async def test_a_message_costs_at_most_4_round_trips_and_25_commands_and_leaves_
     # the post is recorded and the batch acknowledged after Telegram has the reply: the keys that live as long as a
     # batch (its ledger, the lease, the batch) may outlast the answers for a while
     await wait_until(lambda: _only_lasting_keys(client), timeout=30, what="the batches' keys gone")
-    keys_before = await client.dbsize()
+    keys_before = await _lasting_count(client)
     await _traffic(telegram, users)  # as much again, in the same chats
     await wait_until(lambda: _only_lasting_keys(client), timeout=30, what="the batches' keys gone again")
-    await wait_until(lambda: _dbsize_is(client, keys_before), timeout=30, what=f"{keys_before} keys, as before")
+    await wait_until(lambda: _lasting_count_is(client, keys_before), timeout=30, what=f"{keys_before} keys, as before")
+    for key in await client.keys("bots:answer:*"):  # (one per answer posted, for the reactions to it: they expire)
+        assert 0 < await client.ttl(key) <= ANSWER_TTL, key
     per_message = [k for k in await client.keys("*") if ":dd:" in k or "usage:charged:" in k or k.startswith("arq:")]
     assert per_message == []
 
@@ -222,8 +225,13 @@ async def _only_lasting_keys(client: Any) -> bool:
     return not [key for key in await client.keys("*") if _TRANSIENT.match(key)] and not await client.zcard("bots:queue")
 
 
-async def _dbsize_is(client: Any, size: int) -> bool:
-    return bool(await client.dbsize() == size)
+async def _lasting_count(client: Any) -> int:
+    """Keys but those noting the bot's answers (``core.fleet.answer_book``: one per answer, kept ``ANSWER_TTL``)."""
+    return len([key for key in await client.keys("*") if not key.startswith("bots:answer:")])
+
+
+async def _lasting_count_is(client: Any, size: int) -> bool:
+    return await _lasting_count(client) == size
 
 
 async def _stored(client: Any, inboxes: list[str]) -> bool:
