@@ -38,7 +38,7 @@ def test_a_mistake_inside_a_policy_file_names_the_file(tmp_path: Path, monkeypat
     ("variable", "value", "says"),
     [
         ("TRUST_BOTS", "telegram:@otherbot, otherbot", "TRUST_BOTS: 'otherbot' names no bot; write telegram:@name"),
-        ("TRUST_BOTS", "slack:123", "TRUST_BOTS: 'slack:123' names no bot"),
+        ("TRUST_BOTS", "irc:123", "TRUST_BOTS: 'irc:123' names no bot"),  # (no such platform)
         ("TRUST_BOTS", "discord:@", "TRUST_BOTS: 'discord:@' names no bot"),
         ("TRUST_BOTS", "telegram:otherbot", "TRUST_BOTS: 'telegram:otherbot' names no bot"),  # no @: never matches
         ("TRUST_MEMBER_USERS", "telegram:5, 6", "TRUST_MEMBER_USERS: '6' is not a platform-qualified user id"),
