@@ -72,5 +72,5 @@ async def test_the_usage_page_shows_the_model_that_answered_each_message(start_b
             await until(shown)
     assert texts.count("from one") == 1 and texts.count("from two") == 1
     assert '<div class="figure">32</div><div class="label">input tokens read from the provider' in page
-    assert "<th>conversation</th><th class=\"num\">input</th><th class=\"num\">of it cached</th>" in page
+    assert '<th>conversation</th><th class="num">input</th><th class="num">of it cached</th>' in page
     assert len(first.requests) == 2 and len(second.requests) == 1
