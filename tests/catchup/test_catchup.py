@@ -18,7 +18,6 @@ from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 chat = context(type="chat", schema=str, key=lambda s: s)
 PEOPLE = ("Ann", "Bob", "Carol", "Dan")
-NOW = int(time.time() * 1000)
 MINUTE = 60_000
 
 
@@ -30,12 +29,13 @@ def link(cid: str, message_id: str, args: Any) -> str | None:
 async def history(tmp_path: Path) -> AsyncIterator[SQLiteHistory]:
     """200 messages of ``chat:team`` over the last 200 minutes, one a minute; Ann's last is number 50."""
     store = SQLiteHistory(tmp_path / "history.sqlite3")
+    now = int(time.time() * 1000)  # (the test's own now: the module may have been imported many minutes before)
     entries = []
     for n in range(1, 201):
         who = "Ann" if n in (10, 30, 50) else PEOPLE[1 + n % 3]
         text = f"message {n}: " + ("the release is moved to Friday" if n == 120 else f"talk about topic {n % 7}")
         entries.append(
-            HistoryEntry(id=f"m{1000 + n}/i{n}", ts=NOW - (201 - n) * MINUTE, role="user", who=who, text=text)
+            HistoryEntry(id=f"m{1000 + n}/i{n}", ts=now - (201 - n) * MINUTE, role="user", who=who, text=text)
         )
     await store.append("chat:team", entries)
     yield store
