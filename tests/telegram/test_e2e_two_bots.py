@@ -80,10 +80,12 @@ async def test_two_bots_addressing_each_other_stop_at_the_cap(bots: tuple[Bot, B
     alpha, beta = bots
     for bot in (alpha, beta):  # a person asks alpha to talk to beta: both see it, and answer it (a person's message)
         bot.server.user_says("@alpha_bot ask @beta_bot", user_id=7, chat_id=GROUP, kind="supergroup")
-    # until each bot has met the cap (the other's next message was ignored): a wait on that, not on "nothing moved
-    # for 2 s", which a loaded machine's slower answer passed with the exchange half done
+    # until a bot has met the cap (the other's next message was ignored): a wait on that, not on "nothing moved for
+    # 2 s", which a loaded machine's slower answer passed with the exchange half done. Not both: a message that
+    # reaches a bot before the first word of its answer to the one before joins that answer (issue 51), so a bot may
+    # answer two messages at once and the other then meets one message fewer than its cap
     async with asyncio.timeout(60):
-        while not all("message_ignored:bot_cap" in bot.kinds for bot in (alpha, beta)):
+        while not any("message_ignored:bot_cap" in bot.kinds for bot in (alpha, beta)):
             carry(alpha, beta)
             carry(beta, alpha)
             await asyncio.sleep(0.05)
@@ -94,9 +96,11 @@ async def test_two_bots_addressing_each_other_stop_at_the_cap(bots: tuple[Bot, B
         quiet = 0 if moved else quiet + 1
         await asyncio.sleep(0.1)
         assert len(alpha.server.sent) + len(beta.server.sent) < 40, "the bots did not stop"
-    # each answered the person once and the other bot CAP times; the next bot message found the cap
-    assert len(alpha.server.sent) == 1 + CAP and len(beta.server.sent) == 1 + CAP
-    assert alpha.kinds.count("message_ignored:bot_cap") == 1 and beta.kinds.count("message_ignored:bot_cap") == 1
+    # each answered the person and the other bot in 1 + CAP posts at most (two messages answered in one post count
+    # two against the cap); the next bot message found the cap
+    assert 1 <= len(alpha.server.sent) <= 1 + CAP and 1 <= len(beta.server.sent) <= 1 + CAP
+    capped = [bot.kinds.count("message_ignored:bot_cap") for bot in (alpha, beta)]
+    assert max(capped) == 1 and sum(capped) >= 1, capped
 
 
 async def test_a_bot_not_addressed_is_not_answered_whatever_the_policy(bots: tuple[Bot, Bot]) -> None:
