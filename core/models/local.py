@@ -193,6 +193,11 @@ class LocalModel:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         """The threads that wait on llama.cpp, one per answer being generated (not the event loop's default pool,
         which other work shares: a conversation waiting for a thread would wait for others' answers)."""
+        self.warm_every_slot = False
+        """``warm`` warms every other slot too, in the background once the bot is ready (several people's first
+        messages at once find them warm). Off by default: on two cores that work competes with the first answers,
+        and several such bots on one machine (the release gate's) starve each other; a slot left cold costs its
+        first message the evaluation of the system prompt."""
         self._warming: asyncio.Task[None] | None = None
         """Warming the other slots, after the first conversation's (``warm``)."""
 
@@ -244,8 +249,9 @@ class LocalModel:
         people's first messages at once find them evaluated too). Nothing is answered and no slot is claimed.
 
         Only the first conversation's prompts are evaluated before this returns (the bot is ready then); the other
-        slots are warmed in the background after it (``warmed`` waits for them): on two cores they took the bot's
-        start from about 2 to about 5 minutes under load, for people who may never come at once."""
+        slots are warmed in the background after it when ``warm_every_slot`` is set (``warmed`` waits for them): on
+        two cores they took the bot's start from about 2 to about 5 minutes under load, for people who may never
+        come at once."""
         await self.load()
         server = self._server
         started = time.perf_counter()
@@ -256,14 +262,16 @@ class LocalModel:
             # first what the first conversation needs, then the same prompts in every other free slot of theirs: so
             # many people writing at once each find the decision's examples and the system prompt evaluated
             route = [self._route_body(request)] if self._offers_tools(request) else []
-            now = len(route) + 1
+            now = len(route) + 1 + (1 if route else 0)  # (and the first scratch slot: a tool call's prompt)
             taken = set(self._slot_of.values())
             free = [s for s in range(self.slots) if s not in taken] or [self._scratch[0]]
             bodies += [*route, self._body(request, slot=free[0])]
+            if route:  # a tool call's prompt starts with the same system prompt
+                bodies += [self._body(request, slot=self._scratch[0])]
             bodies += [{**body, "id_slot": slot} for body in route for slot in self._deciding[1:]]
             bodies += [self._body(request, slot=slot) for slot in free[1:]]
-            if route:  # a tool call's prompt starts with the same system prompt
-                bodies += [self._body(request, slot=slot) for slot in self._scratch]
+            if route:
+                bodies += [self._body(request, slot=slot) for slot in self._scratch[1:]]
         elif self.calls_tools:  # the worked examples any bot's tools are decided after
             demo = ToolSpec(name="none_of_these", description="(warming up)")
             probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
@@ -274,7 +282,7 @@ class LocalModel:
         for body in first:
             await self._collect(server, {**body, "max_tokens": 1})
         self._say(f"warmed up ({time.perf_counter() - started:.1f} s)")
-        if rest:
+        if rest and self.warm_every_slot:
             self._warming = asyncio.create_task(self._warm_rest(server, rest), name="warming the other slots")
 
     async def _warm_rest(self, server: Any, bodies: list[dict[str, Any]]) -> None:

@@ -265,6 +265,7 @@ async def test_warming_up_fills_every_deciding_and_free_conversation_slot(tmp_pa
     evaluated."""
     model = scripted(tmp_path, {})
     model.slots, model.helpers = 3, 2
+    model.warm_every_slot = True  # (off by default: only the first conversation's slots and a scratch slot)
     agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
     from bots.warmup import first_request
 
@@ -273,7 +274,7 @@ async def test_warming_up_fills_every_deciding_and_free_conversation_slot(tmp_pa
     await model.warm(request)
     await model.warmed()  # (the slots after the first conversation's are warmed in the background)
     slots = [body["id_slot"] for body in model._server.bodies]
-    assert slots == [5, 0, 6, 1, 2, 3, 4], "the first conversation's decision and slot first, then the others"
+    assert slots == [5, 0, 3, 6, 1, 2, 4], "the first conversation's decision, slot and scratch first, then the others"
     decisions = [b["messages"] for b in model._server.bodies if b["id_slot"] in (5, 6)]
     assert decisions[0] == decisions[1]
     assert not model._slot_of and all(body["max_tokens"] == 1 for body in model._server.bodies)
