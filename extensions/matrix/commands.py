@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING
 
 from core.errors import PlatformError
 
 from ..chat.adapter import ChatAdapter
 from ..chat.commands import COMMANDS, Caller, ChatCommands
 from ..chat.i18n import say
-from .definitions import matrix_room
+from .definitions import Facts, matrix_room
 from .posting import Poster
-
-if TYPE_CHECKING:
-    from .listener import Facts
 
 __all__ = ("HELP", "OWN_COMMANDS", "PERSONAL_ELSEWHERE", "RESET_REFUSED", "Commands", "command_of")
 

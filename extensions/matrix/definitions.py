@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pydantic
 
 from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.errors import ModelError
+from core.media import Attachment
 
 from ..chat.exactly_once import may_post
 from ..chat.i18n import say
@@ -90,6 +92,31 @@ def get_runtime(agent: Host) -> Runtime:
 def find_runtime(agent: Host) -> Runtime | None:
     """The Matrix side of ``agent``, or None."""
     return _runtimes.find(agent)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """What the bot needs to know of one person's message."""
+
+    args: RoomArgs
+    """Its conversation: the room, and the thread it is in."""
+    event_id: str
+    sender: str
+    """The author's user id: ``@ann:example.org``."""
+    name: str
+    """The author's display name in the room."""
+    text: str
+    private: bool
+    """The room has two members at most: the bot and this person."""
+    mentioned: bool
+    """The bot is mentioned (``m.mentions``, its user id or its display name in the text)."""
+    replied_to_bot: bool
+    """It answers one of the bot's messages."""
+    replied_id: str | None
+    """The event it answers, if any."""
+    admin: bool
+    """Its author's power level makes them a moderator of the room."""
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 def _key(args: RoomArgs) -> str:

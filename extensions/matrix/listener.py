@@ -17,7 +17,6 @@ import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nio import Event, MatrixRoom, ReactionEvent, RedactionEvent, RoomMessageImage, RoomMessageText
@@ -33,7 +32,7 @@ from ..chat.backpressure import Incoming
 from ..chat.counters import Ignored
 from ..chat.policy import Allowlist, ReplyPolicy, should_reply
 from .commands import Commands, command_of
-from .definitions import MESSAGE, RoomArgs, matrix_room
+from .definitions import MESSAGE, Facts, RoomArgs, matrix_room
 from .posting import Poster
 
 if TYPE_CHECKING:
@@ -48,31 +47,6 @@ THREADS_KEPT = 10_000
 """Threads remembered for redactions at most."""
 ADMIN_LEVEL = 50
 """The power level from which a room member administers the room (Matrix's moderators and admins)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Facts:
-    """What the bot needs to know of one person's message."""
-
-    args: RoomArgs
-    """Its conversation: the room, and the thread it is in."""
-    event_id: str
-    sender: str
-    """The author's user id: ``@ann:example.org``."""
-    name: str
-    """The author's display name in the room."""
-    text: str
-    private: bool
-    """The room has two members at most: the bot and this person."""
-    mentioned: bool
-    """The bot is mentioned (``m.mentions``, its user id or its display name in the text)."""
-    replied_to_bot: bool
-    """It answers one of the bot's messages."""
-    replied_id: str | None
-    """The event it answers, if any."""
-    admin: bool
-    """Its author's power level makes them a moderator of the room."""
-    attachments: list[Attachment] = field(default_factory=list)
 
 
 def _relates(event: Event) -> dict[str, Any]:
