@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.approvals import Approval, Pressed
 from core.errors import PlatformError
@@ -16,8 +16,9 @@ from ..chat.approvals import settled_text as settled
 from .definitions import ConversationArgs
 
 if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+
     from ..chat.trust import TrustRules
-    from .runtime import SlackRuntime
 
 __all__ = ("SlackApprovals",)
 
@@ -49,6 +50,14 @@ def _buttons(approval_id: str, language: str | None) -> dict[str, Any]:
     }
 
 
+class _WebAPI(Protocol):
+    """What the approvals use of the Slack runtime (``SlackRuntime``): its client, and its bounded calls."""
+
+    def require_client(self) -> AsyncWebClient: ...
+
+    async def call(self, method: Callable[..., Any], /, **params: Any) -> Any: ...
+
+
 class SlackApprovals(ChatApprovals):
     """Approval requests with buttons in Slack, and the presses on them."""
 
@@ -56,7 +65,7 @@ class SlackApprovals(ChatApprovals):
 
     def __init__(
         self,
-        runtime: SlackRuntime,
+        runtime: _WebAPI,
         *,
         rules: Callable[[], TrustRules],
         timeout: float,
