@@ -211,7 +211,9 @@ async def test_the_same_update_delivered_twice_is_answered_once(
     await server.wait_replies(1)
     await agent.stop()  # answers everything already fetched before returning
     assert len(server.sent) == 1
-    assert server.served[update["update_id"]] == 2
+    # twice at least: the poller looks again 10 ms after a look while an answer is being written (issue 51), before
+    # the update is confirmed, and is handed it again: each delivery after the first is recognised and dropped
+    assert server.served[update["update_id"]] >= 2
     assert len(model.requests) == 1
 
 
