@@ -395,8 +395,12 @@ class Run:
                 cancelled=cancelled,
                 cached_input_tokens=cached,
             )
-            for charged in self.hooks.charged:
-                await charged(call)
+            await _whole(self._charged(call))
+
+    async def _charged(self, call: ModelCall) -> None:
+        """``call``'s tokens to each plugin that counts them (``charged``), one after the other."""
+        for charged in self.hooks.charged:
+            await charged(call)
 
     async def _step(self) -> Step | None:
         """One model call and what it wrote (None: every new input was over a limit, the model was not called)."""
@@ -472,9 +476,11 @@ class Run:
             if self._restart_cancelled and not self._stop_cancelled:
                 if task is not None:
                     task.uncancel()
-                self._restart_cancelled = False
-                await self._restarted(request, updates, attempt)
+                # (no call to cancel while the cancelled one is charged: an input that joins meanwhile is read by the
+                # step that follows, a Stop ends it before its call; a cancel here would end the run, its memory lost)
                 self._stoppable = self._streaming = self._tasks = None
+                await self._restarted(request, updates, attempt)
+                self._restart_cancelled = False
                 return await self._step()
             if not self._stop_cancelled:
                 raise  # cancelled from outside (a lost lease, a stop of the agent): not a person's Stop
@@ -630,3 +636,20 @@ class Run:
 
 async def _awaited(work: Awaitable[None]) -> None:
     await work
+
+
+async def _whole(work: Coroutine[Any, Any, None]) -> None:
+    """Await ``work`` to its end even when the run's task is cancelled meanwhile, then let the cancellation through.
+    A call's charge is several writes (the conversation's counter, then each person's share, ``core.usage``); a Stop,
+    the ``interrupt`` policy or a restart cancelling the task between two of them, with the store writing in a thread
+    or a server, left the conversation charged and the people not (seen in the privacy matrix, issue 49)."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError as exc:  # (asyncio.wait leaves the task running)
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
+    task.result()

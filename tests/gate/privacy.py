@@ -18,7 +18,7 @@ and the web chat at once:
 3. Checked: ``/memory`` lists both facts to Ann (the bike's when it was kept) and nothing to Bob; no model call that
    read Bob's question showed Ann's facts or gave them to him from ``recall``, nor a passage of her notes from
    ``search_knowledge`` (which finds them when Ann looks them up in her private chat, and no call elsewhere shows
-   them); ``/stats``: Ann's and Bob's tokens add up to no more than the conversation's (no call charged twice), Bob
+   them); ``/stats``: Ann's and Bob's tokens add up to the conversation's (every token a person's, none twice), Bob
    is charged for no call that did not read his question and no more than Ann (one call that answers both charges
    each their share).
 
@@ -250,10 +250,10 @@ async def hold_privacy(chat: Chat, model: PrivacyModel) -> str:
     assert bobs.startswith(say("memory_none")), (name, bobs)
 
     ann, bob = await people.usage(ANN), await people.usage(BOB)
-    if group:  # (nothing charged twice)
-        assert ann.chat_in == bob.chat_in >= ann.user_in + bob.user_in, (name, ann, bob)
+    if group:  # (every token charged to one of them, none twice)
+        assert ann.chat_in == bob.chat_in == ann.user_in + bob.user_in, (name, ann, bob)
     else:  # (each visitor's own conversation)
-        assert ann.chat_in >= ann.user_in and bob.chat_in >= bob.user_in, (name, ann, bob)
+        assert ann.chat_in == ann.user_in and bob.chat_in == bob.user_in, (name, ann, bob)
     assert 0 < bob.user_in <= TOKENS_IN * len(joint), (name, bob, len(joint))
     assert bob.user_in <= ann.user_in, (name, ann, bob)
     for prompt in joint:
