@@ -14,10 +14,14 @@ log = logging.getLogger("extensions.chat")
 
 @contextlib.asynccontextmanager
 async def keep_typing(send: Callable[[], Awaitable[object]], *, every: float) -> AsyncIterator[None]:
-    """Call ``send()`` now and every ``every`` seconds until the block exits; failures are only logged
-    (a missing typing indicator must never cost a reply)."""
+    """Call ``send()`` at once and every ``every`` seconds until the block exits; failures are only logged
+    (a missing typing indicator must never cost a reply). The first call waits for one turn of the event loop:
+    the work that holds the indicator (a run, calling its model) goes first, and the request that shows "typing..."
+    (a round trip through the platform's client, a millisecond or two of this process's time) follows it, rather
+    than delaying the model call by as much."""
 
     async def loop() -> None:
+        await asyncio.sleep(0)
         while True:
             try:
                 async with asyncio.timeout(every):
