@@ -17,6 +17,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
+from importlib import metadata
 from typing import Any
 
 import httpx2
@@ -52,7 +53,16 @@ class _OneLine(logging.Filter):
 for _name in ("mcp.client.stdio", "mcp.client.streamable_http"):
     logging.getLogger(_name).addFilter(_OneLine())
 
-CLIENT_INFO = Implementation(name="daydreams-bots", version="0.1.0")
+
+def _installed_version() -> str:
+    """This project's installed version (pyproject's ``version``), which MCP servers see in the handshake."""
+    try:
+        return metadata.version("daydreams-bots")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+CLIENT_INFO = Implementation(name="daydreams-bots", version=_installed_version())
 FIRST_RETRY = 1.0
 """Seconds before the first new attempt after a failure; doubled after each failure."""
 STABLE_AFTER = 10.0

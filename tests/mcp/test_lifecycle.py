@@ -63,3 +63,11 @@ async def test_a_server_that_writes_garbage_is_reported_in_one_line(caplog: pyte
     sdk = [r for r in caplog.records if r.name.startswith("mcp.")]
     assert sdk and all(r.exc_info is None for r in sdk)
     assert "secret-ish" not in caplog.text and "Traceback" not in caplog.text
+
+
+def test_servers_are_told_the_installed_version_in_the_handshake() -> None:
+    from importlib.metadata import version
+
+    from extensions.mcp.server import CLIENT_INFO
+
+    assert CLIENT_INFO.version == version("daydreams-bots")  # was a fixed "0.1.0" behind every release
