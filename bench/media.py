@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 import core
 from core.media import Attachment, AttachmentKind
+from core.media.reader import READER
 from extensions.telegram import TelegramSettings, telegram_extension
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -60,10 +61,14 @@ async def _bench(messages: int, photo_kb: int) -> None:
     try:
         await _round_trips(fake, 10, lambda n: fake.user_says("warm up"))
         await _round_trips(fake, 10, lambda n: fake.user_sends("photo", photo))
-        fetched, calls, downloads = agent.media.fetched_bytes, len(fake.calls_of("getFile")), len(fake.downloads)
+        fetched, calls, downloads = (
+            agent.provided(READER).fetched_bytes,
+            len(fake.calls_of("getFile")),
+            len(fake.downloads),
+        )
         text = await _round_trips(fake, messages, lambda n: fake.user_says(f"message {n}"))
         photos = await _round_trips(fake, messages, lambda n: fake.user_sends("photo", photo, caption=f"photo {n}"))
-        per_image = (agent.media.fetched_bytes - fetched) / messages
+        per_image = (agent.provided(READER).fetched_bytes - fetched) / messages
         requests = (len(fake.calls_of("getFile")) - calls + len(fake.downloads) - downloads) / messages
         images_sent = sum(len(r.images) for r in model.requests[-messages:])
         print(

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from core import ModelRequest, SQLiteStore  # noqa: E402
 from core.memory import HistoryEntry, HistoryStore, SQLiteHistory  # noqa: E402
 from core.prompt import build_prompt  # noqa: E402
+from core.summary import SUMMARIZER  # noqa: E402
 from tests.memory.long_chat import brain, chat, long_chat_agent  # noqa: E402
 
 CID = "chat:room"
@@ -87,7 +88,7 @@ async def conversation(folder: Path, total: int) -> None:
     print(f"one conversation, {total:,} messages through the agent (embedded: SQLite, summary every 50 entries)")
     print(f"{'messages':>10} {'prompt chars':>13} {'build ms':>9} {'summary chars':>14} {'RSS MB':>7}")
     async with agent:
-        assert agent.summarizer is not None
+        assert agent.provided(SUMMARIZER) is not None
         for checkpoint in checkpoints:
             while sent < checkpoint:
                 burst = min(checkpoint - sent, 1 if sent < 10 else 500)
@@ -96,7 +97,7 @@ async def conversation(folder: Path, total: int) -> None:
                 )
                 sent += burst
                 scripted.requests.clear()  # the scripted model keeps every request: not the bot's memory
-            await agent.summarizer.idle()
+            await agent.provided(SUMMARIZER).idle()
             await agent.send(chat, "room", {"type": "chat:message", "data": "how are you?"})
             state = await agent.load_state(chat, "room")
             actions, outputs = agent.available(state)

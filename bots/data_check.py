@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.errors import ConfigError, MemoryStoreError
+from core.memory.history import HISTORY
 from core.memory.sqlite import SQLiteFile, probe
+from core.usage import USAGE
 
 if TYPE_CHECKING:
     from core import Agent
@@ -24,7 +26,7 @@ async def check_data_files(agent: Agent, settings: Settings) -> None:
     ``BOT_DATA_DIR`` (the web chat's visitors, the knowledge base); ``ConfigError`` for the first that cannot be
     used."""
     try:
-        for store in (agent.memory, agent.history, agent.usage):
+        for store in (agent.memory, agent.provided(HISTORY), agent.provided(USAGE)):
             if isinstance(store, SQLiteFile):
                 await store.check()
         await asyncio.to_thread(_probe_all, Path(settings.bot.data_dir))

@@ -27,7 +27,7 @@ from core.models.base import call_route
 from core.trust import AuditEvent
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
 
 __all__ = (
     "ATTACHMENTS",
@@ -463,7 +463,7 @@ class RunTracker:
             self._failed.add(event.context_id)
             message_failed(platform_of(event.context_id))
 
-    def install(self, agent: Host) -> None:
+    def install(self, agent: Setup) -> None:
         """Hook into ``agent``'s observers and event listeners."""
         self.model = self.model or agent.model.name or "model"
         agent.add_observer(self)

@@ -44,7 +44,7 @@ from .metrics import RunTracker
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from core import Host
+    from core import Setup
     from core.webhooks import Webhooks
     from extensions.chat.http_server import HttpLimits
 
@@ -83,7 +83,7 @@ class Ops:
         """Process-wide readiness checks by name."""
         self.samplers: dict[str, Sampler] = {}
         """Gauge refreshers run before ``/metrics`` renders."""
-        self.agents: list[Host] = []
+        self.agents: list[Setup] = []
         """Agents whose state, model and readiness checks count."""
         self.info: dict[str, Callable[[], Any]] = {}
         """What ``/readyz`` shows besides the checks, by name (``discord_shards``: the shards this process holds)."""
@@ -115,7 +115,7 @@ class Ops:
         """Add (or replace) a gauge refresher, such as one reading the queue depth from Redis."""
         self.samplers[name] = sampler
 
-    def attach(self, agent: Host, *, check_model: bool = True) -> None:
+    def attach(self, agent: Setup, *, check_model: bool = True) -> None:
         """Count ``agent``'s runs, model calls, replies and tokens, and make its readiness this process's."""
         if any(a is agent for a in self.agents):
             return
@@ -124,7 +124,7 @@ class Ops:
         if check_model:
             self._model_checks[id(agent)] = model_check(agent.model)
 
-    def detach(self, agent: Host) -> None:
+    def detach(self, agent: Setup) -> None:
         """Stop counting ``agent`` in readiness (its metrics hooks stay)."""
         self.agents = [a for a in self.agents if a is not agent]
         self._model_checks.pop(id(agent), None)
@@ -261,7 +261,7 @@ class Ops:
         return web.json_response({"status": status, "reason": verdict.reason}, status=verdict.status, headers=headers)
 
 
-def _agent_running(agent: Host) -> Check:
+def _agent_running(agent: Setup) -> Check:
     def check() -> bool | str:
         if agent.failure is not None:
             return f"failed: {agent.failure}"

@@ -27,7 +27,7 @@ from extensions.chat.i18n import say
 from .history_search import search_history
 
 if TYPE_CHECKING:
-    from core import Dispatcher, Host, UsageStore
+    from core import Dispatcher, Setup, UsageStore
     from core.approvals import ApprovalStore
     from core.facts import FactStore
     from core.limits import LimitStore
@@ -119,7 +119,7 @@ class FromSettings(Plugin):
         name: str,
         build: Callable[[Deployment], Sequence[Plugin]],
         *,
-        setup: Callable[[Host, Deployment], None] | None = None,
+        setup: Callable[[Setup, Deployment], None] | None = None,
     ) -> None:
         self.name = name  # type: ignore[misc]  # (each instance names its feature)
         self.build = build
@@ -127,7 +127,7 @@ class FromSettings(Plugin):
         self.setup = setup
         """What the feature sets up on the agent once it is built (a service that fires schedules), or None."""
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         log.warning(  # (once, when the agent is built: the placeholder takes no part in its runs)
             "plugin %s is built from the settings by `bots run`; in create_agent, pass core's plugins instead",
             self.name,
@@ -142,7 +142,7 @@ def resolve(plugins: Sequence[Plugin], deployment: Deployment) -> list[Plugin]:
     return found
 
 
-def set_up(plugins: Sequence[Plugin], agent: Host, deployment: Deployment) -> None:
+def set_up(plugins: Sequence[Plugin], agent: Setup, deployment: Deployment) -> None:
     """Set up on ``agent`` what the ``FromSettings`` among ``plugins`` need once it is built."""
     for plugin in plugins:
         if isinstance(plugin, FromSettings) and plugin.setup is not None:
@@ -256,7 +256,7 @@ def schedules() -> FromSettings:
     def build(d: Deployment) -> list[Plugin]:
         return [ScheduledTexts()] if d.schedules is not None or not d.distributed else []
 
-    def setup(agent: Host, d: Deployment) -> None:
+    def setup(agent: Setup, d: Deployment) -> None:
         from .schedule_service import attach_schedules
 
         if d.schedules is not None or not d.distributed:
@@ -506,12 +506,12 @@ def webhooks() -> FromSettings:
             store = RedisWebhookStore(d.dispatcher.backend)
         plugin = Webhooks(sources, store, payload_chars=hooks.payload_chars)
 
-        def start(_agent: Host) -> None:
+        def start(_agent: Setup) -> None:
             from .ops import ops
 
             ops.add_webhooks(plugin)
 
-        def stop(_agent: Host) -> None:
+        def stop(_agent: Setup) -> None:
             from .ops import ops
 
             ops.remove_webhooks(plugin)

@@ -8,7 +8,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from core import Host, service
+from core import Setup, service
 from core.schedules import Clock, Schedule, Schedules, ScheduleStore, check_zone
 
 from .schedules import seed_operator_schedules, upcoming_lines
@@ -22,7 +22,7 @@ log = logging.getLogger("bots.schedules")
 
 
 def attach_schedules(
-    agent: Host, settings: Settings, store: ScheduleStore | None, *, fire: bool, clock: Clock | None = None
+    agent: Setup, settings: Settings, store: ScheduleStore | None, *, fire: bool, clock: Clock | None = None
 ) -> Schedules:
     """Give ``agent`` its schedules (``store``: None keeps them in its memory store, one process), fired here
     with ``fire``, on ``clock`` (default: the system's); at start, the operator's (``BOT_SCHEDULES``) are set,
@@ -50,7 +50,7 @@ def attach_schedules(
                 log.debug("could not count the pending schedules: %s", exc)
             await asyncio.sleep(every)
 
-    async def start(_agent: Host) -> None:
+    async def start(_agent: Setup) -> None:
         if bot.schedules:
             try:
                 await seed_operator_schedules(schedules, bot.schedules, default_tz=bot.timezone)
@@ -58,7 +58,7 @@ def attach_schedules(
                 log.warning("BOT_SCHEDULES could not be set now (%s); they are set at the next start", exc)
         tasks.append(asyncio.get_running_loop().create_task(count(), name="schedules-pending"))
 
-    async def stop(_agent: Host) -> None:
+    async def stop(_agent: Setup) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -60,7 +60,7 @@ from .errors import (
 from .escape import escape_text
 from .events import RunEvent, RunEventType
 from .health import Degraded
-from .host import Host, Runner
+from .host import Host, Runner, Setup
 from .limits import InMemoryLimitStore, LimitConfig, Limiter
 from .loop_guard import LoopGuard
 from .memory import InMemoryStore, MemoryStore, SQLiteStore
@@ -141,6 +141,7 @@ __all__ = (
     "SQLiteUsage",
     "ScriptedModel",
     "Service",
+    "Setup",
     "StreamParser",
     "TemplateError",
     "Thought",

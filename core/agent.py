@@ -39,10 +39,8 @@ from .errors import DefinitionError, NotAllowedError, RunError
 from .event_stream import Switched, events_of
 from .events import RunEvent
 from .extension_points import ExtensionPoints
-from .limits import LIMITER, Limiter
-from .media.reader import MediaReader
-from .memory import HistoryStore, InMemoryStore, MemoryStore
-from .memory.history import HISTORY
+from .limits import LIMITER
+from .memory import InMemoryStore, MemoryStore
 from .models.base import CallsTools, Model, PrefersCompact
 from .plugin import AgentHooks, Plugin, ordered
 from .prompt import PromptTemplate
@@ -53,10 +51,10 @@ from .run_table import Pending, RunTable
 from .run_traces import RunTrace, remember_run
 from .safety import check_without, with_safe_defaults
 from .state_store import StateStore
-from .summary import SUMMARIZER, Summarizer
 from .task_runner import TaskRunner
 from .trace import correlation_id
-from .usage import USAGE, InMemoryUsage, UsageStore, user_of
+from .trust.guard import TRUST
+from .usage import user_of
 
 __all__ = ("Agent", "create_agent")
 
@@ -143,8 +141,6 @@ class Agent(ExtensionPoints):
             else opts.compact_prompt
         )
         """Use the short, tool-less prompt made for small local models (by default when the model prefers it)."""
-        self.default_media = MediaReader()
-        """Reads attachments without the ``Media`` plugin (its limits only: nothing is read, ``Host.media``)."""
         self.chat_policy = dataclasses.replace(  # (what /busy and /quiet show is what the agent does)
             opts.chat_policy if opts.chat_policy is not None else ChatPolicy(),
             default_busy=BusyPolicy(opts.busy).value,
@@ -152,7 +148,6 @@ class Agent(ExtensionPoints):
             quiet_ms_by_context=dict(opts.quiet_ms_by_context),
         )
         """The operator's rules for settings changed from the chat (allowed models, pins, admins)."""
-        self._no_usage = InMemoryUsage()  # (what ``usage`` is without the Usage plugin: nothing fills it)
         self.max_tokens = opts.max_tokens
         """Upper bound on tokens per model call."""
         self.model_idle_timeout = opts.model_idle_timeout
@@ -215,32 +210,6 @@ class Agent(ExtensionPoints):
             self.registry.lay(bot_.context)
         for plugin in self.plugins:  # (each provides what it has: agent.provided(USAGE), LIMITER, TRUST...)
             plugin.attach(self)
-
-    # -- what the plugins provide (``provided``), as the agent's attributes ----------------------------
-
-    @property
-    def history(self) -> HistoryStore | None:
-        """Where every input and output is kept and searched (``provided(HISTORY)``, the ``LongMemory``
-        plugin's); None: only the working memory is kept."""
-        return self.provided(HISTORY)
-
-    @property
-    def usage(self) -> UsageStore:
-        """Tokens and estimated cost per day, per user, conversation and model (``provided(USAGE)``, the ``Usage``
-        plugin's store); without it, this process's memory, which nothing fills."""
-        found = self.provided(USAGE)
-        return found if found is not None else self._no_usage
-
-    @property
-    def limiter(self) -> Limiter | None:
-        """The ``Limits`` plugin's limits (``provided(LIMITER)``); None: no limits."""
-        return self.provided(LIMITER)
-
-    @property
-    def summarizer(self) -> Summarizer | None:
-        """Folds what leaves the prompt's window into each conversation's summary, after its runs
-        (``provided(SUMMARIZER)``, the ``LongMemory`` plugin's with a summary policy)."""
-        return self.provided(SUMMARIZER)
 
     # -- definitions and instances --------------------------------------------------------------------
 
@@ -623,7 +592,8 @@ class Agent(ExtensionPoints):
             here = self.stop_answer(context_id)
             if self.dispatcher.distributed:
                 here = await self.dispatcher.stop_answer(context_id) or here
-        approvals = self.trust.approvals if self.trust is not None else None
+        trust = self.provided(TRUST)  # (the TrustGuard plugin's settings)
+        approvals = trust.approvals if trust is not None else None
         if approvals is not None:
             here = await approvals.withdraw(context_id) > 0 or here
         return here
@@ -859,7 +829,8 @@ class Agent(ExtensionPoints):
         """True for a platform-qualified user id (``telegram:123``) listed as an admin (``BOT_ADMIN_USERS``, given
         to the limits and to the chat policy): no limit applies to them, they may ``/reset`` any conversation and
         change its settings."""
-        return user in self.chat_policy.admin_users or (self.limiter is not None and self.limiter.is_admin(user))
+        limiter = self.provided(LIMITER)  # (the Limits plugin's)
+        return user in self.chat_policy.admin_users or (limiter is not None and limiter.is_admin(user))
 
 
 create_agent = Agent

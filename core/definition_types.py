@@ -27,7 +27,7 @@ from .chat_settings import ChatSettings
 from .entries import ActionCall, EventRef, InputRef, Log, OutputRef, OutputRefResponse, WorkingMemory
 from .errors import DefinitionError
 from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
-from .media.reader import IMAGE_TYPES
+from .media.reader import IMAGE_TYPES, READER, MediaLimits
 from .prompt_sections import PromptSection
 from .schema import Schema
 from .statelog import StateLog
@@ -35,12 +35,11 @@ from .statelog import StateLog
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy, ChatSettingsStore
     from .events import RunEvent
-    from .media.reader import Fetcher, MediaReader
+    from .media.reader import Fetcher
     from .memory import MemoryStore
     from .models.base import Model
     from .reply_ledger import ReplyLedger
     from .slots import Slot
-    from .usage import UsageStore
 
 __all__ = (
     "Action",
@@ -65,6 +64,7 @@ __all__ = (
     "PlatformChat",
     "Send",
     "Service",
+    "Setup",
     "maybe_await",
 )
 
@@ -183,12 +183,19 @@ class ActionContext:
             attachment.note = "not shown: this model reads text only"
         elif mime not in IMAGE_TYPES:
             attachment.note = f"not shown: {mime or 'this type'} is not an image type the model reads"
-        elif len(data) > self.agent.media.limits.image_bytes:
-            attachment.note = f"not shown: larger than {human_size(self.agent.media.limits.image_bytes)}"
+        elif len(data) > (limit := _image_bytes(self.agent)):
+            attachment.note = f"not shown: larger than {human_size(limit)}"
         else:
             self.state.media[attachment.id] = Loaded(attachment=attachment, data=data)
         self.attachments.append(attachment)
         return attachment
+
+
+def _image_bytes(agent: Host) -> int:
+    """The largest picture the model is shown: the ``Media`` plugin's limit (``provided(READER)``), else the
+    default."""
+    reader = agent.provided(READER)
+    return (reader.limits if reader is not None else MediaLimits()).image_bytes
 
 
 @dataclass(kw_only=True, eq=False)
@@ -250,53 +257,14 @@ not, or raises; a ``Degraded`` reason is reported while the process stays ready.
 
 
 class Host(Protocol):
-    """The agent as handlers, context hooks, extensions and services see it."""
-
-    # -- what an extension registers (each returns its undo) ---------------------------------------
-
-    def add_readiness(self, name: str, check: Check) -> Callable[[], None]:
-        """Register the readiness check ``name`` (``/readyz``); a second check of the same name replaces it."""
-        ...
-
-    def add_observer(self, observer: Observer) -> Callable[[], None]:
-        """Have ``observer(kind, context_id, value)`` see what the agent measures (metrics)."""
-        ...
-
-    def add_event_listener(self, listener: Callable[[RunEvent], Any]) -> Callable[[], None]:
-        """Have ``listener`` see the events of every run in this process (live replies, metrics)."""
-        ...
-
-    def add_action_source(self, source: Callable[[ContextState], Iterable[Action]]) -> Callable[[], None]:
-        """Offer the actions ``source`` gives at each step (an MCP server's tools)."""
-        ...
-
-    def add_media_fetcher(self, source: str, fetch: Fetcher) -> Callable[[], None]:
-        """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch``."""
-        ...
-
-    def provide(self, slot: Slot[T] | type[T], value: T) -> Callable[[], None]:
-        """Keep ``value`` under ``slot``: a ``Slot`` (an extension's platform runtime) or a class (what a plugin
-        provides: ``host.provide(Facts, self)``)."""
-        ...
+    """The agent as every handler and hook sees it (an action's, an output's, an input's, a context's): what it
+    reads, what it sends and stops. What a feature keeps (its store, its reader, its settings) is found through
+    what its plugin provides (``provided(USAGE)``, ``provided(READER)``); what an extension registers while it
+    installs is ``Setup``'s. At most 20 members (``tests/core/test_host.py`` counts them)."""
 
     def provided(self, slot: Slot[T] | type[T]) -> T | None:
         """What was given under ``slot`` (a ``Slot`` or a class: ``host.provided(Facts)``), or None."""
         ...
-
-    def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:
-        """Start ``svc`` with the agent (before the others when ``first``) and stop it in reverse order."""
-        ...
-
-    def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:
-        """Hold chat settings of ``context_id`` at the operator's values (``ChatPolicy.pinned``)."""
-        ...
-
-    @property
-    def readiness_checks(self) -> Mapping[str, Check]:
-        """The readiness checks registered so far, by name (read only)."""
-        ...
-
-    # -- what it may read ----------------------------------------------------------------------------
 
     @property
     def model(self) -> Model:
@@ -309,8 +277,13 @@ class Host(Protocol):
         ...
 
     @property
-    def media(self) -> MediaReader:
-        """Reads attachments when a run starts (limits, whether heard audio is echoed)."""
+    def contexts(self) -> Mapping[str, Context]:
+        """Contexts by type."""
+        ...
+
+    @property
+    def sees_images(self) -> bool:
+        """True when the model is given images."""
         ...
 
     @property
@@ -321,47 +294,6 @@ class Host(Protocol):
     @property
     def chat_settings(self) -> ChatSettingsStore:
         """Each conversation's own settings."""
-        ...
-
-    @property
-    def usage(self) -> UsageStore:
-        """Tokens and estimated cost per day, per user, conversation and model."""
-        ...
-
-    @property
-    def contexts(self) -> Mapping[str, Context]:
-        """Contexts by type."""
-        ...
-
-    @property
-    def stop_timeout(self) -> float:
-        """Seconds ``stop()`` waits for running runs before cancelling them."""
-        ...
-
-    @property
-    def distributed(self) -> bool:
-        """True when a queue shared with other processes runs the contexts."""
-        ...
-
-    @property
-    def sees_images(self) -> bool:
-        """True when the model is given images."""
-        ...
-
-    @property
-    def running(self) -> bool:
-        """True between ``start()`` and the beginning of ``stop()``."""
-        ...
-
-    @property
-    def started(self) -> bool:
-        """True once ``start()`` has finished (every service started, the model loaded, every input subscribed)
-        until ``stop()`` begins: the agent answers (readiness)."""
-        ...
-
-    @property
-    def failure(self) -> BaseException | None:
-        """The error a service reported with ``fail``, else None."""
         ...
 
     def context_id(self, context: Context, args: Any) -> str:
@@ -383,8 +315,6 @@ class Host(Protocol):
     def is_admin(self, user: str) -> bool:
         """True for a platform-qualified user id listed as an admin (``BOT_ADMIN_USERS``)."""
         ...
-
-    # -- what it may do ------------------------------------------------------------------------------
 
     @overload
     async def send(
@@ -425,24 +355,8 @@ class Host(Protocol):
         context whose arguments are a pydantic model also a mapping that validates into one."""
         ...
 
-    def stream(
-        self,
-        context: Context,
-        args: Any,
-        input: InputRef | Mapping[str, Any],
-        *,
-        reasoning: bool = True,
-        switched: Literal["type", "item"] = "type",
-    ) -> AsyncIterator[RunEvent]:
-        """Send ``input`` and yield the run's events as they happen."""
-        ...
-
     async def say(self, state: ContextState, text: str) -> None:
         """Post ``text`` through the conversation's own reply output, from a handler during its run."""
-        ...
-
-    def stop_answer(self, context_id: str) -> bool:
-        """Stop the answer being written in ``context_id`` in this process (Stop); False when there is none."""
         ...
 
     async def request_stop(self, context_id: str, *, by: str | None = None) -> bool:
@@ -470,6 +384,92 @@ class Host(Protocol):
 
     def fail(self, error: BaseException) -> None:
         """Report an error a service cannot recover from; whoever runs the agent stops it."""
+        ...
+
+
+class Setup(Host, Protocol):
+    """The agent as an extension's or a definition's ``install``, a plugin's ``attach``, a service's
+    ``start``/``stop`` and an input's ``subscribe`` see it: ``Host``, and what plugs into the agent (each
+    registration returns its undo), the operator's chat rules and the agent's lifecycle."""
+
+    def add_readiness(self, name: str, check: Check) -> Callable[[], None]:
+        """Register the readiness check ``name`` (``/readyz``); a second check of the same name replaces it."""
+        ...
+
+    def add_observer(self, observer: Observer) -> Callable[[], None]:
+        """Have ``observer(kind, context_id, value)`` see what the agent measures (metrics)."""
+        ...
+
+    def add_event_listener(self, listener: Callable[[RunEvent], Any]) -> Callable[[], None]:
+        """Have ``listener`` see the events of every run in this process (live replies, metrics)."""
+        ...
+
+    def add_action_source(self, source: Callable[[ContextState], Iterable[Action]]) -> Callable[[], None]:
+        """Offer the actions ``source`` gives at each step (an MCP server's tools)."""
+        ...
+
+    def add_media_fetcher(self, source: str, fetch: Fetcher) -> Callable[[], None]:
+        """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch``."""
+        ...
+
+    def provide(self, slot: Slot[T] | type[T], value: T) -> Callable[[], None]:
+        """Keep ``value`` under ``slot``: a ``Slot`` (an extension's platform runtime) or a class (what a plugin
+        provides: ``host.provide(Facts, self)``)."""
+        ...
+
+    def add_service(self, svc: Service, *, first: bool = False) -> Callable[[], None]:
+        """Start ``svc`` with the agent (before the others when ``first``) and stop it in reverse order."""
+        ...
+
+    def pin_settings(self, context_id: str, pins: Mapping[str, str]) -> None:
+        """Hold chat settings of ``context_id`` at the operator's values (``ChatPolicy.pinned``)."""
+        ...
+
+    @property
+    def readiness_checks(self) -> Mapping[str, Check]:
+        """The readiness checks registered so far, by name (read only)."""
+        ...
+
+    def stream(
+        self,
+        context: Context,
+        args: Any,
+        input: InputRef | Mapping[str, Any],
+        *,
+        reasoning: bool = True,
+        switched: Literal["type", "item"] = "type",
+    ) -> AsyncIterator[RunEvent]:
+        """Send ``input`` and yield the run's events as they happen."""
+        ...
+
+    def stop_answer(self, context_id: str) -> bool:
+        """Stop the answer being written in ``context_id`` in this process (Stop); False when there is none."""
+        ...
+
+    @property
+    def stop_timeout(self) -> float:
+        """Seconds ``stop()`` waits for running runs before cancelling them."""
+        ...
+
+    @property
+    def distributed(self) -> bool:
+        """True when a queue shared with other processes runs the contexts."""
+        ...
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and the beginning of ``stop()``."""
+        ...
+
+    @property
+    def started(self) -> bool:
+        """True once ``start()`` has finished (every service started, the model loaded, every input subscribed)
+        until ``stop()`` begins: the agent answers (readiness)."""
+        ...
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error a service reported with ``fail``, else None."""
         ...
 
     async def failed(self) -> BaseException:
@@ -556,7 +556,7 @@ class Action(Generic[ArgsT_co]):
     (``<city>Paris</city>``; ``core/call_format.py``)."""
     enabled: Callable[[ContextState], bool] | None = None
     """Offer the action only when this returns true for the context instance."""
-    install: Callable[[Host], Any] | None = None
+    install: Callable[[Setup], Any] | None = None
     """Run once when the agent starts."""
     context: Context[Any] | None = None
     """Offer the action only in this context."""
@@ -605,7 +605,7 @@ class Output(Generic[DataT_co, AttrsT_co]):
     """How the output is shown to the model in working memory."""
     examples: Sequence[str] = ()
     """Example tags shown to the model."""
-    install: Callable[[Host], Any] | None = None
+    install: Callable[[Setup], Any] | None = None
     """Run once when the agent starts."""
     enabled: Callable[[ContextState], bool] | None = None
     """Offer the output only when this returns true for the context instance."""
@@ -631,9 +631,9 @@ class Input(Generic[DataT_co]):
     """The data's schema."""
     handler: Callable[[DataT_co, InputContext, Host], Any] | None = None
     """``handler(data, ctx, agent)`` may transform the data before it is logged."""
-    subscribe: Callable[[Send, Host], Any] | None = None
+    subscribe: Callable[[Send, Setup], Any] | None = None
     """``subscribe(send, agent)`` starts listening and returns an unsubscribe callable (or awaitable)."""
-    install: Callable[[Host], Any] | None = None
+    install: Callable[[Setup], Any] | None = None
     """Run once when the agent starts."""
     format: Callable[[InputRef], str] | None = None
     """How the input is shown to the model."""
@@ -765,9 +765,9 @@ class Service:
 
     name: str
     """For logs and errors."""
-    start: Callable[[Host], Any] | None = None
+    start: Callable[[Setup], Any] | None = None
     """Called by ``agent.start()``."""
-    stop: Callable[[Host], Any] | None = None
+    stop: Callable[[Setup], Any] | None = None
     """Called by ``agent.stop()``, in reverse order of start."""
 
 
@@ -777,7 +777,7 @@ class Extension:
 
     name: str
     """Unique name."""
-    install: Callable[[Host], Any] | None = None
+    install: Callable[[Setup], Any] | None = None
     """Run once when the agent starts, before services start."""
     contexts: Sequence[Context] = ()
     """Contexts the extension brings."""

@@ -10,6 +10,7 @@ has, that an output's handler takes ``str`` content when no schema is given and 
 to the output's log entry (``OutputResult``: None, an ``OutputRefResponse``, a list of them or a dict, never an
 ``int`` the engine would drop). The agent a handler or hook receives is typed ``Host`` (``core.host``); a handler
 may annotate it ``Host`` or ``Agent`` (the helpers accept any type of ``Host``, and the agent is the one there is).
+An ``install``, a service and an input's ``subscribe`` receive it as a ``Setup`` (a ``Host`` that also registers).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from .schema import Schema, as_schema
 if TYPE_CHECKING:
     from typing import _SpecialForm
 
-    from .definition_types import Host
+    from .definition_types import Setup
 
 __all__ = (
     "Action",
@@ -99,7 +100,7 @@ def action(
     examples: Sequence[str] = (),
     call_format: CallFormat = "json",
     enabled: Callable[[ContextState], bool] | None = None,
-    install: Callable[[H], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     context: Context[Any] | None = None,
     retry: int = 0,
     queue: str = "main",
@@ -123,7 +124,7 @@ def action(
     examples: Sequence[str] = (),
     call_format: CallFormat = "json",
     enabled: Callable[[ContextState], bool] | None = None,
-    install: Callable[[H], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     context: Context[Any] | None = None,
     retry: int = 0,
     queue: str = "main",
@@ -147,7 +148,7 @@ def action(
     examples: Sequence[str] = (),
     call_format: CallFormat = "json",
     enabled: Callable[[ContextState], bool] | None = None,
-    install: Callable[[H], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     context: Context[Any] | None = None,
     retry: int = 0,
     queue: str = "main",
@@ -232,7 +233,7 @@ def output(
     attributes: type[A] | Schema[A] | None = None,
     format: Callable[[OutputRef], str] | None = None,
     examples: Sequence[str] = (),
-    install: Callable[[H], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
     retry: int = 0,
@@ -249,7 +250,7 @@ def output(
     attributes: type[A] | Schema[A] | None = None,
     format: Callable[[OutputRef], str] | None = None,
     examples: Sequence[str] = (),
-    install: Callable[[H], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
     retry: int = 0,
@@ -266,7 +267,7 @@ def output(
     attributes: type[A] | Schema[A] | None = None,
     format: Callable[[OutputRef], str] | None = None,
     examples: Sequence[str] = (),
-    install: Callable[[H], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     enabled: Callable[[ContextState], bool] | None = None,
     context: Context[Any] | None = None,
     retry: int = 0,
@@ -323,8 +324,8 @@ def input(
     *,
     type: str,
     handler: Callable[[str, InputContext, H], Any] | None = None,
-    subscribe: Callable[[Send, H], Any] | None = None,
-    install: Callable[[H], Any] | None = None,
+    subscribe: Callable[[Send, Setup], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     format: Callable[[InputRef], str] | None = None,
     context: Context[Any] | None = None,
 ) -> Input[str]: ...
@@ -334,8 +335,8 @@ def input(
     type: str,
     schema: type[S] | Schema[S],
     handler: Callable[[S, InputContext, H], Any] | None = None,
-    subscribe: Callable[[Send, H], Any] | None = None,
-    install: Callable[[H], Any] | None = None,
+    subscribe: Callable[[Send, Setup], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     format: Callable[[InputRef], str] | None = None,
     context: Context[Any] | None = None,
 ) -> Input[S]: ...
@@ -345,8 +346,8 @@ def input(
     type: str,
     schema: UnionType | _SpecialForm,
     handler: Callable[[Any, InputContext, H], Any] | None = None,
-    subscribe: Callable[[Send, H], Any] | None = None,
-    install: Callable[[H], Any] | None = None,
+    subscribe: Callable[[Send, Setup], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     format: Callable[[InputRef], str] | None = None,
     context: Context[Any] | None = None,
 ) -> Input[Any]: ...
@@ -572,8 +573,8 @@ def context(
 def service(
     *,
     name: str,
-    start: Callable[[Host], Any] | None = None,
-    stop: Callable[[Host], Any] | None = None,
+    start: Callable[[Setup], Any] | None = None,
+    stop: Callable[[Setup], Any] | None = None,
 ) -> Service:
     """Define a service started and stopped with the agent."""
     _check_callable(start, f"service {name!r}: start")
@@ -584,7 +585,7 @@ def service(
 def extension(
     *,
     name: str,
-    install: Callable[[Host], Any] | None = None,
+    install: Callable[[Setup], Any] | None = None,
     contexts: Sequence[Context] = (),
     inputs: Sequence[Input] = (),
     outputs: Sequence[Output] = (),

@@ -11,8 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .media.reader import READER
-from .trust.guard import TRUST
+from .media.reader import READER, MediaReader
 
 if TYPE_CHECKING:
     from .chat_settings import ChatPolicy
@@ -20,9 +19,8 @@ if TYPE_CHECKING:
     from .definitions import Action, ContextState, Service
     from .dispatch import Dispatcher
     from .events import RunEvent
-    from .media.reader import Fetcher, MediaReader
+    from .media.reader import Fetcher
     from .slots import Slot
-    from .trust import Trust
 
 __all__ = ("ExtensionPoints",)
 
@@ -43,8 +41,6 @@ class ExtensionPoints:
     """Readiness checks by name (``/readyz``)."""
     action_sources: list[Callable[[ContextState], Iterable[Action]]]
     """Actions that come and go while the agent runs, asked at every step."""
-    default_media: MediaReader
-    """Reads attachments without the ``Media`` plugin (``media``)."""
     services: list[Service]
     """Started with the agent, stopped in reverse order."""
     chat_policy: ChatPolicy
@@ -71,19 +67,6 @@ class ExtensionPoints:
         """What was given under ``slot`` (a ``Slot`` or a class), or None."""
         found: T | None = self.slots.get(slot)
         return found
-
-    @property
-    def media(self) -> MediaReader:
-        """Reads attachments (``provided(READER)``, the ``Media`` plugin's, else ``default_media``); holds the
-        fetchers of each platform."""
-        found = self.provided(READER)
-        return found if found is not None else self.default_media
-
-    @property
-    def trust(self) -> Trust | None:
-        """Who may call which action (``provided(TRUST)``, the ``TrustGuard`` plugin's settings); None: every
-        action is offered to everyone."""
-        return self.provided(TRUST)
 
     @property
     def distributed(self) -> bool:
@@ -128,12 +111,17 @@ class ExtensionPoints:
 
     def add_media_fetcher(self, source: str, fetch: Fetcher) -> Callable[[], None]:
         """Fetch the attachments whose ``source`` is ``source`` (a platform) with ``fetch`` when a run reads
-        them; a worker reads what a gateway only referenced."""
-        self.media.fetchers[source] = fetch
+        them; a worker reads what a gateway only referenced. The fetchers are the reader's that the ``Media``
+        plugin provides (``provided(READER)``); without it, a reader of the defaults is provided here to hold them."""
+        reader = self.provided(READER)
+        if reader is None:
+            reader = MediaReader()
+            self.provide(READER, reader)
+        reader.fetchers[source] = fetch
 
         def remove() -> None:
-            if self.media.fetchers.get(source) is fetch:
-                del self.media.fetchers[source]
+            if reader.fetchers.get(source) is fetch:
+                del reader.fetchers[source]
 
         return remove
 

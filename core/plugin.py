@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from .errors import DefinitionError
 
 if TYPE_CHECKING:
-    from .definition_types import Action, Extension, Host
+    from .definition_types import Action, Extension, Host, Setup
     from .entries import ActionCall, InputRef, Log
     from .handler_context import ContextState
     from .models.base import ModelRequest
@@ -244,7 +244,7 @@ class Plugin:
         """Contexts, actions, outputs, inputs and services the plugin brings, installed with the agent."""
         return None
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         """The agent is built (it has not started)."""
 
     async def loaded(self, state: ContextState[Any]) -> None:

@@ -26,10 +26,10 @@ from .errors import RunError
 from .memory.history import HistoryEntry, HistoryStore, Summary
 from .models.base import Model, ModelRequest, call_route, closing_stream
 from .slots import Slot
-from .usage import day_of
+from .usage import USAGE, day_of
 
 if TYPE_CHECKING:
-    from .definition_types import Host
+    from .definition_types import Setup
 
 __all__ = ("SUMMARIZER", "LocalSummaryLock", "Summarizer", "SummaryLock", "SummaryPolicy", "summary_prompt")
 
@@ -133,7 +133,7 @@ class Summarizer:
     """Folds history into summaries in the background, owned by the agent (stopped with it)."""
 
     def __init__(
-        self, agent: Host, history: HistoryStore, policy: SummaryPolicy, *, lock: SummaryLock | None = None
+        self, agent: Setup, history: HistoryStore, policy: SummaryPolicy, *, lock: SummaryLock | None = None
     ) -> None:
         self.agent = agent
         """Whose model writes the summaries (unless the policy names one)."""
@@ -225,8 +225,11 @@ class Summarizer:
         per-conversation token limit sees them (estimated, about 4 characters a token; a failing store is logged)."""
         route = call_route.get()  # a chain of models says which of them answered
         name = route.answered if route is not None and route.answered else model.model or model.name
+        usage = self.agent.provided(USAGE)  # (the Usage plugin's store; without it nothing counts tokens)
+        if usage is None:
+            return
         try:
-            await self.agent.usage.add(
+            await usage.add(
                 day=day_of(),
                 keys=[f"chat:{cid}", f"model:{name}"],
                 input_tokens=(len(request.system) + len(request.prompt)) // 4,

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from core.definitions import Extension
     from core.fleet import RedisBackend
-    from core.host import Host
+    from core.host import Host, Setup
 
     from .chat.trust import TrustRules
 
@@ -100,7 +100,7 @@ class GatewayPeriod:
     """Set the shards metrics: how many there are, which this gateway holds."""
 
 
-Gateway = Callable[["Host", GatewayPeriod], AbstractAsyncContextManager[None]]
+Gateway = Callable[["Setup", GatewayPeriod], AbstractAsyncContextManager[None]]
 """A fleet gateway's part of a platform (``Platform.gateway``): called before the platform's agent starts (it may
 add services), what it returns is entered once the agent started and exited before it stops."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pydantic
 
 from core.memory.history import HISTORY, ConversationIndex, ConversationInfo, HistoryEntry
-from core.usage import CACHED, UsageIndex, UsageTotals, last_days
+from core.usage import CACHED, USAGE, UsageIndex, UsageTotals, last_days
 
 from .charts import Bar, money
 
@@ -151,8 +151,9 @@ async def usage_report(
     """Tokens and cost per day (the ``model:`` counters added up), per model, user and chat over ``days`` days, and
     today's users and conversations nearest their daily limits."""
     wanted = last_days(days)
-    if isinstance(agent.usage, UsageIndex):
-        rows = await agent.usage.day_rows(wanted)
+    usage = agent.provided(USAGE)  # (the Usage plugin's store)
+    if isinstance(usage, UsageIndex):
+        rows = await usage.day_rows(wanted)
     elif redis is not None:
         rows = await redis_day_rows(redis[0], redis[1], wanted)
     else:

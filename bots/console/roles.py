@@ -17,7 +17,7 @@ from .fleet import FleetView, Presence, RunEventRelay
 from .server import Console, start_console
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from core.fleet import RedisBackend
 
     from ..ops import Ops
@@ -47,7 +47,7 @@ class FleetRole:
         """A worker's run events for the consoles' live tails (``watch_runs``)."""
         self._undo: Callable[[], None] | None = None
 
-    def watch_runs(self, agent: Host) -> None:
+    def watch_runs(self, agent: Setup) -> None:
         """A worker: publish the run events of the conversations a console watches (from ``start`` on)."""
         self._undo = agent.add_event_listener(self.run_events.on_event)
 
@@ -85,7 +85,7 @@ class FleetRole:
             "visitors": RedisVisitorBook(self.backend),
         }
 
-    async def start_console(self, agent: Host, *, ops: Ops) -> Console | None:
+    async def start_console(self, agent: Setup, *, ops: Ops) -> Console | None:
         """Serve the console (a gateway, with ``CONSOLE_SECRET``), with the fleet's state from Redis."""
         from core.fleet import RedisDispatcher
 

@@ -28,7 +28,7 @@ from .logouts import LocalLogouts, RedisLoginTurns, RedisLogouts
 from .views import Views
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from extensions.web import WebRuntime
 
     from ..ops import Ops
@@ -52,7 +52,7 @@ class Console:
 
     def __init__(
         self,
-        agent: Host,
+        agent: Setup,
         settings: Settings,
         *,
         ops: Ops,
@@ -162,7 +162,7 @@ class Console:
 
 
 async def start_console(
-    agent: Host,
+    agent: Setup,
     settings: Settings,
     *,
     ops: Ops,
@@ -179,13 +179,13 @@ async def start_console(
     return console
 
 
-def console_address(agent: Host) -> str | None:
+def console_address(agent: Setup) -> str | None:
     """Where the console of ``agent`` is served, or None."""
     console = agent.provided(Console)
     return console.address if console is not None else None
 
 
-async def stop_console(agent: Host) -> None:
+async def stop_console(agent: Setup) -> None:
     """Stop the console of ``agent`` (nothing when none runs)."""
     console = agent.provided(Console)
     if console is not None:

@@ -28,7 +28,7 @@ from .charts import Bar, bar_chart, money, tokens
 from .data import conversation_of, conversations, transcript, usage_report, when
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from extensions.web import Templates, WebRuntime
 
     from ..ops import Ops
@@ -59,7 +59,7 @@ def _short(name: str, width: int = 18) -> str:
 class Console(Protocol):
     """What the pages read of the console that serves them (``bots.console.server.Console`` is one)."""
 
-    agent: Host
+    agent: Setup
     """The agent the console shows."""
     settings: Settings
     """The bot's settings."""

@@ -39,7 +39,7 @@ from .model import APPROVAL_INPUT, Approval, ApprovalStatus, Decision, shorten, 
 from .store import ApprovalStore, MemoryApprovalStore
 
 if TYPE_CHECKING:
-    from ..definition_types import Action, Extension, Host, Output
+    from ..definition_types import Action, Extension, Host, Output, Setup
     from ..definitions import ContextState
     from ..handler_context import InputContext
     from ..task_runner import TaskRunner
@@ -145,7 +145,7 @@ class ApprovalDesk:
         self.sync = sync
         """Measures ``clock`` again when that is due (``core.fleet.ServerClock.sync``), at each look at the store."""
         self._askers: dict[str, Asker] = {}
-        self._agent: Host | None = None
+        self._agent: Setup | None = None
         self._loop: asyncio.Task[None] | None = None
         self._sending: set[asyncio.Task[Any]] = set()
         self._changed = asyncio.Event()
@@ -161,7 +161,7 @@ class ApprovalDesk:
             services=[service(name="approvals", start=self._start, stop=self._stop)],
         )
 
-    def _install(self, agent: Host) -> None:
+    def _install(self, agent: Setup) -> None:
         if self.store is None:
             if agent.distributed:
                 raise ConfigError(
@@ -176,7 +176,7 @@ class ApprovalDesk:
             trust.approvals = self
 
     @property
-    def agent(self) -> Host:
+    def agent(self) -> Setup:
         if self._agent is None:
             raise ConfigError("this ApprovalDesk is not installed: pass desk.extension() to create_agent")
         return self._agent
@@ -503,11 +503,11 @@ class ApprovalDesk:
                 async with asyncio.timeout(wait):
                     await self._changed.wait()
 
-    async def _start(self, _agent: Host) -> None:
+    async def _start(self, _agent: Setup) -> None:
         if self.sweep and self._loop is None:
             self._loop = asyncio.get_running_loop().create_task(self._run(), name="approvals")
 
-    async def _stop(self, agent: Host) -> None:
+    async def _stop(self, agent: Setup) -> None:
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.cancel()

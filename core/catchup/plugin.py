@@ -28,10 +28,10 @@ from ..entries import InputRef, Log
 from ..memory.history import HistoryEntry, HistoryStore
 from ..models.base import ModelRequest, closing_stream
 from ..plugin import Plugin, RunHooks
-from ..usage import day_of
+from ..usage import USAGE, day_of
 
 if TYPE_CHECKING:
-    from ..definition_types import Host
+    from ..definition_types import Host, Setup
     from ..plugin import RunView
 
 __all__ = ("DIGEST_INPUT", "CatchUp", "CatchUpAsk", "Link", "Private", "parse_catchup")
@@ -119,9 +119,9 @@ class CatchUp(Plugin):
         """The period looked at when the person said nothing before (a day)."""
         self.bullets = bullets
         self.timeout = timeout
-        self._host: Host | None = None
+        self._host: Setup | None = None
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         self._host = host
 
     def begin(self, run: RunView) -> RunHooks:
@@ -194,8 +194,11 @@ class CatchUp(Plugin):
         return " ".join(shown)
 
     async def _charge(self, host: Host, cid: str, request: ModelRequest, answer: str) -> None:
+        usage = host.provided(USAGE)  # (the Usage plugin's store; without it nothing counts tokens)
+        if usage is None:
+            return
         try:
-            await host.usage.add(
+            await usage.add(
                 day=day_of(),
                 keys=[f"chat:{cid}", f"model:{host.model.model or host.model.name}"],
                 input_tokens=(len(request.system) + len(request.prompt)) // 4,

@@ -29,7 +29,7 @@ from .model import Fact, FactScope, author_of, authors, speaks_as, visible_to_al
 from .store import FactStore, MemoryFactStore
 
 if TYPE_CHECKING:
-    from ..definition_types import Host
+    from ..definition_types import Host, Setup
     from ..entries import Log
     from ..handler_context import ContextState
 
@@ -67,7 +67,7 @@ class Facts(Plugin):
             raise ConfigError("these Facts are installed on no agent: pass them in create_agent(plugins=[...])")
         return self._store
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         if self._store is None:
             if host.distributed:
                 raise ConfigError(

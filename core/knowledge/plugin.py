@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from ..definition_types import ActionContext, Host
+from ..definition_types import ActionContext, Host, Setup
 from ..definitions import action, extension
 from ..entries import InputRef
 from ..errors import ActionError, MemoryStoreError
@@ -80,7 +80,7 @@ class Knowledge(Plugin):
     def extension(self) -> Extension:
         return extension(name="knowledge", actions=[search_knowledge])
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         host.provide(KNOWLEDGE, self)
 
     def begin(self, run: RunView) -> RunHooks | None:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from ..entries import InputRef, Log
 from ..plugin import Plugin, RunHooks, RunView
 from ..prompt import format_value
-from ..usage import user_of
+from ..usage import USAGE, InMemoryUsage, user_of
 from . import LIMITER, Limiter, Refusal
 
 if TYPE_CHECKING:
-    from ..definition_types import Host
+    from ..definition_types import Setup
     from ..models.base import ModelRequest
     from ..usage import UsageStore
 
@@ -34,12 +34,21 @@ class Limits(Plugin):
         """The limits and their counters."""
         self.usage = usage
         """Today's tokens per user and conversation (None: the agent's)."""
+        self._uncounted = InMemoryUsage()  # (what the limits read when nothing counts tokens: none spent)
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         host.provide(LIMITER, self.limiter)
 
     def begin(self, run: RunView) -> RunHooks | None:
         return _Admit(self, run) if self.limiter.config.active else None
+
+    def usage_for(self, run: RunView) -> UsageStore:
+        """Where the token limits read today's tokens: ``usage``, else the ``Usage`` plugin's store
+        (``provided(USAGE)``), else a store nothing fills."""
+        if self.usage is not None:
+            return self.usage
+        found = run.host.provided(USAGE)
+        return found if found is not None else self._uncounted
 
 
 def _estimate(request: ModelRequest) -> int:
@@ -58,7 +67,7 @@ class _Admit(RunHooks):
     async def admit(self, updates: list[Log]) -> list[Log]:
         limiter, run = self.plugin.limiter, self.run
         state = run.state
-        usage = self.plugin.usage if self.plugin.usage is not None else run.host.usage
+        usage = self.plugin.usage_for(run)
         admitted: list[Log] = []
         refused: dict[tuple[str | None, str], list[Refusal]] = {}  # by author and limit: one notice for a burst
         for entry in updates:
@@ -89,7 +98,7 @@ class _Admit(RunHooks):
     async def allow(self, request: ModelRequest, updates: list[Log]) -> bool:
         run, limiter = self.run, self.plugin.limiter
         state = run.state
-        usage = self.plugin.usage if self.plugin.usage is not None else run.host.usage
+        usage = self.plugin.usage_for(run)
         tokens = _estimate(request)
         refusal = await limiter.check_call(tokens=tokens, user=run.asker, conversation=state.id, usage=usage)
         if refusal is None:

@@ -20,9 +20,18 @@ from ..errors import PlatformError
 from ..slots import Slot
 
 if TYPE_CHECKING:
-    from ..definition_types import ContextState, Host
+    from ..definition_types import ContextState, Host, Setup
 
-__all__ = ("MediaPoster", "MediaPosters", "Outgoing", "OutgoingKind", "media_posters", "post_media", "post_once")
+__all__ = (
+    "MediaPoster",
+    "MediaPosters",
+    "Outgoing",
+    "OutgoingKind",
+    "media_posters",
+    "post_media",
+    "post_once",
+    "posters_of",
+)
 
 log = logging.getLogger("core.media")
 
@@ -93,7 +102,7 @@ class MediaPosters:
 _POSTERS: Slot[MediaPosters] = Slot("media posters")
 
 
-def media_posters(agent: Host) -> MediaPosters:
+def media_posters(agent: Setup) -> MediaPosters:
     """The media posters of ``agent`` (made the first time a platform registers one)."""
     posters = agent.provided(_POSTERS)
     if posters is None:
@@ -102,9 +111,15 @@ def media_posters(agent: Host) -> MediaPosters:
     return posters
 
 
+def posters_of(agent: Host) -> MediaPosters:
+    """The media posters of ``agent`` as a handler reads them (none registered: an empty set)."""
+    found = agent.provided(_POSTERS)
+    return found if found is not None else MediaPosters()
+
+
 async def post_media(agent: Host, state: ContextState[Any], item: Outgoing) -> str:
     """Post ``item`` in the conversation of ``state``; ``PlatformError`` when its platform posts no media."""
-    poster = media_posters(agent).of(state)
+    poster = posters_of(agent).of(state)
     if poster is None:
         raise PlatformError(
             f"{state.context.type} conversations cannot show a {item.kind.value}: that platform posts no media"

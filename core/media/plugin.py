@@ -11,7 +11,7 @@ from ..plugin import Plugin
 from .reader import READER, MediaReader, attachment_outcome
 
 if TYPE_CHECKING:
-    from ..definition_types import ContextState, Host
+    from ..definition_types import ContextState, Setup
     from ..entries import InputRef
 
 __all__ = ("Media",)
@@ -25,9 +25,9 @@ class Media(Plugin):
     def __init__(self, reader: MediaReader | None = None) -> None:
         self.reader = reader if reader is not None else MediaReader()
         """What is read of attachments, and how; the platforms register their fetchers in it."""
-        self._host: Host | None = None
+        self._host: Setup | None = None
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         self._host = host
         host.provide(READER, self.reader)
 

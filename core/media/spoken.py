@@ -13,13 +13,13 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..definition_types import Host
+from ..definition_types import Host, Setup
 from ..entries import InputRef, Log, OutputRef
 from ..plugin import Plugin, RunHooks, RunView
 from ..slots import Slot
 from ..usage import InMemoryUsage, UsageStore, day_of
 from .attachment import AttachmentKind
-from .outgoing import Outgoing, OutgoingKind, media_posters, post_once
+from .outgoing import Outgoing, OutgoingKind, post_once, posters_of
 
 __all__ = ("Speaker", "SpokenReplies", "speakable", "speaks")
 
@@ -100,7 +100,7 @@ class SpokenReplies(Plugin):
                 return False
         return True
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         host.provide(_SPOKEN, self)
 
     def begin(self, run: RunView) -> RunHooks:
@@ -126,7 +126,7 @@ class _Speak(RunHooks):
         chosen = state.chat.voice  # /voice: on, off, or None (the answers to voice messages)
         if chosen == "off" or not (self.voice or chosen == "on"):
             return
-        reply_type = media_posters(host).reply_output(state)
+        reply_type = posters_of(host).reply_output(state)
         if reply_type is None:
             return
         said = [

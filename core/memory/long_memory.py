@@ -18,7 +18,7 @@ from .history import HISTORY, HistoryStore, Summary
 from .recording import history_entries, history_id
 
 if TYPE_CHECKING:
-    from ..definition_types import ContextState, Host
+    from ..definition_types import ContextState, Setup
     from ..entries import InputRef, Log
 
 __all__ = ("LongMemory",)
@@ -44,7 +44,7 @@ class LongMemory(Plugin):
         self.summarizer: Summarizer | None = None
         """Folds the summaries (set when the agent is built, with a policy)."""
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         host.provide(HISTORY, self.history)
         policy = self.policy
         if policy is not None and policy.every > 0:

@@ -30,7 +30,7 @@ from .model import SCHEDULE_INPUT, Schedule, ScheduleKind, check_zone, to_utc
 from .store import MemoryScheduleStore, ScheduleStore
 
 if TYPE_CHECKING:
-    from ..definition_types import Host
+    from ..definition_types import Host, Setup
 
 __all__ = ("Schedules", "schedule_input", "schedules_of")
 
@@ -121,13 +121,13 @@ class Schedules:
         self.concurrency = concurrency
         """Occurrences this process sends at once at most, and so claims (in one process, each may be a whole
         run)."""
-        self._agent: Host | None = None
+        self._agent: Setup | None = None
         self._changed = asyncio.Event()
         self._loop: asyncio.Task[None] | None = None
         self._firing: dict[str, asyncio.Task[None]] = {}
 
     @classmethod
-    def attach(cls, agent: Host, store: ScheduleStore | None = None, **options: Any) -> Schedules:
+    def attach(cls, agent: Setup, store: ScheduleStore | None = None, **options: Any) -> Schedules:
         """Give ``agent`` schedules kept in ``store`` (default: in its memory store, one process only), fired by
         a service started and stopped with the agent (at once when it is already running). ``options``:
         ``clock``, ``grace``, ``fire``, ``poll``, ``lease``, ``batch``, ``concurrency``. A scheduled text
@@ -149,7 +149,7 @@ class Schedules:
         return found
 
     @property
-    def agent(self) -> Host:
+    def agent(self) -> Setup:
         """The agent the schedules belong to."""
         if self._agent is None:
             raise ConfigError("these schedules are attached to no agent: use Schedules.attach(agent, store)")
@@ -394,11 +394,11 @@ class Schedules:
                 task.cancel()
             await asyncio.gather(sleeper, woken, return_exceptions=True)
 
-    async def _start(self, _agent: Host) -> None:
+    async def _start(self, _agent: Setup) -> None:
         if self.fire and self._loop is None:
             self._loop = asyncio.get_running_loop().create_task(self._run(), name="schedules")
 
-    async def _stop(self, _agent: Host) -> None:
+    async def _stop(self, _agent: Setup) -> None:
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.cancel()

@@ -27,12 +27,12 @@ from ..definitions import action, extension, output
 from ..entries import InputRef, Log, OutputRef
 from ..plugin import ModelCall, Plugin, RunHooks
 from ..trust.tiers import TIER_PARAM
-from ..usage import day_of, user_of
+from ..usage import USAGE, day_of, user_of
 from .boxes import AnswerBox, MemoryAnswerBox
 from .model import ANSWER_OUTPUT, TASK_INPUT, Answer, TaskArgs, task_context, task_input
 
 if TYPE_CHECKING:
-    from ..definition_types import ActionContext, Extension, Host
+    from ..definition_types import ActionContext, Extension, Host, Setup
     from ..models.base import ModelRequest
     from ..plugin import RunView
 
@@ -102,10 +102,10 @@ class Teamwork(Plugin):
         self.max_depth = max_depth
         self.timeout = timeout
         self.task_tokens = task_tokens
-        self.host: Host | None = None
+        self.host: Setup | None = None
         self._runs: dict[str, _RunInfo] = {}
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         self.host = host
 
     def extension(self) -> Extension:
@@ -176,8 +176,11 @@ class Teamwork(Plugin):
         keys = [f"chat:{cid}", f"model:bot:{bot}"]
         if info.asker:
             keys.insert(0, f"user:{info.asker}")
+        usage = agent.provided(USAGE)  # (the Usage plugin's store; without it nothing counts tokens)
+        if usage is None:
+            return
         try:
-            await agent.usage.add(
+            await usage.add(
                 day=day_of(),
                 keys=keys,
                 input_tokens=answer.input_tokens,

@@ -20,7 +20,7 @@ from .guard import TRUST, RunGuard, Trust
 from .policy import Verdict, address_of
 
 if TYPE_CHECKING:
-    from ..definition_types import Action, Host
+    from ..definition_types import Action, Setup
     from .tiers import Tier
 
 __all__ = ("TrustGuard",)
@@ -38,7 +38,7 @@ class TrustGuard(Plugin):
         self.trust = trust
         """The trust settings; the approvals desk fills in their ``approvals`` (``Trust.approvals``)."""
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         host.provide(TRUST, self.trust)
 
     def begin(self, run: RunView) -> RunHooks:

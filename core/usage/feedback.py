@@ -14,7 +14,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING
 
-from . import day_of
+from . import USAGE, day_of
 
 if TYPE_CHECKING:
     from ..definition_types import Host
@@ -68,8 +68,11 @@ async def record_feedback(agent: Host, *, context_id: str, user: str | None, mes
     if score is None:
         return None
     agent.observe(f"feedback:{score.value}", context_id)
+    usage = agent.provided(USAGE)  # (the Usage plugin's store; without it nothing keeps the score)
+    if usage is None:
+        return score
     try:
-        await agent.usage.add(
+        await usage.add(
             day=day_of(),
             keys=feedback_keys(score, context_id, user),
             input_tokens=0,

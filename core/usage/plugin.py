@@ -12,7 +12,7 @@ from ..plugin import ModelCall, Plugin, RunHooks, RunView
 from . import CACHED, USAGE, InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
 
 if TYPE_CHECKING:
-    from ..definition_types import Host
+    from ..definition_types import Setup
     from ..entries import Log
 
 __all__ = ("Usage",)
@@ -33,7 +33,7 @@ class Usage(Plugin):
         self.prices: dict[str, Price] = dict(prices or {})
         """What each model costs, by model name."""
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         host.provide(USAGE, self.store)
 
     async def stop(self) -> None:

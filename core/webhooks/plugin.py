@@ -49,7 +49,7 @@ from .signing import EVENT_HEADERS, ID_HEADERS, MAX_ID_CHARS, Scheme, expected, 
 from .store import MemoryWebhookStore, WebhookStore
 
 if TYPE_CHECKING:
-    from ..definition_types import Host
+    from ..definition_types import Host, Setup
 
 __all__ = ("WEBHOOK_INPUT", "Verdict", "WebhookSource", "Webhooks")
 
@@ -135,10 +135,10 @@ class Webhooks(Plugin):
         self.store: WebhookStore = store if store is not None else MemoryWebhookStore()
         self.payload_chars = payload_chars
         self.clock = clock
-        self._host: Host | None = None
+        self._host: Setup | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def attach(self, host: Host) -> None:
+    def attach(self, host: Setup) -> None:
         self._host = host
         for source in self.sources.values():
             if source.context not in host.contexts:

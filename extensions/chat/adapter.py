@@ -79,7 +79,7 @@ from .trust import SlidingCap, TrustRules, TtlCache
 from .typing_indicator import SharedTyping
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from core.definitions import Context
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
@@ -122,7 +122,7 @@ class ChatAdapter(abc.ABC):
         """What the platform said lately about each chat's administrators."""
         self.bot_exchanges = SlidingCap(self.trust.bot_replies, self.trust.bot_window)
         """Answers to other bots per chat in the window."""
-        self._agent: Host | None = None
+        self._agent: Setup | None = None
         self._undo: list[Callable[[], None]] = []
 
     def set_trust(self, rules: TrustRules) -> None:
@@ -132,7 +132,7 @@ class ChatAdapter(abc.ABC):
         self.bot_exchanges = SlidingCap(rules.bot_replies, rules.bot_window)
 
     @property
-    def agent(self) -> Host | None:
+    def agent(self) -> Setup | None:
         """The agent served, from ``start`` on."""
         return self._agent
 
@@ -144,7 +144,7 @@ class ChatAdapter(abc.ABC):
         """True from a successful ``connect`` until ``stop``."""
 
     @abc.abstractmethod
-    async def connect(self, agent: Host) -> None:
+    async def connect(self, agent: Setup) -> None:
         """Receive: bring the platform's client up (log in; when listening, get ready to receive). Raise a
         ``ConfigError`` or ``PlatformError`` that says what to fix, after closing what was opened."""
 
@@ -171,7 +171,7 @@ class ChatAdapter(abc.ABC):
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
-    async def start(self, agent: Host) -> None:
+    async def start(self, agent: Setup) -> None:
         """The service's start: readiness, ``connect``, then the media fetcher and the live replies' listener."""
         if self.connected:
             return
@@ -191,7 +191,7 @@ class ChatAdapter(abc.ABC):
         await self.stop_receiving(timeout=timeout)
         await self.tasks.close(timeout=timeout)
 
-    async def stop(self, agent: Host) -> None:
+    async def stop(self, agent: Setup) -> None:
         """The service's stop (after the agent finished its runs): the stop sequence of every platform."""
         if not self.connected:
             return

@@ -33,7 +33,7 @@ from core.chat_settings import (
 )
 from core.errors import NotAllowedError
 from core.media.spoken import speaks
-from core.usage import CACHED, UsageTotals, last_days
+from core.usage import CACHED, USAGE, InMemoryUsage, UsageTotals, last_days
 
 from .i18n import LANGUAGE_NAMES, say
 from .knowledge import knowledge_command
@@ -490,7 +490,9 @@ class ChatCommands:
         """``/stats``: the caller's own usage and this chat's, today and over 30 days; and, once the model's
         provider has read some of this chat's prompts from its cache, how many of its tokens in were cached."""
         lang = await self.language(context_id)
-        usage = self.agent.usage
+        usage = self.agent.provided(USAGE)  # (the Usage plugin's store; without it nothing was counted)
+        if usage is None:
+            usage = InMemoryUsage()
         today, month = last_days(1), last_days(30)
         figures: dict[str, object] = {}
         tokens_in: dict[str, int] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core.facts import Fact, FactScope, facts_of
-from core.usage import USAGE_DAYS, last_days
+from core.usage import USAGE, USAGE_DAYS, InMemoryUsage, last_days
 
 from .i18n import say
 from .reminders import describe, schedules_or_none
@@ -77,8 +77,11 @@ def _line(n: int, item: Kept, *, here: str, lang: str | None, quote: Callable[[s
 
 
 async def _usage(agent: Host, user: str, lang: str | None) -> str:
-    today = await agent.usage.totals(f"user:{user}", last_days(1))
-    month = await agent.usage.totals(f"user:{user}", last_days(30))
+    usage = agent.provided(USAGE)  # (the Usage plugin's store; without it nothing was counted)
+    if usage is None:
+        usage = InMemoryUsage()
+    today = await usage.totals(f"user:{user}", last_days(1))
+    month = await usage.totals(f"user:{user}", last_days(30))
     return say(
         "memory_usage",
         lang,

@@ -9,7 +9,7 @@ from core.errors import ConfigError
 from core.slots import Slot
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
 
 __all__ = ("RuntimeRegistry",)
 
@@ -25,7 +25,7 @@ class RuntimeRegistry(Generic[R]):
         self.slot: Slot[R] = Slot(f"{platform} runtime")
         """Where an agent keeps this platform's runtime."""
 
-    def bind(self, agent: Host, runtime: R) -> None:
+    def bind(self, agent: Setup, runtime: R) -> None:
         """Make ``runtime`` the platform side of ``agent`` (the extension's install hook does this)."""
         agent.provide(self.slot, runtime)
 

@@ -32,7 +32,7 @@ from .definitions import (
 from .settings import DiscordSettings
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
 
     from ..chat.answer_book import AnswerBook
     from ..chat.trust import TrustRules
@@ -88,7 +88,7 @@ def discord_extension(
     if trust is not None:
         runtime.set_trust(trust)
 
-    def install(agent: Host) -> None:
+    def install(agent: Setup) -> None:
         bind_runtime(agent, runtime)
         media_posters(agent).add(discord_channel.type, runtime.poster, reply_output=discord_message_output.type)
         for channel, pins in settings.channel_settings.items():  # DISCORD_CHANNEL_SETTINGS

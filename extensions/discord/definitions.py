@@ -27,12 +27,12 @@ from core.definitions import (
 )
 
 from ..chat.exactly_once import may_post
-from ..chat.heard import heard_quote
+from ..chat.heard import echoes_heard, heard_quote
 from ..chat.i18n import localized
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -90,7 +90,7 @@ class Runtime(Protocol):
         self, *, args: ChannelArgs, poll: PollArgs, reply_to: int | None, idempotency_key: str
     ) -> list[int]: ...
 
-    def subscribe(self, send: Send, agent: Host) -> Any: ...
+    def subscribe(self, send: Send, agent: Setup) -> Any: ...
 
     async def wait_closed(self) -> None: ...
 
@@ -101,7 +101,7 @@ class Runtime(Protocol):
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Discord", extension="discord_extension")
 
 
-def bind_runtime(agent: Host, runtime: Runtime) -> None:
+def bind_runtime(agent: Setup, runtime: Runtime) -> None:
     """Make ``runtime`` the Discord side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
@@ -220,7 +220,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     message_id = ctx.input_ref.params.get("message_id")
     if message_id:
         ctx.state.options[REPLY_TO] = int(message_id)
-    quote = heard_quote(ctx.input_ref) if agent.media.echo else None
+    quote = heard_quote(ctx.input_ref) if echoes_heard(agent) else None
     runtime = _runtimes.find(agent)
     if quote is None or runtime is None or not may_post(ctx.state):
         return
@@ -235,7 +235,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
         log.warning("could not quote the voice message in channel %s: %s", ctx.state.platform_args.channel_id, exc)
 
 
-async def _subscribe(send: Send, agent: Host) -> Any:
+async def _subscribe(send: Send, agent: Setup) -> Any:
     return get_runtime(agent).subscribe(send, agent)
 
 

@@ -20,7 +20,7 @@ from .definitions import get_runtime
 
 if TYPE_CHECKING:
     from core.fleet import IdentifySlots
-    from core.host import Host
+    from core.host import Setup
 
     from ..platforms import GatewayPeriod
     from .runtime import DiscordRuntime
@@ -30,7 +30,7 @@ __all__ = ("shard_leases",)
 log = logging.getLogger("extensions.discord")
 
 
-def shard_leases(agent: Host, period: GatewayPeriod) -> AbstractAsyncContextManager[None]:
+def shard_leases(agent: Setup, period: GatewayPeriod) -> AbstractAsyncContextManager[None]:
     """Before the agent starts: its runtime connects the shards it is handed, one login per identify slot; once
     started (the context): this gateway's share of the shards, leased until the context is left."""
     from core.fleet import IdentifySlots
@@ -40,7 +40,7 @@ def shard_leases(agent: Host, period: GatewayPeriod) -> AbstractAsyncContextMana
     )
     identify = slots.wait
 
-    def manage(agent: Host) -> None:  # the runtime is bound at install, before the services start
+    def manage(agent: Setup) -> None:  # the runtime is bound at install, before the services start
         cast("DiscordRuntime", get_runtime(agent)).manage_shards(identify=identify)
 
     agent.add_service(service(name="discord-shard-leases", start=manage), first=True)
@@ -48,7 +48,7 @@ def shard_leases(agent: Host, period: GatewayPeriod) -> AbstractAsyncContextMana
 
 
 @contextlib.asynccontextmanager
-async def _leased(agent: Host, period: GatewayPeriod, slots: IdentifySlots) -> AsyncIterator[None]:
+async def _leased(agent: Setup, period: GatewayPeriod, slots: IdentifySlots) -> AsyncIterator[None]:
     task = await _lease_shards(agent, period, slots)
     try:
         yield
@@ -58,7 +58,7 @@ async def _leased(agent: Host, period: GatewayPeriod, slots: IdentifySlots) -> A
             await task
 
 
-async def _lease_shards(agent: Host, period: GatewayPeriod, slots: IdentifySlots) -> asyncio.Task[None]:
+async def _lease_shards(agent: Setup, period: GatewayPeriod, slots: IdentifySlots) -> asyncio.Task[None]:
     """Divide the shards with the other gateways (a task: cancel it to give every shard back); return once this
     gateway took its first share and those shards are ready (bounded by DISCORD_CONNECT_TIMEOUT). A fatal error on
     the way (a token refused) is reported with ``agent.fail``."""

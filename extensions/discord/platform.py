@@ -11,7 +11,7 @@ from ..platforms import Build, GatewayPeriod, Ingest, Platform
 from .settings import DiscordSettings
 
 if TYPE_CHECKING:
-    from core.host import Host
+    from core.host import Host, Setup
 
 __all__ = ("PLATFORM",)
 
@@ -45,7 +45,7 @@ def _scaling(settings: DiscordSettings, lease_seconds: float) -> str:
     )
 
 
-def _gateway(agent: Host, period: GatewayPeriod) -> AbstractAsyncContextManager[None]:
+def _gateway(agent: Setup, period: GatewayPeriod) -> AbstractAsyncContextManager[None]:
     from .gateway_shards import shard_leases
 
     return shard_leases(agent, period)

@@ -26,7 +26,7 @@ from .definitions import (
 from .settings import MatrixSettings
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
 
     from ..chat.trust import TrustRules
     from .runtime import MatrixRuntime
@@ -67,7 +67,7 @@ def matrix_extension(settings: MatrixSettings, *, listen: bool = True, trust: Tr
     if trust is not None:
         runtime.set_trust(trust)
 
-    def install(agent: Host) -> None:
+    def install(agent: Setup) -> None:
         bind_runtime(agent, runtime)
         media_posters(agent).add(matrix_room.type, runtime, reply_output=MESSAGE)
 

@@ -24,7 +24,7 @@ from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -63,7 +63,7 @@ class RoomArgs(pydantic.BaseModel):
 class Runtime(Protocol):
     """What the definitions need from the Matrix side (``MatrixRuntime`` implements it)."""
 
-    async def subscribe(self, send: Send, agent: Host) -> Any: ...
+    async def subscribe(self, send: Send, agent: Setup) -> Any: ...
 
     async def deliver(
         self, *, key: tuple[str, int, int], args: RoomArgs, text: str, reply_to: str | None, ledger: ReplyLedger | None
@@ -79,7 +79,7 @@ class Runtime(Protocol):
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Matrix", extension="matrix_extension")
 
 
-def bind_runtime(agent: Host, runtime: Runtime) -> None:
+def bind_runtime(agent: Setup, runtime: Runtime) -> None:
     """Make ``runtime`` the Matrix side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
@@ -161,7 +161,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
         ctx.state.options[REPLY_TO] = event_id
 
 
-async def _subscribe(send: Send, agent: Host) -> Any:
+async def _subscribe(send: Send, agent: Setup) -> Any:
     return await get_runtime(agent).subscribe(send, agent)
 
 

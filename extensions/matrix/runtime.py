@@ -42,7 +42,7 @@ from .settings import MatrixSettings
 from .sync import Sync
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from core.definitions import ContextState, Send
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
@@ -115,7 +115,7 @@ class MatrixRuntime(ChatAdapter):
     def connected(self) -> bool:
         return self.client is not None
 
-    async def connect(self, agent: Host) -> None:
+    async def connect(self, agent: Setup) -> None:
         """Log in with the access token (``whoami``); when listening, get the listener and the sync ready."""
         settings = self.settings
         config = AsyncClientConfig(
@@ -180,7 +180,7 @@ class MatrixRuntime(ChatAdapter):
         )
         log.info("Matrix account %s logged in (listening)", settings.user_id)
 
-    async def subscribe(self, send: Send, agent: Host) -> Callable[[], Coroutine[Any, Any, None]] | None:
+    async def subscribe(self, send: Send, agent: Setup) -> Callable[[], Coroutine[Any, Any, None]] | None:
         """Start syncing; returns the unsubscribe coroutine function."""
         if self._listener is None or self._sync is None:
             return None

@@ -15,7 +15,7 @@ from .server import McpServer, ServerState
 from .settings import McpSettings
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
 
 __all__ = ("McpToolset", "ServerReport")
 
@@ -62,12 +62,12 @@ class McpToolset:
     def extension(self) -> Extension:
         """The extension to give ``create_agent``."""
 
-        def install(agent: Host) -> None:
+        def install(agent: Setup) -> None:
             agent.add_action_source(self.actions)
 
         return extension(name="mcp", install=install, services=[service(name="mcp", start=self.start, stop=self.stop)])
 
-    async def start(self, agent: Host | None = None) -> None:
+    async def start(self, agent: Setup | None = None) -> None:
         """Start every server and wait for each first attempt (``MCP_CONNECT_TIMEOUT`` bounds it): the
         tools of the servers that came up are offered from the first message; the others keep trying."""
         for server in self.servers:
@@ -81,7 +81,7 @@ class McpToolset:
             up = [s.name for s in self.servers if s.up]
             log.info("MCP: %d of %d servers up%s", len(up), len(self.servers), f" ({', '.join(up)})" if up else "")
 
-    async def stop(self, agent: Host | None = None) -> None:
+    async def stop(self, agent: Setup | None = None) -> None:
         """Close every session at once (stdio servers are stopped)."""
         async with asyncio.TaskGroup() as tg:
             for server in self.servers:

@@ -25,7 +25,7 @@ from .definitions import (
 from .settings import SlackMode, SlackSettings
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
 
     from ..chat.trust import TrustRules
     from .runtime import SlackRuntime
@@ -64,7 +64,7 @@ def slack_extension(settings: SlackSettings, *, listen: bool = True, trust: Trus
     if trust is not None:
         runtime.set_trust(trust)
 
-    def install(agent: Host) -> None:
+    def install(agent: Setup) -> None:
         bind_runtime(agent, runtime)
         media_posters(agent).add(slack_conversation.type, runtime, reply_output=slack_message_output.type)
 

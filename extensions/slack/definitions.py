@@ -22,7 +22,7 @@ from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -66,13 +66,13 @@ class Runtime(Protocol):
 
     def typing(self, args: ConversationArgs) -> AbstractAsyncContextManager[None]: ...
 
-    def subscribe(self, send: Send, agent: Host) -> Any: ...
+    def subscribe(self, send: Send, agent: Setup) -> Any: ...
 
 
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Slack", extension="slack_extension")
 
 
-def bind_runtime(agent: Host, runtime: Runtime) -> None:
+def bind_runtime(agent: Setup, runtime: Runtime) -> None:
     """Make ``runtime`` the Slack side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
@@ -151,7 +151,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
         ctx.state.options[REPLY_TO] = message_id
 
 
-async def _subscribe(send: Send, agent: Host) -> Any:
+async def _subscribe(send: Send, agent: Setup) -> Any:
     return get_runtime(agent).subscribe(send, agent)
 
 

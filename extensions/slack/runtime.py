@@ -56,7 +56,7 @@ from .definitions import MESSAGE, ConversationArgs, slack_conversation
 from .settings import SlackMode, SlackSettings
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import ContextState, Send
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
@@ -156,7 +156,7 @@ class SlackRuntime(ChatAdapter):
             raise PlatformError("the Slack client is not connected")
         return self.client
 
-    async def connect(self, agent: Host) -> None:
+    async def connect(self, agent: Setup) -> None:
         """Check the bot token (``auth.test``) and, when listening, open the websocket or serve the Events API."""
         settings = self.settings
         client = AsyncWebClient(
@@ -222,7 +222,7 @@ class SlackRuntime(ChatAdapter):
         response = await self.app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(response)
 
-    def subscribe(self, send: Send, agent: Host) -> Callable[[], Coroutine[Any, Any, None]]:
+    def subscribe(self, send: Send, agent: Setup) -> Callable[[], Coroutine[Any, Any, None]]:
         """Start handing messages to ``send`` (``agent.send``); returns the unsubscribe."""
         self._send = send
         self._open.set()

@@ -31,7 +31,7 @@ from .guest import telegram_guest, telegram_guest_answer_output, telegram_guest_
 from .settings import TelegramMode, TelegramSettings
 
 if typing.TYPE_CHECKING:
-    from core import Host
+    from core import Setup
 
     from ..chat.answer_book import AnswerBook, Ephemeral
     from ..chat.trust import TrustRules
@@ -91,7 +91,7 @@ def telegram_extension(
     if trust is not None:
         runtime.set_trust(trust)
 
-    def install(agent: Host) -> None:
+    def install(agent: Setup) -> None:
         bind_runtime(agent, runtime)
         media_posters(agent).add(telegram_chat.type, runtime.posting, reply_output=MESSAGE)
         for channel, pins in settings.channel_settings.items():  # TELEGRAM_CHANNEL_SETTINGS

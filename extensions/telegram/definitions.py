@@ -19,12 +19,12 @@ from core.entries import ErrorLog, InputRef, OutputRef
 from core.errors import ModelError
 
 from ..chat.exactly_once import may_post, post_once
-from ..chat.heard import heard_quote
+from ..chat.heard import echoes_heard, heard_quote
 from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -73,7 +73,7 @@ class Runtime(Protocol):
         self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
     ) -> list[int]: ...
 
-    async def subscribe(self, send: Send, agent: Host) -> Any: ...
+    async def subscribe(self, send: Send, agent: Setup) -> Any: ...
 
     async def deliver(
         self,
@@ -98,7 +98,7 @@ class Runtime(Protocol):
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="Telegram", extension="telegram_extension")
 
 
-def bind_runtime(agent: Host, runtime: Runtime) -> None:
+def bind_runtime(agent: Setup, runtime: Runtime) -> None:
     """Make ``runtime`` the Telegram side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
@@ -195,7 +195,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     message_id = ctx.input_ref.params.get("message_id", "")
     if message_id.isdigit():
         ctx.state.options[REPLY_TO] = int(message_id)
-    quote = heard_quote(ctx.input_ref) if agent.media.echo else None
+    quote = heard_quote(ctx.input_ref) if echoes_heard(agent) else None
     runtime = _runtimes.find(agent)
     if quote is None or runtime is None or not may_post(ctx.state):
         return
@@ -217,7 +217,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
         log.warning("could not quote the voice message in chat %s: %s", args.chat_id, exc)
 
 
-async def _subscribe(send: Send, agent: Host) -> Any:
+async def _subscribe(send: Send, agent: Setup) -> Any:
     """Start receiving messages (when the runtime listens); returns its unsubscribe function."""
     return await get_runtime(agent).subscribe(send, agent)
 

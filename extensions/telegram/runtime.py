@@ -66,7 +66,7 @@ from .settings import WEBHOOK_DEADLINE, TelegramSettings
 from .update_source import ALLOWED_UPDATES, UpdateSource, uses_ptb_updater
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from core.definitions import Send
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
@@ -145,7 +145,7 @@ class TelegramRuntime(ChatAdapter):
     def connected(self) -> bool:
         return self.application is not None
 
-    async def connect(self, agent: Host) -> None:
+    async def connect(self, agent: Setup) -> None:
         """Build the Application and check the token (``getMe``); when listening, start processing updates."""
         quiet_library_logs()
         queued = self.listen and agent.distributed
@@ -195,7 +195,7 @@ class TelegramRuntime(ChatAdapter):
         await commands.register_menu()
         log.info("Telegram bot @%s started (listening)", me.username or "")
 
-    async def subscribe(self, send: Send, agent: Host) -> Callable[[], Coroutine[Any, Any, None]] | None:
+    async def subscribe(self, send: Send, agent: Setup) -> Callable[[], Coroutine[Any, Any, None]] | None:
         """Start receiving updates (long polling or webhook); returns the unsubscribe coroutine function."""
         if self._listener is None or self._source is None or self.application is None:
             return None

@@ -11,7 +11,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from core import Agent, ContextState, Extension, Host, PlatformChat, RunEventType, context, extension, input, output
+from core import (
+    Agent,
+    ContextState,
+    Extension,
+    PlatformChat,
+    RunEventType,
+    Setup,
+    context,
+    extension,
+    input,
+    output,
+)
 from core.media import Outgoing, media_posters
 
 __all__ = ("StopKey", "chat", "cli_extension", "cli_input", "cli_message", "cli_session")
@@ -66,7 +77,7 @@ def cli_extension(*, media_dir: Path | str = Path("data") / "media") -> Extensio
     terminal shows their path; ``bots chat`` passes ``BOT_DATA_DIR``/media), readable by the user alone."""
     poster = _SavedMedia(Path(media_dir))
 
-    def install(agent: Host) -> None:
+    def install(agent: Setup) -> None:
         media_posters(agent).add(cli_session.type, poster, reply_output=cli_message.type)
 
     return extension(name="cli", install=install, contexts=[cli_session], outputs=[cli_message], inputs=[cli_input])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import Extension
 
     from ..chat.trust import TrustRules
@@ -143,7 +143,7 @@ def web_extension(
     if trust is not None:
         runtime.set_trust(trust)
 
-    def install(agent: Host) -> None:
+    def install(agent: Setup) -> None:
         bind_runtime(agent, runtime)
         media_posters(agent).add(web_chat.type, runtime, reply_output=MESSAGE)  # <img> and <audio> on the page
 

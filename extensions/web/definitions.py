@@ -20,7 +20,7 @@ from ..chat.i18n import say
 from ..chat.registry import RuntimeRegistry
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Host, Setup
     from core.definitions import Send
     from core.fleet.reply_ledger import ReplyLedger
 
@@ -48,7 +48,7 @@ gateway id; empty in one process)."""
 class Runtime(Protocol):
     """What the definitions need from the web side (``WebRuntime`` implements it)."""
 
-    async def subscribe(self, send: Send, agent: Host) -> Any: ...
+    async def subscribe(self, send: Send, agent: Setup) -> Any: ...
 
     async def deliver(
         self, *, key: tuple[str, int, int], visitor: str, gateway: str, text: str, ledger: ReplyLedger | None = None
@@ -64,7 +64,7 @@ class Runtime(Protocol):
 _runtimes: RuntimeRegistry[Runtime] = RuntimeRegistry(platform="web", extension="web_extension")
 
 
-def bind_runtime(agent: Host, runtime: Runtime) -> None:
+def bind_runtime(agent: Setup, runtime: Runtime) -> None:
     """Make ``runtime`` the web side of ``agent`` (the extension's install hook does this)."""
     _runtimes.bind(agent, runtime)
 
@@ -118,7 +118,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     ctx.state.options[GATEWAY] = ctx.input_ref.params.get("gateway", "")
 
 
-async def _subscribe(send: Send, agent: Host) -> Any:
+async def _subscribe(send: Send, agent: Setup) -> Any:
     return await get_runtime(agent).subscribe(send, agent)
 
 

@@ -40,7 +40,7 @@ from .visitor_book import VISITORS_FILE, LocalVisitorBook, VisitorBook
 from .visitors import Signer, load_secret, visitor_tier
 
 if TYPE_CHECKING:
-    from core import Host
+    from core import Setup
     from core.definitions import ContextState, Send
     from core.events import RunEvent
     from core.fleet.reply_ledger import ReplyLedger
@@ -161,7 +161,7 @@ class WebRuntime(ChatAdapter):
     def connected(self) -> bool:
         return self._connected
 
-    async def connect(self, agent: Host) -> None:
+    async def connect(self, agent: Setup) -> None:
         if self._signer is None:  # a bad WEB_SECRET stops the start; a generated key is read from its file
             self._signer = Signer(await asyncio.to_thread(self._key))
         if self.listen and self.settings.port:
@@ -202,7 +202,7 @@ class WebRuntime(ChatAdapter):
         self.address = f"http://{shown}:{port}/"
         log.info("web chat on %s", self.address)
 
-    async def subscribe(self, send: Send, agent: Host) -> Callable[[], Coroutine[Any, Any, None]] | None:
+    async def subscribe(self, send: Send, agent: Setup) -> Callable[[], Coroutine[Any, Any, None]] | None:
         """Take messages from the pages from now on; returns the unsubscribe coroutine function."""
         self._send = send
         return self.unsubscribe

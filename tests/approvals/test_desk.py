@@ -19,6 +19,7 @@ from core import InMemoryStore
 from core.approvals import Approval, ApprovalDesk, ApprovalStatus, ApprovalStore, Decision, MemoryApprovalStore, Pressed
 from core.fleet import QueueConfig, RedisApprovalStore, RedisBackend
 from core.trust import ActionsPolicy, Tier, Trust
+from core.trust.guard import TRUST
 from core.trust.plugin import TrustGuard
 from tests.fleet.server import RedisServer
 
@@ -350,7 +351,7 @@ async def test_bots_build_agent_sets_approvals_up_from_the_settings(tmp_path: An
     try:
         desk = desk_of(agent)
         assert desk is not None and desk.timeout == 12 and desk.admin_chats == {"telegram": "-100123:5"}
-        assert agent.trust is not None and agent.trust.approvals is desk
+        assert agent.provided(TRUST) is not None and agent.provided(TRUST).approvals is desk
         assert isinstance(desk.store, MemoryApprovalStore)  # bots run: the memory store
     finally:
         await agent.stop()

@@ -23,7 +23,7 @@ from core import (
 from core.limits.plugin import Limits
 from core.memory import SQLiteHistory
 from core.memory.long_memory import LongMemory
-from core.summary import SummaryPolicy
+from core.summary import SUMMARIZER, SummaryPolicy
 from core.usage import InMemoryUsage, day_of
 from core.usage.plugin import Usage
 
@@ -112,9 +112,9 @@ async def test_a_summary_is_charged_to_the_conversation(tmp_path: Path) -> None:
     async with agent:
         for i in range(6):
             await agent.send(chat, "c", said(i))
-        assert agent.summarizer is not None
-        await agent.summarizer.idle()
-        folds = agent.summarizer.folds
+        assert agent.provided(SUMMARIZER) is not None
+        await agent.provided(SUMMARIZER).idle()
+        folds = agent.provided(SUMMARIZER).folds
     assert folds >= 1
     totals = await usage.totals("chat:chat:c", [day_of()])
     runs_only = await usage.totals("user:chat:7", [day_of()])

@@ -21,7 +21,7 @@ from core import (
 )
 from core.busy import BusyPolicy
 from core.chat_settings import ChatSetting, ChatSettingsStore, escape_persona
-from core.usage import last_days
+from core.usage import USAGE, last_days
 from core.usage.plugin import Usage
 from extensions.chat.commands import parse_channel_settings
 from extensions.chat.i18n import MESSAGES
@@ -174,9 +174,12 @@ async def test_concurrent_runs_count_their_own_usage_to_their_own_user() -> None
     async with agent:
         await asyncio.gather(agent.run(chat, "a", [said("slow", "1")]), agent.run(chat, "b", [said("fast", "2")]))
     today = [day_of()]
-    slow, fast = await agent.usage.totals("user:chat:1", today), await agent.usage.totals("user:chat:2", today)
+    slow, fast = (
+        await agent.provided(USAGE).totals("user:chat:1", today),
+        await agent.provided(USAGE).totals("user:chat:2", today),
+    )
     assert (slow.input_tokens, fast.input_tokens) == (100, 1)
-    assert (await agent.usage.totals("chat:chat:a", today)).output_tokens == 10
+    assert (await agent.provided(USAGE).totals("chat:chat:a", today)).output_tokens == 10
 
 
 async def test_one_process_keeps_the_settings_it_read_or_wrote_and_a_fleet_reads_them_each_time() -> None:

@@ -21,7 +21,7 @@ from core import (
     output,
 )
 from core.limits.plugin import Limits
-from core.usage import day_of
+from core.usage import USAGE, day_of
 from core.usage.plugin import Usage
 
 chat = context(type="chat", schema=str, key=lambda s: s)
@@ -93,8 +93,8 @@ async def test_tokens_per_day_per_user_and_per_conversation() -> None:
         assert len(model.requests) == 4  # user 9's call would pass the conversation's 5,000: not made
         await agent.send(chat, "c", _msg("one more", user="9"))  # 4,800 of 5,000: the call would pass it too
     today = [day_of()]  # the limits read the counters /stats shows
-    assert (await agent.usage.totals("user:telegram:7", today)).tokens == 2400
-    assert (await agent.usage.totals("chat:chat:c", today)).input_tokens == 4000  # the context chat:c
+    assert (await agent.provided(USAGE).totals("user:telegram:7", today)).tokens == 2400
+    assert (await agent.provided(USAGE).totals("chat:chat:c", today)).input_tokens == 4000  # the context chat:c
     assert len(model.requests) == 4
     notices = [s for s in said if s != "ok"]
     assert len(notices) == 2, notices
@@ -126,7 +126,7 @@ async def test_a_charge_counts_once_per_batch_and_step(batch: str | None) -> Non
             ref = InputRef.model_validate(_msg("one") | {"id": "m1"})
             await agent.run(chat, "c", [ref], options=options)
     assert len(model.requests) == 2
-    used = await agent.usage.totals("user:telegram:7", [day_of()])
+    used = await agent.provided(USAGE).totals("user:telegram:7", [day_of()])
     assert used.tokens == (120 if batch else 240)
 
 
@@ -143,7 +143,7 @@ async def test_a_model_that_reports_no_usage_is_charged_about_4_characters_a_tok
         await agent.send(chat, "c", _msg("one"))
         await agent.send(chat, "c", _msg("two"))
     request = model.requests[0]
-    used = await agent.usage.totals("chat:chat:c", [day_of()])
+    used = await agent.provided(USAGE).totals("chat:chat:c", [day_of()])
     assert used.input_tokens == (len(request.system) + len(request.prompt)) // 4 >= 50
     assert used.tokens == first
     assert used.output_tokens == len(reply) // 4

@@ -9,6 +9,7 @@ from typing import Any
 from core import AgentOptions, InMemoryStore, InputRef, ScriptedModel, context, create_agent, output
 from core.media import Attachment, AttachmentKind, MediaLimits, MediaReader
 from core.media.plugin import Media
+from core.media.reader import READER
 from core.models import ImagePart, ModelRequest, interleave
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
@@ -170,7 +171,7 @@ async def test_a_transcript_becomes_the_input_text() -> None:
             return " remind me <b>tomorrow</b> "
 
     agent, model = make(Files({"v": b"OggS"}))
-    agent.media.transcriber = Heard()
+    agent.provided(READER).transcriber = Heard()
     voice = Attachment(kind=AttachmentKind.AUDIO, name="voice.ogg", mime="audio/ogg", size=4, source="test", ref="v")
     ref = attached("", voice)
     await agent.run(chat, "c1", [ref])

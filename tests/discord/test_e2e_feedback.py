@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from core import ScriptedModel
-from core.usage import day_of
+from core import InMemoryUsage, ScriptedModel
+from core.usage import USAGE, day_of
 from extensions.discord import get_runtime
 from extensions.discord.definitions import POLL, POLL_ANSWER, ChannelArgs, discord_channel
 
@@ -16,7 +16,7 @@ from .conftest import StartBot, World, answers, say
 
 async def test_a_reaction_on_an_answer_is_feedback_and_never_answered(world: World, start_bot: StartBot) -> None:
     model = answers("Paris.")
-    agent = await start_bot(model)
+    agent = await start_bot(model, agent_options={"usage": InMemoryUsage()})  # (the Usage plugin keeps the scores)
     seen: list[tuple[str, str]] = []
     changed = asyncio.Event()
 
@@ -42,9 +42,11 @@ async def test_a_reaction_on_an_answer_is_feedback_and_never_answered(world: Wor
     await wait(2)
     assert seen == [("feedback:down", cid), ("feedback:up", cid)]
     day = [day_of()]
-    assert (await agent.usage.totals(f"feedback:down:chat:{cid}", day)).output_tokens == 1
-    assert (await agent.usage.totals(f"feedback:down:user:discord:{world.alice['id']}", day)).output_tokens == 1
-    assert (await agent.usage.totals(f"feedback:up:chat:{cid}", day)).output_tokens == 1
+    assert (await agent.provided(USAGE).totals(f"feedback:down:chat:{cid}", day)).output_tokens == 1
+    assert (
+        await agent.provided(USAGE).totals(f"feedback:down:user:discord:{world.alice['id']}", day)
+    ).output_tokens == 1
+    assert (await agent.provided(USAGE).totals(f"feedback:up:chat:{cid}", day)).output_tokens == 1
     await world.fake.say(world.dm, "and of Italy?", author=world.alice)
     await world.fake.wait_posted(world.dm, 2)
     assert len(model.requests) == 2 and "👎" not in model.requests[1].prompt

@@ -7,6 +7,7 @@ import base64
 
 import core
 from core.media import OpenAITranscriber
+from core.media.reader import READER
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 from .conftest import StartBot, World, say
@@ -57,7 +58,7 @@ async def test_an_attachment_alone_is_answered_and_limits_are_notes(world: World
 async def test_a_text_file_is_read_after_a_failed_download(world: World, start_bot: StartBot) -> None:
     model = core.ScriptedModel([say("read it")], repeat_last=True)
     agent = await start_bot(model)
-    agent.media.limits.retry_delay = 0.0
+    agent.provided(READER).limits.retry_delay = 0.0
     world.fake.failing_downloads = 1
     await world.fake.say(world.dm, "check this", author=world.alice, files=[("notes.md", None, b"# Plan\n- ship it")])
     await world.fake.wait_posted(world.dm)
@@ -70,8 +71,8 @@ async def test_a_voice_message_is_transcribed_quoted_and_answered(world: World, 
     agent = await start_bot(model)
     async with FakeOpenAIServer() as llm:
         llm.transcript = "how is the weather"
-        stt = agent.media.transcriber = OpenAITranscriber(base_url=llm.url)
-        agent.media.echo = True
+        stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=llm.url)
+        agent.provided(READER).echo = True
         try:
             asked = await world.fake.say(
                 world.dm, "", author=world.alice, files=[("voice-message.ogg", "audio/ogg", b"OggS" + bytes(64))]

@@ -9,6 +9,7 @@ import json
 import core
 from core.media import OpenAIImages, OpenAISpeech, OpenAITranscriber
 from core.media.pictures import Pictures
+from core.media.reader import READER
 from core.media.spoken import SpokenReplies
 from tests.fakes.discord_server import VOICE_MESSAGE
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -43,7 +44,7 @@ async def test_a_voice_message_is_answered_with_an_ogg_voice_reply(world: World,
     async with FakeOpenAIServer() as openai:
         speaker = OpenAISpeech(base_url=openai.url)
         agent = await start_bot(model, agent_options={"plugins": [SpokenReplies(speaker)]})
-        stt = agent.media.transcriber = OpenAITranscriber(base_url=openai.url)
+        stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=openai.url)
         try:
             await world.fake.say(
                 world.dm, "", author=world.alice, files=[("voice-message.ogg", "audio/ogg", b"OggS" + bytes(64))]
@@ -81,7 +82,7 @@ async def test_a_spoken_reply_is_posted_as_a_discord_voice_message(world: World,
         openai.speech = ogg_stream(2.5)
         speaker = OpenAISpeech(base_url=openai.url)
         agent = await start_bot(model, agent_options={"plugins": [SpokenReplies(speaker)]})
-        stt = agent.media.transcriber = OpenAITranscriber(base_url=openai.url)
+        stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=openai.url)
         try:
             asked = await world.fake.say(
                 world.dm, "", author=world.alice, files=[("voice-message.ogg", "audio/ogg", b"OggS" + bytes(64))]
@@ -110,7 +111,7 @@ async def test_speech_has_its_own_per_day_limit(world: World, start_bot: StartBo
         speaker = OpenAISpeech(base_url=openai.url)
         spoken = SpokenReplies(speaker, chars_per_day_user=20)  # one "It is sunny." (12 characters) a day
         agent = await start_bot(model, agent_options={"plugins": [spoken]})
-        stt = agent.media.transcriber = OpenAITranscriber(base_url=openai.url)
+        stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=openai.url)
         try:
             await world.fake.say(world.dm, "", author=world.alice, files=voice)
             await world.fake.wait_posted(world.dm, 2)  # the text, then the voice reply

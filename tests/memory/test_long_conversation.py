@@ -9,6 +9,7 @@ from pathlib import Path
 
 from core import ModelRequest, SQLiteStore
 from core.memory import SQLiteHistory
+from core.summary import SUMMARIZER
 
 from .long_chat import FACT, QUESTION, chat, long_chat_agent, message_text, replies
 
@@ -34,12 +35,12 @@ async def test_five_thousand_messages(tmp_path: Path) -> None:
             )
             sent = start + BURST - 1
             if sent in (100, 5000):
-                assert agent.summarizer is not None
-                await agent.summarizer.idle()
+                assert agent.provided(SUMMARIZER) is not None
+                await agent.provided(SUMMARIZER).idle()
                 await agent.send(chat, "room", {"type": "chat:message", "data": "how are you?"})
                 sizes[sent] = len(chat_prompts(model.requests)[-1].prompt)
-        assert agent.summarizer is not None
-        await agent.summarizer.idle()
+        assert agent.provided(SUMMARIZER) is not None
+        await agent.provided(SUMMARIZER).idle()
         summary = await history.summary("chat:room")
         assert FACT in summary.text
         assert await history.count("chat:room") > 5000

@@ -12,7 +12,7 @@ from core import ModelError, ModelRequest
 from core.entries import now_ms
 from core.memory import HistoryEntry, SQLiteHistory, Summary
 from core.memory.recording import RetentionSweeper
-from core.summary import LocalSummaryLock
+from core.summary import SUMMARIZER, LocalSummaryLock
 
 from .long_chat import FACT, brain, chat, long_chat_agent, message_text
 
@@ -29,24 +29,24 @@ async def test_a_failed_summary_keeps_the_old_one_and_is_tried_after_the_next_ru
         return brain(request)
 
     agent, scripted = long_chat_agent(history=history, every=10, keep=10, answer=model)
-    assert agent.summarizer is not None
+    assert agent.provided(SUMMARIZER) is not None
     async with agent:
         for n in range(1, 16):
             await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
-        await agent.summarizer.idle()
+        await agent.provided(SUMMARIZER).idle()
         first = await history.summary(CID)
         assert FACT in first.text and first.upto > 0
 
         failing["on"] = True
         for n in range(16, 40):
             await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
-            await agent.summarizer.idle()
+            await agent.provided(SUMMARIZER).idle()
         assert await history.summary(CID) == first  # kept, nothing lost
-        assert agent.summarizer.failures > 0
+        assert agent.provided(SUMMARIZER).failures > 0
 
         failing["on"] = False
         await agent.send(chat, "room", {"type": "chat:message", "data": "back again"})
-        await agent.summarizer.idle()
+        await agent.provided(SUMMARIZER).idle()
         caught_up = await history.summary(CID)
         assert caught_up.upto > first.upto and FACT in caught_up.text
         assert await history.pending(CID, after=caught_up.upto, keep=10, limit=10) == []
@@ -59,7 +59,7 @@ async def test_a_fold_in_flight_never_holds_an_answer_back(tmp_path: Path) -> No
     gate = asyncio.Event()
     calls: list[str] = []
     agent, scripted = long_chat_agent(history=history, every=2, keep=2)
-    assert agent.summarizer is not None
+    assert agent.provided(SUMMARIZER) is not None
     original = scripted.stream
 
     async def stream(request: ModelRequest) -> AsyncIterator[str]:
@@ -79,7 +79,7 @@ async def test_a_fold_in_flight_never_holds_an_answer_back(tmp_path: Path) -> No
         await agent.send(chat, "room", {"type": "chat:message", "data": "answered while the fold waits"})
         assert calls[-1] == "answer" and calls.count("summary") == 1  # one fold at a time
         gate.set()
-        await agent.summarizer.idle()
+        await agent.provided(SUMMARIZER).idle()
     assert FACT not in (await history.summary(CID)).text  # message 7 was never sent here
     assert (await history.summary(CID)).upto > 0
 
@@ -98,7 +98,7 @@ async def test_a_fold_that_finds_the_lock_taken_looks_again_until_the_hold_ends(
     history = SQLiteHistory(tmp_path / "h.sqlite3")
     lock = LocalSummaryLock(ttl=5.0)
     agent, _ = long_chat_agent(history=history, every=5, keep=5, lock=lock)
-    assert agent.summarizer is not None
+    assert agent.provided(SUMMARIZER) is not None
     async with agent:
         async with lock.hold(CID) as other:
             assert other
@@ -107,7 +107,7 @@ async def test_a_fold_that_finds_the_lock_taken_looks_again_until_the_hold_ends(
             await asyncio.sleep(0.2)
             assert (await history.summary(CID)).upto == 0  # not folded while the other holds it
         async with asyncio.timeout(5):
-            await agent.summarizer.idle()
+            await agent.provided(SUMMARIZER).idle()
         assert FACT in (await history.summary(CID)).text
 
         async with lock.hold(CID):  # held for longer than a hold may last: the holder folds, this one gives up
@@ -115,18 +115,18 @@ async def test_a_fold_that_finds_the_lock_taken_looks_again_until_the_hold_ends(
             for n in range(13, 25):
                 await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
             async with asyncio.timeout(5):
-                await agent.summarizer.idle()
+                await agent.provided(SUMMARIZER).idle()
     await history.close()
 
 
 async def test_reset_drops_the_summary_and_forget_erases_the_history(tmp_path: Path) -> None:
     history = SQLiteHistory(tmp_path / "h.sqlite3")
     agent, _ = long_chat_agent(history=history, every=5, keep=5)
-    assert agent.summarizer is not None
+    assert agent.provided(SUMMARIZER) is not None
     async with agent:
         for n in range(1, 13):
             await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
-        await agent.summarizer.idle()
+        await agent.provided(SUMMARIZER).idle()
         assert FACT in (await history.summary(CID)).text
         stored = await history.count(CID)
 
@@ -134,7 +134,7 @@ async def test_reset_drops_the_summary_and_forget_erases_the_history(tmp_path: P
         assert (await history.summary(CID)).text == ""
         assert await history.count(CID) == stored  # still searchable
         await agent.send(chat, "room", {"type": "chat:message", "data": "hello again"})
-        await agent.summarizer.idle()
+        await agent.provided(SUMMARIZER).idle()
         assert FACT not in (await history.summary(CID)).text  # what was before the reset is not folded again
 
         await agent.forget(chat, "room")

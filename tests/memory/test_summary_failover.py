@@ -7,7 +7,7 @@ from pathlib import Path
 from core import InMemoryUsage, ModelError, ScriptedModel, create_agent
 from core.memory import InMemoryStore, SQLiteHistory
 from core.models import FallbackModel
-from core.summary import SummaryPolicy
+from core.summary import SUMMARIZER, SummaryPolicy
 from core.usage import day_of
 from tests.agent_args import agent_args
 
@@ -31,12 +31,12 @@ async def test_a_summary_the_first_model_fails_is_counted_under_the_one_that_wro
             usage=usage,
         )
     )
-    assert agent.summarizer is not None
+    assert agent.provided(SUMMARIZER) is not None
     async with agent:
         for n in range(1, 12):
             await agent.send(chat, "room", {"type": "chat:message", "data": message_text(n)})
-        await agent.summarizer.idle()
-    assert agent.summarizer.folds > 0 and down.requests and backup.requests
+        await agent.provided(SUMMARIZER).idle()
+    assert agent.provided(SUMMARIZER).folds > 0 and down.requests and backup.requests
     today = [day_of()]
     assert (await usage.totals("model:backup", today)).input_tokens > 0
     assert (await usage.totals("model:down", today)).input_tokens == 0

@@ -14,7 +14,7 @@ from core import Price
 from core.events import RunEvent, RunEventType
 from core.health import Degraded
 from core.models import BreakerPolicy, FallbackModel, OpenAICompatModel, RetryPolicy
-from core.usage import day_of
+from core.usage import USAGE, day_of
 from extensions.terminal import cli_session
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
@@ -82,9 +82,9 @@ async def test_usage_metrics_and_readiness_say_which_model_answered(http: aiohtt
     assert len(first.requests) == 2 and len(second.requests) == 2  # the paused model was not asked the third time
     assert status == 200 and body["checks"]["model"].startswith("degraded: openai:first paused for 30s")
     today = [day_of()]
-    assert (await agent.usage.totals("model:first", today)).input_tokens == 100
-    assert (await agent.usage.totals("model:second", today)).input_tokens == 60
-    chat = await agent.usage.totals("chat:cli:session:ops", today)
+    assert (await agent.provided(USAGE).totals("model:first", today)).input_tokens == 100
+    assert (await agent.provided(USAGE).totals("model:second", today)).input_tokens == 60
+    chat = await agent.provided(USAGE).totals("chat:cli:session:ops", today)
     assert (chat.input_tokens, chat.output_tokens) == (160, 13)
     assert chat.cost_micros == 100 * 1 + 7 * 2 + 60 * 3 + 6 * 4  # each call at its own model's price
     assert grew("bots_usage_tokens_total", model="first", direction="input") == 100

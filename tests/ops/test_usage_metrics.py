@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bots.ops import Ops, serve
 from core import Price
-from core.usage import day_of
+from core.usage import USAGE, day_of
 from extensions.terminal import cli_session
 
 from .support import REPLY, CountingModel, make_agent, sample
@@ -30,5 +30,5 @@ async def test_usage_by_model_reaches_metrics_without_user_ids() -> None:
     for family in text_string_to_metric_families(text):
         if family.name.startswith("bots_usage"):
             assert all(set(s.labels) <= {"model", "direction"} for s in family.samples)
-    chat = await agent.usage.totals("chat:cli:session:ops", [day_of()])
+    chat = await agent.provided(USAGE).totals("chat:cli:session:ops", [day_of()])
     assert (chat.input_tokens, chat.output_tokens, chat.cost_micros) == (100, 7, 270)

@@ -10,7 +10,8 @@ from typing import Any
 from core import InMemoryStore, ModelRequest, ScriptedModel, context, create_agent, output
 from core.teamwork import ASK_BOT, MemoryAnswerBox, Teamwork, task_context
 from core.teamwork.plugin import LocalPeer
-from core.usage import day_of
+from core.usage import USAGE, day_of
+from core.usage.plugin import Usage
 
 chat = context(type="chat", schema=str, key=lambda s: s)
 _RESULT = re.compile(r"<action_result [^>]*>(.*?)</action_result>", re.S)
@@ -60,17 +61,18 @@ async def test_a_bot_hands_a_task_to_another_and_says_its_answer() -> None:
         contexts=[chat],
         outputs=[output(type="chat:message", handler=lambda data, ctx, ag: posted.append(data), context=chat)],
         memory=InMemoryStore(),
-        plugins=[front],
+        plugins=[front, Usage()],
     )
     async with expert_agent, front_agent:
         await front_agent.send(chat, "room", said())
     assert len(posted) == 1 and posted[0].startswith("expert says:") and "42" in posted[0]
     [task] = expert_agent.model.requests
     assert "What is 6 * 7?" in task.prompt and 'tier="member"' in task.prompt
-    usage = front_agent.usage
+    usage = front_agent.provided(USAGE)
     charged = await usage.totals("user:telegram:7", [day_of()])
     mine = await usage.totals("model:bot:expert", [day_of()])
-    assert mine.input_tokens > 0 and charged == mine  # the expert's tokens, the person's (no Usage plugin here)
+    own = await usage.totals(f"model:{front_agent.model.name}", [day_of()])
+    assert mine.input_tokens > 0 and charged.tokens == mine.tokens + own.tokens  # the expert's tokens, the person's
 
 
 async def test_a_chain_of_bots_stops_at_the_depth_limit() -> None:

@@ -6,7 +6,7 @@ author (tier ``summoned``, their usage)."""
 from __future__ import annotations
 
 from core import InMemoryStore, ScriptedModel
-from core.usage import InMemoryUsage, day_of
+from core.usage import USAGE, InMemoryUsage, day_of
 from extensions.telegram.guest import GUEST_ANSWER
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -40,7 +40,7 @@ async def test_a_guest_request_sees_the_request_alone_and_leaves_nothing(
     assert "capital of France" in request.prompt
     assert "9931" not in request.prompt and "vault" not in request.prompt.lower()
     assert 'tier="summoned"' in request.prompt and 'user_id="3003"' in request.prompt
-    assert (await agent.usage.totals("user:telegram:3003", [day_of()])).tokens > 0  # the summoner's usage
+    assert (await agent.provided(USAGE).totals("user:telegram:3003", [day_of()])).tokens > 0  # the summoner's usage
     kept = [key for key in memory.data if query_id in key]  # nothing of the request is remembered
     assert kept == [], kept
 

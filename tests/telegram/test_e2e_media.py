@@ -10,6 +10,7 @@ import pytest
 
 from core import ScriptedModel
 from core.media import OpenAITranscriber
+from core.media.reader import READER
 from core.models import LocalModel, OpenAICompatModel
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -54,7 +55,7 @@ async def test_a_voice_note_is_transcribed_and_answered(
     llm.transcript = "what is the capital of France"
     model = ScriptedModel([answer("Paris.")], repeat_last=True)
     agent = await start_bot(model)
-    stt = agent.media.transcriber = OpenAITranscriber(base_url=llm.url, model="whisper-test")
+    stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=llm.url, model="whisper-test")
     try:
         server.user_sends("voice", b"OggS" + bytes(300))
         [reply] = await server.wait_replies(1)
@@ -72,8 +73,8 @@ async def test_with_stt_echo_what_was_heard_is_quoted_before_the_answer(
 ) -> None:
     llm.transcript = "remind me to call mum"
     agent = await start_bot(["Noted."])
-    stt = agent.media.transcriber = OpenAITranscriber(base_url=llm.url)
-    agent.media.echo = True
+    stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=llm.url)
+    agent.provided(READER).echo = True
     try:
         update = server.user_sends("voice", b"OggS" + bytes(30))
         quote, reply = await server.wait_replies(2)
@@ -122,7 +123,7 @@ async def test_a_text_file_is_read_and_a_failing_download_becomes_a_note(
 ) -> None:
     model = ScriptedModel([answer("read")], repeat_last=True)
     agent = await start_bot(model)
-    agent.media.limits.retry_delay = 0.0
+    agent.provided(READER).limits.retry_delay = 0.0
     server.user_sends("document", b"name,age\nAnn,31\n", file_name="people.csv", mime_type="text/csv")
     await server.wait_replies(1)
     assert 'name="people.csv"' in model.requests[0].prompt and "Ann,31" in model.requests[0].prompt

@@ -18,6 +18,7 @@ from core.errors import ConfigError
 from core.media import OpenAISpeech, OpenAITranscriber
 from core.media.espeak import EspeakSpeech
 from core.media.ogg import ogg_duration, ogg_waveform
+from core.media.reader import READER
 from core.media.spoken import SpokenReplies
 from core.usage import InMemoryUsage, day_of
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -46,7 +47,7 @@ async def test_a_voice_message_is_answered_with_a_voice_message_spoken_offline(
     speaker = EspeakSpeech(voice="en")
     model = ScriptedModel([answer("Paris is the capital of France.")], repeat_last=True)
     agent = await start_bot(model, agent_options={"plugins": [SpokenReplies(speaker, usage=usage, max_chars=200)]})
-    stt = agent.media.transcriber = OpenAITranscriber(base_url=openai.url)
+    stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=openai.url)
     try:
         update = server.user_sends("voice", b"OggS" + bytes(300))
         [reply] = await server.wait_replies(1)

@@ -12,6 +12,7 @@ import pytest
 from core import ScriptedModel
 from core.media import OpenAIImages, OpenAISpeech, OpenAITranscriber
 from core.media.pictures import Pictures
+from core.media.reader import READER
 from core.media.spoken import SpokenReplies
 from core.usage import InMemoryUsage, day_of
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -91,7 +92,7 @@ async def test_a_voice_message_is_answered_with_a_voice_reply_from_the_speech_en
     usage = InMemoryUsage()
     model = ScriptedModel([answer("**Paris** is the capital.")], repeat_last=True)
     agent = await start_bot(model, agent_options={"plugins": [SpokenReplies(speaker, usage=usage, max_chars=100)]})
-    stt = agent.media.transcriber = OpenAITranscriber(base_url=openai.url, api_key="sk-images-secret")
+    stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=openai.url, api_key="sk-images-secret")
     try:
         update = server.user_sends("voice", b"OggS" + bytes(300))
         [reply] = await server.wait_replies(1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from core import ScriptedModel
-from core.usage import day_of
+from core import InMemoryUsage, ScriptedModel
+from core.usage import USAGE, day_of
 from extensions.telegram.definitions import POLL
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -36,7 +36,7 @@ async def test_a_reaction_on_an_answer_is_feedback_and_never_answered(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
     model = ScriptedModel([answer("Paris."), answer("Still Paris.")], repeat_last=True)
-    agent = await start_bot(model)
+    agent = await start_bot(model, agent_options={"usage": InMemoryUsage()})  # (the Usage plugin keeps the scores)
     feedback = Feedback()
     agent.observers.append(feedback)
     asked = server.user_says("capital of France?")
@@ -49,9 +49,9 @@ async def test_a_reaction_on_an_answer_is_feedback_and_never_answered(
     server.user_reacts(1001, reply.message_id, "👍", user_id=1002, first_name="Bob")
     await feedback.wait(3)
     day = [day_of()]
-    assert (await agent.usage.totals("feedback:down:chat:telegram:chat:1001", day)).output_tokens == 1
-    assert (await agent.usage.totals("feedback:down:user:telegram:1001", day)).output_tokens == 1
-    assert (await agent.usage.totals("feedback:up:chat:telegram:chat:1001", day)).output_tokens == 1
+    assert (await agent.provided(USAGE).totals("feedback:down:chat:telegram:chat:1001", day)).output_tokens == 1
+    assert (await agent.provided(USAGE).totals("feedback:down:user:telegram:1001", day)).output_tokens == 1
+    assert (await agent.provided(USAGE).totals("feedback:up:chat:telegram:chat:1001", day)).output_tokens == 1
     assert server.allowed_updates is not None and "message_reaction" in server.allowed_updates
     # the reactions reached the model as nothing: the next message is its second request, without them
     server.user_says("and of Italy?")

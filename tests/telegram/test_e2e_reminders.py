@@ -18,7 +18,7 @@ import pytest
 from core import ModelRequest, ScriptedModel
 from core.entries import now_ms
 from core.schedules import ManualClock, schedules_of
-from core.usage import day_of
+from core.usage import USAGE, day_of
 from extensions.telegram import ChatArgs, telegram_chat
 from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
 from tests.schedules.support import StartBot, call, last_result, recurring_model, started_bots
@@ -234,7 +234,7 @@ async def test_a_firing_counts_against_the_limits_of_whoever_set_it(
     )
     agent = await bots(model, clock, tokens_per_day_user=10_000)  # (a call's prompt is a few thousand tokens)
     schedules = schedules_of(agent)
-    await agent.usage.add(
+    await agent.provided(USAGE).add(
         day=day_of(now_ms()), keys=[f"user:telegram:{ANN}"], input_tokens=10_000, output_tokens=0, cost=0
     )  # Ann spent her day's tokens
     where = (telegram_chat, ChatArgs(chat_id=GROUP))

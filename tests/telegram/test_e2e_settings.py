@@ -11,7 +11,7 @@ import pytest
 
 from core import ChatPolicy, ChatSettings, LimitConfig, Limiter, Price
 from core.models import OpenAICompatModel
-from core.usage import day_of
+from core.usage import USAGE, day_of
 from extensions.chat.i18n import say
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer, SentMessage
@@ -224,7 +224,7 @@ async def test_stats_say_how_many_of_the_chats_tokens_in_the_provider_read_from_
 
     async def counted(tokens_in: int) -> None:  # (a call is counted once its stream has ended: after the post)
         async with asyncio.timeout(10):
-            while (await agent.usage.totals(chat, today)).input_tokens < tokens_in:
+            while (await agent.provided(USAGE).totals(chat, today)).input_tokens < tokens_in:
                 await asyncio.sleep(0.01)
 
     assert (await said(server, "hello", chat_id=ANN)).text == "First."
@@ -236,5 +236,5 @@ async def test_stats_say_how_many_of_the_chats_tokens_in_the_provider_read_from_
     stats = (await said(server, "/stats", chat_id=ANN)).text
     assert "This chat today: 4100 in, 20 out" in stats
     assert say("stats_cached", "en", cached=1536, uncached=2564, cached_30=1536, uncached_30=2564) in stats
-    assert (await agent.usage.totals(f"cached:{chat}", today)).input_tokens == 1536
-    assert (await agent.usage.totals("cached:model:base-model", today)).input_tokens == 1536
+    assert (await agent.provided(USAGE).totals(f"cached:{chat}", today)).input_tokens == 1536
+    assert (await agent.provided(USAGE).totals("cached:model:base-model", today)).input_tokens == 1536

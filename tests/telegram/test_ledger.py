@@ -12,6 +12,7 @@ from core import Agent, ScriptedModel
 from core.entries import InputRef
 from core.errors import ModelError
 from core.media import Attachment, AttachmentKind, OpenAITranscriber
+from core.media.reader import READER
 from extensions.chat.exactly_once import Uncertain
 from extensions.telegram import ChatArgs, get_runtime, telegram_chat
 from tests.discord.test_ledger import MemoryLedger
@@ -173,8 +174,8 @@ async def test_a_voice_message_is_quoted_once_however_often_its_batch_runs(
     ledger = MemoryLedger()
     async with FakeOpenAIServer() as stt_server:
         stt_server.transcript = "remind me to call mum"
-        stt = agent.media.transcriber = OpenAITranscriber(base_url=stt_server.url)
-        agent.media.echo = True
+        stt = agent.provided(READER).transcriber = OpenAITranscriber(base_url=stt_server.url)
+        agent.provided(READER).echo = True
         try:
             for _ in range(2):  # the batch, then the batch again (the ack was lost)
                 inputs = [ref.model_copy(deep=True)]

@@ -9,6 +9,7 @@ from typing import Any
 
 from selenium.webdriver.common.by import By
 
+from core.memory.history import HISTORY
 from extensions.telegram import TelegramSettings
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -91,8 +92,8 @@ async def test_console_shows_a_telegram_conversation_reads_it_and_forgets_it(
     await browser.accept_alert()
     await browser.wait_for(lambda: "forgotten" in browser.driver.find_element(By.CSS_SELECTOR, ".flash").text)
     assert "telegram:chat:4242" not in await browser.texts("td a code")
-    assert bot.agent.history is not None
-    assert await bot.agent.history.search("telegram:chat:4242") == []
+    assert bot.agent.provided(HISTORY) is not None
+    assert await bot.agent.provided(HISTORY).search("telegram:chat:4242") == []
 
 
 async def test_web_chat_streams_the_answer_as_it_is_written(browser: Browser, start_bot: StartBot) -> None:
@@ -144,5 +145,5 @@ async def test_web_chat_streams_the_answer_as_it_is_written(browser: Browser, st
     )
     await browser.type("#text", "/forget\n")
     await browser.wait_for(lambda: browser.driver.find_elements(By.CSS_SELECTOR, ".message.notice"), what="notice")
-    assert bot.agent.history is not None
-    assert [c.cid for c in await bot.agent.history.conversations()] == []  # type: ignore[attr-defined]
+    assert bot.agent.provided(HISTORY) is not None
+    assert [c.cid for c in await bot.agent.provided(HISTORY).conversations()] == []  # type: ignore[attr-defined]

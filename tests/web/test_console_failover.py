@@ -9,7 +9,7 @@ import aiohttp
 from bots.models import build_model
 from bots.settings import LlmSettings
 from core.models import FallbackModel
-from core.usage import day_of
+from core.usage import USAGE, day_of
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 
 from .conftest import Bot, StartBot, client, csrf_of, login, until
@@ -42,7 +42,7 @@ async def test_the_usage_page_shows_the_model_that_answered_each_message(start_b
         bot = await start_bot(model)
 
         async def counted(name: str) -> bool:
-            return (await bot.agent.usage.totals(f"model:{name}", [day_of()])).input_tokens > 0
+            return (await bot.agent.provided(USAGE).totals(f"model:{name}", [day_of()])).input_tokens > 0
 
         async with client() as visitor:
 

@@ -13,6 +13,7 @@ from yarl import URL
 
 from bots.console.auth import Sessions, same_secret
 from bots.console.logouts import LocalLoginTurns
+from core.memory.history import HISTORY
 from extensions.web import Signer, local_only
 from extensions.web.visitors import COOKIE
 
@@ -60,7 +61,7 @@ async def test_a_change_without_its_csrf_token_is_refused(start_bot: StartBot) -
     async with client() as visitor:
         await _talk(bot, visitor, SAID)
         await until(lambda: _has_reply(bot, visitor))
-    cid = (await bot.agent.history.conversations())[0].cid  # type: ignore[union-attr]
+    cid = (await bot.agent.provided(HISTORY).conversations())[0].cid  # type: ignore[union-attr]
     async with client() as session:
         token = await login(session, bot)
         for form in ({"cid": cid}, {"cid": cid, "csrf": "forged"}, {"cid": cid, "csrf": token[:-1]}):
@@ -72,7 +73,7 @@ async def test_a_change_without_its_csrf_token_is_refused(start_bot: StartBot) -
             headers={"Origin": "http://evil.example"},
         ) as response:
             assert response.status == 403  # another site's form, even with the token
-        assert await bot.agent.history.search(cid)  # type: ignore[union-attr]
+        assert await bot.agent.provided(HISTORY).search(cid)  # type: ignore[union-attr]
         async with client() as other:  # another operator's session has its own token
             other_token = await login(other, bot)
             assert other_token != token
@@ -86,7 +87,7 @@ async def test_a_change_without_its_csrf_token_is_refused(start_bot: StartBot) -
         forged = "Your session expired: log in again at evil.example"
         async with session.get(bot.console_url + "conversations", params={"done": forged, "mac": "x"}) as r:
             assert forged not in await r.text()  # another's link puts no words on the console's pages
-        assert await bot.agent.history.search(cid) == []  # type: ignore[union-attr]
+        assert await bot.agent.provided(HISTORY).search(cid) == []  # type: ignore[union-attr]
     async with client() as visitor:  # the web chat's own change: a message needs the page's token
         async with visitor.get(bot.chat_url) as response:
             await response.text()
@@ -187,7 +188,7 @@ async def test_the_pages_show_no_secret_and_no_message_outside_the_conversation_
         async with visitor.get(bot.chat_url) as response:
             page = await response.text()
         assert SAID not in page and ANSWER not in page and WEB_SECRET not in page  # the script reads the history
-    cid = (await bot.agent.history.conversations())[0].cid  # type: ignore[union-attr]
+    cid = (await bot.agent.provided(HISTORY).conversations())[0].cid  # type: ignore[union-attr]
     async with client() as session:
         await login(session, bot)
         for path in ("fleet", "conversations", "conversations?q=lisbon", "usage", "settings"):

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from core import ScriptedModel
+from core.memory.history import HISTORY
 from core.schedules import schedules_of
 from extensions.web import LocalVisitorBook, web_chat
 from extensions.web.visitor_book import VISITORS_FILE
@@ -25,10 +26,10 @@ async def _kept(bot: Bot, visitor: str) -> dict[str, Any]:
     agent = bot.agent
     cid = agent.context_id(web_chat, visitor)
     state = await agent.load_state(web_chat, visitor)
-    assert agent.history is not None
+    assert agent.provided(HISTORY) is not None
     return {
         "working": len(state.working_memory.logs),
-        "history": len(await agent.history.search(cid)),
+        "history": len(await agent.provided(HISTORY).search(cid)),
         "settings": await agent.memory.get(f"settings:{cid}"),
         "reminders": len(await schedules_of(agent).by_conversation(cid)),
     }
