@@ -388,18 +388,21 @@ async def _describe_server(
 def _replication_lines(
     where: str, info: dict[str, Any], settings: Settings, *, sentinels: bool
 ) -> tuple[list[str], list[str]]:
+    from core.fleet.backend import replicas_in_step
+
     role = str(info.get("role", "?"))
     replicas = int(info.get("connected_slaves", 0))
+    in_sync = replicas_in_step(info)
     wanted = settings.redis.min_replicas
-    lines = [f"{where}: role {role}, {replicas} replica{'s' if replicas != 1 else ''} connected"]
+    lines = [f"{where}: role {role}, {replicas} replica{'s' if replicas != 1 else ''} connected, {in_sync} in sync"]
     problems = []
     if role != "master":
         fix = "the sentinels named a replica: check their state" if sentinels else "point REDIS_URL to the primary"
         problems.append(f"Redis at {where} is a {role}: it refuses writes; {fix} (or set REDIS_SENTINELS)")
-    if replicas < wanted:
+    if in_sync < wanted:
         problems.append(
-            f"REDIS_MIN_REPLICAS={wanted} but the primary has {replicas} replicas connected: every acknowledgement "
-            "would be held; add replicas or lower REDIS_MIN_REPLICAS"
+            f"REDIS_MIN_REPLICAS={wanted} but the primary has {in_sync} replicas in sync ({replicas} connected): every "
+            "acknowledgement would be held; add replicas (or wait for them to sync) or lower REDIS_MIN_REPLICAS"
         )
     return lines, problems
 

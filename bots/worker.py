@@ -37,11 +37,14 @@ def queue_config(settings: Settings) -> QueueConfig:
 
 def redis_check(backend: RedisBackend) -> Any:
     """A readiness check: Redis answers a PING (the primary, with sentinels) and, with REDIS_MIN_REPLICAS,
-    has that many replicas connected. Not ready meanwhile, saying for how many seconds the calls have been
-    failing (a failover takes the sentinels' down-after-milliseconds plus the promotion); once both hold,
-    the outage is over."""
+    has that many replicas in sync (online and acknowledging lately, as a write's ``WAIT`` needs them: a replica
+    still loading the primary's data, or paused, is connected and confirms nothing). Not ready meanwhile, saying
+    for how many seconds the calls have been failing (a failover takes the sentinels' down-after-milliseconds plus
+    the promotion); once both hold, the outage is over."""
 
     async def check() -> bool | str:
+        from core.fleet.backend import replicas_in_step
+
         cfg = backend.config
         info: dict[str, Any] | None = None
         try:
@@ -51,11 +54,12 @@ def redis_check(backend: RedisBackend) -> Any:
                     info = await backend.client.info("replication")
         except Exception as exc:
             return f"redis at {cfg.shown_url} does not answer ({type(exc).__name__}){_degraded(backend)}"
-        replicas = int(info.get("connected_slaves", 0)) if info is not None else cfg.min_replicas
+        replicas = replicas_in_step(info) if info is not None else cfg.min_replicas
         if replicas < cfg.min_replicas:
+            connected = int(info.get("connected_slaves", 0)) if info is not None else 0
             return (
-                f"redis primary {backend.primary} has {replicas} replicas connected, REDIS_MIN_REPLICAS="
-                f"{cfg.min_replicas}: acknowledgements are held{_degraded(backend)}"
+                f"redis primary {backend.primary} has {replicas} replicas in sync ({connected} connected), "
+                f"REDIS_MIN_REPLICAS={cfg.min_replicas}: acknowledgements are held{_degraded(backend)}"
             )
         backend.answered(confirmed=True)
         return True

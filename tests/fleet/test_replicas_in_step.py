@@ -90,3 +90,25 @@ async def test_an_acknowledgement_waits_for_both_replicas_until_one_stops_counti
         paused.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
         await backend.close()
         await calm.close()
+
+
+async def test_readiness_counts_replicas_in_sync_not_connected(servers: list[RedisServer]) -> None:
+    """A paused replica stays connected to the primary but confirms nothing: with it the only one left, a write waits
+    (issue 50), so the process is not ready, and ``/readyz`` and ``bots config`` say how many are in sync."""
+    from bots.worker import redis_check
+
+    primary, paused, _ = servers
+    backend = RedisBackend(QueueConfig(url=primary.url, min_replicas=2, replica_timeout=0.2, retry_seconds=1.0))
+    try:
+        assert await redis_check(backend)() is True
+        assert paused.proc is not None
+        paused.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 30
+        while (answer := await redis_check(backend)()) is True:
+            assert time.monotonic() < deadline, "the paused replica still counted"
+            await asyncio.sleep(0.2)
+        assert "has 1 replicas in sync (2 connected), REDIS_MIN_REPLICAS=2: acknowledgements are held" in str(answer)
+    finally:
+        if paused.proc is not None:
+            paused.proc.send_signal(signal.SIGCONT)
+        await backend.close()

@@ -139,7 +139,7 @@ async def test_an_acknowledgement_waits_for_a_replica(topology: SentinelTopology
         assert stored(primary) == [1]  # on the primary only: the platform is not told it was stored
         assert hurried.failing_since is not None
         problem = str(await redis_check(hurried)())
-        assert "0 replicas connected, REDIS_MIN_REPLICAS=1: acknowledgements are held; degraded for" in problem
+        assert "0 replicas in sync (0 connected), REDIS_MIN_REPLICAS=1: acknowledgements are held; degraded for" in problem
 
         # REDIS_MIN_REPLICAS=0: today's behaviour, no wait
         assert await RedisDispatcher(unconfirmed).ingest(CID, json.dumps({"n": 2}), dedupe_key="u2") == "queued"
@@ -229,7 +229,7 @@ async def test_bots_config_names_the_primary_the_sentinels_found(
     lines, problems = await redis_report(load_settings(), role="config", timeout=2.0)
     assert problems == []
     assert lines[0] == f"primary 127.0.0.1:{first.port}, named by 3 of 3 sentinels (REDIS_SENTINEL_MASTER='bots')"
-    assert lines[1] == f"redis://:********@127.0.0.1:{first.port}/0: role master, 1 replica connected"
+    assert lines[1] == f"redis://:********@127.0.0.1:{first.port}/0: role master, 1 replica connected, 1 in sync"
     assert "hunter2" not in "".join(lines)
 
     victim, _ = await asyncio.to_thread(topology.kill_primary)
@@ -237,8 +237,8 @@ async def test_bots_config_names_the_primary_the_sentinels_found(
     lines, problems = await redis_report(load_settings(), role="config", timeout=2.0)
     assert lines[0].startswith(f"primary 127.0.0.1:{second.port}, named by 3 of 3")
     assert problems == [
-        "REDIS_MIN_REPLICAS=1 but the primary has 0 replicas connected: every acknowledgement would be held; add "
-        "replicas or lower REDIS_MIN_REPLICAS"
+        "REDIS_MIN_REPLICAS=1 but the primary has 0 replicas in sync (0 connected): every acknowledgement would be "
+        "held; add replicas (or wait for them to sync) or lower REDIS_MIN_REPLICAS"
     ]
 
     lines, problems = await redis_report(load_settings(), role="worker", timeout=2.0)
