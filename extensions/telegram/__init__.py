@@ -1,8 +1,9 @@
 """Talking to the bot in Telegram: private chats, groups and forum topics, through python-telegram-bot.
 
-``telegram_extension(settings)`` brings the ``telegram:chat`` context (one per chat, and one per forum
-topic), the ``telegram:message`` input and output, the /start, /help and /reset commands, and the PTB
-Application's lifecycle as a service. Importing this package needs no python-telegram-bot; building the
+``telegram_extension(settings)`` brings the ``telegram:chat`` context (one per chat, one per forum
+topic, and one per chat of a Telegram Business account the bot answers for), the ``telegram:message`` input and
+output, polls and checklists as outputs and their answers as inputs, the /start, /help and /reset commands, and the
+PTB Application's lifecycle as a service. Importing this package needs no python-telegram-bot; building the
 runtime does (``pip install daydreams-bots[telegram]``).
 """
 
@@ -14,14 +15,19 @@ from core.definitions import Extension, extension, service
 from core.media import media_posters
 
 from .definitions import (
+    CHECKLIST,
+    CHECKLIST_TASKS,
     MESSAGE,
     POLL,
     POLL_ANSWER,
     ChatArgs,
+    ChecklistArgs,
     PollArgs,
     bind_runtime,
     get_runtime,
     telegram_chat,
+    telegram_checklist_output,
+    telegram_checklist_tasks_input,
     telegram_message_input,
     telegram_message_output,
     telegram_poll_answer_input,
@@ -38,15 +44,20 @@ if typing.TYPE_CHECKING:
     from .runtime import TelegramRuntime
 
 __all__ = (
+    "CHECKLIST",
+    "CHECKLIST_TASKS",
     "POLL",
     "POLL_ANSWER",
     "ChatArgs",
+    "ChecklistArgs",
     "PollArgs",
     "TelegramMode",
     "TelegramSettings",
     "bind_runtime",
     "get_runtime",
     "telegram_chat",
+    "telegram_checklist_output",
+    "telegram_checklist_tasks_input",
     "telegram_extension",
     "telegram_message_input",
     "telegram_message_output",
@@ -101,7 +112,17 @@ def telegram_extension(
         name="telegram",
         install=install,
         contexts=[telegram_chat, telegram_guest],
-        inputs=[telegram_message_input, telegram_poll_answer_input, telegram_guest_message_input],
-        outputs=[telegram_message_output, telegram_poll_output, telegram_guest_answer_output],
+        inputs=[
+            telegram_message_input,
+            telegram_poll_answer_input,
+            telegram_checklist_tasks_input,
+            telegram_guest_message_input,
+        ],
+        outputs=[
+            telegram_message_output,
+            telegram_poll_output,
+            telegram_checklist_output,
+            telegram_guest_answer_output,
+        ],
         services=[service(name="telegram", start=runtime.start, stop=runtime.stop)],
     )

@@ -16,7 +16,7 @@ import pydantic
 
 from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.entries import ErrorLog, InputRef, OutputRef
-from core.errors import ModelError
+from core.errors import ModelError, PlatformError
 
 from ..chat.exactly_once import may_post, post_once
 from ..chat.heard import echoes_heard, heard_quote
@@ -29,16 +29,22 @@ if TYPE_CHECKING:
     from core.fleet.reply_ledger import ReplyLedger
 
 __all__ = (
+    "CHECKLIST",
+    "CHECKLIST_TASKS",
     "MESSAGE",
+    "NO_BUSINESS",
     "POLL",
     "POLL_ANSWER",
     "REPLY_TO",
     "ChatArgs",
+    "ChecklistArgs",
     "PollArgs",
     "Runtime",
     "bind_runtime",
     "get_runtime",
     "telegram_chat",
+    "telegram_checklist_output",
+    "telegram_checklist_tasks_input",
     "telegram_message_input",
     "telegram_message_output",
     "telegram_poll_answer_input",
@@ -53,6 +59,17 @@ POLL = "telegram:poll"
 """The type of the output that posts a poll."""
 POLL_ANSWER = "telegram:poll_answer"
 """The type of the input a vote in one of the bot's polls becomes (``polls.py``)."""
+CHECKLIST = "telegram:checklist"
+"""The type of the output that posts a checklist (or replaces one the bot posted) on behalf of a business account."""
+CHECKLIST_TASKS = "telegram:checklist_tasks"
+"""The type of the input tasks marked done, not done or added in a checklist become (``checklists.py``)."""
+NO_BUSINESS = (
+    "Telegram lets a bot post a checklist only on behalf of a Telegram Business account connected to it, and this "
+    "chat is not one of that account's chats: write the tasks as a message instead (to post checklists, the owner of "
+    "a Telegram Business account connects this bot in Telegram's settings, under Telegram Business, Chatbots)"
+)
+"""Why a checklist is refused in a chat the bot does not reach through a business connection (told to the model,
+which tells the person)."""
 REPLY_TO = "telegram:reply_to"
 """Key in ``ContextState.options``: the id of the message the run answers (set by the input handler)."""
 _NOTIFIED = "telegram:notified"
@@ -70,7 +87,14 @@ class Runtime(Protocol):
     """What the definitions need from the platform side (``TelegramRuntime`` implements it)."""
 
     async def post_reply(
-        self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
+        self,
+        *,
+        chat_id: int,
+        thread_id: int | None,
+        text: str,
+        reply_to: int | None,
+        markdown: bool = True,
+        business: str | None = None,
     ) -> list[int]: ...
 
     async def subscribe(self, send: Send, agent: Setup) -> Any: ...
@@ -84,14 +108,21 @@ class Runtime(Protocol):
         text: str,
         reply_to: int | None,
         ledger: ReplyLedger | None = None,
+        business: str | None = None,
     ) -> list[int]: ...
 
-    def typing(self, chat_id: int, thread_id: int | None) -> AbstractAsyncContextManager[None]: ...
+    def typing(
+        self, chat_id: int, thread_id: int | None, *, business: str | None = None
+    ) -> AbstractAsyncContextManager[None]: ...
 
     async def abandon_replies(self, context_id: str) -> None: ...
 
     async def post_poll(
         self, *, args: ChatArgs, question: str, options: list[str], multiple: bool, reply_to: int | None
+    ) -> list[int]: ...
+
+    async def post_checklist(
+        self, *, args: ChatArgs, title: str, tasks: list[str], reply_to: int | None, replace: int | None
     ) -> list[int]: ...
 
 
@@ -115,6 +146,11 @@ class ChatArgs(pydantic.BaseModel):
 
     chat_id: int = pydantic.Field(description="The chat id (negative for groups)")
     thread_id: int | None = pydantic.Field(default=None, description="The forum topic id, None outside topics")
+    business_connection_id: str | None = pydantic.Field(
+        default=None,
+        description="The Telegram Business connection the bot writes through: the chat is a private chat of a "
+        "business account connected to the bot, answered on its behalf; None in the bot's own chats",
+    )
 
 
 class PollArgs(pydantic.BaseModel):
@@ -127,12 +163,31 @@ class PollArgs(pydantic.BaseModel):
     multiple: bool = pydantic.Field(default=False, description="Whether a person may choose several answers")
 
 
+class ChecklistArgs(pydantic.BaseModel):
+    """A checklist to post in the chat (or to put in place of one posted before)."""
+
+    title: str = pydantic.Field(min_length=1, max_length=255, description="The title (1-255 characters)")
+    tasks: list[pydantic.constr(min_length=1, max_length=100)] = pydantic.Field(  # type: ignore[valid-type]
+        min_length=1, max_length=30, description="The tasks, in order (1-30, each 1-100 characters)"
+    )
+    replace: int | None = pydantic.Field(
+        default=None,
+        description="The message_id of a checklist you posted, to change it instead of posting a new one (tasks keep "
+        "their place: the first task stays task 1, and what people marked done stays done)",
+    )
+
+
 def _key(args: ChatArgs) -> str:
+    if args.business_connection_id is not None:  # (a person's chat with a business is not their chat with the bot)
+        return f"{args.chat_id}@{args.business_connection_id}"
     return str(args.chat_id) if args.thread_id is None else f"{args.chat_id}:{args.thread_id}"
 
 
 def _instructions(state: ContextState) -> str:
-    where = "a private Telegram chat" if state.platform_args.chat_id > 0 else "a Telegram group"
+    args: ChatArgs = state.platform_args
+    where = "a private Telegram chat" if args.chat_id > 0 else "a Telegram group"
+    if args.business_connection_id is not None:
+        where = "a private Telegram chat of a business account, on its behalf (you may post checklists here)"
     return (
         f"You are talking in {where}. Each message's author is in its attributes. Answer with one "
         f"{MESSAGE} output. You may use Markdown: **bold**, _italic_, `code`, ```code blocks```, "
@@ -156,6 +211,7 @@ async def _tell(state: ContextState, agent: Host, key: str) -> None:
             text=text,
             reply_to=state.options.get(REPLY_TO),
             markdown=False,
+            business=args.business_connection_id,
         )
     except Exception as exc:
         log.warning("could not tell chat %s that no answer is coming: %s", args.chat_id, exc)
@@ -179,9 +235,9 @@ async def _on_run(state: ContextState, agent: Host) -> None:
         return
     delivered = failed = False
     for entry in reversed(state.working_memory.logs):
-        if isinstance(entry, InputRef) and entry.type in (MESSAGE, POLL_ANSWER):
+        if isinstance(entry, InputRef) and entry.type in (MESSAGE, POLL_ANSWER, CHECKLIST_TASKS):
             break
-        if isinstance(entry, OutputRef) and entry.type in (MESSAGE, POLL) and entry.error is None:
+        if isinstance(entry, OutputRef) and entry.type in (MESSAGE, POLL, CHECKLIST) and entry.error is None:
             delivered = True
         elif isinstance(entry, ErrorLog) and entry.source != "stop":  # (a Stop, or BOT_BUSY=interrupt: not a failure)
             failed = True
@@ -211,6 +267,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
                 text=quote,
                 reply_to=int(message_id) if message_id.isdigit() else None,
                 markdown=False,
+                business=args.business_connection_id,
             ),
         )
     except Exception as exc:
@@ -234,6 +291,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
         text=text,
         reply_to=ctx.state.options.get(REPLY_TO),
         ledger=ctx.state.ledger,
+        business=args.business_connection_id,
     )
 
 
@@ -256,11 +314,36 @@ async def _post_poll(data: PollArgs, ctx: OutputContext, agent: Host) -> None:
     )
 
 
+async def _post_checklist(data: ChecklistArgs, ctx: OutputContext, agent: Host) -> None:
+    """Post the checklist (or change the one ``data.replace`` names) on behalf of the business account whose chat
+    this is, once per batch (``post_once``); in a chat not reached through a business connection, a
+    ``PlatformError`` tells the model why (``NO_BUSINESS``). Tasks marked done or added come back as
+    ``telegram:checklist_tasks`` inputs."""
+    args: ChatArgs = ctx.state.platform_args
+    if args.business_connection_id is None:
+        raise PlatformError(NO_BUSINESS)
+    runtime = get_runtime(agent)
+    await post_once(
+        ctx.state,
+        f"{CHECKLIST}:{ctx.step}:{ctx.index}",
+        data.title,
+        lambda: runtime.post_checklist(
+            args=args,
+            title=data.title,
+            tasks=list(data.tasks),
+            reply_to=ctx.state.options.get(REPLY_TO),
+            replace=data.replace,
+        ),
+    )
+
+
 def _while_running(state: ContextState, agent: Host) -> AbstractAsyncContextManager[Any]:
     """Shows "typing..." in the chat for as long as a run answers it, wherever it runs (a queue worker too)."""
     runtime = _runtimes.find(agent)
     args: ChatArgs = state.platform_args
-    return runtime.typing(args.chat_id, args.thread_id) if runtime is not None else contextlib.nullcontext()
+    if runtime is None:
+        return contextlib.nullcontext()
+    return runtime.typing(args.chat_id, args.thread_id, business=args.business_connection_id)
 
 
 telegram_chat = context(
@@ -321,3 +404,25 @@ telegram_poll_answer_input = input(
     context=telegram_chat,
 )
 """A vote in one of the bot's polls: who chose which options."""
+
+telegram_checklist_output = output(
+    type=CHECKLIST,
+    description="Post a checklist in the Telegram chat you are talking in, on behalf of the business account whose "
+    f"chat it is (only there: elsewhere it is refused); tasks the person marks done or adds come back to you as "
+    f"{CHECKLIST_TASKS} inputs",
+    instructions="The content is JSON: the title, 1 to 30 tasks, and replace (the message_id of a checklist you "
+    "posted, to change it) when you change one.",
+    schema=ChecklistArgs,
+    handler=_post_checklist,
+    context=telegram_chat,
+    errors_to_model=True,  # (a refusal, no business connection here, is the model's to tell the person)
+    examples=[f'<output type="{CHECKLIST}">{{"title": "Moving day", "tasks": ["Book the van", "Pack"]}}</output>'],
+)
+
+telegram_checklist_tasks_input = input(
+    type=CHECKLIST_TASKS,
+    schema=str,
+    handler=_on_input,  # (the answer threads under the checklist)
+    context=telegram_chat,
+)
+"""Tasks of a checklist in the chat marked done, not done or added: by whom, which."""

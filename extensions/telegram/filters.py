@@ -105,11 +105,16 @@ class MessageFacts:
     """The text, or the caption of a photo or document."""
     attachments: tuple[Attachment, ...] = ()
     """The photo, voice message, audio, document or video it carries (references, not bytes)."""
+    business_connection_id: str | None = None
+    """The Telegram Business connection it came through (a chat of a business account the bot answers for:
+    ``business.py``), None in the bot's own chats."""
 
     @property
     def args(self) -> ChatArgs:
         """The conversation the message belongs to."""
-        return ChatArgs(chat_id=self.chat_id, thread_id=self.thread_id)
+        return ChatArgs(
+            chat_id=self.chat_id, thread_id=self.thread_id, business_connection_id=self.business_connection_id
+        )
 
     @classmethod
     def of(cls, message: Message, *, bot_id: int, bot_username: str) -> MessageFacts:
@@ -173,6 +178,7 @@ class MessageFacts:
             foreign_command=foreign,
             text=text,
             attachments=attachments_of(message),
+            business_connection_id=message.business_connection_id,
         )
 
 

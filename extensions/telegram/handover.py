@@ -157,5 +157,8 @@ class Handover:
             tell_busy=lambda: self.posting.say(facts, "busy"),
             tell_failed=lambda: self.posting.say(facts, "run_failed"),
         )
-        async with self._slots, self.posting.typing(facts.chat_id, facts.thread_id):
+        async with (
+            self._slots,
+            self.posting.typing(facts.chat_id, facts.thread_id, business=facts.business_connection_id),
+        ):
             await self.adapter.run_here(incoming, context=telegram_chat, args=facts.args)

@@ -2,7 +2,9 @@
 
 An update is a change of the bot's own membership of a chat (removed from a group, blocked by a user: that chat's
 schedules are dropped, ``extensions.chat.reminders``), a press on one of the bot's inline buttons (Approve or Deny
-of an approval, to ``approvals``; a choice of a command's answer, to ``bot_commands``), or a message. A message is
+of an approval, to ``approvals``; a choice of a command's answer, to ``bot_commands``), a Telegram Business account
+connecting the bot (``business``), a change of a checklist's tasks (``checklists``), or a message (in the bot's
+own chats, or in a business account's, answered on its behalf). A message is
 counted, checked against the updates seen lately (Telegram delivers again what it was not told it got), given its
 verdict (``filters``: the reply policy, the allowlists, what it asks for, its author's tier) and, unless it is
 ignored, handed over (``handover``: to the agent, or to the bot's commands; embedded or in front of a queue).
@@ -11,9 +13,9 @@ ignored, handed over (``handover``: to the agent, or to the bot's commands; embe
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from telegram import CallbackQuery, ChatMemberUpdated, Update
 from telegram.ext import ContextTypes
@@ -26,6 +28,8 @@ from ..chat.counters import Ignored
 from ..chat.reminders import drop_conversation
 from .approvals import TelegramApprovals
 from .bot_commands import CHOICE_PREFIX, BotCommands
+from .business import BusinessConnections
+from .checklists import is_checklist_change, on_checklist_change
 from .definitions import ChatArgs, telegram_chat
 from .filters import Judge, MessageFacts
 from .guest_answer import on_guest_message
@@ -65,9 +69,12 @@ class Listener:
         handover: Handover,
         approvals: TelegramApprovals,
         commands: BotCommands,
+        business: BusinessConnections,
         guest_mode: bool = False,
     ) -> None:
         self.adapter = adapter
+        self.business = business
+        """The Telegram Business connections: whose messages in a business account's chats are answered."""
         self.guest_mode = guest_mode
         """Answer guest requests (``TELEGRAM_GUEST_MODE``)."""
         """Dedupe and metrics; the agent whose schedules a chat that is gone loses."""
@@ -124,11 +131,7 @@ class Listener:
                 update_id=update.update_id,
                 allowlist=self.judge.allowlist,
             )
-            if self.queued:
-                await guest
-                return None
-            key = f"telegram:{update.update_id}"
-            return self.adapter.spawn(guest, name=f"{key}:guest", key=key)
+            return await self._hand_off(guest, update_id=update.update_id, what="guest")
         if update.poll_answer is not None:  # a vote in one of the bot's polls: an input of its conversation
             vote = on_poll_answer(
                 self.adapter,
@@ -138,21 +141,34 @@ class Listener:
                 update_id=update.update_id,
                 allowlist=self.judge.allowlist,
             )
-            if self.queued:
-                await vote
-                return None
-            key = f"telegram:{update.update_id}"
-            return self.adapter.spawn(vote, name=f"{key}:poll_answer", key=key)
+            return await self._hand_off(vote, update_id=update.update_id, what="poll_answer")
+        if update.business_connection is not None:  # a Telegram Business account connected the bot, or changed it
+            self.business.learn(update.business_connection)
+            return None
         stopped = update.api_kwargs.get("stopped_message_generation")  # (Bot API 10.3: PTB 22.8 has no type)
         if isinstance(stopped, dict):
             await self.commands.on_draft_stopped(stopped)
             return None
-        message = update.message
+        message = update.message or update.business_message  # (a business account's chat: answered on its behalf)
         if message is None:
             return None
+        if is_checklist_change(message):  # tasks marked done or added: an input of the chat's conversation
+            change = on_checklist_change(
+                self.adapter,
+                message,
+                send=self.handover.sender,
+                update_id=update.update_id,
+                allowlist=self.judge.allowlist,
+            )
+            return await self._hand_off(change, update_id=update.update_id, what="checklist")
         adapter = self.adapter
         facts = MessageFacts.of(message, bot_id=self.me.id, bot_username=self.me.username)
         adapter.metrics.received(telegram_chat, facts.args)
+        if update.business_message is not None:
+            reason = await self.business.ignored(message)  # the account owner's or the bot's own, a connection off
+            if reason is not None:
+                adapter.metrics.ignored(telegram_chat, facts.args, reason)
+                return None
         update_id = str(update.update_id)
         if update_id in adapter.seen:
             log.info("update %s was delivered twice; answering it once", update.update_id)
@@ -175,6 +191,18 @@ class Listener:
             len(facts.text),
         )
         return await self.handover.hand(verdict, facts, update_id=update.update_id, retry=retry)
+
+    async def _hand_off(
+        self, handing: Coroutine[Any, Any, None], *, update_id: int, what: str
+    ) -> Awaitable[None] | None:
+        """Hand an input that is not a message (a guest request, a vote, a checklist's change) to its conversation: in
+        front of a queue, stored before the update is confirmed; embedded, in the background (the returned task), as
+        a message is."""
+        if self.queued:
+            await handing
+            return None
+        key = f"telegram:{update_id}"
+        return self.adapter.spawn(handing, name=f"{key}:{what}", key=key)
 
     async def _membership(self, change: ChatMemberUpdated) -> None:
         """The bot's own membership of a chat changed: once it was removed from a group or blocked by the user of

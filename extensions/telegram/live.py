@@ -29,12 +29,16 @@ def pieces(markdown: str) -> list[str]:
 class TelegramSink:
     """Posts, edits and deletes the messages of one answer in one chat (and forum topic)."""
 
-    def __init__(self, bot: Bot, *, chat_id: int, thread_id: int | None, reply_to: int | None) -> None:
+    def __init__(
+        self, bot: Bot, *, chat_id: int, thread_id: int | None, reply_to: int | None, business: str | None = None
+    ) -> None:
         self.bot = bot
         self.chat_id = chat_id
         """Where the messages go (updated when a group turns out to have become a supergroup)."""
         self.thread_id = thread_id
         self.reply_to = reply_to
+        self.business = business
+        """The business connection the chat is reached through (the messages go on behalf of its account)."""
         self.draft_id = secrets.randbits(31) | 1
         """Identifies this answer's draft (non-zero; drafts with the same id are animated)."""
 
@@ -46,17 +50,18 @@ class TelegramSink:
             thread_id=self.thread_id,
             piece=text,
             reply_to=self.reply_to if index == 0 else None,
+            business=self.business,
         )
         self.chat_id = message.chat_id
         return message.message_id
 
     async def edit(self, handle: int, text: str) -> None:
         """Edit a posted message."""
-        await edit_piece(self.bot, chat_id=self.chat_id, message_id=handle, piece=text)
+        await edit_piece(self.bot, chat_id=self.chat_id, message_id=handle, piece=text, business=self.business)
 
     async def delete(self, handle: int) -> None:
         """Delete a posted message."""
-        await delete_message(self.bot, chat_id=self.chat_id, message_id=handle)
+        await delete_message(self.bot, chat_id=self.chat_id, message_id=handle, business=self.business)
 
     async def preview(self, text: str) -> None:
         """Show ``text`` as the draft of the message being written (private chats)."""
@@ -72,14 +77,16 @@ def live_reply(
     interval: float,
     drafts: bool,
     record: ReplyRecord | None = None,
+    business: str | None = None,
 ) -> LiveReply:
-    """A live reply into one chat; drafts only where Telegram offers them (private chats). With a queued
-    run's ``record`` it follows the run's ledger (``extensions.chat.exactly_once``)."""
-    sink = TelegramSink(bot, chat_id=chat_id, thread_id=thread_id, reply_to=reply_to)
+    """A live reply into one chat (through the business connection ``business``, when given); drafts only where
+    Telegram offers them (the bot's own private chats). With a queued run's ``record`` it follows the run's ledger
+    (``extensions.chat.exactly_once``)."""
+    sink = TelegramSink(bot, chat_id=chat_id, thread_id=thread_id, reply_to=reply_to, business=business)
     return LiveReply(
         sink=sink,
         split=pieces,
         interval=interval,
-        preview=sink.preview if drafts and chat_id > 0 else None,
+        preview=sink.preview if drafts and chat_id > 0 and business is None else None,
         record=record,
     )

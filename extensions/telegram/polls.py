@@ -66,6 +66,7 @@ async def post_poll(
             options=options,
             is_anonymous=False,
             allows_multiple_answers=multiple,
+            business_connection_id=args.business_connection_id,
             reply_parameters=ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
             if reply_to is not None
             else None,

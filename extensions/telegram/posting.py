@@ -24,6 +24,7 @@ from ..chat.answer_book import AnswerBook, LocalAnswerBook
 from ..chat.i18n import say
 from ..chat.polls import PollBook, PollRecord
 from ..chat.stream import LiveReply, ReplyKey
+from .checklists import post_checklist
 from .definitions import MESSAGE, REPLY_TO, ChatArgs, telegram_chat
 from .filters import MessageFacts
 from .live import live_reply
@@ -68,11 +69,25 @@ class Posting:
         """The polls posted (their votes go back to their conversations)."""
 
     async def post_reply(
-        self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
+        self,
+        *,
+        chat_id: int,
+        thread_id: int | None,
+        text: str,
+        reply_to: int | None,
+        markdown: bool = True,
+        business: str | None = None,
     ) -> list[int]:
-        """Post ``text`` (Markdown unless ``markdown=False``) to the chat; the one way this bot writes."""
+        """Post ``text`` (Markdown unless ``markdown=False``) to the chat (through the business connection
+        ``business``, when given); the one way this bot writes."""
         return await post_reply(
-            self.bot(), chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown
+            self.bot(),
+            chat_id=chat_id,
+            thread_id=thread_id,
+            text=text,
+            reply_to=reply_to,
+            markdown=markdown,
+            business=business,
         )
 
     async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
@@ -90,6 +105,7 @@ class Posting:
             name=item.name,
             caption=item.caption,
             reply_to=state.options.get(REPLY_TO),
+            business=args.business_connection_id,
         )
         log.info("chat %s: posted a %s of %d bytes", args.chat_id, item.kind.value, len(item.data))
         return f"message {message_id}"
@@ -103,6 +119,7 @@ class Posting:
                 text=text,
                 reply_to=facts.message_id,
                 markdown=markdown,
+                business=facts.business_connection_id,
             )
         except PlatformError as exc:
             log.warning("could not answer in chat %s: %s", facts.chat_id, exc)
@@ -126,6 +143,7 @@ class Posting:
             interval=self.settings.stream_interval,
             drafts=self.settings.stream_drafts,
             record=self.adapter.record(state.ledger, MESSAGE, streamed=True, uncertain=self.settings.uncertain_replies),
+            business=args.business_connection_id,
         )
 
     async def deliver(
@@ -137,11 +155,13 @@ class Posting:
         text: str,
         reply_to: int | None,
         ledger: ReplyLedger | None = None,
+        business: str | None = None,
     ) -> list[int]:
         """Deliver an answer: finish its live reply if it was shown while written (``key`` is the output's
         ``(context id, step, index)``), else post it. With a queued run's ``ledger`` the answer is posted
         exactly once across attempts at the batch. An answer with structure that was not posted whole (shown while
-        written, or following the ledger) and is one message ends in the rich layout (``rich.rich_edit``). Returns
+        written, or following the ledger) and is one message ends in the rich layout (``rich.rich_edit``). In a chat
+        reached through the business connection ``business``, on its account's behalf (and never rich). Returns
         its messages' ids."""
         live = self.adapter.live
         whole: list[bool] = []  # (set when the answer was posted whole, rich where it could be)
@@ -155,6 +175,7 @@ class Posting:
                 text=text,
                 reply_to=reply_to,
                 rich=self.settings.rich_messages,
+                business=business,
             )
 
         def following(ledger: ReplyLedger) -> LiveReply:  # posted at once, following the ledger as a live reply does
@@ -168,6 +189,7 @@ class Posting:
                 record=self.adapter.record(
                     ledger, MESSAGE, streamed=live is not None, uncertain=self.settings.uncertain_replies
                 ),
+                business=business,
             )
 
         if ledger is not None or (live is not None and live.get(key) is not None):
@@ -179,7 +201,7 @@ class Posting:
             live_reply=following,
             post=post_whole,
         )
-        if self.settings.rich_messages and not whole and len(posted) == 1 and wants_rich(text):
+        if self.settings.rich_messages and business is None and not whole and len(posted) == 1 and wants_rich(text):
             await rich_edit(self.bot(), chat_id=chat_id, message_id=posted[0], text=text)
         try:
             await self.answers.add([answer_key(chat_id, m) for m in posted], key[0])
@@ -203,10 +225,29 @@ class Posting:
         log.info("chat %s: posted a poll of %d options (message %s)", args.chat_id, len(options), message_id)
         return [message_id]
 
-    def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
-        """Keep "typing..." alive in the chat while the block lasts: one loop per chat however many hold it
-        (the listener while it hands a message over, the run while it answers, here or in a worker)."""
-        return self.adapter.hold_typing((chat_id, thread_id), lambda: self._send_typing(chat_id, thread_id))
+    async def post_checklist(
+        self, *, args: ChatArgs, title: str, tasks: list[str], reply_to: int | None, replace: int | None
+    ) -> list[int]:
+        """Post a checklist the model wrote (``telegram:checklist``) in a business chat, or change the one ``replace``
+        names; its tasks marked done or added come back as the chat's service messages. Returns its message's id."""
+        message_id = await post_checklist(
+            self.bot(), args=args, title=title, tasks=tasks, reply_to=reply_to, replace=replace
+        )
+        done = "changed" if replace is not None else "posted"
+        log.info("chat %s: %s a checklist of %d tasks (message %s)", args.chat_id, done, len(tasks), message_id)
+        return [message_id]
 
-    async def _send_typing(self, chat_id: int, thread_id: int | None) -> None:
-        await self.bot().send_chat_action(chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id)
+    def typing(
+        self, chat_id: int, thread_id: int | None, *, business: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """Keep "typing..." alive in the chat (reached through the business connection ``business``, when given)
+        while the block lasts: one loop per chat however many hold it (the listener while it hands a message over,
+        the run while it answers, here or in a worker)."""
+        return self.adapter.hold_typing(
+            (chat_id, thread_id, business), lambda: self._send_typing(chat_id, thread_id, business)
+        )
+
+    async def _send_typing(self, chat_id: int, thread_id: int | None, business: str | None) -> None:
+        await self.bot().send_chat_action(
+            chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id, business_connection_id=business
+        )

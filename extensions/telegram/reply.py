@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 
 from telegram import Bot, InputFile, Message, ReplyParameters
@@ -75,7 +76,14 @@ def _is_parse_error(exc: BadRequest) -> bool:
 
 
 async def _send(
-    bot: Bot, *, chat_id: int, thread_id: int | None, text: str, html: bool, reply_to: int | None
+    bot: Bot,
+    *,
+    chat_id: int,
+    thread_id: int | None,
+    text: str,
+    html: bool,
+    reply_to: int | None,
+    business: str | None = None,
 ) -> Message:
     reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
     return await bot.send_message(
@@ -84,6 +92,7 @@ async def _send(
         parse_mode=ParseMode.HTML if html else None,
         message_thread_id=thread_id,
         reply_parameters=reply,
+        business_connection_id=business,
     )
 
 
@@ -95,8 +104,10 @@ async def post_reply(
     text: str,
     reply_to: int | None,
     markdown: bool = True,
+    business: str | None = None,
 ) -> list[int]:
-    """Post ``text`` to the chat (and forum topic), the first message as a reply to ``reply_to``.
+    """Post ``text`` to the chat (and forum topic), the first message as a reply to ``reply_to``; ``business``: the
+    business connection the chat is reached through (the messages go on behalf of its account).
 
     Markdown is rendered to Telegram HTML and split at 4,096 characters measured after rendering; a piece
     Telegram cannot parse is sent again as plain text. Returns the ids of the messages sent, in order.
@@ -114,7 +125,13 @@ async def post_reply(
             first = reply_to if not sent else None
             try:
                 message = await _send(
-                    bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=markdown, reply_to=first
+                    bot,
+                    chat_id=chat_id,
+                    thread_id=thread_id,
+                    text=rendered,
+                    html=markdown,
+                    reply_to=first,
+                    business=business,
                 )
             except ChatMigrated as exc:  # the group became a supergroup: write there from now on
                 chat_id = exc.new_chat_id
@@ -128,7 +145,13 @@ async def post_reply(
                 for plain in split_plain(piece):
                     first = reply_to if not sent else None
                     message = await _send(
-                        bot, chat_id=chat_id, thread_id=thread_id, text=plain, html=False, reply_to=first
+                        bot,
+                        chat_id=chat_id,
+                        thread_id=thread_id,
+                        text=plain,
+                        html=False,
+                        reply_to=first,
+                        business=business,
                     )
                     sent.append(message.message_id)
                 continue
@@ -152,20 +175,32 @@ async def post_file(
     name: str,
     caption: str,
     reply_to: int | None,
+    business: str | None = None,
 ) -> int:
     """Post a photo (``sendPhoto``) or, with ``voice``, a voice message (``sendVoice``, OGG/Opus) to the chat, as a
-    reply to ``reply_to``; the caption is plain text (at most 1,024 characters). Returns the message's id."""
+    reply to ``reply_to`` (through the business connection ``business``, when given); the caption is plain text (at
+    most 1,024 characters). Returns the message's id."""
     reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
     upload = InputFile(data, filename=name)
     text = caption[:CAPTION_LIMIT] or None
     try:
         if voice:
             message = await bot.send_voice(
-                chat_id=chat_id, voice=upload, caption=text, message_thread_id=thread_id, reply_parameters=reply
+                chat_id=chat_id,
+                voice=upload,
+                caption=text,
+                message_thread_id=thread_id,
+                reply_parameters=reply,
+                business_connection_id=business,
             )
         else:
             message = await bot.send_photo(
-                chat_id=chat_id, photo=upload, caption=text, message_thread_id=thread_id, reply_parameters=reply
+                chat_id=chat_id,
+                photo=upload,
+                caption=text,
+                message_thread_id=thread_id,
+                reply_parameters=reply,
+                business_connection_id=business,
             )
     except TelegramError as exc:
         raise translate_error(exc, chat_id=chat_id) from exc
@@ -182,35 +217,43 @@ def _plain(piece: str, rendered: str) -> str:
     return piece if utf16_len(piece) <= MESSAGE_LIMIT else visible_text(rendered)
 
 
-async def post_piece(bot: Bot, *, chat_id: int, thread_id: int | None, piece: str, reply_to: int | None) -> Message:
-    """Post one piece of Markdown (already cut to fit) as one message; if Telegram cannot parse the
-    rendered HTML, the same text goes as plain text. A group that became a supergroup is followed (the
-    returned message says in which chat it went)."""
+async def post_piece(
+    bot: Bot, *, chat_id: int, thread_id: int | None, piece: str, reply_to: int | None, business: str | None = None
+) -> Message:
+    """Post one piece of Markdown (already cut to fit) as one message (through the business connection
+    ``business``, when given); if Telegram cannot parse the rendered HTML, the same text goes as plain text. A group
+    that became a supergroup is followed (the returned message says in which chat it went)."""
     rendered = render_html(piece)
+    send = functools.partial(_send, bot, thread_id=thread_id, business=business)
     try:
         try:
-            return await _send(bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=True, reply_to=reply_to)
+            return await send(chat_id=chat_id, text=rendered, html=True, reply_to=reply_to)
         except ChatMigrated as exc:
             chat_id = exc.new_chat_id
-            return await _send(bot, chat_id=chat_id, thread_id=thread_id, text=rendered, html=True, reply_to=None)
+            return await send(chat_id=chat_id, text=rendered, html=True, reply_to=None)
         except BadRequest as exc:
             if not _is_parse_error(exc):
                 raise
             log.warning("Telegram could not parse a rendered reply (%s); sending it as plain text", exc.message)
             plain = _plain(piece, rendered)
-            return await _send(bot, chat_id=chat_id, thread_id=thread_id, text=plain, html=False, reply_to=reply_to)
+            return await send(chat_id=chat_id, text=plain, html=False, reply_to=reply_to)
     except TelegramError as exc:
         raise translate_error(exc, chat_id=chat_id) from exc
 
 
-async def edit_piece(bot: Bot, *, chat_id: int, message_id: int, piece: str) -> None:
-    """Make message ``message_id`` show one piece of Markdown; plain text if Telegram cannot parse the
-    rendered HTML. An edit that changes nothing ("message is not modified") is not an error."""
+async def edit_piece(bot: Bot, *, chat_id: int, message_id: int, piece: str, business: str | None = None) -> None:
+    """Make message ``message_id`` show one piece of Markdown (``business``: the business connection it was posted
+    through); plain text if Telegram cannot parse the rendered HTML. An edit that changes nothing ("message is not
+    modified") is not an error."""
     rendered = render_html(piece)
     try:
         try:
             await bot.edit_message_text(
-                text=rendered, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML
+                text=rendered,
+                chat_id=chat_id,
+                message_id=message_id,
+                parse_mode=ParseMode.HTML,
+                business_connection_id=business,
             )
         except BadRequest as exc:
             if _not_modified(exc):
@@ -219,7 +262,12 @@ async def edit_piece(bot: Bot, *, chat_id: int, message_id: int, piece: str) -> 
                 raise
             log.warning("Telegram could not parse a rendered edit (%s); editing to plain text", exc.message)
             try:
-                await bot.edit_message_text(text=_plain(piece, rendered), chat_id=chat_id, message_id=message_id)
+                await bot.edit_message_text(
+                    text=_plain(piece, rendered),
+                    chat_id=chat_id,
+                    message_id=message_id,
+                    business_connection_id=business,
+                )
             except BadRequest as plain_exc:
                 if not _not_modified(plain_exc):
                     raise
@@ -227,10 +275,14 @@ async def edit_piece(bot: Bot, *, chat_id: int, message_id: int, piece: str) -> 
         raise translate_error(exc, chat_id=chat_id) from exc
 
 
-async def delete_message(bot: Bot, *, chat_id: int, message_id: int) -> None:
-    """Delete one of the bot's messages."""
+async def delete_message(bot: Bot, *, chat_id: int, message_id: int, business: str | None = None) -> None:
+    """Delete one of the bot's messages (one posted through the business connection ``business``: with
+    ``deleteBusinessMessages``, Telegram's way for those)."""
     try:
-        await bot.delete_message(chat_id=chat_id, message_id=message_id)
+        if business is not None:
+            await bot.delete_business_messages(business_connection_id=business, message_ids=[message_id])
+        else:
+            await bot.delete_message(chat_id=chat_id, message_id=message_id)
     except TelegramError as exc:
         raise translate_error(exc, chat_id=chat_id) from exc
 

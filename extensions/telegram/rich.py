@@ -60,11 +60,20 @@ async def rich_edit(bot: Bot, *, chat_id: int, message_id: int, text: str) -> bo
 
 
 async def post_answer(
-    bot: Bot, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, rich: bool
+    bot: Bot,
+    *,
+    chat_id: int,
+    thread_id: int | None,
+    text: str,
+    reply_to: int | None,
+    rich: bool,
+    business: str | None = None,
 ) -> list[int]:
     """Post an answer: as a rich message when ``rich`` and it has structure, falling back to today's formatting
-    where Telegram refuses it; else as today. Returns the ids of the messages sent."""
-    if rich and wants_rich(text):
+    where Telegram refuses it; else as today. In a chat reached through the business connection ``business``, as
+    today (on the account's behalf: ``sendRichMessage`` takes no business connection). Returns the ids of the
+    messages sent."""
+    if rich and business is None and wants_rich(text):
         params: dict[str, object] = {"chat_id": chat_id, "rich_message": {"markdown": text}}
         if thread_id is not None:
             params["message_thread_id"] = thread_id
@@ -78,4 +87,4 @@ async def post_answer(
             raise translate_error(exc, chat_id=chat_id) from exc
         else:
             return [message.message_id]
-    return await post_reply(bot, chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to)
+    return await post_reply(bot, chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, business=business)

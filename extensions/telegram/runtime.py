@@ -55,6 +55,7 @@ from ..chat.stream import LiveReply, ReplyKey
 from .application import App, build_application, initialize, quiet_library_logs
 from .approvals import TelegramApprovals
 from .bot_commands import COMMANDS, FORGET_DONE, RESET_DONE, RESET_REFUSED, BotCommands
+from .business import BusinessConnections
 from .definitions import MESSAGE, ChatArgs, telegram_chat
 from .filters import Judge
 from .guest_answer import answer_guest
@@ -180,6 +181,7 @@ class TelegramRuntime(ChatAdapter):
             handover=handover,
             approvals=self.approvals,
             commands=commands,
+            business=BusinessConnections(bot=lambda: self.bot),
             guest_mode=self.settings.guest_mode,
         )
         self._source = UpdateSource(
@@ -285,16 +287,25 @@ class TelegramRuntime(ChatAdapter):
         text: str,
         reply_to: int | None,
         ledger: ReplyLedger | None = None,
+        business: str | None = None,
     ) -> list[int]:
         """Deliver an answer (``Posting.deliver``): finished if it was shown while written, else posted; exactly
         once in a queued run. Returns its messages' ids."""
         return await self.posting.deliver(
-            key=key, chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, ledger=ledger
+            key=key,
+            chat_id=chat_id,
+            thread_id=thread_id,
+            text=text,
+            reply_to=reply_to,
+            ledger=ledger,
+            business=business,
         )
 
-    def typing(self, chat_id: int, thread_id: int | None) -> contextlib.AbstractAsyncContextManager[None]:
+    def typing(
+        self, chat_id: int, thread_id: int | None, *, business: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         """Keep "typing..." alive in the chat while the block lasts (one loop per chat)."""
-        return self.posting.typing(chat_id, thread_id)
+        return self.posting.typing(chat_id, thread_id, business=business)
 
     async def expire_keys(self, context_id: str) -> None:
         """In a fleet, let the queue's keys of a guest request expire once it is answered (a failure is logged: the
@@ -318,10 +329,26 @@ class TelegramRuntime(ChatAdapter):
             args=args, question=question, options=options, multiple=multiple, reply_to=reply_to
         )
 
-    async def post_reply(
-        self, *, chat_id: int, thread_id: int | None, text: str, reply_to: int | None, markdown: bool = True
+    async def post_checklist(
+        self, *, args: ChatArgs, title: str, tasks: list[str], reply_to: int | None, replace: int | None
     ) -> list[int]:
-        """Post ``text`` (Markdown unless ``markdown=False``) to the chat; the one way this bot writes."""
+        """Post or change a checklist (``Posting.post_checklist``); returns its message's id."""
+        return await self.posting.post_checklist(
+            args=args, title=title, tasks=tasks, reply_to=reply_to, replace=replace
+        )
+
+    async def post_reply(
+        self,
+        *,
+        chat_id: int,
+        thread_id: int | None,
+        text: str,
+        reply_to: int | None,
+        markdown: bool = True,
+        business: str | None = None,
+    ) -> list[int]:
+        """Post ``text`` (Markdown unless ``markdown=False``) to the chat (through the business connection
+        ``business``, when given); the one way this bot writes."""
         return await self.posting.post_reply(
-            chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown
+            chat_id=chat_id, thread_id=thread_id, text=text, reply_to=reply_to, markdown=markdown, business=business
         )

@@ -42,9 +42,13 @@ ALLOWED_UPDATES = (
     "message_reaction",
     "poll_answer",
     "guest_message",
+    "business_connection",
+    "business_message",
 )
 """The update types the bot asks Telegram for (``stopped_message_generation``: Stop pressed on a draft;
-``message_reaction``: feedback on an answer; ``poll_answer``: a vote in one of the bot's polls)."""
+``message_reaction``: feedback on an answer; ``poll_answer``: a vote in one of the bot's polls;
+``business_connection``, ``business_message``: a Telegram Business account connected to the bot, and the messages of
+its chats)."""
 
 
 class UpdateHandler(Protocol):

@@ -8,7 +8,12 @@ not modified"), ``deleteMessage``, ``sendMessageDraft`` (private chats only), ``
 (then it posts updates to the webhook with the secret header, retrying until answered 2xx), ``deleteWebhook``,
 ``getWebhookInfo``, ``setMyCommands``, ``sendPhoto`` and ``sendVoice`` (multipart uploads, kept in ``media``),
 ``getFile`` (then the file's download at ``/file/bot<token>/<path>``,
-counted in ``downloads``). Calls to anything else are answered 404 and recorded in ``unknown_calls`` so tests can
+counted in ``downloads``), and Telegram Business (Bot API 9.1 checklists): ``business_connection`` and
+``business_message`` updates (``connect_business``, ``user_says(business=...)``), ``getBusinessConnection``,
+``sendChecklist`` and ``editMessageChecklist`` (a connected account's chats only, 1-30 tasks, a title of 1-255
+characters), and the service messages of tasks marked done or added (``user_marks_tasks``, ``user_adds_tasks``).
+A chat the bot knows only through a business connection is written to only through it, as Telegram refuses a bot
+that starts a conversation. Calls to anything else are answered 404 and recorded in ``unknown_calls`` so tests can
 assert there are none.
 
 Like Telegram it decodes PTB's form bodies, adds ``bot_command`` and ``mention`` entities to user messages,
@@ -157,6 +162,8 @@ class SentMessage:
     parse_mode: str | None
     reply_to: int | None
     thread_id: int | None
+    business_connection_id: str | None = None
+    """The business connection it was sent through (on the business account's behalf)."""
     edits: list[str] = field(default_factory=list)
     """Earlier versions, oldest first, when the message was edited."""
     edited_at: list[float] = field(default_factory=list)
@@ -261,6 +268,15 @@ class FakeTelegramServer:
         self.allowed_updates: list[str] | None = None
         """What the bot last asked for (``getUpdates`` or ``setWebhook``); reactions and poll answers are delivered
         only when asked for, as Telegram does."""
+        self.business_connections: dict[str, dict[str, Any]] = {}
+        """The Telegram Business connections (``BusinessConnection``), by id."""
+        self.business_chats: dict[int, str] = {}
+        """The chats of connected business accounts where people wrote: the connection, by chat id."""
+        self.checklists: dict[tuple[int, int], dict[str, Any]] = {}
+        """The checklists the bot sent (``sendChecklist``), by ``(chat_id, message_id)``, as Telegram keeps them
+        (each task's ``completed_by_user`` and ``completion_date`` once marked done)."""
+        self._bot_chats: set[int] = set()
+        """The chats the bot itself is in (written to without a business connection)."""
         self._chats: dict[int, dict[str, Any]] = {}
         self._messages: dict[tuple[int, int], dict[str, Any]] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
@@ -349,6 +365,7 @@ class FakeTelegramServer:
         forward_of: dict[str, Any] | None = None,
         quote: str | None = None,
         on_behalf_of: int | None = None,
+        business: str | None = None,
     ) -> dict[str, Any]:
         """A user writes ``text``; returns the update (also queued for the bot). ``on_behalf_of``: the id of a known
         chat it is sent as (``sender_chat``: the group itself for an anonymous admin, whose ``from`` is then
@@ -356,11 +373,19 @@ class FakeTelegramServer:
         the user's private chat; ``thread_id`` puts it in a forum topic; ``reply_to`` replies to a message;
         ``media`` are fields of a message with a file (``photo``, ``voice``...), ``text`` its caption;
         ``forward_of``: the user (``self.bot`` for the bot itself) whose message this forwards (``text`` is that
-        message's); ``quote``: the part of the ``reply_to`` message quoted (with its own entities)."""
+        message's); ``quote``: the part of the ``reply_to`` message quoted (with its own entities); ``business``: the
+        id of a business connection (``connect_business``): the user writes to that business account, in their private
+        chat with it (a ``business_message``, the bot answering on the account's behalf)."""
         chat_id = user_id if chat_id is None else chat_id
         chat = self._chats.get(chat_id) or self.chat(
             chat_id, kind=kind, title=title or first_name, forum=thread_id is not None
         )
+        if business is not None:
+            if not self.business_connections[business]["is_enabled"]:
+                raise AssertionError(f"business connection {business} is off: Telegram sends the bot nothing of it")
+            self.business_chats[chat_id] = business
+        else:
+            self._bot_chats.add(chat_id)
         sender: dict[str, Any] = {"id": user_id, "is_bot": is_bot, "first_name": first_name}
         if username:
             sender["username"] = username
@@ -401,8 +426,112 @@ class FakeTelegramServer:
         if forward_of is not None:
             origin = {k: forward_of[k] for k in ("id", "is_bot", "first_name", "username") if k in forward_of}
             message["forward_origin"] = {"type": "user", "date": int(time.time()) - 60, "sender_user": origin}
+        if business is not None:
+            message["business_connection_id"] = business
         self._messages[(chat_id, message["message_id"])] = message
-        update = {"update_id": next(self._update_ids), "message": message}
+        update = {"update_id": next(self._update_ids), "business_message" if business else "message": message}
+        self.push(update)
+        return update
+
+    def connect_business(
+        self,
+        connection_id: str = "biz-1",
+        *,
+        owner_id: int = 2001,
+        first_name: str = "Bea's Bakery",
+        enabled: bool = True,
+        can_reply: bool = True,
+    ) -> dict[str, Any]:
+        """The owner of a Telegram Business account connects the bot to it (or, with ``enabled=False``, turns it
+        off); returns the ``business_connection`` update (queued too). ``can_reply``: the bot may write in the
+        account's chats."""
+        owner = {"id": owner_id, "is_bot": False, "first_name": first_name}
+        self.chat(owner_id, title=first_name)
+        self._bot_chats.add(owner_id)  # (the connection's ``user_chat_id``: the owner's chat with the bot)
+        connection: dict[str, Any] = {
+            "id": connection_id,
+            "user": owner,
+            "user_chat_id": owner_id,
+            "date": int(time.time()),
+            "is_enabled": enabled,
+            "rights": {"can_reply": True, "can_read_messages": True} if can_reply else {},
+        }
+        self.business_connections[connection_id] = connection
+        update = {"update_id": next(self._update_ids), "business_connection": connection}
+        self.push(update)
+        return update
+
+    def user_marks_tasks(
+        self,
+        chat_id: int,
+        message_id: int,
+        *,
+        done: list[int] = [],  # noqa: B006 (never changed)
+        not_done: list[int] = [],  # noqa: B006
+        user_id: int = 1001,
+        first_name: str = "Ann",
+    ) -> dict[str, Any]:
+        """A user marks tasks of the bot's checklist ``message_id`` done (or not done); returns the service message's
+        ``business_message`` update (``checklist_tasks_done``, queued too)."""
+        checklist = self._checklist_of_people(chat_id, message_id, "others_can_mark_tasks_as_done")
+        user = {"id": user_id, "is_bot": False, "first_name": first_name}
+        tasks = {task["id"]: task for task in checklist["tasks"]}
+        for task_id in [*done, *not_done]:
+            if task_id not in tasks:
+                raise AssertionError(f"the checklist has no task {task_id}")
+        for task_id in done:
+            tasks[task_id].update(completed_by_user=user, completion_date=int(time.time()))
+        for task_id in not_done:
+            tasks[task_id].pop("completed_by_user", None)
+            tasks[task_id]["completion_date"] = 0
+        change = {"checklist_message": self._checklist_message(chat_id, message_id)}
+        if done:
+            change["marked_as_done_task_ids"] = list(done)
+        if not_done:
+            change["marked_as_not_done_task_ids"] = list(not_done)
+        return self._checklist_service(chat_id, user, "checklist_tasks_done", change)
+
+    def user_adds_tasks(
+        self, chat_id: int, message_id: int, texts: list[str], *, user_id: int = 1001, first_name: str = "Ann"
+    ) -> dict[str, Any]:
+        """A user adds tasks to the bot's checklist ``message_id``; returns the service message's ``business_message``
+        update (``checklist_tasks_added``, queued too)."""
+        checklist = self._checklist_of_people(chat_id, message_id, "others_can_add_tasks")
+        if len(checklist["tasks"]) + len(texts) > _CHECKLIST_TASKS:
+            raise AssertionError(f"a checklist holds {_CHECKLIST_TASKS} tasks at most")
+        first = max(task["id"] for task in checklist["tasks"]) + 1
+        added = [{"id": first + n, "text": text, "completion_date": 0} for n, text in enumerate(texts)]
+        checklist["tasks"].extend(added)
+        change = {"checklist_message": self._checklist_message(chat_id, message_id), "tasks": added}
+        user = {"id": user_id, "is_bot": False, "first_name": first_name}
+        return self._checklist_service(chat_id, user, "checklist_tasks_added", change)
+
+    def _checklist_of_people(self, chat_id: int, message_id: int, right: str) -> dict[str, Any]:
+        checklist = self.checklists.get((chat_id, message_id))
+        if checklist is None:
+            raise AssertionError(f"no checklist of the bot's is message {message_id} of chat {chat_id}")
+        if not checklist.get(right):
+            raise AssertionError(f"the checklist was sent without {right}: Telegram lets nobody else change it")
+        return checklist
+
+    def _checklist_message(self, chat_id: int, message_id: int) -> dict[str, Any]:
+        message = dict(self._messages[(chat_id, message_id)])
+        message["checklist"] = json.loads(json.dumps(self.checklists[(chat_id, message_id)]))
+        return message
+
+    def _checklist_service(
+        self, chat_id: int, user: dict[str, Any], kind: str, change: dict[str, Any]
+    ) -> dict[str, Any]:
+        message = {
+            "message_id": self._next_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": self._chats[chat_id],
+            "from": user,
+            "business_connection_id": self.business_chats[chat_id],
+            kind: change,
+        }
+        self._messages[(chat_id, message["message_id"])] = message
+        update = {"update_id": next(self._update_ids), "business_message": message}
         self.push(update)
         return update
 
@@ -782,9 +911,11 @@ class FakeTelegramServer:
                 reply_to=reply_to,
                 thread_id=thread_id,
                 reply_markup=params.get("reply_markup"),
+                business_connection_id=params.get("business_connection_id"),
             )
         )
         message = {"message_id": message_id, "date": int(time.time()), "chat": chat, "from": self.bot, "text": text}
+        message.update(self._on_behalf(params))
         if thread_id is not None:
             message["message_thread_id"] = thread_id
         self._messages[(chat["id"], message_id)] = message
@@ -869,6 +1000,82 @@ class FakeTelegramServer:
                 self.polls[poll_id]["is_closed"] = True
                 return self.polls[poll_id]
         raise _ApiError(400, "Bad Request: message with poll to stop not found")
+
+    async def _api_getBusinessConnection(self, params: dict[str, Any]) -> Any:
+        connection = self.business_connections.get(str(params.get("business_connection_id")))
+        if connection is None:
+            raise _ApiError(400, "Bad Request: BUSINESS_CONNECTION_INVALID")
+        return connection
+
+    async def _api_sendChecklist(self, params: dict[str, Any]) -> Any:
+        if not params.get("business_connection_id"):  # (a bot sends checklists on behalf of a business account only)
+            raise _ApiError(400, "Bad Request: parameter business_connection_id is required")
+        chat = self._chat(params)
+        checklist = self._input_checklist(params.get("checklist"))
+        reply = params.get("reply_parameters") or {}
+        reply_to = reply.get("message_id") if isinstance(reply, dict) else None
+        missing = reply_to is not None and (chat["id"], reply_to) not in self._messages
+        if missing and not reply.get("allow_sending_without_reply"):
+            raise _ApiError(400, "Bad Request: message to be replied not found")
+        message_id = self._next_message_id(chat["id"])
+        message = {"message_id": message_id, "date": int(time.time()), "chat": chat, **self._on_behalf(params)}
+        self._messages[(chat["id"], message_id)] = message
+        self.checklists[(chat["id"], message_id)] = checklist
+        return {**message, "checklist": checklist}
+
+    async def _api_editMessageChecklist(self, params: dict[str, Any]) -> Any:
+        if not params.get("business_connection_id"):
+            raise _ApiError(400, "Bad Request: parameter business_connection_id is required")
+        chat = self._chat(params)
+        key = (chat["id"], int(params.get("message_id") or 0))
+        old = self.checklists.get(key)
+        if old is None:
+            raise _ApiError(400, "Bad Request: message to edit not found")
+        new = self._input_checklist(params.get("checklist"))
+        done = {task["id"]: task for task in old["tasks"] if task.get("completed_by_user")}
+        for task in new["tasks"]:  # Telegram keeps a task done when the new checklist keeps its id
+            if task["id"] in done:
+                task.update(completed_by_user=done[task["id"]]["completed_by_user"])
+                task["completion_date"] = done[task["id"]]["completion_date"]
+        if new == old:
+            raise _ApiError(400, "Bad Request: message is not modified")
+        self.checklists[key] = new
+        message = dict(self._messages[key])
+        return {**message, "checklist": new, "edit_date": int(time.time())}
+
+    def _input_checklist(self, raw: Any) -> dict[str, Any]:
+        """The ``Checklist`` Telegram makes of an ``InputChecklist``, checked as Telegram checks it."""
+        given = json.loads(raw) if isinstance(raw, str) else raw
+        if not isinstance(given, dict):
+            raise _ApiError(400, "Bad Request: checklist is required")
+        title = str(given.get("title") or "").strip()
+        if not 1 <= _utf16(title) <= _CHECKLIST_TITLE:
+            raise _ApiError(400, f"Bad Request: checklist title must be 1-{_CHECKLIST_TITLE} characters")
+        tasks = given.get("tasks") or []
+        if not 1 <= len(tasks) <= _CHECKLIST_TASKS:
+            raise _ApiError(400, f"Bad Request: a checklist must have 1-{_CHECKLIST_TASKS} tasks")
+        ids = [task.get("id") for task in tasks]
+        if any(not isinstance(i, int) or i <= 0 for i in ids) or len(set(ids)) != len(ids):
+            raise _ApiError(400, "Bad Request: checklist task identifiers must be positive and unique")
+        made = []
+        for task in tasks:
+            text = str(task.get("text") or "").strip()
+            if not 1 <= _utf16(text) <= _CHECKLIST_TASK_TEXT:
+                raise _ApiError(400, f"Bad Request: a checklist task must be 1-{_CHECKLIST_TASK_TEXT} characters")
+            made.append({"id": task["id"], "text": text, "completion_date": 0})
+        checklist: dict[str, Any] = {"title": title, "tasks": made}
+        for right in ("others_can_add_tasks", "others_can_mark_tasks_as_done"):
+            if _true(given.get(right)):
+                checklist[right] = True
+        return checklist
+
+    def _on_behalf(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The fields of a message the bot sent through a business connection: from the account, by the bot."""
+        connection_id = params.get("business_connection_id")
+        if not connection_id:
+            return {"from": self.bot}
+        owner = self.business_connections[connection_id]["user"]
+        return {"from": owner, "sender_business_bot": self.bot, "business_connection_id": connection_id}
 
     async def _api_sendPhoto(self, params: dict[str, Any]) -> Any:
         return self._send_media("sendPhoto", "photo", params)
@@ -1098,6 +1305,17 @@ class FakeTelegramServer:
         chat = self._chats.get(chat_id) if isinstance(chat_id, int) else None
         if chat is None:
             raise _ApiError(400, "Bad Request: chat not found")
+        connection_id = params.get("business_connection_id")
+        if connection_id:  # on behalf of a business account: one of its chats, while connected and allowed to reply
+            connection = self.business_connections.get(str(connection_id))
+            if connection is None or not connection["is_enabled"]:
+                raise _ApiError(400, "Bad Request: BUSINESS_CONNECTION_INVALID")
+            if not connection["rights"].get("can_reply"):
+                raise _ApiError(403, "Forbidden: BOT_BUSINESS_MISSING")
+            if self.business_chats.get(chat_id) != connection_id:
+                raise _ApiError(400, "Bad Request: chat not found")
+        elif chat_id not in self._bot_chats and chat_id in self.business_chats:
+            raise _ApiError(403, "Forbidden: bot can't initiate conversation with a user")
         return chat
 
     def _visible(self, params: dict[str, Any]) -> str:
@@ -1168,6 +1386,13 @@ class _ApiError(Exception):
         self.status = status
         self.description = description
 
+
+_CHECKLIST_TITLE = 255
+"""The longest checklist title (characters)."""
+_CHECKLIST_TASKS = 30
+"""The most tasks a checklist holds."""
+_CHECKLIST_TASK_TEXT = 100
+"""The longest task (characters)."""
 
 _OPT_IN = frozenset({"message_reaction", "message_reaction_count", "poll_answer", "poll"})
 """Update kinds Telegram sends only to a bot that asks for them in ``allowed_updates``."""
