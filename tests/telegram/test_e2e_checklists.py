@@ -132,3 +132,16 @@ async def test_the_fake_refuses_checklists_as_telegram_does(server: FakeTelegram
         assert sent.sender_business_bot is not None and sent.business_connection_id == "biz-1"
         with pytest.raises(Exception, match="can't initiate conversation"):  # (the person never wrote to the bot)
             await bot.send_message(chat_id=1001, text="hello from the bot itself")
+
+
+async def test_a_business_message_naming_a_connection_not_seen_yet_is_answered_after_asking_telegram(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    server.connect_business("biz-2", owner_id=2002)
+    server.pending.clear()  # (its update went to the bot before this process: a restart, another gateway)
+    await start_bot(["Hello from Bea's shop."])
+    server.user_says("are you open today?", user_id=1003, first_name="Cy", business="biz-2")
+    [reply] = await server.wait_replies(1, timeout=30)
+    assert reply.text == "Hello from Bea's shop." and reply.business_connection_id == "biz-2"
+    [asked] = server.calls_of("getBusinessConnection")
+    assert asked.params["business_connection_id"] == "biz-2"
