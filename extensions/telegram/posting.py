@@ -203,6 +203,8 @@ class Posting:
         )
         if self.settings.rich_messages and business is None and not whole and len(posted) == 1 and wants_rich(text):
             await rich_edit(self.bot(), chat_id=chat_id, message_id=posted[0], text=text)
+        if business is not None:  # not noted for feedback: the Bot API has no reaction update for a business chat,
+            return posted  # and its message ids are not those of the person's own chat with the bot (the book's keys)
         try:
             await self.answers.add([answer_key(chat_id, m) for m in posted], key[0])
         except Exception as exc:  # (Redis down: the answer is posted; a reaction on it will not count)
