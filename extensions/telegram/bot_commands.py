@@ -196,8 +196,8 @@ class BotCommands:
             await self._in_private(facts, answer.text, language=await commands.language(cid))
             return
         buttons = _keyboard(answer.choices)
-        if not buttons:
-            await self.posting.notice(facts, answer.text)
+        if not buttons or facts.business_connection_id is not None:  # (a business chat's answer shows no buttons:
+            await self.posting.notice(facts, answer.text)  # a press there would not reach its conversation)
             return
         try:
             await self.bot().send_message(

@@ -145,3 +145,14 @@ async def test_a_business_message_naming_a_connection_not_seen_yet_is_answered_a
     assert reply.text == "Hello from Bea's shop." and reply.business_connection_id == "biz-2"
     [asked] = server.calls_of("getBusinessConnection")
     assert asked.params["business_connection_id"] == "biz-2"
+
+
+async def test_a_command_in_a_business_chat_is_answered_through_the_connection_without_buttons(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    await start_bot(["unused"])
+    server.connect_business("biz-1")
+    server.user_says("/language", user_id=1004, first_name="Di", business="biz-1")
+    [offer] = await server.wait_replies(1, timeout=30)
+    assert offer.business_connection_id == "biz-1" and "English" in offer.text
+    assert offer.buttons == {}  # (a press would reach the person's own chat with the bot, not this one)
