@@ -229,9 +229,15 @@ class WorkingMemory:
         return [log for log in (logs[n:] if n else logs) if not log.processed]
 
     def trim(self) -> None:
-        """Drop the oldest entries beyond ``limit``."""
+        """Drop the oldest entries beyond ``limit``, a quarter of it at a time (``trim_step``): the entries kept start
+        at the same one for several runs, and so does a prompt that shows them all. Dropped one at a time, the
+        first entry changed at every message once the conversation was past ``limit``, and with it every request's
+        prompt from its working memory on: nothing after the fixed sections was a prefix a provider had seen
+        (``bench/prompt_cost.py``)."""
         excess = len(self.logs) - self.limit
         if excess > 0:
+            step = self.trim_step
+            excess = min(len(self.logs), -(-excess // step) * step)
             n = self._settled()
             for log in self.logs[:excess]:
                 self._raw.pop(log.id, None)
@@ -240,6 +246,11 @@ class WorkingMemory:
             self._dumped = self._dumped[excess:] if n > excess else []
             if n <= excess:
                 self._last = None
+
+    @property
+    def trim_step(self) -> int:
+        """How many entries ``trim`` drops at a time: a quarter of ``limit`` (at least one)."""
+        return max(1, self.limit // 4)
 
     def prompt_texts(self) -> dict[str, str]:
         """The text of entries as the full prompt shows them, by id, for ``keep_text`` to fill."""

@@ -408,28 +408,40 @@ def _sections(state: ContextState) -> list[PromptSection]:
 def window(
     memory: WorkingMemory, *, count: int, token_budget: int, media: Mapping[str, Loaded] | None = None
 ) -> list[str]:
-    """The newest processed entries, at most ``count`` of them and about ``token_budget`` tokens
-    (4 characters a token), formatted, oldest first. Reads at most ``count`` entries from the end; the text of a
-    settled entry is formatted once (``WorkingMemory.keep_text``)."""
+    """The newest processed entries, at most ``count`` of them and about ``token_budget`` tokens (4 characters a
+    token), formatted, oldest first. Reads at most ``count`` entries from the end; the text of a settled entry is
+    formatted once (``WorkingMemory.keep_text``).
+
+    The first entry shown is at a position of ``memory`` that is a multiple of a quarter of ``count``, when one
+    leaves something to show: as the conversation goes on, the window's start moves a quarter of it at once, not
+    one entry at every message, so two requests in a row share their working memory's first part (what a
+    provider's prompt cache discounts). ``memory`` drops its oldest entries a quarter of its limit at a time
+    (``WorkingMemory.trim``), which keeps those positions in step when that quarter is a multiple of this one (the
+    defaults, 200 and 40, and the built-in assistant's, 40 and 40)."""
     out: list[str] = []
     used = 0
     budget_chars = token_budget * 4
-    seen = 0
     shown = memory.prompt_texts()
-    for log in reversed(memory.logs):
+    logs = memory.logs
+    step = max(1, count // 4)
+    aligned = 0  # entries shown if the window starts at the last position passed that is a multiple of ``step``
+    for seen, i in enumerate(range(len(logs) - 1, -1, -1)):
         if seen >= count * 2 or len(out) >= count:
             break
-        seen += 1
-        if not log.processed:
-            continue
-        text = shown.get(log.id)
-        if text is None:
-            text = format_log(log, media=media)
-            memory.keep_text(log, text)
-        used += len(text)
-        if used > budget_chars and out:
-            break
-        out.append(text)
+        log = logs[i]
+        if log.processed:
+            text = shown.get(log.id)
+            if text is None:
+                text = format_log(log, media=media)
+                memory.keep_text(log, text)
+            used += len(text)
+            if used > budget_chars and out:
+                break
+            out.append(text)
+        if i % step == 0:
+            aligned = len(out)
+    if aligned:  # (none: an entry alone past the budget, or no aligned position within reach: the newest that fit)
+        del out[aligned:]
     out.reverse()
     return out
 

@@ -82,3 +82,41 @@ def test_the_prompt_text_is_kept_only_for_settled_entries_without_attachments() 
     assert shown() == first
     assert list(memory.prompt_texts()) == [reply.id]  # what an attachment shows depends on the run's media
     assert memory.prompt_texts()[reply.id] == format_log(reply)
+
+
+def test_the_oldest_entries_leave_a_quarter_of_the_limit_at_a_time() -> None:
+    memory = WorkingMemory(limit=8)  # (a step of 2)
+    pushed: list[Log] = []
+    firsts = []
+    for i in range(30):
+        entry = InputRef(type="m", data=f"in {i}", processed=True)
+        pushed.append(entry)
+        memory.push(entry)
+        memory.trim()
+        assert 8 - 2 < len(memory.logs) <= 8 or len(pushed) <= 8
+        assert memory.logs == pushed[-len(memory.logs) :]  # the newest, in order
+        firsts.append(memory.logs[0].id)
+        _check(memory)
+    assert len(set(firsts)) == 1 + (30 - 8 + 1) // 2  # the first entry moves every other push once past the limit
+
+
+def test_the_window_starts_at_a_multiple_of_a_quarter_of_its_size() -> None:
+    memory = WorkingMemory(limit=200)
+    texts: list[str] = []
+    for n in range(1, 40):
+        entry = InputRef(type="m", data=f"entry {n:02d}", processed=True)
+        memory.push(entry)
+        texts.append(format_log(entry))
+        start = max(0, -(-(n - 8) // 2) * 2)  # the first multiple of 2 that leaves at most 8
+        assert window(memory, count=8, token_budget=10_000) == texts[start:], n
+    memory.push(InputRef(type="m", data="new", processed=False))  # an update at an aligned position: skipped
+    assert window(memory, count=8, token_budget=10_000) == texts[32:]
+    budget = len("".join(texts[-5:])) // 4  # room for the newest four and a bit: the window starts at a multiple
+    assert window(memory, count=8, token_budget=budget) == texts[36:]  # of 2 that fits, three entries
+
+
+def test_an_entry_alone_past_the_budget_is_still_shown() -> None:
+    memory = WorkingMemory()
+    for n in range(3):
+        memory.push(InputRef(type="m", data="x" * 400 + str(n), processed=True))
+    assert window(memory, count=8, token_budget=10) == [format_log(memory.logs[-1])]
