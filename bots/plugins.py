@@ -205,7 +205,10 @@ def usage() -> FromSettings:
     from core.usage.plugin import Usage
 
     def build(d: Deployment) -> list[Plugin]:
-        prices = {name: Price(input=given, output=taken) for name, (given, taken) in d.settings.llm.prices.items()}
+        prices = {
+            name: Price(input=rates[0], output=rates[1], cached_input=rates[2] if len(rates) > 2 else None)
+            for name, rates in d.settings.llm.prices.items()
+        }
         return [Usage(d.usage, prices=prices)]
 
     return FromSettings("usage", build)

@@ -415,10 +415,11 @@ class LlmSettings(BaseModel):
         description="Models a chat may choose with /model, comma-separated names served by LLM_PROVIDER "
         "(openai or anthropic); empty: /model only shows LLM_MODEL",
     )
-    prices: Annotated[dict[str, tuple[float, float]], NoDecode] = Field(
+    prices: Annotated[dict[str, tuple[float, float] | tuple[float, float, float]], NoDecode] = Field(
         default_factory=dict,
-        description="Dollars per million tokens (input/output) of each model, for the estimated cost in /stats and "
-        "/metrics, for example gpt-4o-mini=0.15/0.6,gpt-4o=2.5/10",
+        description="Dollars per million tokens (input/output, and input read from the provider's prompt cache if "
+        "it is billed apart) of each model, for the estimated cost in /stats and /metrics, for example "
+        "gpt-4o-mini=0.15/0.6/0.075,gpt-4o=2.5/10",
     )
     vision: bool = Field(
         default=True,
@@ -428,24 +429,25 @@ class LlmSettings(BaseModel):
 
 
 def _prices(value: Any) -> Any:
-    """``model=in/out,model=in/out`` or JSON (``{"model": [in, out]}``) -> ``{model: (in, out)}``."""
+    """``model=in/out[/cached],...`` or JSON (``{"model": [in, out]}``) -> ``{model: (in, out[, cached])}``."""
     if not isinstance(value, str):
         return value
     text = value.strip()
     if text.startswith("{"):
         return json.loads(text)
-    prices: dict[str, tuple[str, str]] = {}
+    prices: dict[str, tuple[str, ...]] = {}
     for item in (p.strip() for p in text.split(",")):
         if not item:
             continue
         name, sep, price = item.rpartition("=")
-        given, slash, taken = price.partition("/")
-        if not sep or not slash or not name.strip():
+        rates = tuple(rate.strip() for rate in price.split("/"))
+        if not sep or len(rates) not in (2, 3) or not name.strip():
             raise ValueError(
-                f"LLM_PRICES must be model=input/output pairs in dollars per million tokens, for example "
-                f"gpt-4o-mini=0.15/0.6; got {item!r}"
+                f"LLM_PRICES must be model=input/output in dollars per million tokens, with the price of input read "
+                f"from the provider's cache after them if it is billed apart, for example "
+                f"gpt-4o-mini=0.15/0.6/0.075; got {item!r}"
             )
-        prices[name.strip()] = (given.strip(), taken.strip())
+        prices[name.strip()] = rates
     return prices
 
 

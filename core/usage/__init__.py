@@ -58,6 +58,9 @@ class Price:
     """Dollars per million tokens read."""
     output: float = 0.0
     """Dollars per million tokens written."""
+    cached_input: float | None = None
+    """Dollars per million tokens read from the provider's prompt cache (a prompt's beginning it had seen: OpenAI
+    and Anthropic bill those at a fraction of ``input``); None: at ``input``."""
 
 
 @dataclass(kw_only=True)
@@ -88,11 +91,14 @@ class UsageTotals:
         self.cost_micros += other.cost_micros
 
 
-def cost_micros(price: Price | None, input_tokens: int, output_tokens: int) -> int:
-    """The estimated cost of a call in millionths of a dollar (0 without a price)."""
+def cost_micros(price: Price | None, input_tokens: int, output_tokens: int, *, cached_input_tokens: int = 0) -> int:
+    """The estimated cost of a call in millionths of a dollar (0 without a price): of its ``input_tokens``, the
+    ``cached_input_tokens`` read from the provider's cache at ``price.cached_input`` when it is set."""
     if price is None:
         return 0
-    return round(input_tokens * price.input + output_tokens * price.output)
+    cached = min(max(0, cached_input_tokens), input_tokens) if price.cached_input is not None else 0
+    read = (input_tokens - cached) * price.input + cached * (price.cached_input or 0.0)
+    return round(read + output_tokens * price.output)
 
 
 _DAY_MS = 86_400_000

@@ -57,7 +57,8 @@ class _Charge(RunHooks):
         nothing twice. A failing store is logged: the answer is on its way."""
         run, name = self.run, call.model
         state = run.state
-        cost = cost_micros(self.plugin.prices.get(name), call.input_tokens, call.output_tokens)
+        price = self.plugin.prices.get(name)
+        cost = cost_micros(price, call.input_tokens, call.output_tokens, cached_input_tokens=call.cached_input_tokens)
         if cost and not call.estimated:
             run.observe(f"cost_micros:{name}", cost)
         batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
