@@ -26,10 +26,11 @@ from .call_format import CallFormat
 from .chat_settings import ChatSettings
 from .entries import ActionCall, EventRef, InputRef, Log, OutputRef, OutputRefResponse, WorkingMemory
 from .errors import DefinitionError
-from .media.attachment import Attachment, AttachmentKind, Loaded, human_size
+from .media.attachment import Attachment, AttachmentKind, Loaded, human_size, loaded_of
 from .media.reader import IMAGE_TYPES, READER, MediaLimits
 from .prompt_sections import PromptSection
 from .schema import Schema
+from .slots import RunValues
 from .statelog import StateLog
 
 if TYPE_CHECKING:
@@ -104,9 +105,9 @@ class ContextState(Generic[ArgsT]):
     again posts nothing twice; None in one process."""
     chat: ChatSettings = field(default_factory=ChatSettings)
     """This conversation's settings as the run uses them (``/model``, ``/persona``; operator pins applied)."""
-    media: dict[str, Loaded] = field(default_factory=dict, repr=False)
-    """What this run fetched from its inputs' attachments, by attachment id (image bytes, file text);
-    never saved: later runs see the attachments' descriptions."""
+    values: RunValues = field(default_factory=RunValues, repr=False)
+    """What plugins and handlers keep for this run, by slot (``core.slots.RunValues``): what it fetched from its
+    inputs' attachments (``core.media.attachment.loaded_of``); never saved."""
     sections: dict[str, PromptSection] = field(default_factory=dict, repr=False)
     """What plugins show the model in this conversation's prompt, by name (``core.prompt_sections``: the facts
     kept, the knowledge passages found, the summary), set before the model call that shows them; never saved."""
@@ -186,7 +187,7 @@ class ActionContext:
         elif len(data) > (limit := _image_bytes(self.agent)):
             attachment.note = f"not shown: larger than {human_size(limit)}"
         else:
-            self.state.media[attachment.id] = Loaded(attachment=attachment, data=data)
+            loaded_of(self.state.values)[attachment.id] = Loaded(attachment=attachment, data=data)
         self.attachments.append(attachment)
         return attachment
 

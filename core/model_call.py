@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import tracing
 from .errors import ModelError, RunError
-from .media.attachment import image_marker
+from .media.attachment import image_marker, loaded_of
 from .models.base import ImagePart, ModelRequest, ModelRoute, call_reasoning, call_route, call_usage
 from .prompt import xml_attr
 from .turns import TurnGuard
@@ -257,7 +257,7 @@ async def _wrapped(chunks: AsyncIterator[str], output_type: str, speakers: tuple
 def images_in(state: ContextState, prompt: str) -> tuple[ImagePart, ...]:
     """The images this run fetched that the prompt shows (an input may have left the window)."""
     images = []
-    for loaded in state.media.values():
+    for loaded in loaded_of(state.values).values():
         if loaded.data is None:
             continue
         marker = image_marker(loaded.attachment)

@@ -30,7 +30,7 @@ from .definitions import Action, ContextState, Output
 from .entries import ActionCall, ActionResult, ErrorLog, EventRef, InputRef, Log, OutputRef, Thought, WorkingMemory
 from .errors import DefinitionError, RunError
 from .escape import escape_attr, escape_text
-from .media.attachment import Loaded, describe, format_attachments
+from .media.attachment import Loaded, describe, format_attachments, loaded_of
 from .models.base import ToolSpec
 from .prompt_sections import PromptSection
 
@@ -476,7 +476,7 @@ def build_prompt(
         state.working_memory,
         count=ctx.max_working_memory,
         token_budget=ctx.max_prompt_tokens,
-        media=state.media,
+        media=loaded_of(state.values),
     )
     parts = {
         "actions": "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>"
@@ -485,7 +485,9 @@ def build_prompt(
         "outputs": "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
         "contexts": "<contexts>\n" + "\n".join(_context_block(each) for each in (state, *state.used)) + "\n</contexts>",
         "workingMemory": "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
-        "updates": "<updates>\n" + "\n".join(format_log(u, media=state.media) for u in updates) + "\n</updates>",
+        "updates": "<updates>\n"
+        + "\n".join(format_log(u, media=loaded_of(state.values)) for u in updates)
+        + "\n</updates>",
     }
     system, prompt = template.render(persona=persona, content=parts)
     return Prompt(system=system, prompt=prompt)

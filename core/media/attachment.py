@@ -15,9 +15,11 @@ from pathlib import PurePosixPath
 import pydantic
 
 from ..escape import escape_attr, escape_text
+from ..slots import RunValues, Slot
 from ..unicode_text import repair_strings
 
 __all__ = (
+    "LOADED",
     "Attachment",
     "AttachmentKind",
     "Loaded",
@@ -28,6 +30,7 @@ __all__ = (
     "image_marker",
     "is_text",
     "kind_of",
+    "loaded_of",
 )
 
 
@@ -84,6 +87,16 @@ class Loaded:
     """The bytes of an image the model will see."""
     text: str | None = None
     """The text of a text file that was read."""
+
+
+LOADED: Slot[dict[str, Loaded]] = Slot("loaded attachments")
+"""What a run fetched from its inputs' attachments, by attachment id (``ContextState.values``): image bytes, file
+text. Later runs see the attachments' descriptions."""
+
+
+def loaded_of(values: RunValues) -> dict[str, Loaded]:
+    """What the run whose values are ``values`` fetched, by attachment id (kept under ``LOADED``)."""
+    return values.setdefault(LOADED, dict)
 
 
 _TEXT_EXTENSIONS = frozenset(

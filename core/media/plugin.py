@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..plugin import Plugin
+from .attachment import loaded_of
 from .reader import READER, MediaReader, attachment_outcome
 
 if TYPE_CHECKING:
@@ -35,11 +36,12 @@ class Media(Plugin):
         host = self._host
         if not ref.attachments or host is None:
             return
-        prepared = await self.reader.prepare(ref.attachments, state.media, vision=host.sees_images)
+        loaded = loaded_of(state.values)
+        prepared = await self.reader.prepare(ref.attachments, loaded, vision=host.sees_images)
         if prepared.heard:
             text = ref.data if isinstance(ref.data, str) else ""
             ref.data = f"{text}\n{prepared.heard}" if text.strip() else prepared.heard
         for attachment in ref.attachments:
-            host.observe(f"attachment:{attachment.kind.value}:{attachment_outcome(attachment, state.media)}", state.id)
+            host.observe(f"attachment:{attachment.kind.value}:{attachment_outcome(attachment, loaded)}", state.id)
         if prepared.fetched_bytes:
             host.observe("attachment_bytes", state.id, prepared.fetched_bytes)
