@@ -1,9 +1,10 @@
 """Latency at the speed of the model (issue 51): a lone message's reply, and a burst answered once, on Telegram,
 Discord and the web chat, with a fake model that takes 50 ms before it writes its answer.
 
-- lone: one message at a time in one conversation, from the moment the fake platform delivers it (the fake Bot API
-  queues the update, the fake Discord sends MESSAGE_CREATE, the page POSTs /chat/send) until the fake has the
-  reply (Telegram's sendMessage, Discord's POST /messages, the page's first ``post`` event). p50 minus the model's
+- lone: one message at a time in one conversation, sent ``IDLE`` after the answer before it, from the moment the
+  fake platform delivers it (the fake Bot API queues the update, the fake Discord sends MESSAGE_CREATE, the page
+  POSTs /chat/send) until the fake has the reply (Telegram's sendMessage, Discord's POST /messages, the page's
+  first ``post`` event). p50 minus the model's
   50 ms is what the bot adds; the target is at most 5 ms. On a loaded machine the model's sleep itself takes longer:
   also printed is the p50 of each reply's time minus its model call's time as measured (what the bot itself adds:
   the fakes, the clients and the agent in this process).
@@ -47,6 +48,12 @@ GAP = 0.01
 """Seconds between two messages of the burst typed a little apart (Telegram's second burst case)."""
 SETTLE = 0.3
 """Seconds without a new answer after which a trial's answers are counted."""
+IDLE = 0.05
+"""Seconds between a lone message's answer and the next lone message: the bot is idle again (its run has saved the
+conversation; on Telegram the update is confirmed and the next long poll waits), as when a person reads the answer
+before writing again; the web chat's page waits as long for quiet. Sent at once, the next message met the bot still
+closing the last answer, and its time was that one's too (on Telegram a getUpdates round trip of its own, about 3 ms
+under load, profiled)."""
 
 
 class TimedModel:
@@ -131,6 +138,7 @@ async def telegram(messages: int, trials: int, delay: float) -> None:
         lone: list[float] = []
         spent: list[float] = []
         for n in range(messages + 10):
+            await asyncio.sleep(IDLE)
             before = len(fake.sent)
             started = time.perf_counter()
             fake.user_says(f"message {n}")
@@ -191,6 +199,7 @@ async def discord(messages: int, trials: int, delay: float) -> None:
         lone: list[float] = []
         spent: list[float] = []
         for n in range(messages + 10):
+            await asyncio.sleep(IDLE)
             before = len(fake.posted_in(dm))
             started = time.perf_counter()
             await fake.say(dm, f"message {n}", author=alice)
@@ -304,10 +313,10 @@ async def _visitor(url: str) -> AsyncIterator[tuple[Any, asyncio.Queue[dict[str,
 
 
 async def _drain(events: asyncio.Queue[dict[str, Any]]) -> None:
-    """Until the page's events are quiet for a moment (the answer's edits, if any)."""
+    """Until the page's events are quiet for ``IDLE`` (the answer's edits, if any)."""
     with contextlib.suppress(TimeoutError):
         while True:
-            await asyncio.wait_for(events.get(), 0.05)
+            await asyncio.wait_for(events.get(), IDLE)
 
 
 async def _settled(count: Any) -> None:
