@@ -92,7 +92,8 @@ def started(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[in
     conf.mkdir()
     data.mkdir()
     port = free_port()
-    bin_dir = shims(tmp_path / "bin", port, data)
+    # the first start's primary: redis-0 of the StatefulSet, compose's redis
+    bin_dir = shims(tmp_path / "bin", port, data, host="redis-0" if request.param == "k8s" else "redis")
     script = k8s_script(conf) if request.param == "k8s" else compose_script(conf)
     with running(script, port=port, bin_dir=bin_dir, what=f"Redis from the {request.param} script"):
         yield port, conf
