@@ -45,7 +45,7 @@ from .models.base import CallsTools, Model, PrefersCompact
 from .plugin import AgentHooks, Plugin, ordered
 from .prompt import PromptTemplate
 from .registry import Registry
-from .reply_ledger import ReplyLedger
+from .reply_ledger import BATCH, ReplyLedger
 from .run_deps import RunDeps
 from .run_table import Pending, RunTable
 from .run_traces import RunTrace, remember_run
@@ -489,14 +489,14 @@ class Agent(ExtensionPoints):
         inputs: Sequence[InputRef] = (),
         *,
         listener: Callable[[RunEvent], Any] | None = None,
-        options: Mapping[str, Any] | None = None,
+        batch: str | None = None,
         ledger: ReplyLedger | None = None,
         stopped: bool = False,
     ) -> list[Log]:
         """Run the instance with ``inputs``; if it is already running here, the inputs join that run.
 
-        ``options`` are copied into ``state.options`` when a new run starts (a queue passes the batch id
-        there for output handlers); inputs that join a running run leave its options as they are. ``stopped``:
+        ``batch``: the queued batch a new run answers, the same in every attempt at it (``core.reply_ledger.BATCH``
+        in its state's values); inputs that join a running run leave its batch as it is. ``stopped``:
         a Stop was pressed before these inputs began to run (a queued batch, ``core.fleet.stops``): they are
         recorded, the stop with them, and not answered."""
         context = self.registry.resolve(context)
@@ -537,7 +537,7 @@ class Agent(ExtensionPoints):
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(current.finished)  # closing: wait until its memory is saved
         pending = Pending(list(inputs), listener)
-        pending.options = dict(options or {})
+        pending.batch = batch
         pending.ledger = ledger
         pending.stopped = stopped
         self._runs.put(cid, pending)
@@ -684,7 +684,8 @@ class Agent(ExtensionPoints):
                 await pending.quiet(quiet, cap=self.max_batch)
             state = await self._load_state(context, args, cid, chat)
             state.used = await self._load_used(state)
-            state.options.update(pending.options)
+            if pending.batch is not None:
+                state.values.put(BATCH, pending.batch)
             state.ledger = pending.ledger
             run = Run(self.run_deps(), state, finished=future)
             while pending.inputs and not run.full:  # inputs keep arriving while earlier ones are prepared
@@ -744,7 +745,7 @@ class Agent(ExtensionPoints):
         or, when it was cancelled, cancel those that follow (their inputs come again from whoever sent them)."""
         if pending.inputs:  # one caller gave more than a run takes: the rest goes first in the next run
             rest = Pending(pending.inputs, None)
-            rest.options, rest.following, pending.inputs = dict(pending.options), pending.following, []
+            rest.batch, rest.following, pending.inputs = pending.batch, pending.following, []
             rest.ledger = pending.ledger
             pending.following = rest
         following = pending.following

@@ -98,8 +98,6 @@ class ContextState(Generic[ArgsT]):
     """The logs of the instance."""
     state_log: StateLog = field(default_factory=StateLog, repr=False)
     """The append-only state log that ``_outputPath`` writes to."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Per-run values handlers may share (for example the platform message being answered)."""
     ledger: ReplyLedger | None = None
     """The reply ledger of a queued run (``core.reply_ledger``): a reply is stored before it is posted, so a run
     again posts nothing twice; None in one process."""
@@ -107,7 +105,8 @@ class ContextState(Generic[ArgsT]):
     """This conversation's settings as the run uses them (``/model``, ``/persona``; operator pins applied)."""
     values: RunValues = field(default_factory=RunValues, repr=False)
     """What plugins and handlers keep for this run, by slot (``core.slots.RunValues``): what it fetched from its
-    inputs' attachments (``core.media.attachment.loaded_of``); never saved."""
+    inputs' attachments (``core.media.attachment.loaded_of``), the queued batch it answers
+    (``core.reply_ledger.BATCH``), the platform message it answers (a platform's ``REPLY_TO``); never saved."""
     sections: dict[str, PromptSection] = field(default_factory=dict, repr=False)
     """What plugins show the model in this conversation's prompt, by name (``core.prompt_sections``: the facts
     kept, the knowledge passages found, the summary), set before the model call that shows them; never saved."""

@@ -64,12 +64,13 @@ class Runner(Protocol):
         inputs: Sequence[InputRef] = (),
         *,
         listener: Callable[[RunEvent], Any] | None = None,
-        options: Mapping[str, Any] | None = None,
+        batch: str | None = None,
         ledger: ReplyLedger | None = None,
         stopped: bool = False,
     ) -> list[Log]:
-        """Run the instance with ``inputs``; if it is already running here, the inputs join that run (``stopped``:
-        a Stop was pressed before they began to run, so they are recorded and not answered)."""
+        """Run the instance with ``inputs``; if it is already running here, the inputs join that run (``batch``: the
+        queued batch they are, ``core.reply_ledger.BATCH``; ``stopped``: a Stop was pressed before they began to
+        run, so they are recorded and not answered)."""
         ...
 
     def stop_answer(self, context_id: str) -> bool:

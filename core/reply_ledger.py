@@ -21,7 +21,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ("ReplyLedger", "ReplySlot")
+from .slots import Slot
+
+__all__ = ("BATCH", "ReplyLedger", "ReplySlot")
+
+BATCH: Slot[str] = Slot("queued batch")
+"""Kept in ``ContextState.values`` by a queued run: the id of the batch it answers, the same in every attempt at
+it (``Agent.run(batch=...)``), which a charge and a history entry are keyed by so a batch run again counts and
+keeps nothing twice; none in one process."""
 
 
 @dataclass(kw_only=True, eq=False)

@@ -27,8 +27,8 @@ class Pending:
         """Inputs the run takes once its state is loaded."""
         self.listeners: list[Callable[[RunEvent], Any]] = [listener] if listener is not None else []
         """Listeners of the run's events."""
-        self.options: dict[str, Any] = {}
-        """Copied into ``state.options`` when the run starts."""
+        self.batch: str | None = None
+        """The queued batch the run answers (kept in its state's values, ``core.reply_ledger.BATCH``)."""
         self.finished: asyncio.Future[list[Log]] = asyncio.get_running_loop().create_future()
         """Resolved with the run's chain."""
         self.ledger: ReplyLedger | None = None

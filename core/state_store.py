@@ -14,6 +14,7 @@ from .definitions import Context, ContextState, maybe_await
 from .entries import WorkingMemory
 from .memory_shape import Shape, current, shaped
 from .run_traces import traces_key
+from .slots import Slot
 from .statelog import StateLog
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ class _Loaded:
     store holds what this process wrote)."""
 
 
-_KEPT = "core.memory_shape.kept"
-"""``state.options`` key: whose memory the instance held when loaded (a ``Shape``, None: unknown), so a save writes
+_KEPT: Slot[Shape | None] = Slot("core.memory_shape.kept")
+"""Kept in ``state.values``: whose memory the instance held when loaded (a ``Shape``, None: unknown), so a save writes
 the shape only when it changed."""
 
 
@@ -118,7 +119,7 @@ class StateStore:
             if context.load is None:
                 if not current(kept, context):  # (in its shape already: handed over as it is)
                     stored = await shaped(stored, kept, state)
-                state.options[_KEPT] = kept
+                state.values.put(_KEPT, kept)
         state.memory = stored
         return state
 
@@ -133,10 +134,10 @@ class StateStore:
             memory = state.memory.model_dump(mode="json") if hasattr(state.memory, "model_dump") else state.memory
             memory = copy.deepcopy(memory)
             await self.memory.set(f"context:{state.id}", memory)
-            if not current(state.options.get(_KEPT), state.context):
+            if not current(state.values.get(_KEPT), state.context):
                 shape = Shape.of(state.context)
                 await self.memory.set(f"shape:{state.id}", shape.dump())
-                state.options[_KEPT] = shape
+                state.values.put(_KEPT, shape)
         await self.memory.set(f"working:{state.id}", state.working_memory.dump())
         if state.state_log.dirty:
             if len(state.state_log.entries) > self.state_log_limit:
@@ -151,7 +152,7 @@ class StateStore:
                 working=state.working_memory,
                 size=size,
                 memory=memory if saved else None,
-                shape=state.options.get(_KEPT) if saved else None,
+                shape=state.values.get(_KEPT) if saved else None,
                 state_log=state.state_log if saved else None,
                 saved=saved,
             )

@@ -358,11 +358,7 @@ class Drainer:
         except Exception:
             log.exception("undecodable batch %s of %s", scope.batch_id, scope.keys.cid)
             return False
-        options = {
-            "batch_id": f"{scope.keys.cid}#{scope.batch_id}",
-            "attempt": scope.attempt,
-            "enqueued_at": [entry.get("t") for entry in entries],
-        }
+        batch = f"{scope.keys.cid}#{scope.batch_id}"  # (the same in every attempt at it: core.reply_ledger.BATCH)
         parts = [cut for cut in cuts if cut < len(entries)] if cuts is not None else []
         inputs, forgotten = split_forgets(inputs[: parts[0] if parts else len(inputs)])  # (core.deleted: messages
         # their authors deleted leave first)
@@ -385,7 +381,7 @@ class Drainer:
                 if gone:  # (a deletion sent while the message's run goes on: it leaves that run)
                     await self.agent.drop_messages(context, args, gone)
                 if refs:
-                    await self.agent.run(context, args, refs, options=options, ledger=ledger, stopped=stopped)
+                    await self.agent.run(context, args, refs, batch=batch, ledger=ledger, stopped=stopped)
 
             with batch_span(entries, scope):
                 if cuts is not None:  # (a batch run again: the earlier attempts' answers were stored step by step
@@ -402,7 +398,7 @@ class Drainer:
                             len(parts) + 1,
                         )
                     if inputs:
-                        await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
+                        await self.agent.run(context, args, inputs, batch=batch, ledger=ledger, stopped=stopped)
                     for start, end in itertools.pairwise([*parts, len(entries)]):
                         part = entries[start:end]
                         ids = {str(entry["i"].get("id", "")) for entry in part}
@@ -419,7 +415,7 @@ class Drainer:
                 elif not inputs:
                     pass  # (only deletions)
                 elif busy is BusyPolicy.INTERRUPT:
-                    await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
+                    await self.agent.run(context, args, inputs, batch=batch, ledger=ledger, stopped=stopped)
                 else:  # (core.busy: what is stored meanwhile joins the run, core.fleet.joiner; with collect and
                     # queue only while nothing of its answer is shown: its model call starts again with it)
 
@@ -436,7 +432,7 @@ class Drainer:
                     joiner = self._joiners[cid] = Joiner(scope, cap=self.config.batch_size, submit=submit, gate=gate)
                     following = asyncio.create_task(joiner.follow(), name=f"joiner:{scope.keys.cid}")
                     try:
-                        await self.agent.run(context, args, inputs, options=options, ledger=ledger, stopped=stopped)
+                        await self.agent.run(context, args, inputs, batch=batch, ledger=ledger, stopped=stopped)
                         await joiner.close(following)
                     except BaseException:
                         await joiner.cancel(following)

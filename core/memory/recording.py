@@ -18,6 +18,7 @@ from ..definitions import ContextState
 from ..entries import InputRef, Log, OutputRef, now_ms
 from ..media.attachment import describe
 from ..prompt import format_value
+from ..reply_ledger import BATCH
 from .history import HistoryEntry, HistoryStore, message_prefix
 
 __all__ = ("RetentionSweeper", "history_entries", "history_id")
@@ -35,7 +36,7 @@ def history_id(entry: InputRef) -> str:
 
 def history_entries(state: ContextState, chain: Sequence[Log]) -> list[HistoryEntry]:
     """The entries of ``chain`` (one run of ``state``) worth keeping: inputs and delivered outputs."""
-    batch = state.options.get("batch_id")
+    batch = state.values.get(BATCH)
     out: list[HistoryEntry] = []
     outputs = 0
     for entry in chain:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..entries import InputRef
 from ..plugin import ModelCall, Plugin, RunHooks, RunView
+from ..reply_ledger import BATCH
 from . import CACHED, USAGE, InMemoryUsage, Price, UsageStore, cost_micros, day_of, user_of
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class _Charge(RunHooks):
         cost = cost_micros(price, call.input_tokens, call.output_tokens, cached_input_tokens=call.cached_input_tokens)
         if cost and not call.estimated:
             run.observe(f"cost_micros:{name}", cost)
-        batch = state.options.get("batch_id")  # the same in every attempt at a queued batch; a run in this
+        batch = state.values.get(BATCH)  # the same in every attempt at a queued batch; a run in this
         # process is never repeated, so it needs no charge id (the store would keep one a call for two days)
         charge = f"{batch}:{run.steps}" if batch else None
         if charge and call.cancelled:  # (a call cancelled and started again in the same step: charged apart)

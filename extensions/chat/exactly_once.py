@@ -1,6 +1,6 @@
 """Replies posted exactly once when a queue runs the conversation, written once for both chat adapters.
 
-A queued run (``core.fleet``) offers a reply ledger in ``state.options["reply_ledger"]``: a reply is stored,
+A queued run (``core.fleet``) offers a reply ledger in ``state.ledger``: a reply is stored,
 keyed by the batch it answers, before anything of it is shown, and each message posted for it is recorded.
 A batch run again after a crash finds what the earlier attempt did: a reply that was delivered is skipped,
 messages that were posted are reused (edited to the final text) instead of posted again, and the model's

@@ -25,6 +25,7 @@ from core.definitions import (
     input,
     output,
 )
+from core.slots import Slot
 
 from ..chat.exactly_once import may_post
 from ..chat.heard import echoes_heard, heard_quote
@@ -56,8 +57,8 @@ __all__ = (
 
 log = logging.getLogger("extensions.discord")
 
-REPLY_TO = "discord:reply_to"
-"""Key in ``ContextState.options``: the id of the message the run answers (set by the input handler)."""
+REPLY_TO: Slot[int] = Slot("discord:reply_to")
+"""Kept in ``ContextState.values``: the id of the message the run answers (set by the input handler)."""
 
 
 class Runtime(Protocol):
@@ -171,7 +172,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
         await runtime.abandon_replies(state.id)
     except Exception as abandon_exc:
         log.warning("could not mark the cut answer in channel %s: %s", state.platform_args.channel_id, abandon_exc)
-    reply_to = state.options.get(REPLY_TO)
+    reply_to = state.values.get(REPLY_TO)
     language = state.chat.language or agent.chat_policy.default_language
     try:
         await runtime.post_reply(
@@ -219,7 +220,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     message first (its nonce comes from the message id, so a retried batch does not quote twice)."""
     message_id = ctx.input_ref.params.get("message_id")
     if message_id:
-        ctx.state.options[REPLY_TO] = int(message_id)
+        ctx.state.values.put(REPLY_TO, int(message_id))
     quote = heard_quote(ctx.input_ref) if echoes_heard(agent) else None
     runtime = _runtimes.find(agent)
     if quote is None or runtime is None or not may_post(ctx.state):
@@ -257,7 +258,7 @@ async def _post(data: str, ctx: OutputContext, agent: Host) -> None:
         key=(state.id, ctx.step, ctx.index),
         channel_id=state.platform_args.channel_id,
         text=data,
-        reply_to=state.options.get(REPLY_TO),
+        reply_to=state.values.get(REPLY_TO),
         idempotency_key=ctx.output_ref.id,
         ledger=state.ledger,
     )
@@ -279,7 +280,7 @@ discord_message_output = output(
 
 async def _react(args: ReactArgs, ctx: _ActionContext, agent: Host) -> dict[str, Any]:
     state = ctx.state
-    target = args.message_id or state.options.get(REPLY_TO)
+    target = args.message_id or state.values.get(REPLY_TO)
     if target is None:
         raise ValueError("there is no message to react to here; pass message_id")
     await get_runtime(agent).add_reaction(
@@ -307,7 +308,7 @@ async def _post_poll(data: PollArgs, ctx: OutputContext, agent: Host) -> None:
     await get_runtime(agent).post_poll(
         args=state.platform_args,
         poll=data,
-        reply_to=state.options.get(REPLY_TO),
+        reply_to=state.values.get(REPLY_TO),
         idempotency_key=ctx.output_ref.id,
     )
 

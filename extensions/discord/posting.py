@@ -242,7 +242,7 @@ class Poster:
         client = self._require_client()
         channel_id: int = state.platform_args.channel_id
         channel = client.get_partial_messageable(channel_id)
-        reply_to = state.options.get(REPLY_TO)
+        reply_to = state.values.get(REPLY_TO)
         reference = None
         if reply_to is not None:
             reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
@@ -389,7 +389,7 @@ class Poster:
         state = agent.state_of(event.context_id)
         if state is None or not state.context.includes(discord_channel) or self._client() is None:
             return None
-        reply_to = state.options.get(REPLY_TO)
+        reply_to = state.values.get(REPLY_TO)
         # stable for one answer to one message (in a queued run the ledger's keys are used instead)
         key = f"live:{event.context_id}:{reply_to or uuid.uuid4().hex}:{event.step}:{event.output_index}"
         record = self.adapter.record(state.ledger, MESSAGE, streamed=True)

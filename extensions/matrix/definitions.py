@@ -18,6 +18,7 @@ import pydantic
 from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.errors import ModelError
 from core.media import Attachment
+from core.slots import Slot
 
 from ..chat.exactly_once import may_post
 from ..chat.i18n import say
@@ -45,8 +46,8 @@ log = logging.getLogger("extensions.matrix")
 
 MESSAGE = "matrix:message"
 """The type of the input (a person's message) and of the output (the bot's reply)."""
-REPLY_TO = "matrix:reply_to"
-"""Key in ``ContextState.options``: the event id of the message the run answers (set by the input handler)."""
+REPLY_TO: Slot[str] = Slot("matrix:reply_to")
+"""Kept in ``ContextState.values``: the event id of the message the run answers (set by the input handler)."""
 
 
 class RoomArgs(pydantic.BaseModel):
@@ -138,7 +139,7 @@ async def _tell(state: ContextState, agent: Host, key: str) -> None:
         return
     text = say(key, state.chat.language or agent.chat_policy.default_language)
     try:
-        await runtime.notify(state.platform_args, text, reply_to=state.options.get(REPLY_TO))
+        await runtime.notify(state.platform_args, text, reply_to=state.values.get(REPLY_TO))
     except Exception as exc:
         log.warning("could not tell room %s that no answer is coming: %s", state.platform_args.room_id, exc)
 
@@ -158,7 +159,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     """Remember which event the run answers, so the reply quotes it."""
     event_id = ctx.input_ref.params.get("message_id", "")
     if event_id.startswith("$"):
-        ctx.state.options[REPLY_TO] = event_id
+        ctx.state.values.put(REPLY_TO, event_id)
 
 
 async def _subscribe(send: Send, agent: Setup) -> Any:
@@ -172,7 +173,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
         key=(ctx.state.id, ctx.step, ctx.index),
         args=ctx.state.platform_args,
         text=text,
-        reply_to=ctx.state.options.get(REPLY_TO),
+        reply_to=ctx.state.values.get(REPLY_TO),
         ledger=ctx.state.ledger,
     )
 

@@ -260,7 +260,7 @@ class MatrixRuntime(ChatAdapter):
         state = agent.state_of(event.context_id) if agent is not None else None
         if state is None or not state.context.includes(matrix_room) or self.client is None:
             return None
-        return self._live(state.platform_args, reply_to=state.options.get(REPLY_TO), ledger=state.ledger, streamed=True)
+        return self._live(state.platform_args, reply_to=state.values.get(REPLY_TO), ledger=state.ledger, streamed=True)
 
     async def deliver(
         self, *, key: ReplyKey, args: RoomArgs, text: str, reply_to: str | None, ledger: ReplyLedger | None
@@ -298,7 +298,7 @@ class MatrixRuntime(ChatAdapter):
             name=item.name,
             msgtype="m.audio" if item.kind is OutgoingKind.VOICE else "m.image",
             caption=item.caption,
-            reply_to=state.options.get(REPLY_TO),
+            reply_to=state.values.get(REPLY_TO),
         )
         self.mine.add(event_id)
         log.info("room %s: posted a %s of %d bytes", args.room_id, item.kind.value, len(item.data))

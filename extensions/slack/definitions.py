@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pydantic
 
 from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
+from core.slots import Slot
 
 from ..chat.exactly_once import may_post
 from ..chat.i18n import say
@@ -43,8 +44,8 @@ log = logging.getLogger("extensions.slack")
 
 MESSAGE = "slack:message"
 """The type of the input a message becomes and of the output that answers it."""
-REPLY_TO = "slack:reply_to"
-"""Key in ``ContextState.options``: the ``ts`` of the message the run answers (set by the input handler)."""
+REPLY_TO: Slot[str] = Slot("slack:reply_to")
+"""Kept in ``ContextState.values``: the ``ts`` of the message the run answers (set by the input handler)."""
 
 
 class Runtime(Protocol):
@@ -148,7 +149,7 @@ slack_conversation = context(
 async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     message_id = ctx.input_ref.params.get("message_id")
     if message_id:
-        ctx.state.options[REPLY_TO] = message_id
+        ctx.state.values.put(REPLY_TO, message_id)
 
 
 async def _subscribe(send: Send, agent: Setup) -> Any:

@@ -17,6 +17,7 @@ import pydantic
 from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.entries import ErrorLog, InputRef, OutputRef
 from core.errors import ModelError, PlatformError
+from core.slots import Slot
 
 from ..chat.exactly_once import may_post, post_once
 from ..chat.heard import echoes_heard, heard_quote
@@ -70,10 +71,10 @@ NO_BUSINESS = (
 )
 """Why a checklist is refused in a chat the bot does not reach through a business connection (told to the model,
 which tells the person)."""
-REPLY_TO = "telegram:reply_to"
-"""Key in ``ContextState.options``: the id of the message the run answers (set by the input handler)."""
-_NOTIFIED = "telegram:notified"
-"""Key in ``ContextState.options``: the user was already told this run failed."""
+REPLY_TO: Slot[int] = Slot("telegram:reply_to")
+"""Kept in ``ContextState.values``: the id of the message the run answers (set by the input handler)."""
+_NOTIFIED: Slot[bool] = Slot("telegram:notified")
+"""Kept in ``ContextState.values``: the user was already told this run failed."""
 
 MODEL_DOWN = say("model_down")
 """The notice of a run that failed because the model did not answer (in English; each chat reads its language)."""
@@ -203,13 +204,13 @@ async def _tell(state: ContextState, agent: Host, key: str) -> None:
     if runtime is None or not may_post(state):
         return
     args: ChatArgs = state.platform_args
-    state.options[_NOTIFIED] = True
+    state.values.put(_NOTIFIED, True)
     try:
         await runtime.post_reply(
             chat_id=args.chat_id,
             thread_id=args.thread_id,
             text=text,
-            reply_to=state.options.get(REPLY_TO),
+            reply_to=state.values.get(REPLY_TO),
             markdown=False,
             business=args.business_connection_id,
         )
@@ -231,7 +232,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
 
 async def _on_run(state: ContextState, agent: Host) -> None:
     """When the model kept getting it wrong and nothing reached the user, say so instead of staying silent."""
-    if state.options.get(_NOTIFIED) or REPLY_TO not in state.options:
+    if state.values.get(_NOTIFIED) or state.values.get(REPLY_TO) is None:
         return
     delivered = failed = False
     for entry in reversed(state.working_memory.logs):
@@ -250,7 +251,7 @@ async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     what was heard in a voice message first (once per batch: a retried batch does not quote twice)."""
     message_id = ctx.input_ref.params.get("message_id", "")
     if message_id.isdigit():
-        ctx.state.options[REPLY_TO] = int(message_id)
+        ctx.state.values.put(REPLY_TO, int(message_id))
     quote = heard_quote(ctx.input_ref) if echoes_heard(agent) else None
     runtime = _runtimes.find(agent)
     if quote is None or runtime is None or not may_post(ctx.state):
@@ -289,7 +290,7 @@ async def _post(text: str, ctx: OutputContext, agent: Host) -> None:
         chat_id=args.chat_id,
         thread_id=args.thread_id,
         text=text,
-        reply_to=ctx.state.options.get(REPLY_TO),
+        reply_to=ctx.state.values.get(REPLY_TO),
         ledger=ctx.state.ledger,
         business=args.business_connection_id,
     )
@@ -309,7 +310,7 @@ async def _post_poll(data: PollArgs, ctx: OutputContext, agent: Host) -> None:
             question=data.question,
             options=list(data.options),
             multiple=data.multiple,
-            reply_to=ctx.state.options.get(REPLY_TO),
+            reply_to=ctx.state.values.get(REPLY_TO),
         ),
     )
 
@@ -331,7 +332,7 @@ async def _post_checklist(data: ChecklistArgs, ctx: OutputContext, agent: Host) 
             args=args,
             title=data.title,
             tasks=list(data.tasks),
-            reply_to=ctx.state.options.get(REPLY_TO),
+            reply_to=ctx.state.values.get(REPLY_TO),
             replace=data.replace,
         ),
     )

@@ -104,7 +104,7 @@ class Posting:
             data=item.data,
             name=item.name,
             caption=item.caption,
-            reply_to=state.options.get(REPLY_TO),
+            reply_to=state.values.get(REPLY_TO),
             business=args.business_connection_id,
         )
         log.info("chat %s: posted a %s of %d bytes", args.chat_id, item.kind.value, len(item.data))
@@ -139,7 +139,7 @@ class Posting:
             self.bot(),
             chat_id=args.chat_id,
             thread_id=args.thread_id,
-            reply_to=state.options.get(REPLY_TO),
+            reply_to=state.values.get(REPLY_TO),
             interval=self.settings.stream_interval,
             drafts=self.settings.stream_drafts,
             record=self.adapter.record(state.ledger, MESSAGE, streamed=True, uncertain=self.settings.uncertain_replies),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core.definitions import ContextState, InputContext, OutputContext, PlatformChat, context, input, output
 from core.errors import ModelError
+from core.slots import Slot
 
 from ..chat.exactly_once import may_post
 from ..chat.i18n import say
@@ -40,9 +41,9 @@ log = logging.getLogger("extensions.web")
 
 MESSAGE = "web:message"
 """The type of the input (a visitor's message) and of the output (the bot's reply)."""
-GATEWAY = "web:gateway"
-"""Key in ``ContextState.options`` and in an input's params: the process holding the visitor's page (a fleet's
-gateway id; empty in one process)."""
+GATEWAY: Slot[str] = Slot("web:gateway")
+"""Kept in ``ContextState.values`` (and its name in an input's params): the process holding the visitor's page
+(a fleet's gateway id; empty in one process)."""
 
 
 class Runtime(Protocol):
@@ -87,7 +88,7 @@ def _instructions(state: ContextState) -> str:
 
 
 def _gateway(state: ContextState) -> str:
-    return str(state.options.get(GATEWAY, ""))
+    return state.values.get(GATEWAY) or ""
 
 
 async def _tell(state: ContextState, agent: Host, key: str) -> None:
@@ -115,7 +116,7 @@ async def _on_error(exc: Exception, state: ContextState, agent: Host) -> None:
 
 async def _on_input(data: Any, ctx: InputContext, agent: Host) -> None:
     """Remember which process holds the visitor's page, so the reply reaches it."""
-    ctx.state.options[GATEWAY] = ctx.input_ref.params.get("gateway", "")
+    ctx.state.values.put(GATEWAY, ctx.input_ref.params.get("gateway", ""))
 
 
 async def _subscribe(send: Send, agent: Setup) -> Any:

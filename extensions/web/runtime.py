@@ -4,7 +4,8 @@ server, the pages (``routes``), the open pages by visitor (``hub``) and the sign
 Receive: ``POST /chat/send`` hands a message over (``take``): embedded, ``run_here`` runs it (a full inbox: the
 busy notice); in front of a queue, ``backpressure.submit`` stores it. Post: the reply is a ``LiveReply`` whose
 "messages" are events on the visitor's open pages (``post``, ``edit``, ``delete``), so the answer streams as it is
-written and a queued run's ledger is followed like on any platform. In a fleet the worker's events go to the
+written and a queued run's ledger is followed like on any platform; once complete a ``done`` event lays it out
+(its Markdown rendered, ``rich``). In a fleet the worker's events go to the
 gateway holding the page through ``relay``.
 """
 
@@ -34,6 +35,7 @@ from .definitions import GATEWAY, MESSAGE, web_chat
 from .hub import Hub
 from .idle import IdleVisitors
 from .media import MediaShelf, checked_mime, relay_event
+from .rich import rendered
 from .routes import chat_application
 from .settings import DEFAULT_PORT, WebSettings
 from .visitor_book import VISITORS_FILE, LocalVisitorBook, VisitorBook
@@ -319,6 +321,8 @@ class WebRuntime(ChatAdapter):
                 log.warning("a %s for a web page was dropped: its bytes are not one", str(event.get("kind"))[:20])
                 return
             event = shown
+        elif event.get("op") == "done":  # the answer complete: laid out here, from its Markdown (``rich``)
+            event = {"op": "done", "id": str(event.get("id", "")), "html": rendered(str(event.get("text", "")))}
         self.hub.publish(visitor, event)
 
     def _publisher(self, gateway: str) -> Publish:
@@ -346,23 +350,27 @@ class WebRuntime(ChatAdapter):
         state = agent.state_of(event.context_id) if agent is not None else None
         if state is None or not state.context.includes(web_chat) or not self._connected:
             return None
-        return self._live(state.platform_args, str(state.options.get(GATEWAY, "")), ledger=state.ledger, streamed=True)
+        return self._live(state.platform_args, state.values.get(GATEWAY) or "", ledger=state.ledger, streamed=True)
 
     async def deliver(
         self, *, key: ReplyKey, visitor: str, gateway: str, text: str, ledger: ReplyLedger | None = None
     ) -> list[str]:
-        """Deliver an answer: finish its live reply, or show it at once (exactly once in a queued run)."""
+        """Deliver an answer: finish its live reply, or show it at once (exactly once in a queued run); then the
+        page lays it out (a ``done`` event: its Markdown rendered where the page is held, ``show``)."""
 
         async def post() -> list[str]:
             return list(await self._live(visitor, gateway, ledger=None, streamed=False).finish(text))
 
-        return await self.deliver_with(
+        handles = await self.deliver_with(
             key,
             text,
             ledger=ledger,
             live_reply=lambda led: self._live(visitor, gateway, ledger=led, streamed=False),
             post=post,
         )
+        for handle in filter(None, handles):
+            await self._publisher(gateway)(visitor, {"op": "done", "id": handle, "text": text})
+        return handles
 
     async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
         """Show a picture (``<img>``) or a spoken reply (``<audio>``) on the visitor's pages
@@ -371,7 +379,7 @@ class WebRuntime(ChatAdapter):
         if checked_mime(item.kind.value, item.data) is None:
             raise PlatformError(f"the web chat shows no {item.kind.value} of type {item.mime!r}: its bytes are not one")
         visitor = state.platform_args
-        await self._publisher(str(state.options.get(GATEWAY, "")))(visitor, relay_event(item))
+        await self._publisher(state.values.get(GATEWAY) or "")(visitor, relay_event(item))
         log.info("web: showed a %s of %d bytes", item.kind.value, len(item.data))
         return f"the visitor's page ({item.kind.value})"
 

@@ -33,7 +33,7 @@ async def test_a_dispatch_error_in_an_output_fails_the_run_and_the_model_is_not_
     )
     async with agent:
         with pytest.raises(DispatchError, match="Redis away"):
-            await agent.run(chat, "room", [], options={})
+            await agent.run(chat, "room", [])
         assert len(asked) == 1
 
 
@@ -50,7 +50,7 @@ async def test_a_platform_error_in_an_output_is_still_an_undelivered_output() ->
         memory=InMemoryStore(),
     )
     async with agent:
-        logs = await agent.run(chat, "room", [], options={})
+        logs = await agent.run(chat, "room", [])
         errors = [getattr(entry, "message", "") for entry in logs if entry.kind == "error"]
         assert "output 'say' was not delivered: the platform refused" in errors
         assert len(asked) > 1  # the model read the failure and was asked again

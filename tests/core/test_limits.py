@@ -120,11 +120,10 @@ async def test_a_charge_counts_once_per_batch_and_step(batch: str | None) -> Non
     """A queued batch run again (after a crash) charges its model calls nothing more; runs without a batch are
     separate calls, each charged."""
     agent, model, _ = _agent(LimitConfig(tokens_per_day_user=1000))
-    options = {"batch_id": batch} if batch else None
     async with agent:
         for _ in range(2):
             ref = InputRef.model_validate(_msg("one") | {"id": "m1"})
-            await agent.run(chat, "c", [ref], options=options)
+            await agent.run(chat, "c", [ref], batch=batch)
     assert len(model.requests) == 2
     used = await agent.provided(USAGE).totals("user:telegram:7", [day_of()])
     assert used.tokens == (120 if batch else 240)
