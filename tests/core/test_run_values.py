@@ -1,5 +1,5 @@
 """What a run keeps for itself is kept by slot in ``ContextState.values`` (issue 52): the attachments it fetched are
-``core.media.attachment.LOADED``'s, not a field of the state."""
+``core.media.attachment.LOADED``'s, a platform's message to reply to its ``REPLY_TO``'s, not fields of the state."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ def test_values_are_kept_by_slot() -> None:
     assert loaded_of(values) is made and values.get(LOADED) is made
 
 
-def test_the_state_has_no_media_field() -> None:
-    assert "media" not in {f.name for f in dataclasses.fields(ContextState)}
+def test_the_state_has_no_feature_field() -> None:
+    """Neither the attachments a run fetched nor a string-keyed bag of per-run values: both are kept in ``values``."""
+    assert not {"media", "options"} & {f.name for f in dataclasses.fields(ContextState)}
 
 
 async def test_a_run_keeps_what_it_fetched_under_loaded() -> None:
