@@ -3,7 +3,7 @@
 - ``GET /``: the page (it carries no message: the script reads the history); a visitor without a valid cookie gets
   a new id in a signed cookie (HttpOnly, SameSite=Strict), within ``WEB_NEW_VISITORS_PER_HOUR`` per address; the
   cookie lasts ``WEB_VISITOR_IDLE_DAYS`` from the last visit (``extensions.web.idle``).
-- ``GET /chat/history``: the visitor's own conversation, as JSON.
+- ``GET /chat/history``: the visitor's own conversation, as JSON (the bot's answers also as HTML, ``rich``).
 - ``GET /chat/events``: server-sent events, each a JSON object (``extensions.web.hub``).
 - ``GET /chat/media/<token>``: a picture or voice message shown on the visitor's page (``extensions.web.media``),
   to that visitor only, with the type read from its bytes.
@@ -32,6 +32,7 @@ from ..chat.i18n import say
 from .definitions import web_chat
 from .guard import local_only, refused, security_headers, visitor_address, well_formed
 from .pages import STATIC, TEMPLATES, Templates
+from .rich import rendered
 from .visitors import COOKIE, cookie_name, new_visitor_id
 
 if TYPE_CHECKING:
@@ -118,6 +119,9 @@ class ChatPages:
         except BotError as exc:
             log.warning("could not read a web visitor's history: %s", exc)
             return web.json_response({"messages": [], "error": "the history cannot be read now"}, status=503)
+        for message in messages:  # the bot's answers laid out, as when they were shown (``rich``)
+            if message["role"] != "user":
+                message["html"] = rendered(message["text"])
         return web.json_response({"messages": messages})
 
     async def media(self, request: web.Request) -> web.Response:

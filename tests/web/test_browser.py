@@ -147,3 +147,54 @@ async def test_web_chat_streams_the_answer_as_it_is_written(browser: Browser, st
     await browser.wait_for(lambda: browser.driver.find_elements(By.CSS_SELECTOR, ".message.notice"), what="notice")
     assert bot.agent.provided(HISTORY) is not None
     assert [c.cid for c in await bot.agent.provided(HISTORY).conversations()] == []  # type: ignore[attr-defined]
+
+
+RICH_ANSWER = (
+    "## Lighthouses of the ancient world\n\n"
+    "The **Pharos** was the tallest; two others are known by *name* only:\n\n"
+    "| lighthouse | built | height |\n"
+    "|---|---|--:|\n"
+    "| Pharos of Alexandria | 280 BC | 100 m |\n"
+    "| Tower of Hercules | 2nd century | 55 m |\n"
+    "| Lighthouse of Ostia | 50 AD | 30 m |\n\n"
+    "- Pharos stood until 1375\n"
+    "- the Tower of Hercules still guides ships: [its page](https://whc.unesco.org/en/list/1312)\n\n"
+    "```\nheights from ancient accounts\n```\n\n"
+    '<script>window.injected = 1</script><img src=x onerror="window.injected = 2">'
+)
+
+
+async def test_web_chat_lays_out_a_finished_answer_and_runs_nothing_in_it(
+    browser: Browser, start_bot: StartBot
+) -> None:
+    """An answer with a table is laid out once complete (a real ``<table>``), in the page and after a reload; the
+    script and the ``onerror`` written in it are shown as text and never run."""
+    bot = await start_bot(scripted(RICH_ANSWER))
+    await browser.get(bot.chat_url)
+    await browser.wait_for(
+        lambda: browser.driver.find_element(By.ID, "status").get_attribute("data-state") == "ready", what="connected"
+    )
+    await browser.type("#text", "compare the lighthouses of the ancient world\n")
+
+    def table_rows() -> list[list[str]]:
+        rows = browser.driver.find_elements(By.CSS_SELECTOR, ".message.bot .rich table tr")
+        return [[cell.text for cell in row.find_elements(By.CSS_SELECTOR, "th, td")] for row in rows]
+
+    rows = await browser.wait_for(table_rows, what="the answer's table")
+    assert rows[0] == ["lighthouse", "built", "height"] and rows[1] == ["Pharos of Alexandria", "280 BC", "100 m"]
+    assert await browser.texts(".message.bot .rich h2") == ["Lighthouses of the ancient world"]
+    assert len(await browser.texts(".message.bot .rich li")) == 2
+    link = await browser.run(lambda: browser.driver.find_element(By.CSS_SELECTOR, ".message.bot .rich a"))
+    assert link.get_attribute("href") == "https://whc.unesco.org/en/list/1312"
+    shown = await browser.text(".message.bot .rich")
+    assert "<script>window.injected = 1</script>" in shown  # the answer's HTML shown as written
+    assert await browser.run(lambda: browser.driver.execute_script("return window.injected === undefined"))
+    assert not await browser.run(lambda: browser.driver.find_elements(By.CSS_SELECTOR, ".message script, .message img"))
+    await browser.wait_for(
+        lambda: not browser.driver.find_element(By.ID, "stop").is_displayed(), what="the Stop button gone"
+    )
+    await browser.screenshot("web-chat-rich")
+
+    await browser.get(bot.chat_url)  # the history lays the answer out too
+    await browser.wait_for(table_rows, what="the table read back")
+    assert await browser.run(lambda: browser.driver.execute_script("return window.injected === undefined"))

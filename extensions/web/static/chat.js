@@ -1,4 +1,5 @@
-// The web chat: the history when the page opens, then the answers as they are written (server-sent events).
+// The web chat: the history when the page opens, then the answers as they are written (server-sent events),
+// each laid out once complete (its Markdown as HTML, rendered by the bot: extensions/web/rich.py).
 // While the bot writes (its "typing", or an answer growing, seen lately), a Stop button sends /stop.
 (function () {
   "use strict";
@@ -49,6 +50,13 @@
     return item;
   }
 
+  function layOut(item, html) {  // a finished answer, laid out: its Markdown rendered by the bot, raw HTML escaped
+    var body = document.createElement("div");
+    body.className = "rich";
+    body.innerHTML = html;
+    item.replaceChildren(body);
+  }
+
   function addMedia(event) {  // a picture (<img>) or a spoken reply (<audio>), served by this site; the caption as text
     var url = String(event.url || "");
     if (!/^chat\/media\/[A-Za-z0-9_-]+$/.test(url)) { return; }
@@ -92,6 +100,9 @@
       growing(event.text);
       var item = bubbles[event.id];
       if (item) { item.firstChild.textContent = event.text; } else { bubbles[event.id] = add("bot", event.text, event.id); }
+    } else if (event.op === "done") {
+      var done = bubbles[event.id];
+      if (done && typeof event.html === "string") { layOut(done, event.html); }
     } else if (event.op === "delete") {
       var gone = bubbles[event.id];
       if (gone) { gone.remove(); delete bubbles[event.id]; }
@@ -124,7 +135,10 @@
     return fetch("chat/history", { credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.json() : { messages: [] }; })
       .then(function (body) {
-        body.messages.forEach(function (m) { add(m.role === "user" ? "user" : "bot", m.text); });
+        body.messages.forEach(function (m) {
+          var item = add(m.role === "user" ? "user" : "bot", m.text);
+          if (m.role !== "user" && typeof m.html === "string") { layOut(item, m.html); }
+        });
       })
       .catch(function () { /* no history shown */ });
   }
