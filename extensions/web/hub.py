@@ -2,8 +2,9 @@
 
 A page holds one event stream (``GET /chat/events``, server-sent events); ``Hub.listen(visitor)`` gives it a queue
 and ``Hub.publish(visitor, event)`` puts an event in the queues of every page that visitor has open here. An event
-is a small JSON object: ``{"op": "post" | "edit" | "delete" | "notice", "id": ..., "text": ...}``. A page that is
-not open misses the events; it reads the conversation's history when it opens.
+is a small JSON object: ``{"op": "post" | "edit" | "delete" | "notice", "id": ..., "text": ...}``, or ``{"op":
+"done", "id": ..., "html": ...}`` for an answer complete, laid out (``extensions.web.rich``). A page that is not open
+misses the events; it reads the conversation's history when it opens.
 
 In a fleet the run happens in a worker, not in the gateway holding the page: the worker publishes to that gateway's
 channel (``extensions.web.relay``) and the gateway's relay calls ``publish`` here.
