@@ -5,6 +5,10 @@ table's rows go in a code block, aligned. Where Discord refuses it (400), the an
 before. ``DISCORD_COMPONENTS_V2=false`` always posts as before. An answer shown while it is written (or posted by a
 fleet's worker, following the run's reply ledger) is edited into the layout once complete, when it is one message
 (``Poster.lay_out``).
+
+A picture the bot posts is laid out too (``picture_layout``): a container holding a media gallery (the picture,
+attached to the same message and named by its ``attachment://`` address) and its caption in a text display; where
+Discord refuses it, the picture is posted as a file with its caption, as before (``Poster.post_media``).
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import re
 from ..chat.structure import has_structure, sections
 from ._lib import discord
 
-__all__ = ("LAYOUT_LIMIT", "layout_of")
+__all__ = ("CAPTION_LIMIT", "LAYOUT_LIMIT", "layout_of", "picture_layout")
 
 LAYOUT_LIMIT = 4000
 """The most text a components v2 message holds (Discord's limit over all its text displays)."""
+CAPTION_LIMIT = 1024
+"""The most text of a media gallery item's description (its alternative text)."""
 
 
 def _tables_as_code(text: str) -> str:
@@ -58,6 +64,19 @@ def layout_of(text: str) -> discord.ui.LayoutView | None:
         if index:
             container.add_item(discord.ui.Separator())
         container.add_item(discord.ui.TextDisplay(part))
+    view = discord.ui.LayoutView(timeout=None)
+    view.add_item(container)
+    return view
+
+
+def picture_layout(filename: str, caption: str) -> discord.ui.LayoutView:
+    """The components v2 layout of a picture posted as the file ``filename``: a container holding a media gallery of
+    that file (``caption`` as its alternative text) and ``caption``, when there is one, in a text display."""
+    item = discord.MediaGalleryItem(f"attachment://{filename}", description=caption[:CAPTION_LIMIT] or None)
+    container: discord.ui.Container[discord.ui.LayoutView] = discord.ui.Container()
+    container.add_item(discord.ui.MediaGallery(item))
+    if caption:
+        container.add_item(discord.ui.TextDisplay(caption[:LAYOUT_LIMIT]))
     view = discord.ui.LayoutView(timeout=None)
     view.add_item(container)
     return view

@@ -37,7 +37,7 @@ from ..chat.split import split_message
 from ..chat.stream import LiveReply, ReplyKey
 from ._lib import discord
 from .definitions import REPLY_TO, ChannelArgs, PollArgs, discord_channel
-from .layout import layout_of
+from .layout import layout_of, picture_layout
 from .platform_errors import NETWORK_ERRORS, platform_error
 from .settings import DiscordSettings
 from .voice_message import VoiceMessage
@@ -236,9 +236,10 @@ class Poster:
 
     async def post_media(self, state: ContextState[Any], item: Outgoing) -> str:
         """Post a picture or a spoken reply in the channel of ``state``, replying to the message the run answers
-        (``core.media.MediaPoster``): a picture as a message with the file attached, the caption posted as written,
-        no mention pings; a spoken reply as Discord's voice message (``voice_message``; a plain ``.ogg`` file when
-        its duration cannot be read). Returns the message's id."""
+        (``core.media.MediaPoster``): a picture as a message with the file attached, in a media gallery where the
+        layout is on (``_post_file``), the caption posted as written, no mention pings; a spoken reply as Discord's
+        voice message (``voice_message``; a plain ``.ogg`` file when its duration cannot be read). Returns the
+        message's id."""
         client = self._require_client()
         channel_id: int = state.platform_args.channel_id
         channel = client.get_partial_messageable(channel_id)
@@ -247,24 +248,48 @@ class Poster:
         if reply_to is not None:
             reference = channel.get_partial_message(reply_to).to_reference(fail_if_not_exists=False)
         voice = VoiceMessage.of(item.data) if item.kind.value == "voice" and not item.caption else None
-        upload = discord.File(io.BytesIO(item.data), filename=item.name)
         try:
             async with _traced("create_message", channel_id), asyncio.timeout(self.settings.request_timeout):
                 if voice is not None:  # Discord's voice message: its player and waveform
                     sent_id = await voice.send(client, channel_id, reference=reference)
                 else:
-                    sent = await channel.send(
-                        item.caption[:MESSAGE_LIMIT] or None,
-                        file=upload,
-                        reference=reference,  # type: ignore[arg-type]
-                        allowed_mentions=discord.AllowedMentions.none(),
-                    )
-                    sent_id = sent.id
+                    sent_id = await self._post_file(channel, item, reference=reference)
         except NETWORK_ERRORS as exc:
             raise platform_error(exc, f"post a {item.kind.value} in channel {channel_id}", in_channel=True) from exc
         shown = "a voice message" if voice is not None else f"a {item.kind.value} file"
         log.info("discord: channel %s: posted %s of %d bytes", channel_id, shown, len(item.data))
         return f"message {sent_id}"
+
+    async def _post_file(
+        self, channel: discord.PartialMessageable, item: Outgoing, *, reference: discord.MessageReference | None
+    ) -> int:
+        """Post ``item`` as a file: a picture laid out with components v2 (``layout.picture_layout``: in a media
+        gallery, its caption beside it; ``DISCORD_COMPONENTS_V2``), or the file with its caption as the message's
+        text, as before, otherwise and where Discord refuses the layout (400). Returns the message's id."""
+        if self.settings.components_v2 and item.kind.value == "picture":
+            view = picture_layout(item.name, item.caption)
+            try:
+                sent = await channel.send(
+                    view=view,
+                    file=discord.File(io.BytesIO(item.data), filename=item.name),
+                    reference=reference,  # type: ignore[arg-type]
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+            except discord.HTTPException as exc:
+                if exc.status != 400:
+                    raise
+                log.info("discord: channel %s refused the laid-out picture (%s); posting it as a file", channel.id, exc)
+            else:
+                return sent.id
+            finally:
+                view.stop()
+        sent = await channel.send(
+            item.caption[:MESSAGE_LIMIT] or None,
+            file=discord.File(io.BytesIO(item.data), filename=item.name),
+            reference=reference,  # type: ignore[arg-type]
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        return sent.id
 
     async def drop_stop_button(self, *, channel_id: int, message_id: int) -> None:
         """Take the Stop button off a message (its answer is delivered); a failure is logged (a press then says

@@ -132,7 +132,8 @@ class DiscordSettings(BaseModel):
         default=True,
         description="Lay an answer with structure (a table, headings, lists, code) out with components v2 (a "
         "container of text displays) instead of plain text, falling back to plain text where Discord refuses it; "
-        "an answer shown while written (DISCORD_STREAM_REPLIES) is laid out once complete, when it is one message",
+        "an answer shown while written (DISCORD_STREAM_REPLIES) is laid out once complete, when it is one message; "
+        "a picture the bot posts goes in a media gallery, its caption beside it",
     )
     stream_replies: bool = Field(
         default=True,

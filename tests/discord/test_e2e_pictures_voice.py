@@ -11,7 +11,7 @@ from core.media import OpenAIImages, OpenAISpeech, OpenAITranscriber
 from core.media.pictures import Pictures
 from core.media.reader import READER
 from core.media.spoken import SpokenReplies
-from tests.fakes.discord_server import VOICE_MESSAGE
+from tests.fakes.discord_server import VOICE_MESSAGE, layout_text
 from tests.fakes.openai_server import FakeOpenAIServer
 
 from .conftest import StartBot, World, say
@@ -35,7 +35,7 @@ async def test_the_picture_action_posts_the_endpoints_image_as_a_file(world: Wor
         data == openai.picture and filename == "picture.png" and content_type == "application/octet-stream"
     )  # (discord.py sends no type)
     assert message_id == int(picture["id"])
-    assert picture["content"] == "Your lighthouse @everyone" and picture["mentions"] == []
+    assert layout_text(picture) == "Your lighthouse @everyone" and picture["mentions"] == []  # (in a media gallery)
     assert picture["message_reference"]["message_id"] == asked["id"] and reply["content"] == "Done."
 
 

@@ -69,6 +69,42 @@ def _layout_texts(components: list[Json]) -> list[str]:
     return found
 
 
+def _galleries(components: list[Json]) -> list[Json]:
+    """Every media gallery (type 12) in a components v2 tree, in order."""
+    found: list[Json] = []
+    for component in components:
+        if component.get("type") == 12:
+            found.append(component)
+        found.extend(_galleries(component.get("components") or []))
+    return found
+
+
+def _gallery_problem(gallery: Json, filenames: set[str]) -> str | None:
+    """What Discord says of a media gallery it refuses (None: it takes it): 1 to 10 items, each with a media URL
+    that is an ``http(s)`` address or ``attachment://<name>`` of a file attached to the same message, and a
+    description of at most 1,024 characters."""
+    items = gallery.get("items")
+    if not isinstance(items, list) or not 1 <= len(items) <= 10:
+        return "BASE_TYPE_BAD_LENGTH"
+    for item in items:
+        url = (item.get("media") or {}).get("url") if isinstance(item, dict) else None
+        if not isinstance(url, str) or not url:
+            return "BASE_TYPE_REQUIRED"
+        if url.startswith("attachment://"):
+            if url.removeprefix("attachment://") not in filenames:
+                return "UNFURLED_MEDIA_ITEM_ATTACHMENT_NOT_FOUND"
+        elif not url.startswith(("https://", "http://")):
+            return "URL_TYPE_INVALID_PROTOCOL"
+        if len(item.get("description") or "") > 1024:
+            return "BASE_TYPE_MAX_LENGTH"
+    return None
+
+
+def layout_galleries(message: Json) -> list[Json]:
+    """The media galleries of a components v2 message."""
+    return _galleries(message.get("components") or [])
+
+
 def layout_text(message: Json) -> str:
     """What a components v2 message shows: its text displays, one after the other."""
     return "\n".join(_layout_texts(message.get("components") or []))
@@ -1080,14 +1116,12 @@ class FakeDiscord:
         uploads = body.get("_files") or []
         poll = body.get("poll")
         layout = int(body.get("flags") or 0) & IS_COMPONENTS_V2
-        if layout:  # Discord's rules for components v2: no content, no embeds, components that hold the text
-            texts = _layout_texts(body.get("components") or [])
-            if content or body.get("embeds") or not texts:
-                return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "BASE_TYPE_BAD"}]}})
-            if self.refuse_layout or sum(len(t) for t in texts) > 4000:
-                return _error(
-                    400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "LAYOUT_REFUSED"}]}}
-                )
+        if layout:  # Discord's rules for components v2: no content, no embeds, components that show something
+            refused = self._layout_refused(
+                body.get("components") or [], content=content, body=body, filenames={f[0] for f in uploads}
+            )
+            if refused is not None:
+                return refused
         if not content.strip() and not body.get("embeds") and not uploads and not poll and not layout:
             return _error(400, 50006, "Cannot send an empty message")
         if int(body.get("flags") or 0) & VOICE_MESSAGE:  # Discord's rules for a voice message
@@ -1172,6 +1206,26 @@ class FakeDiscord:
             return _error(403, 50005, "Cannot edit a message authored by another user")
         return message
 
+    def _layout_refused(
+        self, components: list[Json], *, content: str, body: Json, filenames: set[str]
+    ) -> web.Response | None:
+        """Discord's 400 for a components v2 message it does not take (None: it takes it): content or embeds
+        beside the components, nothing shown (no text display, no media gallery), a media gallery Discord refuses
+        (``_gallery_problem``; ``filenames``: the files attached to the message), more than 4,000 characters of
+        text, or any layout while ``refuse_layout`` is set."""
+        texts = _layout_texts(components)
+        galleries = _galleries(components)
+        if content or body.get("embeds") or not (texts or galleries):
+            return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "BASE_TYPE_BAD"}]}})
+        for gallery in galleries:
+            problem = _gallery_problem(gallery, filenames)
+            if problem is not None:
+                error = {"code": problem, "message": f"Invalid media gallery ({problem})"}
+                return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [error]}})
+        if self.refuse_layout or sum(len(t) for t in texts) > 4000:
+            return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "LAYOUT_REFUSED"}]}})
+        return None
+
     async def _edit_message(self, channel_id: int, message_id: int, body: Any) -> web.Response:
         message = self._own_message(channel_id, message_id)
         if isinstance(message, web.Response):
@@ -1182,13 +1236,15 @@ class FakeDiscord:
         if "flags" in body and was_layout and not int(body.get("flags") or 0) & IS_COMPONENTS_V2:
             return _error(400, 50035, "Invalid Form Body", {"flags": {"_errors": [{"code": "COMPONENTS_V2_SET"}]}})
         if int(body.get("flags") or 0) & IS_COMPONENTS_V2 or was_layout:  # Discord's rules for components v2
-            texts = _layout_texts(body.get("components") or message.get("components") or [])
-            if body.get("content") or body.get("embeds") or not texts:
-                return _error(400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "BASE_TYPE_BAD"}]}})
-            if self.refuse_layout or sum(len(t) for t in texts) > 4000:
-                return _error(
-                    400, 50035, "Invalid Form Body", {"components": {"_errors": [{"code": "LAYOUT_REFUSED"}]}}
-                )
+            filenames = {a["filename"] for a in message.get("attachments") or []}
+            refused = self._layout_refused(
+                body.get("components") or message.get("components") or [],
+                content=body.get("content") or "",
+                body=body,
+                filenames=filenames | {f[0] for f in body.get("_files") or []},
+            )
+            if refused is not None:
+                return refused
             message["flags"] = int(message.get("flags") or 0) | IS_COMPONENTS_V2
             message["content"] = ""
             message["components"] = body.get("components") or message.get("components") or []
