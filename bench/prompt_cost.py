@@ -106,6 +106,7 @@ async def assistant(messages: int) -> None:
             f"a prefix of the one before | min {min(shares):.0%}, median {sorted(shares)[len(shares) // 2]:.0%} | "
             f"target at least 90% each; {sum(1 for s in shares if s >= 0.9)} of {len(shares)} meet it |"
         )
+        print(f"| each request from the second on | {' '.join(f'{s:.0%}' for s in shares)} | |")
         print(f"| built-in assistant, last request | {_kib(prompts[-1])} | |")
 
 
