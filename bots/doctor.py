@@ -4,7 +4,8 @@ the doctor reads them with the backlog and the dead-letter list and says what is
 
 - problems (exit 1): Redis cannot be read, no gateway or no worker alive, batches in the dead-letter list, writes
   waiting for a replica (``REDIS_MIN_REPLICAS`` above the replicas in sync with the primary: nothing is answered;
-  ``core.fleet.replica_stall`` says what to do);
+  ``core.fleet.replica_stall`` says what to do), Redis's data lost within a day (a process found the marker
+  ``bots:fleet:data`` replaced: ``core.fleet.data_marker``);
 - warnings: the processes run different versions (a rolling upgrade not finished), a worker reads an older entry
   format than a gateway writes (its batches wait for newer workers), messages waiting long for a worker.
 """
@@ -49,6 +50,7 @@ async def doctor_report(settings: Settings, *, timeout: float = 5.0) -> DoctorRe
 
     from core.fleet import RedisBackend
     from core.fleet.backend import replicas_in_step
+    from core.fleet.data_marker import DataMarker
     from core.fleet.replica_stall import replica_stall
 
     from .console.fleet import FleetView
@@ -61,6 +63,7 @@ async def doctor_report(settings: Settings, *, timeout: float = 5.0) -> DoctorRe
         async with asyncio.timeout(timeout):
             await backend.run(backend.client.ping, what="connecting", retry_for=0)
             snap = await FleetView(backend.client, prefix=backend.keys.prefix).snapshot()
+            lost = await DataMarker(prefix=backend.keys.prefix).report(backend.client)
             replication = await backend.client.info("replication") if backend.confirms else None
     except Exception as exc:
         report.problems.append(f"Redis at {config.shown_url} cannot be read ({exc}): check {config.settings_hint}")
@@ -70,6 +73,8 @@ async def doctor_report(settings: Settings, *, timeout: float = 5.0) -> DoctorRe
     if snap.error is not None:
         report.problems.append(f"Redis at {config.shown_url} cannot be read ({snap.error})")
         return report
+    if lost is not None:
+        report.problems.append(lost)
     if replication is not None:  # REDIS_MIN_REPLICAS > 0: acknowledgements wait for replicas in sync
         stall = replica_stall(replication, min_replicas=config.min_replicas, primary=backend.primary)
         if stall is not None:

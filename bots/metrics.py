@@ -49,6 +49,7 @@ __all__ = (
     "MODEL_SKIPPED",
     "PLATFORM_RATE_LIMITED",
     "QUEUE_DEPTH",
+    "REDIS_DATA_LOST",
     "REDIS_REPLICAS_IN_SYNC",
     "REDIS_WRITES_WAIT",
     "REPLIES_UNCERTAIN",
@@ -201,6 +202,11 @@ REDIS_WRITES_WAIT = Gauge(
     "bots_redis_writes_wait_for_replica",
     "1 while writes wait for a replica: the primary has fewer replicas in sync than REDIS_MIN_REPLICAS, so every "
     "acknowledgement is held (bots doctor says what to do)",
+)
+REDIS_DATA_LOST = Counter(
+    "bots_redis_data_lost",
+    "Times this process found the fleet's Redis data gone: the marker bots:fleet:data it read before replaced (a "
+    "Redis server came back without its data and serves as the primary, or Redis was flushed)",
 )
 GATEWAY_SHARDS = Gauge("bots_gateway_shards", "Shards of a platform in all (DISCORD_SHARD_COUNT)", ["platform"])
 GATEWAY_SHARD_HELD = Gauge(

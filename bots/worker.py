@@ -40,7 +40,14 @@ def redis_check(backend: RedisBackend) -> Any:
     has that many replicas in sync (online and acknowledging lately, as a write's ``WAIT`` needs them: a replica
     still loading the primary's data, or paused, is connected and confirms nothing). Not ready meanwhile, saying
     for how many seconds the calls have been failing (a failover takes the sentinels' down-after-milliseconds plus
-    the promotion); once both hold, the outage is over."""
+    the promotion); once both hold, the outage is over. It also reads the marker of the fleet's data
+    (``core.fleet.data_marker``): one replaced since the last check is logged as an ERROR and counted in
+    ``bots_redis_data_lost_total``."""
+    from core.fleet.data_marker import DataMarker
+
+    from .metrics import REDIS_DATA_LOST
+
+    marker = DataMarker(prefix=backend.keys.prefix)
 
     async def check() -> bool | str:
         from core.fleet.backend import replicas_in_step
@@ -50,10 +57,14 @@ def redis_check(backend: RedisBackend) -> Any:
         try:
             async with asyncio.timeout(cfg.op_timeout):
                 await backend.client.ping()
+                lost = await marker.check(backend.client)
                 if backend.confirms:
                     info = await backend.client.info("replication")
         except Exception as exc:
             return f"redis at {cfg.shown_url} does not answer ({type(exc).__name__}){_degraded(backend)}"
+        if lost is not None:
+            log.error(lost)
+            REDIS_DATA_LOST.inc()
         replicas = replicas_in_step(info) if info is not None else cfg.min_replicas
         if replicas < cfg.min_replicas:
             connected = int(info.get("connected_slaves", 0)) if info is not None else 0
