@@ -23,7 +23,8 @@ each was last seen, and the new ones each address started lately). A drain job i
 job keys, ``arq:job:<id>``, are not written: the worker runs the job from its id). ``bots:stops`` is a pub/sub
 channel: a gateway publishes there the id of a conversation whose Stop was pressed, every worker listens.
 ``bots:backlog`` (a hash: the inputs waiting, as the worker holding ``bots:backlog:measurer`` last counted them,
-for every worker's ``bots_queue_depth``; ``core.fleet.backlog``).
+for every worker's ``bots_queue_depth``; ``core.fleet.backlog``). ``bots:fleet:data`` (a hash: the marker of the
+fleet's data, whose replacement says Redis lost them; ``core.fleet.data_marker``).
 """
 
 from __future__ import annotations
