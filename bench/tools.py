@@ -955,7 +955,6 @@ async def main(argv: Sequence[str] | None = None) -> None:
         warm = getattr(model, "warm", None)
         if warm is not None:  # as the bot does before it says it is ready (not counted in seconds per case)
             await warm()
-            await model.warmed()  # (and every slot: the cases do not wait for the background warming)
         for number in range(opts.runs):
             outcomes = await run(model, cases, show=opts.show)
             for bot_name in dict.fromkeys(c.bot for c in cases):  # each bot's figures apart: the planner's compare

@@ -12,7 +12,8 @@ the event loop through a queue, and a cancelled stream stops the generation at t
 slot is kept (``cache_prompt``), and when the window of messages slides, the chunks that moved are shifted
 rather than evaluated again (``n_cache_reuse``). Conversations never share a slot at the same time; one that
 lost its slot starts from the common prefix of the one it takes over (the system prompt). Whatever belongs to
-no conversation (a summary, writing a tool call) uses a scratch slot, so it never evicts one.
+no conversation (a summary, writing a tool call) uses a scratch slot, so it never evicts one. Warming evaluates the
+first conversation's prompts once and copies them into every other slot of their kind (``warm``).
 
 **Several people at once.** llama.cpp decodes the tokens of every busy slot in one batch (continuous batching),
 so conversations are answered side by side, not one after another. Nothing here makes one wait for another:
@@ -49,8 +50,11 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
+import urllib.request
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import replace
@@ -193,13 +197,10 @@ class LocalModel:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         """The threads that wait on llama.cpp, one per answer being generated (not the event loop's default pool,
         which other work shares: a conversation waiting for a thread would wait for others' answers)."""
-        self.warm_every_slot = False
-        """``warm`` warms every other slot too, in the background once the bot is ready (several people's first
-        messages at once find them warm). Off by default: on two cores that work competes with the first answers,
-        and several such bots on one machine (the release gate's) starve each other; a slot left cold costs its
-        first message the evaluation of the system prompt."""
-        self._warming: asyncio.Task[None] | None = None
-        """Warming the other slots, after the first conversation's (``warm``)."""
+        self._slot_dir: Path | None = None
+        """Where llama.cpp saves a slot to copy it into others (``_copy_slot``), a folder of this process's own."""
+        self._api_key = ""
+        """The key of llama.cpp's HTTP endpoint, which slot actions go through."""
 
     def __repr__(self) -> str:
         return f"LocalModel(model_path={str(self.model_path)!r}, threads={self.threads}, slots={self.slots})"
@@ -244,73 +245,85 @@ class LocalModel:
         """Load the model (``load``) and evaluate what every first answer needs, so that the first answer after
         the prompt appears costs no more than a later one: the decision's worked examples (the same for any bot's
         tools), and, given the ``request`` a conversation's first message will make, its decision prompt and its
-        system prompt, in the slots that conversation will take, then in every other deciding slot and free
-        conversation slot, and the system prompt in every scratch slot, where tool calls are written (several
-        people's first messages at once find them evaluated too). Nothing is answered and no slot is claimed.
+        system prompt, in the slots that conversation will take, and a tool call's prompt (the system prompt and a
+        tool listed) in the first scratch slot, where calls are written. Nothing is answered and no slot is claimed.
 
-        Only the first conversation's prompts are evaluated before this returns (the bot is ready then); the other
-        slots are warmed in the background after it when ``warm_every_slot`` is set (``warmed`` waits for them): on
-        two cores they took the bot's start from about 2 to about 5 minutes under load, for people who may never
-        come at once."""
+        Every other slot of each kind then gets a copy of what its first one holds (``_copy_slot``, milliseconds):
+        several people's first messages at once find the worked examples and the system prompt evaluated. Left
+        cold, each such slot evaluated them itself, all at once beside the others' answers: the decision's examples
+        are some 800 tokens, and four people's first lines at once took 100 s each on two cores under load."""
         await self.load()
         server = self._server
         started = time.perf_counter()
         self._say("warming up")
         bodies: list[dict[str, Any]] = []
-        now = 1  # (the bodies evaluated before the bot is ready: the first conversation's)
+        copies: list[tuple[int, list[int]]] = []  # (a slot warmed, the slots that get a copy of it)
         if request is not None:
-            # first what the first conversation needs, then the same prompts in every other free slot of theirs: so
-            # many people writing at once each find the decision's examples and the system prompt evaluated
             route = [self._route_body(request)] if self._offers_tools(request) else []
-            now = len(route) + 1 + (1 if route else 0)  # (and the first scratch slot: a tool call's prompt)
             taken = set(self._slot_of.values())
             free = [s for s in range(self.slots) if s not in taken] or [self._scratch[0]]
             bodies += [*route, self._body(request, slot=free[0])]
-            if route:  # a tool call's prompt starts with the same system prompt
-                bodies += [self._body(request, slot=self._scratch[0])]
-            bodies += [{**body, "id_slot": slot} for body in route for slot in self._deciding[1:]]
-            bodies += [self._body(request, slot=slot) for slot in free[1:]]
-            if route:
-                bodies += [self._body(request, slot=slot) for slot in self._scratch[1:]]
+            if route:  # a tool call's prompt: the system prompt, then the tools listed by the chat template
+                bodies.append(self._call_body(request, request.tools[0]))
+                copies += [(self._deciding[0], list(self._deciding[1:])), (self._scratch[0], list(self._scratch[1:]))]
+                copies.append((free[0], free[1:]))
+            else:  # (a summary's prompt starts with the same system prompt)
+                copies.append((free[0], [s for s in [*free[1:], *self._scratch] if s != free[0]]))
         elif self.calls_tools:  # the worked examples any bot's tools are decided after
             demo = ToolSpec(name="none_of_these", description="(warming up)")
             probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
-            bodies += [{**self._route_body(probe), "id_slot": slot} for slot in self._deciding]
+            bodies.append(self._route_body(probe))
+            copies.append((self._deciding[0], list(self._deciding[1:])))
         else:
             bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self._scratch[0]))
-        first, rest = bodies[:now], bodies[now:]
-        for body in first:
+        for body in bodies:
             await self._collect(server, {**body, "max_tokens": 1})
+        for source, targets in copies:
+            if targets:
+                await asyncio.to_thread(self._copy_slot, server, source, targets)
         self._say(f"warmed up ({time.perf_counter() - started:.1f} s)")
-        if rest and self.warm_every_slot:
-            self._warming = asyncio.create_task(self._warm_rest(server, rest), name="warming the other slots")
 
-    async def _warm_rest(self, server: Any, bodies: list[dict[str, Any]]) -> None:
-        started = time.perf_counter()
+    def _copy_slot(self, server: Any, source: int, targets: Sequence[int]) -> None:
+        """Give each of the idle slots ``targets`` what slot ``source`` holds, through llama.cpp's slot actions
+        (saved to a file of ``_slot_dir``, restored from it): milliseconds, where evaluating it again takes seconds.
+        A copy that fails leaves the slot as it was (its first request evaluates its prompt itself)."""
+        if self._slot_dir is None:  # (not loaded by ``_load``)
+            return
+        name = f"slot-{source}.bin"
         try:
-            for body in bodies:
-                await self._collect(server, {**body, "max_tokens": 1})
-        except Exception:  # (a slot left cold answers its first message a little slower, that is all)
-            log.warning("warming the embedded model's other slots failed", exc_info=True)
-        else:
-            log.info("the embedded model's other %d slots warmed (%.1f s)", len(bodies), time.perf_counter() - started)
+            self._slot_action(server, source, "save", name)
+            for target in targets:
+                self._slot_action(server, target, "restore", name)
+        except (OSError, ValueError) as exc:
+            log.warning("copying the embedded model's slot %d failed (%s); the others start cold", source, exc)
+        finally:
+            (self._slot_dir / name).unlink(missing_ok=True)
 
-    async def warmed(self) -> None:
-        """Wait until every slot ``warm`` began warming is warm."""
-        if self._warming is not None:
-            await asyncio.shield(self._warming)
+    def _slot_action(self, server: Any, slot: int, action: str, name: str) -> None:
+        """``action`` (save, restore) on ``slot`` with the file ``name``, by llama.cpp's own HTTP endpoint (the only
+        way xllamacpp offers), on the loopback address, with the key only this process knows."""
+        request = urllib.request.Request(
+            f"{server.listening_address}/slots/{slot}?action={action}",
+            data=json.dumps({"filename": name}).encode(),
+            headers={"Authorization": f"Bearer {self._api_key}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=_STOP_WAIT) as response:
+            answer = json.loads(response.read() or b"{}")
+        if "error" in answer:
+            raise ValueError(str(answer["error"]))
 
     def close(self) -> None:
         """Free the model; the next answer loads it again."""
-        if self._warming is not None:
-            self._warming.cancel()
-            self._warming = None
         with self._lock:
             self._server = None
             self._slot_of.clear()
             if self._executor is not None:
                 self._executor.shutdown(wait=False)
                 self._executor = None
+            if self._slot_dir is not None:
+                shutil.rmtree(self._slot_dir, ignore_errors=True)
+                self._slot_dir = None
 
     def _say(self, line: str) -> None:
         if self.progress is not None:
@@ -349,6 +362,9 @@ class LocalModel:
             path = self._prepare()
             self._say(f"loading {path.name}")
             params = server_params(xllamacpp, path, threads=self.threads)
+            self._slot_dir = Path(tempfile.mkdtemp(prefix="llama-slots-"))
+            params.slot_save_path = f"{self._slot_dir}{os.sep}"  # (llama.cpp joins it to a file's name as it is)
+            self._api_key = params.api_keys[0]
             # one KV cache of context_size tokens per slot: a conversation keeps its slot, so its next turn
             # evaluates only what is new
             # (and ``helpers`` more for what belongs to no conversation: summaries, tool calls; with tools as many

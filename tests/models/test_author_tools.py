@@ -239,42 +239,68 @@ def test_an_output_with_attributes_is_a_tool_whose_call_writes_the_output() -> N
 
 
 async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_slot(tmp_path: Path) -> None:
-    model = scripted(tmp_path, {})
+    model = scripted(tmp_path, {"Hello!": ("none", "")})
     agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
     from bots.warmup import first_request
 
     request = await first_request(agent)
     assert request is not None and [t.name for t in request.tools] == ["add_todo", "convert", "todo:list"]
     await model.warm(request)
-    await model.warmed()  # (the slots after the first conversation's are warmed in the background)
-    decide, plain, scratch = model._server.bodies
+    decide, plain, call = model._server.bodies
     assert all(body["max_tokens"] == 1 for body in model._server.bodies)
-    assert scratch["id_slot"] == 1 and scratch["messages"] == plain["messages"], "the system prompt where calls go"
+    assert call["id_slot"] == 1 and call["messages"] == plain["messages"] and call["tools"], "where calls go"
     assert decide["messages"][-1]["content"].endswith("\nMessage: Hello!")
     assert plain["id_slot"] == 0 and "Todo list:\n- buy milk" in plain["messages"][0]["content"]
     assert not model._slot_of, "no conversation holds a slot"
     await model.warm()  # without a request: the worked examples any bot's tools are decided after
-    await model.warmed()
     (demos,) = model._server.bodies[3:]
     assert demos["messages"][:-1] == decide["messages"][:-1]
 
 
-async def test_warming_up_fills_every_deciding_and_free_conversation_slot(tmp_path: Path) -> None:
-    """Issue 55: with several slots, the decision's prompt goes to every deciding slot and the system prompt to every
-    free conversation slot, after the first conversation's own: four people's first messages at once all find them
-    evaluated."""
-    model = scripted(tmp_path, {})
+async def test_warming_up_copies_the_first_slots_into_every_other_deciding_conversation_and_scratch_slot(
+    tmp_path: Path,
+) -> None:
+    """Issue 55: with several slots, the first conversation's decision and system prompt are evaluated once, and
+    every other deciding slot, free conversation slot and scratch slot (where tool calls and summaries are written)
+    gets a copy: four people's first messages at once all find them evaluated, without evaluating them again."""
+    model = scripted(tmp_path, {"Hello!": ("none", "")})
     model.slots, model.helpers = 3, 2
-    model.warm_every_slot = True  # (off by default: only the first conversation's slots and a scratch slot)
+    model._slot_dir = tmp_path  # (as ``_load`` makes it)
+    actions: list[tuple[int, str, str]] = []
+    model._slot_action = lambda server, slot, action, name: actions.append((slot, action, name))  # type: ignore[method-assign]
     agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
     from bots.warmup import first_request
 
     request = await first_request(agent)
     assert request is not None
     await model.warm(request)
-    await model.warmed()  # (the slots after the first conversation's are warmed in the background)
-    slots = [body["id_slot"] for body in model._server.bodies]
-    assert slots == [5, 0, 3, 6, 1, 2, 4], "the first conversation's decision, slot and scratch first, then the others"
-    decisions = [b["messages"] for b in model._server.bodies if b["id_slot"] in (5, 6)]
-    assert decisions[0] == decisions[1]
+    assert [body["id_slot"] for body in model._server.bodies] == [5, 0, 3], "decision, conversation, tool call"
+    assert actions == [
+        (5, "save", "slot-5.bin"),
+        (6, "restore", "slot-5.bin"),
+        (3, "save", "slot-3.bin"),
+        (4, "restore", "slot-3.bin"),
+        (0, "save", "slot-0.bin"),
+        (1, "restore", "slot-0.bin"),
+        (2, "restore", "slot-0.bin"),
+    ]
     assert not model._slot_of and all(body["max_tokens"] == 1 for body in model._server.bodies)
+
+
+async def test_a_slot_copy_that_fails_leaves_the_slots_cold_and_the_model_ready(tmp_path: Path) -> None:
+    """llama.cpp refusing a slot action (an older build, a full disk) costs the other slots their warmth, nothing
+    more: warming ends and the model answers."""
+    model = scripted(tmp_path, {"Hello!": ("none", ""), "Hi!": ("none", "")})
+    model.slots, model.helpers = 2, 1
+    model._slot_dir = tmp_path
+
+    def refuse(server: Any, slot: int, action: str, name: str) -> None:
+        raise ValueError("This server does not support slots action")
+
+    model._slot_action = refuse  # type: ignore[method-assign]
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    from bots.warmup import first_request
+
+    await model.warm(await first_request(agent))
+    events = await _say(agent, "Hi!")
+    assert "Hello!" in "".join(str(e.content) for e in events if e.type == RunEventType.OUTPUT_TEXT_DONE)
