@@ -37,12 +37,12 @@ class DataMarker:
         mark = await client.hget(self.key, "id")
         if mark is None:
             await client.hsetnx(self.key, "id", uuid.uuid4().hex)  # one writer wins; every process reads its id
-            await client.hsetnx(self.key, "written", f"{time.time():.0f}")
+            await client.hsetnx(self.key, "written", f"{time.time():.3f}")
             mark = await client.hget(self.key, "id")
         before, self.seen = self.seen, mark
         if before is None or mark == before:
             return None
-        await client.hset(self.key, "lost", f"{time.time():.0f}")
+        await client.hset(self.key, "lost", f"{time.time():.3f}")
         return (
             f"{LOST}: the marker {self.key} this process read is gone (a Redis server came back without its data "
             f"and serves as the primary, or Redis was flushed): the inputs waiting and the batches in hand then are "
