@@ -62,7 +62,7 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/core.py
-	@for b in bench/telegram_roundtrip.py bench/discord_roundtrip.py bench/web_roundtrip.py bench/queue.py bench/ops.py bench/mcp_tools.py bench/media.py bench/gateway_scale.py bench/memory.py bench/redis_outage.py bench/inbox_fairness.py bench/schedules.py bench/capacity.py; do \
+	@for b in bench/telegram_roundtrip.py bench/discord_roundtrip.py bench/web_roundtrip.py bench/redis_queue.py bench/ops.py bench/mcp_tools.py bench/media.py bench/gateway_scale.py bench/memory.py bench/redis_outage.py bench/inbox_fairness.py bench/schedules.py bench/capacity.py; do \
 		if [ -f $$b ]; then $(PY) $$b || exit 1; fi; done
 # bench/rss.py: one process over 100,000 messages (about 4 minutes); the README's long run is --messages 1000000 (about 50 minutes)
 	$(PY) bench/rss.py --messages 100000

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-# bench/queue.py is named like the standard library's queue module: keep bench/ off the import path, and put
-# the repository root (for tests.fakes) on it
+# bench/core.py is named like the project's core package: keep bench/ off the import path, and put the
+# repository root (for tests.fakes) on it
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path[0] = str(
     Path(__file__).resolve().parent.parent
-)  # the repository root (not bench/: its queue.py would shadow the stdlib)
+)  # the repository root (not bench/: its core.py would shadow the package)
 
 import core  # noqa: E402
 from core.fleet import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore  # noqa: E402

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-# bench/ holds files named like stdlib modules (queue.py): keep it off the import path, the project on it
+# bench/ holds a file named like the project's package (core.py): keep it off the import path, the project on it
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

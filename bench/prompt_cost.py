@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-# bench/ off the import path (bench/queue.py would stand for the standard library's queue, which redis imports);
+# bench/ off the import path (bench/core.py would stand for the project's core package);
 # the repository root on it, for tests.fakes; latency's web visitor loaded from its file
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

@@ -1,4 +1,4 @@
-"""Tracing overhead: bench/core.py and bench/queue.py's figures with tracing off and on, in alternating runs.
+"""Tracing overhead: bench/core.py and bench/redis_queue.py's figures with tracing off and on, in alternating runs.
 
 Prints figures; asserts nothing. Run: python bench/tracing.py [--rounds 3] [--base REV] [--no-queue]
 
@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-# bench/ holds files named like the package (core.py) and the standard library (queue.py): keep it off the path
+# bench/ holds a file named like the package (core.py): keep it off the path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def _queue(mode: str, tree: Path, sink: str) -> dict[str, float]:
 
 
 async def _queue_one(tree: Path) -> dict[str, float]:
-    spec = importlib.util.spec_from_file_location("bench_queue", tree / "bench" / "queue.py")
+    spec = importlib.util.spec_from_file_location("bench_queue", tree / "bench" / "redis_queue.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

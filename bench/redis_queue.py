@@ -1,6 +1,6 @@
 """Queue benchmark: the Redis dispatcher with real worker processes and a real redis-server.
 
-Prints figures; asserts nothing. Run: python bench/queue.py [--quick]
+Prints figures; asserts nothing. Run: python bench/redis_queue.py [--quick]
 
 - throughput with 1 and 2 workers, zero-delay scripted model, 1,000 contexts x 10 messages:
   "backlog" (all stored before the workers start: each context's messages join one run) and
