@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..entries import InputRef, Log
+from ..errors import DefinitionError
 from ..plugin import Plugin, RunHooks, RunView
 from ..prompt import format_value
 from ..usage import USAGE, InMemoryUsage, user_of
@@ -28,6 +29,7 @@ class Limits(Plugin):
     (default: the agent's, the store of its ``core.usage.plugin.Usage``)."""
 
     name = "limits"
+    after = ("usage",)  # (attached after the Usage plugin, whose store the token limits read)
 
     def __init__(self, limiter: Limiter, *, usage: UsageStore | None = None) -> None:
         self.limiter = limiter
@@ -37,7 +39,17 @@ class Limits(Plugin):
         self._uncounted = InMemoryUsage()  # (what the limits read when nothing counts tokens: none spent)
 
     def attach(self, host: Setup) -> None:
+        """Provide the limiter; token limits with nothing counting tokens are refused here, as the agent is built,
+        rather than never reached."""
         host.provide(LIMITER, self.limiter)
+        cfg = self.limiter.config
+        counts = self.usage is not None or host.provided(USAGE) is not None
+        if (cfg.tokens_per_day_user or cfg.tokens_per_day_conversation) and not counts:
+            raise DefinitionError(
+                "Limits: tokens_per_day_user and tokens_per_day_conversation read the tokens the Usage plugin "
+                "counts, and this agent has none: add core.usage.Usage() to its plugins (or give "
+                "Limits(usage=...) a store); without it no token limit would ever be reached"
+            )
 
     def begin(self, run: RunView) -> RunHooks | None:
         return _Admit(self, run) if self.limiter.config.active else None

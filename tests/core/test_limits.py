@@ -156,3 +156,16 @@ async def test_a_message_keeps_its_place_however_often_its_batch_runs() -> None:
     for _ in range(3):  # m1's batch run again after others came: still the first
         assert await store.count_message(user="telegram:7", message_id="m1", minute=5) == 1
     assert await store.count_message(user="telegram:7", message_id="m3", minute=5) == 3
+
+
+def test_token_limits_with_nothing_counting_tokens_are_refused_as_the_agent_is_built() -> None:
+    """Without the Usage plugin nothing counts tokens: a token limit would never be reached, silently."""
+    from core.errors import DefinitionError
+
+    config = LimitConfig(tokens_per_day_user=1000)
+    with pytest.raises(DefinitionError, match=r"add core\.usage\.Usage\(\) to its plugins"):
+        create_agent(model=ScriptedModel([]), contexts=[chat], plugins=[Limits(Limiter(config))])
+    create_agent(model=ScriptedModel([]), contexts=[chat], plugins=[Limits(Limiter(config)), Usage()])  # any order
+    create_agent(
+        model=ScriptedModel([]), contexts=[chat], plugins=[Limits(Limiter(LimitConfig(messages_per_minute=3)))]
+    )
