@@ -6,13 +6,24 @@ import ipaddress
 import logging
 import os
 import socket
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest_plugins = ("tests.bots_fleet",)  # a real redis-server and bots processes, for the fleet tests of every package
 
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    # The suite starts hundreds of Python processes (its xdist workers, every `bots` program it runs) importing the
+    # same modules: without compiled modules kept, each compiles them again (about half a second of CPU for a
+    # `bots` process, and each worker rewrites every test module's asserts). Where PYTHONDONTWRITEBYTECODE is set
+    # (Docker images, this sandbox) they are kept anyway, outside the checkout: in PYTHONPYCACHEPREFIX's folder.
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "bots-tests-pycache"))
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 os.environ.setdefault("no_proxy", "127.0.0.1,localhost")
 # the bots built here answer at once (BOT_QUIET_MS, 0 by default since issue 51, kept 0 should an environment set
@@ -29,8 +40,10 @@ LONG_TESTS = {
     "tests/gate/test_gate.py::test_bots_run_with_the_embedded_model": 210.0,
     "tests/gate/test_gate.py::test_a_gateway_and_two_workers_with_the_embedded_model": 170.0,
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[terminal-embedded": 165.0,
+    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[discord-embedded": 170.0,
+    "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[web-embedded": 165.0,
     "tests/fleet/test_e2e_failover.py::": 95.0,
-    "tests/framework/test_typing.py": 230.0,
+    "tests/framework/test_typing.py": 150.0,
     "tests/fleet/test_redis_budget.py::": 120.0,
     "tests/models/test_tool_calls.py": 150.0,
     "tests/fleet/test_e2e_fleet.py::": 45.0,
