@@ -151,9 +151,13 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 @pytest.mark.timeout(600)  # 30 to 60 s alone; a 2-core machine shared with other test runs takes longer
+@pytest.mark.parametrize("back_after", [0.0, 5.0], ids=["back-at-once", "back-after-5s"])
 def test_a_primary_back_without_its_data_loses_nothing_confirmed(
-    script: str, bin_dir: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    script: str, bin_dir: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], back_after: float
 ) -> None:
+    """At once, the sentinels cannot have promoted the replica yet: the guard must hold the server back. After 5 s
+    (issue 50's scenario, the sentinels' down-after as deployed) it comes back about when they promote it: before,
+    the guard holds it; after, it starts as the new primary's replica. Either way nothing confirmed is lost."""
     sentinel_ports = [free_port() for _ in range(3)]
     addresses = " ".join(f"127.0.0.1:{port}" for port in sentinel_ports)
     (tmp_path / "one").mkdir()
@@ -180,6 +184,7 @@ def test_a_primary_back_without_its_data_loses_nothing_confirmed(
 
         one.kill()
         shutil.rmtree(one.data)  # its volume lost
+        time.sleep(back_after)
         one.start()
 
         def either_settled() -> bool:
@@ -194,7 +199,8 @@ def test_a_primary_back_without_its_data_loses_nothing_confirmed(
         log = one.log.read_text(errors="replace")
         assert kept == KEYS, f"{KEYS - kept} of {KEYS} confirmed keys lost; the restarted server's script said: {log}"
         assert one.info().get("role") == "slave", "the server that came back empty is not a replica"
-        assert "waiting for the sentinels to promote it" in log, "the sentinels had promoted the replica already"
+        if not back_after:
+            assert "waiting for the sentinels to promote it" in log, "the sentinels had promoted the replica already"
     finally:
         one.kill()
         two.kill()
