@@ -139,7 +139,9 @@ async def test_an_acknowledgement_waits_for_a_replica(topology: SentinelTopology
         assert stored(primary) == [1]  # on the primary only: the platform is not told it was stored
         assert hurried.failing_since is not None
         problem = str(await redis_check(hurried)())
-        assert "0 replicas in sync (0 connected), REDIS_MIN_REPLICAS=1: acknowledgements are held; degraded for" in problem
+        assert (
+            "0 replicas in sync (0 connected), REDIS_MIN_REPLICAS=1: acknowledgements are held; degraded for" in problem
+        )
 
         # REDIS_MIN_REPLICAS=0: today's behaviour, no wait
         assert await RedisDispatcher(unconfirmed).ingest(CID, json.dumps({"n": 2}), dedupe_key="u2") == "queued"
