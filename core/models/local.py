@@ -55,6 +55,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import replace
@@ -363,6 +364,8 @@ class LocalModel:
             self._say(f"loading {path.name}")
             params = server_params(xllamacpp, path, threads=self.threads)
             self._slot_dir = Path(tempfile.mkdtemp(prefix="llama-slots-"))
+            # removed by ``close``, or when the process ends without it
+            weakref.finalize(self, shutil.rmtree, self._slot_dir, ignore_errors=True)
             params.slot_save_path = f"{self._slot_dir}{os.sep}"  # (llama.cpp joins it to a file's name as it is)
             self._api_key = params.api_keys[0]
             # one KV cache of context_size tokens per slot: a conversation keeps its slot, so its next turn
