@@ -62,6 +62,8 @@ TURNS: Sequence[tuple[str, str, Sequence[str], str]] = (
     ("alice", "what is my locker code?", (_call("recall", {}), _reply("Here it is.")), "Here it is."),
 )
 """Who says what, the model's answers (one per step: the action, then the reply), and the reply seen."""
+TURN_PAUSE = 1.0
+"""Seconds between one turn's answer and the next message (see ``converse``)."""
 
 
 class Model(FakeOpenAIServer):
@@ -111,7 +113,10 @@ async def until(check: Callable[[], Any], what: str) -> Any:
 async def converse(
     model: Model, platform: str, say_as: Callable[[str, str], Awaitable[None]], seen: Callable[[], list[str]]
 ) -> None:
-    """The four turns in order, each once the one before was answered and its last model step was asked."""
+    """The four turns in order, each once the one before was answered and its last model step was asked, and a
+    moment after, as people write: a message that comes while the run answering the one before is still finishing
+    (its usage counted, its memory saved) joins that run, and a run that has read two people's messages recalls for
+    both what both may see, the group's facts only (issue 49's rule), so Alice would not get her own code back."""
     asked = 0
     for who, text, answers, reply in TURNS:
         before = seen().count(reply)
@@ -119,6 +124,7 @@ async def converse(
         await until(lambda r=reply, b=before: seen().count(r) > b, f"{platform}: {reply!r}")
         asked += len(answers)
         await until(lambda n=asked: len(model.prompts(platform)) >= n, f"{platform}: {asked} prompts")
+        await asyncio.sleep(TURN_PAUSE)
 
 
 def after_recall(prompts: Sequence[str], asked: str) -> str:
