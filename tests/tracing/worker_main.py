@@ -1,6 +1,6 @@
 """A queue worker process for the tracing tests (``python -m tests.tracing.worker_main``): the Telegram extension
 without listening, a model that reports its tokens, tracing on with the OTLP/HTTP exporter (``OTEL_*`` from the
-environment). A message containing ``hang`` makes the first worker that runs it hang (it leaves ``--marker``
+environment). The message ``please hang now`` makes the first worker that runs it hang (it leaves ``--marker``
 behind), so a test can kill it mid-run and watch another worker take the batch over."""
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from tests.fleet.worker_process import run, serve, worker_arguments
 from .conftest import INPUT_TOKENS, OUTPUT_TOKENS
 
 LEASE = 2.0
+HANG = "please hang now"
 
 
 class HangingOnce:
-    """``CountingModel``, except that the first run of a message with ``hang`` never ends."""
+    """``CountingModel``, except that the first run of the message ``HANG`` never ends (the whole phrase: the prompt's
+    own words hold "hang", in "change")."""
 
     name = "fake:counting"
     model = "counting-1"
@@ -33,7 +35,7 @@ class HangingOnce:
         self.marker = marker
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        if "hang" in request.prompt and not self.marker.exists():
+        if HANG in request.prompt and not self.marker.exists():
             self.marker.write_text("hung")
             await asyncio.sleep(3600)
         yield '<response><output type="telegram:message">'
