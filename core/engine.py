@@ -201,10 +201,12 @@ class Run:
     def stop(self) -> bool:
         """Stop the answer (a person pressed Stop): the model call is cancelled now, what its outputs had written is
         delivered with ``STOP_MARK``, no further action or step runs, and the run ends (its memory saved, the stop
-        recorded). False when the run was not answering any more."""
+        recorded); an input sent from now on starts the next run rather than joining this one. False when the run
+        was not answering any more."""
         if self.stopped or not self.accepting:
             return False
         self.stopped = True
+        self.accepting = False  # (a message sent after the Stop starts the next run: this one answers nothing more)
         task = self._stoppable
         if task is not None and not task.done():
             self._stop_cancelled = True

@@ -121,3 +121,40 @@ async def test_a_run_given_as_stopped_records_its_inputs_and_answers_nothing() -
     assert model.calls == 0
     assert any(isinstance(e, ErrorLog) and e.source == "stop" for e in chain)
     assert [e.data for e in state.working_memory.logs if e.kind == "input"] == ["stopped before it began"]
+
+
+async def test_a_message_sent_while_a_stopped_answer_is_delivered_gets_an_answer_of_its_own() -> None:
+    """A run that was stopped takes no more inputs: a message sent while its marked answer is still being delivered
+    (a slow platform edit) starts the next run; it once joined the stopped run (busy policy steer) and was recorded
+    but never answered."""
+
+    class Then(Slow):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+            if self.calls == 0:
+                async for chunk in super().stream(request):
+                    yield chunk
+                return
+            self.calls += 1
+            yield '<response><output type="say">answer 2</output></response>'
+
+    model, said, delivering, release = Then(), [], asyncio.Event(), asyncio.Event()
+
+    async def say(data: str, ctx: object, agent: object) -> None:
+        if data.endswith(STOP_MARK):  # the stopped answer's delivery is slow
+            delivering.set()
+            await release.wait()
+        said.append(data)
+
+    agent = create_agent(model=model, contexts=[chat], outputs=[output(type="say", handler=say)])  # (busy: steer)
+    async with agent:
+        first = asyncio.create_task(agent.send(chat, "c", {"type": "chat:message", "data": "tell me"}))
+        await asyncio.wait_for(model.started.wait(), 5)
+        assert agent.stop_answer("chat:c") is True
+        await asyncio.wait_for(delivering.wait(), 5)
+        second = asyncio.create_task(agent.send(chat, "c", {"type": "chat:message", "data": "and now?"}))
+        await asyncio.sleep(0.05)  # (it arrives while the stopped answer is delivered)
+        release.set()
+        await asyncio.wait_for(first, 5)
+        await asyncio.wait_for(second, 5)
+    assert model.calls == 2
+    assert said[-1] == "answer 2" and said[0].endswith(STOP_MARK)
