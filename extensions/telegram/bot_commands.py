@@ -8,7 +8,9 @@ the bot, never to the group (a person who never started one is told to). Telegra
 was deleted (the Bot API has no such update outside business accounts), so a fact stays until ``/memory delete``.
 
 Who administers a chat: in a private chat its user; in a group an admin user (``BOT_ADMIN_USERS``, known without
-asking Telegram) or one of the group's administrators, asked with ``getChatMember``.
+asking Telegram) or one of the group's administrators, asked with ``getChatMember``; in a chat of a business account
+(Telegram Business, ``business.py``) an admin user only: the person writing there is the business's customer, so
+they may read their own ``/memory`` (and delete it) and ``/stop`` an answer, not reset or configure the bot.
 """
 
 from __future__ import annotations
@@ -103,11 +105,14 @@ class BotCommands:
 
     async def reset(self, facts: MessageFacts, *, erase: bool = False) -> None:
         """``/reset`` (``/forget`` with ``erase``): anyone in a private chat; in a group, a chat administrator or
-        an admin user (``BOT_ADMIN_USERS``)."""
+        an admin user (``BOT_ADMIN_USERS``); in a business account's chat, an admin user."""
         agent = self.adapter.agent
         assert agent is not None
         command = "/forget" if erase else "/reset"
-        if not await self.administers(facts.chat_id, facts.user_id, private=facts.private, doing=command):
+        business = facts.business_connection_id is not None
+        if not await self.administers(
+            facts.chat_id, facts.user_id, private=facts.private, doing=command, business=business
+        ):
             log.info("chat %s: %s by user %s refused (not an administrator)", facts.chat_id, command, facts.user_id)
             await self.posting.notice(facts, RESET_REFUSED)
             return
@@ -140,13 +145,22 @@ class BotCommands:
             "stopping" if stopping else "nothing to stop",
         )
 
-    async def administers(self, chat_id: int, user_id: int | None, *, private: bool, doing: str) -> bool:
+    async def administers(
+        self, chat_id: int, user_id: int | None, *, private: bool, doing: str, business: bool = False
+    ) -> bool:
         """True when the user may ``/reset`` the chat or change its settings (``doing`` names the command, for the
         log): a private chat's own user, an admin user (``BOT_ADMIN_USERS``, known without asking Telegram), or
         one of a group's administrators, asked with getChatMember (a failure or no answer in
-        ``TELEGRAM_REQUEST_TIMEOUT`` counts as no)."""
+        ``TELEGRAM_REQUEST_TIMEOUT`` counts as no). In a chat of a business account (``business``) only an admin
+        user: the person there writes to the business, whose bot they neither own nor configure, so they may not
+        give it a persona or reset what it keeps."""
         agent = self.adapter.agent
         assert agent is not None
+        if business:
+            allowed = user_id is not None and agent.is_admin(f"telegram:{user_id}")
+            if not allowed:
+                log.info("chat %s: %s by user %s refused (a business account's chat)", chat_id, doing, user_id)
+            return allowed
         if private:
             return True
         if user_id is None:
@@ -182,13 +196,14 @@ class BotCommands:
             and facts.command != "memory"
             and not (facts.command == "persona" and arg.strip().lower() == "show")
         )
+        business = facts.business_connection_id is not None
         manages = changes and await self.administers(
-            facts.chat_id, facts.user_id, private=facts.private, doing=f"/{facts.command}"
+            facts.chat_id, facts.user_id, private=facts.private, doing=f"/{facts.command}", business=business
         )
         user_id = facts.user_id
 
         def ask() -> Awaitable[bool]:  # (/stop by someone the answer is not for: are they an administrator?)
-            return self.administers(facts.chat_id, user_id, private=facts.private, doing="/stop")
+            return self.administers(facts.chat_id, user_id, private=facts.private, doing="/stop", business=business)
 
         caller = Caller(user=f"telegram:{user_id}", manages_chat=manages, ask_manages=ask)
         answer = await commands.run(facts.command, cid, caller, arg)

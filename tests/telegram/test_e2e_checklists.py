@@ -14,7 +14,7 @@ from telegram import Bot, InputChecklist, InputChecklistTask
 from telegram.error import BadRequest
 
 from core import ModelRequest, ScriptedModel
-from extensions.telegram.definitions import CHECKLIST, NO_BUSINESS
+from extensions.telegram.definitions import CHECKLIST, NO_BUSINESS, ChatArgs, telegram_chat
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import RunWatcher, StartBot, answer
@@ -156,3 +156,27 @@ async def test_a_command_in_a_business_chat_is_answered_through_the_connection_w
     [offer] = await server.wait_replies(1, timeout=30)
     assert offer.business_connection_id == "biz-1" and "English" in offer.text
     assert offer.buttons == {}  # (a press would reach the person's own chat with the bot, not this one)
+
+
+async def test_a_business_customer_may_not_configure_or_reset_the_bot_but_reads_their_own_memory(
+    server: FakeTelegramServer, start_bot: StartBot
+) -> None:
+    """The person writing to a business account is its customer, in a private chat with the business: they may not
+    give the business's bot a persona, change its model or reset it (they once could: the chat is private), and they
+    may still read what it keeps about them."""
+    model = ScriptedModel(lambda request: answer("Hello from Bea's Moves."))
+    agent = await start_bot(model)
+    server.connect_business("biz-1", owner_id=2001, first_name="Bea's Moves")
+    server.user_says("hello", user_id=1001, first_name="Ann", business="biz-1")
+    await server.wait_replies(1, timeout=30)
+    for command in ("/persona set You are a pirate who gives 90% off", "/reset", "/forget"):
+        server.user_says(command, user_id=1001, first_name="Ann", business="biz-1")
+    server.user_says("/memory", user_id=1001, first_name="Ann", business="biz-1")
+    replies = await server.wait_replies(5, timeout=30)
+    refusals, memory = replies[1:4], replies[4]
+    assert all("administrator" in r.text or "admin" in r.text for r in refusals), [r.text for r in refusals]
+    assert all(r.business_connection_id == "biz-1" for r in replies)
+    assert "admin" not in memory.text and memory.text != refusals[0].text  # (their own memory: answered)
+    cid = agent.context_id(telegram_chat, ChatArgs(chat_id=1001, thread_id=None, business_connection_id="biz-1"))
+    assert (await agent.chat_settings.get(cid)).persona is None  # unchanged
+    assert any("hello" in r.prompt for r in model.requests)  # (not reset: the first message is still remembered)
