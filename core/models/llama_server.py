@@ -1,7 +1,7 @@
 """llama.cpp in this process through xllamacpp, set up alike for the chat model (``core.models.local``) and the
 knowledge base's embeddings (``core.knowledge.local_embedder``): imported with its OpenMP threads told to sleep, and
-its server's parameters quiet, without warm-up, on the threads given, its own HTTP endpoint on a random loopback
-port locked with a key nobody knows."""
+its server's parameters quiet, without warm-up or fitting to memory, on the threads given, its own HTTP endpoint on
+a random loopback port locked with a key nobody knows."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def server_params(xllamacpp: Any, path: Path, *, threads: int) -> Any:
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.warmup = False
+    # llama.cpp fits unset settings to the devices' memory by loading the model's description a second time first:
+    # about 3 s of every start on two cores, for nothing on a CPU (the context size is always set)
+    params.fit_params = False
     params.verbosity = -1
     # llama.cpp also opens an HTTP endpoint on a random loopback port; lock it with a key nobody knows
     params.hostnames = ["127.0.0.1"]
