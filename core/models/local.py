@@ -13,7 +13,8 @@ slot is kept (``cache_prompt``), and when the window of messages slides, the chu
 rather than evaluated again (``n_cache_reuse``). Conversations never share a slot at the same time; one that
 lost its slot starts from the common prefix of the one it takes over (the system prompt). Whatever belongs to
 no conversation (a summary, writing a tool call) uses a scratch slot, so it never evicts one. Warming evaluates the
-first conversation's prompts once and copies them into every other slot of their kind (``warm``).
+first conversation's prompts once and copies them into every other slot of their kind (``warm``); what it evaluated
+is kept on disk beside the weights (``slot_cache``), so the next start of the same bot restores it instead.
 
 **Several people at once.** llama.cpp decodes the tokens of every busy slot in one batch (continuous batching),
 so conversations are answered side by side, not one after another. Nothing here makes one wait for another:
@@ -68,6 +69,8 @@ from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
 from .llama_server import import_xllamacpp, server_params
+from .slot_cache import FOLDER as SLOT_FOLDER
+from .slot_cache import Identity, SlotCache
 from .tool_routing import (
     CONFIRM_DEMOS,
     CONFIRM_TASK,
@@ -141,6 +144,7 @@ class LocalModel:
         slots: int = 1,
         helpers: int = 4,
         cache_reuse: int = 16,
+        warm_cache: bool = True,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         if model_path is not None and weights is not None:
@@ -177,6 +181,9 @@ class LocalModel:
         on a tool: so many conversations at once decide and call side by side (at most ``slots``)."""
         self.cache_reuse = cache_reuse
         """Smallest run of tokens (in a slid window) reused by shifting the cache instead of evaluating it."""
+        self.warm_cache = warm_cache
+        """Keep the slots ``warm`` evaluates on disk (``slot_cache``, in ``weights_dir``), so that the next process
+        restores them in milliseconds instead of evaluating them for seconds."""
         self.progress = progress
         """Told what loading is doing (assembling, checking, loading the weights), one line at a time."""
         self.last_usage: ModelUsage | None = None
@@ -202,6 +209,8 @@ class LocalModel:
         """Where llama.cpp saves a slot to copy it into others (``_copy_slot``), a folder of this process's own."""
         self._api_key = ""
         """The key of llama.cpp's HTTP endpoint, which slot actions go through."""
+        self._cache: SlotCache | None = None
+        """The warm cache of this model's setup (made by ``_load`` when ``warm_cache``)."""
 
     def __repr__(self) -> str:
         return f"LocalModel(model_path={str(self.model_path)!r}, threads={self.threads}, slots={self.slots})"
@@ -252,7 +261,11 @@ class LocalModel:
         Every other slot of each kind then gets a copy of what its first one holds (``_copy_slot``, milliseconds):
         several people's first messages at once find the worked examples and the system prompt evaluated. Left
         cold, each such slot evaluated them itself, all at once beside the others' answers: the decision's examples
-        are some 800 tokens, and four people's first lines at once took 100 s each on two cores under load."""
+        are some 800 tokens, and four people's first lines at once took 100 s each on two cores under load.
+
+        With ``warm_cache``, each prompt evaluated here is saved to the warm cache, and a later start that warms the
+        same prompts with the same weights and settings restores them from it (``slot_cache``): 0.1 s instead of
+        10 to 25 s of a start on two cores."""
         await self.load()
         server = self._server
         started = time.perf_counter()
@@ -277,12 +290,66 @@ class LocalModel:
             copies.append((self._deciding[0], list(self._deciding[1:])))
         else:
             bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self._scratch[0]))
+        restored = 0
         for body in bodies:
-            await self._collect(server, {**body, "max_tokens": 1})
+            restored += await self._warm_slot(server, {**body, "max_tokens": 1})
         for source, targets in copies:
             if targets:
                 await asyncio.to_thread(self._copy_slot, server, source, targets)
-        self._say(f"warmed up ({time.perf_counter() - started:.1f} s)")
+        seconds = time.perf_counter() - started
+        if self._cache is not None:
+            folder = self._cache.folder
+            log.info("warmed up in %.2fs: %d of %d prompts restored from %s", seconds, restored, len(bodies), folder)
+        self._say(f"warmed up ({seconds:.1f} s)")
+
+    async def _warm_slot(self, server: Any, body: dict[str, Any]) -> bool:
+        """Warm the slot ``body`` names with it: restored from the warm cache (``slot_cache``) when it holds it
+        (True), else evaluated, then kept there for the next start."""
+        cache = self._cache
+        if cache is None:
+            await self._collect(server, body)
+            return False
+        key = cache.key(body)
+        if await asyncio.to_thread(self._restore_warm, server, cache, key, body["id_slot"]):
+            return True
+        await self._collect(server, body)
+        await asyncio.to_thread(self._keep_warm, server, cache, key, body["id_slot"])
+        return False
+
+    def _restore_warm(self, server: Any, cache: SlotCache, key: str, slot: int) -> bool:
+        """Restore the warm cache's file of ``key`` into ``slot``: False when there is none, or it is damaged or
+        refused (removed then: the slot is evaluated and saved again)."""
+        assert self._slot_dir is not None
+        name = f"warm-{slot}.bin"
+        private = self._slot_dir / name
+        try:
+            used = cache.fetch(key, private)
+            if used is None:
+                log.info("the embedded model's warm cache has no slot %s; it is evaluated", key)
+                return False
+            try:
+                answer = self._slot_action(server, slot, "restore", name)
+                if not answer.get("n_restored", 1):
+                    raise ValueError("no token restored")
+            except (OSError, ValueError) as exc:
+                log.warning("llama.cpp refused the warm cache file %s (%s); it is evaluated", used, exc)
+                cache.forget(used)
+                return False
+            return True
+        finally:
+            private.unlink(missing_ok=True)
+
+    def _keep_warm(self, server: Any, cache: SlotCache, key: str, slot: int) -> None:
+        """Save ``slot`` (just warmed by evaluating) into the warm cache under ``key``."""
+        assert self._slot_dir is not None
+        name = f"warm-{slot}.bin"
+        try:
+            self._slot_action(server, slot, "save", name)
+            cache.keep(key, self._slot_dir / name)
+        except (OSError, ValueError) as exc:
+            log.warning("saving the embedded model's slot %d for the warm cache failed (%s)", slot, exc)
+        finally:
+            (self._slot_dir / name).unlink(missing_ok=True)
 
     def _copy_slot(self, server: Any, source: int, targets: Sequence[int]) -> None:
         """Give each of the idle slots ``targets`` what slot ``source`` holds, through llama.cpp's slot actions
@@ -300,7 +367,7 @@ class LocalModel:
         finally:
             (self._slot_dir / name).unlink(missing_ok=True)
 
-    def _slot_action(self, server: Any, slot: int, action: str, name: str) -> None:
+    def _slot_action(self, server: Any, slot: int, action: str, name: str) -> dict[str, Any]:
         """``action`` (save, restore) on ``slot`` with the file ``name``, by llama.cpp's own HTTP endpoint (the only
         way xllamacpp offers), on the loopback address, with the key only this process knows."""
         request = urllib.request.Request(
@@ -311,13 +378,15 @@ class LocalModel:
         )
         with urllib.request.urlopen(request, timeout=_STOP_WAIT) as response:
             answer = json.loads(response.read() or b"{}")
-        if "error" in answer:
-            raise ValueError(str(answer["error"]))
+        if not isinstance(answer, dict) or "error" in answer:
+            raise ValueError(str(answer.get("error") if isinstance(answer, dict) else answer))
+        return answer
 
     def close(self) -> None:
         """Free the model; the next answer loads it again."""
         with self._lock:
             self._server = None
+            self._cache = None
             self._slot_of.clear()
             if self._executor is not None:
                 self._executor.shutdown(wait=False)
@@ -387,6 +456,8 @@ class LocalModel:
                 raise ModelError(
                     f"llama.cpp could not load {path.name}: {exc}; check LLM_MODEL_PATH, LLM_CONTEXT_SIZE and LLM_SLOTS"
                 ) from exc
+            if self.warm_cache:
+                self._cache = SlotCache(self.weights_dir / SLOT_FOLDER, self._identity(xllamacpp, path, params))
             self.load_seconds = time.perf_counter() - started
             log.info(
                 "loaded %s in %.2fs (%d threads, %d slots)", path.name, self.load_seconds, self.threads, self.slots
@@ -394,6 +465,24 @@ class LocalModel:
             self._say(f"model ready ({self.load_seconds:.1f} s)")
             self._server = server
             return server
+
+    def _identity(self, xllamacpp: Any, path: Path, params: Any) -> Identity:
+        """What decides a warmed slot besides its prompt (``slot_cache.Identity``)."""
+        if self.weights is not None:
+            model = f"sha256:{self.weights.sha256}"  # (checked by ``_prepare``)
+        else:
+            stat = path.stat()
+            model = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        return Identity(
+            model=model,
+            llama=str(getattr(xllamacpp, "__version__", "")),
+            context_size=self.context_size,
+            slots=int(params.n_parallel),
+            batch=int(params.n_batch),
+            ubatch=int(params.n_ubatch),
+            cache_types=f"{params.cache_type_k}/{params.cache_type_v}/{params.flash_attn_type}",
+            chat_template=str(params.chat_template or ""),
+        )
 
     # -- slots ---------------------------------------------------------------------------------------------
 

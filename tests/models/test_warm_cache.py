@@ -1,0 +1,198 @@
+"""The embedded model's warm cache (``core.models.slot_cache``): a start restores the slots an earlier start warmed,
+instead of evaluating their prompts again (issue 47, start-up), and anything wrong with a file costs only that.
+
+The real SmolLM2-135M through xllamacpp, its cache in ``tmp_path``; each "start" is a new ``LocalModel`` (a new
+llama.cpp server), as a new process would make. What llama.cpp reports of the first answer's prompt (tokens taken
+from the cache, tokens evaluated) says whether the warm state was there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from core.models import LocalModel, ModelRequest
+from core.models.slot_cache import FOLDER, Identity, SlotCache
+
+from .support import collect, smollm2_path
+
+SYSTEM = "You are Pip, a cheerful assistant of a small bakery. " + "Answer in one short sentence, kindly. " * 12
+
+
+def request(text: str) -> ModelRequest:
+    return ModelRequest(
+        system=SYSTEM,
+        prompt="",
+        plain=True,
+        turns=(("user", text),),
+        max_tokens=4,
+        metadata={"context_id": "chat:1"},
+    )
+
+
+def start(cache: Path) -> LocalModel:
+    path = smollm2_path()
+    assert path is not None
+    return LocalModel(model_path=path, weights_dir=cache, context_size=1024, temperature=0.0, seed=1, threads=2)
+
+
+def slot_files(cache: Path) -> list[Path]:
+    return sorted((cache / FOLDER).glob("*.slot"))
+
+
+async def warmed(cache: Path, caplog: pytest.LogCaptureFixture) -> tuple[LocalModel, str]:
+    """A new model warmed with the first message's request: it and the log line saying how it was warmed."""
+    caplog.clear()
+    model = start(cache)
+    await model.warm(request("Hello!"))
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("warmed up in")]
+    return model, line
+
+
+async def test_a_second_start_restores_the_warm_slots_instead_of_evaluating_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="core.models")
+    first, said = await warmed(tmp_path, caplog)
+    try:
+        assert "0 of 1 prompts restored" in said
+        cached, evaluated = first.last_prompt_tokens or (0, 0)
+        assert evaluated > 100, "the first start evaluates the system prompt"
+    finally:
+        first.close()
+    [kept] = slot_files(tmp_path)
+    assert kept.name.endswith(f"-{hashlib.sha256(kept.read_bytes()).hexdigest()}.slot")
+
+    second, said = await warmed(tmp_path, caplog)
+    try:
+        assert "1 of 1 prompts restored" in said
+        assert (await collect(second, request("Do you sell bread?"))).strip()
+        cached, new = second.last_prompt_tokens or (0, 0)
+        assert cached > 100 and new < 30, f"the system prompt came from the cache ({cached} cached, {new} evaluated)"
+    finally:
+        second.close()
+    assert slot_files(tmp_path) == [kept], "nothing saved again"
+
+
+async def test_a_damaged_cache_file_is_evaluated_and_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="core.models")
+    first, _ = await warmed(tmp_path, caplog)
+    first.close()
+    [kept] = slot_files(tmp_path)
+    data = bytearray(kept.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one byte of the saved KV cache: llama.cpp itself would restore it
+    kept.write_bytes(bytes(data))
+
+    again, said = await warmed(tmp_path, caplog)
+    try:
+        assert "0 of 1 prompts restored" in said
+        assert any("damaged" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+        assert (await collect(again, request("Do you sell bread?"))).strip()
+    finally:
+        again.close()
+    [made] = slot_files(tmp_path)
+    assert made.name.endswith(f"-{hashlib.sha256(made.read_bytes()).hexdigest()}.slot"), "a whole file again"
+
+
+async def test_a_file_llama_cpp_refuses_is_evaluated_and_removed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file whose bytes match its name but that is no slot of this model (written by something else): llama.cpp
+    refuses it, the prompt is evaluated and the file replaced, and the model answers."""
+    caplog.set_level(logging.INFO, logger="core.models")
+    first, _ = await warmed(tmp_path, caplog)
+    first.close()
+    [kept] = slot_files(tmp_path)
+    key = kept.name.split("-")[0]
+    kept.unlink()
+    foreign = b"ggsq" + os.urandom(4096)
+    (tmp_path / FOLDER / f"{key}-{hashlib.sha256(foreign).hexdigest()}.slot").write_bytes(foreign)
+
+    again, said = await warmed(tmp_path, caplog)
+    try:
+        assert "0 of 1 prompts restored" in said
+        assert any("refused" in r.getMessage() for r in caplog.records)
+        assert (await collect(again, request("Do you sell bread?"))).strip()
+    finally:
+        again.close()
+    [made] = slot_files(tmp_path)
+    assert made.read_bytes() != foreign and made.name.startswith(key)
+
+
+async def test_without_the_cache_nothing_is_written(tmp_path: Path) -> None:
+    model = start(tmp_path)
+    model.warm_cache = False
+    try:
+        await model.warm(request("Hello!"))
+    finally:
+        model.close()
+    assert not (tmp_path / FOLDER).exists()
+
+
+IDENTITY = Identity(
+    model="sha256:abc",
+    llama="1",
+    context_size=512,
+    slots=2,
+    batch=2048,
+    ubatch=512,
+    cache_types="1/1/-1",
+    chat_template="",
+)
+
+
+def test_the_key_holds_the_body_and_the_setup_not_the_slot(tmp_path: Path) -> None:
+    cache = SlotCache(tmp_path, IDENTITY)
+    body = {"messages": [{"role": "user", "content": "Hi"}], "id_slot": 3, "max_tokens": 1}
+    assert cache.key(body) == cache.key({**body, "id_slot": 0})
+    assert cache.key(body) != cache.key({**body, "messages": [{"role": "user", "content": "Hi!"}]})
+    other = SlotCache(tmp_path, Identity(**{**IDENTITY.__dict__, "context_size": 1024}))
+    assert other.key(body) != cache.key(body)
+
+
+def test_a_file_is_kept_whole_under_its_hash_and_fetched_by_a_link(tmp_path: Path) -> None:
+    cache = SlotCache(tmp_path / "cache", IDENTITY)
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "saved.bin").write_bytes(b"state" * 100)
+    assert cache.keep("k1", own / "saved.bin")
+    [kept] = (tmp_path / "cache").iterdir()
+    assert kept.name == f"k1-{hashlib.sha256(b'state' * 100).hexdigest()}.slot"
+    assert cache.fetch("k1", own / "restore.bin") == kept
+    assert (own / "restore.bin").read_bytes() == b"state" * 100
+    assert cache.fetch("k2", own / "other.bin") is None and not (own / "other.bin").exists()
+
+
+def test_a_half_written_file_is_never_fetched_and_a_leftover_one_is_removed(tmp_path: Path) -> None:
+    """Another process's file being written has a temporary name until it is whole; one left by a process that died
+    while writing it is removed after a while."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    cache = SlotCache(folder, IDENTITY)
+    writing = folder / f"partial-k1-{os.getpid()}-1.tmp"
+    writing.write_bytes(b"sta")
+    assert cache.fetch("k1", tmp_path / "into.bin") is None
+    cache.prune()
+    assert writing.exists(), "(still being written)"
+    os.utime(writing, (1, 1))
+    cache.prune()
+    assert not writing.exists()
+
+
+def test_the_folder_keeps_the_most_recently_used_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("core.models.slot_cache.KEEP", 3)
+    cache = SlotCache(tmp_path / "cache", IDENTITY)
+    source = tmp_path / "saved.bin"
+    for number in range(5):
+        source.write_bytes(f"state {number}".encode())
+        assert cache.keep(f"k{number}", source)
+        for age, path in enumerate(sorted((tmp_path / "cache").iterdir(), key=lambda p: p.name)):
+            os.utime(path, (1000 + age, 1000 + age))  # (older first, k0 the oldest)
+    assert cache.fetch("k2", tmp_path / "used.bin") is not None  # used now: the newest
+    source.write_bytes(b"state 5")
+    cache.keep("k5", source)
+    assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()) == ["k2", "k4", "k5"]
