@@ -7,11 +7,11 @@ change, so that a provider's prompt cache reads the whole static beginning (issu
 reminder, stays last: docs/fidelity.md, P1). A bot author may replace any of them and the template itself
 (``create_agent(options=AgentOptions(template=..., instructions=...))``). The content is made of five parts
 generated at every step, which a template may also place one by one: ``{{actions}}`` (the available actions),
-``{{outputs}}`` (the available outputs), ``{{contexts}}``, ``{{workingMemory}}`` (a bounded window of it) and
-``{{updates}}``; ``{{content}}`` holds those the template does not place itself. What comes before the first of them
-is the system part, the same on every step; from there on is the prompt part (a template that places none of them:
-the content opens the prompt part). Building a prompt reads only the window, so it costs the same after 10 or
-100,000 messages.
+``{{outputs}}`` (the available outputs), ``{{contexts}}``, ``{{workingMemory}}`` (a bounded window of it, and the
+new entries last) and ``{{updates}}`` (how many of its last entries are new: ``build_prompt``); ``{{content}}``
+holds those the template does not place itself. What comes before the first of them is the system part, the same
+on every step; from there on is the prompt part (a template that places none of them: the content opens the prompt
+part). Building a prompt reads only the window, so it costs the same after 10 or 100,000 messages.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ DEFAULT_INTRO = (
 
 INSTRUCTIONS = """\
 How to handle the updates:
-1. Read the <updates>: new inputs from users and results of the actions you called before.
-2. Use <working-memory> and <contexts> for what happened earlier in this conversation.
+1. <working-memory> is this conversation, oldest first. Its last N entries (<updates count="N"/>) are new:
+   inputs from users and results of the actions you called.
+2. Use the entries before them and <contexts> for what happened earlier.
 3. Think in <reasoning>, briefly.
 4. Call an action with <action_call> when you need its result or its effect. You will see its result
    in the next step, so do not guess results.
@@ -92,8 +93,9 @@ Answer with exactly this structure and nothing else:
 
 INSTRUCTIONS_WITHOUT_ACTIONS = """\
 How to handle the updates:
-1. Read the <updates>: new inputs from users.
-2. Use <working-memory> and <contexts> for what happened earlier in this conversation.
+1. <working-memory> is this conversation, oldest first. Its last N entries (<updates count="N"/>) are new:
+   inputs from users.
+2. Use the entries before them and <contexts> for what happened earlier.
 3. Think in <reasoning>, briefly.
 4. Answer the user with an <output> of one of the available types. Each <output> is delivered as
    soon as its tag closes. Do not answer the same input twice.
@@ -284,14 +286,16 @@ def format_value(value: Any) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _iso(ms: int) -> str:
-    """A timestamp as the prompt shows it (cached: a prompt shows the same entries again at every step)."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+    """A timestamp as the prompt shows it, in UTC (``Z``: ISO 8601's short form of ``+00:00``, five characters
+    less on every entry) (cached: a prompt shows the same entries again at every step)."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _params(params: dict[str, str]) -> str:
     """Attributes from ``params``; a name that is not a plain XML name (it came from elsewhere and could carry
-    markup) is left out."""
-    return "".join(f' {k}="{xml_attr(v)}"' for k, v in params.items() if _ATTR_NAME.match(k))
+    markup) is left out, and so is an empty value (it tells the model nothing: the web chat's ``gateway`` in one
+    process)."""
+    return "".join(f' {k}="{xml_attr(v)}"' for k, v in params.items() if v != "" and _ATTR_NAME.match(k))
 
 
 def format_action(action: Action) -> str:
@@ -468,7 +472,14 @@ def build_prompt(
     persona: str = "",
 ) -> Prompt:
     """Build the prompt for one step of a run of ``state``: ``template``'s sections (``persona`` in its place)
-    around the content."""
+    around the content.
+
+    The working memory shows the processed entries and then ``updates``, the new ones, in place: they are its last
+    entries, and ``<updates count="N"/>`` says how many (the Prompting seed shows them in ``<updates>`` apart,
+    after ``</working-memory>``). So the next step's working memory, with these entries processed, begins with
+    what this one shows, byte for byte, and the request before is the start of the next one up to the end of its
+    working memory: what a provider's prompt cache discounts (issue 51; what is new in a request is the answer
+    and the new input, not the input before it moved from ``<updates>`` into ``<working-memory>``)."""
     ctx = state.context
     if not actions:  # (no action offered: no action syntax either, when the template's texts are the framework's)
         template = _without_actions(template)
@@ -484,10 +495,10 @@ def build_prompt(
         else "",
         "outputs": "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
         "contexts": "<contexts>\n" + "\n".join(_context_block(each) for each in (state, *state.used)) + "\n</contexts>",
-        "workingMemory": "<working-memory>\n" + "\n".join(memory) + "\n</working-memory>",
-        "updates": "<updates>\n"
-        + "\n".join(format_log(u, media=loaded_of(state.values)) for u in updates)
-        + "\n</updates>",
+        "workingMemory": "<working-memory>\n"
+        + "\n".join([*memory, *(format_log(u, media=loaded_of(state.values)) for u in updates)])
+        + "\n</working-memory>",
+        "updates": f'<updates count="{len(updates)}"/>',
     }
     system, prompt = template.render(persona=persona, content=parts)
     return Prompt(system=system, prompt=prompt)

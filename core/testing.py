@@ -1,7 +1,8 @@
 """What a bot's tests use beside ``ScriptedModel``: a stand-in platform (``StandInChat``) whose reply output keeps
 what the bot posted, so an output that posts with ``agent.say`` (as a bot's own output does on Telegram or Discord)
 works in a test as on a platform; and a check that fails a test when an output failed (``check_outputs``), which a
-run otherwise only marks on the output's log entry (``OutputRef.error``), as the Outputs seed has it.
+run otherwise only marks on the output's log entry (``OutputRef.error``), as the Outputs seed has it; and the new
+entries a prompt asks the model about (``updates_of``), for a scripted model that answers what it was just told.
 
     chat = StandInChat()
     agent = create_agent(model=ScriptedModel(REPLIES), bot=bot, extensions=[chat.extension])
@@ -12,6 +13,7 @@ run otherwise only marks on the output's log entry (``OutputRef.error``), as the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +24,7 @@ from .entries import Log, OutputRef
 if TYPE_CHECKING:
     from .definition_types import Host
 
-__all__ = ("OutputFailed", "Posted", "StandInChat", "check_outputs")
+__all__ = ("OutputFailed", "Posted", "StandInChat", "check_outputs", "updates_of")
 
 
 class OutputFailed(AssertionError):
@@ -38,6 +40,23 @@ def check_outputs(chain: Iterable[Log]) -> None:
             f"{listed}. A test that expects it passes expect_output_errors=True to StandInChat.says, or reads "
             "OutputRef.error from the chain itself"
         )
+
+
+_COUNT = re.compile(r'<updates count="(\d+)"/>')
+_ENTRY = re.compile(r"^<(?:input|output|action_call|action_result|thought|event|error)[ >]", re.M)
+
+
+def updates_of(prompt: str) -> str:
+    """The new entries of a prompt (``core.build_prompt``): the last ``N`` entries of its ``<working-memory>``,
+    which ``<updates count="N"/>`` counts, as the prompt shows them, one after the other (empty when there is
+    none). ``prompt``: a request's ``prompt``, or the whole text a model server received."""
+    counted = _COUNT.findall(prompt)
+    if not counted or int(counted[-1]) == 0 or "<working-memory>\n" not in prompt:
+        return ""
+    memory = prompt.rsplit("<working-memory>\n", 1)[1].split("\n</working-memory>", 1)[0]
+    starts = [m.start() for m in _ENTRY.finditer(memory)]
+    n = int(counted[-1])
+    return memory[starts[-n] :] if len(starts) >= n else memory
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -86,7 +86,7 @@ CONVERSATION = [
         [
             "<response><reasoning>I need the weather first.</reasoning>"
             '<action_call name="weather">{"city": "Paris"}</action_call></response>',
-            # the next step shows the model the action's result in <updates>, and the saved state
+            # the next step shows the model the action's result as its update, and the saved state
             '<response><output type="weather:report">A good day for a walk.</output></response>',
         ],
     ),

@@ -11,6 +11,7 @@ from typing import Any
 
 from core import Extension, ModelRequest, ScriptedModel
 from core.approvals import ApprovalDesk
+from core.testing import updates_of
 from core.trust import ActionsPolicy, Trust
 from extensions.mcp import McpSettings, mcp_toolset
 from tests.mcp.support import logged_config
@@ -39,7 +40,7 @@ def approval_model(say: Callable[[str], str], *, title: str, waiting: Callable[[
     it``, ``nobody approved it in time``. ``say`` writes the platform's message output."""
 
     def reply(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
+        updates = updates_of(request.prompt)
         if ran := re.search(r"it ran and returned: ([^\n<]*)", updates):
             return say("approved, " + ran[1].strip())
         if "denied the call" in updates:

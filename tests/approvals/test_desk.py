@@ -18,6 +18,7 @@ import core
 from core import InMemoryStore
 from core.approvals import Approval, ApprovalDesk, ApprovalStatus, ApprovalStore, Decision, MemoryApprovalStore, Pressed
 from core.fleet import QueueConfig, RedisApprovalStore, RedisBackend
+from core.testing import updates_of
 from core.trust import ActionsPolicy, Tier, Trust
 from core.trust.guard import TRUST
 from core.trust.plugin import TrustGuard
@@ -133,7 +134,7 @@ def built(
     action = core.action(name="close_ticket", schema=Close, handler=close)
 
     def answer(request: core.ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
+        updates = updates_of(request.prompt)
         for pattern, said in (
             (r"it ran and returned: ([^\n<]*)", "done: {}"),
             (r"(denied the call)", "denied"),

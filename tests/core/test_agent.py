@@ -33,6 +33,7 @@ from core import (
     output,
 )
 from core.busy import BusyPolicy
+from core.testing import updates_of
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
 
@@ -90,7 +91,7 @@ async def test_action_result_then_output_over_two_steps() -> None:
         chain = await agent.send(chat, "u", msg("2+3?"))
     assert sent == ["5"]
     assert len(model.requests) == 2
-    assert '"sum": 5' in model.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
+    assert '"sum": 5' in updates_of(model.requests[1].prompt)
     assert [type(c).__name__ for c in chain] == [
         "InputRef", "Thought", "ActionCall", "ActionResult", "Thought", "OutputRef",
     ]  # fmt: skip
@@ -142,7 +143,7 @@ async def test_every_failure_is_shown_to_the_model_and_the_context_keeps_working
     async with agent:
         await agent.send(chat, "u", msg("hi"))
         assert len(model.requests) == 2
-        updates = model.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
+        updates = updates_of(model.requests[1].prompt)
         assert expected in updates
         assert sent == ["fixed"]
         await agent.send(chat, "u", msg("again"))
@@ -293,7 +294,7 @@ async def test_an_input_joins_the_running_run_and_is_seen_in_the_next_step() -> 
     assert chain1 is chain2, "the second input joined the first run"
     assert gate.max_running == 1, "never two model calls at once on one context"
     assert len(gate.requests) == 2
-    updates = gate.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
+    updates = updates_of(gate.requests[1].prompt)
     assert "second" in updates
     assert "first" not in updates
     assert sent == ["answer 1", "answer 2"]
@@ -336,7 +337,7 @@ async def test_an_input_before_the_first_word_starts_the_model_call_again_with_b
         chain1, chain2 = await asyncio.gather(first, second)
     assert chain1 is chain2, "one run answered both"
     assert gate.max_running == 1, "never two model calls at once on one context"
-    updates = gate.requests[1].prompt.split("<updates>")[1].split("</updates>")[0]
+    updates = updates_of(gate.requests[1].prompt)
     assert "first" in updates and "second" in updates
     assert sent == ["answer 2"], "one visible answer for the two"
     assert [kind for kind, _ in seen].count("model_call_restarted") == 1

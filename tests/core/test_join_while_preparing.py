@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 from core import InMemoryStore, ModelRequest, OutputRef, ScriptedModel, context, create_agent, input, output
+from core.testing import updates_of
 
 chat = context(type="chat", schema=str, key=lambda s: s, create=lambda state: {"seen": []})
 
@@ -27,7 +28,7 @@ async def test_an_input_prepared_while_the_run_ends_joins_it_once() -> None:
         return data
 
     def reply(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
+        updates = updates_of(request.prompt)
         text = "second" if "late news" in updates else "first"
         return f'<response><output type="chat:message">{text}</output></response>'
 

@@ -20,6 +20,7 @@ from core import (
 )
 from core.memory import SQLiteHistory
 from core.memory.long_memory import LongMemory
+from core.testing import updates_of
 from core.unicode_text import repair_strings, repair_text
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=4)
@@ -51,7 +52,7 @@ async def test_a_lone_surrogate_among_other_messages_costs_none_of_them(tmp_path
     sent: list[str] = []
 
     def answer(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[1].split("</updates>", 1)[0]
+        updates = updates_of(request.prompt)
         heard.append(updates)
         return _say("answered")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import core
+from core.testing import updates_of
 from extensions.discord.filters import Verdict
 
 from .conftest import StartBot, World, answers, barrier, runtime_of, say
@@ -33,9 +34,7 @@ async def test_channel_message_needs_a_mention(world: World, start_bot: StartBot
     assert reply["message_reference"]["message_id"] == asked["id"]
     prompt = model.requests[-1].prompt
     assert "what is 2+2?" in prompt
-    assert (
-        world.fake.bot["id"] not in prompt.split("<updates>")[1].split("</updates>")[0]
-    )  # the bot's own mention is stripped
+    assert world.fake.bot["id"] not in updates_of(prompt)  # the bot's own mention is stripped
     assert "talking among ourselves" not in prompt
 
 

@@ -11,6 +11,7 @@ import pytest
 import core
 from core.errors import ConfigError
 from core.memory import SQLiteHistory
+from core.testing import updates_of
 from extensions.discord import DiscordSettings, discord_channel, discord_extension
 from extensions.discord.slash_commands import FORGET_DONE
 
@@ -165,7 +166,7 @@ class _GatedModel:
         self.waiting = asyncio.Event()
 
     async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
-        if "slow" in request.prompt.split("<updates>")[1].split("</updates>")[0]:
+        if "slow" in updates_of(request.prompt):
             self.waiting.set()
             await self.release.wait()
         yield say("done")

@@ -9,6 +9,7 @@ import pytest
 
 import core
 from core.errors import ModelError
+from core.testing import updates_of
 from extensions.discord._lib import discord
 from extensions.discord.posting import nonce_for
 
@@ -28,7 +29,7 @@ class _Gate:
         self.release = asyncio.Event()
 
     async def stream(self, request: core.ModelRequest) -> AsyncIterator[str]:
-        if "first" in request.prompt.split("<updates>")[1].split("</updates>")[0]:
+        if "first" in updates_of(request.prompt):
             self.entered.set()
             await self.release.wait()
         yield say("ok")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import core
+from core.testing import updates_of
 from core.trust import Trust
 from extensions.chat.trust import TrustRules
 from extensions.discord.filters import Verdict
@@ -35,7 +36,7 @@ def ticket_model() -> core.ScriptedModel:
     """Calls ``tools:open_ticket`` for each new message (offered or not), then says what came back."""
 
     def reply(request: core.ModelRequest) -> str:
-        results = _RESULT.findall(request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0])
+        results = _RESULT.findall(updates_of(request.prompt))
         if results:
             return say("result: " + results[-1].strip()[:80])
         call = json.dumps({"title": "printer"})

@@ -17,6 +17,7 @@ from core.busy import BusyPolicy
 from core.entries import InputRef, Log
 from core.facts import Fact, Facts, FactScope, recall, remember
 from core.plugin import Plugin, RunHooks, RunView
+from core.testing import updates_of
 from core.usage import day_of, user_of
 from core.usage.plugin import Usage
 
@@ -48,7 +49,7 @@ class Party:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         self.requests.append(request)
-        updates = request.prompt[request.prompt.rfind("<updates>") :]
+        updates = updates_of(request.prompt)
         if len(self.requests) == 1 and self.gated:
             yield '<response><output type="room:message">A moment'
             self.started.set()
@@ -67,7 +68,8 @@ class Party:
 
 
 class Seen(Plugin):
-    """Before each model call (after the facts plugin): who the call answers and which facts it shows."""
+    """Before each model call (after the facts plugin): who the call answers (the people of the turn it answers:
+    ``RunView.turn``) and which facts it shows."""
 
     name = "seen"
 
@@ -79,7 +81,7 @@ class Seen(Plugin):
 
         class _Hooks(RunHooks):
             async def admit(self, updates: list[Log]) -> list[Log]:
-                inputs: Sequence[Log] = [*run.chain, *updates]
+                inputs: Sequence[Log] = [*run.turn, *updates]
                 answers = {
                     u
                     for e in inputs
@@ -146,7 +148,7 @@ async def test_two_members_in_one_batch_keep_their_facts_and_usage_apart(policy:
                 assert answers == {private[text]}, (answers, shown)
     for request in model.requests:  # and what reached the model is what the facts plugin allowed
         facts_shown = re.search(r"<facts>(.*?)</facts>", request.system + request.prompt, re.S)
-        if facts_shown and ASKS_WHAT in request.prompt[request.prompt.rfind("<updates>") :]:
+        if facts_shown and ASKS_WHAT in updates_of(request.prompt):
             assert ALICE_SECRET not in facts_shown.group(1)
     recalled = [r for request in model.requests for r in results(request.prompt, "recall")]
     assert recalled, "Bob's question was answered with recall"
@@ -261,3 +263,65 @@ async def test_a_model_call_started_again_charges_the_people_it_had_read_not_the
     assert long in second.prompt and "and me?" in second.prompt  # (the call Carol's message cancelled)
     estimated = (len(second.system) + len(second.prompt)) // 4
     assert 0 < bob.input_tokens < estimated // 10, (bob.input_tokens, estimated)
+
+
+async def test_a_message_that_joins_once_an_answer_is_out_is_answered_as_its_author_s_own_turn() -> None:
+    """Bob is answered; while the run still finishes (its usage written), Alice asks for her own code: her message
+    joins that run (busy policy steer), and the step that answers it is hers alone: her private fact is shown, Bob's
+    is not (the run had read two people's messages, so it once showed the group's facts only and she missed her
+    own); a fact she asks to keep is hers without naming her."""
+    finishing, go_on = asyncio.Event(), asyncio.Event()
+
+    class Slow(Plugin):  # the run of Bob's answer is still finishing when Alice writes
+        name = "slow"
+
+        def begin(self, run: RunView) -> RunHooks:
+            class _Hooks(RunHooks):
+                async def charged(self, call: Any) -> None:
+                    if run.steps == 1:  # (Bob's answer is out, its call being charged)
+                        finishing.set()
+                        await asyncio.wait_for(go_on.wait(), 5)
+
+            return _Hooks()
+
+    class Keeper:
+        name = model = "keeper"
+        vision = False
+        last_usage = None
+
+        def __init__(self) -> None:
+            self.requests: list[ModelRequest] = []
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+            self.requests.append(request)
+            if len(self.requests) == 2:
+                yield '<response><action_call name="remember">{"fact": "Alice bikes to work"}</action_call></response>'
+            else:
+                yield '<response><output type="room:message">ok</output></response>'
+
+    model, facts, seen = Keeper(), Facts(), Seen()
+    agent = create_agent(
+        model=model,
+        contexts=[ROOM],
+        actions=[remember, recall],
+        outputs=[output(type="room:message", handler=lambda data, c, a: None)],
+        plugins=[facts, seen, Slow()],
+        memory=InMemoryStore(),
+        options=AgentOptions(busy=BusyPolicy.STEER, quiet_ms=0),
+    )
+    async with agent:
+        for text, owner in ((ALICE_SECRET, ALICE), (BOB_SECRET, BOB)):
+            fact = Fact(conversation="room:r", text=text, owner=owner, scope=FactScope.PRIVATE)
+            await facts.store.add(fact, limit=50)
+        bob = asyncio.create_task(agent.send(ROOM, "r", said("hi all", "bob", "1")))
+        await asyncio.wait_for(finishing.wait(), 5)
+        alice = asyncio.create_task(agent.send(ROOM, "r", said("what is my locker code?", "alice", "2")))
+        await asyncio.sleep(0.05)  # (it joins the run)
+        go_on.set()
+        chains = await asyncio.wait_for(asyncio.gather(bob, alice), 10)
+        kept = [f for f in await facts.store.of_conversation("room:r") if "bikes" in f.text]
+    assert chains[0] is chains[1], "Alice's message joined the run that answered Bob"
+    shown_to_alice = re.search(r"<facts>(.*?)</facts>", model.requests[1].system + model.requests[1].prompt, re.S)
+    assert shown_to_alice is not None and ALICE_SECRET in shown_to_alice.group(1)
+    assert BOB_SECRET not in shown_to_alice.group(1)
+    assert [(f.owner, f.scope) for f in kept] == [(ALICE, FactScope.PRIVATE)]

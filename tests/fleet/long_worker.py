@@ -16,6 +16,7 @@ from pathlib import Path
 from core import ModelRequest
 from core.fleet import QueueConfig, QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore, RedisSummaryLock
 from core.memory.postgres import PostgresHistory
+from core.testing import updates_of
 from tests.memory.long_chat import brain, long_chat_agent
 
 PROBE = "how are you?"
@@ -28,7 +29,7 @@ async def amain(args: argparse.Namespace) -> None:
     def answer(request: ModelRequest) -> str:
         with (args.sizes.parent / "runs").open("a") as f:  # who runs the conversation now
             f.write(f"{os.getpid()}\n")
-        if PROBE in request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]:
+        if PROBE in updates_of(request.prompt):
             with args.sizes.open("a") as f:
                 f.write(f"{len(request.prompt)}\n")
         return brain(request)

@@ -21,9 +21,10 @@ from typing import Any
 
 import aiohttp
 
+from core.testing import updates_of
+
 from .worker_process import run, serve, worker_arguments
 
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 
 
@@ -40,8 +41,8 @@ class RemoteEcho:
         self._session: aiohttp.ClientSession | None = None
 
     async def stream(self, request: Any) -> AsyncIterator[str]:
-        found = _UPDATES.search(request.prompt)
-        text = " | ".join(_INPUT.findall(found.group(1)) if found else [])
+        found = updates_of(request.prompt)
+        text = " | ".join(_INPUT.findall(found) if found else [])
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         yield '<response><output type="telegram:message">'

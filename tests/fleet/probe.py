@@ -20,10 +20,10 @@ import redis.exceptions
 from core import Agent, OutputContext, context, extension, output, service
 from core.fleet import ReplyLedger
 from core.models.base import ModelRequest
+from core.testing import updates_of
 
 __all__ = ("ChatArgs", "answer", "chat", "probe_extension", "replies")
 
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 
 # one atomic "platform post": show the text unless the nonce was seen before
@@ -46,8 +46,8 @@ def answer(request: ModelRequest, *, marks: Path | None = None) -> str:
     if marks is not None:
         with marks.open("a") as f:
             f.write("run\n")
-    found = _UPDATES.search(request.prompt)
-    texts = _INPUT.findall(found.group(1)) if found else []
+    found = updates_of(request.prompt)
+    texts = _INPUT.findall(found) if found else []
     if not texts:
         return "<response></response>"
     return f'<response><output type="probe:reply">{"|".join(texts)}</output></response>'

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from core.testing import updates_of
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import wait_until
@@ -38,7 +39,6 @@ from .deployment import deployment_env
 from .server import RedisServer, free_port
 from .worker_process import Spawned, kill, run, serve, worker_arguments
 
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 _SAID = re.compile(r"c(\d+)m(\d+)")
 
@@ -62,8 +62,8 @@ class Echo:
     last_usage = None
 
     async def stream(self, request: Any) -> AsyncIterator[str]:
-        found = _UPDATES.search(request.prompt)
-        text = " | ".join(_INPUT.findall(found.group(1)) if found else [])
+        found = updates_of(request.prompt)
+        text = " | ".join(_INPUT.findall(found) if found else [])
         body = f"echo: {text}"
         yield '<response><output type="telegram:message">'
         for i in range(0, len(body), max(1, len(body) // 4)):

@@ -20,6 +20,7 @@ from core.busy import BusyPolicy
 from core.definitions import Extension
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.models.base import ModelRequest
+from core.testing import updates_of
 from extensions.discord import ChannelArgs, DiscordSettings, discord_channel, discord_extension
 from extensions.telegram import ChatArgs, TelegramSettings, telegram_chat, telegram_extension
 from tests.fakes.discord_server import FakeDiscord
@@ -28,7 +29,6 @@ from tests.fakes.telegram_server import FakeTelegramServer
 from .conftest import queue_config, wait_until
 from .server import RedisServer
 
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 
 
@@ -36,8 +36,8 @@ def echo(output_type: str, *, padding: str = "") -> Callable[[ModelRequest], str
     """A model's answer: ``echo: <the new messages>`` (and ``padding``) as one ``output_type`` output."""
 
     def reply(request: ModelRequest) -> str:
-        found = _UPDATES.search(request.prompt)
-        texts = _INPUT.findall(found.group(1)) if found else []
+        found = updates_of(request.prompt)
+        texts = _INPUT.findall(found) if found else []
         return f'<response><output type="{output_type}">echo: {" | ".join(texts)}{padding}</output></response>'
 
     return reply

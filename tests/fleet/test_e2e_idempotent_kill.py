@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from core.testing import updates_of
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -42,7 +43,6 @@ from .server import RedisServer
 from .test_e2e_idempotent import discord_settings, front, telegram_settings
 from .worker_process import Spawned, kill, run, serve, stop_every, worker_arguments
 
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 
 LEASE = 1.0
@@ -69,8 +69,8 @@ class Echo:
         self.hang = hang
 
     async def stream(self, request: Any) -> AsyncIterator[str]:
-        found = _UPDATES.search(request.prompt)
-        text = " | ".join(_INPUT.findall(found.group(1)) if found else [])
+        found = updates_of(request.prompt)
+        text = " | ".join(_INPUT.findall(found) if found else [])
         with self.marks.open("a") as f:
             f.write(json.dumps({"pid": os.getpid(), "text": text}) + "\n")
         body = said(text)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from core.testing import updates_of
 from tests.fakes.telegram_server import FakeTelegramServer
 
 from .conftest import wait_until
@@ -26,7 +27,6 @@ from .test_e2e_idempotent import front, telegram_settings
 from .test_e2e_idempotent_kill import Workers
 from .worker_process import kill, run, serve, stop_every, worker_arguments
 
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 LEASE = 1.0
 PER_MINUTE = 3
@@ -47,8 +47,8 @@ class Counting:
     async def stream(self, request: Any) -> AsyncIterator[str]:
         from core import ModelUsage
 
-        found = _UPDATES.search(request.prompt)
-        text = " | ".join(_INPUT.findall(found.group(1)) if found else [])
+        found = updates_of(request.prompt)
+        text = " | ".join(_INPUT.findall(found) if found else [])
         earlier = self.marks.read_text() if self.marks.exists() else ""
         with self.marks.open("a") as f:
             f.write(json.dumps({"pid": os.getpid(), "text": text}) + "\n")

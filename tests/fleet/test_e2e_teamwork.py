@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from core.testing import updates_of
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -30,7 +31,7 @@ class TwoBotsModel(FakeOpenAIServer):
 
     def choose(self, body: dict[str, Any]) -> str:
         prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
-        news = prompt.rsplit("<updates>", 1)[-1]
+        news = updates_of(prompt)
         if "hands you this task" in news:
             return '<response><output type="task:answer">The answer is 42.</output></response>'
         results = _RESULT.findall(news)
@@ -91,7 +92,7 @@ async def test_two_bots_hand_a_task_across_a_gateway_and_two_workers(
     await deployment.stop_all()
     assert len(telegram.sent) == 1
     prompts = ["\n".join(str(m.get("content")) for m in r.body["messages"]) for r in model.requests]
-    tasks = [p for p in prompts if "hands you this task" in p.rsplit("<updates>", 1)[-1]]
+    tasks = [p for p in prompts if "hands you this task" in updates_of(p)]
     assert len(tasks) == 1 and "What is six times seven?" in tasks[0] and 'depth="1"' in tasks[0]
     assert re.search(r"task [0-9a-f]{12} handed to expert \(depth 1\)", deployment.log_of(front_worker))
     assert await client.keys("expert:task:*") == []  # the answer was taken

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from core import Action, Agent, Context, InMemoryStore, Output, ScriptedModel, context, create_agent, output
+from core.testing import updates_of
 from tests.agent_args import agent_args
 
 chat = context(type="chat", schema=str, key=lambda s: s, max_steps=5)
@@ -49,5 +50,8 @@ def bot(
 
 
 def section(prompt: str, name: str) -> str:
-    """The text of ``<name>...</name>`` in a prompt."""
+    """The text of ``<name>...</name>`` in a prompt; for ``updates``, the new entries the working memory ends with,
+    which ``<updates count="N"/>`` counts (``core.testing.updates_of``)."""
+    if name == "updates":
+        return updates_of(prompt)
     return prompt.split(f"<{name}>", 1)[1].split(f"</{name}>", 1)[0]

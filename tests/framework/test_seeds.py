@@ -429,7 +429,7 @@ async def test_the_prompt_has_the_template_sections_in_order() -> None:
     assert request.system == f"You are Tester.\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}"
     whole = f"{request.system}\n\n{request.prompt}"
     content = [f"<{name}>" for name in ("available-actions", "available-outputs", "contexts", "working-memory")]
-    order = ["You are Tester.", INSTRUCTIONS, RESPONSE_FORMAT, *content, "<updates>", FOOTER]
+    order = ["You are Tester.", INSTRUCTIONS, RESPONSE_FORMAT, *content, '<updates count="1"/>', FOOTER]
     assert in_order(whole, order) and whole.startswith(order[0]) and whole.endswith(FOOTER)
 
 
@@ -443,10 +443,16 @@ async def test_a_template_places_each_part_of_the_content_apart() -> None:
         await agent.send(chat, "u", msg("hi"))
     request = model.requests[0]
     assert request.system == f"INTRO\n\n{INSTRUCTIONS}"
-    order = ["<contexts>", "<working-memory>", RESPONSE_FORMAT, "NEW:\n<updates>", "TOOLS:\n<available-actions>"]
+    order = [
+        "<contexts>",
+        "<working-memory>",
+        RESPONSE_FORMAT,
+        'NEW:\n<updates count="1"/>',
+        "TOOLS:\n<available-actions>",
+    ]
     assert in_order(request.prompt, [*order, "<available-outputs>", FOOTER])
     assert request.prompt.startswith("<contexts>")
-    assert request.prompt.count("<updates>") == 1 and "hi</input>" in section(request.prompt, "updates")
+    assert request.prompt.count("<updates ") == 1 and "hi</input>" in section(request.prompt, "updates")
 
 
 async def test_every_prompt_section_can_be_replaced() -> None:
@@ -454,7 +460,7 @@ async def test_every_prompt_section_can_be_replaced() -> None:
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     assert model.requests[0].system == "INTRO\n\nINSTRUCTIONS\n\nRESPONSE"
-    assert model.requests[0].prompt.endswith("</updates>\n\nFOOTER")
+    assert model.requests[0].prompt.endswith('</working-memory>\n\n<updates count="1"/>\n\nFOOTER')
 
 
 async def test_the_prompt_template_can_be_replaced() -> None:

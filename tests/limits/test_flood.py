@@ -30,6 +30,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from core.testing import updates_of
 from tests.bots_fleet import DEADLINE, Process, env_for, start_fleet, stop_all
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -45,7 +46,6 @@ DELAY = 0.3
 QUIET = 3.0
 """Seconds without a new model request or chat message after which the flood is taken as decided."""
 FLOODER, OTHER = 7001, 7002
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _MARK = re.compile(r"\bflood-(\d{3})\b")
 _LIMITED = re.compile(r'^bots_limited_total\{limit="(\w+)",platform="telegram"\} (\S+)$', re.M)
 _FILLER = " ".join(["a few words to make the message worth some tokens"] * 6)
@@ -97,11 +97,11 @@ class SlowModel(FakeOpenAIServer):
 
 
 def marks_of(body: dict[str, Any]) -> list[int]:
-    """The flood messages a request asks the model about: those in its ``<updates>`` (not the conversation before
-    them, nor a summary's excerpt)."""
-    prompt = str(body["messages"][-1].get("content") or "")  # (the system prompt names <updates> too)
-    found = _UPDATES.search(prompt)
-    return [int(m) for m in _MARK.findall(found.group(1))] if found else []
+    """The flood messages a request asks the model about: its updates (``core.testing.updates_of``), not the
+    conversation before them, nor a summary's excerpt."""
+    prompt = str(body["messages"][-1].get("content") or "")
+    found = updates_of(prompt)
+    return [int(m) for m in _MARK.findall(found)] if found else []
 
 
 def settings(telegram: FakeTelegramServer, model: SlowModel) -> dict[str, str]:

@@ -15,6 +15,7 @@ from bots.history_search import search_history
 from core import Agent, ModelRequest, ScriptedModel, context, create_agent, output
 from core.memory import HistoryStore, InMemoryStore, MemoryStore
 from core.summary import SummaryLock, SummaryPolicy
+from core.testing import updates_of
 from tests.agent_args import agent_args
 
 __all__ = ("QUESTION", "brain", "chat", "long_chat_agent", "message_text", "replies")
@@ -61,7 +62,7 @@ def brain(request: ModelRequest) -> str:
     """The scripted model's answer to ``request``."""
     if request.metadata.get("purpose") == "summary":
         return _summary(request)
-    updates = request.prompt.rsplit("<updates>", 1)[1].split("</updates>", 1)[0]
+    updates = updates_of(request.prompt)
     result = re.search(r'<action_result name="search_history"[^>]*>(.*?)</action_result>', updates, re.S)
     if result is not None:
         found: dict[str, Any] = json.loads(html.unescape(result.group(1)))

@@ -227,7 +227,7 @@ async def test_drives_the_step_loop(server: FakeOpenAIServer, policy: RetryPolic
         await agent.stop()
         await model.aclose()
     assert sent == ["Hi Ann!"]
-    assert "<updates>" in server.requests[0].body["messages"][1]["content"]
+    assert '<updates count="1"/>' in server.requests[0].body["messages"][1]["content"]
 
 
 async def test_a_loopback_server_bypasses_proxy_settings(

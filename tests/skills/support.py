@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core import ModelRequest, ScriptedModel
+from core.testing import updates_of
 
 __all__ = ("SCRIPT", "make_skill", "skill_model")
 
@@ -39,7 +40,7 @@ def skill_model(say: Callable[[str], str], *, target: Path) -> ScriptedModel:
     """Loads ``greeter`` for a message, then calls its script with ``target`` and ``Ada``; says what it is told."""
 
     def reply(request: ModelRequest) -> str:
-        updates = request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
+        updates = updates_of(request.prompt)
         if ran := re.search(r"it ran and returned: ([^\n<]*)", updates):
             return say("approved, " + ran[1].strip())
         results = _RESULT.findall(updates)

@@ -10,6 +10,7 @@ from typing import Any
 from core import InMemoryStore, ModelRequest, ScriptedModel, context, create_agent, output
 from core.teamwork import ASK_BOT, MemoryAnswerBox, Teamwork, task_context
 from core.teamwork.plugin import LocalPeer
+from core.testing import updates_of
 from core.usage import USAGE, day_of
 from core.usage.plugin import Usage
 
@@ -22,7 +23,7 @@ def said(text: str = "what is six times seven?") -> dict[str, Any]:
 
 
 def updates(request: ModelRequest) -> str:
-    return request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0]
+    return updates_of(request.prompt)
 
 
 def asker(to: str, task: str) -> Any:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from core import Agent, ModelRequest, ScriptedModel
+from core.testing import updates_of
 from core.trust import Trust
 from extensions.chat.trust import TrustRules
 from extensions.mcp import McpSettings, mcp_toolset
@@ -32,7 +33,7 @@ def ticket_model() -> ScriptedModel:
     """Calls ``tools:open_ticket`` for each new message (whether offered or not), then says what came back."""
 
     def reply(request: ModelRequest) -> str:
-        results = _RESULT.findall(request.prompt.rsplit("<updates>", 1)[-1].split("</updates>", 1)[0])
+        results = _RESULT.findall(updates_of(request.prompt))
         if results:
             return say("result: " + results[-1].strip()[:80])
         call = json.dumps({"title": "printer"})

@@ -39,7 +39,7 @@ async def test_the_gateway_s_tier_decides_in_the_worker(
         assert "⛔" in notice.text and "admin" in notice.text and answer.text == "Done what I could."
         assert not calls.exists()
         first = json.dumps(model.requests[0].body)
-        assert 'tier=\\"member\\"' in first and "open_ticket" not in first.split("<updates>")[0]
+        assert 'tier=\\"member\\"' in first and "open_ticket" not in first.split("<working-memory>\\n")[0]
 
         telegram.user_says("@daydream_test_bot open a ticket", user_id=ADMIN, chat_id=GROUP)
         await telegram.wait_replies(3, chat_id=GROUP, timeout=DEADLINE)
