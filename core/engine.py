@@ -100,6 +100,7 @@ class Run:
         self._unread: str | None = None  # the model whose last answer ignored the response format, if it did
         self._notices = 0
         self._taken = 0
+        self._answered: set[int] = set()  # (ids of the inputs read before the run last finished an answer: ``turn``)
         self._tasks: asyncio.TaskGroup | None = None
         self.stopped = False
         """Set by ``stop``: the answer was stopped; no further action or step runs."""
@@ -121,6 +122,14 @@ class Run:
     def host(self) -> Host:
         """The agent, as handlers see it."""
         return self.deps.host
+
+    @property
+    def turn(self) -> list[InputRef]:
+        """The inputs of the turn being answered, oldest first: the run's, less those it had read when it last
+        finished an answer (a step that delivered an output and called nothing). An input that joins once an answer
+        is out (the run still finishing, or its words already shown) starts a turn of its own, as it would the next
+        run: the model answers its author, not everyone the run has read (the facts it may show, who keeps one)."""
+        return [e for e in self.chain if isinstance(e, InputRef) and id(e) not in self._answered]
 
     def observe(self, kind: str, value: float = 1.0) -> None:
         """Report a measure of the run to the agent's observers."""
@@ -280,6 +289,7 @@ class Run:
                 self.steps += 1
                 since_input += 1
                 self.emitter.step = self.steps
+                delivered = self._delivered
                 if tracing.active():
                     with tracing.span("step") as span:
                         span.set_attribute("bots.step", self.steps)
@@ -289,6 +299,8 @@ class Run:
                 if self.stopped:
                     self._note_stop()
                     break
+                if step is not None and self._delivered > delivered and not step.calls:  # an answer is out
+                    self._answered = {id(e) for e in self.chain if isinstance(e, InputRef) and e.processed}
                 if ctx.on_step is not None:
                     await maybe_await(ctx.on_step(self.state, self.deps.host))
                 if self._joined:

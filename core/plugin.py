@@ -90,6 +90,12 @@ class RunView(Protocol):
         """Every log entry of the run so far."""
         ...
 
+    @property
+    def turn(self) -> Sequence[InputRef]:
+        """The inputs of the turn being answered: the run's, less those read before its last finished answer (one
+        that joins once an answer is out starts a turn of its own, as it would the next run)."""
+        ...
+
     def observe(self, kind: str, value: float = 1.0) -> None:
         """Report a measure of the run to the agent's observers (``kind`` as metrics name them)."""
         ...

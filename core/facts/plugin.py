@@ -83,12 +83,13 @@ class Facts(Plugin):
         return shown
 
     def answered(self, state: ContextState[Any]) -> list[InputRef]:
-        """The inputs with an author that the run of ``state`` has shown the model (those it answers), oldest first;
+        """The inputs with an author of the turn the run of ``state`` answers that it has shown the model (those it
+        answers: ``RunView.turn``, so one that joined once an answer was out is answered alone), oldest first;
         outside a run (or before the model read any), the newest input with an author the model read."""
         shown = self._answering.get(state.id)
         logs = state.working_memory.logs
         if shown is not None and shown.run.state is state:
-            inputs = [e for e in shown.run.chain if isinstance(e, InputRef) and e.processed and user_of(e)]
+            inputs = [e for e in shown.run.turn if e.processed and user_of(e)]
             inputs = [e for e in inputs if e in logs]  # (one refused is out of working memory)
             if inputs:
                 return inputs
@@ -180,7 +181,7 @@ class _Shown(RunHooks):
         state = self.run.state
         try:
             new = [e for e in updates if isinstance(e, InputRef)]
-            inputs = [e for e in self.run.chain if isinstance(e, InputRef) and (e.processed or e in new)]
+            inputs = [e for e in self.run.turn if e.processed or e in new]
             askers = authors(inputs)
             if not askers:
                 author = author_of(state.working_memory.logs, shown_only=True)
