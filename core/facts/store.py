@@ -9,6 +9,7 @@ held back with a run's memory: a run never writes facts back over a deletion mad
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Collection
 from typing import Protocol, runtime_checkable
 
@@ -21,6 +22,8 @@ CONVERSATION_KEY = "facts:"
 """The memory-store key of a conversation's facts is this and its context id."""
 OWNER_KEY = "facts-of:"
 """The memory-store key of the conversations where a person has facts is this and their id."""
+KEPT_CONVERSATIONS = 1024
+"""Conversations whose facts ``MemoryFactStore`` keeps loaded, at most (the most recently used)."""
 
 
 @runtime_checkable
@@ -66,23 +69,40 @@ def oldest_first(facts: Collection[Fact]) -> list[Fact]:
 class MemoryFactStore:
     """The facts of one process, kept in its memory store: a conversation's under ``facts:<context id>``, the
     conversations where a person has facts under ``facts-of:<person>``. Every change is read and written under one
-    lock. One process owns the memory store (``bots run``): in a fleet, use ``core.fleet.RedisFactStore``."""
+    lock. One process owns the memory store (``bots run``): in a fleet, use ``core.fleet.RedisFactStore``.
+
+    Since every change goes through it, it keeps the facts of the conversations it read or wrote last
+    (``KEPT_CONVERSATIONS``): a run reads its conversation's facts before each model call, and without them kept
+    that was a thread's round trip with SQLite before every answer (``bench/latency.py``, issue 51)."""
 
     def __init__(self, memory: MemoryStore) -> None:
         self.memory = memory
         """Where the facts are written."""
         self._lock = asyncio.Lock()
+        self._kept: OrderedDict[str, tuple[Fact, ...]] = OrderedDict()
 
     async def _read(self, conversation: str) -> list[Fact]:
-        raw = await self.memory.get(CONVERSATION_KEY + conversation)
-        return [Fact.model_validate(item) for item in raw or []]
+        kept = self._kept.get(conversation)
+        if kept is None:
+            raw = await self.memory.get(CONVERSATION_KEY + conversation)
+            kept = tuple(Fact.model_validate(item) for item in raw or [])
+        self._keep(conversation, kept)
+        return list(kept)  # (the facts are frozen: the list is the caller's)
+
+    def _keep(self, conversation: str, facts: tuple[Fact, ...]) -> None:
+        self._kept[conversation] = facts
+        self._kept.move_to_end(conversation)
+        while len(self._kept) > KEPT_CONVERSATIONS:
+            self._kept.popitem(last=False)
 
     async def _write(self, conversation: str, facts: list[Fact], *, owners: set[str]) -> None:
         """Write a conversation's ``facts``; the index of each of ``owners`` (whose facts there changed) follows."""
+        self._kept.pop(conversation, None)  # (a write that fails half-way: read again)
         if facts:
             await self.memory.set(CONVERSATION_KEY + conversation, [f.model_dump(mode="json") for f in facts])
         else:
             await self.memory.delete(CONVERSATION_KEY + conversation)
+        self._keep(conversation, tuple(facts))
         still = {f.owner for f in facts}
         for owner in owners:
             places: list[str] = list(await self.memory.get(OWNER_KEY + owner) or [])

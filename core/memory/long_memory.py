@@ -5,6 +5,7 @@ the prompt's window, ``search_history``), and what leaves the window folded into
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ __all__ = ("LongMemory",)
 
 log = logging.getLogger("core.memory")
 
+SUMMARIES_KEPT = 1024
+"""Conversations whose summary stays loaded between runs, at most (the most recently read)."""
+
 
 class LongMemory(Plugin):
     """Keeps every input and output in ``history``; with ``summary`` (and ``every`` above 0), folds what leaves the
@@ -43,8 +47,12 @@ class LongMemory(Plugin):
         self.lock = lock
         self.summarizer: Summarizer | None = None
         """Folds the summaries (set when the agent is built, with a policy)."""
+        self._host: Setup | None = None
+        self._kept: OrderedDict[str, tuple[str, tuple[int, int]]] = OrderedDict()
+        self._writes = 0  # (summaries this plugin wrote or erased: ``reset``)
 
     def attach(self, host: Setup) -> None:
+        self._host = host
         host.provide(HISTORY, self.history)
         policy = self.policy
         if policy is not None and policy.every > 0:
@@ -52,11 +60,30 @@ class LongMemory(Plugin):
             host.provide(SUMMARIZER, self.summarizer)
 
     async def loaded(self, state: ContextState[Any]) -> None:
-        with tracing.span("read history summary"):
-            summary = (await self.history.summary(state.id)).text
+        summary = await self._summary(state.id)
         if summary:  # the model wrote it from what people said: escaped like them
             text = f"<summary>{escape_text(summary)}</summary>"
             show(state.sections, PromptSection(name="summary", text=text, order=30))
+
+    async def _summary(self, cid: str) -> str:
+        """The text of ``cid``'s summary. Kept between runs when the conversations run in this process alone (no
+        queue shared with others): only this process writes their summaries then, through this plugin (its
+        summarizer's folds, ``reset``), so what it read stays true until one of those, which any fold or reset
+        here makes it read again. Before the model is called, that is one thread's round trip with SQLite less
+        (``bench/latency.py``, issue 51)."""
+        now = (self.summarizer.folds if self.summarizer is not None else 0, self._writes)
+        kept = self._kept.get(cid)
+        if kept is not None and kept[1] == now:
+            self._kept.move_to_end(cid)
+            return kept[0]
+        with tracing.span("read history summary"):
+            text = (await self.history.summary(cid)).text
+        if self._host is not None and not self._host.distributed:
+            self._kept[cid] = (text, now)  # (a fold or reset since ``now`` was taken: read again next time)
+            self._kept.move_to_end(cid)
+            while len(self._kept) > SUMMARIES_KEPT:
+                self._kept.popitem(last=False)
+        return text
 
     async def saved(self, state: ContextState[Any], chain: Sequence[Log]) -> None:
         """Add the run's inputs and outputs to the history (a store that fails is logged: the conversation goes on
@@ -71,17 +98,26 @@ class LongMemory(Plugin):
 
     async def reset(self, context_id: str, *, erase: bool) -> None:
         """``/reset``: the summary goes, the history stays searchable; ``/forget`` (``erase``): both go."""
-        if erase and self.summarizer is not None:
-            self.summarizer.cancel(context_id)
+        self._forget_kept(context_id)
         try:
-            newest = await self.history.search(context_id, limit=1)
-            old = await self.history.summary(context_id)
-            upto = max(old.upto, newest[0].seq if newest else 0)
-            await self.history.set_summary(context_id, Summary(text="", upto=upto), expected=old.upto)
-        except RunError as exc:
-            log.warning("reset of %s: the summary is kept (history store unavailable): %s", context_id, exc)
-        if erase:
-            await self.history.forget(context_id)
+            if erase and self.summarizer is not None:
+                self.summarizer.cancel(context_id)
+            try:
+                newest = await self.history.search(context_id, limit=1)
+                old = await self.history.summary(context_id)
+                upto = max(old.upto, newest[0].seq if newest else 0)
+                await self.history.set_summary(context_id, Summary(text="", upto=upto), expected=old.upto)
+            except RunError as exc:
+                log.warning("reset of %s: the summary is kept (history store unavailable): %s", context_id, exc)
+            if erase:
+                await self.history.forget(context_id)
+        finally:
+            self._forget_kept(context_id)  # (a read that began while it was written is not kept either)
+
+    def _forget_kept(self, context_id: str) -> None:
+        """The summary kept for ``context_id`` goes, and a read of it going on is not kept (``_summary``)."""
+        self._writes += 1
+        self._kept.pop(context_id, None)
 
     async def forgotten(self, context_id: str, entries: Sequence[InputRef], message_ids: Collection[str]) -> None:
         """Deleted messages leave the history too (also those that left the working memory long ago, found by

@@ -90,3 +90,31 @@ async def test_text_is_kept_as_written(store: FactStore) -> None:
     kept = await store.add(fact(text), limit=10)
     assert (await store.of_conversation(GROUP))[0].text == text == kept.text
     assert await store.add(fact(text, at=9), limit=10) == kept
+
+
+async def test_the_store_of_one_process_reads_a_conversation_s_facts_once_and_keeps_its_changes() -> None:
+    """``MemoryFactStore`` keeps the facts it read or wrote (issue 51: no SQLite round trip before each answer):
+    what it returns after any change is what a fresh store reads from the same memory."""
+
+    class Counting(InMemoryStore):
+        reads = 0
+
+        async def get(self, key: str) -> Any:
+            if key.startswith("facts:"):
+                Counting.reads += 1
+            return await super().get(key)
+
+    memory = Counting()
+    store = MemoryFactStore(memory)
+    alice = Fact(conversation="chat:1", owner="telegram:1", text="Alice likes tea")
+    await store.add(alice, limit=10)
+    reads = Counting.reads
+    for _ in range(3):
+        assert [f.text for f in await store.of_conversation("chat:1")] == ["Alice likes tea"]
+    assert Counting.reads == reads  # kept since it wrote them
+    bob = await store.add(Fact(conversation="chat:1", owner="telegram:2", text="Bob likes coffee"), limit=10)
+    await store.delete("chat:1", [alice.id])
+    fresh = MemoryFactStore(memory)
+    assert await store.of_conversation("chat:1") == await fresh.of_conversation("chat:1") == [bob]
+    await store.forget("chat:1")
+    assert await store.of_conversation("chat:1") == await MemoryFactStore(memory).of_conversation("chat:1") == []
