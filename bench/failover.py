@@ -44,6 +44,7 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from core.testing import updates_of  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegramServer  # noqa: E402
 from tests.fleet.sentinel import MASTER, SentinelTopology  # noqa: E402
 from tests.fleet.server import free_port  # noqa: E402
@@ -51,7 +52,6 @@ from tests.fleet.worker_process import terminate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 _SAID = re.compile(r"c(\d+)m(\d+)")
 _STARTED = re.compile(r"@(\d+\.\d+)")
@@ -73,8 +73,8 @@ class Echo:
 
     async def stream(self, request: Any) -> AsyncIterator[str]:
         started = time.time()
-        found = _UPDATES.search(request.prompt)
-        said = " | ".join(_INPUT.findall(found.group(1)) if found else [])
+        found = updates_of(request.prompt)
+        said = " | ".join(_INPUT.findall(found) if found else [])
         if self.delay:
             await asyncio.sleep(self.delay)
         yield f'<response><output type="telegram:message">echo: {said} @{started:.6f}</output></response>'

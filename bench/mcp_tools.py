@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from mcp import Client  # noqa: E402
 
 from core import ModelRequest, ScriptedModel, action, create_agent  # noqa: E402
+from core.testing import updates_of  # noqa: E402
 from extensions.mcp import McpSettings, mcp_toolset  # noqa: E402
 from extensions.terminal import cli_extension, cli_session  # noqa: E402
 from tests.mcp.support import http_server, stdio_config  # noqa: E402
@@ -61,7 +62,7 @@ async def _paired(
 
 def _model(tool: str) -> ScriptedModel:
     def reply(request: ModelRequest) -> str:
-        if "<action_result" in request.prompt.rsplit("<updates>", 1)[-1]:
+        if "<action_result" in updates_of(request.prompt):
             return '<response><output type="cli:message">done</output></response>'
         return f'<response><action_call name="{tool}">{{}}</action_call></response>'
 

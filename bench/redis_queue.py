@@ -46,10 +46,10 @@ from core.fleet import (  # noqa: E402
     RedisMemoryStore,
 )
 from core.models.base import ModelRequest  # noqa: E402
+from core.testing import updates_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _INPUT = re.compile(r"<input [^>]*>(.*?)</input>", re.S)
 
 chat = context(type="bench:chat", schema=str, key=lambda s: s, keep_logs=40, max_working_memory=20)
@@ -58,9 +58,9 @@ chat = context(type="bench:chat", schema=str, key=lambda s: s, keep_logs=40, max
 def answer(request: ModelRequest) -> str:
     """Reply ``<seq>:<ingest->run start seconds>`` for every new message (``<seq>@<sent at>``)."""
     now = time.time()
-    found = _UPDATES.search(request.prompt)
+    found = updates_of(request.prompt)
     parts = []
-    for text in _INPUT.findall(found.group(1)) if found else []:
+    for text in _INPUT.findall(found) if found else []:
         seq, _, sent = text.partition("@")
         parts.append(f"{seq}:{now - float(sent):.6f}:{now:.6f}")
     return f'<response><output type="bench:reply">{" ".join(parts)}</output></response>'

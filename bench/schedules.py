@@ -46,19 +46,19 @@ from core.fleet import (  # noqa: E402
 )
 from core.models.base import ModelRequest  # noqa: E402
 from core.schedules import SCHEDULE_INPUT, Schedule, Schedules  # noqa: E402
+from core.testing import updates_of  # noqa: E402
 from tests.fleet.server import RedisServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
-_UPDATES = re.compile(r"<updates>(.*?)</updates>", re.S)
 _ID = re.compile(r"\bq(\d+)\b")
 
 chat = context(type="bench:chat", schema=str, key=lambda s: s, keep_logs=40, max_working_memory=20)
 
 
 def answer(request: ModelRequest) -> str:
-    found = _UPDATES.search(request.prompt)
-    ids = _ID.findall(found.group(1)) if found else []
+    found = updates_of(request.prompt)
+    ids = _ID.findall(found) if found else []
     return f'<response><output type="bench:reply">{" ".join(f"q{i}" for i in ids)}</output></response>'
 
 
