@@ -6,7 +6,8 @@ OpenAI-compatible server receives (tests/fakes/openai_server.py).
   request's prompt (system and user messages, UTF-8) against the target of 4 KiB;
 - a bot with no actions (one context, one output, ``core.create_agent``): its first request against 1.5 KiB;
 - the built-in assistant over a 20-message conversation: for each request from the second on, the share of it that
-  is a prefix of the request before (target: at least 90% for each).
+  is a prefix of the request before (target: at least 90% for each);
+- within one run: a bot with one action, the request that reads the action's result against the one that called it.
 
 Prints figures; asserts nothing. Run: .venv/bin/python bench/prompt_cost.py [--messages 20]
 """
@@ -125,6 +126,29 @@ async def no_actions() -> None:
     print(f'| a bot with no actions, first request ("hello") | {_kib(prompts[0])} | target at most 1.5 KiB |')
 
 
+async def within_a_run() -> None:
+    call = Reply(chunks=('<response><action_call name="lookup">"mango"</action_call></response>',))
+    said = Reply(chunks=('<response><output type="say">A mango is a fruit.</output></response>',))
+    async with FakeOpenAIServer(replies=[call, said]) as server:
+        talk = core.context(type="talk", schema=str, key=lambda s: s)
+        agent = core.create_agent(
+            model=OpenAICompatModel(model="fake", base_url=server.url, api_key="k", retry=RetryPolicy(retries=0)),
+            contexts=[talk],
+            actions=[
+                core.action(name="lookup", description="Looks a word up", schema=str, handler=lambda *_: "a fruit")
+            ],
+            outputs=[core.output(type="say", description="A message to the user", handler=lambda d, c, a: None)],
+        )
+        async with agent:
+            await agent.send(talk, "one", {"type": "talk:message", "data": "what is a mango?"})
+        first, second = (prompt_of(r.body) for r in server.requests)
+    print(
+        f"| within one run: the request after an action's result, share that is a prefix of the one that called it "
+        f"| {_prefix(first, second) / len(second):.0%} ({len(second) - _prefix(first, second)} bytes new of "
+        f"{len(second)}) | |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20)
@@ -135,6 +159,7 @@ def main() -> None:
     print("| --- | --- | --- |")
     asyncio.run(assistant(args.messages))
     asyncio.run(no_actions())
+    asyncio.run(within_a_run())
 
 
 if __name__ == "__main__":
