@@ -2,12 +2,19 @@
 typed at the first prompt to the first answer, and the same for a later line (warm).
 
 Each run starts a new process in a pseudo-terminal (the terminal chat only starts on one) with a fresh
-``BOT_DATA_DIR`` (the weights where ``make run`` keeps them, ``data/models``, or ``LLM_WEIGHTS_DIR``), waits for the prompt (``you> ``), types a first line, waits for the answer, types a second line,
-waits for its answer, and leaves with ``/quit``. The first answer of a fresh process is compared with a warm one:
-the seconds from Enter to the first character of the answer, and to its end (the next prompt). Prints the median
-of ``--runs`` (5) fresh processes. The settings' model is used (the embedded model by default).
+``BOT_DATA_DIR`` (the weights where ``make run`` keeps them: the per-user cache folder, or ``LLM_WEIGHTS_DIR``),
+waits for the prompt (``you> ``), types a first line, waits for the answer, types two more lines, waits for their
+answers, and leaves with ``/quit``. The first answer of a fresh process is compared with warm ones: the seconds
+from Enter to the first character of the answer, and to its end (the next prompt). Prints the median of ``--runs``
+(5) fresh processes. The settings' model is used (the embedded model by default).
 
-Run: ``python bench/cold_start.py`` (``--runs 5``, ``--show`` to print what the chat wrote).
+``--against DIR`` runs the code of another checkout (``git worktree add DIR COMMIT``, or ``git archive COMMIT``
+unpacked in DIR) in turn with this one, A B A B, through ``PYTHONPATH``: the medians of both and the ratio of the
+time to the prompt pair by pair, so a drift of a shared machine touches both alike. ``--ready-only`` stops at the
+prompt (start-up alone).
+
+Run: ``python bench/cold_start.py`` (``--runs 5``, ``--against DIR``, ``--ready-only``, ``--show`` to print what
+the chat wrote).
 """
 
 from __future__ import annotations
@@ -34,13 +41,13 @@ TIMEOUT = 600.0
 class Chat:
     """A ``bots chat`` process on a pseudo-terminal."""
 
-    def __init__(self, data_dir: Path, *, show: bool) -> None:
+    def __init__(self, data_dir: Path, *, show: bool, code: Path | None = None) -> None:
         self.show = show
         master, slave = pty.openpty()
         bots = Path(sys.executable).with_name("bots")
         env = {**os.environ, "BOT_DATA_DIR": str(data_dir), "HTTP_PORT": "0", "LOG_LEVEL": "WARNING"}
-        # the weights stay where `make run` keeps them (assembling them again would be a first install, not a start)
-        env.setdefault("LLM_WEIGHTS_DIR", str(Path("data/models").resolve()))
+        if code is not None:  # another checkout's code, ahead of the installed one
+            env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
         self.process = subprocess.Popen(
             [str(bots), "chat"], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
         )
@@ -106,14 +113,18 @@ class Chat:
             os.close(self.fd)
 
 
-def one(show: bool) -> tuple[float, tuple[float, float], list[tuple[float, float]]]:
+def one(
+    show: bool, *, code: Path | None = None, ready_only: bool = False
+) -> tuple[float, tuple[float, float], list[tuple[float, float]]]:
     """Seconds to the prompt, the first answer (first characters, end), the later answers."""
     with tempfile.TemporaryDirectory(prefix="cold-start-") as folder:
         started = time.monotonic()
-        chat = Chat(Path(folder), show=show)
+        chat = Chat(Path(folder), show=show, code=code)
         try:
             chat.until(PROMPT, after=0)
             ready = time.monotonic() - started
+            if ready_only:
+                return ready, (0.0, 0.0), [(0.0, 0.0)]
             first = chat.say(FIRST)
             later = [chat.say(line) for line in LATER]
         finally:
@@ -121,14 +132,44 @@ def one(show: bool) -> tuple[float, tuple[float, float], list[tuple[float, float
     return ready, first, later
 
 
+def against(opts: argparse.Namespace) -> None:
+    """This checkout and ``opts.against`` in turn: each one's medians, and the ratio of the time to the prompt."""
+    med = statistics.median
+    figures: dict[str, list[tuple[float, float, float]]] = {"this": [], "other": []}
+    for number in range(opts.runs):
+        for name, code in (("other", opts.against), ("this", None)):
+            ready, (first, _), later = one(opts.show, code=code, ready_only=opts.ready_only)
+            figures[name].append((ready, first, med([w for w, _ in later])))
+            print(
+                f"run {number + 1} {name}: prompt after {ready:.1f}s | first answer {first:.2f}s | warm {later[0][0]:.2f}s",
+                flush=True,
+            )
+    for name, rows in figures.items():
+        print(
+            f"{name} ({opts.against if name == 'other' else 'this checkout'}), median of {opts.runs}: prompt after "
+            f"{med(r for r, _, _ in rows):.2f}s; first answer {med(f for _, f, _ in rows):.2f}s, warm "
+            f"{med(w for _, _, w in rows):.2f}s",
+            flush=True,
+        )
+    ratios = [mine[0] / theirs[0] for mine, theirs in zip(figures["this"], figures["other"], strict=True)]
+    print(
+        f"time to the prompt, this / other, pair by pair: median {med(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--show", action="store_true")
+    parser.add_argument("--against", type=Path, help="another checkout, run in turn with this one")
+    parser.add_argument("--ready-only", action="store_true", help="stop at the prompt")
     opts = parser.parse_args()
+    if opts.against is not None:
+        against(opts)
+        return
     readies, firsts, firsts_done, warms, warms_done = [], [], [], [], []
     for number in range(opts.runs):
-        ready, (first, first_done), later = one(opts.show)
+        ready, (first, first_done), later = one(opts.show, ready_only=opts.ready_only)
         readies.append(ready)
         firsts.append(first)
         firsts_done.append(first_done)

@@ -1,7 +1,7 @@
 """How fast the embedded model answers, alone and with several people at once, on this machine's cores.
 
 The bot is built as ``make run`` builds it (the settings' model, the terminal chat's platform, a fresh
-``BOT_DATA_DIR``, the weights where ``make run`` keeps them) and made ready as the bot makes it (``open_model``:
+``BOT_DATA_DIR``, the weights where ``make run`` keeps them, with their warm cache) and made ready as the bot makes it (``open_model``:
 loaded, then warmed with the first conversation's prompts). Each conversation says ``LINES`` one after the other,
 each line waiting for the answer to the one before, as a person does: a greeting, a sum (a tool), a question
 answered from what the model knows, thanks.
@@ -36,9 +36,10 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from bots.app import build_agent  # noqa: E402
-from bots.models import open_model  # noqa: E402
+from bots.models import open_model, weights_folder  # noqa: E402
 from bots.settings import Settings  # noqa: E402
 from core import Agent, RunEventType  # noqa: E402
+from core.models.weights import CHOICES  # noqa: E402
 from extensions.terminal import cli_session  # noqa: E402
 
 __all__ = ("LINES", "Line", "main", "percentile")
@@ -127,7 +128,10 @@ def describe(name: str, lines: Sequence[Line]) -> str:
 async def _main(opts: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="local-speed-") as scratch:
         settings = Settings()
-        weights_dir = settings.llm.weights_dir or settings.bot.data_dir / "models"
+        # where the bot keeps the weights (LLM_WEIGHTS_DIR, else the per-user folder), with its warm cache
+        weights_dir = weights_folder(
+            settings.llm, settings.bot.data_dir, CHOICES[str(settings.llm.local_model)].filename
+        )
         # a shared machine may take long over a tool's decision and call (its answer comes whole): a minute's
         # silence is not a failure here, the seconds per line say how long it took
         llm = {
