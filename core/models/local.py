@@ -342,6 +342,8 @@ class LocalModel:
     def _keep_warm(self, server: Any, cache: SlotCache, key: str, slot: int) -> None:
         """Save ``slot`` (just warmed by evaluating) into the warm cache under ``key``."""
         assert self._slot_dir is not None
+        if cache.unwritable:
+            return
         name = f"warm-{slot}.bin"
         try:
             self._slot_action(server, slot, "save", name)

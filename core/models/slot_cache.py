@@ -77,6 +77,8 @@ class SlotCache:
         """Where the files are (``<weights folder>/warm-slots``)."""
         self.identity = identity
         """What every key includes."""
+        self.unwritable = False
+        """A file could not be kept (a read-only folder, a full disk): the others are not tried, nor said again."""
 
     def key(self, body: dict[str, Any]) -> str:
         """The key of a request ``body`` as warming evaluates it (its slot number aside: any slot can restore it)."""
@@ -120,7 +122,10 @@ class SlotCache:
         """Make the slot file ``source`` (saved by llama.cpp in the process's own folder) the cache's file of
         ``key``: copied under a temporary name, then renamed, so no process ever reads it half-written. (Copied, not
         linked: llama.cpp writes a slot file again in place, and through a link it would write into the cache.)
-        False when it could not be (said once in the log: the next start evaluates the prompt again)."""
+        False when it could not be (said once in the log: the next start evaluates the prompt again, and this process
+        keeps no other)."""
+        if self.unwritable:
+            return False
         partial = self.folder / f"partial-{key}-{os.getpid()}-{time.monotonic_ns()}.tmp"
         try:
             name = f"{key}-{_sha256(source)}{_SUFFIX}"
@@ -128,7 +133,13 @@ class SlotCache:
             shutil.copyfile(source, partial)
             os.replace(partial, self.folder / name)
         except OSError as exc:
-            log.warning("the embedded model's warm cache could not keep a slot (%s); the next start evaluates it", exc)
+            log.warning(
+                "the embedded model's warm cache cannot keep slots in %s (%s); every start evaluates them: make it "
+                "writable or set LLM_WEIGHTS_DIR to a writable folder",
+                self.folder,
+                exc,
+            )
+            self.unwritable = True
             with contextlib.suppress(OSError):
                 partial.unlink()
             return False

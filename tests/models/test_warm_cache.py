@@ -123,6 +123,23 @@ async def test_a_file_llama_cpp_refuses_is_evaluated_and_removed(
     assert made.read_bytes() != foreign and made.name.startswith(key)
 
 
+async def test_a_cache_that_cannot_be_written_is_said_once_and_the_model_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read-only weights folder (an image's): one line says so, the prompts are evaluated as without the cache."""
+    caplog.set_level(logging.INFO, logger="core.models")
+    blocked = tmp_path / "weights"
+    blocked.write_text("a file where the folder would be")
+    model, said = await warmed(blocked, caplog)
+    try:
+        assert "0 of 1 prompts restored" in said
+        assert (await collect(model, request("Do you sell bread?"))).strip()
+    finally:
+        model.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "LLM_WEIGHTS_DIR" in warnings[0], warnings
+
+
 async def test_without_the_cache_nothing_is_written(tmp_path: Path) -> None:
     model = start(tmp_path)
     model.warm_cache = False
