@@ -70,7 +70,7 @@ from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
 from .llama_server import import_xllamacpp, server_params
 from .slot_cache import FOLDER as SLOT_FOLDER
-from .slot_cache import Identity, SlotCache
+from .slot_cache import Identity, SlotCache, writable_folder
 from .tool_routing import (
     CONFIRM_DEMOS,
     CONFIRM_TASK,
@@ -93,6 +93,7 @@ from .weights import (
     find_parts,
     missing,
     prepare,
+    user_cache_dir,
 )
 
 __all__ = ("LocalModel", "calls_tools", "check_gguf", "default_model_path")
@@ -459,7 +460,8 @@ class LocalModel:
                     f"llama.cpp could not load {path.name}: {exc}; check LLM_MODEL_PATH, LLM_CONTEXT_SIZE and LLM_SLOTS"
                 ) from exc
             if self.warm_cache:
-                self._cache = SlotCache(self.weights_dir / SLOT_FOLDER, self._identity(xllamacpp, path, params))
+                folder = writable_folder(self.weights_dir / SLOT_FOLDER, user_cache_dir() / SLOT_FOLDER)
+                self._cache = SlotCache(folder, self._identity(xllamacpp, path, params))
             self.load_seconds = time.perf_counter() - started
             log.info(
                 "loaded %s in %.2fs (%d threads, %d slots)", path.name, self.load_seconds, self.threads, self.slots

@@ -3,7 +3,8 @@
 Warming up (``LocalModel.warm``) evaluates a few long prompts (the decision's worked examples, a tool call's prompt,
 the system prompt): some 1,300 tokens, 10 to 25 seconds of a start on two cores. llama.cpp can save a slot's state
 (its tokens and their KV cache) to a file and restore it into a slot, in milliseconds. Each warmed prompt is saved
-in a folder next to the assembled weights (``warm-slots``), under a key that is the hash of everything that decides
+in a folder next to the assembled weights (``warm-slots``; in the user's cache folder where the weights' folder is
+read-only), under a key that is the hash of everything that decides
 the state: the model file's identity, the request body as evaluated, the context and batch settings, the llama.cpp
 build (``Identity``). The next start with the same key restores the file instead of evaluating the prompt.
 
@@ -30,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ("FOLDER", "KEEP", "KEEP_BYTES", "Identity", "SlotCache")
+__all__ = ("FOLDER", "KEEP", "KEEP_BYTES", "Identity", "SlotCache", "writable_folder")
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,18 @@ class SlotCache:
             if path.name.startswith("partial-") and now - _mtime(path) > _STALE_PARTIAL:
                 with contextlib.suppress(OSError):
                     path.unlink()
+
+
+def writable_folder(*candidates: Path) -> Path:
+    """The first of ``candidates`` this process may write in (the folder, or its nearest existing parent), else the
+    first: the weights' folder, else the user's cache folder (a Docker image's weights folder is read-only)."""
+    for folder in candidates:
+        existing = folder
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if existing.is_dir() and os.access(existing, os.W_OK):
+            return folder
+    return candidates[0]
 
 
 def _without_slot(body: dict[str, Any]) -> dict[str, Any]:

@@ -123,13 +123,31 @@ async def test_a_file_llama_cpp_refuses_is_evaluated_and_removed(
     assert made.read_bytes() != foreign and made.name.startswith(key)
 
 
-async def test_a_cache_that_cannot_be_written_is_said_once_and_the_model_answers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_a_read_only_weights_folder_keeps_the_cache_in_the_user_s_cache_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read-only weights folder (an image's): one line says so, the prompts are evaluated as without the cache."""
+    """A Docker image's weights folder is not the bot's to write: the warm cache goes to the user's cache folder."""
     caplog.set_level(logging.INFO, logger="core.models")
     blocked = tmp_path / "weights"
     blocked.write_text("a file where the folder would be")
+    monkeypatch.setattr("core.models.local.user_cache_dir", lambda: tmp_path / "user-cache")
+    model, said = await warmed(blocked, caplog)
+    model.close()
+    assert "0 of 1 prompts restored" in said
+    assert len(slot_files(tmp_path / "user-cache")) == 1
+    again, said = await warmed(blocked, caplog)
+    again.close()
+    assert "1 of 1 prompts restored" in said
+
+
+async def test_a_cache_that_cannot_be_written_is_said_once_and_the_model_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No folder to write in at all: one line says so, the prompts are evaluated as without the cache."""
+    caplog.set_level(logging.INFO, logger="core.models")
+    blocked = tmp_path / "weights"
+    blocked.write_text("a file where the folder would be")
+    monkeypatch.setattr("core.models.local.user_cache_dir", lambda: blocked / "cache")
     model, said = await warmed(blocked, caplog)
     try:
         assert "0 of 1 prompts restored" in said
