@@ -14,7 +14,6 @@ from extensions.web import RedisRelay
 from extensions.web.settings import WebSettings
 
 from .fleet import FleetView, Presence, RunEventRelay
-from .server import Console, start_console
 
 if TYPE_CHECKING:
     from core import Setup
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 
     from ..ops import Ops
     from ..settings import Settings
+    from .server import Console
 
 __all__ = ("FleetRole", "web_wanted")
 
@@ -88,6 +88,8 @@ class FleetRole:
     async def start_console(self, agent: Setup, *, ops: Ops) -> Console | None:
         """Serve the console (a gateway, with ``CONSOLE_SECRET``), with the fleet's state from Redis."""
         from core.fleet import RedisDispatcher
+
+        from .server import start_console  # (its pages, templates and jinja2 only in a gateway that serves them)
 
         view = FleetView(self.backend.client, prefix=self.prefix, dispatcher=RedisDispatcher(self.backend))
         return await start_console(agent, self.settings, ops=ops, fleet=view, redis=(self.backend.client, self.prefix))
