@@ -498,4 +498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .entry import leaving
+
+    code = main()
+    leaving()
+    sys.exit(code)
