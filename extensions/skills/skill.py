@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 __all__ = ("LOCK_FILE", "Skill", "SkillError", "installed_skills", "read_lock", "read_skill", "tree_hash", "write_lock")
 
 log = logging.getLogger("extensions.skills")
@@ -98,6 +96,8 @@ def _front_matter(text: str, where: Path) -> tuple[dict[str, Any], str]:
     head, sep, body = rest.partition("\n---")
     if not sep:
         raise SkillError(f"{where}: the front matter has no closing ---")
+    import yaml  # (here: every bots process imports this module through its settings, few read a skill)
+
     try:
         meta = yaml.safe_load(head)
     except yaml.YAMLError as exc:

@@ -1,6 +1,7 @@
 """What a ``bots`` process spends besides its work (issue 47: the suite starts some 400 of them): it imports the
-operator console's pages only where they are served, and it leaves without the interpreter's last garbage
-collections (``bots.entry.leaving``). Checked by what the process holds, never by how long it took."""
+operator console's pages only where they are served and YAML only to read a skill, and it leaves without the
+interpreter's last garbage collections (``bots.entry.leaving``). Checked by what the process holds, never by how
+long it took."""
 
 from __future__ import annotations
 
@@ -40,3 +41,16 @@ def test_the_console_script_leaves_without_the_last_collections_and_a_caller_kee
     assert python(tmp_path, as_script).splitlines()[-1] == "0 True"
     as_call = "import gc; from bots.entry import main; code = main(['config']); print(code, gc.get_freeze_count())"
     assert python(tmp_path, as_call).splitlines()[-1] == "0 0"
+
+
+def test_yaml_is_read_only_with_a_skill(tmp_path: Path) -> None:
+    """Every process imports the skills' module through its settings; YAML is for a skill's front matter only."""
+    skill = tmp_path / "hello"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: hello\ndescription: Says hello.\n---\nSay hello.\n")
+    code = (
+        "import sys; import bots.cli, bots.worker, bots.gateway; before = 'yaml' in sys.modules; "
+        "from extensions.skills.skill import read_skill; "
+        f"print(before, read_skill(__import__('pathlib').Path({str(skill)!r})).name, 'yaml' in sys.modules)"
+    )
+    assert python(tmp_path, code) == "False hello True"
