@@ -11,11 +11,12 @@ answered from what the model knows, thanks.
   model serves them side by side.
 
 Printed per run: the median (p50) and p90 seconds from a line sent to its whole answer, the lines answered (a
-non-empty answer, no error) and, for the four, the ratio of their p50 to the single one's. Then the cold first
-answer (the first line of the first conversation after the bot is ready) beside a warm one (the same kind of line
-in a later conversation, its slot new as well). The runs alternate (one, four, one, four...); ``--runs`` (3).
-The sampling is greedy (temperature 0, a fixed seed), so the answers are the same from run to run and only the
-timings move: another process on the cores moves them, a machine shared with others more.
+non-empty answer, no error), the prompt tokens the model evaluated (not taken from its cache) and, for the four,
+the ratio of their p50 to the single one's. Then the cold first answer (the first line of the first conversation
+after the bot is ready) beside a warm one (the same kind of line in a later conversation, its slot new as well).
+The runs alternate (one, four, one, four...); ``--runs`` (3). The sampling is greedy (temperature 0, a fixed
+seed), so the answers are the same from run to run and only the timings move: another process on the cores moves
+them, a machine shared with others more.
 
 Run: ``python bench/local_speed.py`` (``--runs 3``, ``--chats 4``, ``--threads 2``, ``--show``).
 """
@@ -125,6 +126,25 @@ def describe(name: str, lines: Sequence[Line]) -> str:
     )
 
 
+def _count_evaluated(model: object) -> list[int]:
+    """A counter of the prompt tokens llama.cpp evaluated (not taken from its cache) for ``model``'s requests, the
+    figure the machine's load does not move: each request's ``timings.prompt_n`` added up (an embedded model's
+    ``_note_usage`` sees every chunk); always 0 for another model."""
+    count = [0]
+    note = getattr(model, "_note_usage", None)
+    if note is None:
+        return count
+
+    def counted(chunk: dict[str, object]) -> None:
+        timings = chunk.get("timings") if isinstance(chunk, dict) else None
+        if isinstance(timings, dict) and timings.get("prompt_n"):
+            count[0] += int(timings["prompt_n"])
+        note(chunk)
+
+    model._note_usage = counted  # type: ignore[attr-defined]
+    return count
+
+
 async def _main(opts: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="local-speed-") as scratch:
         settings = Settings()
@@ -152,6 +172,7 @@ async def _main(opts: argparse.Namespace) -> int:
         model = agent.model
         if hasattr(model, "seed"):
             model.seed = 7
+        evaluated = _count_evaluated(model)
         started = time.perf_counter()
         await open_model(model, agent)
         print(f"{model!r}: ready in {time.perf_counter() - started:.1f} s", flush=True)
@@ -162,10 +183,13 @@ async def _main(opts: argparse.Namespace) -> int:
         async with agent:
             for run in range(opts.runs):
                 base = run * (opts.chats * 2)
+                evaluated[0] = 0
                 alone = await one_at_a_time(agent, range(base, base + opts.chats), f"one{run}", show=opts.show)
+                tokens_one, evaluated[0] = evaluated[0], 0
                 together = await at_once(
                     agent, range(base + opts.chats, base + 2 * opts.chats), f"four{run}", show=opts.show
                 )
+                tokens_four = evaluated[0]
                 if run == 0:
                     cold.append(alone[0].seconds)
                 warm += [line.seconds for line in alone if line.index == 0 and line is not alone[0]]
@@ -173,10 +197,13 @@ async def _main(opts: argparse.Namespace) -> int:
                 p50_four = percentile([line.seconds for line in together if line.answered], 0.5)
                 singles.append(p50_one)
                 fours.append(p50_four)
-                print(describe(f"run {run + 1}, one conversation at a time", alone), flush=True)
+                print(
+                    describe(f"run {run + 1}, one conversation at a time", alone) + f" | {tokens_one} prompt tokens",
+                    flush=True,
+                )
                 print(
                     describe(f"run {run + 1}, {opts.chats} at once", together)
-                    + f" | {p50_four / max(p50_one, 1e-9):.2f}x the single p50",
+                    + f" | {tokens_four} prompt tokens | {p50_four / max(p50_one, 1e-9):.2f}x the single p50",
                     flush=True,
                 )
         one, four = statistics.median(singles), statistics.median(fours)
