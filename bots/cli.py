@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import codecs
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = (
     "COMMANDS",
     "SHUTDOWN_GRACE",
+    "leaving",
     "main",
     "stop_bound",
 )
@@ -497,9 +499,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
-    from .entry import leaving
+def leaving() -> None:
+    """Spare the interpreter's last garbage collections before the process exits: they walk every object of the
+    framework and its libraries (about 0.25 s of CPU for a ``bots worker``, a quarter of what it spends to start),
+    only to free memory the system takes back anyway. ``gc.freeze`` moves what lives now out of the collector's
+    sight; the exit itself is unchanged (``atexit`` handlers, threads joined, modules torn down, files closed)."""
+    gc.freeze()
 
+
+if __name__ == "__main__":
     code = main()
     leaving()
     sys.exit(code)

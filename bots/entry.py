@@ -3,11 +3,10 @@ framework (a few milliseconds instead of a second); every other command is ``bot
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Sequence
 
-__all__ = ("leaving", "main")
+__all__ = ("main",)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -18,20 +17,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"bots {version()}")
         return 0
+    from .cli import leaving
     from .cli import main as cli_main
 
     code = cli_main(args)
     if argv is None:  # the console script itself, about to exit (a caller passing argv keeps its collector)
         leaving()
     return code
-
-
-def leaving() -> None:
-    """Spare the interpreter's last garbage collections before the process exits: they walk every object of the
-    framework and its libraries (about 0.25 s of CPU for a ``bots worker``, a quarter of what it spends to start),
-    only to free memory the system takes back anyway. ``gc.freeze`` moves what lives now out of the collector's
-    sight; the exit itself is unchanged (``atexit`` handlers, threads joined, modules torn down, files closed)."""
-    gc.freeze()
 
 
 if __name__ == "__main__":

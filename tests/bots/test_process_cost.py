@@ -1,6 +1,6 @@
 """What a ``bots`` process spends besides its work (issue 47: the suite starts some 400 of them): it imports the
 operator console's pages only where they are served and YAML only to read a skill, and it leaves without the
-interpreter's last garbage collections (``bots.entry.leaving``). Checked by what the process holds, never by how
+interpreter's last garbage collections (``bots.cli.leaving``). Checked by what the process holds, never by how
 long it took."""
 
 from __future__ import annotations
