@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import enum
 import zoneinfo
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from .busy import QUIET_CHAT_MAX_MS, BusyPolicy
 from .errors import MemoryStoreError
 from .escape import escape_text
+from .recent import Recent
 
 __all__ = (
     "BUSY_CHOICES",
@@ -303,7 +303,7 @@ class ChatSettingsStore:
         """Told when a conversation's ``/busy`` or ``/quiet`` changes (the agent's dispatcher); None: nobody."""
         self.cache = cache
         """Keep the settings read or written in this process (only where no other process changes them)."""
-        self._kept: OrderedDict[str, ChatSettings] = OrderedDict()
+        self._kept: Recent[str, ChatSettings] = Recent(SETTINGS_CACHE)
 
     @staticmethod
     def key(context_id: str) -> str:
@@ -312,9 +312,8 @@ class ChatSettingsStore:
 
     async def get(self, context_id: str) -> ChatSettings:
         """What ``context_id`` chose (all ``None`` when nothing)."""
-        kept = self._kept.get(context_id)
+        kept = self._kept.used(context_id)
         if kept is not None:
-            self._kept.move_to_end(context_id)
             return kept
         stored = await self.memory.get(self.key(context_id))
         if not isinstance(stored, dict):
@@ -334,10 +333,7 @@ class ChatSettingsStore:
 
     def _keep(self, context_id: str, settings: ChatSettings) -> None:
         if self.cache:
-            self._kept[context_id] = settings  # (frozen: shared safely)
-            self._kept.move_to_end(context_id)
-            if len(self._kept) > SETTINGS_CACHE:
-                self._kept.popitem(last=False)
+            self._kept.keep(context_id, settings)  # (frozen: shared safely)
 
     async def chosen(self, context_id: str, parents: Sequence[str] = ()) -> ChatSettings:
         """What ``context_id`` chose, over what its ``parents`` chose (nearest first) where it chose nothing."""

@@ -9,11 +9,11 @@ held back with a run's memory: a run never writes facts back over a deletion mad
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Collection
 from typing import Protocol, runtime_checkable
 
 from ..memory import MemoryStore
+from ..recent import Recent
 from .model import Fact
 
 __all__ = ("FactStore", "MemoryFactStore")
@@ -79,21 +79,15 @@ class MemoryFactStore:
         self.memory = memory
         """Where the facts are written."""
         self._lock = asyncio.Lock()
-        self._kept: OrderedDict[str, tuple[Fact, ...]] = OrderedDict()
+        self._kept: Recent[str, tuple[Fact, ...]] = Recent(KEPT_CONVERSATIONS)
 
     async def _read(self, conversation: str) -> list[Fact]:
         kept = self._kept.get(conversation)
         if kept is None:
             raw = await self.memory.get(CONVERSATION_KEY + conversation)
             kept = tuple(Fact.model_validate(item) for item in raw or [])
-        self._keep(conversation, kept)
+        self._kept.keep(conversation, kept)
         return list(kept)  # (the facts are frozen: the list is the caller's)
-
-    def _keep(self, conversation: str, facts: tuple[Fact, ...]) -> None:
-        self._kept[conversation] = facts
-        self._kept.move_to_end(conversation)
-        while len(self._kept) > KEPT_CONVERSATIONS:
-            self._kept.popitem(last=False)
 
     async def _write(self, conversation: str, facts: list[Fact], *, owners: set[str]) -> None:
         """Write a conversation's ``facts``; the index of each of ``owners`` (whose facts there changed) follows."""
@@ -102,7 +96,7 @@ class MemoryFactStore:
             await self.memory.set(CONVERSATION_KEY + conversation, [f.model_dump(mode="json") for f in facts])
         else:
             await self.memory.delete(CONVERSATION_KEY + conversation)
-        self._keep(conversation, tuple(facts))
+        self._kept.keep(conversation, tuple(facts))
         still = {f.owner for f in facts}
         for owner in owners:
             places: list[str] = list(await self.memory.get(OWNER_KEY + owner) or [])

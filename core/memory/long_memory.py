@@ -5,7 +5,6 @@ the prompt's window, ``search_history``), and what leaves the window folded into
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ from ..errors import RunError
 from ..escape import escape_text
 from ..plugin import Plugin
 from ..prompt_sections import PromptSection, show
+from ..recent import Recent
 from ..summary import SUMMARIZER, Summarizer, SummaryLock, SummaryPolicy
 from .history import HISTORY, HistoryStore, Summary
 from .recording import history_entries, history_id
@@ -48,7 +48,7 @@ class LongMemory(Plugin):
         self.summarizer: Summarizer | None = None
         """Folds the summaries (set when the agent is built, with a policy)."""
         self._host: Setup | None = None
-        self._kept: OrderedDict[str, tuple[str, tuple[int, int]]] = OrderedDict()
+        self._kept: Recent[str, tuple[str, tuple[int, int]]] = Recent(SUMMARIES_KEPT)
         self._writes = 0  # (summaries this plugin wrote or erased: ``reset``)
 
     def attach(self, host: Setup) -> None:
@@ -72,17 +72,13 @@ class LongMemory(Plugin):
         here makes it read again. Before the model is called, that is one thread's round trip with SQLite less
         (``bench/latency.py``, issue 51)."""
         now = (self.summarizer.folds if self.summarizer is not None else 0, self._writes)
-        kept = self._kept.get(cid)
+        kept = self._kept.used(cid)
         if kept is not None and kept[1] == now:
-            self._kept.move_to_end(cid)
             return kept[0]
         with tracing.span("read history summary"):
             text = (await self.history.summary(cid)).text
         if self._host is not None and not self._host.distributed:
-            self._kept[cid] = (text, now)  # (a fold or reset since ``now`` was taken: read again next time)
-            self._kept.move_to_end(cid)
-            while len(self._kept) > SUMMARIES_KEPT:
-                self._kept.popitem(last=False)
+            self._kept.keep(cid, (text, now))  # (a fold or reset since ``now`` was taken: read again next time)
         return text
 
     async def saved(self, state: ContextState[Any], chain: Sequence[Log]) -> None:
