@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -99,12 +100,16 @@ class FleetStops:
         subscribed again (``subscribed`` is clear meanwhile)."""
         channel = self.backend.keys.stops
         arrivals = self.backend.keys.arrivals
+        lost_at: float | None = None
         while True:
             try:
                 pubsub = self.backend.client.pubsub(ignore_subscribe_messages=True)
                 async with contextlib.aclosing(pubsub):
                     await pubsub.subscribe(*((channel, arrivals) if on_arrival is not None else (channel,)))
                     self.subscribed.set()
+                    if lost_at is not None:
+                        log.warning("the Stop channel is subscribed again after %.1fs", time.monotonic() - lost_at)
+                        lost_at = None
                     while True:  # (short reads: a quiet channel is no error)
                         message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                         if message is None or message.get("type") != "message":
@@ -118,7 +123,12 @@ class FleetStops:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("the Stop channel lost Redis (%s); subscribing again", describe(exc))
+                # once per outage: subscribing again every half second would log twice a second while Redis is down
+                if lost_at is None:
+                    lost_at = time.monotonic()
+                    log.warning("the Stop channel lost Redis (%s); subscribing again until it answers", describe(exc))
+                else:
+                    log.debug("the Stop channel still cannot subscribe (%s)", describe(exc))
                 await asyncio.sleep(RETRY_PAUSE_MAX)
             finally:
                 self.subscribed.clear()

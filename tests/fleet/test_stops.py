@@ -6,6 +6,7 @@ recorded Stop covers; a Stop by someone the answer is not for is refused (issue 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -154,3 +155,37 @@ async def test_inputs_waiting_are_stopped_by_their_author_only_when_all_are_thei
     assert await gateway.request_stop(cid) is True  # the chat's admin
     assert await client.exists(f"bots:{{{cid}}}:stop")
     assert await gateway.request_stop(gateway.context_id(chat, ChatArgs(chat="idle2")), by="probe:bob") is False
+
+
+async def test_the_stop_channel_warns_once_per_outage_and_says_when_it_is_back(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While Redis is down the listener subscribes again every half second; it warns once, not at each try (a
+    minute's outage once logged 120 warnings per process), and once more when it is subscribed again."""
+    from core.fleet import FleetStops, RedisBackend
+
+    from .conftest import queue_config
+
+    backend = RedisBackend(queue_config(redis_server))
+    stops = FleetStops(backend)
+    pressed: list[str] = []
+    listening = asyncio.create_task(stops.listen(pressed.append))
+    try:
+        await asyncio.wait_for(stops.subscribed.wait(), 10)
+        with caplog.at_level("DEBUG", logger="core.fleet"):
+            redis_server.stop()
+            await wait_until(lambda: not stops.subscribed.is_set(), what="the channel lost")
+            await asyncio.sleep(2.0)  # several tries while Redis is down
+            redis_server.start()
+            await asyncio.wait_for(stops.subscribed.wait(), 20)
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len([w for w in warnings if "lost Redis" in w]) == 1, warnings
+        assert len([w for w in warnings if "subscribed again" in w]) == 1, warnings
+        assert len([r for r in caplog.records if "still cannot subscribe" in r.getMessage()]) >= 2
+        await backend.client.publish(backend.keys.stops, "ctx-1")
+        await wait_until(lambda: pressed == ["ctx-1"], what="a Stop after the outage heard")
+    finally:
+        listening.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
+        await backend.close()
