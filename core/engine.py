@@ -27,7 +27,7 @@ from .model_call import as_response, images_in, model_name, stream_model
 from .models.base import ModelRequest
 from .parser import StreamParser, TagEnd, TagStart, TagText, Text
 from .plugin import NO_HOOKS, ModelCall, PluginHooks
-from .prompt import build_compact_prompt, build_prompt
+from .prompt import build_compact_prompt, build_prompt, quiet_params
 from .step import Step
 from .turns import TURN_STOPS
 from .usage import user_of
@@ -421,6 +421,8 @@ class Run:
         deps, state = self.deps, self.state
         hooks = self.hooks
         actions, outputs = deps.available(state)
+        # the input params the prompt leaves out, from all the conversation has: the same whoever the run is for
+        quiet = None if deps.compact_prompt else quiet_params(actions, outputs)
         for offer in hooks.offer:  # (trust: only what the run's tier may call is shown, and callable)
             actions = offer(actions)
         pending = state.working_memory.unprocessed()
@@ -454,6 +456,7 @@ class Run:
                 updates=updates,
                 template=deps.prompt,
                 persona=persona,
+                quiet=quiet,
             )
         for entry in updates:
             entry.processed = True

@@ -71,6 +71,9 @@ class InputRef(_Base):
     """The validated input data."""
     params: dict[str, str] = pydantic.Field(default_factory=dict)
     """Attributes shown with the input (user name, message id)."""
+    hidden: list[str] = pydantic.Field(default_factory=list)
+    """Names of ``params`` the prompt does not show, though code reads them: what goes without saying where the
+    input was received (the person's id in a one-person chat, the tier everyone there has: ``core.prompt``)."""
     text: str | None = None
     """How the input is shown to the model, when the input's ``format`` gave one."""
     correlation_id: str | None = None

@@ -2,9 +2,10 @@
 
 The template (``PromptTemplate``) arranges the sections the seed names: ``{{intro}}``, ``{{instructions}}``,
 ``{{response}}``, ``{{content}}`` and ``{{footer}}`` (and ``{{persona}}``, who the bot is, after the intro). The seed
-puts the response format after the content; the default template puts it before, with the other texts that never
-change, so that a provider's prompt cache reads the whole static beginning (issue 51; the footer, the final
-reminder, stays last: docs/fidelity.md, P1). A bot author may replace any of them and the template itself
+puts the response format and the footer after the content; the default template puts them before, with the other
+texts that never change, so that a provider's prompt cache reads the whole static beginning and the prompt ends with
+the one line that changes at every request, ``<updates count="N"/>`` (issue 51; docs/fidelity.md, P1). A bot
+author may replace any of them and the template itself
 (``create_agent(options=AgentOptions(template=..., instructions=...))``). The content is made of five parts
 generated at every step, which a template may also place one by one: ``{{actions}}`` (the available actions),
 ``{{outputs}}`` (the available outputs), ``{{contexts}}``, ``{{workingMemory}}`` (a bounded window of it, and the
@@ -21,7 +22,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +54,7 @@ __all__ = (
     "format_output",
     "format_value",
     "output_tools",
+    "quiet_params",
     "reply_output",
     "xml_attr",
 )
@@ -120,11 +122,12 @@ XML_CALL_FORMAT = (
 )
 """What an action that takes XML arguments tells the model (``call_format="xml"``)."""
 
-TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{response}}\n\n{{content}}\n\n{{footer}}"
-"""The default template: the intro (and persona), the instructions and the response format are the system part, the
-same at every step and in every conversation of a bot (a prefix a provider caches); the content and the footer the
-prompt part. The Prompting seed's order but for the response format, which it puts after the content (the seed's
-order is ``SEED_TEMPLATE``)."""
+TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{response}}\n\n{{footer}}\n\n{{content}}"
+"""The default template: the intro (and persona), the instructions, the response format and the footer are the system
+part, the same at every step and in every conversation of a bot (a prefix a provider caches); the content the prompt
+part, ending with ``<updates count="N"/>``, the one line that changes at every request. The Prompting seed's order
+but for the response format and the footer, which it puts after the content (the seed's order is
+``SEED_TEMPLATE``)."""
 SEED_TEMPLATE = "{{intro}}\n\n{{persona}}\n\n{{instructions}}\n\n{{content}}\n\n{{response}}\n\n{{footer}}"
 """The Prompting seed's order (``AgentOptions(template=SEED_TEMPLATE)``): the response format after the content, so
 only the intro and the instructions are the system part."""
@@ -291,11 +294,34 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _params(params: dict[str, str]) -> str:
-    """Attributes from ``params``; a name that is not a plain XML name (it came from elsewhere and could carry
-    markup) is left out, and so is an empty value (it tells the model nothing: the web chat's ``gateway`` in one
-    process)."""
-    return "".join(f' {k}="{xml_attr(v)}"' for k, v in params.items() if v != "" and _ATTR_NAME.match(k))
+def _params(params: dict[str, str], hidden: Collection[str] = ()) -> str:
+    """Attributes from ``params`` but those named in ``hidden``; a name that is not a plain XML name (it came from
+    elsewhere and could carry markup) is left out, and so is an empty value (it tells the model nothing)."""
+    return "".join(
+        f' {k}="{xml_attr(v)}"' for k, v in params.items() if v != "" and k not in hidden and _ATTR_NAME.match(k)
+    )
+
+
+_MESSAGE_ID = "message_id"
+"""The input param naming the platform's message: shown only where the bot can do something with it
+(``quiet_params``)."""
+
+
+def quiet_params(actions: Sequence[Action], outputs: Sequence[Output]) -> frozenset[str]:
+    """The input params a conversation whose actions and outputs are these does not show the model: the message id
+    (``message_id``), unless one of them takes one, its schema naming ``message_id`` (Discord's ``discord:react``,
+    Telegram's checklist that ``replace``s one posted before, an author's own "pin" or "edit"). Replies thread under
+    the message answered in code (each platform's ``REPLY_TO``), without the model: to it, an id nothing takes is
+    noise, some 30 bytes of every input (issue 51)."""
+    schemas = [
+        *(a.schema for a in actions),
+        *(o.schema for o in outputs),
+        *(o.attributes for o in outputs if o.attributes is not None),
+    ]
+    return frozenset() if any(_MESSAGE_ID in schema.json_schema_text for schema in schemas) else _NO_MESSAGE_ID
+
+
+_NO_MESSAGE_ID = frozenset((_MESSAGE_ID,))
 
 
 def format_action(action: Action) -> str:
@@ -332,22 +358,26 @@ def format_output(output: Output) -> str:
     return "".join(parts)
 
 
-def format_log(log: Log, *, media: Mapping[str, Loaded] | None = None) -> str:
+def format_log(log: Log, *, media: Mapping[str, Loaded] | None = None, quiet: frozenset[str] = frozenset()) -> str:
     """One working-memory entry as XML; an input's attachments follow its text (``media``: what the
-    current run fetched from them). Every text in it that our code did not write is escaped."""
-    ts = _iso(log.timestamp)
+    current run fetched from them). Every text in it that our code did not write is escaped.
+
+    An input shows the params the model can use: not those it marks ``hidden`` (``InputRef.hidden``: what goes
+    without saying where it was received), nor those the conversation does not show (``quiet``:
+    ``quiet_params``). An output, the bot's own answer, shows no time: the input it answers has one, and nothing
+    reads it from the prompt (the catch-up, the summaries and the reminders read the entries' ``timestamp``)."""
     if isinstance(log, InputRef):
         body = escape_text(log.text if log.text is not None else format_value(log.data))
         if log.attachments:  # our markup; what it shows of an attachment is escaped by format_attachments
             body = "\n".join(p for p in (body, format_attachments(log.attachments, media)) if p)
-        return f'<input type="{xml_attr(log.type)}"{_params(log.params)} timestamp="{ts}">{body}</input>'
+        hidden = quiet.union(log.hidden) if log.hidden else quiet
+        ts = _iso(log.timestamp)
+        return f'<input type="{xml_attr(log.type)}"{_params(log.params, hidden)} timestamp="{ts}">{body}</input>'
     if isinstance(log, OutputRef):
         body = log.text if log.text is not None else (log.content if log.data is None else format_value(log.data))
         status = f' error="{xml_attr(log.error)}"' if log.error else ""
-        return (
-            f'<output type="{xml_attr(log.type)}"{_params(log.params)}{status} timestamp="{ts}">'
-            f"{escape_text(body)}</output>"
-        )
+        return f'<output type="{xml_attr(log.type)}"{_params(log.params)}{status}>{escape_text(body)}</output>'
+    ts = _iso(log.timestamp)
     if isinstance(log, ActionCall):
         body = log.content if log.data is None else format_value(log.data)
         return (
@@ -410,7 +440,12 @@ def _sections(state: ContextState) -> list[PromptSection]:
 
 
 def window(
-    memory: WorkingMemory, *, count: int, token_budget: int, media: Mapping[str, Loaded] | None = None
+    memory: WorkingMemory,
+    *,
+    count: int,
+    token_budget: int,
+    media: Mapping[str, Loaded] | None = None,
+    quiet: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The newest processed entries, at most ``count`` of them and about ``token_budget`` tokens (4 characters a
     token), formatted, oldest first. Reads at most ``count`` entries from the end; the text of a settled entry is
@@ -436,7 +471,7 @@ def window(
         if log.processed:
             text = shown.get(log.id)
             if text is None:
-                text = format_log(log, media=media)
+                text = format_log(log, media=media, quiet=quiet)
                 memory.keep_text(log, text)
             used += len(text)
             if used > budget_chars and out:
@@ -470,9 +505,11 @@ def build_prompt(
     updates: Sequence[Log],
     template: PromptTemplate = DEFAULT_TEMPLATE,
     persona: str = "",
+    quiet: frozenset[str] | None = None,
 ) -> Prompt:
     """Build the prompt for one step of a run of ``state``: ``template``'s sections (``persona`` in its place)
-    around the content.
+    around the content. ``quiet``: the input params the conversation does not show (``quiet_params`` of every
+    action and output it has, whoever the run is for: the engine passes them; None: of ``actions`` and ``outputs``).
 
     The working memory shows the processed entries and then ``updates``, the new ones, in place: they are its last
     entries, and ``<updates count="N"/>`` says how many (the Prompting seed shows them in ``<updates>`` apart,
@@ -483,11 +520,11 @@ def build_prompt(
     ctx = state.context
     if not actions:  # (no action offered: no action syntax either, when the template's texts are the framework's)
         template = _without_actions(template)
+    if quiet is None:
+        quiet = quiet_params(actions, outputs)
+    media = loaded_of(state.values)
     memory = window(
-        state.working_memory,
-        count=ctx.max_working_memory,
-        token_budget=ctx.max_prompt_tokens,
-        media=loaded_of(state.values),
+        state.working_memory, count=ctx.max_working_memory, token_budget=ctx.max_prompt_tokens, media=media, quiet=quiet
     )
     parts = {
         "actions": "<available-actions>\n" + "\n".join(format_action(a) for a in actions) + "\n</available-actions>"
@@ -496,7 +533,7 @@ def build_prompt(
         "outputs": "<available-outputs>\n" + "\n".join(format_output(o) for o in outputs) + "\n</available-outputs>",
         "contexts": "<contexts>\n" + "\n".join(_context_block(each) for each in (state, *state.used)) + "\n</contexts>",
         "workingMemory": "<working-memory>\n"
-        + "\n".join([*memory, *(format_log(u, media=loaded_of(state.values)) for u in updates)])
+        + "\n".join([*memory, *(format_log(u, media=media, quiet=quiet) for u in updates)])
         + "\n</working-memory>",
         "updates": f'<updates count="{len(updates)}"/>',
     }

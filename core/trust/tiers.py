@@ -3,7 +3,8 @@
 The tier of a message's author is computed in code by the adapter that received it (``extensions.chat.trust``:
 ``BOT_ADMIN_USERS``, the chat's administrators, an operator's roles and allowlists, other bots) and carried with
 the input as its ``tier`` param, so a worker of a fleet reads it without asking the platform again. The model never
-chooses it; the prompt shows it (``<input ... tier="member">``) only so the model can explain a refusal.
+chooses it; the prompt shows it (``<input ... tier="member">``) only so the model can explain a refusal, and not
+where it goes without saying (``InputRef.hidden``: the tier every web visitor has, the terminal's owner).
 """
 
 from __future__ import annotations

@@ -175,7 +175,8 @@ class Listener:
             return
         params = message_params(message)
         params[TIER_PARAM] = tier_of(message, adapter.trust).value
-        ref = InputRef(type=MESSAGE, data=text, params=params, attachments=attachments)
+        hidden = ["author_id"] if args.guild_id is None else []  # (a DM is one person's: its id tells nobody apart)
+        ref = InputRef(type=MESSAGE, data=text, params=params, hidden=hidden, attachments=attachments)
         key = f"discord:{message.id}"
 
         async def store() -> None:

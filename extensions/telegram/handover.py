@@ -46,7 +46,8 @@ def input_of(facts: MessageFacts, *, tier: Tier | None = None) -> InputRef:
         params["username"] = facts.username
     if tier is not None:
         params[TIER_PARAM] = tier.value
-    return InputRef(type=MESSAGE, data=facts.text, params=params, attachments=list(facts.attachments))
+    hidden = ["user_id"] if facts.private else []  # (a private chat is one person's: its id tells nobody apart)
+    return InputRef(type=MESSAGE, data=facts.text, params=params, hidden=hidden, attachments=list(facts.attachments))
 
 
 class Handover:

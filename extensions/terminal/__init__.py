@@ -166,7 +166,8 @@ async def _exchange(
 ) -> None:
     streamed: dict[int, str] = {}
     answered = False
-    said = {"type": "cli:message", "data": text, "params": {"tier": "owner"}}  # the terminal is the operator's
+    # the terminal is the operator's: every message there is the owner's, which goes without saying in the prompt
+    said = {"type": "cli:message", "data": text, "params": {"tier": "owner"}, "hidden": ["tier"]}
     async for event in agent.stream(cli_session, session, said, reasoning=False):
         if (
             event.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE)

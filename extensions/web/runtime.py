@@ -255,6 +255,15 @@ class WebRuntime(ChatAdapter):
                 "gateway": self.gateway_id,
                 TIER_PARAM: tier.value,  # (a stranger: WEB_VISITOR_TIER, guest unless the operator raises it)
             },
+            # what goes without saying, left out of the prompt: the chat is one visitor's (the context says so; its
+            # key is their id, "visitor" names nobody), the gateway is routing, and the tier every visitor has tells
+            # nothing (one the operator raised is shown)
+            "hidden": [
+                "user",
+                "user_id",
+                "gateway",
+                *((TIER_PARAM,) if tier.value == self.settings.visitor_tier else ()),
+            ],
             "correlation_id": key,
         }
 

@@ -11,7 +11,6 @@ import itertools
 from collections.abc import AsyncIterator
 
 from core import InMemoryStore, ModelRequest, ScriptedModel, action, context, create_agent, output
-from core.prompt import FOOTER
 from core.testing import updates_of
 
 REPLY = '<response><output type="say">noted</output></response>'
@@ -106,7 +105,7 @@ async def test_each_request_up_to_the_end_of_its_working_memory_is_the_start_of_
     for before, after in itertools.pairwise(requests):
         end = before.rindex(END)
         assert after.startswith(before[:end])
-        assert before[end:] == f'{END}\n\n<updates count="1"/>\n\n{FOOTER}'
+        assert before[end:] == f'{END}\n\n<updates count="1"/>'  # (the footer is in the system part)
     # what the second request adds to the first: its input's answer... here, the call and its result
     added = requests[2][requests[1].rindex(END) :]
     assert added.startswith("\n<thought") and "<action_call" in added and "<action_result" in added

@@ -12,17 +12,18 @@ from core.prompt import FOOTER, INSTRUCTIONS, PARTS, RESPONSE_FORMAT, SEED_TEMPL
 PIECES = {name: name.upper() for name in PARTS}
 
 
-def test_the_default_template_has_the_static_sections_first_and_the_footer_last() -> None:
-    """Intro (and persona), instructions, response format, content, footer: the texts that never change are the
-    system part, a prefix a provider's prompt cache reads (issue 51); the seed's order but for the response format
+def test_the_default_template_has_the_static_sections_first_and_the_updates_last() -> None:
+    """Intro (and persona), instructions, response format, footer, content: the texts that never change are the
+    system part, a prefix a provider's prompt cache reads, and the prompt ends with the updates' count, the one line
+    that changes at every request (issue 51); the seed's order but for the response format and the footer
     (docs/fidelity.md, P1), which ``SEED_TEMPLATE`` puts after the content."""
     system, prompt = PromptTemplate(intro="I").render(persona="", content="CONTENT")
-    assert system == f"I\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}"
-    assert prompt == f"CONTENT\n\n{FOOTER}"
+    assert system == f"I\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}\n\n{FOOTER}"
+    assert prompt == "CONTENT"
     system, _ = PromptTemplate(intro="I").render(persona="P", content="CONTENT")
-    assert system == f"I\n\nP\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}"
+    assert system == f"I\n\nP\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}\n\n{FOOTER}"
     _, prompt = PromptTemplate(intro="I").render(content=PIECES)
-    assert prompt == f"ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES\n\n{FOOTER}"
+    assert prompt == "ACTIONS\n\nOUTPUTS\n\nCONTEXTS\n\nWORKINGMEMORY\n\nUPDATES"
 
 
 def test_the_seed_s_own_order_is_a_template_away() -> None:

@@ -424,13 +424,13 @@ async def test_the_prompt_has_the_template_sections_in_order() -> None:
     async with agent:
         await agent.send(chat, "u", msg("hi"))
     request = model.requests[0]
-    # the same at every step: the seed's static sections, the response format among them (a prefix a provider's
-    # prompt cache reads, issue 51: docs/fidelity.md, P1); the footer, the final reminder, last
-    assert request.system == f"You are Tester.\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}"
+    # the same at every step: the seed's static sections, the response format and the footer among them (a prefix a
+    # provider's prompt cache reads, issue 51: docs/fidelity.md, P1); the updates' count, which changes, last
+    assert request.system == f"You are Tester.\n\n{INSTRUCTIONS}\n\n{RESPONSE_FORMAT}\n\n{FOOTER}"
     whole = f"{request.system}\n\n{request.prompt}"
     content = [f"<{name}>" for name in ("available-actions", "available-outputs", "contexts", "working-memory")]
-    order = ["You are Tester.", INSTRUCTIONS, RESPONSE_FORMAT, *content, '<updates count="1"/>', FOOTER]
-    assert in_order(whole, order) and whole.startswith(order[0]) and whole.endswith(FOOTER)
+    order = ["You are Tester.", INSTRUCTIONS, RESPONSE_FORMAT, FOOTER, *content, '<updates count="1"/>']
+    assert in_order(whole, order) and whole.startswith(order[0]) and whole.endswith(order[-1])
 
 
 async def test_a_template_places_each_part_of_the_content_apart() -> None:
@@ -459,8 +459,8 @@ async def test_every_prompt_section_can_be_replaced() -> None:
     agent, model = bot([R("")], intro="INTRO", instructions="INSTRUCTIONS", response="RESPONSE", footer="FOOTER")
     async with agent:
         await agent.send(chat, "u", msg("hi"))
-    assert model.requests[0].system == "INTRO\n\nINSTRUCTIONS\n\nRESPONSE"
-    assert model.requests[0].prompt.endswith('</working-memory>\n\n<updates count="1"/>\n\nFOOTER')
+    assert model.requests[0].system == "INTRO\n\nINSTRUCTIONS\n\nRESPONSE\n\nFOOTER"
+    assert model.requests[0].prompt.endswith('</working-memory>\n\n<updates count="1"/>')
 
 
 async def test_the_prompt_template_can_be_replaced() -> None:

@@ -38,7 +38,7 @@ async def test_a_web_visitor_is_a_guest_refused_a_member_action(start_bot: Start
     notices = [e["text"] for e in shown if e.get("op") in ("notice", "post") and e.get("text") != ANSWER]
     assert len(notices) == 1 and "⛔" in notices[0] and "remember" in notices[0] and "guest" in notices[0], shown
     first = model.requests[0]
-    assert 'tier="guest"' in first.prompt
+    assert "tier=" not in first.prompt  # (the tier every visitor has goes without saying; the refusal says it)
     assert "remember" not in first.action_names  # not offered to a guest
     told = _remember_result(model.requests[1].prompt)
     assert told.startswith("<error>") and "was not run" in told and "guest" in told
@@ -50,7 +50,7 @@ async def test_web_visitor_tier_member_lets_them_call_member_actions(start_bot: 
     async with client() as visitor:
         shown = await talk(bot.chat_url, visitor, "remember my locker code 4711", until=ANSWER)
         assert not any("⛔" in str(e.get("text")) for e in shown)
-    assert 'tier="member"' in model.requests[0].prompt and "remember" in model.requests[0].action_names
+    assert "tier=" not in model.requests[0].prompt and "remember" in model.requests[0].action_names
     assert not _remember_result(model.requests[1].prompt).startswith("<error>")  # it ran
 
 
