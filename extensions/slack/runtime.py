@@ -356,7 +356,8 @@ class SlackRuntime(ChatAdapter):
             "message_id": ts,
             TIER_PARAM: self.trust.tier("slack", user).value,
         }
-        ref = InputRef(type=MESSAGE, data=text, params=params, attachments=self._attachments(files))
+        hidden = ["author_id"]  # (the author's id is their name here: the prompt shows it once, as author)
+        ref = InputRef(type=MESSAGE, data=text, params=params, hidden=hidden, attachments=self._attachments(files))
         key = f"slack:{args.channel}:{ts}"
         self._running[args.channel] = args
 

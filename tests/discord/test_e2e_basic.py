@@ -19,6 +19,8 @@ async def test_dm_is_answered_as_a_reply_with_typing(world: World, start_bot: St
     assert world.dm in world.fake.typing
     assert "hi there" in model.requests[0].prompt
     assert 'author="alice"' in model.requests[0].prompt
+    # a DM is one person's: their id tells nobody apart; the message id stays (discord:react takes one: issue 51)
+    assert "author_id=" not in model.requests[0].prompt and f'message_id="{asked["id"]}"' in model.requests[0].prompt
 
 
 async def test_channel_message_needs_a_mention(world: World, start_bot: StartBot) -> None:
@@ -33,7 +35,7 @@ async def test_channel_message_needs_a_mention(world: World, start_bot: StartBot
     [reply] = await world.fake.wait_posted(world.general)
     assert reply["message_reference"]["message_id"] == asked["id"]
     prompt = model.requests[-1].prompt
-    assert "what is 2+2?" in prompt
+    assert "what is 2+2?" in prompt and 'author_id="' in prompt  # (a server channel: people told apart by id)
     assert world.fake.bot["id"] not in updates_of(prompt)  # the bot's own mention is stripped
     assert "talking among ourselves" not in prompt
 

@@ -93,6 +93,8 @@ async def test_an_owner_is_known_without_asking_and_a_private_chat_is_a_member_s
     await server.wait_replies(1, chat_id=MEMBER)
     assert 'tier="owner"' in model.requests[0].prompt and 'tier="member"' in model.requests[1].prompt
     assert server.calls_of("getChatAdministrators") == []
+    # who wrote is told apart by id in a group; a private chat is one person's (issue 51: InputRef.hidden)
+    assert f'user_id="{ADMIN}"' in model.requests[0].prompt and "user_id=" not in model.requests[1].prompt
 
 
 async def test_two_bots_allowed_to_talk_stop_at_the_cap(server: FakeTelegramServer, start_bot: StartBot) -> None:
