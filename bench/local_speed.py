@@ -37,10 +37,9 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from bots.app import build_agent  # noqa: E402
-from bots.models import open_model, weights_folder  # noqa: E402
+from bots.models import local_weights, open_model, weights_folder  # noqa: E402
 from bots.settings import Settings  # noqa: E402
 from core import Agent, RunEventType  # noqa: E402
-from core.models.weights import CHOICES  # noqa: E402
 from extensions.terminal import cli_session  # noqa: E402
 
 __all__ = ("LINES", "Line", "main", "percentile")
@@ -149,9 +148,8 @@ async def _main(opts: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="local-speed-") as scratch:
         settings = Settings()
         # where the bot keeps the weights (LLM_WEIGHTS_DIR, else the per-user folder), with its warm cache
-        weights_dir = weights_folder(
-            settings.llm, settings.bot.data_dir, CHOICES[str(settings.llm.local_model)].filename
-        )
+        weights, _ = local_weights(settings.llm, settings.bot.data_dir)
+        weights_dir = weights_folder(settings.llm, settings.bot.data_dir, weights.filename)
         # a shared machine may take long over a tool's decision and call (its answer comes whole): a minute's
         # silence is not a failure here, the seconds per line say how long it took
         llm = {

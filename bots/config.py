@@ -28,7 +28,7 @@ from core.url_secrets import mask_query
 from extensions.platforms import Platform, all_platforms, platform
 from extensions.web.settings import WebSettings
 
-from .models import chain_problems, weights_folder
+from .models import chain_problems, local_weights, weights_folder
 from .service_checks import redis_safety
 from .settings import Settings
 from .tracing import tracing_problems
@@ -298,9 +298,9 @@ def _model_problems(settings: Settings) -> list[str]:
                 "pip install '.[local]', or choose LLM_PROVIDER=openai / anthropic"
             )
         elif llm.model_path is None:
-            from core.models.weights import CHOICES, missing
+            from core.models.weights import missing
 
-            chosen = CHOICES[str(llm.local_model)]
+            chosen, _ = local_weights(llm, settings.bot.data_dir)
             problem = missing(chosen, weights_folder(llm, settings.bot.data_dir, chosen.filename))
             if problem is not None:
                 problems.append(problem)

