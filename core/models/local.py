@@ -113,8 +113,9 @@ _STOP_WAIT = 30.0
 class LocalModel:
     """Answers with a GGUF model run in-process by llama.cpp, constrained to the response format.
 
-    ``LocalModel()`` loads the installed default weights (``weights.DEFAULT_CHOICE``), as ``LLM_PROVIDER=local``
-    does; ``weights=`` names other packaged weights, ``model_path=`` any GGUF file."""
+    ``LocalModel()`` loads the installed default weights (``weights.DEFAULT_CHOICE``, the 0.5B), as
+    ``LLM_PROVIDER=local`` does where ``LLM_LOCAL_MODEL=auto`` finds no room for the 1.5B (``auto.py``); ``weights=``
+    names other packaged weights, ``model_path=`` any GGUF file."""
 
     vision = False
     prefers_compact = True
@@ -145,7 +146,7 @@ class LocalModel:
         if model_path is not None and weights is not None:
             raise ValueError("LocalModel takes model_path or weights, not both")
         if model_path is None and weights is None:
-            weights = CHOICES[DEFAULT_CHOICE]  # the installed default, as LLM_PROVIDER=local loads it
+            weights = CHOICES[DEFAULT_CHOICE]  # the installed default, as auto loads it on a small machine
         self.weights = weights
         """The packaged weights to assemble and check before loading (None: ``model_path`` as it is)."""
         self.weights_dir = weights_dir if weights_dir is not None else DEFAULT_WEIGHTS_DIR

