@@ -19,11 +19,12 @@ from typing import Any
 import httpx
 from telegram.error import InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
-from telegram.request import BaseRequest, HTTPXRequest, RequestData
+from telegram.request import BaseRequest, RequestData
 
 from core import tracing
 from core.errors import ConfigError, PlatformError
 
+from .http_client import AiohttpRequest
 from .settings import TelegramSettings
 
 __all__ = ("App", "ObservedRequest", "RateLimiter", "build_application", "initialize", "quiet_library_logs")
@@ -71,10 +72,10 @@ _POSTS = ("send", "edit", "delete")
 """The Bot API methods traced one span each (posts, edits and deletions)."""
 
 
-class ObservedRequest(HTTPXRequest):
-    """PTB's HTTP client for the Bot API, telling ``on_status`` the status of every answer: a 429 for the
-    metrics, a 401 once running (the token was revoked). Only the method name leaves this class: the URL
-    holds the token."""
+class ObservedRequest(AiohttpRequest):
+    """PTB's HTTP client for the Bot API (``AiohttpRequest``), telling ``on_status`` the status of every answer: a
+    429 for the metrics, a 401 once running (the token was revoked). Only the method name leaves this class: the
+    URL holds the token."""
 
     def __init__(self, on_status: Callable[[int, str], None], **options: Any) -> None:
         super().__init__(**options)
@@ -139,7 +140,7 @@ def build_application(
             read_timeout=timeout,
             write_timeout=timeout,
             pool_timeout=timeout,
-            httpx_kwargs={"verify": verify},
+            ssl_context=verify,
         )
 
     builder = (
