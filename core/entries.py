@@ -33,8 +33,20 @@ _counter = itertools.count()
 _prefix = os.urandom(4).hex()
 
 
+def _renew_prefix() -> None:
+    """A forked child's own prefix: with its parent's it would make the same ids (a pre-forking server, a fork
+    server, ``multiprocessing`` with ``fork``)."""
+    global _counter, _prefix
+    _counter = itertools.count()
+    _prefix = os.urandom(4).hex()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_renew_prefix)
+
+
 def new_id() -> str:
-    """A short id, unique within this process and very likely across processes."""
+    """A short id, unique within this process and very likely across processes (a forked child included)."""
     return f"{_prefix}{next(_counter):x}"
 
 
