@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +20,7 @@ import pytest
 
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fleet.server import RedisServer, free_port
+from tests.fork_server import ForkedProcess, spawn_async
 
 if TYPE_CHECKING:
     import aiohttp
@@ -93,18 +93,17 @@ async def telegram() -> AsyncIterator[FakeTelegramServer]:
 
 
 class Process:
-    """``bots <command> [APP]`` as an asyncio subprocess: its JSON log lines are read as they come."""
+    """``bots <command> [APP]`` as an asyncio subprocess (``python -m bots.cli``, forked from the fork server of
+    tests/fork_server.py unless ``TESTS_FORK_SERVER=0``): its JSON log lines are read as they come."""
 
     def __init__(self, command: str, env: dict[str, str], cwd: Path, *, app: str | None = None) -> None:
         self.command, self.env, self.cwd, self.app = command, env, cwd, app
         self.port = int(env["HTTP_PORT"])
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self.lines: list[dict[str, Any]] = []
 
     async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
+        self.proc = await spawn_async(  # python -m bots.cli ..., forked from the fork server (tests/fork_server.py)
             "bots.cli",
             self.command,
             *([self.app] if self.app is not None else []),

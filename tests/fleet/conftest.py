@@ -7,7 +7,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from core import Agent, ScriptedModel, create_agent
 from core.fleet import QueueConfig, RedisBackend, RedisDispatcher, RedisMemoryStore
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fork_server import ForkedPopen, spawn_popen
 
 from .logs import assert_nothing_left_behind
 from .probe import ChatArgs, answer, chat, probe_extension
@@ -86,14 +86,17 @@ class Workers:
     def __init__(self, server: RedisServer, folder: Path) -> None:
         self.server = server
         self.folder = folder
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[subprocess.Popen[bytes] | ForkedPopen] = []
 
-    def start(self, *extra: str, marks: Path | None = None) -> subprocess.Popen[bytes]:
-        args = [sys.executable, "-m", "tests.fleet.worker_main", "--url", self.server.url, *extra]
+    def start(self, *extra: str, marks: Path | None = None) -> subprocess.Popen[bytes] | ForkedPopen:
+        """``python -m tests.fleet.worker_main --url ... EXTRA``, forked from the fork server (tests/fork_server.py)."""
+        args = ["--url", self.server.url, *extra]
         if marks is not None:
             args += ["--marks", str(marks)]
         log = (self.folder / f"worker-{len(self.procs)}.log").open("wb")
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+        proc = spawn_popen(
+            "tests.fleet.worker_main", *args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ}
+        )
         log.close()
         self.procs.append(proc)
         return proc

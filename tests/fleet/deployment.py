@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fork_server import ForkedProcess, spawn_async
 
 from .logs import assert_nothing_left_behind
 from .server import RedisServer
@@ -60,7 +60,7 @@ class Processes:
     def __init__(self, folder: Path, env: dict[str, str]) -> None:
         self.folder = folder
         self.env = env
-        self.procs: list[tuple[str, asyncio.subprocess.Process]] = []
+        self.procs: list[tuple[str, asyncio.subprocess.Process | ForkedProcess]] = []
 
     async def __aenter__(self) -> Processes:
         return self
@@ -68,16 +68,15 @@ class Processes:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop_all()
 
-    async def start(self, role: str) -> asyncio.subprocess.Process:
+    async def start(self, role: str) -> asyncio.subprocess.Process | ForkedProcess:
+        """``python -m bots.cli ROLE``, forked from the fork server (tests/fork_server.py)."""
         log = self.folder / f"{role}-{len(self.procs)}.log"
         with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bots.cli", role, cwd=self.folder, env=self.env, stdout=out, stderr=out
-            )
+            proc = await spawn_async("bots.cli", role, cwd=self.folder, env=self.env, stdout=out, stderr=out)
         self.procs.append((str(log), proc))
         return proc
 
-    def log_of(self, proc: asyncio.subprocess.Process) -> str:
+    def log_of(self, proc: asyncio.subprocess.Process | ForkedProcess) -> str:
         return next(Path(log).read_text() for log, p in self.procs if p is proc)
 
     async def stop_all(self) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 from core import Agent, create_agent
 from core.fleet import QueueWorker, RedisBackend, RedisDispatcher, RedisMemoryStore
 from tests.agent_args import agent_args
+from tests.fork_server import ForkedPopen, spawn_popen
 
 from .conftest import ROOT
 from .logs import assert_nothing_left_behind
@@ -65,11 +68,20 @@ class Spawned:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[subprocess.Popen[bytes] | ForkedPopen] = []
 
-    def spawn(self, name: str, args: list[str], *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, name: str, args: list[str], *, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes] | ForkedPopen:
+        """``args`` as a process; ``python -m MODULE ...`` (``sys.executable``) forked from the fork server
+        (tests/fork_server.py)."""
         with (self.folder / f"{name}-{len(self.procs)}.log").open("wb") as log:
-            proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+            proc: subprocess.Popen[bytes] | ForkedPopen
+            if args[:2] == [sys.executable, "-m"]:
+                given = env if env is not None else dict(os.environ)
+                proc = spawn_popen(args[2], *args[3:], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=given)
+            else:
+                proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
         self.procs.append(proc)
         return proc
 
@@ -80,7 +92,7 @@ class Spawned:
         assert_nothing_left_behind(sorted(self.folder.glob("*.log")))
 
 
-def terminate(procs: Sequence[subprocess.Popen[bytes]], timeout: float) -> None:
+def terminate(procs: Sequence[subprocess.Popen[bytes] | ForkedPopen], timeout: float) -> None:
     """SIGTERM to the ``procs`` still running, SIGKILL to any still there ``timeout`` seconds later."""
     for p in procs:
         if p.poll() is None:
@@ -106,7 +118,7 @@ def stop_every(groups: Sequence[Spawned]) -> None:
         raise failures[0]
 
 
-def kill(proc: subprocess.Popen[bytes]) -> float:
+def kill(proc: subprocess.Popen[bytes] | ForkedPopen) -> float:
     """``kill -9`` ``proc`` and wait for it; returns when (``time.monotonic()``)."""
     proc.send_signal(signal.SIGKILL)
     proc.wait()
