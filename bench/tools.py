@@ -17,8 +17,9 @@ calling one is wrong). Each case is a fresh conversation; only its last line is 
 
 Printed per model and bot: tool choice (the expected tool was called), valid arguments (it ran without an error),
 argument accuracy (the arguments hold what the message said), result used (the answer after a successful tool
-shows what the tool returned), refusals after a successful tool, wrong calls on the no-tool messages, seconds
-per case. Asserts nothing: a benchmark, not a test.
+shows what the tool returned), refusals after a successful tool, answers after one speaking of "the person" or "the
+user" in the third person, answers that are the result itself (``Done: ...``: the model's own showed nothing of it),
+wrong calls on the no-tool messages, seconds per case. Asserts nothing: a benchmark, not a test.
 
 Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
 settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
@@ -756,6 +757,12 @@ obvious, 3 choice, 2 earlier, 3 none; the tables' 4 obvious, 3 choice, 2 earlier
 
 _REFUSAL = re.compile(r"i'?m sorry|sorry, but|can'?t assist|cannot assist|can'?t help|cannot help|unable to", re.I)
 """A refusal: after a tool that succeeded, a defect."""
+_THIRD_PERSON = re.compile(r"\b(?:the|this) (?:user|person|writer|customer)\b", re.I)
+"""The person written to spoken of in the third person ("The person booked a table ..."), a defect."""
+_BARE_RESULT = re.compile(r"\ADone(?:\.|: )")
+"""The tool's result given as the answer (``answer_guards.fallback_answer``): the model's own answer showed nothing
+of it twice. "result used" counts it as used, so it is counted apart: a prompt that makes the model's answers worse
+shows here."""
 
 
 # -- running -----------------------------------------------------------------------------------------------
@@ -806,6 +813,14 @@ class Outcome:
     @property
     def refused(self) -> bool:
         return bool(_REFUSAL.search(self.answer))
+
+    @property
+    def third_person(self) -> bool:
+        return bool(_THIRD_PERSON.search(self.answer))
+
+    @property
+    def bare(self) -> bool:
+        return bool(_BARE_RESULT.match(self.answer))
 
 
 async def _turn(agent: Any, session: str, text: str) -> Outcome:
@@ -883,6 +898,8 @@ def summary(name: str, outcomes: Sequence[Outcome]) -> str:
         f" | argument accuracy {_pct(sum(o.valid and o.accurate for o in tool_cases), len(tool_cases))} ({kinds})"
         f" | result used {_pct(sum(o.used for o in after), len(after))}"
         f" | refusals after a tool {sum(o.refused for o in after)}"
+        f" | in the third person {sum(o.third_person for o in after)}"
+        f" | the result itself as the answer {sum(o.bare for o in after)}"
         f" | no tool on no-tool messages {_pct(sum(not o.calls for o in none_cases), len(none_cases))}"
         f" | {statistics.mean(seconds) if seconds else 0:.1f} s/case (median {statistics.median(seconds) if seconds else 0:.1f})"
     )

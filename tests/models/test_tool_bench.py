@@ -89,3 +89,23 @@ async def test_the_tool_bench_runs_the_tables_bot_with_dates_and_enums() -> None
         assert by_line[line].valid and by_line[line].accurate and by_line[line].used, by_line[line]
     line = tools.summary("scripted, tables", outcomes)
     assert "right tool with valid args 2/2 (100%)" in line and "no tool on no-tool messages 4/4" in line, line
+
+
+def test_the_summary_counts_answers_in_the_third_person_and_the_result_given_as_the_answer() -> None:
+    """ "result used" counts the result itself (``Done: ...``, given when the model's answer showed nothing of it) as
+    used, and says nothing of an answer speaking of the person instead of to them: both are counted apart (issue 55,
+    where a prompt's wording moved them and not the bench's other figures)."""
+    tools = bench()
+    case = next(c for c in tools.CASES if c.bot == "tables" and c.tool == "cancel_booking")
+    said = (
+        "Booking 1 is cancelled.",
+        "The person cancelled booking number 1.",
+        "Done: cancelled: 1",
+        "Ben owes them 3, and she paid.",
+    )
+    outcomes = [
+        tools.Outcome(case=case, answer=text, calls=[("cancel_booking", "{}")], results=[("cancel_booking", True)])
+        for text in said
+    ]
+    line = tools.summary("scripted, tables", outcomes)
+    assert "| in the third person 1 |" in line and "| the result itself as the answer 1 |" in line, line
