@@ -1,10 +1,10 @@
 """python-telegram-bot's HTTP client on aiohttp (PTB's ``BaseRequest``, its documented way to bring another client).
 
-PTB's own ``HTTPXRequest`` goes through httpx, httpcore and anyio: about 0.8 ms of CPU per request on this project's
-2-core machine against 0.25 ms for aiohttp's (a local server, the same form body; aiohttp parses HTTP in C), and a
-bot makes two requests between a person's message and its answer (the long poll's answer, the reply), plus the
-"typing..." action and the poller's looks while the model writes. aiohttp is already what the bot's other clients and
-servers use (Discord, the web chat, the ops endpoints).
+PTB's own ``HTTPXRequest`` goes through httpx, httpcore and anyio: about 1.0 ms of CPU per request on this project's
+loaded 2-core machine against 0.28 ms for aiohttp's (200 form POSTs to a local server; aiohttp parses HTTP in C), and
+a bot makes two requests between a person's message and its answer (the long poll's answer, the reply), plus the
+"typing..." action and the poller's looks while the model writes (docs/explanation/benchmarks.md). aiohttp is
+already what the bot's other clients and servers use (Discord, the web chat, the ops endpoints).
 
 What PTB's client does, this one does: the Bot API's form body (JSON-encoded values, as ``RequestData`` gives them)
 or a multipart body with files; a connection pool of ``connection_pool_size``; PTB's four timeouts (connect, read,
