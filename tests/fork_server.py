@@ -64,6 +64,7 @@ PRELOAD = (
     "aiohttp.web",
     "anyio",
     "anyio._backends._asyncio",
+    "discord",
     "h2.connection",
     "httpcore2._async",
     "httpx",
