@@ -127,6 +127,7 @@ class ReplyRecord:
         self._final: ReplySlot | None = None
         self._posts = 0
         self._intended: tuple[int, str] | None = None
+        self._delivered: str | None = None  # the text an earlier attempt recorded delivering under these entries
 
     @classmethod
     def of(cls, state: ContextState, output_type: str, *, streamed: bool) -> ReplyRecord | None:
@@ -154,14 +155,34 @@ class ReplyRecord:
     async def close(self, text: str, *, intent: str | None = None) -> None:
         """The answer is complete: take (or find) its last entry, storing ``text`` with it (with the first one, in
         the same round trip, when the reply has none yet). ``intent``: as for ``open``, when nothing is shown yet."""
-        if self._final is not None:
+        if self._final is None:
+            if self.streamed and self._live is None:
+                self._live, self._final = await self._begin([text, text], intent)
+                self._absorb(self._live)
+            else:
+                (self._final,) = await self._begin([text], intent if not self.opened else None)
+            self._absorb(self._final)
+        self._same_answer(text)
+
+    def _same_answer(self, text: str) -> None:
+        """A reply an earlier attempt delivered under this reply's entries stands for this one only when it is the same
+        answer. The entries are keyed by their place in the batch's run (``<batch>:<step>.<n>``), and a batch whose
+        inputs changed across attempts (a Redis failover lost a join, or the take of a batch that was then taken again
+        under the same id, with the inputs stored meanwhile) has a step whose model call is not replayed and answers
+        other inputs than the earlier attempt's at the same place: taken as delivered, that answer was recorded in the
+        memory as given and never shown (tests/fleet/test_e2e_primary_back.py). Its messages are edited to this
+        answer instead."""
+        delivered, self._delivered = self._delivered, None
+        if not self.done or delivered is None or delivered == text:
             return
-        if self.streamed and self._live is None:
-            self._live, self._final = await self._begin([text, text], intent)
-            self._absorb(self._live)
-        else:
-            (self._final,) = await self._begin([text], intent if not self.opened else None)
-        self._absorb(self._final)
+        self.done = False
+        slot = self._final or self._live
+        log.warning(
+            "reply %s was delivered by an earlier attempt with another answer (the batch's inputs changed since): "
+            "its %d message(s) are edited to this one",
+            slot.key if slot is not None else "?",
+            len(self.message_ids),
+        )
 
     async def _begin(self, texts: list[str], intent: str | None) -> list[ReplySlot]:
         """Take the entries for ``texts`` in one round trip when the ledger can (``begin_many``), recording the
@@ -200,6 +221,8 @@ class ReplyRecord:
             self.pending = slot.pending
             self.pending_text = slot.pending_text
         self.done = self.done or slot.done
+        if slot.done:
+            self._delivered = slot.content
         self.message_ids = list(slot.message_ids)
         self.content = slot.content
         self.shown = list(slot.shown)

@@ -52,6 +52,29 @@ async def test_a_reply_delivered_by_an_earlier_attempt_is_left_alone(
     assert len(server.calls_of("sendMessage")) == 1 and reply.versions == versions
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["posted", "streamed"])
+async def test_a_reply_delivered_by_an_earlier_attempt_with_another_answer_is_edited_to_this_one(
+    server: FakeTelegramServer, start_bot: StartBot, stream: bool
+) -> None:
+    """The batch runs again with other inputs (a Redis failover lost a join, or a take then made again under the same
+    batch id with the inputs stored meanwhile): its step is not replayed, and the model's new answer lands on the
+    entries of the earlier attempt's finished reply. Taken as delivered, it was recorded as given and never shown
+    (tests/fleet/test_e2e_primary_back.py); it edits the earlier reply's message instead."""
+    server.chat(CHAT)
+    other = "Another answer, to the inputs the batch holds now."
+    model = ScriptedModel([answer(ANSWER), answer(other)], chunk_size=5, delay=0.002)
+    agent = await start_bot(model, listen=False, stream_replies=stream, stream_interval=0.05)
+    ledger = MemoryLedger()
+    await answer_batch(agent, ledger)
+    [reply] = server.sent
+    assert reply.text == SHOWN
+
+    await answer_batch(agent, ledger.attempt())
+    assert len(server.calls_of("sendMessage")) == 1
+    assert reply.text == other
+    assert all(e["done"] and e["content"] == other for e in ledger.stored())
+
+
 async def test_a_message_an_earlier_attempt_showed_is_finished_not_posted_again(
     server: FakeTelegramServer, start_bot: StartBot
 ) -> None:
