@@ -266,23 +266,15 @@ class _Child:
             os.kill(self.pid, sig)
 
 
-class ForkedProcess:
-    """What the tests use of ``asyncio.subprocess.Process``, for a child of the fork server."""
+class _Signalled:
+    """What both stand-ins share: the child's pid and its signals."""
 
-    def __init__(self, child: _Child, stderr: asyncio.StreamReader | None) -> None:
+    def __init__(self, child: _Child) -> None:
         self._child = child
-        self._exited: asyncio.Future[int] | None = None
-        self.stderr = stderr
-        self.stdin = None
-        self.stdout = None
 
     @property
     def pid(self) -> int:
         return self._child.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return self._child.poll()
 
     def send_signal(self, sig: int) -> None:
         self._child.signal(sig)
@@ -292,6 +284,21 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+class ForkedProcess(_Signalled):
+    """What the tests use of ``asyncio.subprocess.Process``, for a child of the fork server."""
+
+    def __init__(self, child: _Child, stderr: asyncio.StreamReader | None) -> None:
+        super().__init__(child)
+        self._exited: asyncio.Future[int] | None = None
+        self.stderr = stderr
+        self.stdin = None
+        self.stdout = None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._child.poll()
 
     async def wait(self) -> int:
         """Waits for the child to end; its exit status (several may wait at once)."""
@@ -323,16 +330,12 @@ class ForkedProcess:
         return await asyncio.shield(self._exited)
 
 
-class ForkedPopen:
+class ForkedPopen(_Signalled):
     """What the tests use of ``subprocess.Popen``, for a child of the fork server."""
 
     def __init__(self, child: _Child, args: list[str]) -> None:
-        self._child = child
+        super().__init__(child)
         self.args = args
-
-    @property
-    def pid(self) -> int:
-        return self._child.pid
 
     @property
     def returncode(self) -> int | None:
@@ -351,15 +354,6 @@ class ForkedPopen:
             child.read(timeout=left)
         assert child.returncode is not None
         return child.returncode
-
-    def send_signal(self, sig: int) -> None:
-        self._child.signal(sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
 
 def _fork(
