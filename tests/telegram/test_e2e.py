@@ -51,7 +51,9 @@ async def test_private_chat_is_answered_as_a_reply(server: FakeTelegramServer, s
     assert reply.raw == "Hello <b>Ann</b> &amp; &lt;friends&gt;"
     assert reply.parse_mode == "HTML"
     assert reply.reply_to == update["message"]["message_id"]
-    assert (1001, "typing", None) in server.chat_actions
+    # ("typing..." is sent beside the model call, not before it: with an instant model it may reach the server
+    # after the reply, on a connection of its own)
+    await server.wait_for(lambda: (1001, "typing", None) in server.chat_actions, timeout=10)
     assert [c.params["commands"] for c in server.calls_of("setMyCommands")]
 
 
