@@ -141,7 +141,7 @@ async def test_forum_topics_are_separate_conversations(server: FakeTelegramServe
     server.user_says("@daydream_test_bot two", chat_id=GROUP, kind="supergroup", thread_id=9)
     replies = await server.wait_replies(2)
     assert [(r.thread_id, r.text) for r in replies] == [(7, "in topic 7"), (9, "in topic 9")]
-    assert (GROUP, "typing", 9) in server.chat_actions
+    await server.wait_for(lambda: (GROUP, "typing", 9) in server.chat_actions, timeout=10)  # (beside the model call)
     await agent.stop()
     assert await agent.memory.get(f"working:telegram:chat:{GROUP}:7")
     assert await agent.memory.get(f"working:telegram:chat:{GROUP}:9")
