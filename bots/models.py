@@ -211,7 +211,9 @@ def model_lines(llm: LlmSettings, *, data_dir: Path | None = None) -> list[str]:
     provider = LlmProvider(llm.provider)
     if provider is not LlmProvider.LOCAL:
         return [f"{provider.value}: {llm.model.strip() or 'the provider default'}"]
-    threads = llm.threads or _cores()
+    from core.models.auto import usable_cores
+
+    threads = llm.threads or usable_cores()
     runs = f"{threads} threads, {llm.slots} conversations at once (LLM_THREADS, LLM_SLOTS)"
     if llm.model_path is not None:
         return [f"embedded: {Path(llm.model_path).name}, named by LLM_MODEL_PATH; {runs}"]
@@ -220,12 +222,6 @@ def model_lines(llm: LlmSettings, *, data_dir: Path | None = None) -> list[str]:
     if llm.local_model == LocalWeights.AUTO:
         why = f"the default, {why}; {weights.measured}"
     return [f"embedded: {weights.title} ({size}), {why}", runs]
-
-
-def _cores() -> int:
-    from core.models.auto import usable_cores
-
-    return usable_cores()
 
 
 def _progress_line(line: str) -> None:
