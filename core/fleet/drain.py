@@ -251,11 +251,12 @@ class Drainer:
                 lease=lease,
                 batch_id=str(result[2]),
                 attempt=int(result[3]),
+                take=str(result[9] or ""),
             )
-            for kind, value in zip(MEMORY_KINDS, result[9:], strict=False):
+            for kind, value in zip(MEMORY_KINDS, result[10:], strict=False):
                 scope.loaded[scope.keys.memory(kind)] = value
             entries = json.loads(result[4])
-            stop = result[9 + len(MEMORY_KINDS)] if len(result) > 9 + len(MEMORY_KINDS) else None
+            stop = result[10 + len(MEMORY_KINDS)] if len(result) > 10 + len(MEMORY_KINDS) else None
             self._starting[lease.cid] = covers(stop, scope.batch_id, entries)
             cuts: list[int] | None = None
             if result[6] == "1":  # an earlier attempt did not finish: replay what it stored
@@ -313,10 +314,19 @@ class Drainer:
                     self.stats.inputs += len(entries)
 
     async def _ledger(self, scope: RunScope) -> dict[str, str]:
+        """What the earlier attempts at this take stored: nothing when the ledger is another take's (one a failover
+        lost, under the same batch id: its answers were to other inputs; the first fenced write drops it)."""
         client = self.backend.client
         cache: dict[str, str] = await self.backend.run(
             lambda: client.hgetall(scope.ledger_key), what=f"reading the ledger of {scope.keys.cid}"
         )
+        if cache.get("take", scope.take) != scope.take:
+            log.warning(
+                "the ledger of batch %s of %s is another take's (a Redis failover lost that take): not replayed",
+                scope.batch_id,
+                scope.keys.cid,
+            )
+            return {}
         return cache
 
     async def _run(self, scope: RunScope, entries: list[dict[str, Any]], cuts: Sequence[int] | None = None) -> bool:
@@ -470,6 +480,7 @@ class Drainer:
         keys = b.keys
         ck = keys.context(lease.cid)
         job_id = "" if mode == "take" else keys.job_id(lease.cid, uuid.uuid4().hex)  # take schedules nothing
+        take = uuid.uuid4().hex[:16] if mode == "take" else ""  # (the token of a batch taken now: see scripts.py)
         writes = list(acked.staged.items()) if acked is not None else []
         usage = list(acked.usage.items()) if acked is not None else []
         reads = [*(ck.memory(kind) for kind in MEMORY_KINDS), ck.stop] if mode == "take" else []
@@ -492,6 +503,8 @@ class Drainer:
             USAGE_TTL,
             max(lease.quiet_ms, self._defaults(lease.cid).quiet_ms),  # (a take looks at the window's times then)
             QUIET_WINDOWS,
+            take,
+            acked.take if acked is not None else "",
         ]
         args.extend("" if value is None else value for _, value in writes)
         for _, counts in usage:
@@ -535,7 +548,7 @@ class Drainer:
         there = await b.call(
             b.confirm_ack,
             [ck.batch, ck.meta],
-            [acked.batch_id],
+            [acked.batch_id, acked.take],
             what=f"confirming the acknowledgement of {lease.cid} on the replicas",
             confirm=True,
         )

@@ -73,7 +73,7 @@ class Joiner:
         result, confirmed = await b.call_once(
             b.join,
             [ck.lease, ck.batch, ck.inbox],
-            [scope.lease.fence, scope.batch_id, self.cap, uuid.uuid4().hex],
+            [scope.lease.fence, scope.batch_id, self.cap, uuid.uuid4().hex, scope.take],
             what=f"joining inputs to the run of {ck.cid}",
         )
         if result[0] != "joined":

@@ -94,7 +94,7 @@ class RedisReplyLedger:
             if names is None:
                 scope.replies += 1
         b = scope.backend
-        args: list[str | int] = [scope.lease.fence, f"m{scope.step}", "".join(scope.text), len(slots)]
+        args: list[str | int] = [scope.lease.fence, scope.take, f"m{scope.step}", "".join(scope.text), len(slots)]
         for name, slot in zip(fields, slots, strict=True):
             args.extend((name, slot.dump()))
         marks = dict(scope.marks)
@@ -102,7 +102,7 @@ class RedisReplyLedger:
         try:
             result = await b.call(
                 b.begin_reply,
-                [scope.keys.lease, scope.ledger_key],
+                [scope.keys.lease, scope.ledger_key, scope.keys.batch],
                 args,
                 what=f"storing a reply for {scope.keys.cid}",
                 retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
@@ -128,7 +128,7 @@ class RedisReplyLedger:
     async def posted(self, slot: ReplySlot, message_id: str | None = None, *, done: bool = True) -> None:
         """Record the slot as it is now (a posted part's id, the intent to post one, completion), written
         at once: a crash right after a post should find the post recorded. Not fenced: a mark records a
-        fact, even from a worker that lost its lease meanwhile."""
+        fact, even from a worker that lost its lease meanwhile, as long as the batch is still this take."""
         if message_id is not None:
             slot.message_ids.append(str(message_id))
         slot.done = done
@@ -222,8 +222,8 @@ class ReplayModel:
             try:
                 await b.call(
                     b.store_model,
-                    [scope.keys.lease, scope.ledger_key],
-                    [scope.lease.fence, f"m{scope.step}", text],
+                    [scope.keys.lease, scope.ledger_key, scope.keys.batch],
+                    [scope.lease.fence, scope.take, f"m{scope.step}", text],
                     what=f"storing a model answer for {scope.keys.cid}",
                     retry_for=max(0.0, scope.lease.deadline - time.monotonic()),
                 )

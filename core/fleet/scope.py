@@ -106,6 +106,9 @@ class RunScope:
     """The batch being answered (the same on every redelivery)."""
     attempt: int
     """1 for the first delivery, more for a redelivery."""
+    take: str = ""
+    """The take's token (random, the same on every redelivery of this take; '' for a batch an older worker took):
+    the batch id alone may be handed out again after a failover, to another take (``core.fleet.scripts``)."""
     cache: dict[str, str] = field(default_factory=dict)
     """The ledger of an earlier attempt: model answers (``m<step>``), the ids of the inputs each step read
     (``m<step>:in``) and replies (``r<step>.<n>``)."""
@@ -164,18 +167,33 @@ class RunScope:
 
     async def flush_marks(self) -> None:
         """Write the marks now (not fenced: a mark records a fact, even from a worker that lost its
-        lease meanwhile). Marks that could not be written stay for the next try."""
+        lease meanwhile, as long as the batch is still this take). Marks that could not be written stay for
+        the next try. Marks the batch refused (another take holds it: a Redis failover lost this one, and its
+        id was handed out again) are dropped and the lease is given up: the run is cancelled, it posts no more."""
         if not self.marks:
             return
         b = self.backend
         sent = dict(self.marks)
         pairs = [item for pair in sent.items() for item in pair]
-        await b.call(
-            b.mark_posted, [self.ledger_key], pairs, what=f"marking replies of {self.keys.cid} as posted", confirm=True
+        written = await b.call(
+            b.mark_posted,
+            [self.ledger_key, self.keys.batch],
+            [self.take, *pairs],
+            what=f"marking replies of {self.keys.cid} as posted",
+            confirm=True,
         )
         for name, value in sent.items():
             if self.marks.get(name) == value:
                 del self.marks[name]
+        if written == -1:
+            if not self.lease.lost:
+                log.warning(
+                    "batch %s of %s is another take now (a Redis failover lost this one): its posted replies are not "
+                    "recorded there, and the run is given up",
+                    self.batch_id,
+                    self.keys.cid,
+                )
+            self.lease.give_up()
 
     async def close(self, *, acknowledged: bool) -> None:
         """End the attempt: after an acknowledgement the marks are moot (the ledger is gone); otherwise

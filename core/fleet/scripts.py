@@ -9,6 +9,14 @@ clock (``TIME``), so workers' clocks do not matter.
 A script whose write an acknowledgement relies on (``INGEST``, ``BEGIN_REPLY``, ``MARK_POSTED``) writes
 something on every run, even when it finds its work done (a redelivery, a reply stored by an earlier run):
 run again after a ``WAIT`` that too few replicas answered, its own write carries the earlier one to them.
+
+Each take of a batch carries a token of its own, random, made by the worker that takes it (``take`` in the batch
+hash, the same on every redelivery of that take, and in its reply ledger): the batch id is a counter a failover can
+hand out again (the promoted replica, or a primary back with its own data, may lack the take), to another take with
+other inputs. The scripts that write a batch's ledger, join it or acknowledge it check the take (``same_take``), so
+an attempt at a take a failover lost cannot count for the new take under the same id: its writes are refused
+(``stale``, ``MARK_POSTED`` -1) and it gives its lease up. A batch an older worker took has no token: it is checked
+as '' (a worker of this version taking it again keeps it so; a rolling upgrade loses nothing).
 """
 
 from __future__ import annotations
@@ -39,6 +47,28 @@ local function ms(x) return string.format('%d', x) end
 local function fenced(lease_key, token)
   local cur = redis.call('GET', lease_key)
   return cur and (cur == token or string.sub(cur, 1, #token + 1) == token .. '|')
+end
+-- whether the batch held is the take a write is for ('' for a take without a token: an older worker's)
+local function same_take(batch, take)
+  return (redis.call('HGET', batch, 'take') or '') == take
+end
+-- the posted marks of take may go into ledger: 0 when there is no ledger (acknowledged, or nothing begun: nothing to
+-- mark), -1 when it or the batch held is another take's (a failover lost this take), else 1
+local function may_mark(batch, ledger, take)
+  local t = redis.call('HGET', ledger, 'take')
+  if not t and redis.call('EXISTS', ledger) == 0 then return 0 end
+  if (t and t ~= take) or not same_take(batch, take) then return -1 end
+  return 1
+end
+-- a fenced write of take to ledger: a ledger recording another take (left by a take a failover lost under the same
+-- batch id) is dropped, and the take is recorded with the write (appended to the field-value list write)
+local function own_ledger(ledger, take, write)
+  if take == '' then return end
+  local t = redis.call('HGET', ledger, 'take')
+  if t == take then return end
+  if t then redis.call('DEL', ledger) end
+  table.insert(write, 'take')
+  table.insert(write, take)
 end
 -- make job_id the context's drain job: it enters arq's queue, where idle workers block on BZMPOP (the
 -- worker runs it from its id: no job payload is stored)
@@ -169,10 +199,14 @@ STEP = (
     + """
 -- KEYS: lease batch inbox meta queue active dead acked_ledger write_keys... read_keys... usage_keys...
 -- ARGV: token cid ack_id mode batch_size lease_ms max_attempts new_job_id check_ms own_job_id owner
---       nwrites nreads nusage usage_ttl quiet_ms quiet_windows value_or_nil... (in out cost)...
+--       nwrites nreads nusage usage_ttl quiet_ms quiet_windows new_take ack_take value_or_nil... (in out cost)...
 -- token '': first claim the context for drain job own_job_id (only if it is the scheduled one).
--- ack_id: acknowledge that batch if it is current: apply the writes (JSON values; '' deletes), add the usage
---   counted while it ran (HINCRBY), drop the batch and its ledger.
+-- ack_id: acknowledge that batch if it is current and the take ack_take ('' for an older worker's take): apply the
+--   writes (JSON values; '' deletes), add the usage counted while it ran (HINCRBY), drop the batch and its ledger,
+--   note the take acknowledged ('acked_take' in meta, for CONFIRM_ACK). Another batch or take held, or none and the
+--   take not acknowledged here (a failover lost it: its inputs may be waiting again, under the same batch id):
+--   'stale', and a lease still ours is freed for the sweep to hand the context out again at once.
+-- new_take: the token of a batch taken now (the take's own, random; see the module's docstring).
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
 -- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
 -- mode 'handback': like handoff, for a run given up unfinished (worker stopping): the batch stays.
@@ -180,7 +214,7 @@ STEP = (
 --   'sched'; a later take reads them when quiet_ms > 0 (the operator's window, or the one this job saw). When the
 --   window is > 0, a take waits until no input came for that long (and at most quiet_windows windows after the
 --   burst's first): {'quiet', token, '', ms to wait, '', dead_id, '0', window}, the lease kept, nothing taken.
--- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, cuts, read values...}
+-- Returns {status, token, batch_id, attempt, entries, dead_id, redelivered, window, cuts, take, read values...}
 -- (window: the quiet window the take found, '' when it did not look; cuts: where inputs joined a batch handed out
 -- again, JOIN, '' none)
 local cid = ARGV[2]
@@ -190,7 +224,7 @@ local nreads = tonumber(ARGV[13])
 local nusage = tonumber(ARGV[14])
 local token = ARGV[1]
 local W, R, U = 8, 8 + nwrites, 8 + nwrites + nreads
-local A = 17 + nwrites
+local A = 19 + nwrites
 local claimed = false
 local q = nil
 if token == '' then
@@ -214,11 +248,11 @@ else
 end
 local acked = false
 if ARGV[3] ~= '' then
-  local cur = redis.call('HGET', KEYS[2], 'id')
-  if cur == ARGV[3] then
+  local cur = redis.call('HMGET', KEYS[2], 'id', 'take')
+  if cur[1] == ARGV[3] and (cur[2] or '') == ARGV[19] then
     local sets, dels = {}, {KEYS[2], KEYS[8]}
     for i = 1, nwrites do
-      local v = ARGV[17 + i]
+      local v = ARGV[19 + i]
       if v == '' then table.insert(dels, KEYS[W + i]) else
         table.insert(sets, KEYS[W + i])
         table.insert(sets, v)
@@ -235,8 +269,13 @@ if ARGV[3] ~= '' then
       end
       if fresh then redis.call('EXPIRE', key, ARGV[15]) end
     end
+    if ARGV[19] ~= '' then redis.call('HSET', KEYS[4], 'acked_take', ARGV[19]) end
     acked = true
-  elseif cur then
+  elseif cur[1] or (ARGV[19] ~= '' and redis.call('HGET', KEYS[4], 'acked_take') ~= ARGV[19]) then
+    if not claimed then  -- (fenced: the lease is ours, and nothing of ours runs any more)
+      redis.call('DEL', KEYS[1])
+      redis.call('ZADD', KEYS[6], ms(now_ms()), cid)
+    end
     return {'stale'}
   end
 end
@@ -247,29 +286,29 @@ local function release()
   redis.call('HDEL', KEYS[4], 'sched')
   redis.call('ZREM', KEYS[6], cid)
 end
-local function handed_out(id, attempt, entries, dead, redelivered, cuts)
+local function handed_out(id, attempt, entries, dead, redelivered, cuts, take)
   if not claimed then redis.call('PEXPIRE', KEYS[1], lease_ms) end
   now = now or now_ms()
   redis.call('ZADD', KEYS[6], ms(now + lease_ms), cid)
-  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, cuts or ''}
+  local out = {'batch', token, id, attempt, entries, dead, redelivered, window, cuts or '', take or ''}
   if nreads > 0 then
     local reads = {}
     for i = 1, nreads do reads[i] = KEYS[R + i] end
     local values = redis.call('MGET', unpack(reads))
-    for i = 1, nreads do out[9 + i] = values[i] end
+    for i = 1, nreads do out[10 + i] = values[i] end
   end
   return out
 end
 if ARGV[4] == 'take' then
   local dead = ''
   if not acked then
-    local held = redis.call('HMGET', KEYS[2], 'id', 'attempt', 'entries', 'cuts')
+    local held = redis.call('HMGET', KEYS[2], 'id', 'attempt', 'entries', 'cuts', 'take')
     if held[1] then
       local id, entries = held[1], held[3]
       local attempt = tonumber(held[2]) + 1
       if attempt <= tonumber(ARGV[7]) then
         redis.call('HSET', KEYS[2], 'attempt', attempt)
-        return handed_out(id, attempt, entries, '', '1', held[4])
+        return handed_out(id, attempt, entries, '', '1', held[4], held[5])
       end
       local gone = '{"cid":' .. cjson.encode(cid) .. ',"id":"' .. id .. '","entries":' .. entries .. '}'
       redis.call('RPUSH', KEYS[7], gone)
@@ -302,8 +341,8 @@ if ARGV[4] == 'take' then
   end
   local id = tostring(redis.call('HINCRBY', KEYS[4], 'seq', 1))
   local entries = '[' .. table.concat(items, ',') .. ']'
-  redis.call('HSET', KEYS[2], 'id', id, 'attempt', 1, 'entries', entries)
-  return handed_out(id, 1, entries, dead, '0')
+  redis.call('HSET', KEYS[2], 'id', id, 'attempt', 1, 'entries', entries, 'take', ARGV[18])
+  return handed_out(id, 1, entries, dead, '0', '', ARGV[18])
 end
 local held = not acked and redis.call('EXISTS', KEYS[2]) == 1
 if not held and redis.call('LLEN', KEYS[3]) == 0 then
@@ -320,11 +359,17 @@ return {'handed_off', token, '', 0, '', '', '0'}
 )
 
 CONFIRM_ACK = """
--- KEYS: batch meta      ARGV: acked_batch_id
--- after an acknowledgement too few replicas confirmed in time: is it on the primary we reach now (the
--- batch held is no longer the one acknowledged; a failover may have lost it)? If so, write, so that the
--- WAIT after this carries the acknowledgement to the replicas too. 0: the acknowledgement is not here.
-if redis.call('HGET', KEYS[1], 'id') == ARGV[1] then return 0 end
+-- KEYS: batch meta      ARGV: acked_batch_id take
+-- after an acknowledgement too few replicas confirmed in time: is it on the primary we reach now (the take
+-- acknowledged is the one meta notes; for a take without a token, an older worker's: the batch held is no longer
+-- the one acknowledged)? A failover may have lost it, or the take itself. If so, write, so that the WAIT after this
+-- carries the acknowledgement to the replicas too. 0: the acknowledgement is not here.
+local take = ARGV[2] or ''
+if take ~= '' then
+  if redis.call('HGET', KEYS[2], 'acked_take') ~= take then return 0 end
+elseif redis.call('HGET', KEYS[1], 'id') == ARGV[1] then
+  return 0
+end
 redis.call('HSET', KEYS[2], 'acked', ARGV[1])
 return 1
 """
@@ -375,41 +420,45 @@ return 'rescheduled'
 BEGIN_REPLY = (
     _COMMON
     + """
--- KEYS: lease ledger
--- ARGV: token model_field model_text n (reply_field reply) x n (field reply)...
--- stores the n entries of a reply that are not stored yet (an earlier attempt may have stored them) and the
--- model's answer so far (unless stored complete); the pairs after the entries are earlier replies of this run
--- marked posted, carried along (not fenced). Returns {'stale'} or {'ok', stored_1, ..., stored_n}: what an
--- earlier attempt stored for each entry, '' for the ones stored now. The ledger lives as long as its batch:
--- the acknowledgement (or the dead-letter move) deletes it.
-local n = tonumber(ARGV[4])
-local marks = 5 + 2 * n
-if not fenced(KEYS[1], ARGV[1]) then
-  if #ARGV >= marks and redis.call('EXISTS', KEYS[2]) == 1 then
+-- KEYS: lease ledger batch
+-- ARGV: token take model_field model_text n (reply_field reply) x n (field reply)...
+-- stores the n entries of a reply that are not stored yet (an earlier attempt at the take may have stored them)
+-- and the model's answer so far (unless stored complete); the pairs after the entries are earlier replies of this
+-- run marked posted, carried along (not fenced: written, as MARK_POSTED does, while the batch is this take).
+-- Returns {'stale'} (the lease or the take lost) or {'ok', stored_1, ..., stored_n}: what an earlier attempt stored
+-- for each entry, '' for the ones stored now. The ledger lives as long as its batch: the acknowledgement (or the
+-- dead-letter move) deletes it.
+local take = ARGV[2]
+local n = tonumber(ARGV[5])
+local marks = 6 + 2 * n
+if not fenced(KEYS[1], ARGV[1]) or not same_take(KEYS[3], take) then
+  if #ARGV >= marks and may_mark(KEYS[3], KEYS[2], take) == 1 then
     redis.call('HSET', KEYS[2], unpack(ARGV, marks))
   end
   return {'stale'}
 end
-local fields = {ARGV[2] .. ':done'}
-for i = 1, n do fields[i + 1] = ARGV[3 + 2 * i] end
+local write = {}
+own_ledger(KEYS[2], take, write)
+local fields = {ARGV[3] .. ':done'}
+for i = 1, n do fields[i + 1] = ARGV[4 + 2 * i] end
 local cur = redis.call('HMGET', KEYS[2], unpack(fields))
 local out = {'ok'}
-local write = {}
+local stored = #write
 for i = 1, n do
   if cur[i + 1] then
     out[i + 1] = cur[i + 1]
   else
     out[i + 1] = ''
-    table.insert(write, ARGV[3 + 2 * i])
     table.insert(write, ARGV[4 + 2 * i])
+    table.insert(write, ARGV[5 + 2 * i])
   end
 end
-if #write == 0 then  -- a write for a WAIT to carry (see the module's docstring)
-  table.insert(write, ARGV[5])
+if #write == stored then  -- a write for a WAIT to carry (see the module's docstring)
+  table.insert(write, ARGV[6])
   table.insert(write, cur[2])
 elseif cur[1] ~= '1' then
-  table.insert(write, ARGV[2])
   table.insert(write, ARGV[3])
+  table.insert(write, ARGV[4])
 end
 for i = marks, #ARGV do table.insert(write, ARGV[i]) end
 redis.call('HSET', KEYS[2], unpack(write))
@@ -420,19 +469,26 @@ return out
 STORE_MODEL = (
     _COMMON
     + """
--- KEYS: lease ledger      ARGV: token model_field text
-if not fenced(KEYS[1], ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[3], ARGV[2] .. ':done', '1')
+-- KEYS: lease ledger batch      ARGV: token take model_field text
+if not fenced(KEYS[1], ARGV[1]) or not same_take(KEYS[3], ARGV[2]) then return 0 end
+local write = {ARGV[3], ARGV[4], ARGV[3] .. ':done', '1'}
+own_ledger(KEYS[2], ARGV[2], write)
+redis.call('HSET', KEYS[2], unpack(write))
 return 1
 """
 )
 
-MARK_POSTED = """
--- KEYS: ledger      ARGV: (reply_field reply)...
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
+MARK_POSTED = (
+    _COMMON
+    + """
+-- KEYS: ledger batch      ARGV: take (reply_field reply)...
+-- not fenced: a mark records a fact, even from a worker that lost its lease meanwhile, as long as the batch is the
+-- take it posted for. Returns 1, 0 (no ledger: nothing to mark) or -1 (another take: the worker's is lost)
+local ok = may_mark(KEYS[2], KEYS[1], ARGV[1])
+if ok == 1 then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end
+return ok
 """
+)
 
 RELEASE_LOCK = """
 -- KEYS: lock      ARGV: value ttl_ms ('0': release)
@@ -535,7 +591,7 @@ return 1
 JOIN = (
     _COMMON
     + """
--- KEYS: lease batch inbox        ARGV: token batch_id cap join_id
+-- KEYS: lease batch inbox        ARGV: token batch_id cap join_id take
 -- Inputs that came while the batch runs join it (core.busy steer): up to cap inputs in the batch, popped from the
 -- inbox and appended to the batch's entries (so a batch run again after a crash has them), fenced; 'cuts' records
 -- how many entries the batch held before each join ('1,3'), so a batch run again is given to the agent in the same
@@ -543,8 +599,8 @@ JOIN = (
 -- join_id makes it safe to run again (a reply lost on the way): the same join_id returns what that join took.
 -- Returns {'joined', entries joined} or {'none'} (nothing waits, or the batch is full), {'stale'} (not ours).
 if not fenced(KEYS[1], ARGV[1]) then return {'stale'} end
-local held = redis.call('HMGET', KEYS[2], 'id', 'entries', 'cuts', 'jid', 'jlast')
-if held[1] ~= ARGV[2] then return {'stale'} end
+local held = redis.call('HMGET', KEYS[2], 'id', 'entries', 'cuts', 'jid', 'jlast', 'take')
+if held[1] ~= ARGV[2] or (held[6] or '') ~= (ARGV[5] or '') then return {'stale'} end
 if held[4] == ARGV[4] then return {'joined', held[5]} end
 local count = #cjson.decode(held[2])
 local room = tonumber(ARGV[3]) - count

@@ -171,7 +171,9 @@ class ReplyRecord:
         under the same id, with the inputs stored meanwhile) has a step whose model call is not replayed and answers
         other inputs than the earlier attempt's at the same place: taken as delivered, that answer was recorded in the
         memory as given and never shown (tests/fleet/test_e2e_primary_back.py). Its messages are edited to this
-        answer instead."""
+        answer instead. Since each take of a batch has a token the ledger's scripts check (``core.fleet.scripts``), a
+        lost take's records no longer reach another take's ledger; this stays as a safety net (a ledger an older
+        worker wrote during a rolling upgrade carries no token)."""
         delivered, self._delivered = self._delivered, None
         if not self.done or delivered is None or delivered == text:
             return

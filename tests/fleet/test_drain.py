@@ -69,6 +69,7 @@ class Rig:
             lease=lease,
             batch_id=str(result[2]),
             attempt=int(result[3]),
+            take=str(result[9]),
         )
 
     async def expire(self, lease: Lease) -> None:
@@ -202,7 +203,7 @@ async def test_memory_writes_wait_for_the_fenced_ack(rig: Rig, gateway: Any, cli
     await send(gateway, "c1", "m0")
     lease, result = await rig.claim()
     assert lease is not None
-    assert json.loads(result[9]) == {"n": 0} and result[10] is None  # memory comes with the batch
+    assert json.loads(result[10]) == {"n": 0} and result[11] is None  # memory comes with the batch
     scope = rig.scope(lease, result)
     store = rig.agent.memory
     token = scope.enter()

@@ -110,7 +110,7 @@ async def test_a_join_run_again_after_its_reply_was_lost_takes_nothing_more(
 
         async def join(join_id: str) -> list[Any]:
             found: list[Any] = await b.call(
-                b.join, [ck.lease, ck.batch, ck.inbox], [lease.fence, result[2], 50, join_id], what="joining"
+                b.join, [ck.lease, ck.batch, ck.inbox], [lease.fence, result[2], 50, join_id, result[9]], what="joining"
             )
             return found
 
@@ -141,7 +141,9 @@ async def test_a_part_one_step_answered_with_the_part_before_it_is_not_answered_
         lease, scope, entries = await r.batch()
         await send(gateway, "c1", "two")
         b, ck = r.backend, r.backend.keys.context(CID)
-        joined = await b.call(b.join, [ck.lease, ck.batch, ck.inbox], [lease.fence, scope.batch_id, 50, "j1"], what="")
+        joined = await b.call(
+            b.join, [ck.lease, ck.batch, ck.inbox], [lease.fence, scope.batch_id, 50, "j1", scope.take], what=""
+        )
         assert joined[0] == "joined" and await client.hget(K + "batch", "cuts") == "1"
         assert await r.drainer._run(scope, [*entries, *json.loads(joined[1])])  # one step reads both
         await scope.close(acknowledged=False)  # the worker dies before the acknowledgement

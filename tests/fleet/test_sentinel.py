@@ -268,7 +268,9 @@ async def test_a_batch_acknowledgement_is_held_until_a_replica_confirms_it(topol
         lease = Lease(cid=CID, token="", job_id=job, owner=f"{job}#w", seconds=10.0)
         first = await drainer.claim(lease)
         await dispatcher.ingest(CID, entry, dedupe_key="u2")
-        acked = RunScope(backend=backend, keys=backend.keys.context(CID), lease=lease, batch_id=first[2], attempt=1)
+        acked = RunScope(
+            backend=backend, keys=backend.keys.context(CID), lease=lease, batch_id=first[2], attempt=1, take=first[9]
+        )
 
         replica.stop(sig=signal.SIGKILL)
         step = asyncio.create_task(drainer._step(lease, acked, "take"))
