@@ -10,21 +10,32 @@ What PTB's client does, this one does: the Bot API's form body (JSON-encoded val
 or a multipart body with files; a connection pool of ``connection_pool_size``; PTB's four timeouts (connect, read,
 write, pool: waiting for a free connection counts against ``pool_timeout`` plus ``connect_timeout``; the write is
 bounded by the read's time, aiohttp having no write timeout of its own); a proxy from ``HTTPS_PROXY`` /
-``HTTP_PROXY`` (``NO_PROXY`` honoured) as httpx takes it; errors as PTB's ``TimedOut`` and ``NetworkError``, never
-with the URL (it holds the token).
+``HTTP_PROXY`` (``NO_PROXY`` honoured) as httpx takes it: the proxies read from the environment once, when the client
+is made (``initialize``), and whether a host goes without one at its first request; errors as PTB's ``TimedOut`` and
+``NetworkError``, never with the URL (it holds the token).
+
+Not aiohttp's ``trust_env``: with it, every request looked for a ``.netrc`` file and read the proxy variables again,
+each in a worker thread of its own (two thread hand-overs per request, the event loop waiting for the GIL back: 2.8 ms
+of a Telegram answer's critical path at load 11, profiled; docs/explanation/benchmarks.md). httpx, PTB's own client,
+reads no ``.netrc`` either.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
+import urllib.request
 from typing import Any
 
 import aiohttp
+import yarl
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
 __all__ = ("AiohttpRequest",)
+
+log = logging.getLogger("extensions.telegram")
 
 _DEFAULT_MEDIA_WRITE = 20.0
 """Seconds a request with files may take to be written (PTB's ``media_write_timeout``)."""
@@ -52,6 +63,8 @@ class AiohttpRequest(BaseRequest):
         self._media_write = media_write_timeout
         self._ssl = ssl_context
         self._session: aiohttp.ClientSession | None = None
+        self._proxies: dict[str, str] = {}
+        self._proxy_of: dict[str, tuple[yarl.URL | None, dict[str, str] | None]] = {}
 
     @property
     def read_timeout(self) -> float | None:
@@ -59,12 +72,14 @@ class AiohttpRequest(BaseRequest):
 
     async def initialize(self) -> None:
         if self._session is None or self._session.closed:
+            self._proxies = urllib.request.getproxies_environment()  # (HTTPS_PROXY, HTTP_PROXY, NO_PROXY: as httpx)
+            self._proxy_of = {}
             connector = aiohttp.TCPConnector(
                 limit=self._pool_size, limit_per_host=self._pool_size, ssl=self._ssl if self._ssl is not None else True
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                trust_env=True,  # HTTPS_PROXY, HTTP_PROXY and NO_PROXY, as httpx reads them
+                trust_env=False,  # (the proxy: ``_proxy``, from the environment read here)
                 headers={"User-Agent": self.USER_AGENT},
                 skip_auto_headers=("Accept-Encoding",),
                 auto_decompress=False,
@@ -118,13 +133,48 @@ class AiohttpRequest(BaseRequest):
             sock_connect=connect,
             sock_read=_max(read, write),  # (no write timeout in aiohttp: the body is written within the read's)
         )
+        proxy, proxy_auth = self._proxy(url)
+        plain = proxy_auth is not None and url.startswith("http:")  # (no CONNECT: the request itself goes to the proxy)
         try:
-            async with session.request(method, url, data=data, timeout=timeout, allow_redirects=False) as response:
+            async with session.request(
+                method,
+                url,
+                data=data,
+                timeout=timeout,
+                allow_redirects=False,
+                proxy=proxy,
+                proxy_headers=proxy_auth,
+                headers=proxy_auth if plain else None,
+            ) as response:
                 return response.status, await response.read()
         except TimeoutError as exc:  # (aiohttp's connect and read timeouts are TimeoutErrors too)
             raise TimedOut from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {_without_token(str(exc))}") from exc
+
+    def _proxy(self, url: str) -> tuple[yarl.URL | None, dict[str, str] | None]:
+        """The proxy for ``url`` and the header with its credentials (from its URL), as the environment read by
+        ``initialize`` gives them: none for a host ``NO_PROXY`` names, or a scheme without one. Worked out once per
+        scheme and host."""
+        key = "/".join(url.split("/", 3)[:3])  # (scheme://host:port)
+        found = self._proxy_of.get(key)
+        if found is None:
+            found = self._proxy_of[key] = _proxy_for(yarl.URL(url), self._proxies)
+        return found
+
+
+def _proxy_for(url: yarl.URL, proxies: dict[str, str]) -> tuple[yarl.URL | None, dict[str, str] | None]:
+    """What aiohttp's ``trust_env`` took from the environment for ``url`` (without its ``.netrc``): the proxy of its
+    scheme, unless ``NO_PROXY`` names its host; an https:// proxy is not supported by aiohttp (left, with a warning)."""
+    address = proxies.get(url.scheme)
+    if not address or url.host is None or urllib.request.proxy_bypass(url.host):
+        return None, None
+    proxy = yarl.URL(address)
+    if proxy.scheme != "http":
+        log.warning("%s proxies are not supported; %s requests go without one", proxy.scheme.upper(), url.scheme)
+        return None, None
+    auth = aiohttp.BasicAuth.from_url(proxy)
+    return proxy.with_user(None), None if auth is None else {"Proxy-Authorization": auth.encode()}
 
 
 def _sum(a: float | None, b: float | None) -> float | None:

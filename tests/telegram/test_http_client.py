@@ -152,3 +152,57 @@ async def test_requests_before_initialize_or_after_shutdown_are_refused() -> Non
     await request.shutdown()
     with pytest.raises(RuntimeError, match="not initialized"):
         await request.do_request("http://127.0.0.1:1/bot1:x/getMe", "POST")
+
+
+async def test_a_request_goes_without_a_worker_thread(
+    serve: Callable[[Handler], Awaitable[str]], client: AiohttpRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy is worked out from the environment read at ``initialize``: no ``.netrc`` looked for nor proxy
+    variables read again in a worker thread at each request (aiohttp's ``trust_env``: two thread hand-overs on the
+    way of every answer, the event loop waiting for the GIL back)."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, "result": True})
+
+    url = await serve(handler)
+    loop = asyncio.get_running_loop()
+    handed: list[object] = []
+
+    def run_in_executor(executor: object, func: object, *args: object) -> asyncio.Future[object]:
+        handed.append(func)
+        future: asyncio.Future[object] = loop.create_future()
+        future.set_exception(AssertionError("a worker thread"))
+        return future
+
+    monkeypatch.setattr(loop, "run_in_executor", run_in_executor)
+    for _ in range(2):
+        status, _body = await client.do_request(f"{url}/bot{TOKEN}/getMe", "POST")
+        assert status == 200
+    assert handed == []
+
+
+async def test_a_host_no_proxy_names_goes_direct_and_the_proxy_credentials_are_sent(
+    serve: Callable[[Handler], Awaitable[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``NO_PROXY`` is honoured per host; the user and password in ``HTTP_PROXY`` go to the proxy, not in its URL."""
+    asked: list[tuple[str, str | None]] = []
+
+    async def proxy(request: web.Request) -> web.Response:
+        asked.append((str(request.url), request.headers.get("Proxy-Authorization")))
+        return web.json_response({"ok": True, "result": True})
+
+    async def direct(request: web.Request) -> web.Response:
+        asked.append(("direct", None))
+        return web.json_response({"ok": True, "result": True})
+
+    proxy_url, direct_url = await serve(proxy), await serve(direct)
+    monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://me:pw@"))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    request = AiohttpRequest()
+    await request.initialize()
+    try:
+        await request.do_request(f"http://api.telegram.invalid/bot{TOKEN}/getMe", "POST")
+        await request.do_request(f"{direct_url}/bot{TOKEN}/getMe", "POST")
+    finally:
+        await request.shutdown()
+    assert asked == [(f"http://api.telegram.invalid/bot{TOKEN}/getMe", "Basic bWU6cHc="), ("direct", None)]
