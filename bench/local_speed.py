@@ -11,7 +11,8 @@ answered from what the model knows, thanks.
   model serves them side by side.
 
 Printed per run: the median (p50) and p90 seconds from a line sent to its whole answer, the lines answered (a
-non-empty answer, no error), the prompt tokens the model evaluated (not taken from its cache) and, for the four,
+non-empty answer, no error), the prompt tokens the model evaluated (not taken from its cache), the tokens it wrote
+per tool call (what the grammar and the call's prefilled start leave it) and, for the four,
 the ratio of their p50 to the single one's. Then the cold first answer (the first line of the first conversation
 after the bot is ready) beside a warm one (the same kind of line in a later conversation, its slot new as well).
 The runs alternate (one, four, one, four...); ``--runs`` (3). The sampling is greedy (temperature 0, a fixed
@@ -29,9 +30,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # keep bench/ off the import path (bench/core.py would shadow the core package)
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -125,23 +127,58 @@ def describe(name: str, lines: Sequence[Line]) -> str:
     )
 
 
-def _count_evaluated(model: object) -> list[int]:
-    """A counter of the prompt tokens llama.cpp evaluated (not taken from its cache) for ``model``'s requests, the
-    figure the machine's load does not move: each request's ``timings.prompt_n`` added up (an embedded model's
-    ``_note_usage`` sees every chunk); always 0 for another model."""
-    count = [0]
-    note = getattr(model, "_note_usage", None)
-    if note is None:
-        return count
+@dataclass
+class Counts:
+    """Tokens llama.cpp handled for the embedded model's requests since the last ``reset``: the figures the machine's
+    load does not move."""
 
-    def counted(chunk: dict[str, object]) -> None:
-        timings = chunk.get("timings") if isinstance(chunk, dict) else None
-        if isinstance(timings, dict) and timings.get("prompt_n"):
-            count[0] += int(timings["prompt_n"])
-        note(chunk)
+    evaluated: int = 0
+    """Prompt tokens evaluated (not taken from a slot's cache): each request's ``timings.prompt_n`` added up."""
+    calls: int = 0
+    """Tool calls written (requests with ``tools``)."""
+    call_tokens: int = 0
+    """Tokens the model wrote for those calls (``timings.predicted_n``): what a prompt's prefill leaves it."""
 
-    model._note_usage = counted  # type: ignore[attr-defined]
-    return count
+    def reset(self) -> None:
+        self.evaluated = self.calls = self.call_tokens = 0
+
+    def per_call(self) -> str:
+        return f"{self.call_tokens / self.calls:.1f}" if self.calls else "-"
+
+
+class _CountingServer:
+    """Stands between an embedded model and its llama.cpp server, adding up ``Counts`` from every request's chunks."""
+
+    def __init__(self, server: Any, counts: Counts) -> None:
+        self._server = server
+        self._counts = counts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+    def handle_chat_completions(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> None:
+        counts = self._counts
+        if body.get("tools"):
+            counts.calls += 1
+
+        def counted(chunk: Any) -> bool:
+            timings = chunk.get("timings") if isinstance(chunk, dict) else None
+            if isinstance(timings, dict):
+                counts.evaluated += int(timings.get("prompt_n") or 0)
+                if body.get("tools"):
+                    counts.call_tokens += int(timings.get("predicted_n") or 0)
+            return on_chunk(chunk)
+
+        self._server.handle_chat_completions(body, counted)
+
+
+def _count(model: object) -> Counts:
+    """``Counts`` of ``model``'s requests from now on (an embedded model once loaded; always 0 for another)."""
+    counts = Counts()
+    server = getattr(model, "_server", None)
+    if server is not None:
+        model._server = _CountingServer(server, counts)  # type: ignore[attr-defined]
+    return counts
 
 
 async def _main(opts: argparse.Namespace) -> int:
@@ -170,10 +207,10 @@ async def _main(opts: argparse.Namespace) -> int:
         model = agent.model
         if hasattr(model, "seed"):
             model.seed = 7
-        evaluated = _count_evaluated(model)
         started = time.perf_counter()
         await open_model(model, agent)
         print(f"{model!r}: ready in {time.perf_counter() - started:.1f} s", flush=True)
+        counts = _count(model)
         singles: list[float] = []
         fours: list[float] = []
         cold: list[float] = []
@@ -181,13 +218,14 @@ async def _main(opts: argparse.Namespace) -> int:
         async with agent:
             for run in range(opts.runs):
                 base = run * (opts.chats * 2)
-                evaluated[0] = 0
+                counts.reset()
                 alone = await one_at_a_time(agent, range(base, base + opts.chats), f"one{run}", show=opts.show)
-                tokens_one, evaluated[0] = evaluated[0], 0
+                tokens_one, per_call_one = counts.evaluated, counts.per_call()
+                counts.reset()
                 together = await at_once(
                     agent, range(base + opts.chats, base + 2 * opts.chats), f"four{run}", show=opts.show
                 )
-                tokens_four = evaluated[0]
+                tokens_four, per_call_four = counts.evaluated, counts.per_call()
                 if run == 0:
                     cold.append(alone[0].seconds)
                 warm += [line.seconds for line in alone if line.index == 0 and line is not alone[0]]
@@ -196,12 +234,14 @@ async def _main(opts: argparse.Namespace) -> int:
                 singles.append(p50_one)
                 fours.append(p50_four)
                 print(
-                    describe(f"run {run + 1}, one conversation at a time", alone) + f" | {tokens_one} prompt tokens",
+                    describe(f"run {run + 1}, one conversation at a time", alone)
+                    + f" | {tokens_one} prompt tokens | {per_call_one} tokens written per tool call",
                     flush=True,
                 )
                 print(
                     describe(f"run {run + 1}, {opts.chats} at once", together)
-                    + f" | {tokens_four} prompt tokens | {p50_four / max(p50_one, 1e-9):.2f}x the single p50",
+                    + f" | {tokens_four} prompt tokens | {per_call_four} tokens written per tool call"
+                    + f" | {p50_four / max(p50_one, 1e-9):.2f}x the single p50",
                     flush=True,
                 )
         one, four = statistics.median(singles), statistics.median(fours)

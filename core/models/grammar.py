@@ -33,6 +33,7 @@ __all__ = (
     "limits_for",
     "parse_tool_call",
     "tool_call_grammar",
+    "tool_call_start",
 )
 
 _STRUCTURE_TOKENS = 16
@@ -242,7 +243,21 @@ class _Rules:
             return self.object(schema, depth)
         return "json-value"
 
-    def object(self, schema: dict[str, Any], depth: int) -> str:
+    @staticmethod
+    def first_key(schema: dict[str, Any]) -> str | None:
+        """The key an object of ``schema`` always starts with: its first required member's, else its only
+        optional one's (``object`` allows no empty object), else None."""
+        properties = schema.get("properties")
+        if not isinstance(properties, dict) or not properties:
+            return None
+        required = [k for k in properties if k in set(schema.get("required") or ())]
+        if required:
+            return str(required[0])
+        return str(next(iter(properties))) if len(properties) == 1 else None
+
+    def object(self, schema: dict[str, Any], depth: int, *, opened: bool = False) -> str:
+        """The rule of an object of ``schema``; ``opened``: only what follows ``{"KEY":``, its ``first_key`` and
+        colon (written by the call's fixed start, see ``tool_call_start``)."""
         properties = schema.get("properties")
         if not isinstance(properties, dict) or not properties:
             return "json-object"
@@ -252,6 +267,12 @@ class _Rules:
         def member(key: str) -> str:
             return f'{_literal(json.dumps(key, ensure_ascii=False))} ws ":" ws {self.value(properties[key], depth + 1)}'
 
+        if opened:
+            first, *rest = required or optional  # (``first_key``: required, else the only optional one)
+            members = [f"ws {self.value(properties[first], depth + 1)}", *(member(k) for k in rest if k in required)]
+            body = ' ws "," ws '.join(members)
+            body += "".join(f' (ws "," ws {member(k)})?' for k in optional if k != first)
+            return self.add(f'{body} ws "}}"')
         if required:
             body = ' ws "," ws '.join(member(k) for k in required)
             body += "".join(f' (ws "," ws {member(k)})?' for k in optional)
@@ -315,6 +336,43 @@ def tool_call_grammar(
     tail_rules = [
         ("answer-start", "[^<>{}`\\[\\]\\x00-\\x20]"),
         ("answer-char", "[^\\x00]"),
+        *_json_rules(lim),
+    ]
+    lines = [("root", " | ".join(choices)), *rules, *tail_rules]
+    return "\n".join(f"{name} ::= {rule}" for name, rule in lines) + "\n"
+
+
+def tool_call_start(tool: ToolSpec, *, limits: GrammarLimits | None = None) -> tuple[str, str]:
+    """The call of ``tool`` in two parts: the start its grammar fixes, and the GBNF grammar of the rest.
+
+    The start is the tags, the tool's name and, when the arguments always start with the same member (a required
+    one, or the only one), its key::
+
+        <tool_call>
+        {"name": "calculate", "arguments": {"expression":
+
+    Given as the start of the assistant's turn (llama.cpp prefills a trailing assistant message), it is evaluated
+    in one batch with the prompt instead of written token by token under ``tool_call_grammar``: the model writes
+    only the rest (`` "6 * 7"}}``, where the grammar ends it). The call is the start and the rest joined; it has
+    no closing tag (``parse_tool_call`` reads it). Each part ends where the model's own tokens do (after a colon,
+    before a space), so the rest starts with the token it would have written anyway."""
+    lim = limits or GrammarLimits()
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    start = f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(tool.name, ensure_ascii=False)}, "arguments":'
+    built = _Rules(schema, "args", lim)
+    first = _Rules.first_key(schema)
+    if first is not None:
+        start += f" {{{json.dumps(first, ensure_ascii=False)}:"
+        rest = built.object(schema, 0, opened=True)
+    else:
+        rest = f"ws {built.object(schema, 0)}" if schema.get("properties") else "ws json-object"
+    lines = [("root", f'{rest} ws "}}"'), *built.rules, *_json_rules(lim)]
+    return start, "\n".join(f"{name} ::= {rule}" for name, rule in lines) + "\n"
+
+
+def _json_rules(lim: GrammarLimits) -> list[tuple[str, str]]:
+    """The rules of JSON values the tool-call grammars share (``ws`` among them)."""
+    return [
         ("json-value", 'json-object | json-array | json-string | json-number | "true" | "false" | "null"'),
         (
             "json-object",
@@ -335,8 +393,6 @@ def tool_call_grammar(
         ("json-number", '"-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,15})? ([eE] [-+]? [0-9]{1,3})?'),
         ("ws", "[ \\t\\n]{0,4}"),
     ]
-    lines = [("root", " | ".join(choices)), *rules, *tail_rules]
-    return "\n".join(f"{name} ::= {rule}" for name, rule in lines) + "\n"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ import pydantic
 from core import Bot, ContextState, InMemoryStore, RunEventType, action, context, create_agent, escape_text, output
 from core.models import LocalModel
 from core.models.base import ToolSpec
-from core.models.grammar import ToolCall
+from core.models.grammar import ToolCall, tool_call_start
 from core.models.tool_routing import CONFIRM_DEMOS, ROUTE_DEMOS
 from core.parser import TagEnd, parse
 from core.prompt import output_tools
@@ -86,7 +86,8 @@ def scripted(
     second question about an output answers no for the messages ``declined``, else yes."""
 
     def reply(body: dict[str, Any]) -> str:
-        last = str(body["messages"][-1]["content"])
+        # (a call's body ends with its start, prefilled: the person's message is the one before it)
+        last = str(next(m["content"] for m in reversed(body["messages"]) if m["role"] != "assistant"))
         if body["max_tokens"] == 16:  # the decision: the message after the bot's tools
             return script[last.rpartition("\nMessage: ")[2]][0]
         if body["max_tokens"] == 2:  # the second question: does the message ask for the output named?
@@ -136,8 +137,12 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     ), "the tools sharing the most words with the message first"
     # the call: the action's schema as the grammar, the tool listed by the chat template
     assert [t["function"]["name"] for t in call["tools"]] == ["add_todo"]
-    assert call["grammar"].startswith("root ::= tool-call\n") and '"\\"item\\"" ws ":" ws json-text' in call["grammar"]
-    assert '"\\"todo:list\\""' not in call["grammar"]
+    assert call["messages"][-1] == {
+        "role": "assistant",
+        "content": '<tool_call>\n{"name": "add_todo", "arguments": {"item":',
+    }
+    assert call["grammar"].startswith("root ::= args-1 ws") and "args-1 ::= ws json-text" in call["grammar"]
+    assert "todo:list" not in call["grammar"]
     (result,) = [e.content for e in added if e.type == RunEventType.TOOL_CALL_RESULT]
     assert result["result"] == {"added": "water the plants", "items_now": 2}
     # the state the bot keeps reaches the model (its render and its instructions), and the result is answered
@@ -158,7 +163,8 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
         "Message: Show my list.\nDoes the message ask for this tool?"
     ), "with the person's line before it, as the decision has"
     assert [t["function"]["name"] for t in call2["tools"]] == ["todo:list"]
-    assert '"\\"text\\"" ws ":" ws json-text' in call2["grammar"]
+    assert call2["messages"][-1]["content"].endswith('"todo:list", "arguments": {"text":')
+    assert "args-1 ::= ws json-text" in call2["grammar"], "the output's text, not empty"
     finals = [(e.output_type, e.content) for e in listed if e.final]
     assert finals == [("todo:list", "1. buy milk <b>&\n2. water the plants")]
     assert shown == ["1. buy milk <b>&\n2. water the plants"]
@@ -248,7 +254,8 @@ async def test_warming_up_evaluates_the_first_message_s_prompts_and_claims_no_sl
     await model.warm(request)
     decide, plain, call = model._server.bodies
     assert all(body["max_tokens"] == 1 for body in model._server.bodies)
-    assert call["id_slot"] == 1 and call["messages"] == plain["messages"] and call["tools"], "where calls go"
+    assert call["id_slot"] == 1 and call["messages"][:-1] == plain["messages"] and call["tools"], "where calls go"
+    assert call["messages"][-1] == {"role": "assistant", "content": tool_call_start(request.tools[0])[0]}
     assert decide["messages"][-1]["content"].endswith("\nMessage: Hello!")
     assert plain["id_slot"] == 0 and "Todo list:\n- buy milk" in plain["messages"][0]["content"]
     assert not model._slot_of, "no conversation holds a slot"

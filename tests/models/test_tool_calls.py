@@ -23,7 +23,14 @@ import pytest
 
 from core.models import LocalModel, ModelRequest
 from core.models.base import ToolSpec
-from core.models.grammar import ToolCall, parse_tool_call, tool_call_grammar
+from core.models.grammar import (
+    TOOL_CALL_OPEN,
+    ToolCall,
+    parse_tool_call,
+    tool_call_grammar,
+    tool_call_start,
+)
+from core.models.local import _CALL_LIMITS
 from core.models.tool_routing import grounded, repeated
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
@@ -172,11 +179,23 @@ class FakeServer:
     def handle_chat_completions(self, body: dict[str, Any], on_chunk: Callable[[Any], bool]) -> None:
         self.bodies.append(body)
         self.threads.add(threading.get_ident())
-        text = self.reply(body)
+        text = after_start(self.reply(body), body)
         for start in range(0, len(text), 3):
             if on_chunk({"choices": [{"delta": {"content": text[start : start + 3]}}]}):
                 return
         on_chunk({"choices": [{"delta": {}}], "usage": {"prompt_tokens": 9, "completion_tokens": 4}})
+
+
+def after_start(text: str, body: dict[str, Any]) -> str:
+    """What a model writes of ``text`` after the start of its turn ``body`` gives (a trailing assistant message,
+    which llama.cpp prefills: the start of a tool call): a call scripted whole, or without its tags, loses it."""
+    last = (body.get("messages") or [{}])[-1]
+    if last.get("role") != "assistant":
+        return text
+    for start in (last["content"], last["content"].removeprefix(f"{TOOL_CALL_OPEN}\n")):
+        if text.startswith(start):
+            return text[len(start) :]
+    return text
 
 
 def scripted_model(tmp_path: Path, reply: Callable[[dict[str, Any]], str], *, slots: int = 2) -> LocalModel:
@@ -227,7 +246,9 @@ async def test_a_message_that_needs_a_tool_gets_its_call_as_an_action_call(tmp_p
     assert text == '<response><action_call name="current_time">{"timezone": "Asia/Tokyo"}</action_call></response>'
     _, calling = model._server.bodies
     assert [t["function"]["name"] for t in calling["tools"]] == ["current_time"]
-    assert calling["tool_choice"] == "none" and calling["grammar"].startswith("root ::= tool-call\n")
+    start, rest = tool_call_start(TOOLS[1], limits=_CALL_LIMITS)
+    assert calling["tool_choice"] == "none" and calling["grammar"] == rest, "the grammar of what follows the start"
+    assert calling["messages"][-1] == {"role": "assistant", "content": start}, "the call's start is prefilled"
     assert calling["id_slot"] == 2, "writing the call has a slot of its own"
 
 
@@ -255,7 +276,9 @@ async def test_after_a_result_the_model_answers_from_it_in_the_conversations_slo
 
 
 async def test_an_incomplete_call_gives_an_empty_response_not_an_error(tmp_path: Path) -> None:
-    model = scripted_model(tmp_path, router_or('<tool_call>\n{"name": "remember", "argu', "remember"))
+    model = scripted_model(
+        tmp_path, router_or('<tool_call>\n{"name": "remember", "arguments": {"fact": "I li', "remember")
+    )
     text = "".join([c async for c in model.stream(request(("user", "Remember that I like tea.")))])
     assert text == "<response></response>"
 
@@ -350,7 +373,7 @@ async def test_a_failed_call_is_decided_again_among_the_tools_closer_to_the_mess
     assert text == '<response><action_call name="exchange">{"amount": 100}</action_call></response>'
     decide, calling = model._server.bodies
     assert decide["grammar"] == 'root ::= "exchange" | "none"\n', "only the tools closer than the failed one"
-    assert "error: cannot convert euros to dollars" in calling["messages"][-1]["content"], "the error in view"
+    assert "error: cannot convert euros to dollars" in calling["messages"][-2]["content"], "the error in view"
 
 
 async def test_a_failed_call_no_other_tool_fits_is_written_once_more_and_only_once(tmp_path: Path) -> None:
