@@ -50,8 +50,11 @@ def marks(path: Path) -> int:
 
 async def test_two_workers_200_contexts_x_20_messages(gateway: Any, client: Any, workers: Workers) -> None:
     chats = [f"c{i}" for i in range(200)]
-    a = workers.start("--concurrency", "16")
-    b = workers.start("--concurrency", "16")
+    # A lease of 10 s (the probe's default is 2): this test counts attempts, and on a loaded machine a worker kept
+    # off the CPU past a 2 s lease loses it and the run is rightly tried again (an attempt more; the kill and pause
+    # tests below are the ones about leases).
+    a = workers.start("--concurrency", "16", "--lease", "10")
+    b = workers.start("--concurrency", "16", "--lease", "10")
     await send_rounds(gateway, chats, range(20))
     await wait_until(lambda: answered(client, chats), timeout=60, what="first answers")
     await wait_until(lambda: _at_least(answered(client, chats), 4000), timeout=60, what="4,000 answers")
