@@ -162,8 +162,9 @@ class ChatPages:
         with self.runtime.hub.listen(visitor) as queue, contextlib.suppress(ConnectionResetError):
             await response.write(b'retry: 1000\n\ndata: {"op":"ready"}\n\n')
             while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), HEARTBEAT)
+                try:  # (asyncio.timeout, not wait_for: no task of its own for each event, one loop turn less)
+                    async with asyncio.timeout(HEARTBEAT):
+                        event = await queue.get()
                 except TimeoutError:
                     await response.write(b": ping\n\n")
                     continue

@@ -318,8 +318,12 @@ class WebRuntime(ChatAdapter):
     # -- post ------------------------------------------------------------------------------------------
 
     async def hub_publish(self, visitor: str, event: dict[str, Any]) -> None:
-        """Show ``event`` on the visitor's pages open in this process."""
+        """Show ``event`` on the visitor's pages open in this process, and let their streams write it before the
+        caller goes on: as a Telegram or Discord post returns once the platform has the message, not before the
+        run's next work (the model call's usage, the memory saved: SQLite writes, each a worker thread taking the
+        GIL in turn) delays the answer's bytes (docs/explanation/benchmarks.md, "A lone message's answer")."""
         self.show(visitor, event)
+        await asyncio.sleep(0)  # (one loop turn: each page's task, woken by its queue, writes the event now)
 
     def show(self, visitor: str, event: dict[str, Any]) -> None:
         """Show ``event`` on the visitor's pages open in this process; a picture or voice message (its bytes in the
