@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from tests.fakes.discord_server import FakeDiscord, Json
+from tests.fakes.discord_server import FakeDiscord, Json, layout_text
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fleet.server import free_port
 from tests.web.conftest import WEB_SECRET, client, csrf_of
@@ -127,7 +127,12 @@ class DiscordChat:
         await self.fake.say(where, text, author=self.people[person], mention_bot=group)
 
     def texts(self, person: int, *, group: bool = False) -> list[str]:
-        return [str(m["content"]) for m in self.fake.visible_in(self.channel if group else self.dms[person])]
+        """What each reply shows: its content, or for an answer with structure (a list, a table, a code block), laid
+        out with components v2, its text displays (such a message has no content)."""
+        return [
+            str(m["content"]) or layout_text(m)
+            for m in self.fake.visible_in(self.channel if group else self.dms[person])
+        ]
 
 
 class _Visitor:
