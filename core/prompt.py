@@ -325,35 +325,72 @@ _NO_MESSAGE_ID = frozenset((_MESSAGE_ID,))
 
 
 def format_action(action: Action) -> str:
-    """``<action name=...>`` with description, instructions, schema, returns and examples."""
-    parts = [f'<action name="{xml_attr(action.name)}">']
-    if action.description:
-        parts.append(f"<description>{escape_text(action.description)}</description>")
-    if action.instructions:
-        parts.append(f"<instructions>{action.instructions}</instructions>")
-    parts.append(f"<schema>{escape_text(action.schema.json_schema_text)}</schema>")
-    if action.call_format == "xml":
+    """``<action name=...>`` with description, instructions, schema, returns and examples (made once for the same
+    texts: every step's prompt shows the same actions)."""
+    return _action_xml(
+        action.name,
+        action.description,
+        action.instructions,
+        action.schema.json_schema_text,
+        action.call_format == "xml",
+        None if action.returns is None else action.returns.json_schema_text,
+        tuple(action.examples),
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _action_xml(
+    name: str,
+    description: str,
+    instructions: str,
+    schema: str,
+    xml_call: bool,
+    returns: str | None,
+    examples: tuple[str, ...],
+) -> str:
+    parts = [f'<action name="{xml_attr(name)}">']
+    if description:
+        parts.append(f"<description>{escape_text(description)}</description>")
+    if instructions:
+        parts.append(f"<instructions>{instructions}</instructions>")
+    parts.append(f"<schema>{escape_text(schema)}</schema>")
+    if xml_call:
         parts.append(f"<call_format>{XML_CALL_FORMAT}</call_format>")
-    if action.returns is not None:
-        parts.append(f"<returns>{escape_text(action.returns.json_schema_text)}</returns>")
-    if action.examples:
-        parts.append("<examples>" + "\n".join(action.examples) + "</examples>")
+    if returns is not None:
+        parts.append(f"<returns>{escape_text(returns)}</returns>")
+    if examples:
+        parts.append("<examples>" + "\n".join(examples) + "</examples>")
     parts.append("</action>")
     return "".join(parts)
 
 
 def format_output(output: Output) -> str:
-    """``<output type=...>`` with description, instructions, content and attributes schemas, examples."""
-    parts = [f'<output type="{xml_attr(output.type)}">']
-    if output.description:
-        parts.append(f"<description>{escape_text(output.description)}</description>")
-    if output.instructions:
-        parts.append(f"<instructions>{output.instructions}</instructions>")
-    parts.append(f"<content_schema>{escape_text(output.schema.json_schema_text)}</content_schema>")
-    if output.attributes is not None:
-        parts.append(f"<attributes_schema>{escape_text(output.attributes.json_schema_text)}</attributes_schema>")
-    if output.examples:
-        parts.append("<examples>" + "\n".join(output.examples) + "</examples>")
+    """``<output type=...>`` with description, instructions, content and attributes schemas, examples (made once for
+    the same texts: every step's prompt shows the same outputs)."""
+    return _output_xml(
+        output.type,
+        output.description,
+        output.instructions,
+        output.schema.json_schema_text,
+        None if output.attributes is None else output.attributes.json_schema_text,
+        tuple(output.examples),
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _output_xml(
+    type_: str, description: str, instructions: str, schema: str, attributes: str | None, examples: tuple[str, ...]
+) -> str:
+    parts = [f'<output type="{xml_attr(type_)}">']
+    if description:
+        parts.append(f"<description>{escape_text(description)}</description>")
+    if instructions:
+        parts.append(f"<instructions>{instructions}</instructions>")
+    parts.append(f"<content_schema>{escape_text(schema)}</content_schema>")
+    if attributes is not None:
+        parts.append(f"<attributes_schema>{escape_text(attributes)}</attributes_schema>")
+    if examples:
+        parts.append("<examples>" + "\n".join(examples) + "</examples>")
     parts.append("</output>")
     return "".join(parts)
 
