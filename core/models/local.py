@@ -27,12 +27,15 @@ plain request with ``tools`` it first decides, in a short prompt of its own with
 allows a tool's name or ``none``, whether the user's last message needs a tool: a model this small, shown tools
 while it answers, calls one for almost every message. ``none`` gets the plain reply, without tools. An output the
 decision names is asked about once more, alone (does the message ask for it? ``yes`` or ``no``), as the decision
-names one for any message with its words; declined, it is the plain reply. A tool gets its call: the
+names one for any message with its words; declined, it is the plain reply. ``none`` for a bot's own tools is asked
+about once more when the message shares words with an action: that action alone, yes or no (``_second_look``); a
+yes gets its call, kept only if each argument is in the person's lines (``stated``). A tool gets its call: the
 conversation with that tool listed by the chat template and a grammar that only lets the model write
 ``<tool_call>{json}</tool_call>`` with arguments of the tool's schema; the call is handed to the step loop as
-``<response><action_call name="...">{json}</action_call></response>``. The result comes back as a note on
-the user's message, and the next step (its last turn a result, not the user's) is a plain reply: the model
-answers once instead of calling tools forever. Deciding and calling use slots of their own, so the
+``<response><action_call name="...">{json}</action_call></response>``; for a tool that takes a date, the days
+the message names are dated under it from the today the system prompt states (``day_table``). The result comes
+back as a note on the user's message, and the next step (its last turn a result, not the user's) is a plain
+reply: the model answers once instead of calling tools forever. Deciding and calling use slots of their own, so the
 conversation's slot only ever holds its plain prompt and stays warm.
 
 A first call that fails (its arguments do not validate, the handler raises) is made once more with the error in
@@ -67,6 +70,7 @@ from ..errors import ConfigError, ModelError
 from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal, shows_result
 from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
+from .day_table import day_note, takes_date, today_in
 from .gguf import calls_tools, check_gguf, gguf_chat_template
 from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar, tool_call_start
 from .llama_server import import_xllamacpp, server_params
@@ -78,12 +82,14 @@ from .tool_routing import (
     ROUTE_DEMOS,
     ROUTE_EXAMPLES,
     ROUTE_TASK,
+    closest_action,
     confirm_question,
     grounded,
     overlap,
     repeated,
     route_question,
     signature,
+    stated,
 )
 from .weights import (
     CHOICES,
@@ -698,6 +704,11 @@ class LocalModel:
             body["grammar"] = tool_call_grammar(tools, text=False, limits=_CALL_LIMITS)
         body["temperature"] = 0.0
         body["max_tokens"] = max(request.max_tokens, _CALL_TOKENS)  # a call cut short is lost
+        note = _day_note(request, *tools)
+        messages = body["messages"]
+        if note and messages and messages[-1]["role"] == "user":
+            # under the message, not in the system part: the conversation's prefix stays the one cached
+            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n({note})"}
         if start:
             body["messages"] = [*body["messages"], {"role": "assistant", "content": start}]
         return body
@@ -710,14 +721,19 @@ class LocalModel:
         if self._offers_tools(request):
             route = (await self._helped(server, self._route_body(request))).strip()
             tool = next((t for t in request.tools if t.name == route), None)
-            if tool is not None and tool.output and not await self._confirmed(server, request, tool):
+            second = tool is None
+            if tool is None:
+                tool = await self._second_look(server, request)
+            elif tool.output and not await self._confirmed(server, request, tool):
                 log.info("the local model named the output %s but does not confirm it; it answers plainly", tool.name)
                 tool = None
             if tool is not None:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
                 call = parse_tool_call(written)
-                if call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
+                if second and call is not None and not stated(call, tool, _said(request, tool)):
+                    log.info("the local model's call of %s holds what the message does not say; no tool", tool.name)
+                elif call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
                     async for text in _tool_or_text(_once(written), (tool,)):
                         yield text
                     return
@@ -788,6 +804,24 @@ class LocalModel:
         this way the model declines some that are needed, so actions are not asked twice."""
         answer = (await self._helped(server, self._confirm_body(request, tool))).strip()
         return answer != "no"
+
+    async def _second_look(self, server: Any, request: ModelRequest) -> ToolSpec | None:
+        """The action a message decided as needing no tool asks for after all, if any: the one it shares the most
+        words with (``closest_action``), asked about on its own (``_confirm_body``: does the message ask for it?).
+        The decision, choosing among all the tools and none, says none for some requests ("We are 7 people, book
+        us inside on ..."), and the plain reply then claims the action done without it; asked about one tool, the
+        model tells a request from a near miss. In a scratch slot: the decision's slot keeps its worked examples.
+        Only for a bot's own tools: the built-in assistant's are decided after examples of their own."""
+        if {t.name for t in request.tools} & {name for _, name in ROUTE_EXAMPLES}:
+            return None  # the built-in assistant's tools: decided after examples of their own
+        tool = closest_action(request.turns[-1][1], request.tools)
+        if tool is None:
+            return None
+        body = {**self._confirm_body(request, tool), "id_slot": self._scratch[0]}
+        if (await self._helped(server, body, request.metadata.get("context_id"))).strip() != "yes":
+            return None
+        log.info("the local model decided on no tool, but says the message asks for %s; it calls it", tool.name)
+        return tool
 
     async def _retry_tool(self, server: Any, request: ModelRequest) -> ToolSpec | None:
         """The tool to call once more after the first call for the user's message failed: another one if the
@@ -935,6 +969,20 @@ def _earlier(request: ModelRequest) -> str:
     """The person's line before their last message, on one line and cut to ``_EARLIER_CHARS``."""
     before = [text for role, text in request.turns[:-1] if role == "user"]
     return " ".join(before[-1].split())[:_EARLIER_CHARS] if before else ""
+
+
+def _day_note(request: ModelRequest, *tools: ToolSpec) -> str:
+    """The days the person's message and the line before it name, dated from the today the system prompt states
+    (``day_table.day_note``), when one of ``tools`` takes a date; else empty."""
+    today = today_in(request.system) if any(takes_date(t) for t in tools) else None
+    said = [text for role, text in request.turns if role == "user"][-2:]
+    return day_note("\n".join(said), today) if today is not None else ""
+
+
+def _said(request: ModelRequest, tool: ToolSpec) -> str:
+    """What the person's message and the line before it say, with the dates of the days they name."""
+    said = [text for role, text in request.turns if role == "user"][-2:]
+    return "\n".join([*said, _day_note(request, tool)])
 
 
 def _gbnf_string(text: str) -> str:

@@ -19,12 +19,14 @@ __all__ = (
     "ROUTE_DEMOS",
     "ROUTE_EXAMPLES",
     "ROUTE_TASK",
+    "closest_action",
     "confirm_question",
     "grounded",
     "overlap",
     "repeated",
     "route_question",
     "signature",
+    "stated",
 )
 
 
@@ -145,6 +147,14 @@ def overlap(message: str, tool: str) -> int:
     return len(_stems(message) & _stems(tool))
 
 
+def closest_action(message: str, tools: Sequence[ToolSpec]) -> ToolSpec | None:
+    """The action (not an output) ``message`` shares the most words with (``overlap``; the first of a tie), or
+    None when it shares none with any: the one a message decided as needing no tool is asked about once more."""
+    scored = [(overlap(message, f"{signature(t)} {t.description}"), -n, t) for n, t in enumerate(tools) if not t.output]
+    best = max(scored, key=lambda s: s[:2], default=None)
+    return best[2] if best is not None and best[0] > 0 else None
+
+
 def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
     """False when the arguments ``call`` gives (other than the schema's defaults) hold numbers and words but none
     of them is in the conversation (the system prompt with the state it shows, the person's lines): a call for a
@@ -157,6 +167,20 @@ def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
         return True
     said = " ".join([request.system, *(text for role, text in request.turns if role == "user")])
     return bool(facts & _clues(said))
+
+
+def stated(call: ToolCall, tool: ToolSpec, said: str) -> bool:
+    """True when each argument ``call`` gives (other than the schema's defaults) shares a number or a word with
+    ``said`` (the person's last lines): the test of a call the decision did not choose (``closest_action``), whose
+    message may only share a word with the tool ("We will be five people." -> a booking for today at 19:30)."""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    defaults = {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    clues = _clues(said)
+    return all(
+        _clues(json.dumps(v, ensure_ascii=False)) & clues
+        for k, v in call.arguments.items()
+        if k not in defaults or v != defaults[k]
+    )
 
 
 def repeated(call: ToolCall, request: ModelRequest) -> bool:

@@ -31,7 +31,7 @@ from core.models.grammar import (
     tool_call_start,
 )
 from core.models.local import _CALL_LIMITS
-from core.models.tool_routing import grounded, repeated
+from core.models.tool_routing import closest_action, grounded, repeated, stated
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -463,3 +463,108 @@ async def test_a_call_copied_from_an_earlier_one_for_a_message_that_asks_for_non
     assert not repeated(call, request(("user", "How are you today?"))), "no earlier call: not a copy"
     other = ToolCall(name="search", arguments={"words": "seals in Oslo"})
     assert not repeated(other, request(*before, ("user", "How are you today?"))), "other arguments: a new call"
+
+
+# -- a bot's own tools: dates, and a request decided as needing none -------------------------------------
+
+
+CANCEL = ToolSpec(name="cancel_booking", description="Cancels a booking.", parameters={})
+
+
+def booking(message: str, *, system: str = "You take bookings. Today is Wednesday 2026-06-10.") -> ModelRequest:
+    return ModelRequest(
+        system=system,
+        prompt="",
+        plain=True,
+        turns=(("user", message),),
+        tools=(BOOK, CANCEL),
+        max_tokens=64,
+        metadata={"context_id": "chat:1"},
+    )
+
+
+async def test_a_call_that_takes_a_date_is_shown_the_days_the_message_names_dated(tmp_path: Path) -> None:
+    call = '{"name": "book_table", "arguments": {"date": "2026-06-11", "guests": 2}}'
+    model = scripted_model(tmp_path, router_or(call, "book_table"))
+    text = "".join([c async for c in model.stream(booking("A table for two tomorrow."))])
+    assert (
+        text == '<response><action_call name="book_table">{"date": "2026-06-11", "guests": 2}</action_call></response>'
+    )
+    _, calling = model._server.bodies
+    assert calling["messages"][0]["content"] == "You take bookings. Today is Wednesday 2026-06-10.", "system as is"
+    (asked,) = [m for m in calling["messages"] if m["role"] == "user"]
+    assert asked["content"] == "A table for two tomorrow.\n\n(tomorrow is Thursday 2026-06-11)"
+    model._server.bodies.clear()
+    undated = booking("A table for two tomorrow.", system="You take bookings.")
+    "".join([c async for c in model.stream(undated)])
+    assert model._server.bodies[-1]["messages"][1]["content"] == "A table for two tomorrow.", "no today: no days"
+    assert model._call_body(booking("Cancel it tomorrow."), CANCEL)["messages"][1]["content"] == "Cancel it tomorrow."
+    dated = model._call_body(booking("A table on 2026-06-18."), BOOK)
+    assert dated["messages"][1]["content"] == "A table on 2026-06-18.", "no day named: nothing added"
+
+
+def second_look(answer: str) -> Callable[[dict[str, Any]], str]:
+    def reply(body: dict[str, Any]) -> str:
+        if body["max_tokens"] == 16:
+            return "none"
+        if body["max_tokens"] == 2:  # the second look: does the message ask for this tool?
+            return answer
+        if "tools" in body:
+            return '{"name": "cancel_booking", "arguments": {}}'
+        return "Done, it is cancelled."
+
+    return reply
+
+
+async def test_a_request_decided_as_needing_no_tool_is_asked_about_its_closest_action(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, second_look("yes"))
+    text = "".join([c async for c in model.stream(booking("Cancel that booking."))])
+    assert text == '<response><action_call name="cancel_booking">{}</action_call></response>'
+    _, asked, calling = model._server.bodies
+    assert asked["grammar"] == 'root ::= "yes" | "no"\n' and asked["id_slot"] in model._scratch
+    assert asked["messages"][-1]["content"].startswith("Tool: cancel_booking(): Cancels a booking.\n")
+    assert [t["function"]["name"] for t in calling["tools"]] == ["cancel_booking"]
+    declined = scripted_model(tmp_path, second_look("no"))
+    assert "".join([c async for c in declined.stream(booking("Cancel that booking."))]) == "Done, it is cancelled."
+    assert len(declined._server.bodies) == 3 and "tools" not in declined._server.bodies[-1]
+    unrelated = scripted_model(tmp_path, second_look("yes"))
+    assert "".join([c async for c in unrelated.stream(booking("Hello there!"))]) == "Done, it is cancelled."
+    assert len(unrelated._server.bodies) == 2, "no word in common with any action: not asked"
+
+
+async def test_the_built_in_assistants_tools_get_no_second_look(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, second_look("yes"))
+    assert (
+        "".join([c async for c in model.stream(request(("user", "Remember this tool?")))]) == "Done, it is cancelled."
+    )
+    assert len(model._server.bodies) == 2
+
+
+def test_the_closest_action_shares_the_most_words_and_is_never_an_output() -> None:
+    shown = ToolSpec(name="bookings", description="Shows the bookings, cancelled ones too.", output="text")
+    assert closest_action("Cancel my booking.", (BOOK, shown, CANCEL)) is CANCEL, "two words against one"
+    assert closest_action("The booking, please.", (BOOK, shown, CANCEL)) is BOOK, "a tie: the first listed"
+    assert closest_action("Show the bookings.", (shown,)) is None, "an output is not asked about"
+    assert closest_action("Good evening!", (BOOK, CANCEL)) is None
+
+
+async def test_a_call_after_a_second_look_must_hold_only_what_the_person_said(tmp_path: Path) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        if body["max_tokens"] in (16, 2):
+            return "none" if body["max_tokens"] == 16 else "yes"
+        if "tools" in body:
+            return '{"name": "book_table", "arguments": {"date": "2026-06-10", "guests": 5}}'
+        return "Five, noted."
+
+    model = scripted_model(tmp_path, reply)
+    assert "".join([c async for c in model.stream(booking("We will be 5 people."))]) == "Five, noted.", "no date said"
+    text = "".join([c async for c in model.stream(booking("Book us a table today, 5 people."))])
+    assert text.startswith('<response><action_call name="book_table">'), "today dated under the message: said"
+
+
+def test_each_argument_given_must_share_a_word_or_number_with_what_was_said() -> None:
+    call = ToolCall(name="book_table", arguments={"date": "2026-06-13", "guests": 3})
+    assert stated(call, BOOK, "Room for 3 on Saturday?\nSaturday is 2026-06-13")
+    assert not stated(call, BOOK, "Room for 3 on Saturday?"), "the date from nowhere"
+    default = ToolCall(name="book_table", arguments={"date": "2026-06-13", "guests": 3, "area": "inside"})
+    assert stated(default, BOOK, "3 of us on 2026-06-13"), "a default says nothing"
