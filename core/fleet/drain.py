@@ -307,6 +307,13 @@ class Drainer:
                     await self._close(acked, acknowledged=False)
                 self._lose(lease)
                 return "lost"
+            if acked is not None and result[:2] == ["stale", "take"]:
+                log.warning(
+                    "batch %s of %s: the take acknowledged is not the one Redis holds (a failover lost it): not "
+                    "acknowledged, and its messages are answered again",
+                    acked.batch_id,
+                    lease.cid,
+                )
             if acked is not None:
                 await self._close(acked, acknowledged=result[0] != "stale")
                 if result[0] != "stale":

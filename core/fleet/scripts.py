@@ -205,7 +205,7 @@ STEP = (
 --   writes (JSON values; '' deletes), add the usage counted while it ran (HINCRBY), drop the batch and its ledger,
 --   note the take acknowledged ('acked_take' in meta, for CONFIRM_ACK). Another batch or take held, or none and the
 --   take not acknowledged here (a failover lost it: its inputs may be waiting again, under the same batch id):
---   'stale', and a lease still ours is freed for the sweep to hand the context out again at once.
+--   {'stale', 'take'}, and a lease still ours is freed for the sweep to hand the context out again at once.
 -- new_take: the token of a batch taken now (the take's own, random; see the module's docstring).
 -- mode 'take': then hand out the next batch (an unacknowledged one first) or release the context.
 -- mode 'handoff': then release if nothing waits, else schedule a fresh drain job.
@@ -276,7 +276,7 @@ if ARGV[3] ~= '' then
       redis.call('DEL', KEYS[1])
       redis.call('ZADD', KEYS[6], ms(now_ms()), cid)
     end
-    return {'stale'}
+    return {'stale', 'take'}
   end
 end
 local now = nil

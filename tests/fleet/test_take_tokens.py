@@ -142,6 +142,7 @@ async def test_the_acknowledgement_of_a_take_a_failover_lost_is_refused(
 
     result = await rig.step(lease, scope)
     assert result[0] == "stale"
+    assert result == ["stale", "take"]
     assert await client.get(K + "mem:context") is None
     assert await client.llen(K + "inbox") == 1 and not await client.exists(K + "batch")
     assert not await client.exists(K + "lease")  # freed: the sweep hands the context out again at once
