@@ -485,14 +485,22 @@ class Run:
         if self.stopped:
             return None
         task = self._stoppable = asyncio.current_task()
+        outside = task.cancelling() if task is not None else 0  # (cancels asked of the task before this call)
         attempt = len(self.chain)
         self._heard = 0
         try:
             return await self._stream(deps, request, prompt, actions, outputs, parser, started)
         except asyncio.CancelledError:
-            if self._restart_cancelled and not self._stop_cancelled:
-                if task is not None:
+            if task is not None:  # the cancels restart() and stop() asked for are theirs; one from outside is not
+                for _ in range(int(self._restart_cancelled) + int(self._stop_cancelled)):
                     task.uncancel()
+                if task.cancelling() > outside:
+                    # cancelled from outside too (a lost lease) while a restart or a Stop was under way: one
+                    # CancelledError comes for all, and taking it as the restart's or the Stop's swallowed the other
+                    # (the run went on and answered, its task left cancelling: later timeouts raise CancelledError)
+                    self._restart_cancelled = self._stop_cancelled = False
+                    raise
+            if self._restart_cancelled and not self._stop_cancelled:
                 # (no call to cancel while the cancelled one is charged: an input that joins meanwhile is read by the
                 # step that follows, a Stop ends it before its call; a cancel here would end the run, its memory lost)
                 self._stoppable = self._streaming = self._tasks = None
@@ -501,9 +509,7 @@ class Run:
                 return await self._step()
             if not self._stop_cancelled:
                 raise  # cancelled from outside (a lost lease, a stop of the agent): not a person's Stop
-            self._stop_cancelled = False
-            if task is not None:
-                task.uncancel()
+            self._stop_cancelled = self._restart_cancelled = False
             step: Step | None = self._streaming
             if step is not None:
                 await self._stopped_outputs(step)
