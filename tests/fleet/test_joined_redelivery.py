@@ -25,6 +25,11 @@ from .probe import answer
 from .server import RedisServer
 from .test_drain import CID, K, Rig
 
+LEASE = 3.0
+"""The rig's lease (``queue_config``'s is 1 s): these tests end a lease by hand (``Rig.expire``), and a run on a
+loaded machine kept off the CPU past 1 s lost its lease on its own and was rightly cancelled ('lost', not
+'released'; once in a whole-suite run at load 10-16)."""
+
 
 class Held(ScriptedModel):
     """Answers with the new inputs (``probe.answer``); its first call waits for ``go`` once its first word is
@@ -63,7 +68,7 @@ async def test_a_batch_an_input_joined_is_run_again_in_its_parts_and_every_input
     redis_server: RedisServer, gateway: Any, client: Any
 ) -> None:
     model = Held()
-    r = Rig(redis_server, model=model, busy="steer")
+    r = Rig(redis_server, model=model, busy="steer", lease_seconds=LEASE)
     async with r.agent:
         await send(gateway, "c1", "one")
         lease, scope, entries = await r.batch()
@@ -99,7 +104,7 @@ async def test_a_join_run_again_after_its_reply_was_lost_takes_nothing_more(
 ) -> None:
     """The join script sent again (its reply lost on the way) hands back what it took the first time: inputs taken
     twice would sit in the batch, acknowledged with it, and never given to the run."""
-    r = Rig(redis_server, busy="steer")
+    r = Rig(redis_server, busy="steer", lease_seconds=LEASE)
     async with r.agent:
         await send(gateway, "c1", "one")
         lease, result = await r.claim()
@@ -135,7 +140,7 @@ async def test_a_part_one_step_answered_with_the_part_before_it_is_not_answered_
     model = Held()
     model.go.set()
     model.dies = False
-    r = Rig(redis_server, model=model, busy="steer")
+    r = Rig(redis_server, model=model, busy="steer", lease_seconds=LEASE)
     async with r.agent:
         await send(gateway, "c1", "one")
         lease, scope, entries = await r.batch()
@@ -170,7 +175,7 @@ async def test_a_part_a_later_step_answered_is_not_answered_again_after_redis_is
     answered again, and the model is not asked again (issue 50)."""
     model = Held()
     model.dies = False
-    r = Rig(redis_server, model=model, busy="steer", retry_seconds=0.5)
+    r = Rig(redis_server, model=model, busy="steer", retry_seconds=0.5, lease_seconds=LEASE)
     async with r.agent:
         await send(gateway, "c1", "one")
         lease, scope, entries = await r.batch()
