@@ -344,12 +344,12 @@ class RedisBackend:
         40: 2 of 500 messages lost in 1 of 9 runs); a write both have survives either promotion. A replica cut off
         stops counting ``REPLICA_LAG_MAX`` seconds after its last acknowledgement (the writes of those seconds
         are tried again meanwhile)."""
-        pipe = self.client.pipeline(transaction=False)
-        await script(keys=keys, args=args, client=pipe)
-        waited = max(self.config.min_replicas, self._in_step)
-        pipe.execute_command("WAIT", waited, max(1, int(self.config.replica_timeout * 1000)))
-        pipe.execute_command("INFO", "replication")
-        result, acked, info = await pipe.execute()
+        async with self.client.pipeline(transaction=False) as pipe:  # (given back whatever fails: drain.renew_once)
+            await script(keys=keys, args=args, client=pipe)
+            waited = max(self.config.min_replicas, self._in_step)
+            pipe.execute_command("WAIT", waited, max(1, int(self.config.replica_timeout * 1000)))
+            pipe.execute_command("INFO", "replication")
+            result, acked, info = await pipe.execute()
         self._in_step = replicas_in_step(info)
         return result, int(acked), max(self.config.min_replicas, self._in_step)
 

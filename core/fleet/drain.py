@@ -159,13 +159,16 @@ class Drainer:
         sent = time.monotonic()
 
         async def renew_all() -> list[Any]:
-            pipe = b.client.pipeline(transaction=False)
-            for lease in leases:
-                ck = b.keys.context(lease.cid)
-                await b.renew(
-                    keys=[ck.lease, b.keys.active], args=[lease.fence, self.config.lease_ms, lease.cid], client=pipe
-                )
-            results: list[Any] = await pipe.execute()
+            # ``async with``: a pipeline that carries scripts loads them (SCRIPT EXISTS / LOAD) on a connection of
+            # its own before ``execute``'s own clean-up covers it; with Redis away or restarted without them, that
+            # connection was never given back (a leak, and a ResourceWarning when the pipeline was collected)
+            async with b.client.pipeline(transaction=False) as pipe:
+                for lease in leases:
+                    ck = b.keys.context(lease.cid)
+                    await b.renew(
+                        keys=[ck.lease, b.keys.active], args=[lease.fence, self.config.lease_ms, lease.cid], client=pipe
+                    )
+                results: list[Any] = await pipe.execute()
             return results
 
         deadline = min(lease.deadline for lease in leases)

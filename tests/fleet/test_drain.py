@@ -346,3 +346,25 @@ async def test_closing_the_replay_models_stream_closes_the_inner_models_at_once(
     assert await anext(stream) == "<response>"
     await stream.aclose()  # type: ignore[attr-defined]
     assert closed == [True]
+
+
+async def test_a_renewal_cancelled_while_its_scripts_are_checked_gives_its_connection_back(
+    rig: Rig, gateway: Any, client: Any
+) -> None:
+    """The renewal's pipeline carries a script, so it asks ``SCRIPT EXISTS`` on a connection of its own before it
+    sends anything; cancelled there (a worker stopping, a run ending), that connection was never given back to the
+    pool: one leaked per cancel, and a ResourceWarning when the pipeline was collected (two failed runs of
+    tests/fleet/test_e2e_telegram_poller.py)."""
+    await send(gateway, "c1", "m0")
+    lease, _ = await rig.claim()
+    assert lease is not None
+    rig.drainer._local[CID] = (asyncio.current_task(), lease)  # (as ``drain`` does while it runs the batch)
+    pool = rig.backend.client.connection_pool
+    await client.execute_command("CLIENT", "PAUSE", "2000", "ALL")  # the renewal's first question waits in Redis
+    renewing = asyncio.create_task(rig.drainer.renew_once())
+    await wait_until(lambda: pool._in_use_connections, what="the renewal asking Redis")
+    renewing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await renewing
+    del rig.drainer._local[CID]
+    assert not pool._in_use_connections
