@@ -358,7 +358,9 @@ async def test_a_renewal_cancelled_while_its_scripts_are_checked_gives_its_conne
     await send(gateway, "c1", "m0")
     lease, _ = await rig.claim()
     assert lease is not None
-    rig.drainer._local[CID] = (asyncio.current_task(), lease)  # (as ``drain`` does while it runs the batch)
+    me = asyncio.current_task()
+    assert me is not None
+    rig.drainer._local[CID] = (me, lease)  # (as ``drain`` does while it runs the batch)
     pool = rig.backend.client.connection_pool
     await client.execute_command("CLIENT", "PAUSE", "2000", "ALL")  # the renewal's first question waits in Redis
     renewing = asyncio.create_task(rig.drainer.renew_once())
