@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import random
 import shutil
 import signal
 import socket
@@ -16,33 +15,11 @@ __all__ = ("RedisServer", "free_port")
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
-_PICK = random.SystemRandom()
-"""The system's randomness: a test or a forked process reseeding ``random`` gives each pytest worker the same
-sequence, and the same ports."""
-
-
-def _ephemeral_low() -> int:
-    """The lowest port the kernel hands out to outgoing connections (``ip_local_port_range``; 32768 by default)."""
-    with contextlib.suppress(OSError, ValueError):
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    return 32768
-
-
 def free_port() -> int:
-    """A TCP port nobody listens on right now, below the kernel's range for outgoing connections. A port the kernel
-    picks (binding port 0) comes from that range, where every client connection of every test takes its own port
-    too: one of them took a worker's HTTP port between this check and the worker's start, once in a whole run
-    ('address already in use'). Picked at random below it, a port is only taken by another test's listener."""
-    low, high = 10_000, _ephemeral_low() - 1
-    for _ in range(100):
-        port = _PICK.randint(low, high) if high > low else 0
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return int(s.getsockname()[1])
-    raise RuntimeError(f"no free port between {low} and {high}")
+    """A TCP port nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class RedisServer:
