@@ -9,11 +9,12 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from tests.ports import free_port as _free_port
 
 __all__ = ("PostgresServer", "pg_bin")
 
@@ -28,12 +29,6 @@ def pg_bin(name: str) -> str:
     if not candidates:
         raise RuntimeError(f"{name} not found: install PostgreSQL (apt-get install postgresql)")
     return candidates[-1]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PostgresServer:

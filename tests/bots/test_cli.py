@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,6 +18,7 @@ import pytest
 from bots.cli import SHUTDOWN_GRACE
 from bots.models import SCRIPTED_REPLY
 from bots.settings import Settings
+from tests.ports import free_port
 
 BOTS = [sys.executable, "-m", "bots.cli"]
 GROUPS = tuple(f"{name.upper()}_" for name in Settings.model_fields)
@@ -51,12 +51,6 @@ def run(tmp_path: Path, *args: str, stdin: str = "", **settings: str) -> subproc
         env=clean_env(tmp_path, **settings),
         timeout=DEADLINE,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:

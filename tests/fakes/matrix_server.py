@@ -20,13 +20,14 @@ import asyncio
 import itertools
 import json
 import secrets
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.ports import free_port as _free_port
 
 __all__ = ("BOT", "BOT_NAME", "FakeHomeserver", "Room", "Sent")
 
@@ -40,12 +41,6 @@ DEADLINE = 60.0
 """Seconds ``wait_for`` waits at most (a bound, not a timing assertion)."""
 
 Json = dict[str, Any]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

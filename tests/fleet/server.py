@@ -10,16 +10,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.ports import free_port
+
 __all__ = ("RedisServer", "free_port")
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RedisServer:

@@ -20,7 +20,7 @@ from core.fleet import RedisBackend, RedisDispatcher, RedisMemoryStore
 from core.fleet.keys import Keys
 from extensions.telegram import telegram_extension
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.telegram.conftest import free_port
+from tests.ports import free_port
 
 from .conftest import queue_config
 from .server import RedisServer

@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.fakes.load_balancer import RoundRobin
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.telegram.conftest import free_port
+from tests.ports import free_port
 
 from .conftest import wait_until
 from .deployment import Processes, deployment_env

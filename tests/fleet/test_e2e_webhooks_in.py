@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from core.webhooks import sign
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.ports import free_port
 
 from .conftest import wait_until
 from .deployment import Processes, deployment_env
@@ -26,13 +26,6 @@ from .server import RedisServer
 SCRIPTED = "Hello! I am up and running"
 SECRET = "a-webhook-secret-of-the-ci"
 CHAT = -100777
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from tests.ports import free_port
 
 __all__ = ("ROOT", "free_port", "http_server", "logged_config", "stdio_config")
 
@@ -31,14 +32,6 @@ def stdio_config(name: str = "tools", *flags: str, **options: Any) -> dict[str, 
 def logged_config(calls: Path) -> dict[str, Any]:
     """``stdio_config()`` of a server that writes each call it gets to ``calls`` (``MCP_TEST_CALL_LOG``)."""
     return stdio_config(env={"PYTHONPATH": str(ROOT), "MCP_TEST_CALL_LOG": str(calls)})
-
-
-def free_port() -> int:
-    """A port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def _listening(port: int) -> bool:

@@ -4,7 +4,6 @@ not answered again; a model that keeps failing is skipped until its pause ends (
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -24,6 +23,7 @@ from core.models import (
 )
 from core.models.base import call_route, call_usage
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.ports import free_port as closed_port
 
 REQUEST = ModelRequest(system="be brief", prompt="hello")
 SECOND = Reply(chunks=("from", " the second"), usage=(40, 4))
@@ -49,13 +49,6 @@ async def servers() -> AsyncIterator[tuple[FakeOpenAIServer, FakeOpenAIServer]]:
 def state(breaker: CircuitBreaker) -> BreakerState:
     """The breaker's state now (a function: mypy would take a property read twice for one value)."""
     return breaker.state
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port  # closed again: a connection to it is refused
 
 
 async def answer(chain: FallbackModel, request: ModelRequest = REQUEST) -> tuple[str, ModelRoute]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,6 +13,7 @@ from core import AgentOptions, InMemoryStore, context, create_agent, output
 from core.errors import ModelAuthError, ModelError
 from core.models import ModelRequest, ModelUsage, OpenAICompatModel, RetryPolicy
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from tests.ports import free_port
 
 from .support import Sleeps, collect
 
@@ -151,9 +151,7 @@ async def test_timeout_gives_model_error_naming_llm_timeout(server: FakeOpenAISe
 
 
 async def test_unreachable_server_is_retried_then_named(policy: RetryPolicy, sleeps: Sleeps) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nobody listens there
+    port = free_port()  # nobody listens there
     model = OpenAICompatModel(model="m", base_url=f"http://user:pw@127.0.0.1:{port}/v1", retry=policy)
     try:
         with pytest.raises(ModelError) as info:

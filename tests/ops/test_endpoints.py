@@ -17,6 +17,7 @@ from bots.ops import Ops, model_check, serve
 from core import ScriptedModel
 from core.errors import ConfigError, cannot_listen
 from extensions.terminal import cli_session
+from tests.ports import free_port
 
 from .support import REPLY, CountingModel, make_agent, sample
 
@@ -290,9 +291,7 @@ async def test_model_check_asks_the_model_server_without_the_key(status: int, re
 
 
 async def test_model_check_names_llm_base_url_when_nothing_answers() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     outcome = await model_check(_HttpModel(f"http://127.0.0.1:{port}/v1"))()
     assert isinstance(outcome, str)
     assert "cannot reach the model server" in outcome

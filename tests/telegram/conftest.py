@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -28,14 +27,6 @@ def answer(text: str) -> str:
 def scripted(*texts: str) -> ScriptedModel:
     """A model answering with ``texts`` in turn, then the last one forever."""
     return ScriptedModel([answer(t) for t in texts], repeat_last=True)
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (for PTB's webhook server, which cannot report port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture

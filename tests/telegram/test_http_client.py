@@ -4,7 +4,6 @@ the test's own on 127.0.0.1 (the fake Bot API's end-to-end tests cover the rest:
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -13,6 +12,7 @@ from telegram import Bot, InputFile
 from telegram.error import NetworkError, TimedOut
 
 from extensions.telegram.http_client import AiohttpRequest
+from tests.ports import free_port
 
 TOKEN = "123456:SECRET-token_never_shown"
 ME = {"id": 123456, "is_bot": True, "first_name": "Daydream", "username": "daydream_test_bot"}
@@ -113,9 +113,7 @@ async def test_an_answer_slower_than_the_read_timeout_is_timed_out(
 
 
 async def test_a_server_that_cannot_be_reached_is_a_network_error_without_the_token(client: AiohttpRequest) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # (closed again: nobody listens there)
+    port = free_port()  # nobody listens there
     with pytest.raises(NetworkError) as caught:
         await client.do_request(f"http://127.0.0.1:{port}/bot{TOKEN}/getMe", "POST")
     assert "SECRET" not in str(caught.value) and TOKEN not in repr(caught.value)

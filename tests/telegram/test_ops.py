@@ -16,8 +16,9 @@ from core import ConfigError, InMemoryStore, create_agent
 from extensions.telegram import TelegramSettings, telegram_extension
 from extensions.telegram.runtime import TelegramRuntime
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.ports import free_port
 
-from .conftest import StartBot, free_port, scripted
+from .conftest import StartBot, scripted
 
 GROUP = -100200300
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

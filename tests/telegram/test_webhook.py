@@ -9,8 +9,9 @@ import aiohttp
 
 from core import ModelRequest
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.ports import free_port
 
-from .conftest import StartBot, answer, free_port
+from .conftest import StartBot, answer
 
 SECRET = "s3cret_Token-for-tests-0123456789abcdef"
 

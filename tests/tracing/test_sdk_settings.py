@@ -4,7 +4,6 @@ line naming the variable at the start, and the exporter's headers (an authorizat
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from bots.settings import Settings
 from bots.tracing import TracingSettings, header_secrets, tracing_problems
+from tests.ports import free_port
 
 ON = TracingSettings(enabled=True)
 SECRET = "sekrit-collector-token-42"
@@ -58,9 +58,7 @@ def test_what_the_sdk_reads_passes() -> None:
 
 def test_a_header_the_sdk_cannot_read_is_logged_masked(tmp_path: Path) -> None:
     """The SDK logs, as written, a header item whose name it cannot read: ``bots`` masks it like its own secrets."""
-    with socket.socket() as s:  # a collector nobody listens at (nothing is exported: the chat ends at once)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     groups = (*(f"{name.upper()}_" for name in Settings.model_fields), "OTEL_")
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(groups)}
     env.update(

@@ -20,6 +20,7 @@ from bots.settings import Settings
 from core import Agent, Model, ScriptedModel
 from extensions.web import WebRuntime, web_runtime
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.ports import free_port as _free_port
 
 from .browser import CHROMEDRIVER, CHROMIUM, Browser
 
@@ -88,15 +89,6 @@ async def start_bot(tmp_path: Path) -> AsyncIterator[StartBot]:
         for bot in started:
             await stop_console(bot.agent)
             await bot.agent.stop()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture
