@@ -7,19 +7,23 @@ totals add up exactly). The same counters serve ``/stats`` and the per-day token
 read ``user:`` and ``chat:`` of today. Of a call's input tokens, those the provider read from its prompt cache are
 also added under ``cached:`` and the conversation's and model's key (``cached:chat:<id>``, ``cached:model:<name>``).
 
-Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a file next to the memory store),
-``core.fleet.RedisUsage`` (every worker adds to the same counters, atomically).
+Stores: ``InMemoryUsage`` (tests, one process), ``SQLiteUsage`` (embedded, a file next to the memory store: a
+call's counts are written a moment later, several calls at once, off the answer's way), ``core.fleet.RedisUsage``
+(every worker adds to the same counters, atomically).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..entries import InputRef
 from ..memory.sqlite import SQLiteFile
@@ -29,6 +33,7 @@ __all__ = (
     "CACHED",
     "USAGE",
     "USAGE_DAYS",
+    "WRITE_AFTER",
     "InMemoryUsage",
     "Price",
     "SQLiteUsage",
@@ -48,6 +53,13 @@ CACHED = "cached:"
 the prompt it had seen), counted as input tokens; the key itself counts every input token, cached or not."""
 USAGE_DAYS = 90
 """Days of usage kept."""
+WRITE_AFTER = 1.0
+"""Seconds ``SQLiteUsage`` keeps a call's counts in memory before it writes them, with whatever else was counted
+meanwhile, in one transaction: the write (a worker thread) no longer runs while the answer is being posted, and a
+busy bot writes once a second, not twice a model call. Reads write what is waiting first; ``close`` writes the rest
+(a process stopped normally loses nothing; one killed loses at most this long of counts)."""
+
+log = logging.getLogger("core.usage")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,7 +247,10 @@ class InMemoryUsage:
 
 
 class SQLiteUsage(SQLiteFile):
-    """Usage counters in a SQLite file (one row per day and key), the embedded default."""
+    """Usage counters in a SQLite file (one row per day and key), the embedded default. A call's counts without a
+    ``charge`` id are added up in memory and written ``write_after`` seconds later with the others counted by then,
+    in a worker thread (``WRITE_AFTER``); those with one are written at once (whether the id was added before is the
+    file's to say). ``totals`` and ``day_rows`` write what waits before they read, and ``close`` writes it."""
 
     what = "the usage database"
     component = "usage"
@@ -247,10 +262,34 @@ CREATE TABLE IF NOT EXISTS usage (
 CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL);
 """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, write_after: float = WRITE_AFTER) -> None:
         super().__init__(path)
+        self.write_after = write_after
+        """Seconds the counts of a call wait in memory before they are written (0: at the next loop turn)."""
         self._pruned = ""
         """The day old counters and charge ids were last dropped."""
+        self._waiting: dict[tuple[str, str], list[int]] = {}
+        """Counts not written yet: input, output and cost by ``(day, key)``."""
+        self._waiting_lock = threading.Lock()
+        """Held while ``_waiting`` is added to (the event loop) or taken to be written (a worker thread)."""
+        self._writer: asyncio.Task[None] | None = None
+        """Writes ``_waiting`` once ``write_after`` has passed, while there is any (owned: ``close`` ends it)."""
+
+    def _count(self, conn: sqlite3.Connection, rows: Sequence[tuple[str, str, int, int, int]]) -> None:
+        """Add ``rows`` (day, key, input, output, cost) in the open transaction, and drop the counters older than
+        ``USAGE_DAYS`` and the charge ids older than yesterday once a day."""
+        newest = max(self._pruned, *(row[0] for row in rows))
+        oldest = last_days(USAGE_DAYS, today=newest)[-1]
+        conn.executemany(
+            "INSERT INTO usage (day, key, input, output, cost) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(day, key) DO UPDATE SET input = input + excluded.input, "
+            "output = output + excluded.output, cost = cost + excluded.cost",
+            [row for row in rows if row[0] >= oldest],  # (older ones would be dropped at once)
+        )
+        if self._pruned != newest:
+            conn.execute("DELETE FROM usage WHERE day < ?", (oldest,))
+            conn.execute("DELETE FROM charged WHERE day < ?", (last_days(2, today=newest)[-1],))
+            self._pruned = newest
 
     def _add(
         self,
@@ -260,25 +299,34 @@ CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL);
         input_tokens: int,
         output_tokens: int,
         cost: int,
-        charge: str | None,
+        charge: str,
     ) -> bool:
         with conn:
             conn.execute("BEGIN")
-            if charge is not None:
-                added = conn.execute("INSERT OR IGNORE INTO charged (id, day) VALUES (?, ?)", (charge, day))
-                if added.rowcount == 0:
-                    return False
-            conn.executemany(
-                "INSERT INTO usage (day, key, input, output, cost) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT(day, key) DO UPDATE SET input = input + excluded.input, "
-                "output = output + excluded.output, cost = cost + excluded.cost",
-                [(day, key, input_tokens, output_tokens, cost) for key in keys],
-            )
-            if self._pruned != day:
-                conn.execute("DELETE FROM usage WHERE day < ?", (last_days(USAGE_DAYS, today=day)[-1],))
-                conn.execute("DELETE FROM charged WHERE day < ?", (last_days(2, today=day)[-1],))
-                self._pruned = day
+            added = conn.execute("INSERT OR IGNORE INTO charged (id, day) VALUES (?, ?)", (charge, day))
+            if added.rowcount == 0:
+                return False
+            self._count(conn, [(day, key, input_tokens, output_tokens, cost) for key in keys])
         return True
+
+    def _write_waiting(self, conn: sqlite3.Connection) -> None:
+        """Write the counts waiting in memory, in one transaction (in the worker thread, the connection's lock
+        held: a read that follows sees them)."""
+        with self._waiting_lock:
+            waiting, self._waiting = self._waiting, {}
+        if not waiting:
+            return
+        with conn:
+            conn.execute("BEGIN")
+            self._count(conn, [(day, key, i, o, c) for (day, key), (i, o, c) in waiting.items()])
+
+    async def _write_later(self) -> None:
+        while self._waiting:
+            await asyncio.sleep(self.write_after)
+            try:
+                await self._do(self._write_waiting)
+            except Exception:  # (the file cannot be written: those counts are lost, as a failed add's were)
+                log.exception("could not write the usage counted in the last %.1f s", self.write_after)
 
     async def add(
         self,
@@ -290,30 +338,63 @@ CREATE TABLE IF NOT EXISTS charged (id TEXT PRIMARY KEY, day TEXT NOT NULL);
         cost: int,
         charge: str | None = None,
     ) -> bool:
-        """Add one call's usage (once per ``charge``)."""
-        return await self._do(lambda conn: self._add(conn, day, keys, input_tokens, output_tokens, cost, charge))
+        """Add one call's usage (once per ``charge``): written at once with a ``charge`` id, else counted in memory
+        and written within ``write_after`` seconds."""
+        if charge is not None:
+            return await self._do(lambda conn: self._add(conn, day, keys, input_tokens, output_tokens, cost, charge))
+        with self._waiting_lock:
+            for key in keys:
+                counts = self._waiting.get((day, key))
+                if counts is None:
+                    self._waiting[(day, key)] = [input_tokens, output_tokens, cost]
+                else:
+                    counts[0] += input_tokens
+                    counts[1] += output_tokens
+                    counts[2] += cost
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_later())
+        return True
 
     async def totals(self, key: str, days: Sequence[str]) -> UsageTotals:
-        """The usage under ``key`` over ``days``."""
+        """The usage under ``key`` over ``days`` (what waits in memory written first)."""
         marks = ",".join("?" * len(days))
-        row = await self._do(
-            lambda conn: conn.execute(
+
+        def read(conn: sqlite3.Connection) -> Any:
+            self._write_waiting(conn)
+            return conn.execute(
                 "SELECT COALESCE(SUM(input), 0), COALESCE(SUM(output), 0), COALESCE(SUM(cost), 0) "
                 f"FROM usage WHERE key = ? AND day IN ({marks})",
                 (key, *days),
             ).fetchone()
-        )
+
+        row = await self._do(read)
         return UsageTotals(input_tokens=int(row[0]), output_tokens=int(row[1]), cost_micros=int(row[2]))
 
     async def day_rows(self, days: Sequence[str]) -> list[tuple[str, str, UsageTotals]]:
-        """Every ``(day, key, totals)`` counted on ``days``."""
+        """Every ``(day, key, totals)`` counted on ``days`` (what waits in memory written first)."""
         marks = ",".join("?" * len(days))
-        rows = await self._do(
-            lambda conn: conn.execute(
+
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            self._write_waiting(conn)
+            return conn.execute(
                 f"SELECT day, key, input, output, cost FROM usage WHERE day IN ({marks})", tuple(days)
             ).fetchall()
-        )
+
+        rows = await self._do(read)
         return [
             (str(r[0]), str(r[1]), UsageTotals(input_tokens=int(r[2]), output_tokens=int(r[3]), cost_micros=int(r[4])))
             for r in rows
         ]
+
+    async def close(self) -> None:
+        """Write what waits in memory, then close the file."""
+        writer, self._writer = self._writer, None
+        if writer is not None and not writer.done():
+            writer.cancel()  # (a write it began goes on in its thread; the one below waits for the lock)
+            await asyncio.wait((writer,))
+        if self._waiting:
+            try:
+                await self._do(self._write_waiting)
+            except Exception:
+                log.exception("could not write the usage counted before the stop")
+        await super().close()

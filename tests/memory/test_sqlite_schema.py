@@ -106,6 +106,7 @@ async def test_the_files_and_their_folder_are_the_bot_users_alone(tmp_path: Path
         store, usage = SQLiteStore(data / "memory.sqlite3"), SQLiteUsage(data / "usage.sqlite3")
         await store.set("k", "v")
         await usage.add(day="2026-01-01", keys=["model:x"], input_tokens=1, output_tokens=1, cost=0)
+        await usage.totals("model:x", ["2026-01-01"])  # (what waits in memory is written before a read)
         assert stat.S_IMODE(data.stat().st_mode) == 0o700
         made = sorted(p.name for p in data.iterdir())
         assert {"memory.sqlite3", "memory.sqlite3-wal", "memory.sqlite3-shm", "usage.sqlite3"} <= set(made)
