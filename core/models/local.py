@@ -314,8 +314,14 @@ class LocalModel:
         key = cache.key(body)
         if await asyncio.to_thread(self._restore_warm, server, cache, key, body["id_slot"]):
             return True
-        await self._collect(server, body)
-        await asyncio.to_thread(self._keep_warm, server, cache, key, body["id_slot"])
+        claim = await asyncio.to_thread(cache.claim, key)  # (another process evaluating it: wait, then restore)
+        try:
+            if claim.waited and await asyncio.to_thread(self._restore_warm, server, cache, key, body["id_slot"]):
+                return True
+            await self._collect(server, body)
+            await asyncio.to_thread(self._keep_warm, server, cache, key, body["id_slot"])
+        finally:
+            claim.release()
         return False
 
     def _restore_warm(self, server: Any, cache: SlotCache, key: str, slot: int) -> bool:

@@ -15,12 +15,20 @@ a file's header and sizes, not its values). A
 file that is missing, damaged or refused is a miss: the prompt is evaluated, as without the cache, and saved again.
 The folder keeps the ``KEEP`` most recently used files (a hit counts as a use) and at most ``KEEP_BYTES``.
 
+Processes that start at once with the same bot (a gateway's workers, a restart of several) would each evaluate the
+same prompts, side by side on the same cores: a process about to evaluate a key's prompt first claims the key
+(``claim``: an advisory lock on ``<key>.lock`` in the folder), and one that finds the key claimed waits for that
+evaluation (at most ``CLAIM_WAIT`` seconds) and restores its file instead. A process that dies while evaluating
+drops its claim with it.
+
 Everything here is blocking file work: callers run it in a thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import logging
@@ -31,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ("FOLDER", "KEEP", "KEEP_BYTES", "Identity", "SlotCache", "writable_folder")
+__all__ = ("CLAIM_WAIT", "FOLDER", "KEEP", "KEEP_BYTES", "Claim", "Identity", "SlotCache", "writable_folder")
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +49,10 @@ KEEP = 24
 """Files kept at most, the most recently used (a bot's start uses two or three)."""
 KEEP_BYTES = 512 * 1024 * 1024
 """Bytes kept at most (a file is some 12 KB a token of the 0.5B model: 10 MB for the decision's examples)."""
+CLAIM_WAIT = 120.0
+"""Seconds a start waits for another process evaluating the same prompt before it evaluates the prompt itself."""
 _SUFFIX = ".slot"
+_LOCK = ".lock"
 _STALE_PARTIAL = 600.0
 """Seconds after which a temporary file is a leftover of a process that died while writing it."""
 _FORMAT = 1
@@ -68,6 +79,20 @@ class Identity:
     """The KV cache's number types and flash attention setting (they change the saved layout)."""
     chat_template: str
     """The chat template given from outside the file (empty: the file's own)."""
+
+
+class Claim:
+    """A process's claim on evaluating a key's prompt (``SlotCache.claim``): held until ``release``."""
+
+    def __init__(self, fd: int | None, *, waited: bool) -> None:
+        self._fd = fd
+        self.waited = waited
+        """Another process held the key first: its file may be in the cache now."""
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # (the lock goes with the descriptor)
+            self._fd = None
 
 
 class SlotCache:
@@ -113,6 +138,31 @@ class SlotCache:
                 path.unlink()
         into.unlink(missing_ok=True)
         return None
+
+    def claim(self, key: str, *, wait: float = CLAIM_WAIT) -> Claim:
+        """Claim the evaluation of ``key``'s prompt: at once when no other process holds it, else once it lets it
+        go (``waited``: restore its file rather than evaluate), or after ``wait`` seconds (then evaluated here too).
+        A folder where no lock can be made claims nothing and waits for nothing."""
+        if self.unwritable:
+            return Claim(None, waited=False)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.folder / f"{key}{_LOCK}", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return Claim(None, waited=False)
+        deadline, waited = time.monotonic() + wait, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return Claim(fd, waited=waited)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or time.monotonic() >= deadline:
+                    os.close(fd)
+                    return Claim(None, waited=waited)
+            if not waited:
+                log.info("another process is warming the embedded model's slot %s; waiting for it", key)
+            waited = True
+            time.sleep(0.1)
 
     def forget(self, path: Path) -> None:
         """Remove the cache's file ``path`` (llama.cpp refused it: the next save replaces it)."""
@@ -164,8 +214,9 @@ class SlotCache:
                     kept += 1
                 else:
                     path.unlink()
-        for path in entries:
-            if path.name.startswith("partial-") and now - _mtime(path) > _STALE_PARTIAL:
+        for path in entries:  # (a claim's lock file removed while held costs at most one evaluation twice)
+            leftover = path.name.startswith("partial-") or path.name.endswith(_LOCK)
+            if leftover and now - _mtime(path) > _STALE_PARTIAL:
                 with contextlib.suppress(OSError):
                     path.unlink()
 

@@ -8,9 +8,11 @@ from the cache, tokens evaluated) says whether the warm state was there.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -231,3 +233,36 @@ def test_the_folder_keeps_the_most_recently_used_files(tmp_path: Path, monkeypat
     source.write_bytes(b"state 5")
     cache.keep("k5", source)
     assert sorted(p.name.split("-")[0] for p in (tmp_path / "cache").iterdir()) == ["k2", "k4", "k5"]
+
+
+async def test_two_starts_at_once_evaluate_each_prompt_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two processes starting the same bot at once (a gateway's workers): the second waits for the first's
+    evaluation of the prompt and restores it, rather than evaluating it beside it on the same cores."""
+    caplog.set_level(logging.INFO, logger="core.models")
+    one, two = start(tmp_path), start(tmp_path)
+    try:
+        await asyncio.gather(one.warm(request("Hello!")), two.warm(request("Hello!")))
+    finally:
+        one.close()
+        two.close()
+    said = sorted(
+        r.getMessage().split(":")[1].split(" from ")[0] for r in caplog.records if "prompts restored" in r.getMessage()
+    )
+    assert said == [" 0 of 1 prompts restored", " 1 of 1 prompts restored"]
+    assert len(slot_files(tmp_path)) == 1
+
+
+def test_a_claimed_key_waits_for_its_holder_and_then_says_so(tmp_path: Path) -> None:
+    cache = SlotCache(tmp_path, IDENTITY)
+    first = cache.claim("k")
+    assert not first.waited
+    threading.Timer(0.3, first.release).start()
+    second = cache.claim("k", wait=30)  # (held until the first lets it go: then restore, not evaluate)
+    assert second.waited
+    given_up = cache.claim("k", wait=0.2)  # (still held: given up after the wait, evaluated here too)
+    assert given_up.waited
+    given_up.release()
+    second.release()
+    third = cache.claim("k", wait=0.2)
+    assert not third.waited
+    third.release()
