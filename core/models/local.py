@@ -286,15 +286,13 @@ class LocalModel:
             else:  # (a summary's prompt starts with the same system prompt)
                 copies.append((free[0], [s for s in [*free[1:], *self._scratch] if s != free[0]]))
         elif self.calls_tools:  # the worked examples any bot's tools are decided after
-            demo = ToolSpec(name="none_of_these", description="(warming up)")
-            probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
-            bodies.append(self._route_body(probe))
+            bodies.append(self._route_probe_body())
             copies.append((self._deciding[0], list(self._deciding[1:])))
         else:
             bodies.append(self._body(ModelRequest(system="", prompt="Hello", plain=True), slot=self._scratch[0]))
         restored = 0
         for body in bodies:
-            restored += await self._warm_slot(server, {**body, "max_tokens": 1})
+            restored += await self._warm_slot(server, {**body, "max_tokens": 1}, base=self._base_of(body))
         for source, targets in copies:
             if targets:
                 await asyncio.to_thread(self._copy_slot, server, source, targets)
@@ -304,9 +302,28 @@ class LocalModel:
             log.info("warmed up in %.2fs: %d of %d prompts restored from %s", seconds, restored, len(bodies), folder)
         self._say(f"warmed up ({seconds:.1f} s)")
 
-    async def _warm_slot(self, server: Any, body: dict[str, Any]) -> bool:
+    def _route_probe_body(self) -> dict[str, Any]:
+        """The decision's prompt for a bot's own tools with a probe for a message: the worked examples (some 2,400
+        tokens, the same for every bot) then a question no bot asks."""
+        demo = ToolSpec(name="none_of_these", description="(warming up)")
+        probe = ModelRequest(system="", prompt="", plain=True, turns=(("user", "Hello"),), tools=(demo,))
+        return self._route_body(probe)
+
+    def _base_of(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """What ``body`` starts with that any other bot's would too, to be warmed first when ``body`` is not in the
+        warm cache: a decision's prompt for a bot's own tools starts with the worked examples, which the probe's
+        prompt (``_route_probe_body``) holds, so a bot's first start evaluates only its own part where another bot
+        started before it."""
+        messages = body.get("messages") or [{}]
+        if self._cache is None or messages[0].get("content") != ROUTE_TASK:
+            return None
+        probe = {**self._route_probe_body(), "max_tokens": 1}
+        return None if probe["messages"] == messages else probe
+
+    async def _warm_slot(self, server: Any, body: dict[str, Any], *, base: dict[str, Any] | None = None) -> bool:
         """Warm the slot ``body`` names with it: restored from the warm cache (``slot_cache``) when it holds it
-        (True), else evaluated, then kept there for the next start."""
+        (True), else evaluated, then kept there for the next start. ``base``, a prompt ``body`` starts with, is
+        warmed first in the same slot (restored, or evaluated and kept), so that only the rest is evaluated."""
         cache = self._cache
         if cache is None:
             await self._collect(server, body)
@@ -318,6 +335,8 @@ class LocalModel:
         try:
             if claim.waited and await asyncio.to_thread(self._restore_warm, server, cache, key, body["id_slot"]):
                 return True
+            if base is not None:
+                await self._warm_slot(server, base)
             await self._collect(server, body)
             await asyncio.to_thread(self._keep_warm, server, cache, key, body["id_slot"])
         finally:

@@ -13,12 +13,16 @@ import hashlib
 import logging
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.models import LocalModel, ModelRequest
+from core.models.base import ToolSpec
 from core.models.slot_cache import FOLDER, Identity, SlotCache
+from core.models.tool_routing import ROUTE_TASK
 
 from .support import collect, smollm2_path
 
@@ -168,6 +172,42 @@ async def test_without_the_cache_nothing_is_written(tmp_path: Path) -> None:
     finally:
         model.close()
     assert not (tmp_path / FOLDER).exists()
+
+
+async def test_a_bot_s_first_start_evaluates_only_its_own_part_of_the_decision_s_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decision's prompt for a bot's own tools starts with worked examples every such bot shares (some 2,400
+    tokens): kept once in the warm cache, a later bot's first start restores them and evaluates only its own part."""
+
+    async def first_start(tools: tuple[ToolSpec, ...]) -> list[tuple[int, int]]:
+        """How many tokens of each decision prompt warming took from the slot and evaluated: (cached, new)."""
+        path = smollm2_path()
+        assert path is not None
+        model = LocalModel(model_path=path, weights_dir=tmp_path, context_size=4096, temperature=0.0, seed=1)
+        model.calls_tools = True  # (SmolLM2's template has no tool calls; the decision's prompt is a plain chat)
+        seen: list[tuple[int, int]] = []
+        evaluate = model._collect
+
+        async def spy(server: object, body: dict[str, Any]) -> str:
+            text = await evaluate(server, body)
+            if body["messages"][0]["content"] == ROUTE_TASK:
+                seen.append(model.last_prompt_tokens or (0, 0))
+            return text
+
+        monkeypatch.setattr(model, "_collect", spy)
+        try:
+            await model.warm(replace(request("Add milk to my list, please."), tools=tools))
+        finally:
+            model.close()
+        return seen
+
+    todo = (ToolSpec(name="add_todo", description="Add an item to the todo list."),)
+    units = (ToolSpec(name="convert", description="Convert an amount between two units."),)
+    shared, own = await first_start(todo)  # the worked examples with a probe, then its own prompt after them
+    assert shared[1] > 1000 and own[0] >= shared[1] - 50 and own[1] < 300, (shared, own)
+    [other] = await first_start(units)  # the worked examples restored: its own part only
+    assert other[0] >= shared[1] - 50 and other[1] < 300, other
 
 
 IDENTITY = Identity(
