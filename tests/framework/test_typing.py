@@ -36,10 +36,17 @@ MISTAKES = {
 
 
 def start_mypy(*files: Path, cwd: Path, cache: Path) -> subprocess.Popen[str]:
-    """``mypy --strict`` on ``files`` from ``cwd``, started (``finish`` reads its report)."""
-    command = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(cache)]
+    """``mypy --strict`` on ``files`` from ``cwd``, started (``finish`` reads its report), with mypy's defaults
+    otherwise (``settings``: an author's, not the repository's) and its cache in ``cache``."""
+    settings = cache.parent / "mypy.ini"
+    settings.write_text("[mypy]\n", encoding="utf-8")
+    command = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--config-file", str(settings)]
     return subprocess.Popen(
-        [*command, *map(str, files)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*command, "--cache-dir", str(cache), *map(str, files)],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -64,17 +71,15 @@ def errors_of(out: str) -> Reported:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """mypy's report on the three bot files checked from the repository, and on the correct and the wrong bot
-    copied outside it. Both runs are cold (outside, the repository's mypy settings are not read, so the repository
-    run's cache would not serve it): they are started together, each with its own cache, and the module waits for
-    the longer one only (the typed bot is checked in the repository's run, not in one of its own)."""
+    copied outside it. Both runs have the same settings, so they share one cache: the first reads core and
+    pydantic (some 30 CPU-seconds), the second, from outside, finds them in the cache (3 s, where a cache of its
+    own took as long as the first). The typed bot is checked in the repository's run only."""
     outside = tmp_path_factory.mktemp("outside")
     shutil.copy(GOOD, outside / GOOD.name)
     shutil.copy(WRONG, outside / WRONG.name)
-    inside_run = start_mypy(WRONG, GOOD, TYPED, cwd=ROOT, cache=tmp_path_factory.mktemp("mypy-cache"))
-    outside_run = start_mypy(
-        outside / GOOD.name, outside / WRONG.name, cwd=outside, cache=tmp_path_factory.mktemp("mypy-cache")
-    )
-    return finish(inside_run), finish(outside_run)
+    cache = tmp_path_factory.mktemp("mypy") / "cache"
+    inside = finish(start_mypy(WRONG, GOOD, TYPED, cwd=ROOT, cache=cache))
+    return inside, finish(start_mypy(outside / GOOD.name, outside / WRONG.name, cwd=outside, cache=cache))
 
 
 @pytest.fixture(scope="module")
