@@ -31,7 +31,6 @@ import contextlib
 import json
 import logging
 import re
-import socket
 import statistics
 import sys
 import tempfile
@@ -46,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 import core
 from core import ModelRequest
+from tests.ports import free_port as _free_port
 
 BURST = 5
 """Messages in a burst."""
@@ -247,12 +247,6 @@ async def discord(messages: int, trials: int, delay: float) -> None:
     finally:
         await agent.stop()
         await fake.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def web(messages: int, trials: int, delay: float) -> None:

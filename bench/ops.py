@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,12 +20,14 @@ from typing import Any
 
 # bench/core.py is named like the package it measures: keep bench/ off the import path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.ports
 
 import aiohttp  # noqa: E402
 
 from bots.ops import Ops, serve  # noqa: E402
 from core import ScriptedModel, create_agent  # noqa: E402
 from extensions.terminal import cli_extension, cli_session  # noqa: E402
+from tests.ports import free_port as _free_port  # noqa: E402
 
 REPLY = '<response><reasoning>greet</reasoning><output type="cli:message">Hello there, nice to meet you!</output></response>'
 RUNS = 2000
@@ -70,12 +71,6 @@ def _ms(samples: list[float]) -> str:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     return f"p50 {statistics.median(ordered) * 1000:7.3f} ms   p99 {p99 * 1000:7.3f} ms"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _process_lifecycle(rounds: int = 5) -> tuple[list[float], list[float]]:

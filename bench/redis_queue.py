@@ -34,6 +34,7 @@ from typing import Any
 
 # this file is named like the standard library's queue module: keep bench/ off the import path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root, for tests.ports
 
 import redis.asyncio  # noqa: E402
 
@@ -47,6 +48,7 @@ from core.fleet import (  # noqa: E402
 )
 from core.models.base import ModelRequest  # noqa: E402
 from core.testing import updates_of  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SELF = str(Path(__file__).resolve())
@@ -118,12 +120,6 @@ async def run_worker(args: argparse.Namespace) -> None:
 
 
 # -- the driver ------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Redis:

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import statistics
 import sys
 import tempfile
@@ -33,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BOTS = ROOT / ".venv" / "bin" / "bots"
 sys.path.insert(0, str(ROOT))  # the repository root, for tests.fleet's redis-server
 
+from tests.ports import free_port as _free_port  # noqa: E402
+
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -45,12 +46,6 @@ def _report(title: str, seconds: list[float]) -> None:
         f"{title:<60} n={len(ms):<4} p50={_percentile(ms, 0.50):6.2f} ms  p90={_percentile(ms, 0.90):6.2f} ms  "
         f"p99={_percentile(ms, 0.99):6.2f} ms  max={max(ms):6.2f} ms  mean={statistics.fmean(ms):6.2f} ms"
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _up(url: str) -> None:
