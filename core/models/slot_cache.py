@@ -27,8 +27,6 @@ Everything here is blocking file work: callers run it in a thread.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -39,7 +37,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ("CLAIM_WAIT", "FOLDER", "KEEP", "KEEP_BYTES", "Claim", "Identity", "SlotCache", "writable_folder")
+from .claims import Claim, claim
+
+__all__ = ("CLAIM_WAIT", "FOLDER", "KEEP", "KEEP_BYTES", "Identity", "SlotCache", "writable_folder")
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +79,6 @@ class Identity:
     """The KV cache's number types and flash attention setting (they change the saved layout)."""
     chat_template: str
     """The chat template given from outside the file (empty: the file's own)."""
-
-
-class Claim:
-    """A process's claim on evaluating a key's prompt (``SlotCache.claim``): held until ``release``."""
-
-    def __init__(self, fd: int | None, *, waited: bool) -> None:
-        self._fd = fd
-        self.waited = waited
-        """Another process held the key first: its file may be in the cache now."""
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # (the lock goes with the descriptor)
-            self._fd = None
 
 
 class SlotCache:
@@ -145,24 +131,11 @@ class SlotCache:
         A folder where no lock can be made claims nothing and waits for nothing."""
         if self.unwritable:
             return Claim(None, waited=False)
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.folder / f"{key}{_LOCK}", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return Claim(None, waited=False)
-        deadline, waited = time.monotonic() + wait, False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return Claim(fd, waited=waited)
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or time.monotonic() >= deadline:
-                    os.close(fd)
-                    return Claim(None, waited=waited)
-            if not waited:
-                log.info("another process is warming the embedded model's slot %s; waiting for it", key)
-            waited = True
-            time.sleep(0.1)
+
+        def waiting() -> None:
+            log.info("another process is warming the embedded model's slot %s; waiting for it", key)
+
+        return claim(self.folder / f"{key}{_LOCK}", wait=wait, on_wait=waiting)
 
     def forget(self, path: Path) -> None:
         """Remove the cache's file ``path`` (llama.cpp refused it: the next save replaces it)."""

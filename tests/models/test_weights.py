@@ -6,7 +6,11 @@ Small fake weights (a few kilobytes in three "packages" under tmp_path) go throu
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
+import logging
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -225,3 +229,37 @@ def test_the_installed_packages_hold_parts_of_the_right_size() -> None:
     except ConfigError:
         pytest.skip("the Qwen weights are not installed (make install)")
     assert [p.stat().st_size for p in paths] == [p.size for p in QWEN.parts]
+
+
+def test_processes_starting_at_once_assemble_the_weights_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A second start while the first assembles (a gateway's workers on a fresh machine) waits for it and uses its
+    file instead of assembling its own half a gigabyte beside it."""
+    weights, folders = fake_weights(tmp_path)
+    first_assembling, second_waiting = threading.Event(), threading.Event()
+    steps: dict[str, list[str]] = {"first": [], "second": []}
+
+    def first_progress(step: str, done: int, total: int) -> None:
+        steps["first"].append(step)
+        if step == "assemble" and not first_assembling.is_set():
+            first_assembling.set()
+            second_waiting.wait(timeout=10)  # (held mid-assembly until the second start is waiting)
+
+    def start(name: str) -> Path:
+        def progress(step: str, done: int, total: int) -> None:
+            steps[name].append(step)
+
+        return prepare(
+            weights, tmp_path / "cache", locate=folders.get, progress=first_progress if name == "first" else progress
+        )
+
+    caplog.set_level(logging.INFO, logger="core.models.weights")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(start, "first")
+        assert first_assembling.wait(timeout=10)
+        second = pool.submit(start, "second")
+        deadline = time.monotonic() + 10
+        while not any("waiting for it" in line for line in caplog.messages) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        second_waiting.set()
+        assert first.result(timeout=10) == second.result(timeout=10) == tmp_path / "cache" / "fake.gguf"
+    assert "assemble" in steps["first"] and "assemble" not in steps["second"], steps
