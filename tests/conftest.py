@@ -36,7 +36,6 @@ _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
 LONG_TESTS = {
     "tests/gate/test_gate.py::test_bots_run_with_the_embedded_model_answers_on": 300.0,
-    "tests/framework/test_typing.py": 230.0,
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[telegram-embedded": 165.0,
     "tests/gate/test_gate.py::test_a_gateway_and_two_workers_with_the_embedded_model": 165.0,
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[terminal-embedded": 80.0,
@@ -45,8 +44,10 @@ LONG_TESTS = {
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[discord-embedded": 70.0,
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[web-embedded": 65.0,
     "tests/catchup/test_catchup.py::test_on_the_embedded_model": 58.0,
+    "tests/models/test_warm_cache.py::test_a_bot_s_first_start": 55.0,
     "tests/gate/test_privacy.py::test_two_people": 50.0,
     "tests/docs/test_site.py": 50.0,
+    "tests/framework/test_typing.py": 45.0,
     "tests/fleet/test_e2e_primary_back.py::": 44.0,
     "tests/docs/test_documented_calls.py::test_every_shown_call": 44.0,
     "tests/fleet/test_netfaults.py::": 40.0,
