@@ -44,7 +44,6 @@ LONG_TESTS = {
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[discord-embedded": 70.0,
     "tests/gate/test_matrix.py::test_the_cell_holds_the_conversation[web-embedded": 65.0,
     "tests/catchup/test_catchup.py::test_on_the_embedded_model": 58.0,
-    "tests/models/test_warm_cache.py::test_a_bot_s_first_start": 55.0,
     "tests/gate/test_privacy.py::test_two_people": 50.0,
     "tests/docs/test_site.py": 50.0,
     "tests/framework/test_typing.py": 45.0,
