@@ -171,7 +171,7 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
 
     # no tool: the plain answer goes to the platform's reply, not to the bot's output
     assert decide3["messages"][-1]["content"].endswith("\nMessage: Hi!") and "tools" not in plain
-    assert "Politely refuse anything harmful" in plain["messages"][0]["content"]
+    assert "Reply to the last message directly and helpfully" in plain["messages"][0]["content"]
     assert [(e.output_type, e.content) for e in greeted if e.final] == [("cli:message", "Hello!")]
 
 
