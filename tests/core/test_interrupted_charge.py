@@ -14,29 +14,16 @@ from core import AgentOptions, InMemoryStore, ModelRequest, context, create_agen
 from core.busy import BusyPolicy
 from core.engine import Run
 from core.entries import InputRef
-from core.models.base import ModelUsage, report_usage
 from core.plugin import Plugin, RunHooks, RunView
 from core.usage import InMemoryUsage, day_of
 from core.usage.plugin import Usage
+from tests.core.reporting_model import TOKENS_IN, TOKENS_OUT, Answers
 
 ROOM = context(type="room", schema=str, key=lambda s: s, max_steps=4)
-TOKENS_IN, TOKENS_OUT = 1000, 5
 
 
 def said(text: str, user: str, message: str) -> dict[str, Any]:
     return {"type": "room:message", "data": text, "params": {"user": user, "user_id": user, "message_id": message}}
-
-
-class Answers:
-    """Answers every call at once with a word, and reports ``TOKENS_IN`` and ``TOKENS_OUT`` as a provider does."""
-
-    name = model = "answers"
-    vision = False
-    last_usage = None
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        yield '<response><output type="room:message">ok</output></response>'
-        report_usage(ModelUsage(input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT))
 
 
 class Held(InMemoryUsage):
@@ -117,6 +104,7 @@ class Unseen(Answers):
     call after it answers at once."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls = 0
         self.waiting = asyncio.Event()
 

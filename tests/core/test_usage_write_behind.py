@@ -6,33 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from core import InMemoryStore, ModelRequest, SQLiteUsage, context, create_agent, output
-from core.models.base import ModelUsage, report_usage
+from core import InMemoryStore, SQLiteUsage, context, create_agent, output
 from core.usage import day_of
 from core.usage.plugin import Usage
+from tests.core.reporting_model import TOKENS_IN, TOKENS_OUT, Answers
 
 ROOM = context(type="room", schema=str, key=lambda s: s)
-TOKENS_IN, TOKENS_OUT = 1000, 5
 
 
 def said(text: str, user: str) -> dict[str, Any]:
     return {"type": "room:message", "data": text, "params": {"user": user, "user_id": user, "message_id": text}}
-
-
-class Answers:
-    """Answers every call at once, and reports ``TOKENS_IN`` and ``TOKENS_OUT`` as a provider does."""
-
-    name = model = "answers"
-    vision = False
-    last_usage = None
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        yield '<response><output type="room:message">ok</output></response>'
-        report_usage(ModelUsage(input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT))
 
 
 def agent_with(usage: SQLiteUsage) -> Any:

@@ -5,11 +5,10 @@ has them once the bot has stopped."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-from core import ModelRequest, SQLiteUsage
-from core.models.base import ModelUsage, report_usage
+from core import SQLiteUsage
 from core.usage import day_of
+from tests.core.reporting_model import Answers
 
 from .conftest import StartBot, answer, client, csrf_of
 from .visiting import talk, visitor_of
@@ -17,20 +16,8 @@ from .visiting import talk, visitor_of
 TOKENS_IN, TOKENS_OUT = 1200, 7
 
 
-class Reporting:
-    """Answers every message with "Hi." and reports its tokens as a provider does."""
-
-    name = model = "reporting"
-    vision = False
-    last_usage = None
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
-        yield answer("Hi.")
-        report_usage(ModelUsage(input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT))
-
-
 async def test_stats_right_after_the_answer_show_its_tokens_and_the_stop_writes_them(start_bot: StartBot) -> None:
-    bot = await start_bot(Reporting())
+    bot = await start_bot(Answers(answer("Hi."), tokens_in=TOKENS_IN, tokens_out=TOKENS_OUT))
     async with client() as session:
         await talk(bot.chat_url, session, "hello", until="Hi.")
         visitor = visitor_of(session)
