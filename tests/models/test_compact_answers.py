@@ -19,20 +19,23 @@ REFUSAL = re.compile(r"sorry|can'?t assist|cannot assist|unable to", re.IGNORECA
 pytestmark = pytest.mark.skipif(QWEN is None, reason="needs the default weights: make install")
 
 
-@pytest.mark.parametrize("said", ["Hello!", "My name is Ada and I like cats.", "Hello! My favourite colour is green."])
-async def test_a_harmless_first_message_is_answered_not_refused(said: str) -> None:
+async def test_harmless_first_messages_are_answered_not_refused() -> None:
     assert QWEN is not None
     model = LocalModel(model_path=QWEN, context_size=1024, slots=1, temperature=0.0, seed=1, warm_cache=False)
-    request = ModelRequest(
-        system=f"{COMPACT_RULES}\n\n{bot.instructions}",
-        prompt="",
-        plain=True,
-        turns=(("user", said),),
-        max_tokens=40,
-        metadata={"context_id": "chat:1"},
-    )
+    answers = {}
     try:
-        answer = "".join([text async for text in model.stream(request)]).strip()
+        for number, said in enumerate(
+            ("Hello!", "My name is Ada and I like cats.", "Hello! My favourite colour is green.")
+        ):
+            request = ModelRequest(
+                system=f"{COMPACT_RULES}\n\n{bot.instructions}",
+                prompt="",
+                plain=True,
+                turns=(("user", said),),
+                max_tokens=40,
+                metadata={"context_id": f"chat:{number}"},
+            )
+            answers[said] = "".join([text async for text in model.stream(request)]).strip()
     finally:
         model.close()
-    assert answer and not REFUSAL.search(answer), answer
+    assert all(answer and not REFUSAL.search(answer) for answer in answers.values()), answers
