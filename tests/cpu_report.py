@@ -2,9 +2,10 @@
 end, the CPU seconds of each test (its process's and those of the child processes it waited for: bots, redis-server,
 mypy, Chromium) added up by folder and by file, and the tests that took the most.
 
-The suite's time on two cores is bound by its CPU, not by its waits: this says what to make cheaper. Not counted:
-the fork server's children (``tests/fork_server.py``; their CPU reaches a worker only when the server ends) and
-processes a test leaves to a session fixture."""
+It also prints the run's time and how busy the machine's cores were over it (every process's, from ``/proc/stat``):
+near 100% the suite is bound by its CPU (make tests cheaper); well below, by its waits (more workers overlap them).
+Not counted per test: the fork server's children (``tests/fork_server.py``; their CPU reaches a worker only when the
+server ends) and processes a test leaves to a session fixture."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import pytest
 
 TOP = 15
 _FOLDER = "TESTS_CPU_REPORT_DIR"
+_START: dict[str, Any] = {}
+"""The controller's start: its monotonic time and the machine's CPU counters."""
 
 
 def _cpu() -> float:
@@ -30,9 +33,20 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _machine() -> tuple[int, int]:
+    """Jiffies the machine's cores were busy and in all, since boot (``/proc/stat``; zeros where there is none)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # (idle and waiting for I/O)
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # (the controller, or a run without xdist: the workers inherit it)
         os.environ[_FOLDER] = tempfile.mkdtemp(prefix="cpu-report-")
+        _START.update(time=time.monotonic(), machine=_machine())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -53,6 +67,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     total = sum(row["cpu"] for row in rows)
     terminalreporter.section("CPU seconds (tests.cpu_report)")
     write(f"{total:8.1f}  all {len(rows)} tests")
+    if _START:
+        (busy, every), (busy0, every0) = _machine(), _START["machine"]
+        share = f"{100 * (busy - busy0) / (every - every0):.0f}%" if every > every0 else "?"
+        write(f"{time.monotonic() - _START['time']:8.1f}  seconds in all; the machine's cores busy {share} of them")
     for label, key in (
         ("folder", lambda i: "/".join(i.split("::")[0].split("/")[:2])),
         ("file", lambda i: i.split("::")[0]),

@@ -1,4 +1,5 @@
-"""``-p tests.cpu_report``: the CPU seconds of a run, by folder, file and test, printed at its end."""
+"""``-p tests.cpu_report``: the CPU seconds of a run, by folder, file and test, and how busy the machine was,
+printed at its end."""
 
 from __future__ import annotations
 
@@ -21,3 +22,4 @@ def test_a_run_with_the_report_prints_its_cpu_by_folder_file_and_test() -> None:
     report = done.stdout.split("CPU seconds (tests.cpu_report)", 1)[1]
     assert "all 4 tests" in report
     assert "by folder:" in report and "by file:" in report and "tests/test_ports.py::test_" in report
+    assert "seconds in all; the machine's cores busy" in report

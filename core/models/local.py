@@ -27,15 +27,16 @@ plain request with ``tools`` it first decides, in a short prompt of its own with
 allows a tool's name or ``none``, whether the user's last message needs a tool: a model this small, shown tools
 while it answers, calls one for almost every message. ``none`` gets the plain reply, without tools. An output the
 decision names is asked about once more, alone (does the message ask for it? ``yes`` or ``no``), as the decision
-names one for any message with its words; declined, it is the plain reply. ``none`` for a bot's own tools is asked
-about once more when the message shares words with an action: that action alone, yes or no (``_second_look``); a
-yes gets its call, kept only if each argument is in the person's lines (``stated``). A tool gets its call: the
-conversation with that tool listed by the chat template and a grammar that only lets the model write
-``<tool_call>{json}</tool_call>`` with arguments of the tool's schema; the call is handed to the step loop as
-``<response><action_call name="...">{json}</action_call></response>``; for a tool that takes a date, the days
-the message names are dated under it from the today the system prompt states (``day_table``). The result comes
-back as a note on the user's message, and the next step (its last turn a result, not the user's) is a plain
-reply: the model answers once instead of calling tools forever. Deciding and calling use slots of their own, so the
+names one for any message with its words; declined (or a yes less than twice as likely as a no), it is the plain
+reply. ``none`` for a bot's own tools is asked about once more when the message shares words with an action: that
+action alone, yes or no (``_second_look``); a yes gets its call, kept only if each argument is in the person's lines
+(``stated``). A tool gets its call: the conversation with that tool listed by the chat template and a grammar that
+only lets the model write ``<tool_call>{json}</tool_call>`` with arguments of the tool's schema (an identifier,
+``id`` or ``..._id``, among the whole numbers the conversation shows: ``narrowed``); the call is handed to the step
+loop as ``<response><action_call name="...">{json}</action_call></response>``; for a tool that takes a date, the
+days the message names are dated under it from the today the system prompt states (``day_table``). The result comes
+back as a note on the user's message, and the next step (its last turn a result, not the user's) is a plain reply:
+the model answers once instead of calling tools forever. Deciding and calling use slots of their own, so the
 conversation's slot only ever holds its plain prompt and stays warm.
 
 A first call that fails (its arguments do not validate, the handler raises) is made once more with the error in
@@ -53,6 +54,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -85,6 +87,7 @@ from .tool_routing import (
     closest_action,
     confirm_question,
     grounded,
+    narrowed,
     overlap,
     repeated,
     route_question,
@@ -112,6 +115,8 @@ _CALL_LIMITS = GrammarLimits(string_chars=160, json_members=8)
 _CALL_TOKENS = 1024
 _EARLIER_CHARS = 200
 """Characters of the person's line before the message shown to decide on a tool at most."""
+_CONFIRM_ODDS = 2.0
+"""How many times as likely as a no the second question's yes must be for an output to be shown (``_confirmed``)."""
 _STOP_WAIT = 30.0
 """Seconds a cancelled stream waits for llama.cpp to notice (it only can between tokens)."""
 
@@ -723,8 +728,8 @@ class LocalModel:
         body["tools"] = [_tool_json(tool) for tool in tools]
         body["tool_choice"] = "none"  # our grammar, not llama.cpp's, shapes the call
         start = ""
-        if len(tools) == 1:
-            start, body["grammar"] = tool_call_start(tools[0], limits=_CALL_LIMITS)
+        if len(tools) == 1:  # (an identifier only among the numbers the conversation shows: ``narrowed``)
+            start, body["grammar"] = tool_call_start(narrowed(tools[0], request), limits=_CALL_LIMITS)
         else:
             body["grammar"] = tool_call_grammar(tools, text=False, limits=_CALL_LIMITS)
         body["temperature"] = 0.0
@@ -826,9 +831,43 @@ class LocalModel:
         and the decision names one for any message with its words ("How many items are on my todo list?" ->
         ``todo:list``, whose reply is then "3" shown as the list). Declined, the plain reply still shows what the
         output would have, the state being in its prompt; an action declined wrongly would be lost, and asked
-        this way the model declines some that are needed, so actions are not asked twice."""
-        answer = (await self._helped(server, self._confirm_body(request, tool))).strip()
-        return answer != "no"
+        this way the model declines some that are needed, so actions are not asked twice.
+
+        A yes counts when the model finds it at least ``_CONFIRM_ODDS`` times as likely as a no: the outputs asked
+        for were confirmed at 0.85 to 0.92 (``bench/tools.py``'s three bots), a question about the bot's domain
+        that asks for none at 0.64 ("What is a fair way to split a bill?" -> the group's expenses shown)."""
+        body = {**self._confirm_body(request, tool), "stream": False, "logprobs": True, "top_logprobs": 5}
+        slot = self._take_helper(self._deciding)
+        try:
+            chunks = await self._answer_whole(server, {**body, "id_slot": slot})
+        finally:
+            self._release_slot(slot)
+        answer, odds = "", {"yes": 0.0, "no": 0.0}
+        for chunk in chunks:
+            for choice in chunk.get("choices") or ():
+                answer += str((choice.get("message") or choice.get("delta") or {}).get("content") or "")
+                first = ((choice.get("logprobs") or {}).get("content") or [{}])[0]
+                for top in first.get("top_logprobs") or ():
+                    if top.get("token") in odds and not odds[top["token"]]:
+                        odds[top["token"]] = math.exp(float(top.get("logprob", -math.inf)))
+        if answer.strip() == "no":
+            return False
+        return not any(odds.values()) or odds["yes"] >= _CONFIRM_ODDS * odds["no"]  # (none given: the answer)
+
+    async def _answer_whole(self, server: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """``body`` (not streamed) answered by llama.cpp: its chunks, whole (with the probabilities it asks for)."""
+        chunks: list[dict[str, Any]] = []
+
+        def answer() -> None:
+            server.handle_chat_completions(
+                body, lambda chunk: chunks.append(chunk) if isinstance(chunk, dict) else None
+            )
+
+        await asyncio.get_running_loop().run_in_executor(self._workers(), answer)
+        for chunk in chunks:
+            if "error" in chunk:
+                raise ModelError(self._describe(chunk["error"]))
+        return chunks
 
     async def _second_look(self, server: Any, request: ModelRequest) -> ToolSpec | None:
         """The action a message decided as needing no tool asks for after all, if any: the one it shares the most
@@ -877,6 +916,13 @@ class LocalModel:
     async def _collect(self, server: Any, body: dict[str, Any]) -> str:
         return "".join([text async for text in self._generate(server, body)])
 
+    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.slots + 2 * self.helpers + 2, thread_name_prefix="llama"
+            )
+        return self._executor
+
     async def _generate(self, server: Any, body: dict[str, Any]) -> AsyncGenerator[str, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
@@ -899,11 +945,7 @@ class LocalModel:
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(queue.put_nowait, None)
 
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.slots + 2 * self.helpers + 2, thread_name_prefix="llama"
-            )
-        worker = loop.run_in_executor(self._executor, generate)
+        worker = loop.run_in_executor(self._workers(), generate)
         try:
             while (chunk := await queue.get()) is not None:
                 if not isinstance(chunk, dict):
@@ -948,6 +990,13 @@ class LocalModel:
                 self.last_tokens_per_second = float(timings["predicted_per_second"])
             if "prompt_n" in timings:
                 self.last_prompt_tokens = (int(timings.get("cache_n") or 0), int(timings["prompt_n"] or 0))
+                log.debug(
+                    "the local model: %d prompt tokens from the cache, %d evaluated in %.0f ms, %d written in %.0f ms",
+                    *self.last_prompt_tokens,
+                    float(timings.get("prompt_ms") or 0),
+                    int(timings.get("predicted_n") or 0),
+                    float(timings.get("predicted_ms") or 0),
+                )
 
     def _describe(self, error: Any) -> str:
         if not isinstance(error, dict):
