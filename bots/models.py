@@ -170,6 +170,7 @@ def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
         "threads": llm.threads,
         "temperature": llm.temperature,
         "slots": llm.slots,
+        "seed": llm.seed,
         "progress": _progress_line,
     }
     if llm.model_path is not None:

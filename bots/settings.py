@@ -372,6 +372,12 @@ class LlmSettings(BaseModel):
         default=512, ge=16, le=32768, description="Tokens per answer at most (160 at most with the compact prompt)"
     )
     temperature: float = Field(default=0.3, ge=0.0, le=2.0, description="Sampling temperature")
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        description="Sampling seed of the embedded model (LLM_PROVIDER=local): the same prompt gets the same answer, "
+        "to reproduce one (empty: a new seed for every answer)",
+    )
     timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds to wait for the model before failing")
     retries: int = Field(
         default=3,

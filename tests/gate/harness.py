@@ -73,6 +73,10 @@ class Cell:
 SETTLE = 2.0
 """Seconds a chat must show the same replies to count as settled (Telegram's live replies are edited at most
 every 1.5 s)."""
+SEED = "2026"
+"""``LLM_SEED`` of the embedded model's cells: it samples as people run it (``LLM_TEMPERATURE``), but the same way
+each run, so that the check of its words (the second answer names the first message's colour) does not pass or fail
+with the draw (one run in some ten answered "I don't have enough information" before)."""
 QUIET_MS = "300"
 """The quiet window of ``quiet=on``: short, so the matrix stays quick, long enough to join a burst."""
 
@@ -147,6 +151,7 @@ def settings_of(cell: Cell, chats: Sequence[Chat], model: EchoModel | None, serv
         env.update(LLM_PROVIDER="openai", LLM_BASE_URL=model.url, LLM_API_KEY="sk-test", LLM_MODEL="fake-model")
     else:
         env["LLM_PROVIDER"] = "local"  # (the default; env_for sets the tests' scripted one)
+        env["LLM_SEED"] = SEED
     env.update(cell.env)
     return env
 

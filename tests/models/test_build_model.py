@@ -103,7 +103,9 @@ def test_local_defaults_to_qwen_without_loading_it(tmp_path: Path) -> None:
     assert model.weights.name == "qwen2.5-0.5b" and model.name == "local:qwen2.5-0.5b"
     assert model.model_path == DEFAULT_WEIGHTS_DIR / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"  # (shared, issue 48)
     assert model.threads == 1 and model.context_size == 1024 and model.slots == 4 and model.calls_tools
-    assert not model.loaded
+    assert not model.loaded and model.seed is None  # (a new seed for every answer)
+    seeded = build_model(llm(provider="local", threads=1, seed=7), data_dir=tmp_path)
+    assert isinstance(seeded, LocalModel) and seeded.seed == 7  # (LLM_SEED: answers reproduced)
     # (the shared folder may hold a copy another process assembled: where nothing was, building assembles nothing)
     elsewhere = build_model(llm(provider="local", threads=1, weights_dir=tmp_path / "w"), data_dir=tmp_path)
     assert isinstance(elsewhere, LocalModel) and elsewhere.model_path == tmp_path / "w" / model.model_path.name
