@@ -1,14 +1,15 @@
-"""How the embedded model picks a tool for a message: worked examples with the assistant's tools
-(``ROUTE_EXAMPLES``) and with other bots' (``ROUTE_DEMOS``, for an author's tools), the question each decision is
-asked (``route_question``), the tools listed by the words they share with the message (``overlap``), a call
-whose arguments come from nowhere told apart (``grounded``), and the second question about an output the decision
-named (``confirm_question``, after ``CONFIRM_DEMOS``)."""
+"""How the embedded model picks a tool for a message: worked examples with the assistant's tools (``ROUTE_EXAMPLES``)
+and with other bots' (``ROUTE_DEMOS``, for an author's tools), the question each decision is asked
+(``route_question``), the tools listed by the words they share with the message (``overlap``), a call whose
+arguments come from nowhere told apart (``grounded``), an identifier kept to the numbers shown (``narrowed``), and
+the second question about an output the decision named (``confirm_question``, after ``CONFIRM_DEMOS``)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from .base import ModelRequest, ToolSpec
 from .grammar import ToolCall
@@ -22,6 +23,7 @@ __all__ = (
     "closest_action",
     "confirm_question",
     "grounded",
+    "narrowed",
     "overlap",
     "repeated",
     "route_question",
@@ -181,6 +183,37 @@ def stated(call: ToolCall, tool: ToolSpec, said: str) -> bool:
         for k, v in call.arguments.items()
         if k not in defaults or v != defaults[k]
     )
+
+
+def narrowed(tool: ToolSpec, request: ModelRequest) -> ToolSpec:
+    """``tool`` with each of its integer identifiers (an argument named ``id`` or ``..._id``, without an enum of
+    its own) limited to the whole numbers the conversation shows (the system prompt with the state, the person's
+    lines; not those of a date, a time or a decimal): an identifier names something that exists, and what exists
+    is shown. Left free, the model wrote the digits of a date it had read ("Cancel that booking." after "I can't
+    make it on the 14th." -> ``booking_id`` 20260614). Unchanged when it has none or the conversation shows no
+    such number. For the grammar of the call only: the tool is listed to the model as its author wrote it."""
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return tool
+    ids = [
+        k
+        for k, v in properties.items()
+        if isinstance(v, dict) and v.get("type") == "integer" and "enum" not in v and re.search(r"(?:^|_)id$", k)
+    ]
+    if not ids:
+        return tool
+    said = " ".join([request.system, *(text for role, text in request.turns if role == "user")])
+    shown = sorted({int(n) for n in re.findall(r"(?<![\d.:/-])\d{1,9}(?![\w]|[.,:/-]\d)", said)})
+    changed = {}
+    for key in ids:
+        low, high = properties[key].get("minimum"), properties[key].get("maximum")
+        values = [n for n in shown if (low is None or n >= low) and (high is None or n <= high)]
+        if values:
+            changed[key] = {**properties[key], "enum": values}
+    if not changed:
+        return tool
+    return replace(tool, parameters={**schema, "properties": {**properties, **changed}})
 
 
 def repeated(call: ToolCall, request: ModelRequest) -> bool:

@@ -9,10 +9,12 @@ from the action's schema, the state reaches the model, the result is answered, a
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pydantic
+import pytest
 
 from core import Bot, ContextState, InMemoryStore, RunEventType, action, context, create_agent, escape_text, output
 from core.models import LocalModel
@@ -203,6 +205,40 @@ async def test_an_action_the_decision_names_is_called_without_a_second_question(
     assert [body["max_tokens"] for body in model._server.bodies][:1] == [16]
     assert all(body["max_tokens"] != 2 for body in model._server.bodies), "an action is not asked twice"
     assert [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL] == ["add_todo"]
+
+
+class Doubting(FakeServer):
+    """Answers the second question with the probabilities llama.cpp gives when asked (``logprobs``): yes at
+    ``yes`` for every message."""
+
+    def __init__(self, reply: Any, *, yes: float) -> None:
+        super().__init__(reply)
+        self.yes = yes
+
+    def handle_chat_completions(self, body: dict[str, Any], on_chunk: Any) -> None:
+        if not body.get("logprobs"):
+            return super().handle_chat_completions(body, on_chunk)
+        self.bodies.append(body)
+        tops = [{"token": "yes", "logprob": math.log(self.yes)}, {"token": "no", "logprob": math.log(1 - self.yes)}]
+        answer = "yes" if self.yes > 0.5 else "no"
+        content = [{"token": answer, "logprob": max(t["logprob"] for t in tops), "top_logprobs": tops}]
+        on_chunk({"choices": [{"message": {"content": answer}, "logprobs": {"content": content}}]})
+
+
+@pytest.mark.parametrize(("yes", "shown"), [(0.9, True), (0.64, False), (0.4, False)])
+async def test_an_output_is_shown_when_its_yes_is_twice_as_likely_as_no(
+    tmp_path: Path, yes: float, shown: bool
+) -> None:
+    asked = "What is a fair way to keep a list?"
+    model = scripted(tmp_path, {asked: ("todo:list", '{"name": "todo:list", "arguments": {"text": "1. buy milk"}}')})
+    model._server = Doubting(model._server.reply, yes=yes)
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, asked)
+    confirm = model._server.bodies[1]
+    assert confirm["max_tokens"] == 2 and confirm["logprobs"] and confirm["id_slot"] in model._deciding
+    finals = [(e.output_type, e.content) for e in events if e.final]
+    assert finals == ([("todo:list", "1. buy milk")] if shown else [("cli:message", "Hello!")])
 
 
 def test_the_second_question_s_examples_are_the_decision_s_each_with_one_tool() -> None:

@@ -31,7 +31,7 @@ from core.models.grammar import (
     tool_call_start,
 )
 from core.models.local import _CALL_LIMITS
-from core.models.tool_routing import closest_action, grounded, repeated, stated
+from core.models.tool_routing import closest_action, grounded, narrowed, repeated, stated
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -568,3 +568,39 @@ def test_each_argument_given_must_share_a_word_or_number_with_what_was_said() ->
     assert not stated(call, BOOK, "Room for 3 on Saturday?"), "the date from nowhere"
     default = ToolCall(name="book_table", arguments={"date": "2026-06-13", "guests": 3, "area": "inside"})
     assert stated(default, BOOK, "3 of us on 2026-06-13"), "a default says nothing"
+
+
+class CancelArgs(pydantic.BaseModel):
+    booking_id: int = pydantic.Field(ge=1)
+    reason_id: int = pydantic.Field(default=0, json_schema_extra={"enum": [0, 7]})
+    count: int = 1
+
+
+CANCEL_BY_ID = ToolSpec(
+    name="cancel_booking", description="Cancels a booking.", parameters=CancelArgs.model_json_schema()
+)
+SHOWN = (
+    "You take bookings. Today is Wednesday 2026-06-10, open 12:00 to 23:00.\n\nThe bookings:\n"
+    "- number 1: 2026-06-12 at 19:30, 2 people, 12.50 paid\n- number 3: 2026-06-14 at 12:30, 5 people"
+)
+
+
+def test_an_identifier_is_narrowed_to_the_whole_numbers_the_conversation_shows() -> None:
+    asked = replace(
+        booking("Cancel that booking.", system=SHOWN), turns=(("user", "Not on the 14th."), ("user", "Cancel it."))
+    )
+    properties = narrowed(CANCEL_BY_ID, asked).parameters["properties"]
+    assert properties["booking_id"]["enum"] == [1, 2, 3, 5], "no date's, time's, decimal's or ordinal's digits"
+    assert properties["reason_id"]["enum"] == [0, 7], "an enum of its own is the author's"
+    assert "enum" not in properties["count"], "not an identifier"
+    assert narrowed(CANCEL_BY_ID, booking("Cancel it.", system="You take bookings.")) is CANCEL_BY_ID, "none shown"
+    assert narrowed(BOOK, asked) is BOOK
+    assert CANCEL_BY_ID.parameters["properties"]["booking_id"].get("enum") is None, "the author's tool unchanged"
+
+
+async def test_a_call_writes_an_identifier_among_those_shown_and_lists_the_tool_as_written(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, lambda body: "")
+    asked = replace(booking("Cancel that booking.", system=SHOWN), tools=(CANCEL_BY_ID,))
+    body = model._call_body(asked, CANCEL_BY_ID)
+    assert '("1" | "2" | "3" | "5")' in body["grammar"]
+    assert body["tools"][0]["function"]["parameters"] == CANCEL_BY_ID.parameters
