@@ -97,8 +97,9 @@ async def test_the_queue_follows_a_failover_and_keeps_every_input_it_confirmed(
         tg.create_task(ingest())
         tg.create_task(failover())
 
-    second = topology.primary
-    assert second.port != first.port and backend.primary == f"127.0.0.1:{second.port}"
+    second = topology.primary  # (the promoted replica; or the victim again: sentinels starved of CPU may take the
+    # promoted one for dead once the victim has rejoined as its replica and fail over back, and the queue follows)
+    assert backend.primary == f"127.0.0.1:{second.port}"
     assert stored(second) == confirmed == list(range(120))  # every input once, in order, none lost
     assert "degraded for" in seen_degraded[0] and "does not answer" in seen_degraded[0]
     state = backend.state()
