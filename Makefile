@@ -37,9 +37,9 @@ chat: $(STAMP)
 config: $(STAMP)
 	$(VENV)/bin/bots config
 
-# the suite on four pytest-xdist workers (TEST_WORKERS=0 runs it in this process, for a debugger or -x): most of its
-# time is spent waiting on servers, failovers and the embedded model, so four keep two cores busy
-TEST_WORKERS ?= 4
+# the suite on eight pytest-xdist workers (TEST_WORKERS=0 runs it in this process, for a debugger or -x): much of
+# its time is spent waiting on servers, failovers and settling chats; four kept two cores busy about half the time
+TEST_WORKERS ?= 8
 test: $(STAMP)
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
