@@ -30,7 +30,7 @@ from tests.fleet.server import free_port
 __all__ = ("DRIVERS", "Driver", "Message")
 
 DEADLINE = 60.0
-"""Seconds a condition may take to hold (generous: CI runs eight workers on two cores)."""
+"""Seconds a condition may take to hold (generous: CI runs six workers on two cores)."""
 
 
 @dataclass(frozen=True, kw_only=True)
