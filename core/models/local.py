@@ -63,7 +63,7 @@ import time
 import urllib.request
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -557,12 +557,18 @@ class LocalModel:
         return slot
 
     async def _helped(self, server: Any, body: dict[str, Any], key: str | None = None) -> str:
-        """``body`` answered whole in a helper slot of the pool its ``id_slot`` belongs to (deciding or scratch),
-        the one conversation ``key`` used last when it can."""
+        """``body`` answered whole in a helper slot (``_helper_slot``)."""
+        with self._helper_slot(body, key) as slot:
+            return await self._collect(server, {**body, "id_slot": slot})
+
+    @contextlib.contextmanager
+    def _helper_slot(self, body: dict[str, Any], key: str | None = None) -> Iterator[int]:
+        """A helper slot of the pool ``body``'s ``id_slot`` belongs to (deciding or scratch), the one conversation
+        ``key`` used last when it can; released after."""
         pool = self._deciding if body.get("id_slot") in self._deciding else self._scratch
         slot = self._take_helper(pool, key)
         try:
-            return await self._collect(server, {**body, "id_slot": slot})
+            yield slot
         finally:
             self._release_slot(slot)
 
@@ -837,11 +843,8 @@ class LocalModel:
         for were confirmed at 0.85 to 0.92 (``bench/tools.py``'s three bots), a question about the bot's domain
         that asks for none at 0.64 ("What is a fair way to split a bill?" -> the group's expenses shown)."""
         body = {**self._confirm_body(request, tool), "stream": False, "logprobs": True, "top_logprobs": 5}
-        slot = self._take_helper(self._deciding)
-        try:
+        with self._helper_slot(body) as slot:
             chunks = await self._answer_whole(server, {**body, "id_slot": slot})
-        finally:
-            self._release_slot(slot)
         answer, odds = "", {"yes": 0.0, "no": 0.0}
         for chunk in chunks:
             for choice in chunk.get("choices") or ():
