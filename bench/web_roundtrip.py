@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import statistics
 import sys
 import tempfile
@@ -144,7 +145,9 @@ async def _run(messages: int, *, fleet: bool) -> None:
         redis_server = RedisServer(Path(folder) / "redis", fsync="everysec")
         redis_server.start()
         try:
-            async with processes(Path(folder), ["gateway", "worker"], REDIS_URL=redis_server.url) as url:
+            # (a gateway on Redis serving the web chat needs the key its peers share: it refuses to start without)
+            fleet = {"REDIS_URL": redis_server.url, "WEB_SECRET": secrets.token_urlsafe(32)}
+            async with processes(Path(folder), ["gateway", "worker"], **fleet) as url:
                 await _bench(url, messages, "gateway + worker on Redis")
         finally:
             redis_server.stop()
