@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from decimal import Decimal
 
 from .base import ModelRequest, ToolSpec
 from .grammar import ToolCall
@@ -254,10 +255,11 @@ def _same_form(arguments: object) -> str:
 
 
 def _clues(text: str) -> set[str]:
-    """The numbers (as numbers: ``10`` is ``10.0``) and words (their first four letters) of ``text``."""
+    """The numbers (as numbers, every digit kept: ``10`` is ``10.0``, 20260614 is not 20260615) and words (their
+    first four letters) of ``text``."""
     clues = {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
     for number in re.findall(r"\d+(?:\.\d+)?", text):
-        clues.add(f"{float(number):g}")
+        clues.add(format(Decimal(number).normalize(), "f"))
     return clues
 
 

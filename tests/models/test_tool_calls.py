@@ -436,6 +436,10 @@ async def test_a_call_whose_arguments_come_from_nowhere_is_answered_without_the_
     current = ToolSpec(name="current_time", description="", parameters=TimeArgs.model_json_schema())
     default = ToolCall(name="current_time", arguments={"timezone": "UTC"})
     assert grounded(default, current, request(("user", "What day is it?"))), "a default says nothing"
+    booking = ToolSpec(name="cancel", description="", parameters={"properties": {"number": {"type": "integer"}}})
+    dated = request(("user", "Cancel 20260615."))
+    assert not grounded(ToolCall(name="cancel", arguments={"number": 20260614}), booking, dated), "every digit counts"
+    assert grounded(ToolCall(name="cancel", arguments={"number": 20260615.0}), booking, dated), "10 is 10.0"
 
 
 async def test_a_call_copied_from_an_earlier_one_for_a_message_that_asks_for_none_is_left_out(tmp_path: Path) -> None:
