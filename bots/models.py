@@ -168,6 +168,7 @@ def _build_local(llm: LlmSettings, data_dir: Path | None = None) -> Model:
     options: dict[str, Any] = {
         "context_size": llm.context_size,
         "threads": llm.threads,
+        "spin": llm.threads_wait == "spin",
         "temperature": llm.temperature,
         "slots": llm.slots,
         "seed": llm.seed,

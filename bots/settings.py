@@ -228,6 +228,11 @@ class LocalWeights(enum.StrEnum):
     """SmolLM2-135M-Instruct, Q4_1 (the former default)."""
 
 
+ThreadsWait = Literal["sleep", "spin"]
+"""How the local model's CPU threads wait for each other within each token (``LLM_THREADS_WAIT``): ``sleep`` is
+OpenMP's passive wait, ``spin`` its active one (``core.models.llama_server.import_xllamacpp``)."""
+
+
 class FallbackEntry(BaseModel):
     """One model of ``LLM_FALLBACKS``: where it is, and how to reach it."""
 
@@ -413,6 +418,12 @@ class LlmSettings(BaseModel):
     )
     context_size: int = Field(default=4096, ge=512, description="Context window of the local model (tokens)")
     threads: int = Field(default=0, ge=0, description="CPU threads of the local model (0: all cores)")
+    threads_wait: ThreadsWait = Field(
+        default="sleep",
+        description="How the local model's CPU threads wait for each other within each token: sleep (steady on a "
+        "machine shared with other work) or spin (answers about 1.4x faster where the bot has its cores to itself, "
+        "several times slower where other work keeps them busy); read when llama.cpp is first loaded in the process",
+    )
     summary_model: str = Field(
         default="",
         description="A cheaper model name for conversation summaries, same provider, key and URL "

@@ -143,6 +143,7 @@ class LocalModel:
         weights_dir: Path | None = None,
         context_size: int = 4096,
         threads: int = 0,
+        spin: bool = False,
         temperature: float = 0.3,
         seed: int | None = None,
         use_grammar: bool = True,
@@ -171,6 +172,10 @@ class LocalModel:
         """Tokens of prompt plus answer of one conversation (``LLM_CONTEXT_SIZE``)."""
         self.threads = threads or usable_cores()
         """CPU threads (``LLM_THREADS``; 0 means every core this process may use)."""
+        self.spin = spin
+        """The threads spin rather than sleep while they wait for each other within each token
+        (``LLM_THREADS_WAIT=spin``): faster on cores of its own, much slower on busy ones; decided by the first
+        load of llama.cpp in the process (``import_xllamacpp``)."""
         self.temperature = temperature
         """Sampling temperature (``LLM_TEMPERATURE``)."""
         self.seed = seed
@@ -460,7 +465,8 @@ class LocalModel:
             if self._server is not None:
                 return self._server
             xllamacpp = import_xllamacpp(
-                "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)"
+                "LLM_PROVIDER=local needs xllamacpp: run pip install '.[local]' (or choose LLM_PROVIDER=openai)",
+                spin=self.spin,
             )
             started = time.perf_counter()
             path = self._prepare()
