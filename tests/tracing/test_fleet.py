@@ -5,6 +5,7 @@ killed mid-run leaves a trace that the worker taking the batch over continues.""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -127,6 +128,12 @@ async def test_a_worker_killed_mid_run_leaves_a_trace_the_next_worker_continues(
     telegram.user_says("please hang now")
     [first_wait] = await receiver.wait_for(lambda spans: [s for s in spans if s.name == "inbox wait"], timeout=60)
     hung = first_wait.resource["process.name"]
+    # killed once its run hangs in the model (the marker written), not between taking the batch and calling the
+    # model: killed there on a crowded machine, the next worker's run was the first to reach the model, and hung
+    marker = fleet.folder / "hung"
+    async with asyncio.timeout(60):
+        while not marker.exists():
+            await asyncio.sleep(0.05)
     kill(fleet.workers[hung])
     [reply] = await telegram.wait_replies(1, timeout=60 + LEASE)
     assert reply.text == "done"
