@@ -300,15 +300,20 @@ async def clocks_off_schedules(folder: Path) -> Result:
         missing: list[str] = []
         for chat, times in due.items():
             fired = [0] * len(times)
-            for at, n in posts(chat):
-                which = max((k for k, when in enumerate(times) if when <= at + EARLY_SLACK), default=None)
-                if which is None:
-                    early += n  # before its first occurrence
-                    continue
-                if chat >= 9100 and which == len(times) - 1 and at - times[which] > RECURRING_EVERY:
-                    continue  # a recurring schedule's occurrence after the last one judged
-                fired[which] += n
-                late = max(late, at - times[which])
+            for at, n in sorted(posts(chat)):
+                if chat >= 9100 and at - times[-1] > RECURRING_EVERY:
+                    # the post's latest inputs are occurrences after the last one judged
+                    n -= min(n, int((at - times[-1]) // RECURRING_EVERY))
+                for _ in range(n):
+                    # an input answers the earliest occurrence due by then and not yet answered: a run that took
+                    # two occurrences in one batch (the first handed over from a worker cut off) posts them as one
+                    which = [k for k, when in enumerate(times) if when <= at + EARLY_SLACK]
+                    if not which:
+                        early += 1  # before its first occurrence
+                        continue
+                    k = next((k for k in which if fired[k] == 0), which[-1])
+                    fired[k] += 1
+                    late = max(late, at - times[k])
             lost += sum(1 for n in fired if n == 0)
             missing += [f"{chat}#{k} +{times[k] - fleet.cut_at:.1f}s" for k, n in enumerate(fired) if n == 0]
             twice += sum(n - 1 for n in fired if n > 1)
