@@ -129,7 +129,8 @@ class Keys:
         return f"{self.prefix}webhook:seen:{key}"
 
     def webhook_rate(self, source: str, window: int) -> str:
-        """The signed requests of a webhook source in one minute (a counter kept a minute)."""
+        """The signed requests of a webhook source in one minute (a counter kept two minutes: the next minute
+        counts part of it)."""
         return f"{self.prefix}webhook:rate:{source}:{window}"
 
     def task_answer(self, task_id: str) -> str:

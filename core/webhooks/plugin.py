@@ -12,7 +12,7 @@ the answer is 202:
 401    unsigned: no signature (or, under ``hmac``, no timestamp)
 403    the signature does not match the body under the source's secret
 400    late: under ``hmac``, signed more than ``tolerance`` seconds before (or after) now
-429    the source sent more than ``per_minute`` signed requests this minute (``Retry-After`` says when to retry)
+429    the source sent more than ``per_minute`` signed requests in the last minute (``Retry-After`` says when to retry)
 409    replayed: this signature, or this delivery id, was taken already (within ``dedupe_seconds``)
 503    the conversation's inbox could not take it now (full, or Redis down): send it again later
 202    queued, once
@@ -88,7 +88,7 @@ class WebhookSource:
     tolerance: float = 300.0
     """Seconds a signed timestamp may be from now (``hmac``)."""
     per_minute: int = 30
-    """Signed requests taken per minute."""
+    """Signed requests taken in any minute (the last 60 seconds, not the clock's minute)."""
     dedupe_seconds: float = 3 * 86400.0
     """Seconds a delivery's signature and id are remembered (a replay within is refused)."""
 
@@ -184,7 +184,7 @@ class Webhooks(Plugin):
             return Verdict(400, f"the delivery id is longer than {MAX_ID_CHARS} characters")
         try:
             if await self.store.hit(source.name, 60.0) > source.per_minute:
-                return Verdict(429, f"rate limited: more than {source.per_minute} requests this minute", 60)
+                return Verdict(429, f"rate limited: more than {source.per_minute} requests in a minute", 60)
             keys = [f"{source.name}:s:{_digest(signed.signature)}"]
             if delivery:
                 keys.append(f"{source.name}:i:{_digest(delivery)}")

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-__all__ = ("MemoryWebhookStore", "WebhookStore")
+__all__ = ("MemoryWebhookStore", "WebhookStore", "sliding")
 
 
 class WebhookStore(Protocol):
@@ -25,9 +25,18 @@ class WebhookStore(Protocol):
         """Give ``keys`` back (a delivery that could not be queued may be sent again)."""
         ...
 
-    async def hit(self, key: str, window: float) -> int:
-        """Count one request under ``key`` in the current window of ``window`` seconds; the count so far."""
+    async def hit(self, key: str, window: float) -> float:
+        """Count one request under ``key``; the requests of the last ``window`` seconds, this one included
+        (``sliding``)."""
         ...
+
+
+def sliding(count: int, before: int, now: float, window: float) -> float:
+    """The requests of the last ``window`` seconds, from the counts of two fixed windows: ``count`` in the window
+    ``now`` is in, ``before`` in the one before it, taken in the part of it still within ``window`` seconds (as if
+    its requests came evenly). Counted by the fixed window alone, a source could send twice the limit across a
+    window's turn."""
+    return count + before * (1.0 - (now % window) / window)
 
 
 class MemoryWebhookStore:
@@ -35,7 +44,8 @@ class MemoryWebhookStore:
 
     def __init__(self, *, size: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         self._claims: dict[str, float] = {}
-        self._counts: dict[str, tuple[int, int]] = {}
+        self._counts: dict[str, tuple[int, int, int]] = {}
+        """Source -> its window, the requests in it, those in the window before."""
         self._size = size
         self._clock = clock
 
@@ -59,9 +69,11 @@ class MemoryWebhookStore:
         for key in keys:
             self._claims.pop(key, None)
 
-    async def hit(self, key: str, window: float) -> int:
-        slot = int(self._clock() // window)
-        seen, count = self._counts.get(key, (slot, 0))
-        count = count + 1 if seen == slot else 1
-        self._counts[key] = (slot, count)
-        return count
+    async def hit(self, key: str, window: float) -> float:
+        now = self._clock()
+        slot = int(now // window)
+        seen, count, before = self._counts.get(key, (slot, 0, 0))
+        if seen != slot:
+            count, before = 0, count if seen == slot - 1 else 0
+        self._counts[key] = (slot, count + 1, before)
+        return sliding(count + 1, before, now, window)
