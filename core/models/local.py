@@ -40,11 +40,11 @@ the model answers once instead of calling tools forever. Deciding and calling us
 conversation's slot only ever holds its plain prompt and stays warm.
 
 A first call that fails (its arguments do not validate, the handler raises) is made once more with the error in
-view: another action if one shares more words with the message and the decision, asked again among those, names it
-(``convert`` chosen for money beside ``exchange``), else the same one with its arguments written again; a second
-failure is answered. The answer after a successful tool is checked whole (``answer_guards``): one that refuses or
-shows nothing the result adds to the message is written once more without sampling, and if that one does not
-show it either, the result is the answer.
+view: another action if one shares more words with the person's lines and the decision, asked again among those,
+names it (``convert`` chosen for money beside ``exchange``), else the same one with its arguments written again; a
+second failure is answered. The answer after a successful tool is checked whole (``answer_guards``): one that
+refuses or shows nothing the result adds to the message is written once more without sampling, and if that one does
+not show it either, the result is the answer.
 """
 
 from __future__ import annotations
@@ -626,17 +626,15 @@ class LocalModel:
 
     def _retries(self, request: ModelRequest) -> bool:
         """A plain request with tools, to a model that calls them, whose last turn is the failure of the first call
-        made for the user's message: the call is written once more, with the error in view."""
-        turns = request.turns
+        made for the user's message (``_tried``): the call is written once more, with the error in view."""
         return (
             bool(request.tools)
             and request.plain
             and self.calls_tools
-            and len(turns) >= 3
-            and turns[-1][0] == "tool"
-            and _failed(turns[-1][1])
-            and turns[-2][0] == "tool_call"
-            and turns[-3][0] == "user"
+            and len(request.turns) >= 3
+            and request.turns[-1][0] == "tool"
+            and _failed(request.turns[-1][1])
+            and len(_tried(request)) == 1
         )
 
     def _body(self, request: ModelRequest, *, slot: int = -1) -> dict[str, Any]:
@@ -898,18 +896,18 @@ class LocalModel:
 
     async def _retry_tool(self, server: Any, request: ModelRequest) -> ToolSpec | None:
         """The tool to call once more after the first call for the user's message failed: another one if the
-        decision, asked again among the actions that share more words with the message than the failed one, names
-        one (a small model confuses tools whose names are alike: ``convert`` for money beside ``exchange``); else
-        the same one, its arguments written again with the error in view."""
-        failed = parse_tool_call(request.turns[-2][1])
-        name = failed.name if failed is not None else ""
+        decision, asked again among the actions that share more words with the person's last two lines than the
+        failed one, names one (a small model confuses tools whose names are alike: ``convert`` for money beside
+        ``exchange``; "How much is that in pounds?" says which only with the line before it, "I have 200 euros
+        left."); else the same one, its arguments written again with the error in view."""
+        (name,) = _tried(request)
         same = next((t for t in request.tools if t.name == name), None)
-        message = request.turns[-3][1]
-        close = overlap(message, f"{signature(same)} {same.description}") if same is not None else 0
-        others = tuple(  # another action closer to the message than the failed one (an output mends no action)
+        said = " ".join([text for role, text in request.turns if role == "user"][-2:])  # the person's last lines
+        close = overlap(said, f"{signature(same)} {same.description}") if same is not None else 0
+        others = tuple(  # another action closer to the person's lines than the failed one (an output mends none)
             t
             for t in request.tools
-            if t.name != name and not t.output and overlap(message, f"{signature(t)} {t.description}") > close
+            if t.name != name and not t.output and overlap(said, f"{signature(t)} {t.description}") > close
         )
         if others:
             again = replace(request, tools=others, turns=request.turns[:-2])
@@ -1046,6 +1044,20 @@ def _mended(later: Sequence[tuple[str, str]]) -> bool:
         if role == "tool" and not _failed(text):
             return True
     return False
+
+
+def _tried(request: ModelRequest) -> list[str]:
+    """The tools called for the user's last message, in order, when every one of them failed; else empty."""
+    names: list[str] = []
+    for role, text in reversed(request.turns):
+        if role == "user":
+            return names[::-1]
+        if role == "tool_call":
+            call = parse_tool_call(text)
+            names.append(call.name if call is not None else "")
+        elif role != "tool" or not _failed(text):
+            return []
+    return []
 
 
 def _earlier(request: ModelRequest) -> str:

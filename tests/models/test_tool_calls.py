@@ -390,6 +390,24 @@ async def test_a_failed_call_no_other_tool_fits_is_written_once_more_and_only_on
     assert "tools" not in answer
 
 
+async def test_the_line_before_the_message_tells_which_tool_was_meant(tmp_path: Path) -> None:
+    call = '{"name": "exchange", "arguments": {"amount": 200}}'
+    model = scripted_model(tmp_path, router_or(call, "exchange"))
+    units = replace(UNITS, description="Converts a value between units: kg and pounds, km and miles.")
+    money = replace(MONEY, description="Converts money between currencies: euros, pounds sterling.")
+    turns = (
+        ("user", "I have 200 euros left."),  # "pounds" fits both tools alike; "euros" only the money one
+        ("assistant", "Good to know."),
+        ("user", "How much is that in pounds?"),
+        ("tool_call", '{"name": "convert", "arguments": {"value": 200}}'),
+        ("tool", "error: cannot convert euros to pounds"),
+    )
+    asked = replace(failed("{}", ""), turns=turns, tools=(units, money, SAVE))
+    text = "".join([c async for c in model.stream(asked)])
+    assert text == '<response><action_call name="exchange">{"amount": 200}</action_call></response>'
+    assert model._server.bodies[0]["grammar"] == 'root ::= "exchange" | "none"\n'
+
+
 async def test_a_mended_call_is_answered_from_what_worked(tmp_path: Path) -> None:
     model = scripted_model(tmp_path, router_or("100 euros are 108 dollars.", "none"))
     turns = (
