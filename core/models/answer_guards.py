@@ -4,8 +4,9 @@ A model of half a billion parameters says what its training taught it whatever i
 it is sometimes "ChatGPT, made by OpenAI" though the operator's persona names it otherwise; told a tool's result,
 it sometimes answers "I'm sorry, but I can't assist with that request." after the tool did what was asked, or
 answers as if it had not read the result ("there are no events on Tuesday" when the calendar said a dentist at
-15:30). These are checked on the answer's text, sentence by sentence (``IdentityGuard``), or as a whole
-(``is_refusal``, ``shows_result``).
+15:30); told a tool failed, it narrates the conversation ("The conversation keeps a list of tasks and attempts to
+remove one item from it."). These are checked on the answer's text, sentence by sentence (``IdentityGuard``), or
+as a whole (``is_refusal``, ``shows_result``, ``narrates``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ("IdentityGuard", "about_itself", "fallback_answer", "is_refusal", "shows_result")
+__all__ = (
+    "IdentityGuard",
+    "about_itself",
+    "failure_answer",
+    "failure_reason",
+    "fallback_answer",
+    "is_refusal",
+    "narrates",
+    "shows_result",
+)
 
 _MAKERS = re.compile(
     r"\b(open ?ai|chat ?gpt|gpt-?\d\w*|alibaba|qwen|tongyi|anthropic|claude|google|gemini|meta ai|llama|microsoft"
@@ -118,6 +128,28 @@ def shows_result(answer: str, result: str, message: str) -> bool:
 def fallback_answer(result: str) -> str:
     """What to say after a tool when the model would not: its result."""
     return f"Done: {result}" if result else "Done."
+
+
+_RAISED = re.compile(r"\Aerror: '[^']+' raised \w+: (?P<reason>\S.*)\Z", re.DOTALL)
+"""A call whose handler raised (``core.handlers``): the handler's own words come after the exception's name."""
+_NARRATION = re.compile(r"\b(?:the|this) (?:user|person|conversation|result says)\b", re.IGNORECASE)
+
+
+def failure_reason(result: str) -> str | None:
+    """Why a tool failed in its handler's words, when ``result`` is a call whose handler raised; else None (a call
+    refused by a plugin or by its schema: those errors are words to the model, not to the person)."""
+    found = _RAISED.match(result)
+    return " ".join(found["reason"].split()) if found else None
+
+
+def narrates(answer: str) -> bool:
+    """True when ``answer`` speaks of the person or the conversation in the third person, as an onlooker."""
+    return bool(_NARRATION.search(answer))
+
+
+def failure_answer(reason: str) -> str:
+    """What to say after a tool failed when the model's answer does not say why: the handler's reason."""
+    return f"Sorry, I couldn't do that: {reason.rstrip('.')}."
 
 
 class IdentityGuard:

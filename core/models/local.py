@@ -42,9 +42,10 @@ conversation's slot only ever holds its plain prompt and stays warm.
 A first call that fails (its arguments do not validate, the handler raises) is made once more with the error in
 view: another action if one shares more words with the person's lines and the decision, asked again among those,
 names it (``convert`` chosen for money beside ``exchange``), else the same one with its arguments written again; a
-second failure is answered. The answer after a successful tool is checked whole (``answer_guards``): one that
-refuses or shows nothing the result adds to the message is written once more without sampling, and if that one does
-not show it either, the result is the answer.
+second failure is answered (with the handler's reason when the model's answer does not say it, or tells it as an
+onlooker: ``_answer_after_failure``). The answer after a successful tool is checked whole (``answer_guards``): one
+that refuses or shows nothing the result adds to the message is written once more without sampling, and if that one
+does not show it either, the result is the answer.
 """
 
 from __future__ import annotations
@@ -69,7 +70,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ModelError
-from .answer_guards import IdentityGuard, about_itself, fallback_answer, is_refusal, shows_result
+from .answer_guards import (
+    IdentityGuard,
+    about_itself,
+    failure_answer,
+    failure_reason,
+    fallback_answer,
+    is_refusal,
+    narrates,
+    shows_result,
+)
 from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .day_table import day_note, takes_date, today_in
@@ -798,6 +808,11 @@ class LocalModel:
             if _after_tool(request):
                 yield await self._answer_after_tool(server, body, request)
                 return
+            last = request.turns[-1] if request.plain and request.turns else ("", "")
+            reason = failure_reason(last[1]) if last[0] == "tool" else None
+            if reason is not None:  # (its retry failed too, or had nothing to retry with)
+                yield await self._answer_after_failure(server, body, request, reason)
+                return
             generated = self._generate(server, body)
             guarded = _guarded(generated, request) if request.plain else generated
             async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
@@ -825,6 +840,19 @@ class LocalModel:
             log.info("the local model answered twice without the result of its tool; the result is the answer")
             return fallback_answer(_readable(result))
         return shown
+
+    async def _answer_after_failure(self, server: Any, body: dict[str, Any], request: ModelRequest, reason: str) -> str:
+        """The answer after a tool whose handler failed, whole: kept when it says why (shows something of
+        ``reason`` the message does not hold) in the person's voice; else the reason itself
+        (``failure_answer``). Told that ``remove_todo`` found "no todo like 'take it off my list'", the model
+        answered "The conversation keeps a list of tasks and attempts to remove one item from it." and "The
+        conversion from dollars to yen results in an error" for "unknown currency: use one of EUR, USD, ..."."""
+        message = next((text for role, text in reversed(request.turns) if role == "user"), "")
+        answer = await self._collect(server, body)
+        if answer.strip() and not narrates(answer) and shows_result(answer, json.dumps(reason), message):
+            return answer
+        log.info("the local model's answer after a failed tool did not say why; the reason is the answer")
+        return failure_answer(reason)
 
     async def _write_call(self, server: Any, request: ModelRequest, tool: ToolSpec, key: str | None) -> str:
         """The call of ``tool`` for ``request``, whole (in a scratch slot, the one conversation ``key`` used last

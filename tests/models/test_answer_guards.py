@@ -1,4 +1,5 @@
-"""The embedded model's plain answers, mended: no maker the persona does not name, no refusal after a tool."""
+"""The embedded model's plain answers, mended: no maker the persona does not name, no refusal after a tool, no
+onlooker's account of a tool that failed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.models import ModelRequest
-from core.models.answer_guards import IdentityGuard, about_itself, is_refusal, shows_result
+from core.models.answer_guards import IdentityGuard, about_itself, failure_reason, is_refusal, shows_result
 from core.turns import TURN_STOPS
 
 from .test_tool_calls import scripted_model
@@ -66,6 +67,37 @@ async def test_a_refusal_after_a_successful_tool_becomes_its_result(tmp_path: Pa
     failed = (*turns[:2], ("tool", "error: the store is down"))
     request = ModelRequest(system="s", prompt="", plain=True, turns=failed, stop=TURN_STOPS)
     assert "".join([c async for c in model.stream(request)]).startswith("I'm sorry")
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("The conversation keeps a list of tasks and attempts to remove one item from it.", False),
+        ("The conversation ends with an error: there's no todo like that.", False),  # why, but as an onlooker
+        ("The conversion from dollars to yen results in an error.", False),  # not why
+        ("", False),
+        ("I found no todo like that on your list. Which one should I take off?", True),
+    ],
+)
+async def test_an_answer_after_a_failed_tool_says_why(tmp_path: Path, answer: str, said: bool) -> None:
+    model = scripted_model(tmp_path, reply_with(answer))
+    turns = (
+        ("user", "I called the plumber, take it off my list."),
+        ("tool_call", '{"name": "remove_todo", "arguments": {"item": "take it off my list"}}'),
+        ("tool", "error: 'remove_todo' raised ValueError: no todo like 'take it off my list'"),
+    )
+    request = ModelRequest(system="s", prompt="", plain=True, turns=turns, stop=TURN_STOPS)
+    text = "".join([c async for c in model.stream(request)])
+    assert text == (answer if said else "Sorry, I couldn't do that: no todo like 'take it off my list'.")
+
+
+def test_only_a_handler_s_own_words_are_a_reason_for_the_person() -> None:
+    assert failure_reason("error: 'exchange' raised ValueError: unknown currency:\n use EUR") == (
+        "unknown currency: use EUR"
+    )
+    refused = "error: 'remember' was not run: it is reserved to the admin tier or above; tell them you may not"
+    assert failure_reason(refused) is None, "words to the model, not to the person"
+    assert failure_reason("error: 'convert' timed out after 10s") is None
 
 
 async def test_an_answer_about_itself_keeps_to_the_persona(tmp_path: Path) -> None:
