@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import json
 import re
@@ -149,6 +150,10 @@ class SentMedia:
     thread_id: int | None
 
 
+_TOKEN: contextvars.ContextVar[str] = contextvars.ContextVar("token", default="")
+"""The token of the request being handled (each request is a task of its own)."""
+
+
 @dataclass(kw_only=True)
 class SentMessage:
     """A message the bot posted."""
@@ -174,6 +179,8 @@ class SentMessage:
     """The bot deleted it."""
     reply_markup: dict[str, Any] | None = None
     """The inline keyboard under it, as the bot sent it (``{"inline_keyboard": [[{"text", "callback_data"}]]}``)."""
+    token: str = field(default_factory=_TOKEN.get)
+    """The token it was posted with (which of a fleet's workers posted it, where each has its own)."""
 
     @property
     def buttons(self) -> dict[str, str]:
@@ -779,6 +786,7 @@ class FakeTelegramServer:
         params = await self._params(request)
         call = ApiCall(method=method, params=params, token=request.match_info["token"])
         self.calls.append(call)
+        _TOKEN.set(call.token)
         self._notify()  # a long poll answers late: ``wait_for`` sees its offset now
         try:
             if call.token != self.token and call.token not in self.tokens:

@@ -112,6 +112,8 @@ class Result:
     out_of_order: int
     in_flight: int
     """Posts the faulty side had in flight (sent by it after the fault)."""
+    victims: int = 0
+    """Of ``twice``, those of a post of the victim's (``Outcome.victims``): its post made, its record lost."""
     given_up: int
     """Leases live workers lost or gave up."""
     recover: float
@@ -122,7 +124,8 @@ class Result:
         extra = ", ".join(f"{k} {v}" for k, v in self.notes.items())
         return (
             f"{self.scenario:<34} {self.lost:>5} {self.twice:>6} {self.out_of_order:>6} {self.recover:>8.1f}s  "
-            f"in flight {self.in_flight}, leases given up {self.given_up}{', ' if extra else ''}{extra}"
+            f"in flight {self.in_flight}, the victim's {self.victims}, leases given up {self.given_up}"
+            f"{', ' if extra else ''}{extra}"
         )
 
 
@@ -385,6 +388,7 @@ class NetFleet:
             twice=seen.again + seen.fragments,
             out_of_order=len(seen.out_of_order),
             in_flight=seen.in_flight,
+            victims=seen.victims,
             given_up=leases_given_up(self.folder),
             recover=max(0.0, last - fault_at),
         )

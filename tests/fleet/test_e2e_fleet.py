@@ -149,6 +149,10 @@ class Outcome:
     """Posts left showing only the first words of an answer (a streamed reply's first post, sent again)."""
     out_of_order: list[int]
     in_flight: int
+    victims: int = 0
+    """Of ``again`` and ``fragments``, the posts of the victim or answering again what one of its posts answered:
+    a post it made whose record it could not write (cut off, killed) is made again by the worker that takes its
+    conversation over."""
 
     def __str__(self) -> str:
         return (
@@ -163,15 +167,21 @@ _COMPLETE = re.compile(r"echo: c\d+m\d+( \| c\d+m\d+)*")
 
 def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float, at_kill: int = 0) -> Outcome:
     answered: dict[str, int] = {}
+    posters: dict[str, set[str]] = {}
     out_of_order = []
-    again = 0
+    again = victims = 0
     for chat in range(CHATS):
         mine = (m for m in telegram.sent if m.chat_id == 7000 + chat and not m.deleted)
         replies = sorted(mine, key=lambda m: m.message_id)
         newest = -1
         for reply in replies:
             said = [int(m) for _, m in _SAID.findall(reply.text)]
-            again += any(f"c{chat}m{m}" in answered for m in said)
+            repeated = [f"c{chat}m{m}" for m in said if f"c{chat}m{m}" in answered]
+            again += bool(repeated)
+            tokens = {reply.token}.union(*(posters[m] for m in repeated))
+            victims += bool(repeated) and bool(victim_token) and victim_token in tokens
+            for m in said:
+                posters.setdefault(f"c{chat}m{m}", set()).add(reply.token)
             # the order of first answers: an answer given again (a batch run again, counted in ``again``) comes
             # after later ones by nature
             first = [m for m in said if f"c{chat}m{m}" not in answered]
@@ -182,11 +192,13 @@ def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float, a
             newest = max([newest, *first])
     everything = [f"c{c}m{m}" for c in range(CHATS) for m in range(MESSAGES)]
     after = [c for c in telegram.calls_of("sendMessage") if c.token == victim_token and c.at >= killed_at]
-    fragments = sum(
-        1
+    stray = [
+        m
         for m in telegram.sent
         if 7000 <= m.chat_id < 7000 + CHATS and not m.deleted and not _COMPLETE.fullmatch(m.text)
-    )
+    ]
+    fragments = len(stray)
+    victims += sum(1 for m in stray if victim_token and m.token == victim_token)
     return Outcome(
         lost=[m for m in everything if m not in answered],
         twice=[m for m, n in answered.items() if n > 1],
@@ -194,6 +206,7 @@ def outcome(telegram: FakeTelegramServer, victim_token: str, killed_at: float, a
         fragments=fragments,
         out_of_order=sorted(set(out_of_order)),
         in_flight=at_kill + len(after),
+        victims=victims,
     )
 
 

@@ -1,6 +1,8 @@
 """The fleet through network faults, on hosts of its own (issue 40): each scenario of ``tests.fleet.netfaults``
-once, with the usual judgement: 0 lost, 0 out of order, answered twice no more than the posts the faulty side had
-in flight (or the leases given up), except where docs/explanation/guarantees.md states a measured bound; where a
+once, with the usual judgement: 0 lost, 0 out of order, answered twice only where the faulty worker's post was made
+and its record lost (the post answered again is its own or one of its) or a lease was given up, except where
+docs/explanation/guarantees.md states a measured bound. (Counted before as no more than its posts from 2 s before the
+fault on: on a crowded machine a post from further back had not been recorded yet, and 12 came out against 10.) Where a
 scenario fires schedules, each occurrence counts as a message, and none may be posted before its time nor more than
 ``SCHEDULES_LATE`` seconds after it.
 ``pytest -m netfaults`` selects them; ``bench/network_faults.py`` runs them more often."""
@@ -39,7 +41,7 @@ async def test_the_fleet_through_a_network_fault(scenario: str, tmp_path: Path) 
     if scenario == "split-brain-0":
         return  # the documented loss; the bench measures it
     assert result.lost == 0, result
-    assert result.twice <= result.in_flight + result.given_up, result
+    assert result.twice <= result.victims + result.given_up, result
     assert result.notes.get("victim posts after its lease", 0) == 0, result
     assert result.notes.get("schedules early", 0) == 0, result
     assert float(str(result.notes.get("schedules late at most", 0))) <= SCHEDULES_LATE, result
