@@ -242,13 +242,10 @@ class Poller:
                 await self._finished.wait()
 
     async def _fetch(self, timeout: int) -> Sequence[Update]:
-        offset = self.offset
-        updates = await self.bot.get_updates(
-            offset=offset, timeout=dtm.timedelta(seconds=timeout), allowed_updates=self.allowed_updates
+        self.sent_offset = self.offset
+        return await self.bot.get_updates(
+            offset=self.offset, timeout=dtm.timedelta(seconds=timeout), allowed_updates=self.allowed_updates
         )
-        # (only once answered: a fetch cancelled by ``stop`` before Telegram had it confirmed nothing)
-        self.sent_offset = offset
-        return updates
 
     async def _handle_batch(self, updates: Sequence[Update]) -> None:
         self._handling = True

@@ -99,10 +99,7 @@ async def test_a_stop_between_batches_ends_the_long_poll_and_sends_nothing_more(
     server.user_says("hi")
     await server.wait_for(lambda: len(server.calls_of("getUpdates")) == 2)  # the second long poll confirms it
     await poller.stop(timeout=5)
-    # no long poll more: only the confirmation once more, as a long poll cut short may never have reached Telegram
-    *_, (offset, confirm) = [(c.params.get("offset"), c.params) for c in server.calls_of("getUpdates")]
-    assert len(server.calls_of("getUpdates")) == 3 and confirm.get("timeout") == 0 and confirm.get("limit") == 1
-    assert offset == server.calls_of("getUpdates")[1].params.get("offset") and server.pending == []
+    assert len(server.calls_of("getUpdates")) == 2 and server.pending == []
 
 
 async def test_a_refused_token_ends_polling_and_is_reported(server: FakeTelegramServer, bot: Bot) -> None:
@@ -163,6 +160,9 @@ async def test_while_an_update_is_answered_the_next_one_of_a_burst_is_fetched_so
         assert poller.in_background == 2 and [u["update_id"] for u in server.pending] == [first, second]
         answered.set()
         await server.wait_for(lambda: poller.in_background == 0)
+        # the next look confirms them (a stop that cut it short before Telegram had it would leave them to the
+        # next start, which fetches and drops them)
+        await server.wait_for(lambda: server.pending == [])
     finally:
         await poller.stop(timeout=1)
     assert seen == [first, second] and server.pending == []
