@@ -26,7 +26,7 @@ from .deployment import CLEARED
 from .netns import FaultProxy, Host, Network
 from .sentinel import SENTINEL
 from .server import REDIS_SERVER
-from .test_e2e_fleet import CHATS, MESSAGES, MODEL_SECONDS, leases_given_up, outcome
+from .test_e2e_fleet import CHATS, MESSAGES, MODEL_SECONDS, handed_over, leases_given_up, outcome
 
 __all__ = ("HostedTelegram", "NetFleet", "Result")
 
@@ -114,6 +114,10 @@ class Result:
     """Posts the faulty side had in flight (sent by it after the fault)."""
     victims: int = 0
     """Of ``twice``, those of a post of the victim's (``Outcome.victims``): its post made, its record lost."""
+    out_of_order_chats: list[str] = field(default_factory=list)
+    """The conversations of ``out_of_order`` (``telegram:chat:7003``)."""
+    handed_over: set[str] = field(default_factory=set)
+    """The conversations whose lease a worker lost or gave up (its log says so)."""
     given_up: int
     """Leases live workers lost or gave up."""
     recover: float
@@ -125,6 +129,7 @@ class Result:
         return (
             f"{self.scenario:<34} {self.lost:>5} {self.twice:>6} {self.out_of_order:>6} {self.recover:>8.1f}s  "
             f"in flight {self.in_flight}, the victim's {self.victims}, leases given up {self.given_up}"
+            f"{f', out of order {sorted(self.out_of_order_chats)}' if self.out_of_order_chats else ''}"
             f"{', ' if extra else ''}{extra}"
         )
 
@@ -387,6 +392,8 @@ class NetFleet:
             lost=len(seen.lost),
             twice=seen.again + seen.fragments,
             out_of_order=len(seen.out_of_order),
+            out_of_order_chats=[f"telegram:chat:{7000 + c}" for c in seen.out_of_order],
+            handed_over=handed_over(self.folder),
             in_flight=seen.in_flight,
             victims=seen.victims,
             given_up=leases_given_up(self.folder),

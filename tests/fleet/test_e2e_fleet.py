@@ -319,6 +319,15 @@ def leases_given_up(folder: Path) -> int:
     return sum(log.read_text().count("lost: cancelling its run") for log in folder.glob("worker-*.log"))
 
 
+_HANDED_OVER = re.compile(r"lease on (\S+) lost: cancelling its run|(\S+): its worker stopped renewing the lease")
+
+
+def handed_over(folder: Path) -> set[str]:
+    """The conversations (``telegram:chat:7031``) whose lease a worker lost or gave up, so that another took them."""
+    found = (m for log in folder.glob("worker-*.log") for m in _HANDED_OVER.finditer(log.read_text()))
+    return {m[1] or m[2] for m in found}
+
+
 _PARTS = re.compile(r"is run again in (\d+) parts")
 
 
