@@ -641,10 +641,9 @@ class LocalModel:
             bool(request.tools)
             and request.plain
             and self.calls_tools
-            and len(request.turns) >= 3
+            and bool(request.turns)
             and request.turns[-1][0] == "tool"
-            and _failed(request.turns[-1][1])
-            and len(_tried(request)) == 1
+            and len(_tried(request)) == 1  # (a call, its failure, and nothing else since the message)
         )
 
     def _body(self, request: ModelRequest, *, slot: int = -1) -> dict[str, Any]:
@@ -826,7 +825,7 @@ class LocalModel:
         (``answer_guards.shows_result``) is written once more without sampling; if neither shows the result, it
         is the answer itself (``fallback_answer``)."""
         result = request.turns[-1][1]
-        message = next((text for role, text in reversed(request.turns) if role == "user"), "")
+        message = _last_said(request)
         answers = [await self._collect(server, body)]
         if is_refusal(answers[0]) or not shows_result(answers[0], result, message):
             log.info("the local model's answer after a tool left its result out; it writes it once more")
@@ -847,7 +846,7 @@ class LocalModel:
         (``failure_answer``). Told that ``remove_todo`` found "no todo like 'take it off my list'", the model
         answered "The conversation keeps a list of tasks and attempts to remove one item from it." and "The
         conversion from dollars to yen results in an error" for "unknown currency: use one of EUR, USD, ..."."""
-        message = next((text for role, text in reversed(request.turns) if role == "user"), "")
+        message = _last_said(request)
         answer = await self._collect(server, body)
         if answer.strip() and not narrates(answer) and shows_result(answer, json.dumps(reason), message):
             return answer
@@ -1072,6 +1071,11 @@ def _mended(later: Sequence[tuple[str, str]]) -> bool:
         if role == "tool" and not _failed(text):
             return True
     return False
+
+
+def _last_said(request: ModelRequest) -> str:
+    """The person's last message."""
+    return next((text for role, text in reversed(request.turns) if role == "user"), "")
 
 
 def _tried(request: ModelRequest) -> list[str]:
