@@ -469,7 +469,12 @@ class Run:
             output_types=tuple(o.type for o in outputs),
             action_names=tuple(a.name for a in actions),
             max_items=1 if deps.compact_prompt else None,
-            metadata={"context_id": state.id, "inputs": " ".join(e.id for e in updates if isinstance(e, InputRef))},
+            metadata={
+                "context_id": state.id,
+                "inputs": " ".join(e.id for e in updates if isinstance(e, InputRef)),
+                # (the call starts the step again with inputs that joined it: the same step to the reply ledger)
+                **({"restarted": "1"} if carried else {}),
+            },
             model=state.chat.model,
             images=images_in(state, prompt.prompt) if deps.sees_images else (),
             plain=deps.compact_prompt,

@@ -197,7 +197,11 @@ class ReplayModel:
         except DispatchError:
             scope.lease.give_up()  # a failed model call ends the run as answered: the batch must not be acknowledged
             raise
-        scope.step += 1
+        if scope.step == 0 or request.metadata.get("restarted") != "1":
+            scope.step += 1  # (a call started again with inputs that joined before a word was shown keeps its step:
+            # the call cancelled stored nothing, and the batch run again in its parts finds this answer at the step
+            # of the part before the join. Numbered on, it stood at the next part's step: the part before, finding
+            # nothing at its own, was answered again after it, tests/fleet/test_joined_in_order.py)
         scope.replies = 0
         scope.text = []
         stored = scope.cache.get(f"m{scope.step}")

@@ -124,7 +124,8 @@ class RunScope:
     ``[tokens in, tokens out, cost]``): a batch is acknowledged once, so it is counted once, without a key per
     call to remember what was counted."""
     step: int = 0
-    """Model calls made so far in this attempt."""
+    """Steps of the model so far in this attempt (a call started again with inputs that joined it, ``core.busy``,
+    is the same step)."""
     replies: int = 0
     """Replies begun in the current step."""
     text: list[str] = field(default_factory=list)

@@ -207,3 +207,59 @@ async def test_a_part_a_later_step_answered_is_not_answered_again_after_redis_is
         assert [e["data"] for e in working if e["kind"] == "output"] == ["one", "two"]
         await back.aclose()
     await r.backend.close()
+
+
+class Restarted(ScriptedModel):
+    """Answers with the new inputs (``probe.answer``); its first call opens the reply and writes nothing visible, and
+    waits there until it is cancelled (an input joining now starts the call again with it, ``core.busy``)."""
+
+    def __init__(self) -> None:
+        super().__init__(answer)
+        self.calls = 0
+        self.opened = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
+        self.calls += 1
+        if self.calls == 1:
+            yield '<response><output type="probe:reply">'
+            self.opened.set()
+            await asyncio.Event().wait()
+        async for chunk in super().stream(request):
+            yield chunk
+
+
+async def test_a_call_started_again_with_a_part_keeps_its_step_and_its_answer_is_replayed_for_both_parts(
+    redis_server: RedisServer, gateway: Any, client: Any
+) -> None:
+    """A part joined before a word of the answer to the first was shown: the model call started again with both
+    (``core.busy``), answered them, and the worker died before the acknowledgement. The call started again is the
+    same step in the reply ledger, so the batch run again in its parts replays that answer for the first part and
+    takes the second as answered. Before, it took the next step's number: the first part, run alone, found no answer
+    at its step and was answered again after the answer to both; on Telegram, with that answer cut off while it was
+    streamed, the second part's run edited the message begun for both into its own answer, posted before the
+    first part's (primary-lost-two-replicas answered chats out of order)."""
+    model = Restarted()
+    r = Rig(redis_server, model=model, busy="collect", lease_seconds=LEASE)
+    async with r.agent:
+        await send(gateway, "c1", "one")
+        lease, scope, entries = await r.batch()
+        running = asyncio.create_task(r.drainer._run(scope, entries))
+        await asyncio.wait_for(model.opened.wait(), 10)  # the answer to "one" begun, nothing of it shown
+        await send(gateway, "c1", "two")
+        r.drainer.arrived(CID)  # (what the arrivals channel tells the worker)
+        assert await asyncio.wait_for(running, 30)  # the call started again with "two" and answered both
+        assert await client.hget(K + "batch", "cuts") == "1"
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one|two"]
+        assert model.calls == 2
+        await scope.close(acknowledged=False)  # the worker dies before the acknowledgement
+
+        await r.expire(lease)
+        assert await r.worker.sweep_once() == 1
+        assert await r.drainer.drain({"job_id": await r.sched()}, CID) == "released"
+        assert await client.lrange("probe:replies:c1", 0, -1) == ["one|two"]  # neither part answered again
+        assert model.calls == 2  # nor the model asked
+        assert r.drainer.stats.redelivered == 1
+        working = json.loads(await client.get(K + "mem:working"))
+        assert [e["data"] for e in working if e["kind"] == "input"] == ["one", "two"]
+        assert [e["data"] for e in working if e["kind"] == "output"] == ["one|two"]
+    await r.backend.close()

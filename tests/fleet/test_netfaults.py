@@ -37,10 +37,7 @@ def hosts_allowed() -> None:
 async def test_the_fleet_through_a_network_fault(scenario: str, tmp_path: Path) -> None:
     result = await SCENARIOS[scenario](tmp_path)
     print(f"\n{result.row()}")
-    if scenario == "primary-lost-two-replicas":  # (a known defect: docs/explanation/guarantees.md)
-        assert set(result.out_of_order_chats) <= result.handed_over, result
-    else:
-        assert result.out_of_order == 0, result
+    assert result.out_of_order == 0, result
     if scenario == "split-brain-0":
         return  # the documented loss; the bench measures it
     assert result.lost == 0, result
