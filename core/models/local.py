@@ -84,7 +84,15 @@ from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
 from .day_table import day_note, takes_date, today_in
 from .gguf import calls_tools, check_gguf, gguf_chat_template
-from .grammar import TOOL_CALL_OPEN, GrammarLimits, grammar_for, parse_tool_call, tool_call_grammar, tool_call_start
+from .grammar import (
+    TOOL_CALL_OPEN,
+    GrammarLimits,
+    ToolCall,
+    grammar_for,
+    parse_tool_call,
+    tool_call_grammar,
+    tool_call_start,
+)
 from .llama_server import import_xllamacpp, server_params
 from .slot_cache import FOLDER as SLOT_FOLDER
 from .slot_cache import Identity, SlotCache, writable_folder
@@ -98,6 +106,7 @@ from .tool_routing import (
     confirm_question,
     grounded,
     narrowed,
+    offered_again,
     overlap,
     repeated,
     route_question,
@@ -636,14 +645,16 @@ class LocalModel:
 
     def _retries(self, request: ModelRequest) -> bool:
         """A plain request with tools, to a model that calls them, whose last turn is the failure of the first call
-        made for the user's message (``_tried``): the call is written once more, with the error in view."""
+        made for the user's message (``_tried``), or of a second one that turned to another tool: the call is
+        written once more, with the error in view (the same tool twice at most: ``_retry_tool``)."""
+        tried = _tried(request)
         return (
             bool(request.tools)
             and request.plain
             and self.calls_tools
             and bool(request.turns)
             and request.turns[-1][0] == "tool"
-            and len(_tried(request)) == 1  # (a call, its failure, and nothing else since the message)
+            and (len(tried) == 1 or (len(tried) == 2 and tried[0] != tried[1]))
         )
 
     def _body(self, request: ModelRequest, *, slot: int = -1) -> dict[str, Any]:
@@ -747,8 +758,13 @@ class LocalModel:
         body["tools"] = [_tool_json(tool) for tool in tools]
         body["tool_choice"] = "none"  # our grammar, not llama.cpp's, shapes the call
         start = ""
-        if len(tools) == 1:  # (an identifier only among the numbers the conversation shows: ``narrowed``)
-            start, body["grammar"] = tool_call_start(narrowed(tools[0], request), limits=_CALL_LIMITS)
+        if len(tools) == 1:  # (an identifier only among the numbers the conversation shows: ``narrowed``; not
+            # a value its failed call gave: ``offered_again``)
+            tool = narrowed(tools[0], request)
+            failed = _failed_call(request)
+            if failed is not None and failed[0].name == tool.name:
+                tool = offered_again(tool, *failed, request)
+            start, body["grammar"] = tool_call_start(tool, limits=_CALL_LIMITS)
         else:
             body["grammar"] = tool_call_grammar(tools, text=False, limits=_CALL_LIMITS)
         body["temperature"] = 0.0
@@ -912,7 +928,7 @@ class LocalModel:
         Only for a bot's own tools: the built-in assistant's are decided after examples of their own."""
         if {t.name for t in request.tools} & {name for _, name in ROUTE_EXAMPLES}:
             return None  # the built-in assistant's tools: decided after examples of their own
-        tool = closest_action(request.turns[-1][1], request.tools)
+        tool = closest_action(request.turns[-1][1], request.tools, earlier=_earlier(request))
         if tool is None:
             return None
         body = {**self._confirm_body(request, tool), "id_slot": self._scratch[0]}
@@ -926,9 +942,14 @@ class LocalModel:
         decision, asked again among the actions that share more words with the person's last two lines than the
         failed one, names one (a small model confuses tools whose names are alike: ``convert`` for money beside
         ``exchange``; "How much is that in pounds?" says which only with the line before it, "I have 200 euros
-        left."); else the same one, its arguments written again with the error in view."""
-        (name,) = _tried(request)
+        left."); else the same one, its arguments written again with the error in view. After a second failure
+        (the tool the first retry turned to), that tool once more. Written again, a call gives a value the error
+        refused only among those on offer (``offered_again``)."""
+        *before, name = _tried(request)
         same = next((t for t in request.tools if t.name == name), None)
+        if before:  # the second retry: the tool the first one turned to, once more
+            log.info("the local model's call of %s failed; it writes the call once more", name)
+            return same
         said = " ".join([text for role, text in request.turns if role == "user"][-2:])  # the person's last lines
         close = overlap(said, f"{signature(same)} {same.description}") if same is not None else 0
         others = tuple(  # another action closer to the person's lines than the failed one (an output mends none)
@@ -1090,6 +1111,15 @@ def _tried(request: ModelRequest) -> list[str]:
         elif role != "tool" or not _failed(text):
             return []
     return []
+
+
+def _failed_call(request: ModelRequest) -> tuple[ToolCall, str] | None:
+    """The call the request's last turns made and the error it failed with, if they are that."""
+    if len(request.turns) < 2 or request.turns[-1][0] != "tool" or not _failed(request.turns[-1][1]):
+        return None
+    role, text = request.turns[-2]
+    call = parse_tool_call(text) if role == "tool_call" else None
+    return (call, request.turns[-1][1]) if call is not None else None
 
 
 def _earlier(request: ModelRequest) -> str:

@@ -25,6 +25,7 @@ __all__ = (
     "confirm_question",
     "grounded",
     "narrowed",
+    "offered_again",
     "overlap",
     "repeated",
     "route_question",
@@ -150,12 +151,19 @@ def overlap(message: str, tool: str) -> int:
     return len(_stems(message) & _stems(tool))
 
 
-def closest_action(message: str, tools: Sequence[ToolSpec]) -> ToolSpec | None:
-    """The action (not an output) ``message`` shares the most words with (``overlap``; the first of a tie), or
-    None when it shares none with any: the one a message decided as needing no tool is asked about once more."""
-    scored = [(overlap(message, f"{signature(t)} {t.description}"), -n, t) for n, t in enumerate(tools) if not t.output]
-    best = max(scored, key=lambda s: s[:2], default=None)
-    return best[2] if best is not None and best[0] > 0 else None
+def closest_action(message: str, tools: Sequence[ToolSpec], *, earlier: str = "") -> ToolSpec | None:
+    """The action (not an output) ``message`` shares the most words with (``overlap``; a tie broken by the words
+    the person's line before it, ``earlier``, shares: "How much is that in pounds?" fits a unit converter and a
+    currency converter alike, "I have 200 euros left." only the second; then the first of them), or None when it
+    shares none with any: the one a message decided as needing no tool is asked about once more."""
+    scored = [
+        (overlap(message, text), overlap(earlier, text), -n, t)
+        for n, t in enumerate(tools)
+        if not t.output
+        for text in [f"{signature(t)} {t.description}"]
+    ]
+    best = max(scored, key=lambda s: s[:3], default=None)
+    return best[3] if best is not None and best[0] > 0 else None
 
 
 def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
@@ -215,6 +223,75 @@ def narrowed(tool: ToolSpec, request: ModelRequest) -> ToolSpec:
     if not changed:
         return tool
     return replace(tool, parameters={**schema, "properties": {**properties, **changed}})
+
+
+def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequest) -> ToolSpec:
+    """``tool`` with each string argument of the failed ``call`` that ``error`` refuses limited to the values on
+    offer, for the call written once more: written again with the error in view, a small model gives the same
+    value again ("take it off my list" for the todo to remove, twice; "YEN" for the currency, then "yen").
+
+    On offer: the values the error lists ("unknown currency: use one of EUR, USD, GBP, JPY, CHF": the arguments
+    not among them, ``YEN``, are refused); else, for a value the error quotes ("no todo like 'take it off my
+    list'"), the items of the lists the conversation shows (its state, in the system prompt: ``1. call the
+    plumber``) that share a word with the person's message ("I already called the plumber, ..."), else the one
+    at the place the message names ("Remove the last item of my todo list.": ``_place``). Neither: unchanged, as
+    a call would otherwise act on an item the person did not name. For the grammar of the call only, as
+    ``narrowed``."""
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return tool
+    given = {
+        k: v
+        for k, v in call.arguments.items()
+        if isinstance(v, str)
+        and isinstance(properties.get(k), dict)
+        and properties[k].get("type") == "string"
+        and not {"enum", "const", "format"} & set(properties[k])
+    }
+    listed = re.search(r"one of:?\s+([^.;\n]+)", error)
+    if listed is not None:
+        values = [v.strip(" '\"") for v in re.split(r",\s*|\s+or\s+", listed.group(1))]
+        offer = list(dict.fromkeys(v for v in values if 0 < len(v) <= _OFFERED_CHARS))[:_OFFERED]
+        low = {v.lower() for v in offer}
+        refused = [k for k, v in given.items() if v.strip().lower() not in low]
+    else:
+        message = next((text for role, text in reversed(request.turns) if role == "user"), "")
+        items = re.findall(r"(?m)^[ \t]*(?:\d{1,3}[.)]|[-*\u2022])[ \t]+(.+?)[ \t]*$", request.system)
+        items = [item for item in dict.fromkeys(items) if len(item) <= _OFFERED_CHARS]
+        offer = [item for item in items if overlap(message, item)][:_OFFERED]
+        place = _place(message, len(items))
+        if not offer and place is not None:  # "the last item", "the second one"
+            offer = [items[place]]
+        refused = [k for k, v in given.items() if any(f"{q}{v}{q}" in error for q in "'\"")]
+    if not offer or not refused:
+        return tool
+    changed = {k: {**properties[k], "enum": offer} for k in refused}
+    return replace(tool, parameters={**schema, "properties": {**properties, **changed}})
+
+
+_PLACES = (
+    ("first", "premier", "première", "primero", "primera", "erste", "ersten"),
+    ("second", "deuxième", "seconde", "segundo", "segunda", "zweite", "zweiten"),
+    ("third", "troisième", "tercero", "tercera", "dritte", "dritten"),
+)
+_LAST = ("last", "dernier", "dernière", "último", "última", "letzte", "letzten")
+
+
+def _place(message: str, count: int) -> int | None:
+    """The index of the item of a list of ``count`` the message names by its place (the first, second, third or
+    last, in English, French, Spanish or German), if it names exactly one."""
+    words = set(re.findall(r"\w+", message.lower()))
+    places = [n for n, names in enumerate(_PLACES) if words & set(names) and n < count]
+    if words & set(_LAST) and count:
+        places.append(count - 1)
+    return places[0] if len(set(places)) == 1 else None
+
+
+_OFFERED = 32
+"""Values on offer for a refused argument at most (``offered_again``)."""
+_OFFERED_CHARS = 120
+"""Characters of one such value at most."""
 
 
 def repeated(call: ToolCall, request: ModelRequest) -> bool:

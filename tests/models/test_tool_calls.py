@@ -31,7 +31,7 @@ from core.models.grammar import (
     tool_call_start,
 )
 from core.models.local import _CALL_LIMITS
-from core.models.tool_routing import closest_action, grounded, narrowed, repeated, stated
+from core.models.tool_routing import closest_action, grounded, narrowed, offered_again, repeated, stated
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -390,6 +390,87 @@ async def test_a_failed_call_no_other_tool_fits_is_written_once_more_and_only_on
     assert "tools" not in answer
 
 
+class ExchangeArgs(pydantic.BaseModel):
+    amount: float
+    from_currency: str = pydantic.Field(description="Its currency code, e.g. EUR")
+    to_currency: str = pydantic.Field(description="The currency code wanted, e.g. USD")
+
+
+class TodoArgs(pydantic.BaseModel):
+    item: str = pydantic.Field(min_length=1)
+
+
+CODES = ToolSpec(name="exchange", description="Converts money.", parameters=ExchangeArgs.model_json_schema())
+REMOVE = ToolSpec(name="remove_todo", description="Removes a todo.", parameters=TodoArgs.model_json_schema())
+TODOS = (
+    "You plan.\n\nWhat this conversation keeps:\nTodo list:\n1. buy milk\n2. call the plumber\n3. renew the passport"
+)
+
+
+def _enums(tool: ToolSpec) -> dict[str, list[str]]:
+    return {k: v["enum"] for k, v in tool.parameters["properties"].items() if "enum" in v}
+
+
+def test_a_value_the_error_refuses_is_given_again_only_among_the_values_it_lists() -> None:
+    call = ToolCall(name="exchange", arguments={"amount": 250, "from_currency": "USD", "to_currency": "YEN"})
+    asked = failed("{}", "", message="What's 250 dollars in yen?")
+    error = "error: unknown currency: use one of EUR, USD, GBP, JPY, CHF"
+    offered = offered_again(CODES, call, error, asked)
+    assert _enums(offered) == {"to_currency": ["EUR", "USD", "GBP", "JPY", "CHF"]}, "USD is among them: kept free"
+    assert _enums(CODES) == {}, "the tool as listed to the model is the author's"
+    said = replace(call, arguments={**call.arguments, "to_currency": "jpy"})
+    assert offered_again(CODES, said, error, asked) is CODES, "every value among those listed: nothing refused"
+
+
+@pytest.mark.parametrize(
+    ("message", "offer"),
+    [
+        ("I already called the plumber, take it off my list.", ["call the plumber"]),  # a word of the message
+        ("Remove the last item of my todo list.", ["renew the passport"]),  # its place
+        ("Cross off the second one.", ["call the plumber"]),
+        ("Remove going to the gym.", None),  # neither: the failure stands (no todo acted on that was not named)
+    ],
+)
+def test_a_value_the_error_quotes_is_given_again_among_the_items_the_state_shows_that_the_message_names(
+    message: str, offer: list[str] | None
+) -> None:
+    wrote = message.split(",")[-1].strip(" .")
+    call = ToolCall(name="remove_todo", arguments={"item": wrote})
+    asked = replace(failed("{}", "", message=message), system=TODOS)
+    offered = offered_again(REMOVE, call, f"error: no todo like {wrote!r}", asked)
+    assert _enums(offered) == ({"item": offer} if offer else {})
+    assert offered_again(REMOVE, call, "error: the list is locked", asked) is REMOVE, "a value not quoted: free"
+
+
+async def test_a_call_that_turned_to_another_tool_and_failed_is_written_once_more_among_the_values_on_offer(
+    tmp_path: Path,
+) -> None:
+    written = '{"name": "exchange", "arguments": {"amount": 250, "from_currency": "USD", "to_currency": "JPY"}}'
+    model = scripted_model(tmp_path, router_or(written, "none"))
+    turns = (
+        ("user", "What's 250 dollars in yen?"),
+        ("tool_call", '{"name": "convert", "arguments": {"value": 250}}'),
+        ("tool", "error: cannot convert dollars to yen"),
+        (
+            "tool_call",
+            '{"name": "exchange", "arguments": {"amount": 250, "from_currency": "USD", "to_currency": "YEN"}}',
+        ),
+        ("tool", "error: unknown currency: use one of EUR, USD, GBP, JPY, CHF"),
+    )
+    asked = replace(failed("{}", ""), turns=turns, tools=(UNITS, CODES, SAVE))
+    text = "".join([c async for c in model.stream(asked)])
+    assert text.startswith('<response><action_call name="exchange">')
+    (calling,) = model._server.bodies  # no decision: the tool the first retry turned to
+    assert '("\\"EUR\\"" | "\\"USD\\"" | "\\"GBP\\"" | "\\"JPY\\"" | "\\"CHF\\"")' in calling["grammar"]
+    assert [t["function"]["name"] for t in calling["tools"]] == ["exchange"]
+    assert "enum" not in json.dumps(calling["tools"]), "listed to the model as its author wrote it"
+    third = replace(asked, turns=(*turns, ("tool_call", written), ("tool", "error: rates are down")))
+    model._server.bodies.clear()
+    answer = "".join([c async for c in model.stream(third)])
+    assert not answer.startswith("<response>"), "a third failure is answered, not retried"
+    assert all("tools" not in body for body in model._server.bodies)
+
+
 async def test_the_line_before_the_message_tells_which_tool_was_meant(tmp_path: Path) -> None:
     call = '{"name": "exchange", "arguments": {"amount": 200}}'
     model = scripted_model(tmp_path, router_or(call, "exchange"))
@@ -568,6 +649,11 @@ def test_the_closest_action_shares_the_most_words_and_is_never_an_output() -> No
     assert closest_action("The booking, please.", (BOOK, shown, CANCEL)) is BOOK, "a tie: the first listed"
     assert closest_action("Show the bookings.", (shown,)) is None, "an output is not asked about"
     assert closest_action("Good evening!", (BOOK, CANCEL)) is None
+    units = ToolSpec(name="convert", description="Converts between units: kg and pounds.", parameters={})
+    money = ToolSpec(name="exchange", description="Converts money: euros, pounds sterling.", parameters={})
+    assert closest_action("How much is that in pounds?", (units, money)) is units, "a tie: the first listed"
+    assert closest_action("How much is that in pounds?", (units, money), earlier="I have 200 euros left.") is money
+    assert closest_action("Hello!", (units, money), earlier="I have 200 euros left.") is None, "the message first"
 
 
 async def test_a_call_after_a_second_look_must_hold_only_what_the_person_said(tmp_path: Path) -> None:
