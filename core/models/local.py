@@ -136,6 +136,9 @@ _EARLIER_CHARS = 200
 """Characters of the person's line before the message shown to decide on a tool at most."""
 _CONFIRM_ODDS = 2.0
 """How many times as likely as a no the second question's yes must be for an output to be shown (``_confirmed``)."""
+_UNSURE_ODDS = 3.0
+"""How many times as likely as none a bot's own action that shares no word with the message must be at the decision
+for it to be called (``_decide``)."""
 _STOP_WAIT = 30.0
 """Seconds a cancelled stream waits for llama.cpp to notice (it only can between tokens)."""
 
@@ -784,8 +787,7 @@ class LocalModel:
         ``<response><action_call name="...">{json}</action_call></response>``."""
         server = self._server if self._server is not None else await asyncio.to_thread(self._load)
         if self._offers_tools(request):
-            route = (await self._helped(server, self._route_body(request))).strip()
-            tool = next((t for t in request.tools if t.name == route), None)
+            tool = await self._decide(server, request)
             second = tool is None
             if tool is None:
                 tool = await self._second_look(server, request)
@@ -889,20 +891,54 @@ class LocalModel:
         A yes counts when the model finds it at least ``_CONFIRM_ODDS`` times as likely as a no: the outputs asked
         for were confirmed at 0.85 to 0.92 (``bench/tools.py``'s three bots), a question about the bot's domain
         that asks for none at 0.64 ("What is a fair way to split a bill?" -> the group's expenses shown)."""
-        body = {**self._confirm_body(request, tool), "stream": False, "logprobs": True, "top_logprobs": 5}
-        with self._helper_slot(body) as slot:
-            chunks = await self._answer_whole(server, {**body, "id_slot": slot})
-        answer, odds = "", {"yes": 0.0, "no": 0.0}
+        answer, first = await self._answer_weighed(server, self._confirm_body(request, tool))
+        if answer == "no":
+            return False
+        yes, no = first.get("yes", 0.0), first.get("no", 0.0)
+        return not (yes or no) or yes >= _CONFIRM_ODDS * no  # (none given: the answer)
+
+    async def _decide(self, server: Any, request: ModelRequest) -> ToolSpec | None:
+        """The tool the decision (``_route_body``) names for the user's last message, or None. A bot's own action
+        that shares no word with the message (``overlap``) and that the model found less than ``_UNSURE_ODDS``
+        times as likely as none (the first token of its name against ``none``'s, before the grammar) is taken as
+        none: "Say hi to my friend Tom." was decided as ``add_todo`` at 2.6 times none (its call: "Hi Tom! How are
+        you?" added as a todo). The requests ``bench/tools.py``'s bots need an action for that share no word with
+        it were decided at 3.8 times none at least ("Is it cold in Helsinki right now?" -> ``weather``), those that
+        share one at 2.5 and more ("How many feet are in 100 meters?" -> ``convert``)."""
+        answer, first = await self._answer_weighed(server, self._route_body(request))
+        tool = next((t for t in request.tools if t.name == answer), None)
+        if tool is None or tool.output or {t.name for t in request.tools} & {name for _, name in ROUTE_EXAMPLES}:
+            return tool  # (an output is asked about again: ``_confirmed``; the assistant's tools have examples)
+        message = request.turns[-1][1]
+        likely = max((p for token, p in first.items() if token.strip() and tool.name.startswith(token)), default=0.0)
+        none = first.get("none", 0.0)
+        log.debug("the local model decided on %s at %.3f, none at %.3f", tool.name, likely, none)
+        if overlap(message, f"{signature(tool)} {tool.description}"):
+            return tool
+        if none and likely < _UNSURE_ODDS * none:
+            log.info(
+                "the local model decided on %s at %.1f times none, for a message that shares no word with it; no tool",
+                tool.name,
+                likely / none,
+            )
+            return None
+        return tool
+
+    async def _answer_weighed(self, server: Any, body: dict[str, Any]) -> tuple[str, dict[str, float]]:
+        """``body`` answered whole in a helper slot, with how likely the model found each of the likeliest first
+        tokens (before the grammar: ``top_logprobs``)."""
+        asked = {**body, "stream": False, "logprobs": True, "top_logprobs": 8}
+        with self._helper_slot(asked) as slot:
+            chunks = await self._answer_whole(server, {**asked, "id_slot": slot})
+        answer, first = "", {}
         for chunk in chunks:
             for choice in chunk.get("choices") or ():
                 answer += str((choice.get("message") or choice.get("delta") or {}).get("content") or "")
-                first = ((choice.get("logprobs") or {}).get("content") or [{}])[0]
-                for top in first.get("top_logprobs") or ():
-                    if top.get("token") in odds and not odds[top["token"]]:
-                        odds[top["token"]] = math.exp(float(top.get("logprob", -math.inf)))
-        if answer.strip() == "no":
-            return False
-        return not any(odds.values()) or odds["yes"] >= _CONFIRM_ODDS * odds["no"]  # (none given: the answer)
+                tops = ((choice.get("logprobs") or {}).get("content") or [{}])[0].get("top_logprobs") or ()
+                for top in tops:
+                    if isinstance(top.get("token"), str) and top["token"] not in first:
+                        first[top["token"]] = math.exp(float(top.get("logprob", -math.inf)))
+        return answer.strip(), first
 
     async def _answer_whole(self, server: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
         """``body`` (not streamed) answered by llama.cpp: its chunks, whole (with the probabilities it asks for)."""

@@ -216,7 +216,7 @@ class Doubting(FakeServer):
         self.yes = yes
 
     def handle_chat_completions(self, body: dict[str, Any], on_chunk: Any) -> None:
-        if not body.get("logprobs"):
+        if body["max_tokens"] != 2:  # (not the second question)
             return super().handle_chat_completions(body, on_chunk)
         self.bodies.append(body)
         tops = [{"token": "yes", "logprob": math.log(self.yes)}, {"token": "no", "logprob": math.log(1 - self.yes)}]
@@ -239,6 +239,50 @@ async def test_an_output_is_shown_when_its_yes_is_twice_as_likely_as_no(
     assert confirm["max_tokens"] == 2 and confirm["logprobs"] and confirm["id_slot"] in model._deciding
     finals = [(e.output_type, e.content) for e in events if e.final]
     assert finals == ([("todo:list", "1. buy milk")] if shown else [("cli:message", "Hello!")])
+
+
+class Weighing(FakeServer):
+    """Answers the decision with the probabilities llama.cpp gives when asked (``logprobs``): the first token of
+    the tool the script names (``add``) at ``likely``, ``none`` at ``none``."""
+
+    def __init__(self, reply: Any, *, likely: float, none: float) -> None:
+        super().__init__(reply)
+        self.likely, self.none = likely, none
+
+    def handle_chat_completions(self, body: dict[str, Any], on_chunk: Any) -> None:
+        if body["max_tokens"] != 16 or not body.get("logprobs"):
+            return super().handle_chat_completions(body, on_chunk)
+        self.bodies.append(body)
+        answer = str(self.reply(body))
+        tops = [
+            {"token": answer.split("_")[0], "logprob": math.log(self.likely)},
+            {"token": "none", "logprob": math.log(self.none)},
+        ]
+        content = [{"token": tops[0]["token"], "logprob": tops[0]["logprob"], "top_logprobs": tops}]
+        on_chunk({"choices": [{"message": {"content": answer}, "logprobs": {"content": content}}]})
+
+
+@pytest.mark.parametrize(
+    ("asked", "likely", "called"),
+    [
+        ("Say hi to my friend Tom.", 0.546, False),  # no word of add_todo's, 2.6 times none: no tool
+        ("Say hi to my friend Tom.", 0.7, True),  # 3.4 times none: the decision stands
+        ("Buy bread for the todo list.", 0.4, True),  # a word of add_todo's ("todo"): the decision stands
+    ],
+)
+async def test_an_action_that_shares_no_word_with_the_message_needs_the_decision_to_be_sure_of_it(
+    tmp_path: Path, asked: str, likely: float, called: bool
+) -> None:
+    call = json.dumps({"name": "add_todo", "arguments": {"item": asked}})
+    add = f"<tool_call>\n{call}\n</tool_call>"
+    model = scripted(tmp_path, {asked: ("add_todo", add)})
+    model._server = Weighing(model._server.reply, likely=likely, none=0.208)
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, asked)
+    assert model._server.bodies[0]["logprobs"], "the decision is asked with its probabilities"
+    calls = [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL]
+    assert calls == (["add_todo"] if called else [])
 
 
 def test_the_second_question_s_examples_are_the_decision_s_each_with_one_tool() -> None:
