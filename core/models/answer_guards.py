@@ -25,6 +25,7 @@ __all__ = (
     "is_refusal",
     "narrates",
     "shows_result",
+    "spoken",
 )
 
 _MAKERS = re.compile(
@@ -145,6 +146,23 @@ def failure_reason(result: str) -> str | None:
 def narrates(answer: str) -> bool:
     """True when ``answer`` speaks of the person or the conversation in the third person, as an onlooker."""
     return bool(_NARRATION.search(answer))
+
+
+_TELLING = re.compile(
+    r"\A\s*(?:(?:the|this) (?:result|conversation|tool)(?:'s (?:result|output))? (?:says|shows|keeps|indicates|reports)"
+    r"(?: that)?|according to the (?:result|tool))\s*[:,]?\s+",
+    re.IGNORECASE,
+)
+
+
+def spoken(answer: str) -> str:
+    """``answer`` without a lead that tells of the result or the conversation instead of saying it: "The result
+    says that the weather in Lisbon is light rain." -> "The weather in Lisbon is light rain."."""
+    lead = _TELLING.match(answer)
+    if lead is None or not answer[lead.end() :].strip():
+        return answer
+    rest = answer[lead.end() :]
+    return rest[0].upper() + rest[1:]
 
 
 def failure_answer(reason: str) -> str:

@@ -79,6 +79,7 @@ from .answer_guards import (
     is_refusal,
     narrates,
     shows_result,
+    spoken,
 )
 from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
@@ -839,24 +840,26 @@ class LocalModel:
             self._release_slot(slot)
 
     async def _answer_after_tool(self, server: Any, body: dict[str, Any], request: ModelRequest) -> str:
-        """The answer after a successful tool, whole: one that refuses or shows nothing of the result
-        (``answer_guards.shows_result``) is written once more without sampling; if neither shows the result, it
-        is the answer itself (``fallback_answer``)."""
+        """The answer after a successful tool, whole: one that refuses, shows nothing of the result
+        (``answer_guards.shows_result``) or tells of it as an onlooker ("The result says that ...", "The
+        conversation keeps: ...": ``narrates``) is written once more without sampling; the one that shows the
+        result in the person's voice is kept, else the one that shows it, its telling lead cut (``spoken``); if
+        neither shows the result, it is the answer itself (``fallback_answer``)."""
         result = request.turns[-1][1]
         message = _last_said(request)
         answers = [await self._collect(server, body)]
-        if is_refusal(answers[0]) or not shows_result(answers[0], result, message):
-            log.info("the local model's answer after a tool left its result out; it writes it once more")
+        if is_refusal(answers[0]) or not shows_result(answers[0], result, message) or narrates(answers[0]):
+            log.info("the local model's answer after a tool left its result out (or told of it); it writes it again")
             answers.append(await self._collect(server, {**body, "temperature": 0.0}))
         usable = [a for a in answers if a.strip() and not is_refusal(a)]
         if not usable:
             log.info("the local model refused after a successful tool; its result is the answer")
             return fallback_answer(_readable(result))
-        shown = next((a for a in usable if shows_result(a, result, message)), None)
-        if shown is None:  # twice as if it had not read the result: the result, not an answer that contradicts it
+        shown = [a for a in usable if shows_result(a, result, message)]
+        if not shown:  # twice as if it had not read the result: the result, not an answer that contradicts it
             log.info("the local model answered twice without the result of its tool; the result is the answer")
             return fallback_answer(_readable(result))
-        return shown
+        return spoken(next((a for a in shown if not narrates(a)), shown[0]))
 
     async def _answer_after_failure(self, server: Any, body: dict[str, Any], request: ModelRequest, reason: str) -> str:
         """The answer after a tool whose handler failed, whole: kept when it says why (shows something of

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.models import ModelRequest
-from core.models.answer_guards import IdentityGuard, about_itself, failure_reason, is_refusal, shows_result
+from core.models.answer_guards import IdentityGuard, about_itself, failure_reason, is_refusal, shows_result, spoken
 from core.turns import TURN_STOPS
 
 from .test_tool_calls import scripted_model
@@ -89,6 +89,40 @@ async def test_an_answer_after_a_failed_tool_says_why(tmp_path: Path, answer: st
     request = ModelRequest(system="s", prompt="", plain=True, turns=turns, stop=TURN_STOPS)
     text = "".join([c async for c in model.stream(request)])
     assert text == (answer if said else "Sorry, I couldn't do that: no todo like 'take it off my list'.")
+
+
+WEATHER = (
+    ("user", "What's the weather in Lisbon?"),
+    ("tool_call", '{"name": "weather", "arguments": {"city": "Lisbon"}}'),
+    ("tool", '{"city": "Lisbon", "forecast": "light rain"}'),
+)
+
+
+@pytest.mark.parametrize(
+    ("answers", "kept"),
+    [
+        (["The result says that Lisbon gets light rain today.", "Lisbon gets light rain today."], 1),  # told again
+        (["The result says that Lisbon gets light rain.", "The conversation keeps: Lisbon, light rain."], 0),
+        (["Light rain in Lisbon today, take an umbrella."], 0),  # spoken to the person: written once
+    ],
+)
+async def test_an_answer_that_tells_of_the_result_is_written_once_more_and_its_lead_cut(
+    tmp_path: Path, answers: list[str], kept: int
+) -> None:
+    written = iter(answers)
+    model = scripted_model(tmp_path, lambda body: next(written))
+    request = ModelRequest(system="s", prompt="", plain=True, turns=WEATHER, stop=TURN_STOPS)
+    text = "".join([c async for c in model.stream(request)])
+    assert text == spoken(answers[kept]) and len(model._server.bodies) == len(answers)
+    assert not text.lower().startswith(("the result", "the conversation"))
+
+
+def test_a_lead_that_tells_of_the_result_is_cut() -> None:
+    assert spoken("The result says that the weather in Lisbon is light rain.") == "The weather in Lisbon is light rain."
+    assert spoken("The conversation keeps: Weather: light rain") == "Weather: light rain"
+    assert spoken("According to the result, it rains.") == "It rains."
+    assert spoken("The conversation was lovely, thanks!") == "The conversation was lovely, thanks!", "no telling verb"
+    assert spoken("The result says:") == "The result says:", "nothing after it: left"
 
 
 def test_only_a_handler_s_own_words_are_a_reason_for_the_person() -> None:
