@@ -24,7 +24,7 @@ wrong calls on the no-tool messages, seconds per case. Asserts nothing: a benchm
 Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
 settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
 ``--limit 10``, ``--match "todo list"`` (the cases whose last line matches), ``--bot splitter`` (one bot's cases),
-``--show`` to print every answer, ``--runs 3``, ``--model FILE.gguf`` (that GGUF file instead, repeatable: how
+``--show`` to print every answer, ``--runs 3`` (seeds 7, 8 and 9: ``--seed``), ``--model FILE.gguf`` (that GGUF file instead, repeatable: how
 candidates are compared).
 """
 
@@ -923,13 +923,14 @@ def _failures(outcomes: Sequence[Outcome]) -> list[str]:
     return lines
 
 
-def models(paths: Sequence[str] = ()) -> list[tuple[str, Model]]:
+def models(paths: Sequence[str] = (), *, seed: int = 7) -> list[tuple[str, Model]]:
     """The GGUF files ``paths`` (``--model``) if any; else the default embedded model, and the one the settings name
-    if it is another (``LLM_MODEL_PATH``, a hosted model). An embedded model samples with a fixed seed, so that a
-    run's counts are the same on any machine that runs the same llama.cpp."""
+    if it is another (``LLM_MODEL_PATH``, a hosted model). An embedded model samples with a fixed seed (``--seed``),
+    so that a run's counts are the same on any machine that runs the same llama.cpp; runs with other seeds show
+    what the sampling of its answers (the decisions and calls are greedy) changes in the turns after them."""
     if paths:
-        return [(Path(p).name, LocalModel(model_path=Path(p), seed=7)) for p in paths]
-    chosen: list[tuple[str, Model]] = [("default embedded model", LocalModel(seed=7))]
+        return [(Path(p).name, LocalModel(model_path=Path(p), seed=seed)) for p in paths]
+    chosen: list[tuple[str, Model]] = [("default embedded model", LocalModel(seed=seed))]
     if os.environ.get("LLM_MODEL_PATH") or os.environ.get("LLM_PROVIDER", "local") != "local":
         from bots.models import build_model
         from bots.settings import Settings
@@ -946,6 +947,9 @@ async def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--match", default="", help="only the cases whose last line matches this regular expression")
     parser.add_argument("--bot", default="", help="only this bot's cases (planner, splitter, tables)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--seed", type=int, default=7, help="the embedded model's sampling seed (7; each further run the next one)"
+    )
     parser.add_argument("--show", action="store_true")
     parser.add_argument("--failures", action="store_true", help="print the cases that failed")
     parser.add_argument("--model", action="append", default=[], help="a GGUF file to run instead (repeatable)")
@@ -968,15 +972,19 @@ async def main(argv: Sequence[str] | None = None) -> None:
         cases = [c for n, c in enumerate(cases) if sum(d.kind == c.kind for d in cases[:n]) < opts.limit]
     tools = {c.tool for c in cases if c.tool}
     print(f"{len(cases)} cases over {len(tools)} of the bot's tools and outputs", flush=True)
-    for name, model in models(opts.model):
+    for name, model in models(opts.model, seed=opts.seed):
         warm = getattr(model, "warm", None)
         if warm is not None:  # as the bot does before it says it is ready (not counted in seconds per case)
             await warm()
         for number in range(opts.runs):
+            label = f"run {number + 1}"
+            if isinstance(model, LocalModel):  # each run samples anew: seed, seed + 1, ...
+                model.seed = opts.seed + number
+                label += f", seed {model.seed}"
             outcomes = await run(model, cases, show=opts.show)
             for bot_name in dict.fromkeys(c.bot for c in cases):  # each bot's figures apart: the planner's compare
                 mine = [o for o in outcomes if o.case.bot == bot_name]
-                print(summary(f"{name}, {bot_name} (run {number + 1})", mine), flush=True)
+                print(summary(f"{name}, {bot_name} ({label})", mine), flush=True)
             if opts.failures:
                 print("\n".join(_failures(outcomes)), flush=True)
 
