@@ -232,11 +232,12 @@ def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequ
 
     On offer: the values the error lists ("unknown currency: use one of EUR, USD, GBP, JPY, CHF": the arguments
     not among them, ``YEN``, are refused); else, for a value the error quotes ("no todo like 'take it off my
-    list'"), the items of the lists the conversation shows (its state, in the system prompt: ``1. call the
-    plumber``) that share a word with the person's message ("I already called the plumber, ..."), else the one
-    at the place the message names ("Remove the last item of my todo list.": ``_place``). Neither: unchanged, as
-    a call would otherwise act on an item the person did not name. For the grammar of the call only, as
-    ``narrowed``."""
+    list'"), the items of the lists the conversation shows whose heading shares a word with the message or the
+    tool (its state, in the system prompt: ``Todo list:`` then ``1. call the plumber``; not the facts listed after
+    it) that share a word with the person's message ("I already called the plumber, ..."), else the one at the
+    place the message names ("Remove the last item of my todo list.": ``_place``) when one list is so named.
+    Neither: unchanged, as a call would otherwise act on an item the person did not name. For the grammar of the
+    call only, as ``narrowed``."""
     schema = tool.parameters if isinstance(tool.parameters, dict) else {}
     properties = schema.get("properties")
     if not isinstance(properties, dict):
@@ -257,17 +258,39 @@ def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequ
         refused = [k for k, v in given.items() if v.strip().lower() not in low]
     else:
         message = next((text for role, text in reversed(request.turns) if role == "user"), "")
-        items = re.findall(r"(?m)^[ \t]*(?:\d{1,3}[.)]|[-*\u2022])[ \t]+(.+?)[ \t]*$", request.system)
-        items = [item for item in dict.fromkeys(items) if len(item) <= _OFFERED_CHARS]
-        offer = [item for item in items if overlap(message, item)][:_OFFERED]
-        place = _place(message, len(items))
-        if not offer and place is not None:  # "the last item", "the second one"
-            offer = [items[place]]
+        about = f"{tool.name} {tool.description}"
+        named = [shown for head, shown in _lists(request.system) if overlap(message, head) or overlap(about, head)]
+        offer = list(dict.fromkeys(item for shown in named for item in shown if overlap(message, item)))[:_OFFERED]
+        place = _place(message, len(named[0])) if len(named) == 1 else None
+        if not offer and place is not None:  # "the last item", "the second one" of the list the message names
+            offer = [named[0][place]]
         refused = [k for k, v in given.items() if any(f"{q}{v}{q}" in error for q in "'\"")]
     if not offer or not refused:
         return tool
     changed = {k: {**properties[k], "enum": offer} for k in refused}
     return replace(tool, parameters={**schema, "properties": {**properties, **changed}})
+
+
+_ITEM = re.compile(r"[ \t]*(?:\d{1,3}[.)]|[-*\u2022])[ \t]+(.+?)[ \t]*")
+
+
+def _lists(text: str) -> list[tuple[str, list[str]]]:
+    """The lists ``text`` shows (lines numbered ``1.`` or bulleted, one after the other), each with the line
+    before it (its heading: "Todo list:"); items longer than ``_OFFERED_CHARS`` left out."""
+    lists: list[tuple[str, list[str]]] = []
+    before = ""
+    current_list: list[str] | None = None  # (the list being read: the line before was one of its items)
+    for line in text.splitlines():
+        item = _ITEM.fullmatch(line)
+        if item is None:
+            before, current_list = line, None
+            continue
+        if current_list is None:
+            current_list = []
+            lists.append((before, current_list))
+        if len(item.group(1)) <= _OFFERED_CHARS:
+            current_list.append(item.group(1))
+    return lists
 
 
 _PLACES = (

@@ -404,6 +404,7 @@ CODES = ToolSpec(name="exchange", description="Converts money.", parameters=Exch
 REMOVE = ToolSpec(name="remove_todo", description="Removes a todo.", parameters=TodoArgs.model_json_schema())
 TODOS = (
     "You plan.\n\nWhat this conversation keeps:\nTodo list:\n1. buy milk\n2. call the plumber\n3. renew the passport"
+    "\n\nWhat you know about this conversation:\n- Ada's cat is Miso\n- Ada walks at six"
 )
 
 
@@ -427,7 +428,8 @@ def test_a_value_the_error_refuses_is_given_again_only_among_the_values_it_lists
     [
         ("I already called the plumber, take it off my list.", ["call the plumber"]),  # a word of the message
         ("Remove the last item of my todo list.", ["renew the passport"]),  # its place
-        ("Cross off the second one.", ["call the plumber"]),
+        ("Cross off the second one.", ["call the plumber"]),  # of the list the tool names ("Todo list:")
+        ("I walk at six anyway, drop it.", None),  # a word of a fact's: not of the list the tool is about
         ("Remove going to the gym.", None),  # neither: the failure stands (no todo acted on that was not named)
     ],
 )
