@@ -105,6 +105,7 @@ from .tool_routing import (
     ROUTE_TASK,
     closest_action,
     confirm_question,
+    described,
     grounded,
     narrowed,
     offered_again,
@@ -691,9 +692,8 @@ class LocalModel:
         own tools after worked examples with tools of other bots (``ROUTE_DEMOS``): each message comes with the list
         of tools it may use, so the model learns the task, not the names."""
         offered = {t.name for t in request.tools}
-        known = {name for _, name in ROUTE_EXAMPLES}
         messages: list[dict[str, Any]]
-        if offered & known:  # the built-in assistant's tools (and the reminders, MCP tools beside them)
+        if _assistants(request):  # the built-in assistant's tools (and the reminders, MCP tools beside them)
             listed = "\n".join(f"- {t.name}: {' '.join(t.description.split())[:300]}" for t in request.tools)
             messages = [
                 {
@@ -714,7 +714,7 @@ class LocalModel:
                     {"role": "assistant", "content": name},
                 ]
             message, earlier = request.turns[-1][1], _earlier(request)
-            ranked = sorted(request.tools, key=lambda t: -overlap(message, f"{signature(t)} {t.description}"))
+            ranked = sorted(request.tools, key=lambda t: -overlap(message, described(t)))
             mine = [(signature(t), " ".join(t.description.split())[:300]) for t in ranked]
             messages.append({"role": "user", "content": route_question(mine, message, earlier=earlier)})
         names = [*(t.name for t in request.tools), "none"]
@@ -911,13 +911,13 @@ class LocalModel:
         share one as low as 1.4 times: a word of the tool's keeps the decision."""
         answer, first = await self._answer_weighed(server, self._route_body(request))
         tool = next((t for t in request.tools if t.name == answer), None)
-        if tool is None or tool.output or {t.name for t in request.tools} & {name for _, name in ROUTE_EXAMPLES}:
+        if tool is None or tool.output or _assistants(request):
             return tool  # (an output is asked about again: ``_confirmed``; the assistant's tools have examples)
         message = request.turns[-1][1]
         likely = max((p for token, p in first.items() if token.strip() and tool.name.startswith(token)), default=0.0)
         none = first.get("none", 0.0)
         log.debug("the local model decided on %s at %.3f, none at %.3f", tool.name, likely, none)
-        if overlap(message, f"{signature(tool)} {tool.description}"):
+        if overlap(message, described(tool)):
             return tool
         if none and likely < _UNSURE_ODDS * none:
             log.info(
@@ -966,7 +966,7 @@ class LocalModel:
         us inside on ..."), and the plain reply then claims the action done without it; asked about one tool, the
         model tells a request from a near miss. In a scratch slot: the decision's slot keeps its worked examples.
         Only for a bot's own tools: the built-in assistant's are decided after examples of their own."""
-        if {t.name for t in request.tools} & {name for _, name in ROUTE_EXAMPLES}:
+        if _assistants(request):
             return None  # the built-in assistant's tools: decided after examples of their own
         tool = closest_action(request.turns[-1][1], request.tools, earlier=_earlier(request))
         if tool is None:
@@ -991,11 +991,9 @@ class LocalModel:
             log.info("the local model's call of %s failed; it writes the call once more", name)
             return same
         said = " ".join([text for role, text in request.turns if role == "user"][-2:])  # the person's last lines
-        close = overlap(said, f"{signature(same)} {same.description}") if same is not None else 0
+        close = overlap(said, described(same)) if same is not None else 0
         others = tuple(  # another action closer to the person's lines than the failed one (an output mends none)
-            t
-            for t in request.tools
-            if t.name != name and not t.output and overlap(said, f"{signature(t)} {t.description}") > close
+            t for t in request.tools if t.name != name and not t.output and overlap(said, described(t)) > close
         )
         if others:
             again = replace(request, tools=others, turns=request.turns[:-2])
@@ -1132,6 +1130,15 @@ def _mended(later: Sequence[tuple[str, str]]) -> bool:
         if role == "tool" and not _failed(text):
             return True
     return False
+
+
+def _assistants(request: ModelRequest) -> bool:
+    """True when the request offers tools of the built-in assistant (decided after examples of their own,
+    ``ROUTE_EXAMPLES``), not only a bot author's."""
+    return any(t.name in _ASSISTANT_TOOLS for t in request.tools)
+
+
+_ASSISTANT_TOOLS = frozenset(name for _, name in ROUTE_EXAMPLES)
 
 
 def _last_said(request: ModelRequest) -> str:

@@ -23,6 +23,7 @@ __all__ = (
     "ROUTE_TASK",
     "closest_action",
     "confirm_question",
+    "described",
     "grounded",
     "narrowed",
     "offered_again",
@@ -116,6 +117,11 @@ def signature(tool: ToolSpec) -> str:
     return f"{tool.name}({', '.join(list(properties)[:6] if isinstance(properties, dict) else [])})"
 
 
+def described(tool: ToolSpec) -> str:
+    """``name(argument, ...) description``: what the words of a person's lines are weighed against (``overlap``)."""
+    return f"{signature(tool)} {tool.description}"
+
+
 def _stems(text: str) -> set[str]:
     return {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
 
@@ -157,10 +163,9 @@ def closest_action(message: str, tools: Sequence[ToolSpec], *, earlier: str = ""
     currency converter alike, "I have 200 euros left." only the second; then the first of them), or None when it
     shares none with any: the one a message decided as needing no tool is asked about once more."""
     scored = [
-        (overlap(message, text), overlap(earlier, text), -n, t)
+        (overlap(message, described(t)), overlap(earlier, described(t)), -n, t)
         for n, t in enumerate(tools)
         if not t.output
-        for text in [f"{signature(t)} {t.description}"]
     ]
     best = max(scored, key=lambda s: s[:3], default=None)
     return best[3] if best is not None and best[0] > 0 else None
