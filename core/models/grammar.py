@@ -32,8 +32,10 @@ __all__ = (
     "grammar_for",
     "limits_for",
     "parse_tool_call",
+    "takes_arguments",
     "tool_call_grammar",
     "tool_call_start",
+    "whole_call",
 )
 
 _STRUCTURE_TOKENS = 16
@@ -314,7 +316,7 @@ def tool_call_grammar(
         for index, tool in enumerate(offered):
             schema = tool.parameters if isinstance(tool.parameters, dict) else {}
             built = _Rules(schema, f"args{index}", lim)
-            args = built.object(schema, 0) if schema.get("properties") else "json-object"
+            args = _object_of(tool, built)
             name = _literal(json.dumps(tool.name, ensure_ascii=False))
             rules.append((f"call{index}", f'{name} ws "," ws {_ARGUMENTS} ws ":" ws {args}'))
             rules += built.rules
@@ -342,6 +344,32 @@ def tool_call_grammar(
     return "\n".join(f"{name} ::= {rule}" for name, rule in lines) + "\n"
 
 
+def takes_arguments(tool: ToolSpec) -> bool:
+    """Whether a call of ``tool`` has anything to say: its schema lists properties, or its values are typed
+    (``dict[str, int]``). A tool of ``dict[str, Any]`` (``recall``, ``list_reminders``) takes none: asked to
+    write its arguments, a small model wrote the schema itself (``{"additionalProperties": true, "type":
+    "object"}``), and the call was then dropped as made up."""
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    extra = schema.get("additionalProperties")
+    return bool(schema.get("properties")) or (isinstance(extra, dict) and bool(extra))
+
+
+def _object_of(tool: ToolSpec, built: _Rules) -> str:
+    """The rule of the arguments of ``tool``: its schema's object, any object for a free one, and an empty one
+    for a tool that takes none (``takes_arguments``)."""
+    schema = tool.parameters if isinstance(tool.parameters, dict) else {}
+    if schema.get("properties"):
+        return built.object(schema, 0)
+    return "json-object" if takes_arguments(tool) else '"{" ws "}"'
+
+
+def whole_call(tool: ToolSpec, arguments: dict[str, Any] | None = None) -> str:
+    """The call of ``tool`` with ``arguments`` (none: ``{}``) as the chat template writes it, for a call no model
+    needs to write (``takes_arguments``)."""
+    body = json.dumps({"name": tool.name, "arguments": arguments or {}}, ensure_ascii=False)
+    return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
+
+
 def tool_call_start(tool: ToolSpec, *, limits: GrammarLimits | None = None) -> tuple[str, str]:
     """The call of ``tool`` in two parts: the start its grammar fixes, and the GBNF grammar of the rest.
 
@@ -365,7 +393,7 @@ def tool_call_start(tool: ToolSpec, *, limits: GrammarLimits | None = None) -> t
         start += f" {{{json.dumps(first, ensure_ascii=False)}:"
         rest = built.object(schema, 0, opened=True)
     else:
-        rest = f"ws {built.object(schema, 0)}" if schema.get("properties") else "ws json-object"
+        rest = f"ws {_object_of(tool, built)}"
     lines = [("root", f'{rest} ws "}}"'), *built.rules, *_json_rules(lim)]
     return start, "\n".join(f"{name} ::= {rule}" for name, rule in lines) + "\n"
 

@@ -91,8 +91,10 @@ from .grammar import (
     ToolCall,
     grammar_for,
     parse_tool_call,
+    takes_arguments,
     tool_call_grammar,
     tool_call_start,
+    whole_call,
 )
 from .llama_server import import_xllamacpp, server_params
 from .slot_cache import FOLDER as SLOT_FOLDER
@@ -877,7 +879,9 @@ class LocalModel:
     async def _write_call(self, server: Any, request: ModelRequest, tool: ToolSpec, key: str | None) -> str:
         """The call of ``tool`` for ``request``, whole (in a scratch slot, the one conversation ``key`` used last
         when it can): the start its grammar fixes, given in the prompt (``_call_body``), and what the model wrote
-        after it."""
+        after it. A tool that takes no arguments (``takes_arguments``) is called without asking the model."""
+        if not takes_arguments(tool):
+            return whole_call(tool)
         body = self._call_body(request, tool)
         last = body["messages"][-1]
         start = last["content"] if last["role"] == "assistant" else ""
@@ -1108,7 +1112,8 @@ async def _once(text: str) -> AsyncIterator[str]:
 
 def _readable(result: str) -> str:
     """A tool's result as a small model reads it best: a JSON object as ``key: value`` pairs (it copies JSON into
-    its answer as it is), anything else as it is."""
+    its answer as it is), an empty value as ``none`` (read as ``facts: []``, an empty list of what it remembers
+    was answered with facts made up), anything else as it is."""
     try:
         data = json.loads(result)
     except ValueError:
@@ -1117,7 +1122,10 @@ def _readable(result: str) -> str:
         return result
     pairs = []
     for key, value in data.items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if value in ([], {}, None, ""):
+            shown = "none"
+        else:
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         pairs.append(f"{key}: {shown}")
     return ", ".join(pairs) or "done"
 

@@ -346,6 +346,30 @@ async def test_a_conversation_writes_its_next_call_in_the_scratch_slot_of_its_la
     assert [b["id_slot"] for b in model._server.bodies if "tools" in b] == [3]
 
 
+RECALL = ToolSpec(name="recall", description="Lists the facts kept.", parameters={"type": "object", "additionalProperties": True})
+
+
+async def test_a_tool_that_takes_no_arguments_is_called_without_the_model_writing_them(tmp_path: Path) -> None:
+    """``recall`` (``dict[str, Any]``): asked to write its arguments, the 0.5B model wrote the schema itself, and
+    the call was dropped as made up; the call is ``{}``, and only the decision asks the model."""
+    model = scripted_model(tmp_path, router_or("(never asked)", "recall"))
+    asked = replace(request(("user", "What do you remember about me?")), tools=(*TOOLS, RECALL))
+    text = "".join([c async for c in model.stream(asked)])
+    assert text == '<response><action_call name="recall">{}</action_call></response>'
+    assert [b["max_tokens"] for b in model._server.bodies] == [16], "the decision only"
+    assert '"\\"recall\\"" ws "," ws "\\"arguments\\"" ws ":" ws "{" ws "}"' in tool_call_grammar((RECALL,))
+
+
+async def test_an_empty_result_is_read_as_none(tmp_path: Path) -> None:
+    """An empty list read as ``facts: []`` was answered with facts made up; ``facts: none`` is answered as none."""
+    model = scripted_model(tmp_path, router_or("Nothing yet.", "none"))
+    turns = (("user", "What do you remember?"), ("tool_call", '{"name": "recall", "arguments": {}}'))
+    asked = replace(request(*turns, ("tool", '{"facts": [], "note": ""}')), tools=(*TOOLS, RECALL))
+    assert "".join([c async for c in model.stream(asked)]) == "Nothing yet."
+    shown = model._server.bodies[-1]["messages"][-1]["content"]
+    assert shown.endswith("(the result of recall: facts: none, note: none)")
+
+
 async def test_without_tool_support_the_tools_are_ignored(tmp_path: Path) -> None:
     model = scripted_model(tmp_path, router_or("Hello!", "remember"))
     model.calls_tools = False
@@ -355,9 +379,11 @@ async def test_without_tool_support_the_tools_are_ignored(tmp_path: Path) -> Non
 
 # -- a failed call, once more -----------------------------------------------------------------------------
 
-UNITS = ToolSpec(name="convert", description="Converts a value between units of length.", parameters={})
-MONEY = ToolSpec(name="exchange", description="Converts money between currencies: euros, dollars.", parameters={})
-SAVE = ToolSpec(name="save", description="Saves a note.", parameters={})
+FREE = {"type": "object", "additionalProperties": {"type": "number"}}
+"""Arguments of any names (numbers): the scripted calls give what each test needs."""
+UNITS = ToolSpec(name="convert", description="Converts a value between units of length.", parameters=FREE)
+MONEY = ToolSpec(name="exchange", description="Converts money between currencies: euros, dollars.", parameters=FREE)
+SAVE = ToolSpec(name="save", description="Saves a note.", parameters=FREE)
 
 
 def failed(call: str, error: str, message: str = "Convert 100 euros to dollars.") -> ModelRequest:
@@ -573,7 +599,7 @@ async def test_a_call_copied_from_an_earlier_one_for_a_message_that_asks_for_non
 # -- a bot's own tools: dates, and a request decided as needing none -------------------------------------
 
 
-CANCEL = ToolSpec(name="cancel_booking", description="Cancels a booking.", parameters={})
+CANCEL = ToolSpec(name="cancel_booking", description="Cancels a booking.", parameters=FREE)
 
 
 def booking(message: str, *, system: str = "You take bookings. Today is Wednesday 2026-06-10.") -> ModelRequest:
@@ -651,8 +677,8 @@ def test_the_closest_action_shares_the_most_words_and_is_never_an_output() -> No
     assert closest_action("The booking, please.", (BOOK, shown, CANCEL)) is BOOK, "a tie: the first listed"
     assert closest_action("Show the bookings.", (shown,)) is None, "an output is not asked about"
     assert closest_action("Good evening!", (BOOK, CANCEL)) is None
-    units = ToolSpec(name="convert", description="Converts between units: kg and pounds.", parameters={})
-    money = ToolSpec(name="exchange", description="Converts money: euros, pounds sterling.", parameters={})
+    units = ToolSpec(name="convert", description="Converts between units: kg and pounds.", parameters=FREE)
+    money = ToolSpec(name="exchange", description="Converts money: euros, pounds sterling.", parameters=FREE)
     assert closest_action("How much is that in pounds?", (units, money)) is units, "a tie: the first listed"
     assert closest_action("How much is that in pounds?", (units, money), earlier="I have 200 euros left.") is money
     assert closest_action("Hello!", (units, money), earlier="I have 200 euros left.") is None, "the message first"
