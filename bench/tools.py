@@ -19,7 +19,7 @@ Printed per model and bot: tool choice (the expected tool was called), valid arg
 argument accuracy (the arguments hold what the message said), result used (the answer after a successful tool
 shows what the tool returned), refusals after a successful tool, answers after one speaking of "the person" or "the
 user" in the third person, answers that are the result itself (``Done: ...``: the model's own showed nothing of it),
-wrong calls on the no-tool messages, seconds per case. Asserts nothing: a benchmark, not a test.
+answers that hold the note the prompt shows a result in (``(the result of ...)``, copied), wrong calls on the no-tool messages, seconds per case. Asserts nothing: a benchmark, not a test.
 
 Run: ``python bench/tools.py`` (the default embedded model; with ``LLM_MODEL_PATH`` or a hosted model in the
 settings, ``LLM_PROVIDER=openai`` and its ``LLM_BASE_URL``, that one as well), ``--only obvious,none``,
@@ -763,6 +763,8 @@ _BARE_RESULT = re.compile(r"\ADone(?:\.|: )")
 """The tool's result given as the answer (``answer_guards.fallback_answer``): the model's own answer showed nothing
 of it twice. "result used" counts it as used, so it is counted apart: a prompt that makes the model's answers worse
 shows here."""
+_NOTE_COPIED = re.compile(r"\(the result of ", re.I)
+"""The note the prompt shows a result in (``answer_guards.result_note``), copied into the answer, a defect."""
 
 
 # -- running -----------------------------------------------------------------------------------------------
@@ -821,6 +823,10 @@ class Outcome:
     @property
     def bare(self) -> bool:
         return bool(_BARE_RESULT.match(self.answer))
+
+    @property
+    def copied(self) -> bool:
+        return bool(_NOTE_COPIED.search(self.answer))
 
 
 async def _turn(agent: Any, session: str, text: str) -> Outcome:
@@ -900,6 +906,7 @@ def summary(name: str, outcomes: Sequence[Outcome]) -> str:
         f" | refusals after a tool {sum(o.refused for o in after)}"
         f" | in the third person {sum(o.third_person for o in after)}"
         f" | the result itself as the answer {sum(o.bare for o in after)}"
+        f" | the prompt's note copied {sum(o.copied for o in after)}"
         f" | no tool on no-tool messages {_pct(sum(not o.calls for o in none_cases), len(none_cases))}"
         f" | {statistics.mean(seconds) if seconds else 0:.1f} s/case (median {statistics.median(seconds) if seconds else 0:.1f})"
     )

@@ -24,8 +24,10 @@ __all__ = (
     "fallback_answer",
     "is_refusal",
     "narrates",
+    "result_note",
     "shows_result",
     "spoken",
+    "unnoted",
 )
 
 _MAKERS = re.compile(
@@ -141,6 +143,23 @@ def failure_reason(result: str) -> str | None:
     refused by a plugin or by its schema: those errors are words to the model, not to the person)."""
     found = _RAISED.match(result)
     return " ".join(found["reason"].split()) if found else None
+
+
+def result_note(tool: str, result: str) -> str:
+    """How a tool's result is shown to the model, under the person's message it answers (``LocalModel._messages``):
+    ``(the result of add_todo: added: Buy apples., items_now: 4)``."""
+    return f"(the result of {tool}: {result})"
+
+
+_NOTE = re.compile(r"\s*\(the result of [^:()]+: [^()]*\)", re.IGNORECASE)
+"""A ``result_note`` the model copied from its prompt into its answer."""
+
+
+def unnoted(answer: str) -> str:
+    """``answer`` without the notes of a tool's result (``result_note``) it copied from its prompt: "You bought 2 kg
+    of apples. (the result of add_todo: added: Buy 2 kg of apples., items_now: 4)" -> "You bought 2 kg of
+    apples."."""
+    return _NOTE.sub("", answer).strip() if _NOTE.search(answer) else answer
 
 
 def narrates(answer: str) -> bool:

@@ -78,8 +78,10 @@ from .answer_guards import (
     fallback_answer,
     is_refusal,
     narrates,
+    result_note,
     shows_result,
     spoken,
+    unnoted,
 )
 from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
@@ -629,7 +631,7 @@ class LocalModel:
             elif role == "tool" and _failed(text) and _mended(turns[index + 1 :]):
                 continue  # a failed call the next one mended: the model answers from what worked
             elif role == "tool":
-                note = f"(the result of {called or 'a tool'}: {_readable(text)})"
+                note = result_note(called or "a tool", _readable(text))
                 if messages and messages[-1]["role"] == "user":
                     messages[-1]["content"] += f"\n\n{note}"
                 else:
@@ -787,8 +789,10 @@ class LocalModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[str]:
         """Generate the answer in a worker thread and stream it; cancelling stops the generation. With tools, the
         model first says which one the message needs (if any); a tool call comes out whole, as
-        ``<response><action_call name="...">{json}</action_call></response>``."""
+        ``<response><action_call name="...">{json}</action_call></response>``. An output of text alone is the
+        plain answer, written to it (``_in_own_words``)."""
         server = self._server if self._server is not None else await asyncio.to_thread(self._load)
+        written_to: ToolSpec | None = None
         if self._offers_tools(request):
             tool = await self._decide(server, request)
             second = tool is None
@@ -797,6 +801,8 @@ class LocalModel:
             elif tool.output and not await self._confirmed(server, request, tool):
                 log.info("the local model named the output %s but does not confirm it; it answers plainly", tool.name)
                 tool = None
+            elif tool.output and _in_own_words(tool):
+                written_to, tool = tool, None
             if tool is not None:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
@@ -836,6 +842,16 @@ class LocalModel:
             generated = self._generate(server, body)
             guarded = _guarded(generated, request) if request.plain else generated
             async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
+                if written_to is not None:
+                    answer = "".join([text async for text in texts]).strip()
+                    yield (
+                        ToolCall(name=written_to.name, arguments={written_to.output: answer}).as_output(
+                            written_to.output
+                        )
+                        if answer
+                        else answer
+                    )
+                    return
                 async for text in texts:  # closed with the stream: the generation stops at once
                     yield text
         finally:
@@ -849,10 +865,10 @@ class LocalModel:
         neither shows the result, it is the answer itself (``fallback_answer``)."""
         result = request.turns[-1][1]
         message = _last_said(request)
-        answers = [await self._collect(server, body)]
+        answers = [unnoted(await self._collect(server, body))]
         if is_refusal(answers[0]) or not shows_result(answers[0], result, message) or narrates(answers[0]):
             log.info("the local model's answer after a tool left its result out (or told of it); it writes it again")
-            answers.append(await self._collect(server, {**body, "temperature": 0.0}))
+            answers.append(unnoted(await self._collect(server, {**body, "temperature": 0.0})))
         usable = [a for a in answers if a.strip() and not is_refusal(a)]
         if not usable:
             log.info("the local model refused after a successful tool; its result is the answer")
@@ -870,7 +886,7 @@ class LocalModel:
         answered "The conversation keeps a list of tasks and attempts to remove one item from it." and "The
         conversion from dollars to yen results in an error" for "unknown currency: use one of EUR, USD, ..."."""
         message = _last_said(request)
-        answer = await self._collect(server, body)
+        answer = unnoted(await self._collect(server, body))
         if answer.strip() and not narrates(answer) and shows_result(answer, json.dumps(reason), message):
             return answer
         log.info("the local model's answer after a failed tool did not say why; the reason is the answer")
@@ -1199,6 +1215,14 @@ def _said(request: ModelRequest, tool: ToolSpec) -> str:
 
 def _gbnf_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _in_own_words(output: ToolSpec) -> bool:
+    """Whether ``output`` takes text alone (``text``, no attributes): the plain answer is its content. Asked to
+    write it as a call, the model copied the first sentence of the context's instructions ("Show me my todo
+    list." -> ``todo:list`` "Today is Wednesday."); answering plainly, it writes from the state it is shown."""
+    properties = output.parameters.get("properties") if isinstance(output.parameters, dict) else None
+    return output.output == "text" and isinstance(properties, dict) and set(properties) == {"text"}
 
 
 def _tool_json(tool: ToolSpec) -> dict[str, Any]:

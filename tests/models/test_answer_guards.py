@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from core.models import ModelRequest
-from core.models.answer_guards import IdentityGuard, about_itself, failure_reason, is_refusal, shows_result, spoken
+from core.models.answer_guards import (
+    IdentityGuard,
+    about_itself,
+    failure_reason,
+    is_refusal,
+    result_note,
+    shows_result,
+    spoken,
+    unnoted,
+)
 from core.turns import TURN_STOPS
 
 from .test_tool_calls import scripted_model
@@ -171,3 +180,15 @@ def test_an_answer_shows_what_the_result_adds_to_the_message(answer: str, shown:
 def test_a_small_number_written_as_a_word_shows_it(answer: str, shown: bool) -> None:
     count = "1" if "one" in answer or "once" in answer or "ready" in answer else "3"
     assert shows_result(answer, f'{{"todos": {count}}}', "add milk to my list") is shown
+
+
+async def test_the_note_of_a_result_copied_into_the_answer_is_cut(tmp_path: Path) -> None:
+    """The model copied the note its prompt shows the result in, ``(the result of add_todo: ...)``, into its
+    answer (``bench/tools.py``'s planner, "I bought 2 kg of apples."): the person gets the answer without it."""
+    note = result_note("weather", "city: Lisbon, forecast: light rain")
+    model = scripted_model(tmp_path, lambda body: f"Light rain in Lisbon today. {note}")
+    request = ModelRequest(system="s", prompt="", plain=True, turns=WEATHER, stop=TURN_STOPS)
+    assert "".join([c async for c in model.stream(request)]) == "Light rain in Lisbon today."
+    assert note in model._server.bodies[0]["messages"][-1]["content"], "the note is the prompt's own"
+    assert unnoted("Rain (the result of a tool: rain), (sic) and sun.") == "Rain, (sic) and sun."
+    assert unnoted("It costs 5 (in euros).") == "It costs 5 (in euros).", "the model's own brackets stay"

@@ -98,6 +98,8 @@ def scripted(
             return script[last][1]
         if "(the result of" in last:  # the answer after a result
             return "Added it: you now have 2 items."
+        if last in script and ":" in script[last][0]:  # the plain answer an output of text is written with
+            return script[last][1]
         return "Hello!"
 
     model = LocalModel(model_path=tmp_path / "model.gguf", threads=1)
@@ -113,7 +115,7 @@ async def _say(agent: Any, text: str) -> list[Any]:
 
 async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_grammar(tmp_path: Path) -> None:
     add = '<tool_call>\n{"name": "add_todo", "arguments": {"item": "water the plants"}}\n</tool_call>'
-    show = '{"name": "todo:list", "arguments": {"text": "1. buy milk <b>&\\n2. water the plants"}}'
+    show = "1. buy milk <b>&\n2. water the plants"
     model = scripted(
         tmp_path,
         {
@@ -129,7 +131,7 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
         added = await _say(agent, "Add water the plants to my list.")
         listed = await _say(agent, "Show my list.")
         greeted = await _say(agent, "Hi!")
-    decide, call, answer, decide2, confirm2, call2, decide3, plain = model._server.bodies
+    decide, call, answer, decide2, confirm2, listing, decide3, plain = model._server.bodies
 
     # the decision offers exactly the bot's actions and output (the platform's reply is the plain answer)
     assert decide["grammar"] == 'root ::= "add_todo" | "convert" | "todo:list" | "none"\n'
@@ -156,17 +158,16 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     assert "added: water the plants, items_now: 2" in answer["messages"][-1]["content"]
     assert [e.content for e in added if e.final] == ["Added it: you now have 2 items."]
 
-    # the bot's own output, called as a tool once the second question confirms it: its content under the grammar
-    # of its schema, delivered to it
+    # the bot's own output, once the second question confirms it: an output of text alone is the plain answer (in
+    # the conversation's slot, from the state it shows), delivered to it
     assert decide2["grammar"] == decide["grammar"]
     assert confirm2["grammar"] == 'root ::= "yes" | "no"\n' and confirm2["id_slot"] == decide2["id_slot"]
     assert confirm2["messages"][-1]["content"] == (
         "Tool: todo:list(text): Shows the whole todo list.\nEarlier: Add water the plants to my list.\n"
         "Message: Show my list.\nDoes the message ask for this tool?"
     ), "with the person's line before it, as the decision has"
-    assert [t["function"]["name"] for t in call2["tools"]] == ["todo:list"]
-    assert call2["messages"][-1]["content"].endswith('"todo:list", "arguments": {"text":')
-    assert "args-1 ::= ws json-text" in call2["grammar"], "the output's text, not empty"
+    assert "tools" not in listing and "grammar" not in listing and listing["id_slot"] == plain["id_slot"]
+    assert listing["messages"][-1] == {"role": "user", "content": "Show my list."}
     finals = [(e.output_type, e.content) for e in listed if e.final]
     assert finals == [("todo:list", "1. buy milk <b>&\n2. water the plants")]
     assert shown == ["1. buy milk <b>&\n2. water the plants"]
@@ -181,7 +182,7 @@ async def test_an_output_the_second_question_declines_gets_the_plain_reply(tmp_p
     asked = "How many items are on my list?"
     model = scripted(
         tmp_path,
-        {asked: ("todo:list", '{"name": "todo:list", "arguments": {"text": "1"}}')},
+        {asked: ("todo:list", "You have 1 item.")},
         declined=frozenset([asked]),
     )
     agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
@@ -191,7 +192,7 @@ async def test_an_output_the_second_question_declines_gets_the_plain_reply(tmp_p
     decide, confirm, plain = model._server.bodies
     assert decide["max_tokens"] == 16 and confirm["max_tokens"] == 2
     assert "tools" not in plain and plain["id_slot"] == 0, "the plain reply in the conversation's slot, no call"
-    assert [(e.output_type, e.content) for e in events if e.final] == [("cli:message", "Hello!")]
+    assert [(e.output_type, e.content) for e in events if e.final] == [("cli:message", "You have 1 item.")]
     assert not shown and not [e for e in events if e.type == RunEventType.TOOL_CALL]
 
 
@@ -230,7 +231,7 @@ async def test_an_output_is_shown_when_its_yes_is_twice_as_likely_as_no(
     tmp_path: Path, yes: float, shown: bool
 ) -> None:
     asked = "What is a fair way to keep a list?"
-    model = scripted(tmp_path, {asked: ("todo:list", '{"name": "todo:list", "arguments": {"text": "1. buy milk"}}')})
+    model = scripted(tmp_path, {asked: ("todo:list", "1. buy milk")})
     model._server = Doubting(model._server.reply, yes=yes)
     agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
     async with agent:
@@ -238,7 +239,7 @@ async def test_an_output_is_shown_when_its_yes_is_twice_as_likely_as_no(
     confirm = model._server.bodies[1]
     assert confirm["max_tokens"] == 2 and confirm["logprobs"] and confirm["id_slot"] in model._deciding
     finals = [(e.output_type, e.content) for e in events if e.final]
-    assert finals == ([("todo:list", "1. buy milk")] if shown else [("cli:message", "Hello!")])
+    assert finals == [("todo:list" if shown else "cli:message", "1. buy milk")], "the same answer, shown or not"
 
 
 class Weighing(FakeServer):
