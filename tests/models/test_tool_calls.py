@@ -346,7 +346,9 @@ async def test_a_conversation_writes_its_next_call_in_the_scratch_slot_of_its_la
     assert [b["id_slot"] for b in model._server.bodies if "tools" in b] == [3]
 
 
-RECALL = ToolSpec(name="recall", description="Lists the facts kept.", parameters={"type": "object", "additionalProperties": True})
+RECALL = ToolSpec(
+    name="recall", description="Lists the facts kept.", parameters={"type": "object", "additionalProperties": True}
+)
 
 
 async def test_a_tool_that_takes_no_arguments_is_called_without_the_model_writing_them(tmp_path: Path) -> None:
