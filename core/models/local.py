@@ -792,7 +792,6 @@ class LocalModel:
         ``<response><action_call name="...">{json}</action_call></response>``. An output of text alone is the
         plain answer, written to it (``_in_own_words``)."""
         server = self._server if self._server is not None else await asyncio.to_thread(self._load)
-        written_to: ToolSpec | None = None
         if self._offers_tools(request):
             tool = await self._decide(server, request)
             second = tool is None
@@ -802,7 +801,8 @@ class LocalModel:
                 log.info("the local model named the output %s but does not confirm it; it answers plainly", tool.name)
                 tool = None
             elif tool.output and _in_own_words(tool):
-                written_to, tool = tool, None
+                yield await self._output_in_own_words(server, request, tool)
+                return
             if tool is not None:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
@@ -842,20 +842,26 @@ class LocalModel:
             generated = self._generate(server, body)
             guarded = _guarded(generated, request) if request.plain else generated
             async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
-                if written_to is not None:
-                    answer = "".join([text async for text in texts]).strip()
-                    yield (
-                        ToolCall(name=written_to.name, arguments={written_to.output: answer}).as_output(
-                            written_to.output
-                        )
-                        if answer
-                        else answer
-                    )
-                    return
                 async for text in texts:  # closed with the stream: the generation stops at once
                     yield text
         finally:
             self._release_slot(slot)
+
+    async def _output_in_own_words(self, server: Any, request: ModelRequest, output: ToolSpec) -> str:
+        """``output`` (of text alone: ``_in_own_words``) with the plain answer as its text, written in the
+        conversation's slot; when the model refuses that answer ("Show me my bookings." -> "I'm sorry, but I can't
+        assist with that request."), the output written as a call, as for any other output."""
+        key = request.metadata.get("context_id")
+        slot = self._take_slot(key)
+        try:
+            answer = (await self._collect(server, self._body(request, slot=slot))).strip()
+        finally:
+            self._release_slot(slot)
+        if answer and not is_refusal(answer):
+            return ToolCall(name=output.name, arguments={output.output: answer}).as_output(output.output)
+        log.info("the local model refused to answer for the output %s; it writes it as a call", output.name)
+        written = await self._write_call(server, request, output, key)
+        return "".join([text async for text in _tool_or_text(_once(written), (output,))])
 
     async def _answer_after_tool(self, server: Any, body: dict[str, Any], request: ModelRequest) -> str:
         """The answer after a successful tool, whole: one that refuses, shows nothing of the result

@@ -178,6 +178,22 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     assert [(e.output_type, e.content) for e in greeted if e.final] == [("cli:message", "Hello!")]
 
 
+async def test_an_output_whose_plain_answer_refuses_is_written_as_a_call(tmp_path: Path) -> None:
+    """The plain answer an output of text is written with refused ("Show me my bookings." -> "I'm sorry, but I
+    can't assist with that request."): the output is written as a call instead, its text under its grammar."""
+    asked = "Show my list."
+    model = scripted(tmp_path, {asked: ("todo:list", "I'm sorry, but I can't assist with that request.")})
+    plain = model._server.reply
+    call = '{"name": "todo:list", "arguments": {"text": "1. buy milk"}}'
+    model._server.reply = lambda body: call if "tools" in body else plain(body)
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, asked)
+    *_, answer, written = model._server.bodies
+    assert "tools" not in answer and [t["function"]["name"] for t in written["tools"]] == ["todo:list"]
+    assert [(e.output_type, e.content) for e in events if e.final] == [("todo:list", "1. buy milk")]
+
+
 async def test_an_output_the_second_question_declines_gets_the_plain_reply(tmp_path: Path) -> None:
     asked = "How many items are on my list?"
     model = scripted(
