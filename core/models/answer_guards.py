@@ -159,7 +159,8 @@ def unnoted(answer: str) -> str:
     """``answer`` without the notes of a tool's result (``result_note``) it copied from its prompt: "You bought 2 kg
     of apples. (the result of add_todo: added: Buy 2 kg of apples., items_now: 4)" -> "You bought 2 kg of
     apples."."""
-    return _NOTE.sub("", answer).strip() if _NOTE.search(answer) else answer
+    cut, notes = _NOTE.subn("", answer)
+    return cut.strip() if notes else answer
 
 
 def narrates(answer: str) -> bool:

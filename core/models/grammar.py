@@ -363,10 +363,10 @@ def _object_of(tool: ToolSpec, built: _Rules) -> str:
     return "json-object" if takes_arguments(tool) else '"{" ws "}"'
 
 
-def whole_call(tool: ToolSpec, arguments: dict[str, Any] | None = None) -> str:
-    """The call of ``tool`` with ``arguments`` (none: ``{}``) as the chat template writes it, for a call no model
-    needs to write (``takes_arguments``)."""
-    body = json.dumps({"name": tool.name, "arguments": arguments or {}}, ensure_ascii=False)
+def whole_call(tool: ToolSpec) -> str:
+    """The call of ``tool`` with no arguments (``{}``) as the chat template writes it, for a tool that takes none
+    (``takes_arguments``): no model needs to write it."""
+    body = json.dumps({"name": tool.name, "arguments": {}}, ensure_ascii=False)
     return f"{TOOL_CALL_OPEN}\n{body}\n{TOOL_CALL_CLOSE}"
 
 
