@@ -166,8 +166,10 @@ async def _exchange(
 ) -> None:
     streamed: dict[int, str] = {}
     answered = False
-    # the terminal is the operator's: every message there is the owner's, which goes without saying in the prompt
-    said = {"type": "cli:message", "data": text, "params": {"tier": "owner"}, "hidden": ["tier"]}
+    # the terminal is the operator's: every message there is the owner's, which goes without saying in the prompt;
+    # its person is the session's (``cli:<session>``, as ``chat_of`` says), so the facts they keep are theirs
+    params = {"tier": "owner", "user_id": session}
+    said = {"type": "cli:message", "data": text, "params": params, "hidden": list(params)}
     async for event in agent.stream(cli_session, session, said, reasoning=False):
         if (
             event.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core import InMemoryStore, ModelError, ScriptedModel, create_agent
+from core.facts import Facts, FactScope, remember
 from extensions.terminal import chat, cli_extension
 
 
@@ -37,3 +38,26 @@ async def test_chat_streams_replies_and_handles_commands() -> None:
     assert "bot> Back again." in out
     assert len(model.requests) == 3
     assert "are you there?" not in model.requests[2].prompt, "/reset forgot the conversation"
+
+
+async def test_a_fact_kept_in_the_terminal_is_the_person_s_own() -> None:
+    """The person at the terminal is the session's (``cli:default``, the id ``chat_of`` and the admin list use):
+    what they ask the bot to remember is theirs alone, not everyone's in the chat, and their id stays out of the
+    prompt."""
+    model = ScriptedModel(
+        [
+            '<response><action_call name="remember">{"fact": "My cat is called Tom"}</action_call></response>',
+            '<response><output type="cli:message">Kept.</output></response>',
+        ]
+    )
+    facts = Facts()
+    agent = create_agent(
+        model=model, extensions=[cli_extension()], actions=[remember], plugins=[facts], memory=InMemoryStore()
+    )
+    read_line, written = _io(["Please remember that my cat is called Tom."])
+    async with agent:
+        await chat(agent, read_line=read_line, write=written.append)  # type: ignore[arg-type]
+        kept = await facts.store.of_conversation("cli:session:default")
+    assert [(f.text, f.owner, f.scope) for f in kept] == [("My cat is called Tom", "cli:default", FactScope.PRIVATE)]
+    assert '"for": "the person who said it, alone"' in model.requests[1].prompt
+    assert "user_id" not in model.requests[0].prompt and "tier" not in model.requests[0].prompt
