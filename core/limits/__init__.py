@@ -25,6 +25,7 @@ from typing import Protocol
 
 from ..entries import InputRef, now_ms
 from ..slots import Slot
+from ..trust.tiers import TIER_PARAM, Tier
 from ..usage import UsageStore, day_of, user_of
 
 __all__ = (
@@ -163,13 +164,18 @@ class Limiter:
         """True for a user listed in ``BOT_ADMIN_USERS``."""
         return bool(user) and user in self.config.admins
 
+    def exempt(self, ref: InputRef) -> bool:
+        """True for an operator's input, which no limit applies to: its user is listed (``is_admin``), or the
+        input comes as the owner's (``tier``: the person at the terminal, a webhook the operator made the owner's)."""
+        return self.is_admin(user_of(ref)) or ref.params.get(TIER_PARAM) == Tier.OWNER
+
     async def check(self, ref: InputRef, *, conversation: str, text: str, usage: UsageStore) -> Refusal | None:
         """Count ``ref`` and say whether it is over a limit (None: answer it). ``text`` is what the model would
         read of it; the day's tokens are read from ``usage`` (the agent's counters: ``user:<platform:id>`` and
         ``chat:<conversation>``)."""
         cfg = self.config
         user = user_of(ref)
-        if not cfg.active or self.is_admin(user):
+        if not cfg.active or self.exempt(ref):
             return None
         now = now_ms()
         if cfg.max_input_chars and len(text) > cfg.max_input_chars:

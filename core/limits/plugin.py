@@ -112,6 +112,8 @@ class _Admit(RunHooks):
         state = run.state
         usage = self.plugin.usage_for(run)
         tokens = _estimate(request)
+        if run.turn and all(limiter.exempt(entry) for entry in run.turn):
+            return True
         refusal = await limiter.check_call(tokens=tokens, user=run.asker, conversation=state.id, usage=usage)
         if refusal is None:
             return True

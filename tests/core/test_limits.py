@@ -115,6 +115,22 @@ async def test_a_long_input_is_refused_and_admins_pass() -> None:
     assert agent.is_admin("telegram:1") and not agent.is_admin("telegram:7") and not agent.is_admin("")
 
 
+async def test_the_owner_s_inputs_pass_every_limit() -> None:
+    """An input that comes as the owner's (the person at the terminal, whose id ``cli:default`` nobody lists) is
+    an operator's, like a listed admin's: neither the message nor the token limits apply to it."""
+    agent, model, said = _agent(
+        LimitConfig(messages_per_minute=1, tokens_per_day_user=1500, max_input_chars=10), model=CountingModel(read=1000)
+    )
+    owner = {"type": "telegram:message", "params": {"user_id": "default", "tier": "owner"}, "hidden": ["tier"]}
+    async with agent:
+        for n in range(3):
+            await agent.send(chat, "c", {**owner, "data": f"line {n} of the operator, long"})
+        assert len(model.requests) == 3 and said == ["ok"] * 3
+        await agent.send(chat, "c", _msg("hi"))
+        await agent.send(chat, "c", _msg("hi again"))
+    assert len(model.requests) == 4 and "at most 1 a minute" in said[-1]
+
+
 @pytest.mark.parametrize("batch", ["b1", None])
 async def test_a_charge_counts_once_per_batch_and_step(batch: str | None) -> None:
     """A queued batch run again (after a crash) charges its model calls nothing more; runs without a batch are
