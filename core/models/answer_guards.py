@@ -78,6 +78,13 @@ _NUMBER_WORDS = {
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 
 
+_NONE = re.compile(
+    r"\b(?:no(?=\s+[^\W\d_])|none|nothing|aucune?|rien|ning[uú]n[oa]?|nada|kein(?:e[nrs]?)?|nichts)\b", re.IGNORECASE
+)
+"""What shows a count of nothing: "I found no notes about the garden project." shows ``notes_found: 0`` ("no"
+before a word only: "No, ..." answers a question)."""
+
+
 def _values(data: Any) -> Iterator[str]:
     """The values of a result read as JSON (its keys are names, not facts), else the text itself."""
     if isinstance(data, dict):
@@ -103,6 +110,8 @@ def _number(text: str) -> float | None:
 
 def _facts(text: str) -> set[str]:
     words = {_NUMBER_WORDS[word.lower()] for word in _NUMBER_WORD.findall(text)}
+    if _NONE.search(text):
+        words.add("0")
     return {fact.lower() for fact in _FACT.findall(text)} | words
 
 
@@ -176,12 +185,18 @@ _TELLING = re.compile(
 
 
 def spoken(answer: str) -> str:
-    """``answer`` without a lead that tells of the result or the conversation instead of saying it: "The result
-    says that the weather in Lisbon is light rain." -> "The weather in Lisbon is light rain."."""
-    lead = _TELLING.match(answer)
-    if lead is None or not answer[lead.end() :].strip():
-        return answer
-    rest = answer[lead.end() :]
+    """``answer`` without the leads that tell of the result or the conversation instead of saying it, at the start
+    of any of its sentences: "The result says that the weather in Lisbon is light rain." -> "The weather in Lisbon
+    is light rain."; "I searched your notes. The result says that no notes were found." -> "I searched your notes.
+    No notes were found."."""
+    return "".join(_told(part) for part in _SENTENCE_END.split(answer))
+
+
+def _told(sentence: str) -> str:
+    lead = _TELLING.match(sentence)
+    if lead is None or not sentence[lead.end() :].strip():
+        return sentence
+    rest = sentence[lead.end() :]
     return rest[0].upper() + rest[1:]
 
 

@@ -132,6 +132,9 @@ def test_a_lead_that_tells_of_the_result_is_cut() -> None:
     assert spoken("According to the result, it rains.") == "It rains."
     assert spoken("The conversation was lovely, thanks!") == "The conversation was lovely, thanks!", "no telling verb"
     assert spoken("The result says:") == "The result says:", "nothing after it: left"
+    assert spoken("I searched your notes for the wifi password. The result says that no notes were found.") == (
+        "I searched your notes for the wifi password. No notes were found."
+    ), "a telling lead inside the answer too (bench/tools.py's planner)"
 
 
 def test_only_a_handler_s_own_words_are_a_reason_for_the_person() -> None:
@@ -165,6 +168,22 @@ def test_an_answer_shows_what_the_result_adds_to_the_message(answer: str, shown:
     result = '{"day": "tuesday", "events": "dentist at 15:30", "value": 6.21, "amount": 37500.0}'
     assert shows_result(answer, result, "What's on my calendar on Tuesday, and 10 km in miles?") is shown
     assert shows_result("Noted.", '{"saved": "tea"}', "Remember that I like tea."), "it adds nothing to the message"
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("I found no notes about the garden project.", True),  # bench/tools.py's planner, refused before
+        ("There are none.", True),
+        ("Je n'ai trouvé aucune note.", True),
+        ("Ich habe keine Notizen gefunden.", True),
+        ("No, I searched your notes.", False),  # "no" answering a question shows no count
+        ("I searched your notes.", False),
+    ],
+)
+def test_an_answer_that_found_nothing_shows_a_count_of_nothing(answer: str, shown: bool) -> None:
+    result = '{"query": "garden project", "notes_found": 0, "results": []}'
+    assert shows_result(answer, result, "Find my notes about the garden project.") is shown
 
 
 @pytest.mark.parametrize(
