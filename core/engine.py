@@ -480,6 +480,7 @@ class Run:
             plain=deps.compact_prompt,
             turns=prompt.turns,
             tools=prompt.tools,
+            kept=prompt.kept,
             stop=TURN_STOPS if deps.compact_prompt else ("</response>",),
         )
         for allow in hooks.allow:  # (limits: the tokens this call sends against what is left of a day's budget)

@@ -268,6 +268,9 @@ class Prompt:
     """The actions (and outputs) the compact prompt offers, for a model that calls tools in its own format."""
     reply: str = ""
     """The output type a plain-text answer goes to (the compact prompt); empty: the first output."""
+    kept: str = ""
+    """The part of ``system`` that shows what the conversation keeps (the compact prompt: the bot's ``render`` or
+    memory), as it appears there; empty when it shows none."""
 
 
 def xml_attr(value: Any) -> str:
@@ -815,19 +818,21 @@ def output_tools(outputs: Sequence[Output]) -> tuple[ToolSpec, ...]:
     return tuple(tools)
 
 
-def _own_context_text(state: ContextState) -> str:
+def _own_context_text(state: ContextState) -> tuple[str, str]:
     """What the bot's own context says about this conversation: its instructions and its ``render`` (or its memory
-    when it has no render), for the compact prompt. A platform's context alone says nothing here (its instructions
-    are about the response format)."""
+    when it has no render), for the compact prompt; and the part of it that shows what the conversation keeps
+    (``Prompt.kept``). A platform's context alone says nothing here (its instructions are about the response
+    format)."""
     ctx = state.context
     own = ctx.laid if ctx.laid is not None else (None if ctx.conversation else ctx)
     used = [_used_text(each) for each in state.used]
     if own is None:
-        return "\n\n".join(u for u in used if u)
+        return "\n\n".join(u for u in used if u), ""
     parts = []
     instructions = own.instructions(state) if callable(own.instructions) else own.instructions
     if instructions and instructions.strip():
         parts.append(instructions.strip())
+    kept = ""
     if ctx.render is not None:  # the author's markup: it escapes what it shows with ``escape_text``
         try:
             shown = str(ctx.render(state)).strip()
@@ -836,12 +841,12 @@ def _own_context_text(state: ContextState) -> str:
                 f"the render function of context {own.type!r} raised {type(exc).__name__}: {exc}; fix that render"
             ) from exc
         if shown:
-            parts.append(f"What this conversation keeps:\n{shown}")
+            kept = f"What this conversation keeps:\n{shown}"
     elif isinstance(state.memory, dict):
-        kept = {k: v for k, v in state.memory.items() if k != "facts" and v not in (None, "", [], {})}
-        if kept:
-            parts.append(f"What this conversation keeps: {escape_text(format_value(kept))}")
-    return "\n\n".join([*parts, *(u for u in used if u)])
+        memory = {k: v for k, v in state.memory.items() if k != "facts" and v not in (None, "", [], {})}
+        if memory:
+            kept = f"What this conversation keeps: {escape_text(format_value(memory))}"
+    return "\n\n".join([*parts, *([kept] if kept else []), *(u for u in used if u)]), kept
 
 
 def _used_text(state: ContextState) -> str:
@@ -890,7 +895,7 @@ def build_compact_prompt(
     turns = _compact_turns(logs, tools=bool(offered))
     answered = bool(turns) and turns[-1][0] == "tool" and not turns[-1][1].startswith("error:")
     parts = [persona, COMPACT_RULES_AFTER_TOOL if answered else COMPACT_RULES, instructions.strip()]
-    own = _own_context_text(state)
+    own, kept = _own_context_text(state)
     if own:
         parts.append(own)
     facts = _facts(state, [*state.working_memory.logs, *updates])
@@ -908,4 +913,5 @@ def build_compact_prompt(
         speakers=speakers,
         tools=offered,
         reply=reply.type if reply is not None else "",
+        kept=kept,
     )

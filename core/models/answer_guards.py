@@ -19,6 +19,7 @@ from typing import Any
 __all__ = (
     "IdentityGuard",
     "about_itself",
+    "copies_kept",
     "failure_answer",
     "failure_reason",
     "fallback_answer",
@@ -28,6 +29,7 @@ __all__ = (
     "shows_result",
     "spoken",
     "unnoted",
+    "without_kept_lead",
 )
 
 _MAKERS = re.compile(
@@ -198,6 +200,26 @@ def _told(sentence: str) -> str:
         return sentence
     rest = sentence[lead.end() :]
     return rest[0].upper() + rest[1:]
+
+
+_KEPT_LEADS = ("the conversation keeps", "this conversation keeps", "what this conversation keeps")
+"""How an answer starts that copies what the compact prompt shows the conversation keeps (``Prompt.kept``)."""
+
+
+def copies_kept(head: str) -> bool | None:
+    """Whether an answer that starts with ``head`` copies what the prompt shows the conversation keeps ("The
+    conversation keeps: Todo list: 1. buy milk ..." for "I'm flying to Lisbon on Friday."); None while ``head`` is
+    too short to tell."""
+    text = " ".join(head.lower().split()).lstrip("*#_ ")
+    if any(text.startswith(lead) for lead in _KEPT_LEADS):
+        return True
+    return None if any(lead.startswith(text) for lead in _KEPT_LEADS) else False
+
+
+def without_kept_lead(answer: str) -> str:
+    """``answer`` (``copies_kept``) without its lead: "The conversation keeps: Todo list: ..." -> "Todo list: ..."."""
+    cut = re.sub(r"\A[\s*#_]*(?:what )?(?:the|this) conversation keeps\s*[:,]?\s*", "", answer, flags=re.IGNORECASE)
+    return cut[:1].upper() + cut[1:] if cut.strip() else answer
 
 
 def failure_answer(reason: str) -> str:

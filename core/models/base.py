@@ -95,6 +95,10 @@ class ModelRequest:
     """Actions the model may call in its own tool-call format (a plain request of a model that declares
     ``calls_tools = True``); the call comes back as ``<response><action_call name="...">{json}</action_call>
     </response>``, its result as a ``tool`` turn."""
+    kept: str = ""
+    """The part of ``system`` that shows what the conversation keeps (the compact prompt's ``render`` of the bot's
+    context), as it appears there: a small model that copies it into an answer to something else is asked again
+    without it (``LocalModel``). Empty: none is shown."""
     model: str | None = None
     """The model name to ask the provider for instead of the configured one (a conversation's ``/model``);
     providers serving one fixed model (local, scripted) ignore it."""

@@ -73,6 +73,7 @@ from ..errors import ConfigError, ModelError
 from .answer_guards import (
     IdentityGuard,
     about_itself,
+    copies_kept,
     failure_answer,
     failure_reason,
     fallback_answer,
@@ -82,6 +83,7 @@ from .answer_guards import (
     shows_result,
     spoken,
     unnoted,
+    without_kept_lead,
 )
 from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
@@ -840,12 +842,45 @@ class LocalModel:
                 yield await self._answer_after_failure(server, body, request, reason)
                 return
             generated = self._generate(server, body)
+            if request.plain and request.kept:
+                generated = self._uncopied(server, body, request, generated)
             guarded = _guarded(generated, request) if request.plain else generated
             async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
                 async for text in texts:  # closed with the stream: the generation stops at once
                     yield text
         finally:
             self._release_slot(slot)
+
+    async def _uncopied(
+        self, server: Any, body: dict[str, Any], request: ModelRequest, chunks: AsyncGenerator[str, None]
+    ) -> AsyncGenerator[str, None]:
+        """The plain answer as it streams; one that starts by copying what the prompt shows the conversation keeps
+        (``copies_kept``: "I'm flying to Lisbon on Friday." -> "The conversation keeps: Todo list: 1. buy milk ...
+        4. go to Lisbon", an item made up) is written again without that part of the prompt ("Good luck with your
+        flight!"). To a question the copy may be the answer ("What's on my list?"): it is kept, its lead cut."""
+        head = ""
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                head += chunk
+                copying = copies_kept(head)
+                if copying is None:
+                    continue
+                if not copying:
+                    yield head
+                    async for rest in chunks:
+                        yield rest
+                    return
+                break
+            else:
+                if head:
+                    yield head
+                return
+            if _last_said(request).rstrip().endswith("?"):
+                yield without_kept_lead(head + "".join([rest async for rest in chunks]))
+                return
+        log.info("the local model copied what the conversation keeps into its answer; it answers without it")
+        async for chunk in self._generate(server, {**body, "messages": _without(body["messages"], request.kept)}):
+            yield chunk
 
     async def _output_in_own_words(self, server: Any, request: ModelRequest, output: ToolSpec) -> str:
         """``output`` (of text alone: ``_in_own_words``) with the plain answer as its text, written in the
@@ -1150,6 +1185,16 @@ def _readable(result: str) -> str:
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         pairs.append(f"{key}: {shown}")
     return ", ".join(pairs) or "done"
+
+
+def _without(messages: Sequence[dict[str, Any]], part: str) -> list[dict[str, Any]]:
+    """``messages`` with ``part`` (a paragraph of the system message) left out of the system message."""
+    return [
+        {**m, "content": m["content"].replace(part, "").replace("\n\n\n\n", "\n\n").strip()}
+        if m["role"] == "system"
+        else m
+        for m in messages
+    ]
 
 
 def _mended(later: Sequence[tuple[str, str]]) -> bool:

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from core import AgentOptions, Bot, InMemoryStore, ScriptedModel, context, create_agent
 from core.models import ModelRequest
 from core.models.answer_guards import (
     IdentityGuard,
     about_itself,
+    copies_kept,
     failure_reason,
     is_refusal,
     result_note,
@@ -211,3 +213,70 @@ async def test_the_note_of_a_result_copied_into_the_answer_is_cut(tmp_path: Path
     assert note in model._server.bodies[0]["messages"][-1]["content"], "the note is the prompt's own"
     assert unnoted("Rain (the result of a tool: rain), (sic) and sun.") == "Rain, (sic) and sun."
     assert unnoted("It costs 5 (in euros).") == "It costs 5 (in euros).", "the model's own brackets stay"
+
+
+KEPT = "What this conversation keeps:\nTodo list:\n1. buy milk\n2. call the plumber"
+
+
+def kept_request(message: str) -> ModelRequest:
+    system = f"You are Plan.\n\nRules.\n\n{KEPT}\n\nYou are talking with Ann."
+    return ModelRequest(system=system, prompt="", plain=True, turns=(("user", message),), stop=TURN_STOPS, kept=KEPT)
+
+
+def copier(then: str) -> Any:
+    """Copies what the conversation keeps while the prompt shows it (adding an item of its own, as the 0.5B model
+    did in ``bench/tools.py``'s planner); answers ``then`` without it."""
+    copy = "The conversation keeps: Todo list:\n1. buy milk\n2. call the plumber\n3. go to Lisbon"
+    return lambda body: copy if "conversation keeps" in body["messages"][0]["content"] else then
+
+
+async def test_an_answer_that_copies_what_the_conversation_keeps_is_written_without_it(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, copier("Good luck with your flight!"))
+    text = "".join([c async for c in model.stream(kept_request("I'm flying to Lisbon on Friday."))])
+    assert text == "Good luck with your flight!"
+    first, again = model._server.bodies
+    assert KEPT in first["messages"][0]["content"]
+    assert again["messages"][0]["content"] == "You are Plan.\n\nRules.\n\nYou are talking with Ann."
+    assert again["messages"][1:] == first["messages"][1:]
+
+
+async def test_to_a_question_the_copy_is_the_answer_without_its_lead(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, copier("never asked"))
+    text = "".join([c async for c in model.stream(kept_request("What's on my list?"))])
+    assert text == "Todo list:\n1. buy milk\n2. call the plumber\n3. go to Lisbon"
+    assert len(model._server.bodies) == 1
+
+
+@pytest.mark.parametrize("answer", ["The weather is fine.", "This conversation was fun!", "", "The"])
+async def test_an_answer_that_copies_nothing_streams_as_written(tmp_path: Path, answer: str) -> None:
+    model = scripted_model(tmp_path, reply_with(answer))
+    chunks = [c async for c in model.stream(kept_request("I'm flying to Lisbon on Friday."))]
+    assert "".join(chunks) == answer and len(model._server.bodies) == 1
+    if len(answer) > 12:
+        assert len(chunks) > 1, "streamed, not held to its end"
+
+
+def test_how_a_copy_of_what_the_conversation_keeps_starts() -> None:
+    assert copies_kept("The conversation keeps: Todo") is True
+    assert copies_kept("**What this conversation keeps:**") is True
+    assert copies_kept("This conv") is None and copies_kept("") is None
+    assert copies_kept("This conversation was") is False and copies_kept("Good") is False
+
+
+async def test_the_compact_prompt_says_which_part_of_it_shows_what_the_conversation_keeps() -> None:
+    """``ModelRequest.kept``: the bot's ``render`` as the system message shows it; none for a bot without one."""
+    todo = context(type="todo", schema=str, create=lambda state: {"todos": ["buy milk"]}, render=lambda s: "Todo: milk")
+    platform = context(type="chat", schema=str, key=lambda chat: chat, conversation=True)
+    for bot, kept in ((Bot(name="todo", context=todo), "What this conversation keeps:\nTodo: milk"), (None, "")):
+        model = ScriptedModel(lambda request: "Hi.")
+        agent = create_agent(
+            model=model,
+            bot=bot or Bot(name="assistant"),
+            contexts=[platform],
+            memory=InMemoryStore(),
+            options=AgentOptions(compact_prompt=True),
+        )
+        async with agent:
+            await agent.send(platform, "a", {"type": "chat:message", "data": "hi"})
+        request = model.requests[0]
+        assert request.kept == kept and kept in request.system
