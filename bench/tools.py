@@ -781,6 +781,9 @@ class Outcome:
     results: list[tuple[str, bool]] = field(default_factory=list)
     """Per result: the action and whether it succeeded."""
     seconds: float = 0.0
+    before: list[str] = field(default_factory=list)
+    """The tools called on the case's lines before its last: remarks that give what the request will need ("I
+    bought 2 kg of apples."), which ask for nothing."""
 
     @property
     def chose(self) -> bool:
@@ -870,7 +873,9 @@ async def _run_bot(model: Model, author_bot: Bot, cases: Sequence[Case], *, show
             session = f"tools-{number}"
             seconds = 0.0
             outcome = Outcome(case=case)
+            before: list[str] = []
             for line in case.turns:
+                before += [name for name, _ in outcome.calls]
                 outcome = await _turn(agent, session, line)
                 seconds += outcome.seconds
                 if show:
@@ -878,7 +883,7 @@ async def _run_bot(model: Model, author_bot: Bot, cases: Sequence[Case], *, show
                     print(
                         f"  [{case.kind}] {line!r} ->{called} {outcome.answer!r} ({outcome.seconds:.1f}s)", flush=True
                     )
-            outcome.case, outcome.seconds = case, seconds
+            outcome.case, outcome.seconds, outcome.before = case, seconds, before
             outcomes.append(outcome)
     return outcomes
 
@@ -892,6 +897,7 @@ def summary(name: str, outcomes: Sequence[Outcome]) -> str:
     tool_cases = [o for o in outcomes if o.case.tool is not None]
     none_cases = [o for o in outcomes if o.case.tool is None]
     after = [o for o in tool_cases if o.valid and ":" not in (o.case.tool or "")]
+    remarked = [o for o in outcomes if len(o.case.turns) > 1]
     kinds = " ".join(
         f"{kind} {sum(o.valid and o.accurate for o in outcomes if o.case.kind == kind)}/"
         f"{sum(o.case.kind == kind for o in outcomes)}"
@@ -908,6 +914,7 @@ def summary(name: str, outcomes: Sequence[Outcome]) -> str:
         f" | the result itself as the answer {sum(o.bare for o in after)}"
         f" | the prompt's note copied {sum(o.copied for o in after)}"
         f" | no tool on no-tool messages {_pct(sum(not o.calls for o in none_cases), len(none_cases))}"
+        f" | no tool on the remarks before a request {_pct(sum(not o.before for o in remarked), len(remarked))}"
         f" | {statistics.mean(seconds) if seconds else 0:.1f} s/case (median {statistics.median(seconds) if seconds else 0:.1f})"
     )
 
@@ -925,6 +932,8 @@ def _failures(outcomes: Sequence[Outcome]) -> list[str]:
                 wrong.append(f"arguments {o.calls}")
             elif not o.used or o.refused:
                 wrong.append("result not used" if not o.used else "refused")
+        if o.before:
+            wrong.append(f"called {o.before} on the remark before")
         if wrong:
             lines.append(f"  [{o.case.kind}] {o.case.turns[-1]!r}: {'; '.join(wrong)} -> {o.answer[:120]!r}")
     return lines
