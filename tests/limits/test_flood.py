@@ -230,11 +230,17 @@ def problems_of(telegram: FakeTelegramServer, model: SlowModel, refused: dict[st
             f"inputs (bots_limited_total by limit: {refused}): each message is answered or refused"
         )
     for limit, count in refused.items():
-        if count and not any(text.startswith("Sorry") and text_of_limit(text) == limit for text in posted):
+        if count and not any(_notice(text) and text_of_limit(text) == limit for text in posted):
             problems.append(f"{count:g} inputs refused by {limit}, but no notice of it in the chat: {posted}")
-    if unanswered and not any(text.startswith("Sorry") for text in posted):
+    if unanswered and not any(_notice(text) for text in posted):
         problems.append(f"{unanswered} messages not answered and no notice in the chat: {posted}")
     return problems
+
+
+def _notice(text: str) -> bool:
+    """Whether ``text`` is a limit's notice: "Sorry, ...", or for a burst refused at once (the first messages over
+    the limit arrived together) "I did not read 20 of the messages you just sent. Sorry, ..."."""
+    return re.sub(r"\AI did not read \d+ of the messages you just sent\. ", "", text).startswith("Sorry")
 
 
 def text_of_limit(text: str) -> str | None:
