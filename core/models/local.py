@@ -875,7 +875,7 @@ class LocalModel:
                 if head:
                     yield head
                 return
-            if _last_said(request).rstrip().endswith("?"):
+            if _last_said(request).rstrip().endswith(("?", "？", "؟")):
                 yield without_kept_lead(head + "".join([rest async for rest in chunks]))
                 return
         log.info("the local model copied what the conversation keeps into its answer; it answers without it")

@@ -240,9 +240,10 @@ async def test_an_answer_that_copies_what_the_conversation_keeps_is_written_with
     assert again["messages"][1:] == first["messages"][1:]
 
 
-async def test_to_a_question_the_copy_is_the_answer_without_its_lead(tmp_path: Path) -> None:
+@pytest.mark.parametrize("question", ["What's on my list?", "¿Qué hay en mi lista?", "リストには何がありますか？"])
+async def test_to_a_question_the_copy_is_the_answer_without_its_lead(tmp_path: Path, question: str) -> None:
     model = scripted_model(tmp_path, copier("never asked"))
-    text = "".join([c async for c in model.stream(kept_request("What's on my list?"))])
+    text = "".join([c async for c in model.stream(kept_request(question))])
     assert text == "Todo list:\n1. buy milk\n2. call the plumber\n3. go to Lisbon"
     assert len(model._server.bodies) == 1
 
