@@ -29,7 +29,6 @@ __all__ = (
     "shows_result",
     "spoken",
     "unnoted",
-    "without_kept_lead",
 )
 
 _MAKERS = re.compile(
@@ -180,8 +179,8 @@ def narrates(answer: str) -> bool:
 
 
 _TELLING = re.compile(
-    r"\A\s*(?:(?:the|this) (?:result|conversation|tool)(?:'s (?:result|output))? (?:says|shows|keeps|indicates|reports)"
-    r"(?: that)?|according to the (?:result|tool))\s*[:,]?\s+",
+    r"\A[\s*#_]*(?:(?:what )?(?:the|this) (?:result|conversation|tool)(?:'s (?:result|output))? "
+    r"(?:says|shows|keeps|indicates|reports)(?: that)?|according to the (?:result|tool))\s*[:,]?\s+",
     re.IGNORECASE,
 )
 
@@ -203,7 +202,8 @@ def _told(sentence: str) -> str:
 
 
 _KEPT_LEADS = ("the conversation keeps", "this conversation keeps", "what this conversation keeps")
-"""How an answer starts that copies what the compact prompt shows the conversation keeps (``Prompt.kept``)."""
+"""How an answer starts that copies what the compact prompt shows the conversation keeps (``Prompt.kept``); ``spoken``
+cuts that lead."""
 
 
 def copies_kept(head: str) -> bool | None:
@@ -214,12 +214,6 @@ def copies_kept(head: str) -> bool | None:
     if any(text.startswith(lead) for lead in _KEPT_LEADS):
         return True
     return None if any(lead.startswith(text) for lead in _KEPT_LEADS) else False
-
-
-def without_kept_lead(answer: str) -> str:
-    """``answer`` (``copies_kept``) without its lead: "The conversation keeps: Todo list: ..." -> "Todo list: ..."."""
-    cut = re.sub(r"\A[\s*#_]*(?:what )?(?:the|this) conversation keeps\s*[:,]?\s*", "", answer, flags=re.IGNORECASE)
-    return cut[:1].upper() + cut[1:] if cut.strip() else answer
 
 
 def failure_answer(reason: str) -> str:

@@ -83,7 +83,6 @@ from .answer_guards import (
     shows_result,
     spoken,
     unnoted,
-    without_kept_lead,
 )
 from .auto import usable_cores
 from .base import ModelRequest, ModelUsage, ToolSpec
@@ -876,7 +875,7 @@ class LocalModel:
                     yield head
                 return
             if _last_said(request).rstrip().endswith(("?", "？", "؟")):
-                yield without_kept_lead(head + "".join([rest async for rest in chunks]))
+                yield spoken(head + "".join([rest async for rest in chunks]))
                 return
         log.info("the local model copied what the conversation keeps into its answer; it answers without it")
         async for chunk in self._generate(server, {**body, "messages": _without(body["messages"], request.kept)}):
