@@ -206,14 +206,27 @@ _KEPT_LEADS = ("the conversation keeps", "this conversation keeps", "what this c
 cuts that lead."""
 
 
-def copies_kept(head: str) -> bool | None:
-    """Whether an answer that starts with ``head`` copies what the prompt shows the conversation keeps ("The
-    conversation keeps: Todo list: 1. buy milk ..." for "I'm flying to Lisbon on Friday."); None while ``head`` is
-    too short to tell."""
+def copies_kept(head: str, kept: str = "") -> bool | None:
+    """Whether an answer that starts with ``head`` copies what the prompt shows the conversation keeps (``kept``):
+    with its lead ("The conversation keeps: Todo list: 1. buy milk ..." for "I'm flying to Lisbon on Friday."), or
+    one of its lines of three words or more, word for word, with or without its list's mark ("Ana paid $30.00 for
+    dinner." for "Carla bought the train tickets.", the state showing "- Ana paid 30.00 for dinner"); None while
+    ``head`` is too short to tell."""
     text = " ".join(head.lower().split()).lstrip("*#_ ")
-    if any(text.startswith(lead) for lead in _KEPT_LEADS):
+    said = " ".join(_WORD.findall(_MARKER.sub("", head.lower(), count=1)))
+    shown = (_WORD.findall(_MARKER.sub("", line.lower(), count=1)) for line in kept.splitlines())
+    lines = [" ".join(words) for words in shown if len(words) > 2]
+    if any(text.startswith(lead) for lead in _KEPT_LEADS) or (said and any(said.startswith(line) for line in lines)):
         return True
-    return None if any(lead.startswith(text) for lead in _KEPT_LEADS) else False
+    if any(lead.startswith(text) for lead in _KEPT_LEADS) or any(line.startswith(said) for line in lines):
+        return None
+    return False
+
+
+_MARKER = re.compile(r"\A[\s*#_]*(?:\d{1,3}[.)]|[-*\u2022])\s+")
+"""The mark of a list's item at the start of a line ("1. ", "- "), which a copy may give or leave out."""
+_WORD = re.compile(r"[^\W_]+(?:[.,:'][^\W_]+)*")
+"""A word or a number ("30.00", "12:30", "person's") of an answer or of the state, without the signs around it."""
 
 
 def failure_answer(reason: str) -> str:

@@ -115,6 +115,7 @@ from .tool_routing import (
     narrowed,
     offered_again,
     overlap,
+    remark,
     repeated,
     route_question,
     signature,
@@ -143,6 +144,11 @@ _EARLIER_CHARS = 200
 """Characters of the person's line before the message shown to decide on a tool at most."""
 _CONFIRM_ODDS = 2.0
 """How many times as likely as a no the second question's yes must be for an output to be shown (``_confirmed``)."""
+_REMARK_ODDS = 3.0
+"""How many times as likely as a no the second question's yes must be for an action the decision named for a remark
+(``remark``) to be called. Asked of ``bench/tools.py``'s bots: the remarks before a request ("The tea needs 4
+minutes." -> ``set_timer``, "I have 200 euros left." -> ``compute``) 0.8 to 2.5, the expenses said as remarks
+("Carla paid 45 euros for the groceries." -> ``add_expense``) 4.8 to 6.4."""
 _UNSURE_ODDS = 3.0
 """How many times as likely as none a bot's own action that shares no word with the message must be at the decision
 for it to be called (``_decide``)."""
@@ -804,6 +810,13 @@ class LocalModel:
             elif tool.output and _in_own_words(tool):
                 yield await self._output_in_own_words(server, request, tool)
                 return
+            elif (
+                not tool.output
+                and _remarked(request)
+                and not await self._confirmed(server, request, tool, odds=_REMARK_ODDS)
+            ):
+                log.info("the local model named %s for a remark and does not confirm it; it answers plainly", tool.name)
+                tool = None
             if tool is not None:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
@@ -861,7 +874,7 @@ class LocalModel:
         async with contextlib.aclosing(chunks):
             async for chunk in chunks:
                 head += chunk
-                copying = copies_kept(head)
+                copying = copies_kept(head, request.kept)
                 if copying is None:
                     continue
                 if not copying:
@@ -943,22 +956,25 @@ class LocalModel:
         start = last["content"] if last["role"] == "assistant" else ""
         return start + await self._helped(server, body, key)
 
-    async def _confirmed(self, server: Any, request: ModelRequest, tool: ToolSpec) -> bool:
+    async def _confirmed(
+        self, server: Any, request: ModelRequest, tool: ToolSpec, *, odds: float = _CONFIRM_ODDS
+    ) -> bool:
         """Whether the user's last message asks for the output ``tool`` the decision named, asked once more on its
         own (``_confirm_body``). An output fetches nothing and does nothing: it only takes the place of the reply,
         and the decision names one for any message with its words ("How many items are on my todo list?" ->
         ``todo:list``, whose reply is then "3" shown as the list). Declined, the plain reply still shows what the
         output would have, the state being in its prompt; an action declined wrongly would be lost, and asked
-        this way the model declines some that are needed, so actions are not asked twice.
+        this way the model declines some that are needed, so an action is asked twice only for a remark
+        (``_remarked``: "The tea needs 4 minutes." -> ``set_timer``), at ``_REMARK_ODDS``.
 
-        A yes counts when the model finds it at least ``_CONFIRM_ODDS`` times as likely as a no: the outputs asked
-        for were confirmed at 0.85 to 0.92 (``bench/tools.py``'s three bots), a question about the bot's domain
-        that asks for none at 0.64 ("What is a fair way to split a bill?" -> the group's expenses shown)."""
+        A yes counts when the model finds it at least ``odds`` times as likely as a no: the outputs asked for were
+        confirmed at 0.85 to 0.92 (``bench/tools.py``'s three bots), a question about the bot's domain that asks
+        for none at 0.64 ("What is a fair way to split a bill?" -> the group's expenses shown)."""
         answer, first = await self._answer_weighed(server, self._confirm_body(request, tool))
         if answer == "no":
             return False
         yes, no = first.get("yes", 0.0), first.get("no", 0.0)
-        return not (yes or no) or yes >= _CONFIRM_ODDS * no  # (none given: the answer)
+        return not (yes or no) or yes >= odds * no  # (none given: the answer)
 
     async def _decide(self, server: Any, request: ModelRequest) -> ToolSpec | None:
         """The tool the decision (``_route_body``) names for the user's last message, or None. A bot's own action
@@ -1204,6 +1220,13 @@ def _mended(later: Sequence[tuple[str, str]]) -> bool:
         if role == "tool" and not _failed(text):
             return True
     return False
+
+
+def _remarked(request: ModelRequest) -> bool:
+    """Whether the user's last message, to a bot's own tools, has the form of a remark (``remark``): the decision
+    names an action for some that ask for nothing ("I spent 37 dollars on lunch and 18 on a taxi." -> ``compute``,
+    "I wrote a note about the recipe for lasagna." -> ``add_todo``), and it is asked about once more."""
+    return not _assistants(request) and remark(request.turns[-1][1])
 
 
 def _assistants(request: ModelRequest) -> bool:

@@ -28,6 +28,7 @@ __all__ = (
     "narrowed",
     "offered_again",
     "overlap",
+    "remark",
     "repeated",
     "route_question",
     "signature",
@@ -169,6 +170,80 @@ def closest_action(message: str, tools: Sequence[ToolSpec], *, earlier: str = ""
     ]
     best = max(scored, key=lambda s: s[:3], default=None)
     return best[3] if best is not None and best[0] > 0 else None
+
+
+_SUBJECTS = frozenset(
+    [
+        "i",
+        "i'm",
+        "i've",
+        "i'd",
+        "i'll",
+        "im",
+        "my",
+        "we",
+        "we're",
+        "we've",
+        "our",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "it's",
+        "its",
+        "there",
+        "he",
+        "she",
+        "they",
+        "his",
+        "her",
+        "their",
+        "je",
+        "j'ai",
+        "mon",
+        "ma",
+        "mes",
+        "nous",
+        "notre",
+        "il",
+        "elle",
+        "yo",
+        "mi",
+        "mis",
+        "nosotros",
+        "ich",
+        "mein",
+        "meine",
+        "wir",
+        "unser",
+        "unsere",
+        "es",
+    ]
+)
+"""First words of a sentence that begins with its subject (English, French, Spanish, German), not with a verb."""
+_ASKING = re.compile(
+    r"\b(?:please|pls|want|need|would like|'d like|wish|remind|let me know|tell me|s'il|voudrais|veux|"
+    r"besoin|por favor|quiero|necesito|bitte|möchte|brauche)\b",
+    re.IGNORECASE,
+)
+"""Words with which a sentence in a remark's form asks for something ("I want a timer for 5 minutes.")."""
+_CLAUSES = re.compile(r"[,;:\n\u2013\u2014]| - |[.!]\s+\S")
+
+
+def remark(message: str) -> bool:
+    """True when ``message`` has the form of a remark: one sentence that is not a question, begins with its subject
+    (a pronoun or a determiner: ``_SUBJECTS``; a request begins with its verb) and has no word that asks
+    (``_ASKING``): "The tea needs 4 minutes.", "I have 200 euros left.". "I already called the plumber, take it
+    off my list." is two clauses and "I need milk." asks. A request can take the form of a remark ("I paid 30 for
+    dinner." to a bot that splits bills), so the form alone decides nothing: a tool decided for it is asked about
+    once more (``LocalModel.stream``)."""
+    text = " ".join(message.split()).replace("\u2019", "'")
+    if not text or "?" in text or _CLAUSES.search(text.rstrip(".!")):
+        return False
+    first = text.split()[0].lower().strip("\"'\u201c\u201d\u00ab\u00bb")
+    return first in _SUBJECTS and not _ASKING.search(text)
 
 
 def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:

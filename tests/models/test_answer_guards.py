@@ -240,6 +240,18 @@ async def test_an_answer_that_copies_what_the_conversation_keeps_is_written_with
     assert again["messages"][1:] == first["messages"][1:]
 
 
+async def test_an_answer_to_a_remark_that_starts_with_a_line_of_the_state_is_written_without_it(
+    tmp_path: Path,
+) -> None:
+    """The splitter of ``bench/tools.py``: "Carla bought the train tickets." answered with the expenses its state
+    shows, one line after the other, and no word to the person."""
+    copy = "Call the plumber.\nBuy milk."  # (the state's "2. call the plumber", its mark left out)
+    model = scripted_model(tmp_path, lambda body: copy if KEPT in body["messages"][0]["content"] else "Noted!")
+    assert "".join([c async for c in model.stream(kept_request("I had a long day."))]) == "Noted!"
+    asked = scripted_model(tmp_path, lambda body: copy)
+    assert "".join([c async for c in asked.stream(kept_request("What's first on my list?"))]) == copy
+
+
 @pytest.mark.parametrize("question", ["What's on my list?", "¿Qué hay en mi lista?", "リストには何がありますか？"])
 async def test_to_a_question_the_copy_is_the_answer_without_its_lead(tmp_path: Path, question: str) -> None:
     model = scripted_model(tmp_path, copier("never asked"))
@@ -262,6 +274,15 @@ def test_how_a_copy_of_what_the_conversation_keeps_starts() -> None:
     assert copies_kept("**What this conversation keeps:**") is True
     assert copies_kept("This conv") is None and copies_kept("") is None
     assert copies_kept("This conversation was") is False and copies_kept("Good") is False
+
+
+def test_a_line_of_what_the_conversation_keeps_copied_word_for_word_is_a_copy() -> None:
+    kept = "What the trip context keeps:\nThe group: Ana, Ben, Carla\nExpenses:\n- Ana paid 30.00 for dinner"
+    assert copies_kept("Ana paid $30.00 for dinner.", kept) is True, "the signs around a number do not count"
+    assert copies_kept("The group: Ana, Ben, Carla", kept) is True
+    assert copies_kept("Ana paid $30", kept) is None, "the start of a line: too short to tell"
+    assert copies_kept("Ana paid for", kept) is False and copies_kept("Great, thanks!", kept) is False
+    assert copies_kept("Expenses: none", kept) is False, "a line of fewer than three words is not looked for"
 
 
 async def test_the_compact_prompt_says_which_part_of_it_shows_what_the_conversation_keeps() -> None:

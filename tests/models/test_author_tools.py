@@ -258,6 +258,23 @@ async def test_an_output_is_shown_when_its_yes_is_twice_as_likely_as_no(
     assert finals == [("todo:list" if shown else "cli:message", "1. buy milk")], "the same answer, shown or not"
 
 
+@pytest.mark.parametrize(("yes", "called"), [(0.8, True), (0.7, False), (0.3, False)])
+async def test_an_action_named_for_a_remark_is_called_when_its_yes_is_three_times_as_likely_as_no(
+    tmp_path: Path, yes: float, called: bool
+) -> None:
+    said = "I wrote a note about the recipe for lasagna."
+    add = '<tool_call>\n{"name": "add_todo", "arguments": {"item": "the recipe for lasagna"}}\n</tool_call>'
+    model = scripted(tmp_path, {said: ("add_todo", add)})
+    model._server = Doubting(model._server.reply, yes=yes)
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, said)
+    confirm = model._server.bodies[1]
+    assert confirm["max_tokens"] == 2 and confirm["messages"][-1]["content"].startswith("Tool: add_todo(item)")
+    calls = [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL]
+    assert calls == (["add_todo"] if called else [])
+
+
 class Weighing(FakeServer):
     """Answers the decision with the probabilities llama.cpp gives when asked (``logprobs``): the first token of
     the tool the script names (``add``) at ``likely``, ``none`` at ``none``."""

@@ -31,7 +31,7 @@ from core.models.grammar import (
     tool_call_start,
 )
 from core.models.local import _CALL_LIMITS
-from core.models.tool_routing import closest_action, grounded, narrowed, offered_again, repeated, stated
+from core.models.tool_routing import closest_action, grounded, narrowed, offered_again, remark, repeated, stated
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -698,6 +698,28 @@ async def test_a_call_after_a_second_look_must_hold_only_what_the_person_said(tm
     assert "".join([c async for c in model.stream(booking("We will be 5 people."))]) == "Five, noted.", "no date said"
     text = "".join([c async for c in model.stream(booking("Book us a table today, 5 people."))])
     assert text.startswith('<response><action_call name="book_table">'), "today dated under the message: said"
+
+
+@pytest.mark.parametrize(
+    ("message", "told"),
+    [
+        ("The tea needs 4 minutes.", True),
+        ("I have 200 euros left.", True),
+        ("I\u2019m flying to Lisbon on Friday.", True),
+        ("We will be five people.", True),
+        ("Je suis à Paris.", True),
+        ("Set a timer for 4 minutes.", False),  # a verb first: a request
+        ("Ana paid 30 euros for dinner.", False),  # a name first: not told apart from a verb
+        ("Is it cold in Helsinki?", False),
+        ("I already called the plumber, take it off my list.", False),  # two clauses, the second a request
+        ("I'm home. Set a timer for 5 minutes.", False),
+        ("I need milk.", False),  # words that ask
+        ("I want a timer for 5 minutes, please", False),
+        ("", False),
+    ],
+)
+def test_a_remark_is_one_sentence_that_begins_with_its_subject_and_asks_nothing(message: str, told: bool) -> None:
+    assert remark(message) is told
 
 
 def test_each_argument_given_must_share_a_word_or_number_with_what_was_said() -> None:
