@@ -87,8 +87,8 @@ bot = Bot(
     name="$name",
     context=todos,
     instructions=(
-        "You keep the user's todo list. Add items with add_todo, "
-        "then tell the user what the list holds."
+        "You keep a todo list for the person you talk with. When they ask you "
+        "to add something to it, add it with add_todo."
     ),
     actions=[
         action(

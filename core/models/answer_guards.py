@@ -210,17 +210,24 @@ def copies_kept(head: str, kept: str = "") -> bool | None:
     """Whether an answer that starts with ``head`` copies what the prompt shows the conversation keeps (``kept``):
     with its lead ("The conversation keeps: Todo list: 1. buy milk ..." for "I'm flying to Lisbon on Friday."), or
     one of its lines of three words or more, word for word, with or without its list's mark ("Ana paid $30.00 for
-    dinner." for "Carla bought the train tickets.", the state showing "- Ana paid 30.00 for dinner"); None while
+    dinner." for "Carla bought the train tickets.", the state showing "- Ana paid 30.00 for dinner"), or with the
+    label one of them starts with ("Todo list: Milk today" for "I bought milk today.": ``_LABEL``); None while
     ``head`` is too short to tell."""
     text = " ".join(head.lower().split()).lstrip("*#_ ")
     said = " ".join(_WORD.findall(_MARKER.sub("", head.lower(), count=1)))
     shown = (_WORD.findall(_MARKER.sub("", line.lower(), count=1)) for line in kept.splitlines())
     lines = [" ".join(words) for words in shown if len(words) > 2]
-    if any(text.startswith(lead) for lead in _KEPT_LEADS) or (said and any(said.startswith(line) for line in lines)):
+    leads = [*_KEPT_LEADS, *(label.group(0) for label in map(_LABEL.match, kept.lower().splitlines()) if label)]
+    if any(text.startswith(lead) for lead in leads) or (said and any(said.startswith(line) for line in lines)):
         return True
-    if any(lead.startswith(text) for lead in _KEPT_LEADS) or any(line.startswith(said) for line in lines):
+    if any(lead.startswith(text) for lead in leads) or any(line.startswith(said) for line in lines):
         return None
     return False
+
+
+_LABEL = re.compile(r"[^\W\d_][\w' ]{0,30}:")
+"""The label a line of the state starts with ("Todo list:", "Expenses:"): an answer that starts with it recites the
+state ("Todo list: Milk today" for "I bought milk today.", the list empty)."""
 
 
 _MARKER = re.compile(r"\A[\s*#_]*(?:\d{1,3}[.)]|[-*\u2022])\s+")

@@ -152,6 +152,11 @@ minutes." -> ``set_timer``, "I have 200 euros left." -> ``compute``) 0.8 to 2.5,
 _UNSURE_ODDS = 3.0
 """How many times as likely as none a bot's own action that shares no word with the message must be at the decision
 for it to be called (``_decide``)."""
+_SECOND_QUESTION = "(the second question)"
+"""The key under which the deciding slot that last asked the second question (``_confirmed``) is remembered: its
+worked examples (``CONFIRM_DEMOS``, some 1,000 tokens) stay there, warmed before the first message (``warm``), where
+the decision's would take their place. Evaluated cold, they made a bot's first remark or output wait 9 s on two
+cores."""
 _STOP_WAIT = 30.0
 """Seconds a cancelled stream waits for llama.cpp to notice (it only can between tokens)."""
 
@@ -326,7 +331,11 @@ class LocalModel:
             bodies += [*route, self._body(request, slot=free[0])]
             if route:  # a tool call's prompt: the system prompt, then the tools listed by the chat template
                 bodies.append(self._call_body(request, request.tools[0]))
-                copies += [(self._deciding[0], list(self._deciding[1:])), (self._scratch[0], list(self._scratch[1:]))]
+                deciding = list(self._deciding[1:])
+                if deciding and not _assistants(request):  # the second question's examples, in a slot of their own
+                    bodies.append({**self._confirm_body(request, request.tools[0]), "id_slot": deciding.pop()})
+                    self._helper_of[_SECOND_QUESTION] = bodies[-1]["id_slot"]
+                copies += [(self._deciding[0], deciding), (self._scratch[0], list(self._scratch[1:]))]
                 copies.append((free[0], free[1:]))
             else:  # (a summary's prompt starts with the same system prompt)
                 copies.append((free[0], [s for s in [*free[1:], *self._scratch] if s != free[0]]))
@@ -970,7 +979,7 @@ class LocalModel:
         A yes counts when the model finds it at least ``odds`` times as likely as a no: the outputs asked for were
         confirmed at 0.85 to 0.92 (``bench/tools.py``'s three bots), a question about the bot's domain that asks
         for none at 0.64 ("What is a fair way to split a bill?" -> the group's expenses shown)."""
-        answer, first = await self._answer_weighed(server, self._confirm_body(request, tool))
+        answer, first = await self._answer_weighed(server, self._confirm_body(request, tool), _SECOND_QUESTION)
         if answer == "no":
             return False
         yes, no = first.get("yes", 0.0), first.get("no", 0.0)
@@ -1004,11 +1013,13 @@ class LocalModel:
             return None
         return tool
 
-    async def _answer_weighed(self, server: Any, body: dict[str, Any]) -> tuple[str, dict[str, float]]:
-        """``body`` answered whole in a helper slot, with how likely the model found each of the likeliest first
-        tokens (before the grammar: ``top_logprobs``)."""
+    async def _answer_weighed(
+        self, server: Any, body: dict[str, Any], key: str | None = None
+    ) -> tuple[str, dict[str, float]]:
+        """``body`` answered whole in a helper slot (the one ``key`` used last when it can), with how likely the
+        model found each of the likeliest first tokens (before the grammar: ``top_logprobs``)."""
         asked = {**body, "stream": False, "logprobs": True, "top_logprobs": 8}
-        with self._helper_slot(asked) as slot:
+        with self._helper_slot(asked, key) as slot:
             chunks = await self._answer_whole(server, {**asked, "id_slot": slot})
         answer, first = "", {}
         for chunk in chunks:

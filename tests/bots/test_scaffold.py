@@ -39,7 +39,11 @@ def ran_add_todo(model: FakeOpenAIServer) -> None:
     action wrote to the chat's memory and the action's result."""
     assert len(model.requests) == 2
     first, second = (json.dumps(request.body) for request in model.requests)
-    assert "You keep the user's todo list" in first and "add_todo" in first and "remind me to buy milk" in first
+    assert (
+        "You keep a todo list for the person you talk with" in first
+        and "add_todo" in first
+        and "remind me to buy milk" in first
+    )
     assert "Todo list: (empty)" in first
     assert "Todo list: milk" in second, "the action wrote the chat's memory, which the next step renders"
     assert '\\"todos\\": 1' in second

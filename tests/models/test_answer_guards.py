@@ -282,7 +282,9 @@ def test_a_line_of_what_the_conversation_keeps_copied_word_for_word_is_a_copy() 
     assert copies_kept("The group: Ana, Ben, Carla", kept) is True
     assert copies_kept("Ana paid $30", kept) is None, "the start of a line: too short to tell"
     assert copies_kept("Ana paid for", kept) is False and copies_kept("Great, thanks!", kept) is False
-    assert copies_kept("Expenses: none", kept) is False, "a line of fewer than three words is not looked for"
+    assert copies_kept("Expenses: none", kept) is True, "the label a line starts with"
+    assert copies_kept("Expenses are", kept) is False and copies_kept("Expens", kept) is None
+    assert copies_kept("Todo list: Milk today", "What the todo context keeps:\nTodo list: (empty)") is True
 
 
 async def test_the_compact_prompt_says_which_part_of_it_shows_what_the_conversation_keeps() -> None:

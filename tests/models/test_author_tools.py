@@ -20,7 +20,7 @@ from core import Bot, ContextState, InMemoryStore, RunEventType, action, context
 from core.models import LocalModel
 from core.models.base import ToolSpec
 from core.models.grammar import ToolCall, tool_call_start
-from core.models.tool_routing import CONFIRM_DEMOS, ROUTE_DEMOS
+from core.models.tool_routing import CONFIRM_DEMOS, CONFIRM_TASK, ROUTE_DEMOS
 from core.parser import TagEnd, parse
 from core.prompt import output_tools
 from extensions.terminal import cli_extension, cli_session
@@ -395,10 +395,10 @@ async def test_warming_up_copies_the_first_slots_into_every_other_deciding_conve
     request = await first_request(agent)
     assert request is not None
     await model.warm(request)
-    assert [body["id_slot"] for body in model._server.bodies] == [5, 0, 3], "decision, conversation, tool call"
+    assert [body["id_slot"] for body in model._server.bodies] == [5, 0, 3, 6], "and the second question"
+    second = model._server.bodies[3]
+    assert second["grammar"] == 'root ::= "yes" | "no"\n' and second["messages"][0]["content"] == CONFIRM_TASK
     assert actions == [
-        (5, "save", "slot-5.bin"),
-        (6, "restore", "slot-5.bin"),
         (3, "save", "slot-3.bin"),
         (4, "restore", "slot-3.bin"),
         (0, "save", "slot-0.bin"),
@@ -406,6 +406,9 @@ async def test_warming_up_copies_the_first_slots_into_every_other_deciding_conve
         (2, "restore", "slot-0.bin"),
     ]
     assert not model._slot_of and all(body["max_tokens"] == 1 for body in model._server.bodies)
+    tool = request.tools[-1]  # (an output: the second question is asked of it)
+    await model._confirmed(model._server, request, tool)
+    assert model._server.bodies[-1]["id_slot"] == 6, "asked where its examples were warmed"
 
 
 async def test_a_slot_copy_that_fails_leaves_the_slots_cold_and_the_model_ready(tmp_path: Path) -> None:
