@@ -11,12 +11,14 @@ as a whole (``is_refusal``, ``shows_result``, ``narrates``).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
 __all__ = (
+    "LIST_MARK",
     "IdentityGuard",
     "about_itself",
     "copies_kept",
@@ -214,10 +216,8 @@ def copies_kept(head: str, kept: str = "") -> bool | None:
     label one of them starts with ("Todo list: Milk today" for "I bought milk today.": ``_LABEL``); None while
     ``head`` is too short to tell."""
     text = " ".join(head.lower().split()).lstrip("*#_ ")
-    said = " ".join(_WORD.findall(_MARKER.sub("", head.lower(), count=1)))
-    shown = (_WORD.findall(_MARKER.sub("", line.lower(), count=1)) for line in kept.splitlines())
-    lines = [" ".join(words) for words in shown if len(words) > 2]
-    leads = [*_KEPT_LEADS, *(label.group(0) for label in map(_LABEL.match, kept.lower().splitlines()) if label)]
+    said = _words(head)
+    leads, lines = _kept_starts(kept)
     if any(text.startswith(lead) for lead in leads) or (said and any(said.startswith(line) for line in lines)):
         return True
     if any(lead.startswith(text) for lead in leads) or any(line.startswith(said) for line in lines):
@@ -225,12 +225,28 @@ def copies_kept(head: str, kept: str = "") -> bool | None:
     return False
 
 
+def _words(line: str) -> str:
+    """``line``'s words and numbers (``_WORD``), lower case, without its list's mark."""
+    return " ".join(_WORD.findall(_MARKER.sub("", line.lower(), count=1)))
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_starts(kept: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """How a copy of ``kept`` may start: the leads (``_KEPT_LEADS`` and the labels of its lines) and its lines of
+    three words or more (``_words``); worked out once for a state, not for every piece of an answer streamed."""
+    labels = (label.group(0) for label in map(_LABEL.match, kept.lower().splitlines()) if label)
+    lines = (_words(line) for line in kept.splitlines())
+    return (*_KEPT_LEADS, *labels), tuple(line for line in lines if line.count(" ") > 1)
+
+
 _LABEL = re.compile(r"[^\W\d_][\w' ]{0,30}:")
 """The label a line of the state starts with ("Todo list:", "Expenses:"): an answer that starts with it recites the
 state ("Todo list: Milk today" for "I bought milk today.", the list empty)."""
 
 
-_MARKER = re.compile(r"\A[\s*#_]*(?:\d{1,3}[.)]|[-*\u2022])\s+")
+LIST_MARK = r"(?:\d{1,3}[.)]|[-*\u2022])"
+"""The mark of a list's item ("1.", "2)", "-", "*", "\u2022"), as a regular expression."""
+_MARKER = re.compile(rf"\A[\s*#_]*{LIST_MARK}\s+")
 """The mark of a list's item at the start of a line ("1. ", "- "), which a copy may give or leave out."""
 _WORD = re.compile(r"[^\W_]+(?:[.,:'][^\W_]+)*")
 """A word or a number ("30.00", "12:30", "person's") of an answer or of the state, without the signs around it."""

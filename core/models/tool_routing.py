@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
 
+from .answer_guards import LIST_MARK
 from .base import ModelRequest, ToolSpec
 from .grammar import ToolCall
 
@@ -351,7 +352,7 @@ def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequ
     return replace(tool, parameters={**schema, "properties": {**properties, **changed}})
 
 
-_ITEM = re.compile(r"[ \t]*(?:\d{1,3}[.)]|[-*\u2022])[ \t]+(.+?)[ \t]*")
+_ITEM = re.compile(rf"[ \t]*{LIST_MARK}[ \t]+(.+?)[ \t]*")
 
 
 def _lists(text: str) -> list[tuple[str, list[str]]]:
