@@ -14,13 +14,14 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 __all__ = (
     "LIST_MARK",
     "IdentityGuard",
     "about_itself",
+    "claimed",
     "copies_kept",
     "failure_answer",
     "failure_reason",
@@ -28,8 +29,10 @@ __all__ = (
     "is_refusal",
     "narrates",
     "result_note",
+    "sentences",
     "shows_result",
     "spoken",
+    "unclaimed",
     "unnoted",
 )
 
@@ -250,6 +253,92 @@ _MARKER = re.compile(rf"\A[\s*#_]*{LIST_MARK}\s+")
 """The mark of a list's item at the start of a line ("1. ", "- "), which a copy may give or leave out."""
 _WORD = re.compile(r"[^\W_]+(?:[.,:'][^\W_]+)*")
 """A word or a number ("30.00", "12:30", "person's") of an answer or of the state, without the signs around it."""
+
+
+_IRREGULAR: dict[str, tuple[str, ...]] = {
+    "begin": ("begun", "began"),
+    "buy": ("bought",),
+    "build": ("built",),
+    "cut": ("cut",),
+    "do": ("done", "did"),
+    "find": ("found",),
+    "forget": ("forgotten", "forgot"),
+    "get": ("got",),
+    "give": ("given", "gave"),
+    "hold": ("held",),
+    "keep": ("kept",),
+    "leave": ("left",),
+    "make": ("made",),
+    "pay": ("paid",),
+    "put": ("put",),
+    "read": ("read",),
+    "run": ("run", "ran"),
+    "send": ("sent",),
+    "set": ("set",),
+    "split": ("split",),
+    "take": ("taken", "took"),
+    "tell": ("told",),
+    "write": ("written", "wrote"),
+}
+"""Verbs whose forms that say them done are not the regular ones (``_done``): the past participle, then the simple
+past where it differs."""
+_DONE_BEFORE = (
+    r"(?:\b(?:i|we)(?:'ve|'d| have| had)?|\b(?:has|have|had)(?: now| just| also)? been"
+    r"|\b(?:is|are|was|were)(?: now| just| also)?|^)"
+)
+"""What says an action is done before its participle: "I added", "I've set", "has been booked", "was removed", or
+the sentence's start ("Added call the bank to your list.")."""
+
+
+def _done(verb: str) -> tuple[str, ...]:
+    """The forms of ``verb`` that say it is done: its past participle, and the simple past where it differs."""
+    if verb in _IRREGULAR:
+        return _IRREGULAR[verb]
+    if verb.endswith("e"):
+        return (verb + "d",)
+    if len(verb) > 2 and verb.endswith("y") and verb[-2] not in "aeiou":
+        return (verb[:-1] + "ied",)
+    return (verb + "ed", verb + verb[-1] + "ed")  # (added; stopped)
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_pattern(verb: str) -> re.Pattern[str]:
+    forms = "|".join(map(re.escape, _done(verb)))
+    adverbs = r"(?:\s+(?:just|also|now|already|successfully|gone ahead and))*"
+    return re.compile(rf"{_DONE_BEFORE}{adverbs}\s*(?:{forms})\b", re.IGNORECASE)
+
+
+def claimed(answer: str, actions: Sequence[str]) -> str | None:
+    """The first of ``actions`` (tool names: ``add_todo``, ``bookTable``) that a sentence of ``answer`` says the bot
+    did, with the verb the name starts with done in the first person, in the passive or opening the sentence: "I
+    added `call the bank` to my list." claims ``add_todo``, "Your table has been booked." ``book_table``; None when
+    no sentence does. A plain answer that claims an action nobody called (the decision said none, the answer
+    imitates the conversation's earlier ones) tells the person something that did not happen."""
+    sentences = [s.strip(" *_`\"'") for s in _SENTENCE_END.split(answer) if s.strip()]
+    for name in actions:
+        verb = re.split(r"[_\-\s.:]+|(?<=[a-z])(?=[A-Z])", name.strip())[0].lower()
+        if len(verb) < 2 or not verb.isalpha():
+            continue
+        pattern = _claim_pattern(verb)
+        if any(pattern.search(sentence) for sentence in sentences):
+            return name
+    return None
+
+
+def sentences(text: str) -> int:
+    """How many sentences ``text`` holds, the last one counted whole or not."""
+    return len(_SENTENCE_END.split(text.strip())[::2])
+
+
+def unclaimed(answer: str, action: str) -> str:
+    """``answer`` without its sentences that claim ``action`` done (``claimed``)."""
+    parts = _SENTENCE_END.split(answer)
+    kept = [
+        sentence + gap
+        for sentence, gap in zip(parts[::2], [*parts[1::2], ""], strict=True)
+        if not claimed(sentence, (action,))
+    ]
+    return "".join(kept).strip()
 
 
 def failure_answer(reason: str) -> str:

@@ -73,6 +73,7 @@ from ..errors import ConfigError, ModelError
 from .answer_guards import (
     IdentityGuard,
     about_itself,
+    claimed,
     copies_kept,
     failure_answer,
     failure_reason,
@@ -80,8 +81,10 @@ from .answer_guards import (
     is_refusal,
     narrates,
     result_note,
+    sentences,
     shows_result,
     spoken,
+    unclaimed,
     unnoted,
 )
 from .auto import usable_cores
@@ -144,6 +147,8 @@ _EARLIER_CHARS = 200
 """Characters of the person's line before the message shown to decide on a tool at most."""
 _CONFIRM_ODDS = 2.0
 """How many times as likely as a no the second question's yes must be for an output to be shown (``_confirmed``)."""
+_NOTHING_DONE = "OK."
+"""The answer to a message when every sentence the model wrote for it claims an action nobody called."""
 _REMARK_ODDS = 3.0
 """How many times as likely as a no the second question's yes must be for an action the decision named for a remark
 (``remark``) to be called. Asked of ``bench/tools.py``'s bots: the remarks before a request ("The tea needs 4
@@ -808,6 +813,7 @@ class LocalModel:
         ``<response><action_call name="...">{json}</action_call></response>``. An output of text alone is the
         plain answer, written to it (``_in_own_words``)."""
         server = self._server if self._server is not None else await asyncio.to_thread(self._load)
+        declined = False  # (a bot's own actions offered, none decided on: an answer may not claim one done)
         if self._offers_tools(request):
             tool = await self._decide(server, request)
             second = tool is None
@@ -826,6 +832,7 @@ class LocalModel:
             ):
                 log.info("the local model named %s for a remark and does not confirm it; it answers plainly", tool.name)
                 tool = None
+            declined = tool is None and not _assistants(request)
             if tool is not None:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
@@ -866,6 +873,8 @@ class LocalModel:
             if request.plain and request.kept:
                 generated = self._uncopied(server, body, request, generated)
             guarded = _guarded(generated, request) if request.plain else generated
+            if declined:
+                guarded = self._unclaimed(server, body, request, guarded)
             async with contextlib.aclosing(generated), contextlib.aclosing(guarded) as texts:
                 async for text in texts:  # closed with the stream: the generation stops at once
                     yield text
@@ -902,6 +911,53 @@ class LocalModel:
         log.info("the local model copied what the conversation keeps into its answer; it answers without it")
         async for chunk in self._generate(server, {**body, "messages": _without(body["messages"], request.kept)}):
             yield chunk
+
+    async def _unclaimed(
+        self, server: Any, body: dict[str, Any], request: ModelRequest, chunks: AsyncGenerator[str, None]
+    ) -> AsyncGenerator[str, None]:
+        """The plain answer to a message no action was decided for, as it streams once its first two sentences
+        say no action of the bot's was done (``claimed``). The tutorial's bot, asked "Please add call the bank."
+        after "Add buy bread to my list.", decided on none (``add`` at 0.44 against ``none``'s 0.53) and answered
+        "I added `call the bank` to my list.", as it had answered the line before: nothing was added. An answer
+        that claims an action is not given: to a request (not a ``remark``) that shares a word with the action
+        (``overlap``, as the second look asks), the action is called, its call written as for a decision and kept
+        when the person said its arguments (``stated``); else the answer is written again without sampling, and
+        what it still claims is cut ("Hello there!" answered "Done, it is cancelled." cancels nothing)."""
+        actions = [t.name for t in request.tools if not t.output]
+        head, name = "", None
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                head += chunk
+                name = claimed(head, actions)
+                if name is not None:
+                    break
+                if sentences(head) > 2:  # two whole sentences claim nothing: the rest as it comes
+                    yield head
+                    async for rest in chunks:
+                        yield rest
+                    return
+            else:
+                if head:
+                    yield head
+                return
+        tool = next(t for t in request.tools if t.name == name)
+        message = _last_said(request)
+        if not remark(message) and overlap(message, described(tool)):
+            written = await self._write_call(server, request, tool, request.metadata.get("context_id"))
+            call = parse_tool_call(written)
+            if (
+                call is not None
+                and stated(call, tool, _said(request, tool))
+                and grounded(call, tool, request)
+                and not repeated(call, request)
+            ):
+                log.info("the local model's answer says it did %s, which the decision did not name; it calls it", name)
+                async for text in _tool_or_text(_once(written), (tool,)):
+                    yield text
+                return
+        log.info("the local model's answer says it did %s, which nobody asked for; it answers again", name)
+        again = (await self._collect(server, {**body, "temperature": 0.0})).strip()
+        yield unclaimed(again, name) or unclaimed(head, name) or _NOTHING_DONE
 
     async def _output_in_own_words(self, server: Any, request: ModelRequest, output: ToolSpec) -> str:
         """``output`` (of text alone: ``_in_own_words``) with the plain answer as its text, written in the

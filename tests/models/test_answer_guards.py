@@ -13,12 +13,15 @@ from core.models import ModelRequest
 from core.models.answer_guards import (
     IdentityGuard,
     about_itself,
+    claimed,
     copies_kept,
     failure_reason,
     is_refusal,
     result_note,
+    sentences,
     shows_result,
     spoken,
+    unclaimed,
     unnoted,
 )
 from core.turns import TURN_STOPS
@@ -304,3 +307,29 @@ async def test_the_compact_prompt_says_which_part_of_it_shows_what_the_conversat
             await agent.send(platform, "a", {"type": "chat:message", "data": "hi"})
         request = model.requests[0]
         assert request.kept == kept and kept in request.system
+
+
+@pytest.mark.parametrize(
+    ("answer", "claimed_action"),
+    [
+        ("I added `call the bank` to my list. I now have 2 items.", "add_todo"),
+        ("Sure! I've just sent the email to Tom.", "send_email"),
+        ("Your table has been booked for 7 people.", "bookTable"),
+        ("Added bread to your list.", "add_todo"),
+        ("The item was removed from your list.", "remove_todo"),
+        ("I've set a timer for 4 minutes.", "set_timer"),
+        ("I will add it to your list.", None),  # not done: offered
+        ("Would you like me to add it?", None),
+        ("You have added bread.", None),  # the person did it
+        ("I bought milk today.", None),  # no action's verb
+    ],
+)
+def test_an_answer_that_says_an_action_was_done_claims_it(answer: str, claimed_action: str | None) -> None:
+    actions = ("add_todo", "send_email", "bookTable", "remove_todo", "set_timer")
+    assert claimed(answer, actions) == claimed_action
+
+
+def test_the_sentences_that_claim_an_action_are_cut() -> None:
+    assert unclaimed("Nice! I added milk to your list. Anything else?", "add_todo") == "Nice! Anything else?"
+    assert unclaimed("I added milk to your list.", "add_todo") == ""
+    assert sentences("Nice! I added") == 2 and sentences("") == 1

@@ -319,6 +319,46 @@ async def test_an_action_that_shares_no_word_with_the_message_needs_the_decision
     assert calls == (["add_todo"] if called else [])
 
 
+@pytest.mark.parametrize(
+    ("said", "claims", "called", "answer"),
+    [
+        # a request the decision and the second question let pass, answered as if done: the action is called
+        ("Please add call the bank.", "I added call the bank to my list.", True, "Added it: you now have 2 items."),
+        # a remark: nothing is called, and what the answer claims is cut
+        ("I bought milk today.", "Nice! I added milk to your list.", False, "Nice!"),
+        # a request whose call gives what the person did not say: not called either
+        ("Please add it.", "I added call the bank to my list. Anything else?", False, "Anything else?"),
+        # an answer that claims nothing is left as it is
+        ("Please add call the bank.", "Which bank?", False, "Which bank?"),
+    ],
+)
+async def test_a_plain_answer_that_claims_an_action_nobody_called_is_not_given(
+    tmp_path: Path, said: str, claims: str, called: bool, answer: str
+) -> None:
+    """The tutorial's bot on the embedded model, asked "Please add call the bank." after a first item, decided on
+    no tool and answered "I added `call the bank` to my list.": nothing was added."""
+    add = '<tool_call>\n{"name": "add_todo", "arguments": {"item": "call the bank"}}\n</tool_call>'
+    model = scripted(tmp_path, {said: ("none", add)}, declined=frozenset({said}))
+    scripted_reply = model._server.reply
+
+    def reply(body: dict[str, Any]) -> str:
+        last = str(body["messages"][-1]["content"])
+        if body["max_tokens"] in (2, 16) or "tools" in body or "(the result of" in last:
+            return scripted_reply(body)
+        return claims
+
+    model._server.reply = reply
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, said)
+    calls = [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL]
+    assert calls == (["add_todo"] if called else [])
+    assert [e.content for e in events if e.final] == [answer]
+    again = [b for b in model._server.bodies if "tools" not in b and b["max_tokens"] not in (2, 16)][1:]
+    if not called and answer != claims:  # written once more without sampling
+        assert [b["temperature"] for b in again] == [0.0]
+
+
 def test_the_second_question_s_examples_are_the_decision_s_each_with_one_tool() -> None:
     assert len(CONFIRM_DEMOS) == len(ROUTE_DEMOS)
     for (tool, earlier, text, answer), (tools, before, message, name) in zip(CONFIRM_DEMOS, ROUTE_DEMOS, strict=True):

@@ -636,7 +636,7 @@ async def test_a_call_that_takes_a_date_is_shown_the_days_the_message_names_date
     assert dated["messages"][1]["content"] == "A table on 2026-06-18.", "no day named: nothing added"
 
 
-def second_look(answer: str) -> Callable[[dict[str, Any]], str]:
+def second_look(answer: str, plain: str = "Which booking do you mean?") -> Callable[[dict[str, Any]], str]:
     def reply(body: dict[str, Any]) -> str:
         if body["max_tokens"] == 16:
             return "none"
@@ -644,7 +644,7 @@ def second_look(answer: str) -> Callable[[dict[str, Any]], str]:
             return answer
         if "tools" in body:
             return '{"name": "cancel_booking", "arguments": {}}'
-        return "Done, it is cancelled."
+        return plain
 
     return reply
 
@@ -658,17 +658,29 @@ async def test_a_request_decided_as_needing_no_tool_is_asked_about_its_closest_a
     assert asked["messages"][-1]["content"].startswith("Tool: cancel_booking(): Cancels a booking.\n")
     assert [t["function"]["name"] for t in calling["tools"]] == ["cancel_booking"]
     declined = scripted_model(tmp_path, second_look("no"))
-    assert "".join([c async for c in declined.stream(booking("Cancel that booking."))]) == "Done, it is cancelled."
+    assert "".join([c async for c in declined.stream(booking("Cancel that booking."))]) == "Which booking do you mean?"
     assert len(declined._server.bodies) == 3 and "tools" not in declined._server.bodies[-1]
     unrelated = scripted_model(tmp_path, second_look("yes"))
-    assert "".join([c async for c in unrelated.stream(booking("Hello there!"))]) == "Done, it is cancelled."
+    assert "".join([c async for c in unrelated.stream(booking("Hello there!"))]) == "Which booking do you mean?"
     assert len(unrelated._server.bodies) == 2, "no word in common with any action: not asked"
+
+
+async def test_an_answer_that_claims_an_action_done_calls_it_only_for_a_request_that_names_it(tmp_path: Path) -> None:
+    """Declined twice, the request's plain answer still said it was done: the action is called (it takes no
+    arguments: nothing to make up). To a message that shares no word with it, the claim is cut instead."""
+    claiming = scripted_model(tmp_path, second_look("no", plain="Done, it is cancelled."))
+    text = "".join([c async for c in claiming.stream(booking("Cancel that booking."))])
+    assert text == '<response><action_call name="cancel_booking">{}</action_call></response>'
+    greeted = scripted_model(tmp_path, second_look("no", plain="Hi! Done, it is cancelled."))
+    assert "".join([c async for c in greeted.stream(booking("Hello there!"))]) == "Hi!"
+    assert greeted._server.bodies[-1]["temperature"] == 0.0, "written once more, without sampling"
 
 
 async def test_the_built_in_assistants_tools_get_no_second_look(tmp_path: Path) -> None:
     model = scripted_model(tmp_path, second_look("yes"))
     assert (
-        "".join([c async for c in model.stream(request(("user", "Remember this tool?")))]) == "Done, it is cancelled."
+        "".join([c async for c in model.stream(request(("user", "Remember this tool?")))])
+        == "Which booking do you mean?"
     )
     assert len(model._server.bodies) == 2
 
