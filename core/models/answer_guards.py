@@ -301,8 +301,12 @@ def _done(verb: str) -> tuple[str, ...]:
     return (verb + "ed", verb + verb[-1] + "ed")  # (added; stopped)
 
 
-@functools.lru_cache(maxsize=64)
-def _claim_pattern(verb: str) -> re.Pattern[str]:
+@functools.lru_cache(maxsize=256)
+def _claim_pattern(action: str) -> re.Pattern[str] | None:
+    """What says ``action`` done (``claimed``), worked out once per name; None when its name starts with no verb."""
+    verb = re.split(r"[_\-\s.:]+|(?<=[a-z])(?=[A-Z])", action.strip())[0].lower()
+    if len(verb) < 2 or not verb.isalpha():
+        return None
     forms = "|".join(map(re.escape, _done(verb)))
     adverbs = r"(?:\s+(?:just|also|now|already|successfully|gone ahead and))*"
     return re.compile(rf"{_DONE_BEFORE}{adverbs}\s*(?:{forms})\b", re.IGNORECASE)
@@ -316,11 +320,8 @@ def claimed(answer: str, actions: Sequence[str]) -> str | None:
     imitates the conversation's earlier ones) tells the person something that did not happen."""
     sentences = [s.strip(" *_`\"'") for s in _SENTENCE_END.split(answer) if s.strip()]
     for name in actions:
-        verb = re.split(r"[_\-\s.:]+|(?<=[a-z])(?=[A-Z])", name.strip())[0].lower()
-        if len(verb) < 2 or not verb.isalpha():
-            continue
-        pattern = _claim_pattern(verb)
-        if any(pattern.search(sentence) for sentence in sentences):
+        pattern = _claim_pattern(name)
+        if pattern is not None and any(pattern.search(sentence) for sentence in sentences):
             return name
     return None
 
