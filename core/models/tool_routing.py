@@ -1,6 +1,6 @@
 """How the embedded model picks a tool for a message: worked examples with the assistant's tools (``ROUTE_EXAMPLES``)
 and with other bots' (``ROUTE_DEMOS``, for an author's tools), the question each decision is asked
-(``route_question``), the tools listed by the words they share with the message (``overlap``), a call whose
+(``route_question``, the tools in the bot's order), the words a message shares with a tool (``overlap``), a call whose
 arguments come from nowhere told apart (``grounded``), an identifier kept to the numbers shown (``narrowed``), and
 the second question about an output the decision named (``confirm_question``, after ``CONFIRM_DEMOS``)."""
 
@@ -154,8 +154,9 @@ _COMMON = frozenset(
 
 
 def overlap(message: str, tool: str) -> int:
-    """Words (their first four letters) ``message`` shares with a tool's name and description: the tools are
-    listed by it, most first, as a small model leans towards the tools it reads first."""
+    """Words (their first four letters) ``message`` shares with a tool's name and description: a decision for a
+    tool that shares none is weighed again (``LocalModel._decide``), and a message decided as needing none is asked
+    about the tool that shares the most (``closest_action``)."""
     return len(_stems(message) & _stems(tool))
 
 
@@ -435,10 +436,25 @@ def _same_form(arguments: object) -> str:
     return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
+_NUMBER_WORDS = {
+    word: str(number)
+    for words in (
+        "two three four five six seven eight nine ten eleven twelve",  # (not one: it is as often a pronoun)
+        "deux trois quatre cinq six sept huit neuf dix onze douze",
+        "dos tres cuatro cinco seis siete ocho nueve diez once doce",
+        "zwei drei vier fünf sechs sieben acht neun zehn elf zwölf",
+    )
+    for number, word in enumerate(words.split(), start=2)
+}
+"""Numbers people say in words ("a table for two"), as the number a call gives ("guests": 2)."""
+
+
 def _clues(text: str) -> set[str]:
-    """The numbers (as numbers, every digit kept: ``10`` is ``10.0``, 20260614 is not 20260615) and words (their
-    first four letters) of ``text``."""
-    clues = {word[:4] for word in re.findall(r"[^\W\d_]{3,}", text.lower()) if word not in _COMMON}
+    """The numbers (as numbers, every digit kept: ``10`` is ``10.0``, 20260614 is not 20260615; those said in words,
+    two to twelve, too) and words (their first four letters) of ``text``."""
+    words = re.findall(r"[^\W\d_]{3,}", text.lower())
+    clues = {word[:4] for word in words if word not in _COMMON}
+    clues.update(_NUMBER_WORDS[word] for word in words if word in _NUMBER_WORDS)
     for number in re.findall(r"\d+(?:\.\d+)?", text):
         clues.add(format(Decimal(number).normalize(), "f"))
     return clues

@@ -136,9 +136,9 @@ async def test_an_author_s_actions_and_output_reach_the_embedded_model_as_its_gr
     # the decision offers exactly the bot's actions and output (the platform's reply is the plain answer)
     assert decide["grammar"] == 'root ::= "add_todo" | "convert" | "todo:list" | "none"\n'
     assert decide["messages"][-1]["content"] == (
-        "Tools:\n- add_todo(item): Adds a todo.\n- todo:list(text): Shows the whole todo list.\n"
-        "- convert(value, from_unit, to_unit): Converts units.\n- none: no tool.\nMessage: Add water the plants to my list."
-    ), "the tools sharing the most words with the message first"
+        "Tools:\n- add_todo(item): Adds a todo.\n- convert(value, from_unit, to_unit): Converts units.\n"
+        "- todo:list(text): Shows the whole todo list.\n- none: no tool.\nMessage: Add water the plants to my list."
+    ), "the bot's tools in its order"
     # the call: the action's schema as the grammar, the tool listed by the chat template
     assert [t["function"]["name"] for t in call["tools"]] == ["add_todo"]
     assert call["messages"][-1] == {
@@ -317,6 +317,60 @@ async def test_an_action_that_shares_no_word_with_the_message_needs_the_decision
     assert model._server.bodies[0]["logprobs"], "the decision is asked with its probabilities"
     calls = [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL]
     assert calls == (["add_todo"] if called else [])
+
+
+class Asking(Weighing):
+    """``Weighing``'s decision, and the second question answered yes at ``yes`` (``Doubting``'s)."""
+
+    def __init__(self, reply: Any, *, likely: float, none: float, yes: float) -> None:
+        super().__init__(reply, likely=likely, none=none)
+        self.doubting = Doubting(reply, yes=yes)
+        self.doubting.bodies = self.bodies
+
+    def handle_chat_completions(self, body: dict[str, Any], on_chunk: Any) -> None:
+        if body["max_tokens"] == 2:
+            return self.doubting.handle_chat_completions(body, on_chunk)
+        return super().handle_chat_completions(body, on_chunk)
+
+
+@pytest.mark.parametrize(
+    ("asked", "yes", "called", "confirmed"),
+    [
+        ("Say hi to my friend Tom.", 0.54, False, True),  # sure at the decision, 1.2 times no at the second question
+        ("Say hi to my friend Tom.", 0.75, True, True),  # 3 times no: called
+        ("Multiply the recipe by two for me.", 0.78, True, True),
+        ("How long is a mile in metres?", 0.3, True, False),  # a question: not asked again
+    ],
+)
+async def test_a_request_that_shares_no_word_with_the_action_decided_is_asked_about_once_more(
+    tmp_path: Path, asked: str, yes: float, called: bool, confirmed: bool
+) -> None:
+    name = "convert" if "?" in asked else "add_todo"
+    arguments = {"value": 1, "from_unit": "mile", "to_unit": "metres"} if name == "convert" else {"item": asked}
+    call = f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+    model = scripted(tmp_path, {asked: (name, call)})
+    model._server = Asking(model._server.reply, likely=0.76, none=0.1, yes=yes)
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        events = await _say(agent, asked)
+    asked_again = [b for b in model._server.bodies if b["max_tokens"] == 2]
+    assert len(asked_again) == int(confirmed)
+    calls = [e.content["name"] for e in events if e.type == RunEventType.TOOL_CALL]
+    assert calls == ([name] if called else [])
+
+
+async def test_the_decision_lists_the_bot_s_tools_in_its_order_for_every_message(tmp_path: Path) -> None:
+    lines = ("Convert 10 km to miles.", "Add 'water the plants' to my todo list.")
+    model = scripted(tmp_path, {line: ("none", "") for line in lines})
+    agent = create_agent(model=model, bot=the_bot(), extensions=[cli_extension()], memory=InMemoryStore())
+    async with agent:
+        for line in lines:
+            await _say(agent, line)
+    asked = [str(b["messages"][-1]["content"]) for b in model._server.bodies if b["max_tokens"] == 16]
+    listed = [question.partition("\nMessage: ")[0] for question in asked]
+    assert len(listed) == 2 and listed[0] == listed[1], "the same list before each message: it stays cached"
+    names = [line.partition("(")[0].removeprefix("- ") for line in listed[0].splitlines()[1:]]
+    assert names == ["add_todo", "convert", "todo:list", "none: no tool."], "the bot's order, not the message's"
 
 
 @pytest.mark.parametrize(

@@ -742,6 +742,21 @@ def test_each_argument_given_must_share_a_word_or_number_with_what_was_said() ->
     assert stated(default, BOOK, "3 of us on 2026-06-13"), "a default says nothing"
 
 
+@pytest.mark.parametrize(
+    ("said", "told"),
+    [
+        ("A table for three on Saturday.\nSaturday is 2026-06-13", True),
+        ("Une table pour trois samedi.\nSaturday is 2026-06-13", True),
+        ("Einen Tisch für drei am Samstag.\nSaturday is 2026-06-13", True),
+        ("A table for two on Saturday.\nSaturday is 2026-06-13", False),
+        ("The one on Saturday.\nSaturday is 2026-06-13", False),
+    ],
+)
+def test_a_number_said_in_words_is_the_number_a_call_gives(said: str, told: bool) -> None:
+    call = ToolCall(name="book_table", arguments={"date": "2026-06-13", "guests": 3})
+    assert stated(call, BOOK, said) is told
+
+
 class CancelArgs(pydantic.BaseModel):
     booking_id: int = pydantic.Field(ge=1)
     reason_id: int = pydantic.Field(default=0, json_schema_extra={"enum": [0, 7]})
