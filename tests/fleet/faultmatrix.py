@@ -397,6 +397,27 @@ def judge(telegram: FakeTelegramServer, fault_at: float, victim_token: str, kill
     )
 
 
+_EVIDENCE_LINES = 60
+
+
+def evidence(telegram: FakeTelegramServer, folder: Path, row: Row) -> str:
+    """What a failed scenario leaves to explain it: each lost chat's posts as the fake Bot API kept them (text,
+    earlier versions, deleted, which worker's token) and the processes' log lines that name those chats or a
+    failover, at most ``_EVIDENCE_LINES`` of them (the folder, kept by pytest, holds the whole logs)."""
+    chats = sorted({int(c) for c, _ in (_SAID.match(x).groups() for x in row.lost)})  # type: ignore[union-attr]
+    out = [f"logs in {folder}"]
+    for chat in chats:
+        said = [m for m in telegram.sent if m.chat_id == FIRST_CHAT + chat]
+        out.append(f"chat c{chat} ({combo_of(chat)}): {len(said)} posts")
+        for m in said:
+            out.append(f"  #{m.message_id} {m.text!r} edits={m.edits!r} deleted={m.deleted} by ...{m.token[-8:]}")
+    named = tuple(str(FIRST_CHAT + chat) for chat in chats)
+    for log_file in sorted(folder.glob("*.log")):
+        lines = [line for line in log_file.read_text(errors="replace").splitlines() if any(n in line for n in named)]
+        out += [f"{log_file.name}: {line[:300]}" for line in lines[-_EVIDENCE_LINES:]]
+    return "\n".join(out[: _EVIDENCE_LINES * 2])
+
+
 async def run_scenario(name: str, folder: Path) -> Row:
     """Run scenario ``name`` on a fleet of its own in ``folder``; its ``Row``."""
     scenario = SCENARIOS[name]
@@ -434,6 +455,8 @@ async def run_scenario(name: str, folder: Path) -> Row:
             row.given_up = leases_given_up(folder)
             row.parts = parts_run_again(folder)
             row.in_flight += uncertain_posts(folder)
+            if not row.holds:  # (a failure seen once under load: what the next one needs to be understood)
+                row.notes["evidence"] = evidence(telegram, folder, row)
             return row
         finally:
             await asyncio.to_thread(fleet.close)

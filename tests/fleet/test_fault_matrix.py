@@ -19,6 +19,8 @@ from .faultmatrix import HEADER, SCENARIOS, run_scenario
 async def test_the_fleet_through_a_fault(scenario: str, tmp_path: Path) -> None:
     row = await run_scenario(scenario, tmp_path)
     print(f"\n{HEADER}\n{row.line()}")
+    if "evidence" in row.notes:
+        print(row.notes["evidence"])
     assert row.lost == [], row
     assert row.out_of_order == [], row
     assert row.twice <= row.bound, row
