@@ -402,8 +402,8 @@ _EVIDENCE_LINES = 60
 
 def evidence(telegram: FakeTelegramServer, folder: Path, row: Row) -> str:
     """What a failed scenario leaves to explain it: each lost chat's posts as the fake Bot API kept them (text,
-    earlier versions, deleted, which worker's token) and the processes' log lines that name those chats or a
-    failover, at most ``_EVIDENCE_LINES`` of them (the folder, kept by pytest, holds the whole logs)."""
+    earlier versions, deleted, which worker's token) and the processes' log lines that name those chats, the last
+    ``_EVIDENCE_LINES`` of each log (the folder, kept by pytest, holds the whole logs)."""
     chats = sorted({int(c) for c, _ in (_SAID.match(x).groups() for x in row.lost)})  # type: ignore[union-attr]
     out = [f"logs in {folder}"]
     for chat in chats:
