@@ -305,6 +305,10 @@ class LiveReply:
                 self._check()
                 await self.sink.edit(self.handles[-1], self.shown[-1] + note)
 
+    async def silence(self) -> None:
+        """Stop streaming and touch nothing shown (another attempt at the batch took the reply's messages over)."""
+        await self._stop()
+
     async def discard(self) -> None:
         """The output was not delivered this way (refused, or its handler posted otherwise): delete what was
         shown of it."""
@@ -365,9 +369,11 @@ class LiveReplies:
                 return
             if event.output_type != self.output_type or not isinstance(event.content, str):
                 return
-            if key not in self._replies or (event.new_item and _left_over(self._replies[key])):
+            if key not in self._replies:
                 self._sweep()
                 self._replies[key] = self._start(event)
+            elif event.new_item:
+                self._restart(key, event)
             reply = self._replies[key]
             if reply is not None:
                 reply.feed(event.content)
@@ -406,6 +412,26 @@ class LiveReplies:
             await reply.abandon()
         while self._cleanup:
             await asyncio.wait(set(self._cleanup))
+
+    def _restart(self, key: ReplyKey, event: RunEvent) -> None:
+        """An output begins under the key of a reply still kept: a run cancelled before it finished that reply left
+        it (no final event came), and this run starts from the same ``(context, step, index)``. It is this run's
+        only when both follow the same ledger. One whose lease is lost is dropped (``_drop``). One recorded in
+        another ledger still held (the batch run again in this process under a new take while the lease of the
+        cancelled attempt had not run out) is stopped without a word: this run's reply adopts its messages from
+        the ledger, and the two edited the same message, one appending this answer to the other's text
+        (tests/fleet/test_joined_in_order.py: "echo: oneecho: one …")."""
+        old = self._replies[key]
+        if _left_over(old):
+            self._sweep()
+            self._replies[key] = self._start(event)
+            return
+        if old is None or old.record is None:
+            return  # (the embedded mode: a run is cancelled from outside only when the agent stops)
+        fresh = self._start(event)
+        if fresh is not None and fresh.record is not None and fresh.record.ledger is not old.record.ledger:
+            self._replies[key] = fresh
+            self._spawn(old.silence())
 
     def _sweep(self) -> None:
         """Drop the replies left by runs cancelled before they finished them (their lease is lost): none of them

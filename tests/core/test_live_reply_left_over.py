@@ -90,3 +90,48 @@ async def test_replies_left_by_cancelled_runs_are_dropped_when_another_starts() 
     replies.on_event(event("another conversation", first=True, context_id="other"))
     assert len(replies) == 1 and replies.get(("ctx", 1, 0)) is None and replies.get(("other", 1, 0)) is not None
     await replies.aclose()
+
+
+async def test_a_reply_left_under_a_lease_still_held_is_not_continued_by_the_next_attempt() -> None:
+    """The attempt cancelled in this process while its lease had not run out yet (the batch taken again at once):
+    its reply is stopped, not fed this attempt's answer. Fed, the two edited the same message, the second answer
+    appended to the first's text ("echo: oneecho: one …", tests/fleet/test_joined_in_order.py under load)."""
+    sink = Sink()
+    ledgers: list[Ledger] = []
+
+    def start(e: RunEvent) -> LiveReply:
+        record = ReplyRecord(ledgers[-1], "chat:message", streamed=True)  # type: ignore[arg-type]
+        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)
+
+    replies = LiveReplies(output_type="chat:message", start=start)
+    ledgers.append(Ledger())
+    replies.on_event(event("echo: one", first=True))
+    left = replies.get(("ctx", 1, 0))
+    ledgers.append(Ledger())  # the first attempt's ledger is still valid
+    replies.on_event(event("echo: one", first=True))
+    reply = replies.take(("ctx", 1, 0), ledgers[1])
+    assert reply is not None and reply is not left and reply.text == "echo: one"
+    assert left is not None and left.text == "echo: one"  # not continued
+    await replies.aclose()
+    assert sink.posts == 0 and not sink.versions
+
+
+async def test_an_output_of_the_same_run_that_begins_again_keeps_its_reply() -> None:
+    """Text of one output that follows another kind of event is flagged as a new item: with the same ledger, the
+    reply is the same one."""
+    sink = Sink()
+    ledger = Ledger()
+    replies = LiveReplies(
+        output_type="chat:message",
+        start=lambda e: LiveReply(
+            sink=sink,
+            split=split(50),
+            min_chars=1000,
+            record=ReplyRecord(ledger, "chat:message", streamed=True),  # type: ignore[arg-type]
+        ),
+    )
+    replies.on_event(event("one", first=True))
+    replies.on_event(event(" two", first=True))
+    reply = replies.take(("ctx", 1, 0), ledger)
+    assert reply is not None and reply.text == "one two"
+    await replies.aclose()
