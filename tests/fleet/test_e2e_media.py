@@ -39,7 +39,7 @@ async def test_the_gateway_stores_references_and_the_worker_reads_them(
         redis_server,
         tmp_path,
         telegram=telegram,
-        REDIS_LEASE_SECONDS="1",
+        REDIS_LEASE_SECONDS="10",  # (a 1 s lease starved of renewals at a load of 9: the batch ran again and fetched twice)
         TELEGRAM_POLL_TIMEOUT="1",
         TELEGRAM_STREAM_REPLIES="false",
         LLM_PROVIDER="openai",
