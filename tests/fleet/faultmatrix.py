@@ -91,6 +91,8 @@ def channel_settings() -> str:
 
 
 async def _work(args: argparse.Namespace) -> None:
+    import logging
+
     from core.fleet import QueueConfig, RedisBackend
     from extensions.chat import Uncertain
     from extensions.telegram import TelegramSettings, telegram_extension
@@ -116,6 +118,7 @@ async def _work(args: argparse.Namespace) -> None:
         uncertain_replies=Uncertain.RESEND,
         channel_settings=channel_settings(),  # type: ignore[arg-type]
     )
+    logging.getLogger("core.fleet").setLevel(logging.DEBUG)  # (a lost chat's trace: each drain job's claims)
     await serve(backend, model=Echo(), extensions=[telegram_extension(settings, listen=False)])
 
 
