@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,11 @@ log = logging.getLogger("bots")
 
 SHUTDOWN_GRACE = 5.0
 """Seconds allowed after ``BOT_STOP_TIMEOUT`` for closing connections before a stopping process gives up."""
+SAME_SIGNAL = 0.2
+"""A second SIGTERM (or SIGINT) within this many seconds of the first is the same stop, not a "stop now": ``timeout``,
+``kill -- -PGID`` and a group's terminal send one signal to the process and to its group, and ``make run`` puts the
+bot in make's group (``timeout 60 make run`` stopped the bot at once, its answers cut). No one presses Ctrl-C twice
+this fast."""
 
 COMMANDS = {
     "run": "everything in one process (the terminal chat when no platform token is set, on a terminal)",
@@ -85,6 +91,8 @@ class _Stop:
         self.interrupt: Callable[[], bool] | None = None
         """Offered each Ctrl-C first (``extensions.terminal.StopKey.press``): True when it took it."""
         self._installed: list[signal.Signals] = []
+        self._first_signal: signal.Signals | None = None
+        self._first_at = 0.0
 
     def install(self) -> None:
         loop = asyncio.get_running_loop()
@@ -103,11 +111,16 @@ class _Stop:
         if sig is signal.SIGINT and self.interrupt is not None and self.interrupt():
             log.info("SIGINT: the answer being written was stopped")
             return
+        now = time.monotonic()
         if self.first.is_set():
+            if sig is self._first_signal and now - self._first_at < SAME_SIGNAL:
+                log.info("%s again at once (sent to the process and to its group): one stop", sig.name)
+                return
             log.warning("%s again: stopping now", sig.name)
             self.again.set()
         else:
             log.info("%s: stopping (answers in progress may finish)", sig.name)
+            self._first_signal, self._first_at = sig, now
             self.first.set()
 
 
@@ -216,7 +229,15 @@ async def _bounded(stopping: Awaitable[Any], *, bound: float, stop: _Stop, what:
             log.error("stopping %s failed", what, exc_info=task.exception())
             return False
         return True
-    log.error("%s did not stop within %.0fs (its stop timeout + %.0fs); exiting anyway", what, bound, SHUTDOWN_GRACE)
+    if stop.again.is_set():
+        log.warning("%s not stopped yet: stopping now (a second signal)", what)
+    else:
+        log.error(
+            "%s did not stop within %.0fs (its stop timeout + %.0fs); exiting anyway",
+            what,
+            bound,
+            SHUTDOWN_GRACE,
+        )
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         async with asyncio.timeout(1.0):

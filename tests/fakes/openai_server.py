@@ -71,6 +71,8 @@ class Reply:
     """The error message of an error status."""
     stall: bool = False
     """Never answer (until the server closes)."""
+    delay: float = 0.0
+    """Seconds before the answer begins (a model slow to start)."""
     fail_after: int | None = None
     """Send this many chunks, then an error event."""
     drop_after: int | None = None
@@ -151,6 +153,8 @@ class FakeModelServer:
         if reply.stall:
             await self._release.wait()
             return web.Response(status=503)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
         if reply.status != 200:
             return self.error(reply)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
