@@ -282,11 +282,17 @@ def narrowed(tool: ToolSpec, request: ModelRequest) -> ToolSpec:
     lines; not those of a date, a time or a decimal): an identifier names something that exists, and what exists
     is shown. Left free, the model wrote the digits of a date it had read ("Cancel that booking." after "I can't
     make it on the 14th." -> ``booking_id`` 20260614). Unchanged when it has none or the conversation shows no
-    such number. For the grammar of the call only: the tool is listed to the model as its author wrote it."""
+    such number. Its switches the person did not name are left out too (``_unnamed_flags``). For the grammar of
+    the call only: the tool is listed to the model as its author wrote it."""
     schema = tool.parameters if isinstance(tool.parameters, dict) else {}
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         return tool
+    unnamed = _unnamed_flags(properties, request)
+    if unnamed:
+        properties = {k: v for k, v in properties.items() if k not in unnamed}
+        schema = {**schema, "properties": properties}
+        tool = replace(tool, parameters=schema)
     ids = [
         k
         for k, v in properties.items()
@@ -305,6 +311,23 @@ def narrowed(tool: ToolSpec, request: ModelRequest) -> ToolSpec:
     if not changed:
         return tool
     return replace(tool, parameters={**schema, "properties": {**properties, **changed}})
+
+
+def _unnamed_flags(properties: dict[str, object], request: ModelRequest) -> set[str]:
+    """The switches of a tool (booleans with a default) whose name the person's last message does not say: left to
+    their default, never written by the model. Free, it turned them on unasked: "Remember that my sister is called
+    Ana." was kept with ``for_everyone`` true, so in a group the fact was recalled for everyone (a person's fact is
+    theirs alone unless they say it is for everyone here). Named ("... for everyone in this chat"), the model
+    writes it as it would."""
+    said = _clues(next((text for role, text in reversed(request.turns) if role == "user"), ""))
+    return {
+        key
+        for key, value in properties.items()
+        if isinstance(value, dict)
+        and value.get("type") == "boolean"
+        and "default" in value
+        and not _clues(re.sub(r"(?<=[a-z])(?=[A-Z])|_", " ", key)) & said
+    }
 
 
 def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequest) -> ToolSpec:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pydantic
 import pytest
 
+from core.facts.actions import RememberArgs as KeptFactArgs
 from core.models import LocalModel, ModelRequest
 from core.models.base import ToolSpec
 from core.models.grammar import (
@@ -791,3 +792,26 @@ async def test_a_call_writes_an_identifier_among_those_shown_and_lists_the_tool_
     body = model._call_body(asked, CANCEL_BY_ID)
     assert '("1" | "2" | "3" | "5")' in body["grammar"]
     assert body["tools"][0]["function"]["parameters"] == CANCEL_BY_ID.parameters
+
+
+REMEMBER = ToolSpec(
+    name="remember", description="Keeps a fact the person tells you.", parameters=KeptFactArgs.model_json_schema()
+)
+
+
+def test_a_switch_the_person_did_not_name_is_left_to_its_default() -> None:
+    """ "Remember that my sister is called Ana." was kept with ``for_everyone`` true (the embedded model turned it on
+    unasked): in a group, the fact was recalled for everyone."""
+    unasked = replace(booking("Remember that my sister is called Ana."), tools=(REMEMBER,))
+    assert set(narrowed(REMEMBER, unasked).parameters["properties"]) == {"fact", "said_by"}
+    asked = replace(booking("Remember for everyone here: the meeting is at five."), tools=(REMEMBER,))
+    assert narrowed(REMEMBER, asked) is REMEMBER
+    assert "for_everyone" in REMEMBER.parameters["properties"], "the author's tool unchanged"
+
+
+async def test_a_call_cannot_turn_on_a_switch_the_person_did_not_name(tmp_path: Path) -> None:
+    model = scripted_model(tmp_path, lambda body: "")
+    asked = replace(booking("Remember that my sister is called Ana."), tools=(REMEMBER,))
+    body = model._call_body(asked, REMEMBER)
+    assert "for_everyone" not in body["grammar"] and "said_by" in body["grammar"]
+    assert body["tools"][0]["function"]["parameters"] == REMEMBER.parameters, "listed as written"
