@@ -44,8 +44,11 @@ def _facts(agent: Host) -> Facts:
 async def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
     scope = FactScope.GROUP if args.for_everyone else FactScope.PRIVATE
     fact = await _facts(agent).remember(ctx.state, " ".join(args.fact.split()), scope=scope, said_by=args.said_by)
-    whose = "everyone in this chat" if fact.scope is FactScope.GROUP else "the person who said it, alone"
-    return {"remembered": fact.text, "for": whose}
+    if fact.scope is FactScope.GROUP:
+        return {"remembered": fact.text, "for": "everyone in this chat"}
+    # (a person's own, the default, goes unsaid: as "for": "the person who said it, alone", the embedded model's
+    # answers were taken as leaving the result out, and the result itself was the answer)
+    return {"remembered": fact.text}
 
 
 async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, Any]:

@@ -150,7 +150,11 @@ def fallback_answer(result: str) -> str:
 
 _RAISED = re.compile(r"\Aerror: '[^']+' raised \w+: (?P<reason>\S.*)\Z", re.DOTALL)
 """A call whose handler raised (``core.handlers``): the handler's own words come after the exception's name."""
-_NARRATION = re.compile(r"\b(?:the|this) (?:user|person|conversation|result says)\b", re.IGNORECASE)
+_NARRATION = re.compile(
+    r"\b(?:the|this) (?:user|person|conversation|result says)\b"
+    r"|\b(?:the|this) result of (?:the )?[\w-]+(?: (?:tool|call|action))?\s*:",  # ("The result of recall: facts: ...")
+    re.IGNORECASE,
+)
 
 
 def failure_reason(result: str) -> str | None:
@@ -185,7 +189,8 @@ def narrates(answer: str) -> bool:
 
 _TELLING = re.compile(
     r"\A[\s*#_]*(?:(?:what )?(?:the|this) (?:result|conversation|tool)(?:'s (?:result|output))? "
-    r"(?:says|shows|keeps|indicates|reports)(?: that)?|according to the (?:result|tool))\s*[:,]?\s+",
+    r"(?:says|shows|keeps|indicates|reports)(?: that)?|according to the (?:result|tool)"
+    r"|(?:the|this) result of (?:the )?[\w-]+(?: (?:tool|call|action))?(?=\s*:))\s*[:,]?\s+",
     re.IGNORECASE,
 )
 

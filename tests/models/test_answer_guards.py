@@ -17,6 +17,7 @@ from core.models.answer_guards import (
     copies_kept,
     failure_reason,
     is_refusal,
+    narrates,
     result_note,
     sentences,
     shows_result,
@@ -135,6 +136,9 @@ def test_a_lead_that_tells_of_the_result_is_cut() -> None:
     assert spoken("The result says that the weather in Lisbon is light rain.") == "The weather in Lisbon is light rain."
     assert spoken("The conversation keeps: Weather: light rain") == "Weather: light rain"
     assert spoken("According to the result, it rains.") == "It rains."
+    assert spoken("The result of remember: remembered: I like green tea.") == "Remembered: I like green tea."
+    assert spoken("The result of the recall tool: facts: tea") == "Facts: tea"
+    assert narrates("The result of recall: facts: tea") and not narrates("The result of the match was 2-1.")
     assert spoken("The conversation was lovely, thanks!") == "The conversation was lovely, thanks!", "no telling verb"
     assert spoken("The result says:") == "The result says:", "nothing after it: left"
     assert spoken("I searched your notes for the wifi password. The result says that no notes were found.") == (
@@ -173,6 +177,13 @@ def test_an_answer_shows_what_the_result_adds_to_the_message(answer: str, shown:
     result = '{"day": "tuesday", "events": "dentist at 15:30", "value": 6.21, "amount": 37500.0}'
     assert shows_result(answer, result, "What's on my calendar on Tuesday, and 10 km in miles?") is shown
     assert shows_result("Noted.", '{"saved": "tea"}', "Remember that I like tea."), "it adds nothing to the message"
+
+
+def test_a_kept_fact_is_shown_by_an_answer_that_does_not_say_whose_it_is() -> None:
+    """``remember`` leaves a person's own fact unsaid (the default): as the words "the person who said it, alone", every
+    answer was taken as leaving the result out, and "Done: remembered: ..., for: ..." was the answer."""
+    result = '{"remembered": "Ana is my sister."}'  # (as tests/terminal/test_chat.py sees it)
+    assert shows_result("Got it, I'll remember that your sister is Ana.", result, "Remember that my sister is Ana.")
 
 
 @pytest.mark.parametrize(
