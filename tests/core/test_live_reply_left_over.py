@@ -33,15 +33,21 @@ def event(content: str, *, first: bool, context_id: str = "ctx") -> RunEvent:
     )
 
 
-async def test_the_next_run_does_not_finish_a_reply_a_cancelled_run_left() -> None:
-    sink = Sink()
-    ledgers: list[Ledger] = []
+def live_replies(sink: Sink, ledgers: list[Ledger]) -> LiveReplies:
+    """Live replies whose each new reply follows the last of ``ledgers`` (the run going on); nothing is shown before
+    the end."""
 
     def start(e: RunEvent) -> LiveReply:
         record = ReplyRecord(ledgers[-1], "chat:message", streamed=True)  # type: ignore[arg-type]
-        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)  # nothing shown before the end
+        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)
 
-    replies = LiveReplies(output_type="chat:message", start=start)
+    return LiveReplies(output_type="chat:message", start=start)
+
+
+async def test_the_next_run_does_not_finish_a_reply_a_cancelled_run_left() -> None:
+    sink = Sink()
+    ledgers: list[Ledger] = []
+    replies = live_replies(sink, ledgers)
     ledgers.append(Ledger())
     replies.on_event(event("the first run's ans", first=True))
     ledgers[0].valid = False  # its lease is lost: the run is cancelled, no final event comes
@@ -58,15 +64,7 @@ async def test_the_next_run_does_not_finish_a_reply_a_cancelled_run_left() -> No
 async def test_a_reply_recorded_in_another_ledger_is_not_handed_to_this_run() -> None:
     sink = Sink()
     old = Ledger()
-    replies = LiveReplies(
-        output_type="chat:message",
-        start=lambda e: LiveReply(
-            sink=sink,
-            split=split(50),
-            min_chars=1000,
-            record=ReplyRecord(old, "chat:message", streamed=True),  # type: ignore[arg-type]
-        ),
-    )
+    replies = live_replies(sink, [old])
     replies.on_event(event("left over", first=True))
     assert replies.take(("ctx", 1, 0), Ledger()) is None  # the handler posts with its own ledger instead
     await replies.aclose()
@@ -76,12 +74,7 @@ async def test_replies_left_by_cancelled_runs_are_dropped_when_another_starts() 
     """A context that never speaks again in this process does not keep its left-over reply for good."""
     sink = Sink()
     ledgers: list[Ledger] = []
-
-    def start(e: RunEvent) -> LiveReply:
-        record = ReplyRecord(ledgers[-1], "chat:message", streamed=True)  # type: ignore[arg-type]
-        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)
-
-    replies = LiveReplies(output_type="chat:message", start=start)
+    replies = live_replies(sink, ledgers)
     ledgers.append(Ledger())
     replies.on_event(event("cut short", first=True))
     ledgers[0].valid = False  # its run was cancelled: no final event comes, nobody takes it
@@ -98,12 +91,7 @@ async def test_a_reply_left_under_a_lease_still_held_is_not_continued_by_the_nex
     appended to the first's text ("echo: oneecho: one …", tests/fleet/test_joined_in_order.py under load)."""
     sink = Sink()
     ledgers: list[Ledger] = []
-
-    def start(e: RunEvent) -> LiveReply:
-        record = ReplyRecord(ledgers[-1], "chat:message", streamed=True)  # type: ignore[arg-type]
-        return LiveReply(sink=sink, split=split(50), min_chars=1000, record=record)
-
-    replies = LiveReplies(output_type="chat:message", start=start)
+    replies = live_replies(sink, ledgers)
     ledgers.append(Ledger())
     replies.on_event(event("echo: one", first=True))
     left = replies.get(("ctx", 1, 0))
@@ -121,15 +109,7 @@ async def test_an_output_of_the_same_run_that_begins_again_keeps_its_reply() -> 
     reply is the same one."""
     sink = Sink()
     ledger = Ledger()
-    replies = LiveReplies(
-        output_type="chat:message",
-        start=lambda e: LiveReply(
-            sink=sink,
-            split=split(50),
-            min_chars=1000,
-            record=ReplyRecord(ledger, "chat:message", streamed=True),  # type: ignore[arg-type]
-        ),
-    )
+    replies = live_replies(sink, [ledger])
     replies.on_event(event("one", first=True))
     replies.on_event(event(" two", first=True))
     reply = replies.take(("ctx", 1, 0), ledger)
