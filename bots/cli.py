@@ -53,11 +53,11 @@ log = logging.getLogger("bots")
 
 SHUTDOWN_GRACE = 5.0
 """Seconds allowed after ``BOT_STOP_TIMEOUT`` for closing connections before a stopping process gives up."""
-SAME_SIGNAL = 0.2
+SAME_SIGNAL = 1.0
 """A second SIGTERM (or SIGINT) within this many seconds of the first is the same stop, not a "stop now": ``timeout``,
 ``kill -- -PGID`` and a group's terminal send one signal to the process and to its group, and ``make run`` puts the
-bot in make's group (``timeout 60 make run`` stopped the bot at once, its answers cut). No one presses Ctrl-C twice
-this fast."""
+bot in make's group (``timeout 60 make run`` stopped the bot at once, its answers cut). The two are sent together, but
+a busy machine can handle them most of a second apart; a person who means "stop now" presses again after that."""
 
 COMMANDS = {
     "run": "everything in one process (the terminal chat when no platform token is set, on a terminal)",
