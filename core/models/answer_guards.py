@@ -150,9 +150,10 @@ def fallback_answer(result: str) -> str:
 
 _RAISED = re.compile(r"\Aerror: '[^']+' raised \w+: (?P<reason>\S.*)\Z", re.DOTALL)
 """A call whose handler raised (``core.handlers``): the handler's own words come after the exception's name."""
+_RESULT_OF = r"(?:the|this) result of (?:the )?[\w-]+(?: (?:tool|call|action))?(?=\s*:)"
+"""A lead that names a tool's result before copying it ("The result of recall: facts: ...")."""
 _NARRATION = re.compile(
-    r"\b(?:the|this) (?:user|person|conversation|result says)\b"
-    r"|\b(?:the|this) result of (?:the )?[\w-]+(?: (?:tool|call|action))?\s*:",  # ("The result of recall: facts: ...")
+    rf"\b(?:the|this) (?:user|person|conversation|result says)\b|\b{_RESULT_OF}",
     re.IGNORECASE,
 )
 
@@ -190,7 +191,7 @@ def narrates(answer: str) -> bool:
 _TELLING = re.compile(
     r"\A[\s*#_]*(?:(?:what )?(?:the|this) (?:result|conversation|tool)(?:'s (?:result|output))? "
     r"(?:says|shows|keeps|indicates|reports)(?: that)?|according to the (?:result|tool)"
-    r"|(?:the|this) result of (?:the )?[\w-]+(?: (?:tool|call|action))?(?=\s*:))\s*[:,]?\s+",
+    rf"|{_RESULT_OF})\s*[:,]?\s+",
     re.IGNORECASE,
 )
 

@@ -319,7 +319,7 @@ def _unnamed_flags(properties: dict[str, object], request: ModelRequest) -> set[
     Ana." was kept with ``for_everyone`` true, so in a group the fact was recalled for everyone (a person's fact is
     theirs alone unless they say it is for everyone here). Named ("... for everyone in this chat"), the model
     writes it as it would."""
-    said = _clues(next((text for role, text in reversed(request.turns) if role == "user"), ""))
+    said = _clues(_last_message(request))
     return {
         key
         for key, value in properties.items()
@@ -328,6 +328,11 @@ def _unnamed_flags(properties: dict[str, object], request: ModelRequest) -> set[
         and "default" in value
         and not _clues(re.sub(r"(?<=[a-z])(?=[A-Z])|_", " ", key)) & said
     }
+
+
+def _last_message(request: ModelRequest) -> str:
+    """The person's last message."""
+    return next((text for role, text in reversed(request.turns) if role == "user"), "")
 
 
 def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequest) -> ToolSpec:
@@ -362,7 +367,7 @@ def offered_again(tool: ToolSpec, call: ToolCall, error: str, request: ModelRequ
         low = {v.lower() for v in offer}
         refused = [k for k, v in given.items() if v.strip().lower() not in low]
     else:
-        message = next((text for role, text in reversed(request.turns) if role == "user"), "")
+        message = _last_message(request)
         about = f"{tool.name} {tool.description}"
         named = [shown for head, shown in _lists(request.system) if overlap(message, head) or overlap(about, head)]
         offer = list(dict.fromkeys(item for shown in named for item in shown if overlap(message, item)))[:_OFFERED]
