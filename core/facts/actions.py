@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 from ..definition_types import ActionContext, Host
 from ..definitions import action
 from ..errors import ActionError
-from .model import FactScope
+from .model import FactScope, authors
 from .plugin import Facts, facts_of
+from .voice import as_told
 
 __all__ = ("RememberArgs", "recall", "remember")
 
@@ -44,15 +45,18 @@ def _facts(agent: Host) -> Facts:
 async def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
     scope = FactScope.GROUP if args.for_everyone else FactScope.PRIVATE
     fact = await _facts(agent).remember(ctx.state, " ".join(args.fact.split()), scope=scope, said_by=args.said_by)
+    told = as_told(fact, [fact.owner] if fact.owner is not None else [])  # (the answer goes to who said it)
     if fact.scope is FactScope.GROUP:
-        return {"remembered": fact.text, "for": "everyone in this chat"}
+        return {"remembered": told, "for": "everyone in this chat"}
     # (a person's own, the default, goes unsaid: as "for": "the person who said it, alone", the embedded model's
     # answers were taken as leaving the result out, and the result itself was the answer)
-    return {"remembered": fact.text}
+    return {"remembered": told}
 
 
 async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, Any]:
-    return {"facts": [fact.text for fact in await _facts(agent).recall(ctx.state)]}
+    facts = _facts(agent)
+    askers = authors(facts.answered(ctx.state))
+    return {"facts": [as_told(fact, askers) for fact in await facts.recall(ctx.state)]}
 
 
 remember = action(

@@ -27,6 +27,7 @@ from ..prompt_sections import PromptSection, hide, show
 from ..usage import user_of
 from .model import Fact, FactScope, author_of, authors, speaks_as, visible_to_all
 from .store import FactStore, MemoryFactStore
+from .voice import as_told
 
 if TYPE_CHECKING:
     from ..definition_types import Host, Setup
@@ -190,8 +191,8 @@ class _Shown(RunHooks):
         except MemoryStoreError as exc:  # the answer goes on without them
             log.warning("%s: the facts could not be read (%s); this answer is written without them", state.id, exc)
             shown = []
-        if shown:  # people's words: escaped like them
-            texts = tuple(f.text for f in shown)
+        if shown:  # people's words: escaped like them (a person's own told to them: "Ana is your sister.")
+            texts = tuple(as_told(f, askers) for f in shown)
             listed = "\n".join(f"- {escape_text(text)}" for text in texts)
             section = PromptSection(name="facts", text=f"<facts>\n{listed}\n</facts>", order=10, known=texts)
             show(state.sections, section)
