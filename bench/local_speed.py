@@ -42,7 +42,7 @@ from bots.app import build_agent  # noqa: E402
 from bots.models import local_weights, open_model, weights_folder  # noqa: E402
 from bots.settings import Settings  # noqa: E402
 from core import Agent, RunEventType  # noqa: E402
-from extensions.terminal import cli_session  # noqa: E402
+from extensions.terminal import cli_session, typed  # noqa: E402
 
 __all__ = ("LINES", "Line", "main", "percentile")
 
@@ -87,7 +87,7 @@ def lines_of(chat: int) -> list[str]:
 
 async def _say(agent: Agent, session: str, text: str) -> str:
     parts: list[str] = []
-    async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
+    async for event in agent.stream(cli_session, session, typed(session, text), reasoning=False):
         if event.type == RunEventType.OUTPUT_TEXT_DONE and event.content is not None:
             parts.append(str(event.content))
         elif event.type == RunEventType.ERROR:

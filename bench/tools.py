@@ -67,7 +67,7 @@ from core import (  # noqa: E402
     output,
 )
 from core.models import LocalModel  # noqa: E402
-from extensions.terminal import cli_extension, cli_session  # noqa: E402
+from extensions.terminal import cli_extension, cli_session, typed  # noqa: E402
 
 __all__ = ("BOTS", "CASES", "Case", "bot", "main", "splitter_bot", "tables_bot")
 
@@ -836,7 +836,7 @@ async def _turn(agent: Any, session: str, text: str) -> Outcome:
     outcome = Outcome(case=CASES[0])
     parts: list[str] = []
     started = time.perf_counter()
-    async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
+    async for event in agent.stream(cli_session, session, typed(session, text), reasoning=False):
         if event.final and event.content is not None:
             parts.append(str(event.content))
             if event.output_type != "cli:message":

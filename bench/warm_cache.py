@@ -29,7 +29,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from bots.app import build_agent  # noqa: E402
 from bots.settings import Settings  # noqa: E402
 from core import Agent, RunEventType  # noqa: E402
-from extensions.terminal import cli_session  # noqa: E402
+from extensions.terminal import cli_session, typed  # noqa: E402
 
 __all__ = ("main",)
 
@@ -89,7 +89,7 @@ async def _turn(agent: Agent, session: str, number: int, text: str) -> Turn:
     started = time.perf_counter()
     first: float | None = None
     parts: list[str] = []
-    async for event in agent.stream(cli_session, session, {"type": "cli:message", "data": text}, reasoning=False):
+    async for event in agent.stream(cli_session, session, typed(session, text), reasoning=False):
         if event.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE) and event.content:
             if first is None:
                 first = time.perf_counter() - started

@@ -27,12 +27,14 @@ __all__ = (
     "failure_reason",
     "fallback_answer",
     "is_refusal",
+    "labelled",
     "narrates",
     "result_note",
     "sentences",
     "shows_result",
     "spoken",
     "unclaimed",
+    "unlabelled",
     "unnoted",
 )
 
@@ -181,6 +183,41 @@ def unnoted(answer: str) -> str:
     apples."."""
     cut, notes = _NOTE.subn("", answer)
     return cut.strip() if notes else answer
+
+
+def _label(answer: str, result: str, *, lists_only: bool = False) -> re.Match[str] | None:
+    """The lead of ``answer`` that copies the form of ``result`` (a JSON object): "Done:", or one of its keys (in
+    the singular too) before a colon ("facts: ...", "Fact: ...", "Done: remembered: ..."); ``lists_only``: of its
+    keys, only those that name a list ("facts:", not "remembered:", which says what was done)."""
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return None
+    keys = [
+        re.escape(key.replace("_", " ").removesuffix("s"))
+        for key, value in (data.items() if isinstance(data, dict) else ())
+        if isinstance(key, str) and key and (isinstance(value, list) or not lists_only)
+    ]
+    names = "|".join(["done", *keys])
+    return re.match(rf"\A[\s*#_]*(?:(?:{names})s?\s*:\s*)+", answer.replace("_", " "), re.IGNORECASE)
+
+
+def labelled(answer: str, result: str) -> bool:
+    """True when ``answer`` begins in the form the tool's ``result`` came in ("facts: Ana is your sister."), a copy
+    of it rather than an answer."""
+    return _label(answer, result) is not None
+
+
+def unlabelled(answer: str, result: str) -> str:
+    """``answer`` without the lead that copies the form of ``result`` where it says nothing ("Done:", the name of
+    a list): "facts: Ana is your sister." -> "Ana is your sister."; "Added: Buy milk." and "facts: none" as they
+    are."""
+    lead = _label(answer, result, lists_only=True)
+    rest = answer[lead.end() :].strip() if lead is not None else ""
+    rest = re.sub(r'"\s*,\s*"', " ", rest.removeprefix("[").removesuffix("]").strip().strip('"'))  # (a list's items)
+    if not rest or rest.casefold() == "none":
+        return answer
+    return rest[:1].upper() + rest[1:]
 
 
 def narrates(answer: str) -> bool:

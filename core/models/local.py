@@ -79,12 +79,14 @@ from .answer_guards import (
     failure_reason,
     fallback_answer,
     is_refusal,
+    labelled,
     narrates,
     result_note,
     sentences,
     shows_result,
     spoken,
     unclaimed,
+    unlabelled,
     unnoted,
 )
 from .auto import usable_cores
@@ -984,8 +986,9 @@ class LocalModel:
         result = request.turns[-1][1]
         message = _last_said(request)
         answers = [unnoted(await self._collect(server, body))]
-        if is_refusal(answers[0]) or not shows_result(answers[0], result, message) or narrates(answers[0]):
-            log.info("the local model's answer after a tool left its result out (or told of it); it writes it again")
+        first = answers[0]
+        if is_refusal(first) or not shows_result(first, result, message) or narrates(first) or labelled(first, result):
+            log.info("the local model's answer after a tool left out, told of or copied its result; it writes it again")
             answers.append(unnoted(await self._collect(server, {**body, "temperature": 0.0})))
         usable = [a for a in answers if a.strip() and not is_refusal(a)]
         if not usable:
@@ -995,7 +998,9 @@ class LocalModel:
         if not shown:  # twice as if it had not read the result: the result, not an answer that contradicts it
             log.info("the local model answered twice without the result of its tool; the result is the answer")
             return fallback_answer(_readable(result))
-        return spoken(next((a for a in shown if not narrates(a)), shown[0]))
+        said = next((a for a in shown if not narrates(a) and not labelled(a, result)), None)
+        said = said or next((a for a in shown if not narrates(a)), shown[0])
+        return spoken(unlabelled(said, result))
 
     async def _answer_after_failure(self, server: Any, body: dict[str, Any], request: ModelRequest, reason: str) -> str:
         """The answer after a tool whose handler failed, whole: kept when it says why (shows something of
@@ -1262,8 +1267,8 @@ async def _once(text: str) -> AsyncIterator[str]:
 
 def _readable(result: str) -> str:
     """A tool's result as a small model reads it best: a JSON object as ``key: value`` pairs (it copies JSON into
-    its answer as it is), an empty value as ``none`` (read as ``facts: []``, an empty list of what it remembers
-    was answered with facts made up), anything else as it is."""
+    its answer as it is), a list of strings as words (``_listed``), an empty value as ``none`` (read as
+    ``facts: []``, an empty list of what it remembers was answered with facts made up), anything else as it is."""
     try:
         data = json.loads(result)
     except ValueError:
@@ -1274,10 +1279,22 @@ def _readable(result: str) -> str:
     for key, value in data.items():
         if value in ([], {}, None, ""):
             shown = "none"
+        elif isinstance(value, str):
+            shown = value
+        elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+            shown = _listed(value)
         else:
-            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            shown = json.dumps(value, ensure_ascii=False)
         pairs.append(f"{key}: {shown}")
     return ", ".join(pairs) or "done"
+
+
+def _listed(items: Sequence[str]) -> str:
+    """Strings of a result's list as words, not JSON (``facts: ["Ana is your sister."]`` was copied into the
+    answer, brackets and quotes): sentences one after the other, anything else with semicolons between."""
+    if all(item.rstrip().endswith((".", "!", "?")) for item in items):
+        return " ".join(item.strip() for item in items)
+    return "; ".join(item.strip() for item in items)
 
 
 def _without(messages: Sequence[dict[str, Any]], part: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from core import (
 )
 from core.media import Outgoing, media_posters
 
-__all__ = ("StopKey", "chat", "cli_extension", "cli_input", "cli_message", "cli_session")
+__all__ = ("StopKey", "chat", "cli_extension", "cli_input", "cli_message", "cli_session", "typed")
 
 cli_session = context(
     type="cli:session",
@@ -161,16 +161,20 @@ async def chat(
             key._stop = None
 
 
+def typed(session: str, text: str) -> dict[str, Any]:
+    """The input of ``text`` typed in the terminal chat's ``session``. The terminal is the operator's: every
+    message there is the owner's, which goes without saying in the prompt; its person is the session's
+    (``cli:<session>``, as ``chat_of`` says), so the facts they keep are theirs."""
+    params = {"tier": "owner", "user_id": session}
+    return {"type": "cli:message", "data": text, "params": params, "hidden": list(params)}
+
+
 async def _exchange(
     agent: Agent, session: str, text: str, *, write: Callable[[str], None], bot_name: str, stop_key: StopKey
 ) -> None:
     streamed: dict[int, str] = {}
     answered = False
-    # the terminal is the operator's: every message there is the owner's, which goes without saying in the prompt;
-    # its person is the session's (``cli:<session>``, as ``chat_of`` says), so the facts they keep are theirs
-    params = {"tier": "owner", "user_id": session}
-    said = {"type": "cli:message", "data": text, "params": params, "hidden": list(params)}
-    async for event in agent.stream(cli_session, session, said, reasoning=False):
+    async for event in agent.stream(cli_session, session, typed(session, text), reasoning=False):
         if (
             event.type in (RunEventType.OUTPUT_TEXT, RunEventType.OUTPUT_TEXT_DONE)
             and event.output_type == "cli:message"

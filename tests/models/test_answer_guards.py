@@ -17,12 +17,14 @@ from core.models.answer_guards import (
     copies_kept,
     failure_reason,
     is_refusal,
+    labelled,
     narrates,
     result_note,
     sentences,
     shows_result,
     spoken,
     unclaimed,
+    unlabelled,
     unnoted,
 )
 from core.turns import TURN_STOPS
@@ -144,6 +146,54 @@ def test_a_lead_that_tells_of_the_result_is_cut() -> None:
     assert spoken("I searched your notes for the wifi password. The result says that no notes were found.") == (
         "I searched your notes for the wifi password. No notes were found."
     ), "a telling lead inside the answer too (bench/tools.py's planner)"
+
+
+RECALLED = (
+    ("user", "What do you remember about me?"),
+    ("tool_call", '{"name": "recall", "arguments": {}}'),
+    ("tool", '{"facts": ["Ana is your sister.", "You live in Lisbon."]}'),
+)
+
+
+@pytest.mark.parametrize(
+    ("answers", "said"),
+    [
+        # the result's form copied ('facts: ["..."]', the embedded model's answer to the built-in assistant's
+        # recall on seeds 2, 3 and 5): written once more, and the copy, told twice, said without its lead
+        (
+            ['facts: ["Ana is your sister.", "You live in Lisbon."]', "Fact: Ana is your sister. You live in Lisbon."],
+            "Ana is your sister. You live in Lisbon.",
+        ),
+        (
+            ["facts: Ana is your sister.", "I know that Ana is your sister and that you live in Lisbon."],
+            "I know that Ana is your sister and that you live in Lisbon.",
+        ),
+        (["Ana is your sister, and you live in Lisbon."], "Ana is your sister, and you live in Lisbon."),
+    ],
+)
+async def test_an_answer_that_copies_the_result_s_form_is_written_once_more_and_said_without_it(
+    tmp_path: Path, answers: list[str], said: str
+) -> None:
+    written = iter(answers)
+    model = scripted_model(tmp_path, lambda body: next(written))
+    request = ModelRequest(system="s", prompt="", plain=True, turns=RECALLED, stop=TURN_STOPS)
+    assert "".join([c async for c in model.stream(request)]) == said
+    assert len(model._server.bodies) == len(answers)
+    note = model._server.bodies[0]["messages"][-1]["content"]
+    assert "facts: Ana is your sister. You live in Lisbon." in note, "a list of strings is shown as words, not JSON"
+
+
+def test_what_copies_the_result_s_form_and_what_is_cut() -> None:
+    facts = '{"facts": ["Ana is your sister."]}'
+    assert labelled("Fact: Ana is your sister.", facts) and labelled("Done: facts: none", facts)
+    assert not labelled("Ana is your sister.", facts) and not labelled("Facts are facts.", facts)
+    assert unlabelled('Done: facts: ["Ana is your sister."]', facts) == "Ana is your sister."
+    assert unlabelled("facts: none", facts) == "facts: none", "nothing said without it"
+    added = '{"added": "Buy milk", "items_now": 4}'
+    assert labelled("added: Buy milk", added) and labelled("Items now: 4", added)
+    assert unlabelled("Added: Buy milk.", added) == "Added: Buy milk.", "a key that says what was done stays"
+    assert unlabelled("Done: added: Buy milk.", added) == "Added: Buy milk."
+    assert not labelled("Done.", "plain text") and unlabelled("Done: it", "plain text") == "Done: it"
 
 
 def test_only_a_handler_s_own_words_are_a_reason_for_the_person() -> None:
