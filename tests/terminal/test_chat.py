@@ -59,5 +59,6 @@ async def test_a_fact_kept_in_the_terminal_is_the_person_s_own() -> None:
         await chat(agent, read_line=read_line, write=written.append)  # type: ignore[arg-type]
         kept = await facts.store.of_conversation("cli:session:default")
     assert [(f.text, f.owner, f.scope) for f in kept] == [("My cat is called Tom", "cli:default", FactScope.PRIVATE)]
-    assert '"remembered": "My cat is called Tom"}' in model.requests[1].prompt.replace("&quot;", '"')
+    # (told to them, it is theirs: "Your cat ...", as the model answers it)
+    assert '"remembered": "Your cat is called Tom"}' in model.requests[1].prompt.replace("&quot;", '"')
     assert "user_id" not in model.requests[0].prompt and "tier" not in model.requests[0].prompt
