@@ -28,11 +28,13 @@ allows a tool's name or ``none``, whether the user's last message needs a tool: 
 while it answers, calls one for almost every message. ``none`` gets the plain reply, without tools. An output the
 decision names is asked about once more, alone (does the message ask for it? ``yes`` or ``no``), as the decision
 names one for any message with its words; declined (or a yes less than twice as likely as a no), it is the plain
-reply. ``none`` for a bot's own tools is asked about once more when the message shares words with an action: that
-action alone, yes or no (``_second_look``); a yes gets its call, kept only if each argument is in the person's lines
-(``stated``). A tool gets its call: the conversation with that tool listed by the chat template and a grammar that
-only lets the model write ``<tool_call>{json}</tool_call>`` with arguments of the tool's schema (an identifier,
-``id`` or ``..._id``, among the whole numbers the conversation shows: ``narrowed``); the call is handed to the step
+reply. ``none`` for a bot's own tools is asked about once more when the message shares words with an action (for
+the built-in assistant's, when a request says a tool's name): that action alone, yes or no (``_second_look``); a yes
+gets its call, kept only if each argument is in the person's lines (``stated``). A tool gets its call: the
+conversation with that tool listed by the chat template and a grammar that only lets the model write
+``<tool_call>{json}</tool_call>`` with arguments of the tool's schema (an identifier, ``id`` or ``..._id``, among the
+whole numbers the conversation shows: ``narrowed``), a clause of a text argument copied from the tool's description
+cut (``unborrowed``); the call is handed to the step
 loop as ``<response><action_call name="...">{json}</action_call></response>``; for a tool that takes a date, the
 days the message names are dated under it from the today the system prompt states (``day_table``). The result comes
 back as a note on the user's message, and the next step (its last turn a result, not the user's) is a plain reply:
@@ -57,6 +59,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -125,6 +128,7 @@ from .tool_routing import (
     route_question,
     signature,
     stated,
+    unborrowed,
 )
 from .weights import (
     CHOICES,
@@ -839,6 +843,12 @@ class LocalModel:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
                 call = parse_tool_call(written)
+                mended = unborrowed(call, tool, _said(request, tool)) if call is not None and not tool.output else call
+                if mended is not call and mended is not None:
+                    log.info(
+                        "the local model's call of %s copied the tool's description; that part is left out", tool.name
+                    )
+                    call, written = mended, json.dumps({"name": mended.name, "arguments": mended.arguments})
                 if second and call is not None and not stated(call, tool, _said(request, tool)):
                     log.info("the local model's call of %s holds what the message does not say; no tool", tool.name)
                 elif call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
@@ -1124,10 +1134,12 @@ class LocalModel:
         The decision, choosing among all the tools and none, says none for some requests ("We are 7 people, book
         us inside on ..."), and the plain reply then claims the action done without it; asked about one tool, the
         model tells a request from a near miss. In a scratch slot: the decision's slot keeps its worked examples.
-        Only for a bot's own tools: the built-in assistant's are decided after examples of their own."""
+        The built-in assistant's tools, decided after examples of their own, only for a request that says a tool's
+        name (``_named``): "I am a vegetarian, please remember that." was decided as none."""
         if _assistants(request):
-            return None  # the built-in assistant's tools: decided after examples of their own
-        tool = closest_action(request.turns[-1][1], request.tools, earlier=_earlier(request))
+            tool = _named(request)
+        else:
+            tool = closest_action(request.turns[-1][1], request.tools, earlier=_earlier(request))
         if tool is None:
             return None
         body = {**self._confirm_body(request, tool), "id_slot": self._scratch[0]}
@@ -1322,6 +1334,16 @@ def _remarked(request: ModelRequest) -> bool:
     names an action for some that ask for nothing ("I spent 37 dollars on lunch and 18 on a taxi." -> ``compute``,
     "I wrote a note about the recipe for lasagna." -> ``add_todo``), and it is asked about once more."""
     return not _assistants(request) and remark(request.turns[-1][1])
+
+
+def _named(request: ModelRequest) -> ToolSpec | None:
+    """The action of the built-in assistant that the user's last message names as a word, when it is a request
+    (no question: "Do you remember Titanic?" asks for no fact to be kept), or None."""
+    message = request.turns[-1][1]
+    if "?" in message or remark(message):
+        return None
+    words = set(re.findall(r"[^\W\d]+", message.casefold()))
+    return next((t for t in request.tools if not t.output and t.name in _ASSISTANT_TOOLS and t.name in words), None)
 
 
 def _assistants(request: ModelRequest) -> bool:

@@ -34,6 +34,7 @@ __all__ = (
     "route_question",
     "signature",
     "stated",
+    "unborrowed",
 )
 
 
@@ -274,6 +275,31 @@ def stated(call: ToolCall, tool: ToolSpec, said: str) -> bool:
         for k, v in call.arguments.items()
         if k not in defaults or v != defaults[k]
     )
+
+
+_CLAUSE = re.compile(r"\s*[,;]\s+|\s+(?=(?:so|because)\s)")
+
+
+def unborrowed(call: ToolCall, tool: ToolSpec, said: str) -> ToolCall:
+    """``call`` without the clauses of its text arguments that hold words of the tool's description the person's
+    lines (``said``) do not: the embedded model kept "You are a vegetarian, so I will keep this fact for later
+    conversations." for "I am a vegetarian, please remember that.", ``remember`` being described as keeping a fact
+    "for later conversations", and kept is "You are a vegetarian.". A text made of such words alone stays whole
+    (nothing of the person's would be left)."""
+    borrowed = _stems(tool.description) - _stems(said)
+    if not borrowed:
+        return call
+    arguments = dict(call.arguments)
+    for key, value in call.arguments.items():
+        if not isinstance(value, str):
+            continue
+        clauses = [c for c in _CLAUSE.split(value.strip()) if c]
+        kept = [c for c in clauses if not _stems(c) & borrowed]
+        if kept and len(kept) < len(clauses):
+            text = ", ".join(c.rstrip(".!?") for c in kept)
+            end = value.rstrip()[-1:]
+            arguments[key] = text + end if end in ".!?" else text
+    return call if arguments == call.arguments else replace(call, arguments=arguments)
 
 
 def narrowed(tool: ToolSpec, request: ModelRequest) -> ToolSpec:

@@ -32,7 +32,16 @@ from core.models.grammar import (
     tool_call_start,
 )
 from core.models.local import _CALL_LIMITS
-from core.models.tool_routing import closest_action, grounded, narrowed, offered_again, remark, repeated, stated
+from core.models.tool_routing import (
+    closest_action,
+    grounded,
+    narrowed,
+    offered_again,
+    remark,
+    repeated,
+    stated,
+    unborrowed,
+)
 from core.parser import TagEnd, parse
 from core.turns import TURN_STOPS
 
@@ -677,13 +686,51 @@ async def test_an_answer_that_claims_an_action_done_calls_it_only_for_a_request_
     assert greeted._server.bodies[-1]["temperature"] == 0.0, "written once more, without sampling"
 
 
-async def test_the_built_in_assistants_tools_get_no_second_look(tmp_path: Path) -> None:
+async def test_the_built_in_assistants_tools_get_a_second_look_only_for_a_request_that_names_one(
+    tmp_path: Path,
+) -> None:
+    """The assistant's tools are decided after worked examples of their own, and "I am a vegetarian, please
+    remember that." was decided as none (seed 7 of ``bench/quality.py``): a request that says the tool's name is
+    asked about it once more; a question (or a message with no tool's name) is not."""
     model = scripted_model(tmp_path, second_look("yes"))
     assert (
         "".join([c async for c in model.stream(request(("user", "Remember this tool?")))])
         == "Which booking do you mean?"
     )
     assert len(model._server.bodies) == 2
+    greeted = scripted_model(tmp_path, second_look("yes"))
+    assert "".join([c async for c in greeted.stream(request(("user", "I am Ana, hello.")))]) == (
+        "Which booking do you mean?"
+    )
+    assert len(greeted._server.bodies) == 2
+
+    def kept(body: dict[str, Any]) -> str:
+        if "tools" in body:
+            return '{"name": "remember", "arguments": {"fact": "I am a vegetarian."}}'
+        return second_look("yes")(body)
+
+    named = scripted_model(tmp_path, kept)
+    text = "".join([c async for c in named.stream(request(("user", "I am a vegetarian, please remember that.")))])
+    assert text == '<response><action_call name="remember">{"fact": "I am a vegetarian."}</action_call></response>'
+    asked = named._server.bodies[1]
+    assert asked["grammar"] == 'root ::= "yes" | "no"\n' and "remember(" in asked["messages"][-1]["content"]
+
+
+def test_a_clause_of_an_argument_copied_from_the_tool_s_description_is_cut() -> None:
+    keep = ToolSpec(name="remember", description="Keeps a fact the person tells you for later conversations.")
+
+    def kept(fact: str, message: str) -> Any:
+        return unborrowed(ToolCall(name="remember", arguments={"fact": fact}), keep, message).arguments["fact"]
+
+    message = "I am a vegetarian, please remember that."
+    assert kept("You are a vegetarian, so I will keep this fact for later conversations.", message) == (
+        "You are a vegetarian."
+    )
+    assert kept("Ana is my sister.", "Remember that my sister is called Ana.") == "Ana is my sister."
+    assert kept("The person's name is Ada", "I am Ada, remember it.") == "The person's name is Ada", "all borrowed"
+    assert kept("Tea, for later", "Keep this for later: tea") == "Tea, for later", "the person's own words"
+    call = ToolCall(name="remember", arguments={"fact": 3})
+    assert unborrowed(call, keep, "three") is call
 
 
 def test_the_closest_action_shares_the_most_words_and_is_never_an_output() -> None:
