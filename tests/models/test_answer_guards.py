@@ -115,6 +115,15 @@ WEATHER = (
 )
 
 
+async def answered_after(tmp_path: Path, turns: Any, answers: list[str]) -> tuple[str, Any]:
+    """The answer after the tool of ``turns`` from a model that writes ``answers`` one after the other, and the
+    model (its requests in ``_server.bodies``)."""
+    written = iter(answers)
+    model = scripted_model(tmp_path, lambda body: next(written))
+    request = ModelRequest(system="s", prompt="", plain=True, turns=turns, stop=TURN_STOPS)
+    return "".join([c async for c in model.stream(request)]), model
+
+
 @pytest.mark.parametrize(
     ("answers", "kept"),
     [
@@ -126,10 +135,7 @@ WEATHER = (
 async def test_an_answer_that_tells_of_the_result_is_written_once_more_and_its_lead_cut(
     tmp_path: Path, answers: list[str], kept: int
 ) -> None:
-    written = iter(answers)
-    model = scripted_model(tmp_path, lambda body: next(written))
-    request = ModelRequest(system="s", prompt="", plain=True, turns=WEATHER, stop=TURN_STOPS)
-    text = "".join([c async for c in model.stream(request)])
+    text, model = await answered_after(tmp_path, WEATHER, answers)
     assert text == spoken(answers[kept]) and len(model._server.bodies) == len(answers)
     assert not text.lower().startswith(("the result", "the conversation"))
 
@@ -174,11 +180,8 @@ RECALLED = (
 async def test_an_answer_that_copies_the_result_s_form_is_written_once_more_and_said_without_it(
     tmp_path: Path, answers: list[str], said: str
 ) -> None:
-    written = iter(answers)
-    model = scripted_model(tmp_path, lambda body: next(written))
-    request = ModelRequest(system="s", prompt="", plain=True, turns=RECALLED, stop=TURN_STOPS)
-    assert "".join([c async for c in model.stream(request)]) == said
-    assert len(model._server.bodies) == len(answers)
+    text, model = await answered_after(tmp_path, RECALLED, answers)
+    assert text == said and len(model._server.bodies) == len(answers)
     note = model._server.bodies[0]["messages"][-1]["content"]
     assert "facts: Ana is your sister. You live in Lisbon." in note, "a list of strings is shown as words, not JSON"
 
