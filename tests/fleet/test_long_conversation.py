@@ -141,7 +141,9 @@ async def test_five_thousand_messages_two_workers_one_killed(
             print("Tsent", time.monotonic() - t0)
             await wait_until(all_stored, timeout=60, what="5,000 messages stored")
             last = (await history.search(CID, words="message", limit=1))[0].text  # the one stored last
-            await wait_until(settled, timeout=60, what="5,000 messages answered and summarized")
+            # (a bound for a hang: the survivor answers the killed worker's batch after its lease, on a busy machine
+            # in more than 60 s once)
+            await wait_until(settled, timeout=180, what="5,000 messages answered and summarized")
             print("Tsettled", time.monotonic() - t0)
             measured[5000] = await probe()
             print("Tprobe", time.monotonic() - t0)

@@ -21,6 +21,7 @@ from core.errors import DispatchError
 from core.fleet import QueueConfig, RedisBackend, RedisDispatcher
 from core.fleet.scope import Lease
 
+from .conftest import wait_until
 from .sentinel import MASTER, SentinelTopology, ask
 from .server import RedisServer
 
@@ -104,7 +105,11 @@ async def test_the_queue_follows_a_failover_and_keeps_every_input_it_confirmed(
     assert "degraded for" in seen_degraded[0] and "does not answer" in seen_degraded[0]
     state = backend.state()
     assert state["outages"] >= 1 and state["last_outage_seconds"] > 0 and state["degraded_seconds"] == 0
-    assert await ready() is True
+
+    async def in_sync() -> bool:  # (after a fail-back, the other replica reconnects to the primary named last)
+        return await ready() is True
+
+    await wait_until(in_sync, what="a replica in sync with the primary after the failover")
 
 
 async def test_a_process_starting_during_a_failover_waits_for_the_new_primary(topology: SentinelTopology) -> None:
