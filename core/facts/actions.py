@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from ..definition_types import ActionContext, Host
 from ..definitions import action
 from ..errors import ActionError
-from .model import FactScope, authors
+from .model import FactScope
 from .plugin import Facts, facts_of
 from .voice import as_told
 
@@ -54,9 +54,7 @@ async def _remember(args: RememberArgs, ctx: ActionContext, agent: Host) -> dict
 
 
 async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict[str, Any]:
-    facts = _facts(agent)
-    askers = authors(facts.answered(ctx.state))
-    return {"facts": [as_told(fact, askers) for fact in await facts.recall(ctx.state)]}
+    return {"facts": await _facts(agent).recall(ctx.state)}
 
 
 remember = action(

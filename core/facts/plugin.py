@@ -129,10 +129,12 @@ class Facts(Plugin):
         )
         return await self.store.add(fact, limit=self.limit)
 
-    async def recall(self, state: ContextState[Any]) -> list[Fact]:
+    async def recall(self, state: ContextState[Any]) -> list[str]:
         """The facts of the conversation of ``state`` that everyone the model is answering may be shown (their own
-        and the group's when one person asks; the group's when several do)."""
-        return visible_to_all(await self.store.of_conversation(state.id), authors(self.answered(state)))
+        and the group's when one person asks; the group's when several do), each as told to them (``as_told``: a
+        person's own in the second person)."""
+        askers = authors(self.answered(state))
+        return [as_told(f, askers) for f in visible_to_all(await self.store.of_conversation(state.id), askers)]
 
     async def take_over(self, state: ContextState[Any]) -> int:
         """Move the plain-string facts of the memory dict of ``state`` (kept before facts had owners) into the

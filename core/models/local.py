@@ -59,7 +59,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -120,6 +119,7 @@ from .tool_routing import (
     confirm_question,
     described,
     grounded,
+    named,
     narrowed,
     offered_again,
     overlap,
@@ -843,13 +843,11 @@ class LocalModel:
                 key = request.metadata.get("context_id")
                 written = await self._write_call(server, request, tool, key)
                 call = parse_tool_call(written)
-                mended = unborrowed(call, tool, _said(request, tool)) if call is not None and not tool.output else call
-                if mended is not call and mended is not None:
-                    log.info(
-                        "the local model's call of %s copied the tool's description; that part is left out", tool.name
-                    )
+                said = _said(request, tool)
+                if call is not None and not tool.output and (mended := unborrowed(call, tool, said)) is not call:
+                    log.info("the local model's call of %s copied the tool's description; that part is cut", tool.name)
                     call, written = mended, json.dumps({"name": mended.name, "arguments": mended.arguments})
-                if second and call is not None and not stated(call, tool, _said(request, tool)):
+                if second and call is not None and not stated(call, tool, said):
                     log.info("the local model's call of %s holds what the message does not say; no tool", tool.name)
                 elif call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
                     async for text in _tool_or_text(_once(written), (tool,)):
@@ -1135,9 +1133,9 @@ class LocalModel:
         us inside on ..."), and the plain reply then claims the action done without it; asked about one tool, the
         model tells a request from a near miss. In a scratch slot: the decision's slot keeps its worked examples.
         The built-in assistant's tools, decided after examples of their own, only for a request that says a tool's
-        name (``_named``): "I am a vegetarian, please remember that." was decided as none."""
+        name (``named``): "I am a vegetarian, please remember that." was decided as none."""
         if _assistants(request):
-            tool = _named(request)
+            tool = named(request.turns[-1][1], [t for t in request.tools if t.name in _ASSISTANT_TOOLS])
         else:
             tool = closest_action(request.turns[-1][1], request.tools, earlier=_earlier(request))
         if tool is None:
@@ -1334,16 +1332,6 @@ def _remarked(request: ModelRequest) -> bool:
     names an action for some that ask for nothing ("I spent 37 dollars on lunch and 18 on a taxi." -> ``compute``,
     "I wrote a note about the recipe for lasagna." -> ``add_todo``), and it is asked about once more."""
     return not _assistants(request) and remark(request.turns[-1][1])
-
-
-def _named(request: ModelRequest) -> ToolSpec | None:
-    """The action of the built-in assistant that the user's last message names as a word, when it is a request
-    (no question: "Do you remember Titanic?" asks for no fact to be kept), or None."""
-    message = request.turns[-1][1]
-    if "?" in message or remark(message):
-        return None
-    words = set(re.findall(r"[^\W\d]+", message.casefold()))
-    return next((t for t in request.tools if not t.output and t.name in _ASSISTANT_TOOLS and t.name in words), None)
 
 
 def _assistants(request: ModelRequest) -> bool:

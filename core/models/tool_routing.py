@@ -1,8 +1,9 @@
 """How the embedded model picks a tool for a message: worked examples with the assistant's tools (``ROUTE_EXAMPLES``)
 and with other bots' (``ROUTE_DEMOS``, for an author's tools), the question each decision is asked
-(``route_question``, the tools in the bot's order), the words a message shares with a tool (``overlap``), a call whose
-arguments come from nowhere told apart (``grounded``), an identifier kept to the numbers shown (``narrowed``), and
-the second question about an output the decision named (``confirm_question``, after ``CONFIRM_DEMOS``)."""
+(``route_question``, the tools in the bot's order), the words a message shares with a tool (``overlap``), a tool a
+request says by its name (``named``), a call whose arguments come from nowhere told apart (``grounded``), an
+identifier kept to the numbers shown (``narrowed``), and the second question about an output the decision named
+(``confirm_question``, after ``CONFIRM_DEMOS``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ __all__ = (
     "confirm_question",
     "described",
     "grounded",
+    "named",
     "narrowed",
     "offered_again",
     "overlap",
@@ -275,6 +277,16 @@ def stated(call: ToolCall, tool: ToolSpec, said: str) -> bool:
         for k, v in call.arguments.items()
         if k not in defaults or v != defaults[k]
     )
+
+
+def named(message: str, tools: Sequence[ToolSpec]) -> ToolSpec | None:
+    """The action of ``tools`` whose name ``message`` says as a word, when it is a request (no question: "Do you
+    remember Titanic?" asks for no fact to be kept; no remark), or None: the built-in assistant's tools are decided
+    after worked examples of their own, and "I am a vegetarian, please remember that." was decided as none."""
+    if "?" in message or remark(message):
+        return None
+    words = set(re.findall(r"[^\W\d]+", message.casefold()))
+    return next((t for t in tools if not t.output and t.name in words), None)
 
 
 _CLAUSE = re.compile(r"\s*[,;]\s+|\s+(?=(?:so|because)\s)")
