@@ -57,6 +57,24 @@ async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict
     return {"facts": await _facts(agent).recall(ctx.state)}
 
 
+# What the model reads of the two results: sentences it can say as they are. As JSON, and as "facts: none",
+# "remembered: ..." for the embedded model, they were copied in their form ("Done: remembered: ..."), or not
+# understood: "What do you remember about me?" with nothing kept was answered "I remember that I was not able to
+# recall any specific facts from my last message.", and that answer copied into the next ones.
+
+
+def _kept_text(result: dict[str, Any]) -> str:
+    told = str(result["remembered"])
+    return f"Kept for later: {told} (for everyone in this chat)" if result.get("for") else f"Kept for later: {told}"
+
+
+def _facts_text(result: dict[str, Any]) -> str:
+    facts = [str(fact).strip() for fact in result.get("facts") or ()]
+    if not facts:
+        return "Nothing is kept about you yet."
+    return " ".join(fact if fact.endswith((".", "!", "?")) else f"{fact}." for fact in facts)
+
+
 remember = action(
     name="remember",
     description="Keeps a fact the person tells you (a name, a preference) for later conversations. It is theirs: "
@@ -64,6 +82,7 @@ remember = action(
     instructions="Use it when the user tells you something worth remembering or asks you to remember.",
     schema=RememberArgs,
     handler=_remember,
+    format=_kept_text,
     examples=('<action_call name="remember">{"fact": "The user\'s name is Ada"}</action_call>',),
 )
 recall = action(
@@ -73,4 +92,5 @@ recall = action(
     "someone else that it does not list.",
     schema=dict[str, Any],
     handler=_recall,
+    format=_facts_text,
 )

@@ -145,9 +145,20 @@ def shows_result(answer: str, result: str, message: str) -> bool:
     return any(_same(a, fact) for a in shown for fact in new)
 
 
+_FORM = re.compile(r"\A\s*(?:[a-z_]+:\s|[\[{\"])")
+"""A result in a form, not words: ``added: Buy milk., items_now: 4`` (a JSON object as ``LocalModel`` shows it),
+JSON."""
+
+
 def fallback_answer(result: str) -> str:
-    """What to say after a tool when the model would not: its result."""
-    return f"Done: {result}" if result else "Done."
+    """What to say after a tool when the model would not: its result; as it is when it is already said in
+    sentences (an action's ``format``: "Nothing is kept about you yet."), after "Done:" when it is a form. (Said
+    as "Done: ...", a sentence was copied with its lead into the next answers.)"""
+    if not result:
+        return "Done."
+    if not _FORM.match(result) and result.rstrip().endswith((".", "!", "?")):
+        return result.strip()
+    return f"Done: {result}"
 
 
 _RAISED = re.compile(r"\Aerror: '[^']+' raised \w+: (?P<reason>\S.*)\Z", re.DOTALL)

@@ -25,6 +25,7 @@ from aiohttp import web
 from extensions.chat.i18n import say
 from tests.apps.support import IDLE, prompt_of
 from tests.bots_fleet import Process, env_for, start_fleet, stop_all
+from tests.facts.shown import kept as kept_in
 from tests.fakes.discord_server import FakeDiscord, Json
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -51,7 +52,7 @@ class Model(FakeOpenAIServer):
     async def stream(self, response: web.StreamResponse, reply: Reply, body: dict[str, Any]) -> None:
         prompt = prompt_of(body)
         platform = self.platform_of(prompt)
-        kept = re.findall(r'"remembered": "([^"]*)"', prompt.replace("&quot;", '"'))
+        kept = kept_in(prompt)
         if platform is None:
             answer = IDLE
         elif KEEP_BIKE in prompt and BIKE not in kept:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from aiohttp import web
 from extensions.chat.i18n import say
 from tests.apps.support import IDLE, prompt_of
 from tests.bots_fleet import Process, env_for, start_fleet, stop_all
+from tests.facts.shown import results
 from tests.fakes.discord_server import FakeDiscord, Json
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -92,11 +92,11 @@ class Model(FakeOpenAIServer):
         return [p for p in prompts if self.platform_of(p) == platform]
 
 
-def recalled(prompt: str) -> list[Any]:
+def recalled(prompt: str) -> str:
     """What the newest ``recall`` result in ``prompt`` gave."""
-    found = re.findall(r'<action_result name="recall"[^>]*>(.*?)</action_result>', prompt, re.S)
+    found = results(prompt, "recall")
     assert found, prompt[-3000:]
-    return list(json.loads(found[-1])["facts"])
+    return found[-1]
 
 
 async def until(check: Callable[[], Any], what: str) -> Any:
@@ -140,8 +140,8 @@ def after_recall(prompts: Sequence[str], asked: str) -> str:
 def check_recalls(model: Model, platform: str) -> None:
     prompts = model.prompts(platform)
     bobs, alices = after_recall(prompts, "what is Alice"), after_recall(prompts, "what is my locker code")
-    assert recalled(bobs) == [PARTY], f"{platform}: Bob recalled {recalled(bobs)}"
-    assert recalled(alices) == [CODE, PARTY]
+    assert recalled(bobs) == f"{PARTY}.", f"{platform}: Bob recalled {recalled(bobs)}"
+    assert recalled(alices) == f"{CODE}. {PARTY}."
     shown = bobs[bobs.index("<facts>") : bobs.index("</facts>")]
     assert PARTY in shown and "4711" not in shown  # nor does his prompt show her code as a kept fact
 

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from core import ScriptedModel
-from core.facts import Fact, Facts, FactScope
+from core.facts import Fact, Facts, FactScope, recall, remember
 from core.facts.voice import as_told, second_person
 
-from .test_owned_facts import ROOM, SAY, agent_with, call, results, said
+from .shown import NOTHING, results
+from .test_owned_facts import ROOM, SAY, agent_with, call, said
 
 
 @pytest.mark.parametrize(
@@ -60,8 +61,20 @@ async def test_remember_recall_and_the_prompt_tell_the_owner_their_fact_and_keep
         kept = await facts.store.of_conversation("room:r")
     assert [f.text for f in kept] == ["Ana is my sister."]  # (kept as said: /memory lists it in her words)
     prompts = [r.prompt for r in model.requests]
-    assert results(prompts[1], "remember")[-1] == {"remembered": "Ana is your sister."}
-    assert results(prompts[3], "recall")[-1] == {"facts": ["Ana is your sister."]}
+    assert results(prompts[1], "remember")[-1] == "Kept for later: Ana is your sister."
+    assert results(prompts[3], "recall")[-1] == "Ana is your sister."
     shown = prompts[2][prompts[2].index("<facts>") : prompts[2].index("</facts>")]
     assert shown == "<facts>\n- Ana is your sister.\n"
-    assert results(prompts[5], "recall")[-1] == {"facts": []}  # (hers alone: Bob is not shown it at all)
+    assert results(prompts[5], "recall")[-1] == NOTHING  # (hers alone: Bob is not shown it at all)
+
+
+def test_the_facts_results_are_said_in_sentences() -> None:
+    """What ``remember`` and ``recall`` show the model: sentences it can say as they are. "facts: none" was answered
+    "I remember that I was not able to recall any specific facts from my last message." (seed 8), "Done:
+    remembered: ..." copied into the answers after it."""
+    assert recall.format is not None and remember.format is not None
+    assert recall.format({"facts": []}) == NOTHING
+    assert recall.format({"facts": ["Ana is your sister.", "You like tea"]}) == "Ana is your sister. You like tea."
+    assert remember.format({"remembered": "Ana is your sister."}) == "Kept for later: Ana is your sister."
+    group = {"remembered": "The party is on Friday", "for": "everyone in this chat"}
+    assert remember.format(group) == "Kept for later: The party is on Friday (for everyone in this chat)"

@@ -6,13 +6,14 @@ message the model answered, whatever the model writes; facts kept before they ha
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
 
 from core import AgentOptions, InMemoryStore, ScriptedModel, context, create_agent, output
 from core.facts import Fact, Facts, FactScope, recall, remember
+
+from .shown import results
 
 ROOM = context(type="room", schema=str, key=lambda s: s, max_steps=3)
 SAY = '<response><output type="room:message">{text}</output></response>'
@@ -24,12 +25,6 @@ def call(name: str, args: dict[str, Any]) -> str:
 
 def said(text: str, user: str, message: str) -> dict[str, Any]:
     return {"type": "room:message", "data": text, "params": {"user": user, "user_id": user, "message_id": message}}
-
-
-def results(prompt: str, name: str) -> list[Any]:
-    """The data of the ``name`` action results the prompt shows."""
-    found = re.findall(rf'<action_result name="{name}"[^>]*>(.*?)</action_result>', prompt, re.S)
-    return [json.loads(body) for body in found]
 
 
 def agent_with(model: ScriptedModel, facts: Facts, *, compact: bool = False) -> Any:
@@ -71,8 +66,8 @@ async def test_group_members_cannot_recall_each_other_s_private_facts() -> None:
     ]
     prompts = [r.prompt for r in model.requests]
     bobs_answer, alices_answer = prompts[5], prompts[7]  # the steps after each recall
-    assert results(bobs_answer, "recall")[-1] == {"facts": ["The party is on Friday"]}
-    assert results(alices_answer, "recall")[-1] == {"facts": ["Alice's locker code is 4711", "The party is on Friday"]}
+    assert results(bobs_answer, "recall")[-1] == "The party is on Friday."
+    assert results(alices_answer, "recall")[-1] == "Alice's locker code is 4711. The party is on Friday."
     bobs_facts = prompts[4][prompts[4].index("<facts>") : prompts[4].index("</facts>")]
     assert "Friday" in bobs_facts and "4711" not in bobs_facts  # what the prompt shows him, before any recall
     assert "4711" in prompts[6][prompts[6].index("<facts>") :]
@@ -119,7 +114,7 @@ async def test_facts_kept_before_owners_become_the_group_s() -> None:
         await agent.send(ROOM, "r", said("what do you know?", "bob", "1"))
         kept = await facts.store.of_conversation("room:r")
     assert [(f.text, f.owner, f.scope) for f in kept] == [("The user's name is Ann", None, FactScope.GROUP)]
-    assert results(model.requests[1].prompt, "recall") == [{"facts": ["The user's name is Ann"]}]
+    assert results(model.requests[1].prompt, "recall") == ["The user's name is Ann."]
     assert await memory.get("context:room:r") == {"other": 1}  # moved out of the memory dict for good
     assert await facts.store.of_owner("room:bob") == []  # nobody's to list in /memory
 

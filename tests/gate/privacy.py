@@ -50,6 +50,7 @@ from core.busy import BusyPolicy
 from extensions.chat.i18n import say
 from tests.apps.support import IDLE, prompt_of
 from tests.bots_fleet import env_for
+from tests.facts.shown import kept as kept_in
 from tests.fakes.openai_server import Reply
 
 from .echo_model import EchoModel
@@ -128,7 +129,7 @@ class PrivacyModel(EchoModel):
     async def stream(self, response: web.StreamResponse, reply: Reply, body: dict[str, Any]) -> None:
         prompt = prompt_of(body)
         platform = self.platform_of(prompt)
-        kept = re.findall(r'"remembered": "([^"]*)"', prompt.replace("&quot;", '"'))
+        kept = kept_in(prompt)
         if platform is None:
             answer = IDLE
         elif KEEP_BIKE in prompt and BIKE not in kept:
@@ -245,7 +246,7 @@ async def hold_privacy(chat: Chat, model: PrivacyModel) -> str:
 
     anns, bobs = await people.command(ANN, "memory"), await people.command(BOB, "memory")
     assert CODE in anns, (name, anns)
-    kept_bike = any(f'"remembered": "{BIKE}"' in c.prompt.replace("&quot;", '"') for c in model.of(name))
+    kept_bike = any(BIKE in kept_in(c.prompt) for c in model.of(name))
     assert (BIKE in anns) == kept_bike, (name, anns)
     assert bobs.startswith(say("memory_none")), (name, bobs)
 

@@ -81,6 +81,10 @@ async def test_a_refusal_after_a_successful_tool_becomes_its_result(tmp_path: Pa
     )
     request = ModelRequest(system="s", prompt="", plain=True, turns=turns, stop=TURN_STOPS)
     assert "".join([c async for c in model.stream(request)]) == "Done: remembered: cat: Miso"
+    # (a result its action says in sentences is said as it is: "Done: ..." was copied into the answers after it)
+    said = (*turns[:2], ("tool", "Nothing is kept about you yet."))
+    request = ModelRequest(system="s", prompt="", plain=True, turns=said, stop=TURN_STOPS)
+    assert "".join([c async for c in model.stream(request)]) == "Nothing is kept about you yet."
     failed = (*turns[:2], ("tool", "error: the store is down"))
     request = ModelRequest(system="s", prompt="", plain=True, turns=failed, stop=TURN_STOPS)
     assert "".join([c async for c in model.stream(request)]).startswith("I'm sorry")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core import InMemoryStore, ModelError, ScriptedModel, create_agent
 from core.facts import Facts, FactScope, remember
 from extensions.terminal import chat, cli_extension
+from tests.facts.shown import kept as kept_in
 
 
 def _io(lines: list[str]) -> tuple[object, list[str]]:
@@ -60,5 +61,5 @@ async def test_a_fact_kept_in_the_terminal_is_the_person_s_own() -> None:
         kept = await facts.store.of_conversation("cli:session:default")
     assert [(f.text, f.owner, f.scope) for f in kept] == [("My cat is called Tom", "cli:default", FactScope.PRIVATE)]
     # (told to them, it is theirs: "Your cat ...", as the model answers it)
-    assert '"remembered": "Your cat is called Tom"}' in model.requests[1].prompt.replace("&quot;", '"')
+    assert kept_in(model.requests[1].prompt) == ["Your cat is called Tom"]
     assert "user_id" not in model.requests[0].prompt and "tier" not in model.requests[0].prompt
