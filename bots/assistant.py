@@ -43,12 +43,21 @@ def _current_time(args: TimeArgs, ctx: ActionContext, agent: Host) -> dict[str, 
     }
 
 
+def _time_text(result: dict[str, str]) -> str:
+    """The time as the model reads it: a sentence it can say ("It is 19:53 on Tuesday 1 December 2026 in
+    Asia/Tokyo."). Shown ``iso: 2026-12-01T19:53:09+09:00, weekday: ...``, the embedded model refused twice, and the
+    form itself was the answer."""
+    now = datetime.fromisoformat(result["iso"])
+    return f"It is {now:%H:%M} on {now:%A} {now.day} {now:%B %Y} in {result['timezone']}."
+
+
 current_time = action(
     name="current_time",
     description="The current date and time (in the chat's time zone unless another is given).",
     instructions="Use it when the user asks about the date, the time or the day of the week.",
     schema=TimeArgs,
     handler=_current_time,
+    format=_time_text,
 )
 
 

@@ -244,11 +244,19 @@ _TELLING = re.compile(
 )
 
 
+_ASKED = re.compile(r"\A\s*(?:I was asked|you(?:'ve| have)? asked(?: me)?)\b[^.!?]*[.!?]\s+(?=\S)", re.IGNORECASE)
+"""A first sentence that says again what the person asked, before the answer ("I was asked what time it is in
+Tokyo right now. It is 19:53 ...")."""
+
+
 def spoken(answer: str) -> str:
     """``answer`` without the leads that tell of the result or the conversation instead of saying it, at the start
     of any of its sentences: "The result says that the weather in Lisbon is light rain." -> "The weather in Lisbon
     is light rain."; "I searched your notes. The result says that no notes were found." -> "I searched your notes.
-    No notes were found."."""
+    No notes were found."; and without a first sentence that says again what was asked ("I was asked what day it
+    is. It is Tuesday." -> "It is Tuesday.")."""
+    asked = _ASKED.match(answer)
+    answer = answer[asked.end() :] if asked is not None else answer
     return "".join(_told(part) for part in _SENTENCE_END.split(answer))
 
 

@@ -129,6 +129,7 @@ from .tool_routing import (
     signature,
     stated,
     unborrowed,
+    without_unstated,
 )
 from .weights import (
     CHOICES,
@@ -852,6 +853,16 @@ class LocalModel:
                 elif call is None or tool.output or (grounded(call, tool, request) and not repeated(call, request)):
                     async for text in _tool_or_text(_once(written), (tool,)):
                         yield text
+                    return
+                elif (
+                    overlap(_last_said(request), described(tool))  # (it asks for what the tool does)
+                    and (bare := without_unstated(call, tool, f"{_last_said(request)}\n{_day_note(request, tool)}"))
+                    is not call
+                    and grounded(bare, tool, request)
+                    and not repeated(bare, request)
+                ):
+                    log.info("the local model's call of %s gave what the message does not say; its defaults", tool.name)
+                    yield bare.as_action_call()
                     return
                 log.info(
                     "the local model made up (or copied) the arguments of %s (%s); it answers without it",

@@ -279,6 +279,24 @@ def stated(call: ToolCall, tool: ToolSpec, said: str) -> bool:
     )
 
 
+def without_unstated(call: ToolCall, tool: ToolSpec, said: str) -> ToolCall:
+    """``call`` without the arguments the schema gives a default that share no number or word with ``said`` (the
+    person's last message, with the dates of the days it names): the call a copied or made-up argument would
+    cost ("What day of the week is it today?" after a question about Tokyo: ``current_time`` with ``Asia/Tokyo``
+    again, a repeat, where the chat's own time zone was meant). Arguments without a default stay: the call needs
+    them. (For a message that asks for what the tool does: one that does not, "How are you today?" with a search
+    copied, asks for no call at all.)"""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    defaults = {k for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    clues = _clues(said)
+    arguments = {
+        k: v
+        for k, v in call.arguments.items()
+        if k not in defaults or _clues(json.dumps(v, ensure_ascii=False)) & clues
+    }
+    return call if arguments == call.arguments else replace(call, arguments=arguments)
+
+
 def named(message: str, tools: Sequence[ToolSpec]) -> ToolSpec | None:
     """The action of ``tools`` whose name ``message`` says as a word, when it is a request (no question: "Do you
     remember Titanic?" asks for no fact to be kept; no remark), or None: the built-in assistant's tools are decided

@@ -156,6 +156,10 @@ def test_a_lead_that_tells_of_the_result_is_cut() -> None:
     assert spoken("I searched your notes for the wifi password. The result says that no notes were found.") == (
         "I searched your notes for the wifi password. No notes were found."
     ), "a telling lead inside the answer too (bench/tools.py's planner)"
+    asked = "I was asked what time it is in Tokyo right now. It is 19:53 on Tuesday 1 December 2026 in Asia/Tokyo."
+    assert spoken(asked) == "It is 19:53 on Tuesday 1 December 2026 in Asia/Tokyo.", "the question said again: cut"
+    assert spoken("You asked me for 6 times 7. It is 42.") == "It is 42."
+    assert spoken("I was asked to add milk.") == "I was asked to add milk.", "nothing after it: left"
 
 
 RECALLED = (

@@ -862,3 +862,27 @@ async def test_a_call_cannot_turn_on_a_switch_the_person_did_not_name(tmp_path: 
     body = model._call_body(asked, REMEMBER)
     assert "for_everyone" not in body["grammar"] and "said_by" in body["grammar"]
     assert body["tools"][0]["function"]["parameters"] == REMEMBER.parameters, "listed as written"
+
+
+async def test_a_call_that_repeats_an_argument_the_message_does_not_say_is_made_with_its_default(
+    tmp_path: Path,
+) -> None:
+    """ "What day of the week is it today?" after a question about Tokyo: the model copied ``Asia/Tokyo``, a repeat
+    of the call before, and the bot answered without the tool (the earlier answer copied). The argument has a
+    default: the call is made without it, in the chat's own time zone."""
+    call = '<tool_call>\n{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}\n</tool_call>'
+    model = scripted_model(tmp_path, router_or(call, "current_time"))
+    described = "The current date and time. Use it when the user asks about the date, the time or the day of the week."
+    clock = replace(TOOLS[1], description=described)
+    turns = (
+        ("user", "What time is it in Tokyo right now?"),
+        ("tool_call", '{"name": "current_time", "arguments": {"timezone": "Asia/Tokyo"}}'),
+        ("tool", "It is 19:53 on Tuesday 1 December 2026 in Asia/Tokyo."),
+        ("assistant", "It is 19:53 in Tokyo."),
+        ("user", "What day of the week is it today?"),
+    )
+    text = "".join([c async for c in model.stream(replace(request(*turns), tools=(clock,)))])
+    assert text == '<response><action_call name="current_time">{}</action_call></response>'
+    again = (*turns[:-1], ("user", "And what time is it in Tokyo now?"))
+    text = "".join([c async for c in model.stream(replace(request(*again), tools=(clock,)))])
+    assert text == '<response><action_call name="current_time">{"timezone": "Asia/Tokyo"}</action_call></response>'
