@@ -238,7 +238,7 @@ def narrates(answer: str) -> bool:
 
 _TELLING = re.compile(
     r"\A[\s*#_]*(?:(?:what )?(?:the|this) (?:result|conversation|tool)(?:'s (?:result|output))? "
-    r"(?:says|shows|keeps|indicates|reports)(?: that)?|according to the (?:result|tool)"
+    r"(?:says|shows|keeps|indicates|reports)(?: that)?|according to the (?:result|tool)|I was told(?: that)?"
     rf"|{_RESULT_OF})\s*[:,]?\s+",
     re.IGNORECASE,
 )

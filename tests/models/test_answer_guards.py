@@ -159,6 +159,9 @@ def test_a_lead_that_tells_of_the_result_is_cut() -> None:
     asked = "I was asked what time it is in Tokyo right now. It is 19:53 on Tuesday 1 December 2026 in Asia/Tokyo."
     assert spoken(asked) == "It is 19:53 on Tuesday 1 December 2026 in Asia/Tokyo.", "the question said again: cut"
     assert spoken("You asked me for 6 times 7. It is 42.") == "It is 42."
+    assert (
+        spoken("I was told that today is Tuesday 1 December 2026 in UTC.") == "Today is Tuesday 1 December 2026 in UTC."
+    )
     assert spoken("I was asked to add milk.") == "I was asked to add milk.", "nothing after it: left"
 
 
