@@ -14,6 +14,7 @@ it (``WEB_SCHEDULES``): a reminder fires with no page open, so each visitor coul
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,7 +54,7 @@ class SetReminderArgs(BaseModel):
     text: str = Field(
         min_length=1,
         max_length=1000,
-        description="What to do at that time, as an instruction to yourself, e.g. 'remind Alex to call the bank'",
+        description="What to do at that time, as an instruction to yourself, e.g. 'remind them to water the plants'",
     )
     at: str = Field(
         default="", max_length=100, description="Once, at this date and time in the chat's time zone: YYYY-MM-DD HH:MM"
@@ -109,6 +110,28 @@ def _closest_gap(cron: str, tz: str, now: datetime) -> float:
     return min(((b - a).total_seconds() for a, b in itertools.pairwise(times)), default=float("inf"))
 
 
+_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600}
+_UNITS |= {"d": 86400, "day": 86400}
+_AMOUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "five": 5, "ten": 10, "fifteen": 15, "thirty": 30}
+_FROM_NOW = re.compile(
+    rf"\A(?:in\s+)?(?P<n>\d+(?:\.\d+)?|{'|'.join(_AMOUNT_WORDS)})\s*(?P<unit>{'|'.join(_UNITS)})s?"
+    r"(?:\s+(?:from\s+now|later))?\Z",
+    re.IGNORECASE,
+)
+"""``at`` written as a time from now, as people and models write it: "2 minutes from now", "in 2 minutes", "in an
+hour", "90 s" (English). A small model given the choice of ``at`` and ``in_minutes`` wrote ``at: "2 minutes from
+now"`` for "Remind me in 2 minutes to stretch.", twice, error and all."""
+
+
+def _from_now(text: str) -> timedelta | None:
+    found = _FROM_NOW.match(" ".join(text.split()))
+    if found is None:
+        return None
+    amount = found["n"].lower()
+    n = float(amount) if amount[0].isdigit() else _AMOUNT_WORDS[amount]
+    return timedelta(seconds=n * _UNITS[found["unit"].lower()])
+
+
 def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules) -> dict[str, Any]:
     """The timing fields of the schedule ``args`` ask for (``at``, or ``cron``, or ``every`` and ``at``)."""
     given = [
@@ -124,11 +147,16 @@ def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules
     ]
     if len(given) != 1:
         raise ValueError("give exactly one of at, in_minutes, in_seconds, cron or every_minutes")
+    if args.at.strip() and (later := _from_now(args.at)) is not None:
+        when = now + later
+        return {"at": when, "next_fire_at": when}
     if args.at.strip():
         try:
             when = datetime.fromisoformat(args.at.strip())
         except ValueError:
-            raise ValueError(f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM") from None
+            raise ValueError(
+                f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM, or a time from now as in_minutes"
+            ) from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=check_zone(tz))
         if when <= now:
@@ -153,6 +181,44 @@ def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules
     return {"every": every, "at": first, "next_fire_at": first}
 
 
+def _timed(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules) -> dict[str, Any]:
+    """``_when``, its refusals (a time past or unreadable, a bad cron) as the model's to answer, not a bug's
+    traceback in the log."""
+    try:
+        return _when(args, tz=tz, now=now, rules=rules)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+# What the model reads of the three results: sentences it can say ("Done: reminders: none, count: 0" was the
+# embedded model's answer to "What reminders do I have?", twice refused, the form itself the answer).
+
+
+def _set_text(result: dict[str, Any]) -> str:
+    repeats = ", and then again as it repeats" if result.get("recurring") else ""
+    return f"Reminder {result['id']} is set for {result['next']}{repeats}."
+
+
+def _list_text(result: dict[str, Any]) -> str:
+    """One sentence a reminder, its fields between commas ("One reminder is set in this chat: c02bc7, at
+    2026-12-01 13:20 UTC, once, set by telegram:1: call the bank."): as ``describe`` writes them for people (``·``
+    between fields), the embedded model read one reminder as two."""
+    reminders, count = [str(r) for r in result.get("reminders") or ()], result.get("count", 0)
+    if not count:
+        return "No reminders are set in this chat."
+    lines = []
+    for line in reminders:
+        ident, _, rest = line.partition(" · ")
+        when, _, rest = rest.partition(" · ")
+        repeat, _, rest = rest.partition(" · ")
+        said = f"{ident}, at {when}, {repeat}, set by {rest}" if rest else line
+        lines.append(said if said.endswith((".", "!", "?")) else f"{said}.")
+    if count == 1:
+        return f"One reminder is set in this chat: {lines[0]}"
+    more = f" (the first {len(lines)})" if count > len(lines) else ""
+    return f"{count} reminders are set in this chat{more}: " + " ".join(f"{n}) {s}" for n, s in enumerate(lines, 1))
+
+
 def reminder_actions(rules: ReminderRules | None = None) -> list[Action[Any]]:
     """``set_reminder``, ``list_reminders`` and ``cancel_reminder`` within ``rules``."""
     limits = rules or ReminderRules()
@@ -174,7 +240,7 @@ def reminder_actions(rules: ReminderRules | None = None) -> list[Action[Any]]:
             tier=author.params.get(TIER_PARAM) if author is not None else None,
             tz=tz,
             created_at=now,
-            **_when(args, tz=tz, now=now, rules=limits),
+            **_timed(args, tz=tz, now=now, rules=limits),
             **schedules.address(ctx.state.context, ctx.state.platform_args),
         )
         await schedules.set(schedule, per_conversation=limits.per_chat or None, per_creator=limits.per_user or None)
@@ -211,8 +277,9 @@ def reminder_actions(rules: ReminderRules | None = None) -> list[Action[Any]]:
             "Give exactly one of at, in_minutes, in_seconds, cron or every_minutes. Tell them the id and the time.",
             schema=SetReminderArgs,
             handler=set_reminder,
+            format=_set_text,
             examples=(
-                '<action_call name="set_reminder">{"text": "remind Alex to call the bank", "in_minutes": 30}'
+                '<action_call name="set_reminder">{"text": "remind them to water the plants", "in_minutes": 30}'
                 "</action_call>",
             ),
         ),
@@ -222,11 +289,13 @@ def reminder_actions(rules: ReminderRules | None = None) -> list[Action[Any]]:
             "repeats, who set it, text.",
             schema=dict[str, Any],
             handler=list_reminders,
+            format=_list_text,
         ),
         action(
             name="cancel_reminder",
             description="Cancels one of this conversation's reminders by its id (its creator, or a chat admin).",
             schema=CancelReminderArgs,
             handler=cancel_reminder,
+            format=lambda result: f"Reminder {result['cancelled']} is cancelled.",
         ),
     ]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bots.reminders import reminder_actions
 from core import ModelRequest, ScriptedModel
 from core.entries import now_ms
 from core.schedules import ManualClock, schedules_of
@@ -66,7 +67,7 @@ async def test_a_reminder_asked_for_in_two_seconds_arrives_once_in_the_right_cha
     )
     agent = await bots(model)
     answer = await said(server, "remind me in 2 seconds to stretch", chat_id=ANN)
-    assert answer.text.startswith("Done:") and '"recurring": false' in answer.text
+    assert answer.text.startswith("Done:") and " is set for " in answer.text and "repeats" not in answer.text
     [reminder] = await schedules_of(agent).by_conversation(f"telegram:chat:{ANN}")
     assert reminder.creator == f"telegram:{ANN}" and reminder.tier == "member" and reminder.tz == "UTC"
 
@@ -146,7 +147,7 @@ async def test_a_recurring_reminder_fires_at_each_occurrence_in_the_chats_time_z
     assert zone.text == "Done: this chat's time zone is now Europe/Paris."
     assert "Time zone: Europe/Paris" in (await said(server, "/settings")).text
     answer = await said(server, "@daydream_test_bot every day at 9:30 announce the stand-up")
-    assert "2026-03-02 09:30 Europe/Paris" in answer.text and '"recurring": true' in answer.text
+    assert "is set for 2026-03-02 09:30 Europe/Paris, and then again as it repeats" in answer.text
     [daily] = await schedules_of(agent).by_conversation(f"telegram:chat:{GROUP}")
     assert daily.next_fire_at == datetime(2026, 3, 2, 8, 30, tzinfo=UTC)  # 9:30 in Paris (UTC+1 in March)
 
@@ -162,6 +163,29 @@ async def test_a_recurring_reminder_fires_at_each_occurrence_in_the_chats_time_z
     await eventually(fired_thrice)
     [daily] = await schedules_of(agent).by_conversation(f"telegram:chat:{GROUP}")
     assert daily.fired == 3 and daily.next_fire_at == datetime(2026, 3, 5, 8, 30, tzinfo=UTC)
+
+
+async def test_a_time_from_now_written_as_at_is_read_and_an_unreadable_one_is_refused_without_a_traceback(
+    server: FakeTelegramServer, bots: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The embedded model, asked "Remind me in 2 minutes to stretch.", wrote ``at: "2 minutes from now"`` twice:
+    refused as no date and time, logged as a bug with its traceback in the terminal chat, and no reminder set."""
+    model = ScriptedModel(
+        [
+            call("set_reminder", {"text": "remind Ann to stretch", "at": "2 minutes from now"}),
+            lambda request: reply(f"1: {last_result(request)}"),
+            call("set_reminder", {"text": "remind Ann to rest", "at": "when the moon is blue"}),
+            lambda request: reply(f"2: {last_result(request)}"),
+        ]
+    )
+    agent = await bots(model, ManualClock(START))
+    first = await said(server, "remind me in 2 minutes to stretch", chat_id=ANN)
+    assert "is set for 2026-03-02 08:02 UTC." in first.text
+    [reminder] = await schedules_of(agent).by_conversation(f"telegram:chat:{ANN}")
+    assert reminder.next_fire_at == START + timedelta(minutes=2)
+    second = await said(server, "remind me when the moon is blue", chat_id=ANN)
+    assert "at='when the moon is blue' is not a date and time: write YYYY-MM-DD HH:MM" in second.text
+    assert not [r for r in caplog.records if r.levelname == "WARNING" and "set_reminder" in r.getMessage()]
 
 
 async def test_limits_and_who_may_set_the_zone(server: FakeTelegramServer, bots: Callable[..., Any]) -> None:
@@ -181,7 +205,7 @@ async def test_limits_and_who_may_set_the_zone(server: FakeTelegramServer, bots:
     )
     agent = await bots(model, clock, schedules_per_user=1, schedules_min_interval=300)
     first = await said(server, "@daydream_test_bot remind me of one")
-    assert first.text.startswith("1:") and '"id"' in first.text
+    assert first.text.startswith("1:") and " is set for " in first.text
     second = await said(server, "@daydream_test_bot remind me of two")
     assert "you already have 1 active schedules (at most 1): cancel one first" in second.text
     third = await said(server, "@daydream_test_bot every minute", user_id=BOB)
@@ -279,7 +303,7 @@ async def test_the_model_cancels_for_whoever_set_it_or_a_chat_admin(
     clock = ManualClock(START)
 
     def cancel(request: ModelRequest) -> str:
-        assert f"{anns.id[:6]} · 2026-03-02 09:00 UTC · once · telegram:{ANN}: Ann's" in last_result(request)
+        assert f"{anns.id[:6]}, at 2026-03-02 09:00 UTC, once, set by telegram:{ANN}: Ann's." in last_result(request)
         return call("cancel_reminder", {"id": anns.id[:6]})
 
     model = ScriptedModel(
@@ -301,7 +325,7 @@ async def test_the_model_cancels_for_whoever_set_it_or_a_chat_admin(
     assert "only whoever set this reminder, or this chat's admins, may cancel it" in bob.text
     assert await schedules.get(anns.id) is not None
     carol = await said(server, "@daydream_test_bot cancel Ann's reminder", user_id=CAROL)
-    assert f'"cancelled": "{anns.id[:6]}"' in carol.text
+    assert f"Reminder {anns.id[:6]} is cancelled." in carol.text
     assert await schedules.get(anns.id) is None
 
 
@@ -331,7 +355,7 @@ async def test_bot_admin_users_may_cancel_anyones_reminder_in_the_chat(
 
     by_model.append(second.id[:6])  # the model's cancel_reminder
     answer = await said(server, "@daydream_test_bot cancel Ann's reminder", user_id=BOB)
-    assert f'"cancelled": "{second.id[:6]}"' in answer.text
+    assert f"Reminder {second.id[:6]} is cancelled." in answer.text
     assert await schedules.pending() == 0
 
 
@@ -346,7 +370,24 @@ async def test_the_chat_limit_counts_everyone_s_reminders(server: FakeTelegramSe
         ]
     )
     agent = await bots(model, ManualClock(START), schedules_per_chat=1, schedules_per_user=5)
-    assert '"id"' in (await said(server, "@daydream_test_bot remind me", user_id=ANN)).text
+    assert " is set for " in (await said(server, "@daydream_test_bot remind me", user_id=ANN)).text
     refused = await said(server, "@daydream_test_bot remind me too", user_id=BOB)
     assert f"telegram:chat:{GROUP} already has 1 active schedules (at most 1): cancel one first" in refused.text
     assert [s.text for s in await schedules_of(agent).by_conversation(f"telegram:chat:{GROUP}")] == ["Ann's"]
+
+
+def test_the_reminders_results_read_as_sentences() -> None:
+    """What the model reads of ``set_reminder`` and ``list_reminders``: sentences. ``reminders: none, count: 0``
+    was the embedded model's answer itself, twice refused; one reminder shown with ``·`` between its fields was read
+    as two."""
+    set_reminder, list_reminders, cancel_reminder = reminder_actions()
+    assert set_reminder.format and list_reminders.format and cancel_reminder.format
+    assert set_reminder.format({"id": "c02bc7", "next": "2026-12-01 13:20 UTC", "recurring": False}) == (
+        "Reminder c02bc7 is set for 2026-12-01 13:20 UTC."
+    )
+    assert list_reminders.format({"reminders": [], "count": 0}) == "No reminders are set in this chat."
+    one = {"reminders": ["c02bc7 · 2026-12-01 13:20 UTC · once · telegram:1: call the bank"], "count": 1}
+    assert list_reminders.format(one) == (
+        "One reminder is set in this chat: c02bc7, at 2026-12-01 13:20 UTC, once, set by telegram:1: call the bank."
+    )
+    assert cancel_reminder.format({"cancelled": "c02bc7"}) == "Reminder c02bc7 is cancelled."
