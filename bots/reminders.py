@@ -132,6 +132,17 @@ def _from_now(text: str) -> timedelta | None:
     return timedelta(seconds=n * _UNITS[found["unit"].lower()])
 
 
+def _ahead(at: str, tz: str, now: datetime) -> bool:
+    """Whether ``at`` is a time from now or a date and time still ahead."""
+    if _from_now(at) is not None:
+        return True
+    try:
+        when = datetime.fromisoformat(at.strip())
+    except ValueError:
+        return False
+    return (when if when.tzinfo is not None else when.replace(tzinfo=check_zone(tz))) > now
+
+
 def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules) -> dict[str, Any]:
     """The timing fields of the schedule ``args`` ask for (``at``, or ``cron``, or ``every`` and ``at``)."""
     given = [
@@ -145,6 +156,11 @@ def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules
         )
         if value
     ]
+    if len(given) > 1 and "at" in given and {"in_minutes", "in_seconds"} & set(given) and not _ahead(args.at, tz, now):
+        # (the embedded model wrote "at": "2023-04-15 14:00" beside "in_minutes": 1 for "Remind me in 1 minute
+        # to stretch.": a time past, or none, beside a time from now is not what was meant)
+        args = args.model_copy(update={"at": ""})
+        given.remove("at")
     if len(given) != 1:
         raise ValueError("give exactly one of at, in_minutes, in_seconds, cron or every_minutes")
     if args.at.strip() and (later := _from_now(args.at)) is not None:
@@ -155,7 +171,7 @@ def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules
             when = datetime.fromisoformat(args.at.strip())
         except ValueError:
             raise ValueError(
-                f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM, or a time from now as in_minutes"
+                f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM"
             ) from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=check_zone(tz))

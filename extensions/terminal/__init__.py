@@ -8,6 +8,7 @@ import os
 import secrets
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from core import (
     Agent,
     ContextState,
     Extension,
+    OutputContext,
     PlatformChat,
     RunEventType,
     Setup,
@@ -39,14 +41,39 @@ cli_session = context(
 )
 """One terminal conversation, keyed by session name."""
 
+
+@dataclass
+class _Screen:
+    """A terminal chat ``chat`` holds open: how it writes, and whether a line typed there is being answered."""
+
+    write: Callable[[str], None]
+    bot_name: str
+    prompt: str
+    answering: bool = False
+
+
+_SCREENS: dict[str, _Screen] = {}
+"""The terminal chats of this process, by session."""
+
+
+def _unasked(text: str, ctx: OutputContext[Any], agent: Any) -> None:
+    """An answer no typed line is waiting for (a reminder's, an event's), printed above the prompt; the answer to
+    a typed line is printed as it streams (``_exchange``). Before, a reminder that fired in the terminal chat
+    answered into nothing."""
+    screen = _SCREENS.get(str(ctx.state.args))
+    if screen is not None and not screen.answering:
+        screen.write(f"\n{screen.bot_name}> {text}\n{screen.prompt}")
+
+
 cli_message = output(
     type="cli:message",
     description="Sends a message to the person in the terminal.",
     instructions="Use it to answer the person.",
     examples=('<output type="cli:message">Hello! How can I help?</output>',),
     context=cli_session,
+    handler=_unasked,
 )
-"""The reply; ``chat`` prints it as it streams, so the handler has nothing left to do."""
+"""The reply; ``chat`` prints the answer to a typed line as it streams, the handler any other (``_unasked``)."""
 
 cli_input = input(type="cli:message", schema=str, context=cli_session)
 """A line the person typed."""
@@ -131,6 +158,24 @@ async def chat(
     (its owner presses it on Ctrl-C)."""
     key = stop_key if stop_key is not None else StopKey()
     cid = agent.context_id(cli_session, session)
+    screen = _SCREENS[session] = _Screen(write=write, bot_name=bot_name, prompt=prompt)
+    try:
+        await _talk(agent, session, cid, screen, read_line=read_line, stop_key=key)
+    finally:
+        if _SCREENS.get(session) is screen:
+            del _SCREENS[session]
+
+
+async def _talk(
+    agent: Agent,
+    session: str,
+    cid: str,
+    screen: _Screen,
+    *,
+    read_line: Callable[[], Awaitable[str | None]],
+    stop_key: StopKey,
+) -> None:
+    write, prompt, key = screen.write, screen.prompt, stop_key
     write(_HELP)
     while True:
         write(prompt)
@@ -154,11 +199,11 @@ async def chat(
             write("(no answer is being written)\n")
             continue
         agent.observe("message_received", cid)  # (bots_messages_received_total{platform="cli"})
-        key._stop, key.pressed = (lambda: agent.stop_answer(cid)), False
+        key._stop, key.pressed, screen.answering = (lambda: agent.stop_answer(cid)), False, True
         try:
-            await _exchange(agent, session, text, write=write, bot_name=bot_name, stop_key=key)
+            await _exchange(agent, session, text, write=write, bot_name=screen.bot_name, stop_key=key)
         finally:
-            key._stop = None
+            key._stop, screen.answering = None, False
 
 
 def typed(session: str, text: str) -> dict[str, Any]:

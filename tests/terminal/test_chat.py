@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from core import InMemoryStore, ModelError, ScriptedModel, create_agent
 from core.facts import Facts, FactScope, remember
-from extensions.terminal import chat, cli_extension
+from extensions.terminal import chat, cli_extension, cli_session, typed
 from tests.facts.shown import kept as kept_in
 
 
@@ -63,3 +65,29 @@ async def test_a_fact_kept_in_the_terminal_is_the_person_s_own() -> None:
     # (told to them, it is theirs: "Your cat ...", as the model answers it)
     assert kept_in(model.requests[1].prompt) == ["Your cat is called Tom"]
     assert "user_id" not in model.requests[0].prompt and "tier" not in model.requests[0].prompt
+
+
+async def test_an_answer_no_typed_line_asked_for_is_printed_above_the_prompt() -> None:
+    """A reminder that fired in the terminal chat was answered into nothing: only the answer to a typed line was
+    printed (as it streamed). An answer of another run (here a message that arrives while the prompt waits) is
+    printed once, above a new prompt; the answer to a typed line still once."""
+    model = ScriptedModel(
+        [
+            '<response><output type="cli:message">Hello!</output></response>',
+            '<response><output type="cli:message">Time to stretch!</output></response>',
+        ]
+    )
+    agent = create_agent(model=model, extensions=[cli_extension()], memory=InMemoryStore())
+    written: list[str] = []
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    await lines.put("hi")
+    async with agent:
+        talking = asyncio.create_task(chat(agent, read_line=lines.get, write=written.append, bot_name="bot"))
+        while "bot> Hello!" not in "".join(written) or not "".join(written).endswith("you> "):
+            await asyncio.sleep(0.01)
+        await agent.send(cli_session, "default", typed("default", "the reminder fires"))
+        await lines.put(None)
+        await talking
+    out = "".join(written)
+    assert out.count("Hello!") == 1 and out.count("Time to stretch!") == 1
+    assert "you> \nbot> Time to stretch!\nyou> " in out
