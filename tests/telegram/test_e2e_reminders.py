@@ -169,13 +169,16 @@ async def test_a_time_from_now_written_as_at_is_read_and_an_unreadable_one_is_re
     server: FakeTelegramServer, bots: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The embedded model, asked "Remind me in 2 minutes to stretch.", wrote ``at: "2 minutes from now"`` twice:
-    refused as no date and time, logged as a bug with its traceback in the terminal chat, and no reminder set."""
+    refused as no date and time, logged as a bug with its traceback in the terminal chat, and no reminder set; and
+    for "in 1 minute", ``at: "2023-04-15 14:00"`` beside ``in_minutes: 1``, both refused."""
     model = ScriptedModel(
         [
             call("set_reminder", {"text": "remind Ann to stretch", "at": "2 minutes from now"}),
             lambda request: reply(f"1: {last_result(request)}"),
             call("set_reminder", {"text": "remind Ann to rest", "at": "when the moon is blue"}),
             lambda request: reply(f"2: {last_result(request)}"),
+            call("set_reminder", {"text": "remind Ann to drink", "at": "2023-04-15 14:00", "in_minutes": 1}),
+            lambda request: reply(f"3: {last_result(request)}"),
         ]
     )
     agent = await bots(model, ManualClock(START))
@@ -186,6 +189,8 @@ async def test_a_time_from_now_written_as_at_is_read_and_an_unreadable_one_is_re
     second = await said(server, "remind me when the moon is blue", chat_id=ANN)
     assert "at='when the moon is blue' is not a date and time: write YYYY-MM-DD HH:MM" in second.text
     assert not [r for r in caplog.records if r.levelname == "WARNING" and "set_reminder" in r.getMessage()]
+    third = await said(server, "remind me in a minute to drink", chat_id=ANN)  # (a past at beside a time from now)
+    assert "is set for 2026-03-02 08:01 UTC." in third.text
 
 
 async def test_limits_and_who_may_set_the_zone(server: FakeTelegramServer, bots: Callable[..., Any]) -> None:
