@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, Field
 
 from core import ActionContext, Bot, Extension, Host, action, extension
-from core.facts import recall, remember
+from core.facts import forget, recall, remember
 from extensions.web.settings import WebSettings
 
 from . import plugins
@@ -73,6 +73,7 @@ def assistant_extension(*, search: bool = True, reminders: ReminderRules | None 
     actions = [
         remember,
         recall,
+        forget,
         current_time,
         calculate,
         *([search_history] if search else []),

@@ -170,9 +170,7 @@ def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules
         try:
             when = datetime.fromisoformat(args.at.strip())
         except ValueError:
-            raise ValueError(
-                f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM"
-            ) from None
+            raise ValueError(f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=check_zone(tz))
         if when <= now:

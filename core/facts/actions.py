@@ -15,7 +15,7 @@ from .model import FactScope
 from .plugin import Facts, facts_of
 from .voice import as_told
 
-__all__ = ("RememberArgs", "recall", "remember")
+__all__ = ("ForgetArgs", "RememberArgs", "forget", "recall", "remember")
 
 
 class RememberArgs(BaseModel):
@@ -32,6 +32,17 @@ class RememberArgs(BaseModel):
         max_length=100,
         description="only when you answer several people's messages at once: the name of the one who said it, as "
         "their messages show it",
+    )
+
+
+class ForgetArgs(BaseModel):
+    """Arguments of ``forget``."""
+
+    about: str = Field(
+        min_length=1,
+        max_length=200,
+        description='the words of the fact to forget, as the person says them ("my sister"); "everything" for '
+        "all of theirs",
     )
 
 
@@ -57,7 +68,17 @@ async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict
     return {"facts": await _facts(agent).recall(ctx.state)}
 
 
-# What the model reads of the two results: sentences it can say as they are. As JSON, and as "facts: none",
+async def _forget(args: ForgetArgs, ctx: ActionContext, agent: Host) -> dict[str, Any]:
+    gone = await _facts(agent).forget_about(ctx.state, args.about)
+    if gone is None:
+        raise ActionError(
+            "nothing was forgotten: a fact is forgotten only when its owner alone asks; with several people's "
+            "messages at once, ask them to say it again one at a time"
+        )
+    return {"forgotten": gone}
+
+
+# What the model reads of the three results: sentences it can say as they are. As JSON, and as "facts: none",
 # "remembered: ..." for the embedded model, they were copied in their form ("Done: remembered: ..."), or not
 # understood: "What do you remember about me?" with nothing kept was answered "I remember that I was not able to
 # recall any specific facts from my last message.", and that answer copied into the next ones.
@@ -66,6 +87,13 @@ async def _recall(args: dict[str, Any], ctx: ActionContext, agent: Host) -> dict
 def _kept_text(result: dict[str, Any]) -> str:
     told = str(result["remembered"])
     return f"Kept for later: {told} (for everyone in this chat)" if result.get("for") else f"Kept for later: {told}"
+
+
+def _forgotten_text(result: dict[str, Any]) -> str:
+    gone = [str(fact).strip() for fact in result.get("forgotten") or ()]
+    if not gone:
+        return "Nothing kept about you matches that; nothing was forgotten."
+    return "Forgotten for good: " + " ".join(fact if fact.endswith((".", "!", "?")) else f"{fact}." for fact in gone)
 
 
 def _facts_text(result: dict[str, Any]) -> str:
@@ -93,4 +121,13 @@ recall = action(
     schema=dict[str, Any],
     handler=_recall,
     format=_facts_text,
+)
+forget = action(
+    name="forget",
+    description="Forgets facts kept about the person who asks (theirs alone: never someone else's), those that "
+    "hold the words they say, or all of theirs.",
+    instructions="Use it when the user asks you to forget something they told you, or to delete it.",
+    schema=ForgetArgs,
+    handler=_forget,
+    format=_forgotten_text,
 )

@@ -10,6 +10,7 @@ does; nobody's ``/memory`` lists them, and ``/forget`` erases them with the conv
 from __future__ import annotations
 
 import enum
+import re
 import secrets
 from collections.abc import Iterable, Sequence
 
@@ -18,7 +19,17 @@ import pydantic
 from ..entries import InputRef, Log, now_ms
 from ..usage import user_of
 
-__all__ = ("Fact", "FactScope", "author_of", "authors", "speaks_as", "visible", "visible_to_all")
+__all__ = (
+    "Fact",
+    "FactScope",
+    "about_words",
+    "author_of",
+    "authors",
+    "matches",
+    "speaks_as",
+    "visible",
+    "visible_to_all",
+)
 
 _last_kept = 0
 
@@ -117,3 +128,42 @@ def author_of(logs: Sequence[Log], *, shown_only: bool = False) -> InputRef | No
         if isinstance(entry, InputRef) and (entry.processed or not shown_only) and user_of(entry) is not None:
             return entry
     return None
+
+
+_EVERY = frozenset({"everything", "all", "anything"})
+"""What ``forget`` is asked to drop when it is to drop every fact of the person's."""
+_LITTLE_WORDS = (
+    "a an the and or of to in on at for with is are was were be that this it its i me my mine you your yours about "
+    "what which remember know fact facts forget delete erase please kept later"
+)
+_LITTLE = frozenset(_LITTLE_WORDS.split())
+"""Words that say nothing of what a fact is about."""
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[^\W_]+", text.casefold()) if w not in _LITTLE]
+
+
+def about_words(about: str, said: str) -> list[str]:
+    """What ``forget`` is to remove, from the model's ``about`` and the person's own message (``said``): the words
+    of ``about`` they said; when it shares none with them, their message's own words. The model's words alone are
+    not enough: asked "Forget that my sister is Ana." after a fact about being a vegetarian was kept, the embedded
+    model wrote the result it had just read ("Kept for later: You are a vegetarian."), and the wrong fact would
+    have gone. "everything" (or "all") in ``about`` stays: every fact of theirs."""
+    asked, own = _words(about), _words(said)
+    if any(w in _EVERY for w in asked) and not [w for w in asked if w not in _EVERY]:
+        return ["everything"]
+    stems = {w[:4] for w in own}
+    shared = [w for w in asked if w[:4] in stems]
+    return shared or own
+
+
+def matches(fact: str, words: Sequence[str]) -> bool:
+    """True when ``fact`` holds every one of ``words`` (``about_words``; compared by their first four letters, so
+    "sister" finds "sisters"), or they say everything; no words match nothing."""
+    if not words:
+        return False
+    if list(words) == ["everything"]:
+        return True
+    held = {w[:4] for w in _words(fact)}
+    return all(w[:4] in held for w in words)

@@ -25,7 +25,7 @@ from ..escape import escape_text
 from ..plugin import Plugin, RunHooks, RunView
 from ..prompt_sections import PromptSection, hide, show
 from ..usage import user_of
-from .model import Fact, FactScope, author_of, authors, speaks_as, visible_to_all
+from .model import Fact, FactScope, about_words, author_of, authors, matches, speaks_as, visible_to_all
 from .store import FactStore, MemoryFactStore
 from .voice import as_told
 
@@ -135,6 +135,21 @@ class Facts(Plugin):
         person's own in the second person)."""
         askers = authors(self.answered(state))
         return [as_told(f, askers) for f in visible_to_all(await self.store.of_conversation(state.id), askers)]
+
+    async def forget_about(self, state: ContextState[Any], about: str) -> list[str] | None:
+        """Remove the facts of the conversation of ``state`` that the one person the model answers owns and that
+        are about what they asked to forget (``about_words``: the words of ``about`` they said, else their own
+        message's; "everything": every one of theirs); those removed, as told to them. None when the run answers
+        nobody known or several people at once: a fact is removed only at its owner's own request."""
+        inputs = self.answered(state)
+        askers = authors(inputs)
+        if len(askers) != 1:
+            return None
+        words = about_words(about, " ".join(str(i.data) for i in inputs if user_of(i) == askers[0]))
+        mine = [f for f in await self.store.of_conversation(state.id) if f.owner == askers[0]]
+        gone = [f for f in mine if matches(f.text, words)]
+        removed = await self.store.delete(state.id, [f.id for f in gone]) if gone else []
+        return [as_told(f, askers) for f in removed]
 
     async def take_over(self, state: ContextState[Any]) -> int:
         """Move the plain-string facts of the memory dict of ``state`` (kept before facts had owners) into the

@@ -26,6 +26,7 @@ __all__ = (
     "failure_answer",
     "failure_reason",
     "fallback_answer",
+    "in_results_words",
     "is_refusal",
     "labelled",
     "narrates",
@@ -229,6 +230,24 @@ def unlabelled(answer: str, result: str) -> str:
     if not rest or rest.casefold() == "none":
         return answer
     return rest[:1].upper() + rest[1:]
+
+
+_LEAD = re.compile(r"\A\s*([^\W\d_][^:.!?\n]{0,40}):\s+\S")
+"""The lead of a result said in sentences ("Kept for later: ...", "Forgotten for good: ..."): a few words and a
+colon."""
+
+
+def in_results_words(answer: str, result: str) -> str:
+    """``answer``, or ``result`` itself when the answer starts with the lead ``result`` starts with (an action's
+    ``format``: "Forgotten for good: Ana is your sister.") and goes on otherwise: a small model copies the form of
+    the result with the facts of an earlier one ("Forgotten for good: You are a vegetarian.", the fact kept the line
+    before). A result in a form (JSON, ``key: value``) is left to ``labelled``."""
+    lead = _LEAD.match(result)
+    if lead is None or _FORM.match(result) or result.lstrip().startswith(("{", "[")):
+        return answer
+    if answer.strip().casefold().startswith(lead.group(1).casefold() + ":"):
+        return result.strip()
+    return answer
 
 
 def narrates(answer: str) -> bool:

@@ -80,6 +80,7 @@ from .answer_guards import (
     failure_answer,
     failure_reason,
     fallback_answer,
+    in_results_words,
     is_refusal,
     labelled,
     narrates,
@@ -1019,7 +1020,7 @@ class LocalModel:
             return fallback_answer(_readable(result))
         said = next((a for a in shown if not narrates(a) and not labelled(a, result)), None)
         said = said or next((a for a in shown if not narrates(a)), shown[0])
-        return spoken(unlabelled(said, result))
+        return in_results_words(spoken(unlabelled(said, result)), result)
 
     async def _answer_after_failure(self, server: Any, body: dict[str, Any], request: ModelRequest, reason: str) -> str:
         """The answer after a tool whose handler failed, whole: kept when it says why (shows something of

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core import AgentOptions, InMemoryStore, ScriptedModel, context, create_agent, output
-from core.facts import Fact, Facts, FactScope, recall, remember
+from core.facts import Fact, Facts, FactScope, forget, recall, remember
 
 from .shown import results
 
@@ -31,7 +31,7 @@ def agent_with(model: ScriptedModel, facts: Facts, *, compact: bool = False) -> 
     return create_agent(
         model=model,
         contexts=[ROOM],
-        actions=[remember, recall],
+        actions=[remember, recall, forget],
         outputs=[output(type="room:message", handler=lambda data, c, a: None)],
         plugins=[facts],
         memory=InMemoryStore(),

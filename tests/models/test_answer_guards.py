@@ -16,6 +16,7 @@ from core.models.answer_guards import (
     claimed,
     copies_kept,
     failure_reason,
+    in_results_words,
     is_refusal,
     labelled,
     narrates,
@@ -408,3 +409,14 @@ def test_the_sentences_that_claim_an_action_are_cut() -> None:
     assert unclaimed("Nice! I added milk to your list. Anything else?", "add_todo") == "Nice! Anything else?"
     assert unclaimed("I added milk to your list.", "add_todo") == ""
     assert sentences("Nice! I added") == 2 and sentences("") == 1
+
+
+def test_an_answer_in_the_form_of_a_said_result_is_the_result_itself() -> None:
+    """Asked "Forget that my sister is Ana.", the embedded model answered "Forgotten for good: You are a
+    vegetarian.", the form of the result with the fact kept the line before: an answer that starts with the lead of
+    a result said in sentences is that result."""
+    result = "Forgotten for good: Ana is your sister."
+    assert in_results_words("Forgotten for good: You are a vegetarian.", result) == result
+    assert in_results_words("I forgot that Ana is your sister.", result) == "I forgot that Ana is your sister."
+    assert in_results_words("Facts: tea", '{"facts": ["tea"]}') == "Facts: tea", "a form: labelled's to judge"
+    assert in_results_words("It is 19:53.", "It is 19:53 on Tuesday in UTC.") == "It is 19:53."
