@@ -146,6 +146,14 @@ CASES: tuple[Case, ...] = (
         _RAW,
         r"\byou are ana|\bana's sister|\bmy sister",
     ),
+    _t(
+        ("Remember that my sister is called Ana.", "I am a vegetarian, please remember that.", "Forget my sister."),
+        "forget",
+        r"sister",
+        r"sister|\bana\b",
+        _RAW,
+        r"vegetarian",
+    ),
     _t("Search our earlier messages for what I said about the concert.", "search_history", r"concert"),
     _t("What is the capital of Germany?", None, must=r"\bberlin\b"),
     _t("What is 6 times 7?", "calculate", r"6", must=r"\b(42|forty-two)\b"),
@@ -381,6 +389,7 @@ def _scripted_tools(request: ModelRequest) -> str:
                 "search_history": {"words": "concert"},
                 "calculate": {"expression": "*".join(re.findall(r"\d+", case.turns[-1]))},
                 "set_reminder": {"text": "remind them to call the bank", "in_minutes": 120},
+                "forget": {"about": case.turns[-1]},
             }.get(case.call or "", {})
             return f'<response><action_call name="{case.call}">{json.dumps(arguments)}</action_call></response>'
     if last[0] == "tool":  # (the result said, not copied)
