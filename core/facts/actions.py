@@ -89,18 +89,19 @@ def _kept_text(result: dict[str, Any]) -> str:
     return f"Kept for later: {told} (for everyone in this chat)" if result.get("for") else f"Kept for later: {told}"
 
 
+def _sentences(facts: Any) -> str:
+    """Facts one after the other, each a sentence."""
+    told = [str(fact).strip() for fact in facts or ()]
+    return " ".join(fact if fact.endswith((".", "!", "?")) else f"{fact}." for fact in told if fact)
+
+
 def _forgotten_text(result: dict[str, Any]) -> str:
-    gone = [str(fact).strip() for fact in result.get("forgotten") or ()]
-    if not gone:
-        return "Nothing kept about you matches that; nothing was forgotten."
-    return "Forgotten for good: " + " ".join(fact if fact.endswith((".", "!", "?")) else f"{fact}." for fact in gone)
+    gone = _sentences(result.get("forgotten"))
+    return f"Forgotten for good: {gone}" if gone else "Nothing kept about you matches that; nothing was forgotten."
 
 
 def _facts_text(result: dict[str, Any]) -> str:
-    facts = [str(fact).strip() for fact in result.get("facts") or ()]
-    if not facts:
-        return "Nothing is kept about you yet."
-    return " ".join(fact if fact.endswith((".", "!", "?")) else f"{fact}." for fact in facts)
+    return _sentences(result.get("facts")) or "Nothing is kept about you yet."
 
 
 remember = action(

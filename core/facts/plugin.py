@@ -145,7 +145,8 @@ class Facts(Plugin):
         askers = authors(inputs)
         if len(askers) != 1:
             return None
-        words = about_words(about, " ".join(str(i.data) for i in inputs if user_of(i) == askers[0]))
+        said = " ".join(i.data for i in inputs if user_of(i) == askers[0] and isinstance(i.data, str))
+        words = about_words(about, said)
         mine = [f for f in await self.store.of_conversation(state.id) if f.owner == askers[0]]
         gone = [f for f in mine if matches(f.text, words)]
         removed = await self.store.delete(state.id, [f.id for f in gone]) if gone else []
