@@ -132,15 +132,16 @@ def _from_now(text: str) -> timedelta | None:
     return timedelta(seconds=n * _UNITS[found["unit"].lower()])
 
 
-def _ahead(at: str, tz: str, now: datetime) -> bool:
-    """Whether ``at`` is a time from now or a date and time still ahead."""
-    if _from_now(at) is not None:
-        return True
+def _moment(at: str, tz: str, now: datetime) -> datetime | None:
+    """The time ``at`` names: a time from now (``_from_now``), or a date and time (in ``tz`` unless it says its
+    own zone); None when it is neither."""
+    if (later := _from_now(at)) is not None:
+        return now + later
     try:
         when = datetime.fromisoformat(at.strip())
     except ValueError:
-        return False
-    return (when if when.tzinfo is not None else when.replace(tzinfo=check_zone(tz))) > now
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=check_zone(tz))
 
 
 def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules) -> dict[str, Any]:
@@ -156,26 +157,23 @@ def _when(args: SetReminderArgs, *, tz: str, now: datetime, rules: ReminderRules
         )
         if value
     ]
-    if len(given) > 1 and "at" in given and {"in_minutes", "in_seconds"} & set(given) and not _ahead(args.at, tz, now):
+    moment = _moment(args.at, tz, now) if args.at.strip() else None
+    ahead = moment is not None and moment > now
+    if len(given) > 1 and "at" in given and {"in_minutes", "in_seconds"} & set(given) and not ahead:
         # (the embedded model wrote "at": "2023-04-15 14:00" beside "in_minutes": 1 for "Remind me in 1 minute
         # to stretch.": a time past, or none, beside a time from now is not what was meant)
         args = args.model_copy(update={"at": ""})
         given.remove("at")
     if len(given) != 1:
         raise ValueError("give exactly one of at, in_minutes, in_seconds, cron or every_minutes")
-    if args.at.strip() and (later := _from_now(args.at)) is not None:
-        when = now + later
-        return {"at": when, "next_fire_at": when}
     if args.at.strip():
-        try:
-            when = datetime.fromisoformat(args.at.strip())
-        except ValueError:
-            raise ValueError(f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=check_zone(tz))
-        if when <= now:
-            raise ValueError(f"{_local(when, tz)} {tz} has passed (it is {_local(now, tz)} {tz}): choose a later time")
-        return {"at": when, "next_fire_at": when}
+        if moment is None:
+            raise ValueError(f"at={args.at!r} is not a date and time: write YYYY-MM-DD HH:MM")
+        if not ahead:
+            raise ValueError(
+                f"{_local(moment, tz)} {tz} has passed (it is {_local(now, tz)} {tz}): choose a later time"
+            )
+        return {"at": moment, "next_fire_at": moment}
     if args.in_minutes or args.in_seconds:
         when = now + timedelta(minutes=args.in_minutes, seconds=args.in_seconds)
         return {"at": when, "next_fire_at": when}

@@ -151,7 +151,7 @@ def about_words(about: str, said: str) -> list[str]:
     model wrote the result it had just read ("Kept for later: You are a vegetarian."), and the wrong fact would
     have gone. "everything" (or "all") in ``about`` stays: every fact of theirs."""
     asked, own = _words(about), _words(said)
-    if any(w in _EVERY for w in asked) and not [w for w in asked if w not in _EVERY]:
+    if asked and all(w in _EVERY for w in asked):
         return ["everything"]
     stems = {w[:4] for w in own}
     shared = [w for w in asked if w[:4] in stems]

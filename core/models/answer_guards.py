@@ -243,7 +243,7 @@ def in_results_words(answer: str, result: str) -> str:
     the result with the facts of an earlier one ("Forgotten for good: You are a vegetarian.", the fact kept the line
     before). A result in a form (JSON, ``key: value``) is left to ``labelled``."""
     lead = _LEAD.match(result)
-    if lead is None or _FORM.match(result) or result.lstrip().startswith(("{", "[")):
+    if lead is None or _FORM.match(result):
         return answer
     if answer.strip().casefold().startswith(lead.group(1).casefold() + ":"):
         return result.strip()

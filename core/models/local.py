@@ -856,9 +856,8 @@ class LocalModel:
                         yield text
                     return
                 elif (
-                    overlap(_last_said(request), described(tool))  # (it asks for what the tool does)
-                    and (bare := without_unstated(call, tool, f"{_last_said(request)}\n{_day_note(request, tool)}"))
-                    is not call
+                    overlap(message := _last_said(request), described(tool))  # (it asks for what the tool does)
+                    and (bare := without_unstated(call, tool, f"{message}\n{_day_note(request, tool)}")) is not call
                     and grounded(bare, tool, request)
                     and not repeated(bare, request)
                 ):

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
 from .answer_guards import LIST_MARK
 from .base import ModelRequest, ToolSpec
@@ -263,12 +264,17 @@ def remark(message: str) -> bool:
     return first in _SUBJECTS and not _ASKING.search(text)
 
 
+def _defaults(tool: ToolSpec) -> dict[str, Any]:
+    """The arguments of ``tool`` its schema gives a default, with it."""
+    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
+    return {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+
+
 def grounded(call: ToolCall, tool: ToolSpec, request: ModelRequest) -> bool:
     """False when the arguments ``call`` gives (other than the schema's defaults) hold numbers and words but none
     of them is in the conversation (the system prompt with the state it shows, the person's lines): a call for a
     message that needs no tool fills them from nowhere ("How are you today?" -> a forecast for New York)."""
-    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
-    defaults = {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    defaults = _defaults(tool)
     given = [v for k, v in call.arguments.items() if k not in defaults or v != defaults[k]]
     facts = set().union(*(_clues(json.dumps(v, ensure_ascii=False)) for v in given)) if given else set()
     if not facts:
@@ -281,8 +287,7 @@ def stated(call: ToolCall, tool: ToolSpec, said: str) -> bool:
     """True when each argument ``call`` gives (other than the schema's defaults) shares a number or a word with
     ``said`` (the person's last lines): the test of a call the decision did not choose (``closest_action``), whose
     message may only share a word with the tool ("We will be five people." -> a booking for today at 19:30)."""
-    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
-    defaults = {k: v.get("default") for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    defaults = _defaults(tool)
     clues = _clues(said)
     return all(
         _clues(json.dumps(v, ensure_ascii=False)) & clues
@@ -298,8 +303,7 @@ def without_unstated(call: ToolCall, tool: ToolSpec, said: str) -> ToolCall:
     again, a repeat, where the chat's own time zone was meant). Arguments without a default stay: the call needs
     them. (For a message that asks for what the tool does: one that does not, "How are you today?" with a search
     copied, asks for no call at all.)"""
-    properties = tool.parameters.get("properties") if isinstance(tool.parameters, dict) else None
-    defaults = {k for k, v in (properties or {}).items() if isinstance(v, dict) and "default" in v}
+    defaults = _defaults(tool)
     clues = _clues(said)
     arguments = {
         k: v
